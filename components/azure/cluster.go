@@ -1,0 +1,126 @@
+package azure
+
+import (
+	"github.com/pulumi/pulumi-azure-native-sdk/resources/v2"
+	"github.com/pulumi/pulumi-tls/sdk/v5/go/tls"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// ClusterArgs configures NewCluster.
+type ClusterArgs struct {
+	Cluster *spec.Cluster
+}
+
+// PoolCapacity is a pool's entry in the stack outputs.
+type PoolCapacity struct {
+	ScaleSets pulumi.StringArrayOutput
+	MaxNodes  pulumi.IntOutput
+}
+
+// Cluster is a whole clusterforge cluster: resource group, network, PKI, identities, both etcd
+// clusters, the apiserver group and every worker pool.
+type Cluster struct {
+	pulumi.ResourceState
+
+	APIEndpoint pulumi.StringOutput
+	// Kubeconfig is the admin kubeconfig (secret).
+	Kubeconfig pulumi.StringOutput
+	// AdminSSHPrivateKey is set when the stack gave no admin.sshPublicKey (secret).
+	AdminSSHPrivateKey pulumi.StringOutput
+	Pools              map[string]PoolCapacity
+}
+
+// NewCluster builds the cluster.
+func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	comp := &Cluster{Pools: map[string]PoolCapacity{}}
+	if err := ctx.RegisterComponentResource("clusterforge:azure:Cluster", name, comp, opts...); err != nil {
+		return nil, err
+	}
+	c, parent := args.Cluster, pulumi.Parent(comp)
+
+	rg, err := resources.NewResourceGroup(ctx, name+"-rg", &resources.ResourceGroupArgs{
+		ResourceGroupName: pulumi.String(c.Name), Location: pulumi.String(c.Location), Tags: tags(c, ""),
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	login := Login{AdminUsername: c.Admin.Username, SSHPublicKey: pulumi.String(c.Admin.SSHPublicKey)}
+	comp.AdminSSHPrivateKey = pulumi.String("").ToStringOutput()
+	if c.Admin.SSHPublicKey == "" {
+		key, err := tls.NewPrivateKey(ctx, name+"-admin-ssh", &tls.PrivateKeyArgs{Algorithm: pulumi.String("RSA"), RsaBits: pulumi.Int(4096)}, parent)
+		if err != nil {
+			return nil, err
+		}
+		login.SSHPublicKey, comp.AdminSSHPrivateKey = key.PublicKeyOpenssh, pulumi.ToSecret(key.PrivateKeyOpenssh).(pulumi.StringOutput)
+	}
+
+	certs, err := NewClusterPKI(ctx, name+"-pki", c, parent)
+	if err != nil {
+		return nil, err
+	}
+	net, err := NewNetwork(ctx, name+"-network", &NetworkArgs{Cluster: c, ResourceGroupName: rg.Name}, parent)
+	if err != nil {
+		return nil, err
+	}
+	scopes := map[string]pulumi.StringInput{ScopeResourceGroup: rg.ID(), ScopeVNet: net.VNetID}
+	identity := func(role string) (*RoleIdentity, error) {
+		return NewRoleIdentity(ctx, name+"-"+role, &RoleIdentityArgs{Cluster: c, Role: role, ResourceGroupName: rg.Name, Scopes: scopes}, parent)
+	}
+
+	for _, e := range c.EtcdClusters() {
+		id, err := identity(e.Role)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := NewEtcdCluster(ctx, name+"-"+e.Role, &EtcdClusterArgs{
+			Cluster: c, Etcd: e, ResourceGroupName: rg.Name, SubnetID: net.SubnetIDs[SubnetEtcd],
+			IdentityID: id.ID, CustomData: CustomData(c, certs.Bundle, e.Role), Login: login,
+		}, parent); err != nil {
+			return nil, err
+		}
+	}
+
+	apiID, err := identity(spec.RoleAPIServer)
+	if err != nil {
+		return nil, err
+	}
+	api, err := NewAPIServerGroup(ctx, name+"-apiserver", &APIServerGroupArgs{
+		Cluster: c, ResourceGroupName: rg.Name, ResourceGroupID: rg.ID(), SubnetID: net.SubnetIDs[SubnetControlPlane],
+		IdentityID: apiID.ID, CustomData: CustomData(c, certs.Bundle, spec.RoleAPIServer), Login: login,
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+
+	for _, p := range c.Pools {
+		role := spec.WorkerRole(p.Name)
+		id, err := identity(role)
+		if err != nil {
+			return nil, err
+		}
+		pool, err := NewWorkerPool(ctx, name+"-"+role, &WorkerPoolArgs{
+			Cluster: c, Pool: p, ResourceGroupName: rg.Name, SubnetID: net.SubnetIDs[SubnetNodes],
+			IdentityID: id.ID, CustomData: CustomData(c, certs.Bundle, role), Login: login,
+		}, parent)
+		if err != nil {
+			return nil, err
+		}
+		comp.Pools[p.Name] = PoolCapacity{ScaleSets: pool.ScaleSets, MaxNodes: pool.MaxNodes}
+	}
+
+	comp.APIEndpoint = api.Endpoint
+	comp.Kubeconfig = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string {
+		b := v.(pki.Bundle)
+		return machine.EmbeddedKubeconfig(c.Name, c.APIServerURL(), b.Pair(pki.ClusterCA).CertPEM, b.Pair(pki.Admin).CertPEM, b.Pair(pki.Admin).KeyPEM)
+	})).(pulumi.StringOutput)
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
+		"apiEndpoint": comp.APIEndpoint, "kubeconfig": comp.Kubeconfig, "adminSshPrivateKey": comp.AdminSSHPrivateKey,
+	}); err != nil {
+		return nil, err
+	}
+	return comp, nil
+}

@@ -1,0 +1,124 @@
+package azure
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Login is how every machine is reached for break-glass access (from the hub only).
+type Login struct {
+	AdminUsername string
+	SSHPublicKey  pulumi.StringInput
+}
+
+func (l Login) linux() *compute.LinuxConfigurationArgs {
+	return &compute.LinuxConfigurationArgs{
+		DisablePasswordAuthentication: pulumi.Bool(true),
+		Ssh: &compute.SshConfigurationArgs{PublicKeys: compute.SshPublicKeyTypeArray{compute.SshPublicKeyTypeArgs{
+			Path:    pulumi.String(fmt.Sprintf("/home/%s/.ssh/authorized_keys", l.AdminUsername)),
+			KeyData: l.SSHPublicKey,
+		}}},
+	}
+}
+
+// ScaleSetSpec is what one VMSS needs beyond the cluster spec.
+type ScaleSetSpec struct {
+	Cluster  *spec.Cluster
+	Role     string
+	Name     string
+	VMSize   string
+	ImageID  string
+	Capacity int
+	// IPConfigurations is the number of NIC IP configurations: the primary plus one per pod (L29).
+	IPConfigurations  int
+	SubnetID          pulumi.StringInput
+	BackendPoolIDs    []pulumi.StringInput
+	IdentityID        pulumi.StringInput
+	CustomData        pulumi.StringInput
+	Login             Login
+	ResourceGroupName pulumi.StringInput
+}
+
+// ScaleSetArgs maps a ScaleSetSpec to azure-native arguments: a Uniform scale set spread over the
+// zones with singlePlacementGroup off (up to 1,000 instances), no overprovisioning (every
+// instance that boots joins, L11) and manual upgrades (nodes are semi-stateful, L18). Sizes with
+// a local disk boot an ephemeral OS disk placed on it.
+func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
+	c := s.Cluster
+	var ipConfigs compute.VirtualMachineScaleSetIPConfigurationArray
+	for i := range s.IPConfigurations {
+		cfg := compute.VirtualMachineScaleSetIPConfigurationArgs{
+			Name:    pulumi.String(fmt.Sprintf("ipconfig%d", i+1)),
+			Primary: pulumi.Bool(i == 0),
+			Subnet:  &compute.ApiEntityReferenceArgs{Id: s.SubnetID},
+		}
+		if i == 0 && len(s.BackendPoolIDs) > 0 {
+			var pools compute.SubResourceArray
+			for _, id := range s.BackendPoolIDs {
+				pools = append(pools, compute.SubResourceArgs{Id: id})
+			}
+			cfg.LoadBalancerBackendAddressPools = pools
+		}
+		ipConfigs = append(ipConfigs, cfg)
+	}
+	return &compute.VirtualMachineScaleSetArgs{
+		ResourceGroupName:        s.ResourceGroupName,
+		Location:                 pulumi.String(c.Location),
+		VmScaleSetName:           pulumi.String(s.Name),
+		Tags:                     tags(c, s.Role),
+		Zones:                    pulumi.ToStringArray(c.Zones),
+		OrchestrationMode:        pulumi.String("Uniform"),
+		SinglePlacementGroup:     pulumi.Bool(false),
+		Overprovision:            pulumi.Bool(false),
+		PlatformFaultDomainCount: pulumi.Int(1),
+		UpgradePolicy:            &compute.UpgradePolicyArgs{Mode: compute.UpgradeModeManual},
+		Sku: &compute.SkuArgs{
+			Name: pulumi.String(s.VMSize), Tier: pulumi.String("Standard"), Capacity: pulumi.Float64(float64(s.Capacity)),
+		},
+		Identity: &compute.VirtualMachineScaleSetIdentityArgs{
+			Type:                   compute.ResourceIdentityTypeUserAssigned,
+			UserAssignedIdentities: pulumi.StringArray{s.IdentityID},
+		},
+		VirtualMachineProfile: &compute.VirtualMachineScaleSetVMProfileArgs{
+			OsProfile: &compute.VirtualMachineScaleSetOSProfileArgs{
+				ComputerNamePrefix: pulumi.String(s.Name),
+				AdminUsername:      pulumi.String(s.Login.AdminUsername),
+				CustomData:         s.CustomData,
+				LinuxConfiguration: s.Login.linux(),
+			},
+			StorageProfile: &compute.VirtualMachineScaleSetStorageProfileArgs{
+				ImageReference: &compute.ImageReferenceArgs{Id: pulumi.String(s.ImageID)},
+				OsDisk:         scaleSetOSDisk(s.VMSize),
+			},
+			NetworkProfile: &compute.VirtualMachineScaleSetNetworkProfileArgs{
+				NetworkInterfaceConfigurations: compute.VirtualMachineScaleSetNetworkConfigurationArray{
+					compute.VirtualMachineScaleSetNetworkConfigurationArgs{
+						Name:                        pulumi.String("nic"),
+						Primary:                     pulumi.Bool(true),
+						EnableAcceleratedNetworking: pulumi.Bool(true),
+						IpConfigurations:            ipConfigs,
+					},
+				},
+			},
+		},
+	}
+}
+
+func scaleSetOSDisk(vmSize string) *compute.VirtualMachineScaleSetOSDiskArgs {
+	if spec.HasLocalDisk(vmSize) {
+		return &compute.VirtualMachineScaleSetOSDiskArgs{
+			CreateOption:     pulumi.String("FromImage"),
+			Caching:          compute.CachingTypesReadOnly,
+			DiffDiskSettings: &compute.DiffDiskSettingsArgs{Option: pulumi.String("Local"), Placement: pulumi.String("ResourceDisk")},
+		}
+	}
+	return &compute.VirtualMachineScaleSetOSDiskArgs{
+		CreateOption: pulumi.String("FromImage"),
+		Caching:      compute.CachingTypesReadWrite,
+		ManagedDisk:  &compute.VirtualMachineScaleSetManagedDiskParametersArgs{StorageAccountType: pulumi.String("Premium_LRS")},
+	}
+}

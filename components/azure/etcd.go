@@ -1,0 +1,94 @@
+package azure
+
+import (
+	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
+	"github.com/pulumi/pulumi-azure-native-sdk/network/v2"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// EtcdClusterArgs configures NewEtcdCluster.
+type EtcdClusterArgs struct {
+	Cluster           *spec.Cluster
+	Etcd              spec.EtcdCluster
+	ResourceGroupName pulumi.StringInput
+	SubnetID          pulumi.StringInput
+	IdentityID        pulumi.StringInput
+	CustomData        pulumi.StringInput
+	Login             Login
+}
+
+// EtcdCluster is one etcd cluster of dedicated VMs (L01) with stable identities: a static private
+// IP and a fixed name per member, spread over the zones. The data dir lives on the VM's local
+// disk (L02), which the boot logic formats and mounts.
+type EtcdCluster struct {
+	pulumi.ResourceState
+
+	ClientURLs pulumi.StringArrayOutput
+}
+
+// EtcdNICArgs is a member's NIC with its static address.
+func EtcdNICArgs(a *EtcdClusterArgs, m spec.Member) *network.NetworkInterfaceArgs {
+	return &network.NetworkInterfaceArgs{
+		ResourceGroupName: a.ResourceGroupName, Location: pulumi.String(a.Cluster.Location),
+		NetworkInterfaceName: pulumi.String(m.Name + "-nic"), Tags: tags(a.Cluster, a.Etcd.Role),
+		EnableAcceleratedNetworking: pulumi.Bool(true),
+		IpConfigurations: network.NetworkInterfaceIPConfigurationArray{network.NetworkInterfaceIPConfigurationArgs{
+			Name: pulumi.String("ipconfig1"), Primary: pulumi.Bool(true),
+			PrivateIPAllocationMethod: pulumi.String("Static"), PrivateIPAddress: pulumi.String(m.IP),
+			Subnet: &network.SubnetTypeArgs{Id: a.SubnetID},
+		}},
+	}
+}
+
+// EtcdVMArgs is a member's VM: its zone, a size with a local disk, and the role's user-data.
+func EtcdVMArgs(a *EtcdClusterArgs, m spec.Member, nicID pulumi.StringInput) *compute.VirtualMachineArgs {
+	c := a.Cluster
+	return &compute.VirtualMachineArgs{
+		ResourceGroupName: a.ResourceGroupName, Location: pulumi.String(c.Location),
+		VmName: pulumi.String(m.Name), Zones: pulumi.ToStringArray([]string{m.Zone}), Tags: tags(c, a.Etcd.Role),
+		HardwareProfile: &compute.HardwareProfileArgs{VmSize: pulumi.String(a.Etcd.Spec.VMSize)},
+		Identity: &compute.VirtualMachineIdentityArgs{
+			Type: compute.ResourceIdentityTypeUserAssigned, UserAssignedIdentities: pulumi.StringArray{a.IdentityID},
+		},
+		OsProfile: &compute.OSProfileArgs{
+			ComputerName: pulumi.String(m.Name), AdminUsername: pulumi.String(a.Login.AdminUsername),
+			CustomData: a.CustomData, LinuxConfiguration: a.Login.linux(),
+		},
+		StorageProfile: &compute.StorageProfileArgs{
+			ImageReference: &compute.ImageReferenceArgs{Id: pulumi.String(c.Image)},
+			OsDisk: &compute.OSDiskArgs{
+				CreateOption: pulumi.String("FromImage"), Caching: compute.CachingTypesReadWrite,
+				ManagedDisk: &compute.ManagedDiskParametersArgs{StorageAccountType: pulumi.String("Premium_LRS")},
+			},
+		},
+		NetworkProfile: &compute.NetworkProfileArgs{NetworkInterfaces: compute.NetworkInterfaceReferenceArray{
+			compute.NetworkInterfaceReferenceArgs{Id: nicID, Primary: pulumi.Bool(true)},
+		}},
+	}
+}
+
+// NewEtcdCluster builds the members of one etcd cluster.
+func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opts ...pulumi.ResourceOption) (*EtcdCluster, error) {
+	comp := &EtcdCluster{}
+	if err := ctx.RegisterComponentResource("clusterforge:azure:EtcdCluster", name, comp, opts...); err != nil {
+		return nil, err
+	}
+	parent := pulumi.Parent(comp)
+	for _, m := range args.Etcd.Members {
+		role := m.Name[len(args.Cluster.Name)+1:] // e.g. etcd-main-0
+		nic, err := network.NewNetworkInterface(ctx, name+"-"+role+"-nic", EtcdNICArgs(args, m), parent)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := compute.NewVirtualMachine(ctx, name+"-"+role, EtcdVMArgs(args, m, nic.ID()), parent); err != nil {
+			return nil, err
+		}
+	}
+	comp.ClientURLs = pulumi.ToStringArray(args.Etcd.ClientURLs()).ToStringArrayOutput()
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"clientURLs": comp.ClientURLs}); err != nil {
+		return nil, err
+	}
+	return comp, nil
+}

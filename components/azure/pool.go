@@ -1,0 +1,59 @@
+package azure
+
+import (
+	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// WorkerPoolArgs configures NewWorkerPool.
+type WorkerPoolArgs struct {
+	Cluster           *spec.Cluster
+	Pool              spec.Pool
+	ResourceGroupName pulumi.StringInput
+	SubnetID          pulumi.StringInput
+	IdentityID        pulumi.StringInput
+	CustomData        pulumi.StringInput
+	Login             Login
+}
+
+// WorkerPool is one pool's scale sets (more than one when the pool exceeds what a VMSS holds).
+// Every NIC carries one secondary IP configuration per pod, so pods get VNet addresses with no
+// overlay (Azure CNI, L29).
+type WorkerPool struct {
+	pulumi.ResourceState
+
+	ScaleSets pulumi.StringArrayOutput
+	MaxNodes  pulumi.IntOutput
+}
+
+// NewWorkerPool builds the pool's scale sets. After creation the autoscaler owns their capacity (L19).
+func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts ...pulumi.ResourceOption) (*WorkerPool, error) {
+	comp := &WorkerPool{}
+	if err := ctx.RegisterComponentResource("clusterforge:azure:WorkerPool", name, comp, opts...); err != nil {
+		return nil, err
+	}
+	c, parent := args.Cluster, pulumi.Parent(comp)
+	var names []string
+	for _, set := range c.ScaleSets() {
+		if set.Pool.Name != args.Pool.Name {
+			continue
+		}
+		vmss := c.Name + "-" + set.Name
+		if _, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
+			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: args.Pool.VMSize, ImageID: args.Pool.Image,
+			Capacity: set.Nodes, IPConfigurations: c.Kubelet.MaxPods + 1, SubnetID: args.SubnetID,
+			IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
+		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"})); err != nil {
+			return nil, err
+		}
+		names = append(names, vmss)
+	}
+	comp.ScaleSets = pulumi.ToStringArray(names).ToStringArrayOutput()
+	comp.MaxNodes = pulumi.Int(args.Pool.MaxNodes).ToIntOutput()
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"scaleSets": comp.ScaleSets, "maxNodes": comp.MaxNodes}); err != nil {
+		return nil, err
+	}
+	return comp, nil
+}

@@ -1,0 +1,156 @@
+package machine
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Files of the apiserver machines.
+const (
+	AuditPolicyPath   = KubeDir + "/audit-policy.yaml"
+	AuthnConfigPath   = KubeDir + "/authentication.yaml"
+	AdminKubeconfig   = KubeDir + "/admin.kubeconfig"
+	apiserverUnitName = "kube-apiserver.service"
+)
+
+// APIServerFlags are the kube-apiserver flags.
+func APIServerFlags(c *spec.Cluster) Flags {
+	var main, events spec.EtcdCluster
+	for _, e := range c.EtcdClusters() {
+		if e.Role == spec.RoleEtcdMain {
+			main = e
+		} else {
+			events = e
+		}
+	}
+	a := c.APIServer
+	return Flags{
+		"advertise-address": "${NODE_IP}",
+		"secure-port":       strconv.Itoa(spec.APIServerPort),
+		// Each apiserver holds a lease and publishes itself; replaces --apiserver-count (L05).
+		"endpoint-reconciler-type": "lease",
+
+		"etcd-servers": strings.Join(main.ClientURLs(), ","),
+		// Events live in their own etcd cluster (L03); servers are separated by ';'.
+		"etcd-servers-overrides":   "/events#" + strings.Join(events.ClientURLs(), ";"),
+		"etcd-cafile":              CertPath(etcdPKIDir, pki.EtcdCA),
+		"etcd-certfile":            CertPath(etcdPKIDir, pki.APIServerEtcdClient),
+		"etcd-keyfile":             KeyPath(etcdPKIDir, pki.APIServerEtcdClient),
+		"etcd-compaction-interval": a.EtcdCompactionInterval, // L04
+
+		// Inflight limits sized from the node count (L09).
+		"max-requests-inflight":          strconv.Itoa(a.MaxRequestsInflight),
+		"max-mutating-requests-inflight": strconv.Itoa(a.MaxMutatingRequestsInflight),
+		// Nudges long-lived HTTP/2 clients to reconnect so load spreads over all apiservers (L05).
+		"goaway-chance": "0.001",
+
+		// Audit logs found the LIST storms (L06).
+		"audit-log-path":      AuditLogPath,
+		"audit-log-maxbackup": strconv.Itoa(a.AuditLogMaxBackup),
+		"audit-log-maxsize":   strconv.Itoa(a.AuditLogMaxSizeMB),
+		"audit-log-maxage":    "7",
+		"audit-policy-file":   AuditPolicyPath,
+
+		"authentication-config":       AuthnConfigPath,
+		"authorization-mode":          "Node,RBAC",
+		"enable-bootstrap-token-auth": "true",
+		"enable-admission-plugins":    "NodeRestriction",
+		"client-ca-file":              CertPath("", pki.ClusterCA),
+		"tls-cert-file":               CertPath("", pki.APIServer),
+		"tls-private-key-file":        KeyPath("", pki.APIServer),
+		"tls-cipher-suites":           tlsCipherSuites,
+		"tls-min-version":             "VersionTLS12",
+
+		"kubelet-client-certificate":      CertPath("", pki.APIServerKubeletClient),
+		"kubelet-client-key":              KeyPath("", pki.APIServerKubeletClient),
+		"kubelet-preferred-address-types": "InternalIP",
+
+		"proxy-client-cert-file":             CertPath("", pki.FrontProxyClient),
+		"proxy-client-key-file":              KeyPath("", pki.FrontProxyClient),
+		"requestheader-client-ca-file":       CertPath("", pki.FrontProxyCA),
+		"requestheader-allowed-names":        "front-proxy-client",
+		"requestheader-extra-headers-prefix": "X-Remote-Extra-",
+		"requestheader-group-headers":        "X-Remote-Group",
+		"requestheader-username-headers":     "X-Remote-User",
+
+		"service-account-issuer":           "https://kubernetes.default.svc.cluster.local",
+		"service-account-key-file":         CertPath("", pki.ServiceAccountKey),
+		"service-account-signing-key-file": KeyPath("", pki.ServiceAccountKey),
+		"service-cluster-ip-range":         c.Network.ServiceCIDR,
+
+		"allow-privileged": "true",
+		"profiling":        "false",
+		"event-ttl":        "1h",
+	}
+}
+
+func apiserver(c *spec.Cluster, b pki.Bundle) part {
+	files := []File{
+		{Path: CertPath(etcdPKIDir, pki.EtcdCA), Content: b.Pair(pki.EtcdCA).CertPEM, Mode: 0o644},
+		{Path: CertPath("", pki.FrontProxyCA), Content: b.Pair(pki.FrontProxyCA).CertPEM, Mode: 0o644},
+		{Path: AuditPolicyPath, Content: auditPolicy, Mode: 0o600},
+		{Path: AuthnConfigPath, Content: authenticationConfig, Mode: 0o600},
+		{Path: AdminKubeconfig, Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", pki.Admin), KeyPath("", pki.Admin)), Mode: 0o600},
+	}
+	// The cluster CA key signs kubelet client certificates (controller-manager).
+	files = append(files, pairFiles("", pki.ClusterCA, b.Pair(pki.ClusterCA))...)
+	files = append(files, pairFiles("", pki.ServiceAccountKey, b.Pair(pki.ServiceAccountKey))...)
+	files = append(files, pairFiles(etcdPKIDir, pki.APIServerEtcdClient, b.Pair(pki.APIServerEtcdClient))...)
+	for _, name := range []string{pki.APIServer, pki.APIServerKubeletClient, pki.FrontProxyClient, pki.Admin} {
+		files = append(files, pairFiles("", name, b.Pair(name))...)
+	}
+	return part{
+		files: files,
+		units: []Unit{service{
+			name: "kube-apiserver", description: "Kubernetes API server",
+			after: []string{identityUnit}, requires: []string{identityUnit},
+			binary: BinDir + "/kube-apiserver", flags: APIServerFlags(c),
+			envFiles: []string{NodeEnvFile}, limitNoFile: true,
+		}.unit()},
+	}
+}
+
+// authenticationConfig allows anonymous requests only on the health endpoints the load balancer
+// probes; everything else needs a certificate or token (CIS 1.2.1).
+const authenticationConfig = `apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+anonymous:
+  enabled: true
+  conditions:
+  - path: /livez
+  - path: /readyz
+  - path: /healthz
+`
+
+// auditPolicy records who did what without drowning the disk: metadata for reads of large
+// collections (the LIST storms of L06), request bodies for writes, nothing for health checks and
+// the noisy system watchers.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages:
+- RequestReceived
+rules:
+- level: None
+  nonResourceURLs: ["/healthz*", "/livez*", "/readyz*", "/version", "/metrics"]
+- level: None
+  users: ["system:kube-proxy"]
+  verbs: ["watch"]
+- level: None
+  resources:
+  - group: ""
+    resources: ["events"]
+  - group: "coordination.k8s.io"
+    resources: ["leases"]
+- level: Metadata
+  resources:
+  - group: ""
+    resources: ["secrets", "configmaps", "serviceaccounts/token"]
+- level: Metadata
+  verbs: ["get", "list", "watch"]
+- level: Request
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: Metadata
+`

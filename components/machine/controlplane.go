@@ -1,0 +1,113 @@
+package machine
+
+import (
+	"strconv"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Files of the controller-manager and scheduler, colocated with the apiserver (L05).
+const (
+	ControllerManagerKubeconfig = KubeDir + "/controller-manager.kubeconfig"
+	SchedulerKubeconfig         = KubeDir + "/scheduler.kubeconfig"
+	SchedulerConfigPath         = KubeDir + "/scheduler.yaml"
+)
+
+// ControllerManagerFlags are the kube-controller-manager flags.
+func ControllerManagerFlags(c *spec.Cluster) Flags {
+	// Client QPS grows with the node count so node and pod lifecycles keep up (L09).
+	qps := max(20, c.TargetNodes/50)
+	return Flags{
+		"kubeconfig":                       ControllerManagerKubeconfig,
+		"authentication-kubeconfig":        ControllerManagerKubeconfig,
+		"authorization-kubeconfig":         ControllerManagerKubeconfig,
+		"bind-address":                     "127.0.0.1",
+		"leader-elect":                     "true",
+		"cluster-name":                     c.Name,
+		"cluster-signing-cert-file":        CertPath("", pki.ClusterCA),
+		"cluster-signing-key-file":         KeyPath("", pki.ClusterCA),
+		"root-ca-file":                     CertPath("", pki.ClusterCA),
+		"service-account-private-key-file": KeyPath("", pki.ServiceAccountKey),
+		"use-service-account-credentials":  "true",
+		"controllers":                      "*,bootstrapsigner,tokencleaner",
+		// Pod IPs come from the VNet (Azure CNI, L29), not from per-node CIDRs.
+		"allocate-node-cidrs":         "false",
+		"service-cluster-ip-range":    c.Network.ServiceCIDR,
+		"kube-api-qps":                strconv.Itoa(qps),
+		"kube-api-burst":              strconv.Itoa(2 * qps),
+		"terminated-pod-gc-threshold": "12500",
+		"profiling":                   "false",
+		"tls-cipher-suites":           tlsCipherSuites,
+	}
+}
+
+func controllerManager(c *spec.Cluster, b pki.Bundle) part {
+	files := pairFiles("", pki.ControllerManager, b.Pair(pki.ControllerManager))
+	files = append(files, File{Path: ControllerManagerKubeconfig, Mode: 0o600,
+		Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", pki.ControllerManager), KeyPath("", pki.ControllerManager))})
+	return part{files: files, units: []Unit{service{
+		name: "kube-controller-manager", description: "Kubernetes controller manager",
+		after: []string{apiserverUnitName}, binary: BinDir + "/kube-controller-manager",
+		flags: ControllerManagerFlags(c),
+	}.unit()}}
+}
+
+// SchedulerFlags are the kube-scheduler flags; the behaviour lives in its config file.
+func SchedulerFlags() Flags {
+	return Flags{
+		"config":                    SchedulerConfigPath,
+		"authentication-kubeconfig": SchedulerKubeconfig,
+		"authorization-kubeconfig":  SchedulerKubeconfig,
+		"bind-address":              "127.0.0.1",
+		"tls-cipher-suites":         tlsCipherSuites,
+	}
+}
+
+// SchedulerConfig bin-packs (L12): NodeResourcesFit scores MostAllocated, GPUs weighted above
+// CPU and memory so whole GPU nodes stay free for big jobs, and InterPodAffinity weighs 2.
+func SchedulerConfig() string {
+	return `apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: ` + SchedulerKubeconfig + `
+leaderElection:
+  leaderElect: true
+enableProfiling: false
+profiles:
+- schedulerName: default-scheduler
+  plugins:
+    score:
+      enabled:
+      - name: NodeResourcesFit
+        weight: 1
+      - name: InterPodAffinity
+        weight: 2
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources:
+        - name: cpu
+          weight: 1
+        - name: memory
+          weight: 1
+        - name: nvidia.com/gpu
+          weight: 5
+`
+}
+
+func scheduler(c *spec.Cluster, b pki.Bundle) part {
+	files := pairFiles("", pki.Scheduler, b.Pair(pki.Scheduler))
+	files = append(files,
+		File{Path: SchedulerKubeconfig, Mode: 0o600,
+			Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", pki.Scheduler), KeyPath("", pki.Scheduler))},
+		File{Path: SchedulerConfigPath, Content: SchedulerConfig(), Mode: 0o644},
+	)
+	return part{files: files, units: []Unit{service{
+		name: "kube-scheduler", description: "Kubernetes scheduler",
+		after: []string{apiserverUnitName}, binary: BinDir + "/kube-scheduler",
+		flags: SchedulerFlags(),
+	}.unit()}}
+}

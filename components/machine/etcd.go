@@ -1,0 +1,164 @@
+package machine
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// etcd-side files and units.
+const (
+	etcdPKIDir     = "etcd"
+	etcdEnvFile    = "/run/clusterforge/etcd.env"
+	etcdDiskUnit   = "etcd-disk.service"
+	etcdJoinUnit   = "etcd-join.service"
+	etcdDiskLabel  = "etcd-data"
+	etcdctlTimeout = "5s"
+)
+
+// tlsCipherSuites are the strong TLS 1.2 suites every control-plane listener accepts (CIS 1.2.x, 2.x).
+var tlsCipherSuites = strings.Join([]string{
+	"TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+	"TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+	"TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305",
+	"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+	"TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+	"TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305",
+}, ",")
+
+// EtcdFlags are one etcd member's flags. Per-member values come from NodeEnvFile and etcdEnvFile.
+func EtcdFlags(e spec.EtcdCluster) Flags {
+	server, peer := pki.EtcdServer(e.Role), pki.EtcdPeer(e.Role)
+	return Flags{
+		"name":                        "${NODE_NAME}",
+		"data-dir":                    EtcdDataDir, // on the local SSD (L02), mounted by etcd-disk.service
+		"listen-client-urls":          fmt.Sprintf("https://${NODE_IP}:%d,https://127.0.0.1:%d", spec.EtcdClientPort, spec.EtcdClientPort),
+		"advertise-client-urls":       fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdClientPort),
+		"listen-peer-urls":            fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdPeerPort),
+		"initial-advertise-peer-urls": fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdPeerPort),
+		"listen-metrics-urls":         fmt.Sprintf("http://${NODE_IP}:%d", spec.EtcdMetricsPort),
+		"initial-cluster":             e.InitialCluster(),
+		"initial-cluster-token":       e.Role,
+		"initial-cluster-state":       "${ETCD_INITIAL_CLUSTER_STATE}",
+		"client-cert-auth":            "true",
+		"trusted-ca-file":             CertPath(etcdPKIDir, pki.EtcdCA),
+		"cert-file":                   CertPath(etcdPKIDir, server),
+		"key-file":                    KeyPath(etcdPKIDir, server),
+		"peer-client-cert-auth":       "true",
+		"peer-trusted-ca-file":        CertPath(etcdPKIDir, pki.EtcdCA),
+		"peer-cert-file":              CertPath(etcdPKIDir, peer),
+		"peer-key-file":               KeyPath(etcdPKIDir, peer),
+		"quota-backend-bytes":         strconv.FormatInt(e.Spec.QuotaBackendBytes, 10), // L04
+		"cipher-suites":               tlsCipherSuites,
+	}
+}
+
+func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
+	files := []File{{Path: CertPath(etcdPKIDir, pki.EtcdCA), Content: b.Pair(pki.EtcdCA).CertPEM, Mode: 0o644}}
+	files = append(files, pairFiles(etcdPKIDir, pki.EtcdServer(e.Role), b.Pair(pki.EtcdServer(e.Role)))...)
+	files = append(files, pairFiles(etcdPKIDir, pki.EtcdPeer(e.Role), b.Pair(pki.EtcdPeer(e.Role)))...)
+	files = append(files,
+		File{Path: LibexecDir + "/etcd-disk", Content: etcdDiskScript, Mode: 0o755},
+		File{Path: LibexecDir + "/etcd-join", Content: etcdJoinScript(e), Mode: 0o755},
+	)
+	return part{
+		files: files,
+		units: []Unit{
+			{Name: etcdDiskUnit, Enable: true, Content: `[Unit]
+Description=clusterforge: format and mount the local SSD as etcd's data dir (L02)
+Before=` + etcdJoinUnit + `
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=` + LibexecDir + `/etcd-disk
+
+[Install]
+WantedBy=multi-user.target
+`},
+			{Name: etcdJoinUnit, Enable: true, Content: `[Unit]
+Description=clusterforge: join etcd as a new or a returning member (L02)
+After=` + identityUnit + " " + etcdDiskUnit + `
+Requires=` + identityUnit + `
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+EnvironmentFile=` + NodeEnvFile + `
+ExecStart=` + LibexecDir + `/etcd-join
+Restart=on-failure
+RestartSec=5
+
+[Install]
+WantedBy=multi-user.target
+`},
+			service{
+				name: "etcd", description: "etcd " + e.Role + " member",
+				after: []string{etcdJoinUnit}, requires: []string{etcdJoinUnit},
+				binary: BinDir + "/etcd", flags: EtcdFlags(e),
+				envFiles: []string{NodeEnvFile, etcdEnvFile}, limitNoFile: true,
+			}.unit(),
+		},
+	}
+}
+
+// etcdDiskScript mounts the instance-local disk at the data dir. Azure wipes it on deallocate or
+// redeploy; a fresh disk is formatted and etcd-join.service then rejoins the member.
+const etcdDiskScript = `#!/bin/sh
+set -eu
+label=` + etcdDiskLabel + `
+dir=` + EtcdDataDir + `
+mountpoint -q "$dir" && exit 0
+dev=
+for candidate in /dev/disk/azure/local/by-index/1 /dev/disk/azure/resource; do
+  if [ -e "$candidate" ]; then dev=$(readlink -f "$candidate"); break; fi
+done
+[ -n "$dev" ] || { echo "no local temp/NVMe disk under /dev/disk/azure" >&2; exit 1; }
+if [ "$(blkid -s LABEL -o value "$dev" 2>/dev/null || true)" != "$label" ]; then
+  for part in "$dev"*; do umount "$part" 2>/dev/null || true; done
+  mkfs.ext4 -F -L "$label" -E lazy_itable_init=1 "$dev"
+fi
+mkdir -p "$dir"
+mount -o noatime "$dev" "$dir"
+chmod 700 "$dir"
+`
+
+// etcdJoinScript decides how this member starts. With data on disk, or when no peer answers
+// (first boot of the cluster), it starts as configured. A member whose disk came back empty while
+// its peers have quorum is removed and added again: restarting it as a fresh cluster would split
+// the cluster (L02).
+func etcdJoinScript(e spec.EtcdCluster) string {
+	return `#!/bin/sh
+set -eu
+mkdir -p "$(dirname ` + etcdEnvFile + `)"
+state=new
+if [ ! -d ` + EtcdDataDir + `/member ]; then
+  peer_url=https://$NODE_IP:` + strconv.Itoa(spec.EtcdPeerPort) + `
+  endpoints=$(echo "` + strings.Join(e.ClientURLs(), " ") + `" | tr ' ' '\n' | grep -v "//$NODE_IP:" | paste -sd, -)
+  ctl() {
+    ` + BinDir + `/etcdctl --endpoints="$endpoints" --command-timeout=` + etcdctlTimeout + ` \
+      --cacert=` + CertPath(etcdPKIDir, pki.EtcdCA) + ` \
+      --cert=` + CertPath(etcdPKIDir, pki.EtcdServer(e.Role)) + ` \
+      --key=` + KeyPath(etcdPKIDir, pki.EtcdServer(e.Role)) + ` "$@"
+  }
+  if members=$(ctl member list -w simple 2>/dev/null); then
+    # "<id>, <started|unstarted>, <name>, <peer urls>, <client urls>, <learner>"
+    mine=$(echo "$members" | awk -F', ' -v u="$peer_url" '$4 == u {print $1, $2}')
+    case "$mine" in
+      *" unstarted") ;; # a member of the initial cluster starting late: start as configured
+      "")
+        ctl member add "$NODE_NAME" --peer-urls="$peer_url"
+        state=existing ;;
+      *)
+        ctl member remove "${mine%% *}"
+        ctl member add "$NODE_NAME" --peer-urls="$peer_url"
+        state=existing ;;
+    esac
+  fi
+fi
+echo "ETCD_INITIAL_CLUSTER_STATE=$state" > ` + etcdEnvFile + `
+`
+}

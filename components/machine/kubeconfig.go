@@ -1,0 +1,58 @@
+package machine
+
+import (
+	"encoding/base64"
+	"fmt"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Kubeconfig renders a kubeconfig that points at server and authenticates with files on disk.
+func Kubeconfig(server, caFile, certFile, keyFile string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: cluster
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: user
+  user:
+    client-certificate: %s
+    client-key: %s
+contexts:
+- name: default
+  context:
+    cluster: cluster
+    user: user
+current-context: default
+`, server, caFile, certFile, keyFile)
+}
+
+// localAPIServer is how components on an apiserver machine reach their own apiserver.
+var localAPIServer = fmt.Sprintf("https://127.0.0.1:%d", spec.APIServerPort)
+
+// EmbeddedKubeconfig is a self-contained kubeconfig (certificates inline), for handing to users.
+func EmbeddedKubeconfig(clusterName, server, caPEM, certPEM, keyPEM string) string {
+	b64 := func(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: %[1]s
+  cluster:
+    server: %[2]s
+    certificate-authority-data: %[3]s
+users:
+- name: %[1]s-admin
+  user:
+    client-certificate-data: %[4]s
+    client-key-data: %[5]s
+contexts:
+- name: %[1]s
+  context:
+    cluster: %[1]s
+    user: %[1]s-admin
+current-context: %[1]s
+`, clusterName, server, b64(caPEM), b64(certPEM), b64(keyPEM))
+}

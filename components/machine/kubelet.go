@@ -1,0 +1,132 @@
+package machine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Files of the worker kubelet.
+const (
+	KubeletConfigPath          = "/var/lib/kubelet/config.yaml"
+	KubeletBootstrapKubeconfig = KubeDir + "/bootstrap-kubelet.kubeconfig"
+	KubeletKubeconfig          = "/var/lib/kubelet/kubeconfig"
+	ContainerdSocket           = "unix:///run/containerd/containerd.sock"
+	// PoolLabel names the pool a node belongs to.
+	PoolLabel = "clusterforge.io/pool"
+	// GPUResource is the extended resource and taint key of GPU nodes.
+	GPUResource = "nvidia.com/gpu"
+)
+
+// KubeletConfig is the worker KubeletConfiguration.
+func KubeletConfig(c *spec.Cluster, pool spec.Pool) string {
+	var taints strings.Builder
+	for _, t := range poolTaints(pool) {
+		fmt.Fprintf(&taints, "- key: %s\n  value: %q\n  effect: %s\n", t.Key, t.Value, t.Effect)
+	}
+	registerWithTaints := "registerWithTaints: []\n"
+	if taints.Len() > 0 {
+		registerWithTaints = "registerWithTaints:\n" + taints.String()
+	}
+	return fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: %s
+authorization:
+  mode: Webhook
+cgroupDriver: systemd
+clusterDNS:
+- %s
+clusterDomain: cluster.local
+containerRuntimeEndpoint: %s
+maxPods: %d
+# Pulls run in parallel so one huge image does not block every other pod (L20).
+serializeImagePulls: false
+maxParallelImagePulls: %d
+readOnlyPort: 0
+protectKernelDefaults: true
+rotateCertificates: true
+eventRecordQPS: 5
+streamingConnectionIdleTimeout: 5m
+tlsMinVersion: VersionTLS12
+tlsCipherSuites: [%s]
+%s`, CertPath("", pki.ClusterCA), c.DNSServiceIP(), ContainerdSocket, c.Kubelet.MaxPods,
+		c.Kubelet.MaxParallelImagePulls, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
+}
+
+// KubeletFlags are the worker kubelet flags.
+func KubeletFlags(pool spec.Pool) Flags {
+	labels := map[string]string{PoolLabel: pool.Name}
+	if pool.IsGPU() {
+		labels["clusterforge.io/gpu"] = "true"
+	}
+	maps.Copy(labels, pool.Labels)
+	pairs := make([]string, 0, len(labels))
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		pairs = append(pairs, k+"="+labels[k])
+	}
+	return Flags{
+		"config":               KubeletConfigPath,
+		"bootstrap-kubeconfig": KubeletBootstrapKubeconfig,
+		"kubeconfig":           KubeletKubeconfig,
+		"node-ip":              "${NODE_IP}",
+		"node-labels":          strings.Join(pairs, ","),
+	}
+}
+
+// poolTaints are the pool's taints, plus nvidia.com/gpu:NoSchedule on GPU pools so only pods
+// asking for GPUs land there.
+func poolTaints(pool spec.Pool) []spec.Taint {
+	taints := slices.Clone(pool.Taints)
+	if pool.IsGPU() && !slices.ContainsFunc(taints, func(t spec.Taint) bool { return t.Key == GPUResource }) {
+		taints = append(taints, spec.Taint{Key: GPUResource, Value: "present", Effect: "NoSchedule"})
+	}
+	return taints
+}
+
+// BootstrapKubeconfig authenticates a new kubelet with the bootstrap token until it holds a
+// client certificate (TLS bootstrap).
+func BootstrapKubeconfig(server, token string) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: cluster
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: kubelet-bootstrap
+  user:
+    token: %s
+contexts:
+- name: default
+  context:
+    cluster: cluster
+    user: kubelet-bootstrap
+current-context: default
+`, server, CertPath("", pki.ClusterCA), token)
+}
+
+func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
+	return part{
+		files: []File{
+			{Path: CertPath("", pki.ClusterCA), Content: b.Pair(pki.ClusterCA).CertPEM, Mode: 0o644},
+			{Path: KubeletConfigPath, Content: KubeletConfig(c, pool), Mode: 0o644},
+			{Path: KubeletBootstrapKubeconfig, Content: BootstrapKubeconfig(c.APIServerURL(), b.BootstrapToken), Mode: 0o600},
+		},
+		units: []Unit{service{
+			name: "kubelet", description: "Kubernetes node agent (pool " + pool.Name + ")",
+			after: []string{identityUnit, "containerd.service"}, requires: []string{identityUnit},
+			binary: BinDir + "/kubelet", flags: KubeletFlags(pool), envFiles: []string{NodeEnvFile},
+		}.unit()},
+	}
+}

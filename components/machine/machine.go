@@ -1,0 +1,141 @@
+// Package machine renders, from a validated cluster spec and its PKI bundle, everything a machine of
+// each role runs: component flags and config files, systemd units and the cloud-init document.
+// One file per concern (etcd.go, apiserver.go, kubelet.go...), as in kops' nodeup builders. The
+// Azure program, the Packer plugin and the rehearsal all consume this package; none builds flags
+// of its own. Nothing here imports Pulumi.
+package machine
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Paths on every machine.
+const (
+	BinDir       = "/usr/local/bin"
+	LibexecDir   = "/usr/local/lib/clusterforge"
+	PKIDir       = "/etc/kubernetes/pki"
+	KubeDir      = "/etc/kubernetes"
+	UnitDir      = "/etc/systemd/system"
+	EtcdDataDir  = "/var/lib/etcd"
+	AuditLogPath = "/var/log/kubernetes/audit/audit.log"
+	// NodeEnvFile holds the machine's own identity (NODE_NAME, NODE_IP), written at boot by
+	// clusterforge-identity.service from Azure's instance metadata. Units read it, so machines of
+	// one role share one user-data.
+	NodeEnvFile = "/run/clusterforge/node.env"
+)
+
+// File is one file a machine receives.
+type File struct {
+	Path    string
+	Content string
+	// Mode is the octal permission, e.g. 0o600 for private keys.
+	Mode int
+}
+
+// Unit is one systemd unit. Enable lists it for `systemctl enable --now` at first boot.
+type Unit struct {
+	Name    string
+	Content string
+	Enable  bool
+}
+
+// Machine is everything one role's machines boot with.
+type Machine struct {
+	Role  string
+	Files []File
+	Units []Unit
+	// DisableEphemeralMount stops cloud-init mounting the resource disk at /mnt: the machine
+	// formats and mounts it itself.
+	DisableEphemeralMount bool
+}
+
+// UnitFiles returns the units as files under UnitDir, in order.
+func (m Machine) UnitFiles() []File {
+	files := make([]File, len(m.Units))
+	for i, u := range m.Units {
+		files[i] = File{Path: UnitDir + "/" + u.Name, Content: u.Content, Mode: 0o644}
+	}
+	return files
+}
+
+// Render builds the machine of one role.
+func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
+	m := Machine{Role: role}
+	m.add(identity())
+	switch {
+	case role == spec.RoleEtcdMain || role == spec.RoleEtcdEvents:
+		for _, e := range c.EtcdClusters() {
+			if e.Role == role {
+				m.add(etcd(c, e, b))
+				m.DisableEphemeralMount = true
+			}
+		}
+	case role == spec.RoleAPIServer:
+		m.add(apiserver(c, b))
+		m.add(controllerManager(c, b))
+		m.add(scheduler(c, b))
+		m.add(clusterBootstrap(c, b))
+	default:
+		pool, ok := poolOf(c, role)
+		if !ok {
+			return Machine{}, fmt.Errorf("machine: no role %q; roles are %v", role, c.Roles())
+		}
+		m.add(kubelet(c, b, pool))
+	}
+	return m, nil
+}
+
+// RenderAll builds every role's machine, in spec.Roles order.
+func RenderAll(c *spec.Cluster, b pki.Bundle) ([]Machine, error) {
+	var out []Machine
+	for _, role := range c.Roles() {
+		m, err := Render(c, b, role)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func poolOf(c *spec.Cluster, role string) (spec.Pool, bool) {
+	i := slices.IndexFunc(c.Pools, func(p spec.Pool) bool { return spec.WorkerRole(p.Name) == role })
+	if i < 0 {
+		return spec.Pool{}, false
+	}
+	return c.Pools[i], true
+}
+
+// part is one concern's contribution to a machine.
+type part struct {
+	files []File
+	units []Unit
+}
+
+func (m *Machine) add(p part) {
+	m.Files = append(m.Files, p.files...)
+	m.Units = append(m.Units, p.units...)
+}
+
+// pairFiles places a certificate and its key at PKIDir/<dir>/<name>.{crt,key}.
+func pairFiles(dir, name string, kp pki.KeyPair) []File {
+	return []File{
+		{Path: CertPath(dir, name), Content: kp.CertPEM, Mode: 0o644},
+		{Path: KeyPath(dir, name), Content: kp.KeyPEM, Mode: 0o600},
+	}
+}
+
+// CertPath and KeyPath are where a named certificate and key live.
+func CertPath(dir, name string) string { return pkiPath(dir, name) + ".crt" }
+func KeyPath(dir, name string) string  { return pkiPath(dir, name) + ".key" }
+
+func pkiPath(dir, name string) string {
+	if dir == "" {
+		return PKIDir + "/" + name
+	}
+	return PKIDir + "/" + dir + "/" + name
+}

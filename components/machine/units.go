@@ -1,0 +1,111 @@
+package machine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Flags are a component's command-line flags, rendered sorted by name so output is stable.
+type Flags map[string]string
+
+// Args returns "--name=value" for every flag, sorted.
+func (f Flags) Args() []string {
+	names := make([]string, 0, len(f))
+	for n := range f {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	args := make([]string, len(names))
+	for i, n := range names {
+		args[i] = fmt.Sprintf("--%s=%s", n, f[n])
+	}
+	return args
+}
+
+// service describes a long-running systemd service.
+type service struct {
+	name        string
+	description string
+	after       []string
+	requires    []string
+	binary      string
+	// subcommand comes before the flags, e.g. "apply" for kubectl.
+	subcommand string
+	flags      Flags
+	// env loads the machine identity; flags may then use ${NODE_NAME} and ${NODE_IP}.
+	envFiles []string
+	// oneshot runs the command once to completion (with retries on failure).
+	oneshot     bool
+	limitNoFile bool
+}
+
+// unit renders the service as an enabled systemd unit.
+func (s service) unit() Unit {
+	var b strings.Builder
+	fmt.Fprintf(&b, "[Unit]\nDescription=%s\n", s.description)
+	if len(s.after) > 0 {
+		fmt.Fprintf(&b, "After=%s\n", strings.Join(s.after, " "))
+	}
+	if len(s.requires) > 0 {
+		fmt.Fprintf(&b, "Requires=%s\n", strings.Join(s.requires, " "))
+	}
+	// Keep retrying forever: a control plane converges once its peers are up.
+	b.WriteString("StartLimitIntervalSec=0\n\n[Service]\n")
+	if s.oneshot {
+		b.WriteString("Type=oneshot\nRemainAfterExit=yes\n")
+	}
+	for _, f := range s.envFiles {
+		fmt.Fprintf(&b, "EnvironmentFile=%s\n", f)
+	}
+	b.WriteString("ExecStart=" + s.binary)
+	if s.subcommand != "" {
+		b.WriteString(" " + s.subcommand)
+	}
+	for _, a := range s.flags.Args() {
+		b.WriteString(" \\\n  " + a)
+	}
+	b.WriteString("\nRestart=on-failure\nRestartSec=5\n")
+	if s.limitNoFile {
+		b.WriteString("LimitNOFILE=1048576\n")
+	}
+	b.WriteString("\n[Install]\nWantedBy=multi-user.target\n")
+	return Unit{Name: s.name + ".service", Content: b.String(), Enable: true}
+}
+
+// identityUnit is the first unit of every machine: it writes NodeEnvFile from the instance metadata.
+const identityUnit = "clusterforge-identity.service"
+
+// identity renders the boot step that learns who this machine is. Azure's instance metadata
+// service gives the VM's name and primary private IP; nothing per-machine is in user-data.
+func identity() part {
+	script := `#!/bin/sh
+# Writes this machine's identity for the clusterforge units (NODE_NAME, NODE_IP).
+set -eu
+imds=http://169.254.169.254/metadata/instance
+query() { curl -fsS --retry 30 --retry-delay 2 --retry-connrefused -H Metadata:true "$imds/$1?api-version=2021-02-01&format=text"; }
+mkdir -p "$(dirname ` + NodeEnvFile + `)"
+{
+  echo "NODE_NAME=$(hostname)"
+  echo "NODE_IP=$(query network/interface/0/ipv4/ipAddress/0/privateIpAddress)"
+} > ` + NodeEnvFile + `.tmp
+mv ` + NodeEnvFile + `.tmp ` + NodeEnvFile + `
+`
+	path := LibexecDir + "/identity"
+	return part{
+		files: []File{{Path: path, Content: script, Mode: 0o755}},
+		units: []Unit{{Name: identityUnit, Enable: true, Content: `[Unit]
+Description=clusterforge: learn this machine's name and address
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=` + path + `
+
+[Install]
+WantedBy=multi-user.target
+`}},
+	}
+}

@@ -1,0 +1,126 @@
+package pki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"time"
+)
+
+// Issue creates a throwaway Bundle from the given authorities and profiles with crypto/x509:
+// the same subjects, SANs and usages the Pulumi TLS provider issues on Azure. The bootstrap
+// token is random too.
+func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
+	b := Bundle{Pairs: map[string]KeyPair{}}
+	type ca struct {
+		cert *x509.Certificate
+		key  crypto.Signer
+	}
+	cas := map[string]ca{}
+	for _, a := range authorities {
+		key, keyPEM, err := newKey()
+		if err != nil {
+			return Bundle{}, err
+		}
+		tmpl := template(a.CommonName, "", nil, nil, a.Usages, CAValidityHours)
+		tmpl.IsCA, tmpl.BasicConstraintsValid = true, true
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+		if err != nil {
+			return Bundle{}, fmt.Errorf("pki: issue %s: %w", a.Name, err)
+		}
+		cert, _ := x509.ParseCertificate(der)
+		cas[a.Name] = ca{cert, key}
+		b.Pairs[a.Name] = KeyPair{CertPEM: encode("CERTIFICATE", der), KeyPEM: keyPEM}
+	}
+	for _, p := range profiles {
+		issuer, ok := cas[p.Issuer]
+		if !ok {
+			return Bundle{}, fmt.Errorf("pki: profile %s names unknown issuer %s", p.Name, p.Issuer)
+		}
+		key, keyPEM, err := newKey()
+		if err != nil {
+			return Bundle{}, err
+		}
+		tmpl := template(p.CommonName, p.Organization, p.DNSNames, p.IPAddresses, p.Usages, LeafValidityHours)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer.cert, key.Public(), issuer.key)
+		if err != nil {
+			return Bundle{}, fmt.Errorf("pki: issue %s: %w", p.Name, err)
+		}
+		b.Pairs[p.Name] = KeyPair{CertPEM: encode("CERTIFICATE", der), KeyPEM: keyPEM}
+	}
+	key, keyPEM, err := newKey()
+	if err != nil {
+		return Bundle{}, err
+	}
+	pub, _ := x509.MarshalPKIXPublicKey(key.Public())
+	b.Pairs[ServiceAccountKey] = KeyPair{CertPEM: encode("PUBLIC KEY", pub), KeyPEM: keyPEM}
+	b.BootstrapToken = randomToken(6) + "." + randomToken(16)
+	return b, nil
+}
+
+func newKey() (*ecdsa.PrivateKey, string, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, "", err
+	}
+	return key, encode("PRIVATE KEY", der), nil
+}
+
+func template(cn, org string, dns, ips []string, usages []Usage, hours int) *x509.Certificate {
+	serial, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	now := time.Now()
+	t := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: cn},
+		DNSNames:     dns,
+		NotBefore:    now.Add(-time.Minute),
+		NotAfter:     now.Add(time.Duration(hours) * time.Hour),
+	}
+	if org != "" {
+		t.Subject.Organization = []string{org}
+	}
+	for _, ip := range ips {
+		t.IPAddresses = append(t.IPAddresses, net.ParseIP(ip))
+	}
+	for _, u := range usages {
+		switch u {
+		case DigitalSignature:
+			t.KeyUsage |= x509.KeyUsageDigitalSignature
+		case KeyEncipherment:
+			t.KeyUsage |= x509.KeyUsageKeyEncipherment
+		case CertSigning:
+			t.KeyUsage |= x509.KeyUsageCertSign
+		case ServerAuth:
+			t.ExtKeyUsage = append(t.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+		case ClientAuth:
+			t.ExtKeyUsage = append(t.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+		}
+	}
+	return t
+}
+
+func encode(kind string, der []byte) string {
+	return string(pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}))
+}
+
+// randomToken is n characters of [a-z0-9], the bootstrap-token alphabet.
+func randomToken(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	out := make([]byte, n)
+	for i := range out {
+		v, _ := rand.Int(rand.Reader, big.NewInt(int64(len(alphabet))))
+		out[i] = alphabet[v.Int64()]
+	}
+	return string(out)
+}

@@ -1,0 +1,145 @@
+// Package pki defines, once, every certificate authority and leaf certificate a cluster uses:
+// subject, SANs and usages. The Azure program issues them with the Pulumi TLS provider (so they
+// live in state and stay stable across `pulumi up`); the rehearsal issues a throwaway set from
+// the same profiles with Issue. Nothing here imports Pulumi.
+package pki
+
+import (
+	"fmt"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Names of the authorities and leaf certificates. A name is also the file stem on the machine.
+const (
+	ClusterCA    = "kubernetes-ca"
+	EtcdCA       = "etcd-ca"
+	FrontProxyCA = "front-proxy-ca"
+
+	APIServer              = "apiserver"
+	APIServerEtcdClient    = "apiserver-etcd-client"
+	APIServerKubeletClient = "apiserver-kubelet-client"
+	FrontProxyClient       = "front-proxy-client"
+	ControllerManager      = "controller-manager"
+	Scheduler              = "scheduler"
+	Admin                  = "admin"
+
+	// ServiceAccountKey is the key pair that signs service-account tokens (no certificate).
+	ServiceAccountKey = "service-account"
+)
+
+// EtcdServer and EtcdPeer name an etcd cluster's serving and peer certificates.
+func EtcdServer(role string) string { return role + "-server" }
+func EtcdPeer(role string) string   { return role + "-peer" }
+
+// Usage is a key usage, spelled as the Pulumi TLS provider's allowed_uses.
+type Usage string
+
+const (
+	DigitalSignature Usage = "digital_signature"
+	KeyEncipherment  Usage = "key_encipherment"
+	CertSigning      Usage = "cert_signing"
+	ServerAuth       Usage = "server_auth"
+	ClientAuth       Usage = "client_auth"
+)
+
+var (
+	caUsages     = []Usage{CertSigning, DigitalSignature, KeyEncipherment}
+	serverUsages = []Usage{DigitalSignature, KeyEncipherment, ServerAuth}
+	clientUsages = []Usage{DigitalSignature, KeyEncipherment, ClientAuth}
+	// peerUsages: etcd peers dial each other, so a peer cert is both server and client.
+	peerUsages = []Usage{DigitalSignature, KeyEncipherment, ServerAuth, ClientAuth}
+)
+
+// Validity periods, in hours.
+const (
+	CAValidityHours   = 10 * 365 * 24
+	LeafValidityHours = 2 * 365 * 24
+	// EarlyRenewalHours: a `pulumi up` within 30 days of expiry renews the leaf.
+	EarlyRenewalHours = 30 * 24
+)
+
+// Authority is a self-signed certificate authority.
+type Authority struct {
+	Name       string
+	CommonName string
+	Usages     []Usage
+}
+
+// Profile is one leaf certificate issued by an Authority.
+type Profile struct {
+	Name         string
+	Issuer       string
+	CommonName   string
+	Organization string
+	DNSNames     []string
+	IPAddresses  []string
+	Usages       []Usage
+}
+
+// Authorities are the cluster's three CAs.
+func Authorities(c *spec.Cluster) []Authority {
+	return []Authority{
+		{Name: ClusterCA, CommonName: c.Name + "-kubernetes-ca", Usages: caUsages},
+		{Name: EtcdCA, CommonName: c.Name + "-etcd-ca", Usages: caUsages},
+		{Name: FrontProxyCA, CommonName: c.Name + "-front-proxy-ca", Usages: caUsages},
+	}
+}
+
+// Profiles are every leaf certificate the cluster's machines hold. Workers hold none: kubelets
+// get theirs through TLS bootstrap.
+func Profiles(c *spec.Cluster) []Profile {
+	var profiles []Profile
+	for _, e := range c.EtcdClusters() {
+		// One serving and one peer certificate per etcd cluster, valid for every member's
+		// stable address, so all members of a role boot from the same user-data.
+		names := []string{"localhost"}
+		for _, m := range e.Members {
+			names = append(names, m.Name)
+		}
+		ips := append([]string{"127.0.0.1"}, e.IPs()...)
+		profiles = append(profiles,
+			Profile{Name: EtcdServer(e.Role), Issuer: EtcdCA, CommonName: e.Role, DNSNames: names, IPAddresses: ips, Usages: peerUsages},
+			Profile{Name: EtcdPeer(e.Role), Issuer: EtcdCA, CommonName: e.Role + "-peer", DNSNames: names, IPAddresses: ips, Usages: peerUsages},
+		)
+	}
+	return append(profiles,
+		Profile{
+			Name: APIServer, Issuer: ClusterCA, CommonName: "kube-apiserver",
+			DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
+				"kubernetes.default.svc.cluster.local", "localhost", c.Name + "-apiserver"},
+			IPAddresses: []string{c.Network.APIServerIP, c.KubernetesServiceIP(), "127.0.0.1"},
+			Usages:      serverUsages,
+		},
+		Profile{Name: APIServerEtcdClient, Issuer: EtcdCA, CommonName: "kube-apiserver-etcd-client", Usages: clientUsages},
+		Profile{Name: APIServerKubeletClient, Issuer: ClusterCA, CommonName: "kube-apiserver-kubelet-client", Usages: clientUsages},
+		Profile{Name: FrontProxyClient, Issuer: FrontProxyCA, CommonName: "front-proxy-client", Usages: clientUsages},
+		Profile{Name: ControllerManager, Issuer: ClusterCA, CommonName: "system:kube-controller-manager", Usages: clientUsages},
+		Profile{Name: Scheduler, Issuer: ClusterCA, CommonName: "system:kube-scheduler", Usages: clientUsages},
+		// The admin identity bootstraps RBAC on the apiservers and is the stack's kubeconfig output.
+		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: "system:masters", Usages: clientUsages},
+	)
+}
+
+// KeyPair is PEM-encoded material for one name: a certificate (CAs and leaves) and its private key.
+type KeyPair struct {
+	CertPEM string
+	KeyPEM  string
+}
+
+// Bundle is the issued material a cluster's machines need, keyed by authority/profile name.
+// The service-account entry holds the public key PEM in CertPEM.
+type Bundle struct {
+	Pairs map[string]KeyPair
+	// BootstrapToken is the kubelet TLS-bootstrap token, "<id>.<secret>".
+	BootstrapToken string
+}
+
+// Pair returns the named material, failing loudly on a name nobody issued.
+func (b Bundle) Pair(name string) KeyPair {
+	p, ok := b.Pairs[name]
+	if !ok {
+		panic(fmt.Sprintf("pki: bundle holds no %q", name))
+	}
+	return p
+}

@@ -1,0 +1,168 @@
+package spec
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Machine roles. Workers are "worker-<pool>".
+const (
+	RoleEtcdMain   = "etcd-main"
+	RoleEtcdEvents = "etcd-events"
+	RoleAPIServer  = "apiserver"
+	workerPrefix   = "worker-"
+)
+
+// Ports the machines listen on; production and rehearsal alike.
+const (
+	EtcdClientPort  = 2379
+	EtcdPeerPort    = 2380
+	EtcdMetricsPort = 2381
+	APIServerPort   = 6443
+	KubeletPort     = 10250
+	SSHPort         = 22
+)
+
+// APIServerProbePath is the load balancer's health probe. Since Kubernetes 1.34 /readyz also
+// checks every --etcd-servers-overrides cluster; excluding the events override (etcd-override-0)
+// keeps an events-etcd outage from taking every apiserver out of rotation, while a broken main
+// etcd still does.
+const APIServerProbePath = "/readyz?exclude=etcd-override-0&exclude=etcd-override-readiness-0"
+
+// MaxScaleSetInstances is what one VMSS holds with singlePlacementGroup=false and a gallery image.
+const MaxScaleSetInstances = 1000
+
+// MaxCustomDataBytes is Azure's limit on decoded customData.
+const MaxCustomDataBytes = 65535
+
+// Offsets of static addresses inside their subnets (Azure reserves .0 to .3).
+const (
+	apiServerIPOffset  = 10
+	etcdMainIPOffset   = 10
+	etcdEventsIPOffset = 30
+)
+
+// WorkerRole is the machine role of a pool's nodes.
+func WorkerRole(pool string) string { return workerPrefix + pool }
+
+// Member is one etcd VM with a stable identity: a fixed name, a static private IP and a zone.
+type Member struct {
+	Name string
+	IP   string
+	Zone string
+}
+
+// EtcdCluster is one etcd cluster's role, settings and members.
+type EtcdCluster struct {
+	Role    string
+	Spec    Etcd
+	Members []Member
+}
+
+// ClientURLs lists every member's client URL.
+func (e EtcdCluster) ClientURLs() []string {
+	urls := make([]string, len(e.Members))
+	for i, m := range e.Members {
+		urls[i] = fmt.Sprintf("https://%s:%d", m.IP, EtcdClientPort)
+	}
+	return urls
+}
+
+// InitialCluster is etcd's --initial-cluster value.
+func (e EtcdCluster) InitialCluster() string {
+	parts := make([]string, len(e.Members))
+	for i, m := range e.Members {
+		parts[i] = fmt.Sprintf("%s=https://%s:%d", m.Name, m.IP, EtcdPeerPort)
+	}
+	return strings.Join(parts, ",")
+}
+
+// IPs lists the members' addresses.
+func (e EtcdCluster) IPs() []string {
+	ips := make([]string, len(e.Members))
+	for i, m := range e.Members {
+		ips[i] = m.IP
+	}
+	return ips
+}
+
+// EtcdClusters returns the main and the events cluster with their members' stable identities.
+func (c *Cluster) EtcdClusters() []EtcdCluster {
+	return []EtcdCluster{
+		c.etcdCluster(RoleEtcdMain, c.EtcdMain, etcdMainIPOffset),
+		c.etcdCluster(RoleEtcdEvents, c.EtcdEvents, etcdEventsIPOffset),
+	}
+}
+
+func (c *Cluster) etcdCluster(role string, e Etcd, offset int) EtcdCluster {
+	subnet := netip.MustParsePrefix(c.Network.EtcdSubnet).Masked().Addr()
+	members := make([]Member, e.Members)
+	for i := range members {
+		members[i] = Member{
+			Name: fmt.Sprintf("%s-%s-%d", c.Name, role, i),
+			IP:   addrAdd(subnet, offset+i).String(),
+			Zone: c.Zones[i%len(c.Zones)],
+		}
+	}
+	return EtcdCluster{Role: role, Spec: e, Members: members}
+}
+
+// ScaleSet is one VMSS of a pool. Pools larger than MaxScaleSetInstances are split into
+// scale sets of near-equal size.
+type ScaleSet struct {
+	// Name is "<pool>" for a single scale set, "<pool>-<i>" when split.
+	Name     string
+	Pool     Pool
+	Nodes    int
+	MaxNodes int
+}
+
+// ScaleSets splits every pool into the scale sets that hold it.
+func (c *Cluster) ScaleSets() []ScaleSet {
+	var sets []ScaleSet
+	for _, p := range c.Pools {
+		n := max(1, (p.MaxNodes+MaxScaleSetInstances-1)/MaxScaleSetInstances)
+		for i := range n {
+			s := ScaleSet{Name: p.Name, Pool: p, Nodes: share(p.Nodes, n, i), MaxNodes: share(p.MaxNodes, n, i)}
+			if n > 1 {
+				s.Name = fmt.Sprintf("%s-%d", p.Name, i)
+			}
+			sets = append(sets, s)
+		}
+	}
+	return sets
+}
+
+// share is part i of total split into n near-equal parts.
+func share(total, n, i int) int {
+	s := total / n
+	if i < total%n {
+		s++
+	}
+	return s
+}
+
+// KubernetesServiceIP is the first address of the service range: the `kubernetes` service.
+func (c *Cluster) KubernetesServiceIP() string {
+	return addrAdd(netip.MustParsePrefix(c.Network.ServiceCIDR).Masked().Addr(), 1).String()
+}
+
+// DNSServiceIP is the cluster DNS service address (the tenth of the service range).
+func (c *Cluster) DNSServiceIP() string {
+	return addrAdd(netip.MustParsePrefix(c.Network.ServiceCIDR).Masked().Addr(), 10).String()
+}
+
+// APIServerURL is the address clients and kubelets use: the internal load balancer.
+func (c *Cluster) APIServerURL() string {
+	return fmt.Sprintf("https://%s:%d", c.Network.APIServerIP, APIServerPort)
+}
+
+// Roles lists every machine role of the cluster in a stable order.
+func (c *Cluster) Roles() []string {
+	roles := []string{RoleEtcdMain, RoleEtcdEvents, RoleAPIServer}
+	for _, p := range c.Pools {
+		roles = append(roles, WorkerRole(p.Name))
+	}
+	return roles
+}

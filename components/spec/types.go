@@ -1,0 +1,176 @@
+// Package spec is the typed cluster specification: what a stack asks for, the defaults and
+// sizing derived from its node count, and the validation that runs before anything is built.
+//
+// The life cycle mirrors etcd's embed.Config: Load (strict YAML) → Default (fill and size) →
+// Validate (every error names its field and the fix). Renderers and Pulumi components only
+// ever see a validated Cluster. This package imports nothing from Pulumi.
+package spec
+
+// Cluster is the value of a stack's `clusterforge:cluster` config key.
+type Cluster struct {
+	// Name is the cluster's name and the prefix of every Azure resource and machine name.
+	// Required; 3 to 20 lowercase letters, digits and '-', starting with a letter.
+	Name string `yaml:"name"`
+
+	// Location is the Azure region. Default "eastus2".
+	Location string `yaml:"location"`
+
+	// Zones are the availability zones machines are spread over. Default ["1", "2", "3"].
+	Zones []string `yaml:"zones"`
+
+	// TargetNodes is the worker node count the control plane is sized for (L09, L30).
+	// Default: the sum of every pool's maxNodes.
+	TargetNodes int `yaml:"targetNodes"`
+
+	// Versions pins every binary the machines run. Defaults are the tested pins.
+	Versions Versions `yaml:"versions"`
+
+	// Image is the Azure Compute Gallery image version id the control-plane machines boot, and
+	// the default for pools that name none. Required for `pulumi up`; `make plan` accepts the
+	// placeholder default.
+	Image string `yaml:"image"`
+
+	// Admin is the break-glass SSH login, reachable only from the hub (L31).
+	Admin Admin `yaml:"admin"`
+
+	// Network is the spoke VNet, its subnets and the hub it peers with.
+	Network Network `yaml:"network"`
+
+	// EtcdMain is the main etcd cluster (L01, L02, L04).
+	EtcdMain Etcd `yaml:"etcdMain"`
+
+	// EtcdEvents is the separate etcd cluster that stores only Kubernetes Events (L03).
+	EtcdEvents Etcd `yaml:"etcdEvents"`
+
+	// APIServer is the apiserver group; controller-manager and scheduler run on the same machines (L05).
+	APIServer APIServer `yaml:"apiServer"`
+
+	// Kubelet holds the node agent settings shared by every pool.
+	Kubelet Kubelet `yaml:"kubelet"`
+
+	// DNS sizes the cluster DNS (L13).
+	DNS DNS `yaml:"dns"`
+
+	// Pools are the worker pools; each becomes one or more scale sets.
+	Pools []Pool `yaml:"pools"`
+}
+
+// Versions pins the binaries the machine image carries.
+type Versions struct {
+	// Kubernetes is the kube-apiserver, controller-manager, scheduler and kubelet version. Default "v1.34.1".
+	Kubernetes string `yaml:"kubernetes"`
+	// Etcd is the etcd version. Default "v3.6.4".
+	Etcd string `yaml:"etcd"`
+	// PauseImage is the pinned sandbox image every node preloads (L25). Default "registry.k8s.io/pause:3.10.1".
+	PauseImage string `yaml:"pauseImage"`
+}
+
+// Admin is the SSH administrator of every machine.
+type Admin struct {
+	// Username is the Linux admin user. Default "clusteradmin".
+	Username string `yaml:"username"`
+	// SSHPublicKey is the OpenSSH public key allowed to log in. Required for `pulumi up`.
+	SSHPublicKey string `yaml:"sshPublicKey"`
+}
+
+// Network describes the spoke VNet. Every CIDR left empty is derived from the node count.
+type Network struct {
+	// AddressSpace is the spoke VNet's CIDR. Default: sized so NodeSubnet fits in its upper half.
+	AddressSpace string `yaml:"addressSpace"`
+	// ControlPlaneSubnet holds the apiservers and the internal load balancer. Default: first /24 of AddressSpace.
+	ControlPlaneSubnet string `yaml:"controlPlaneSubnet"`
+	// EtcdSubnet holds both etcd clusters. Default: second /24 of AddressSpace.
+	EtcdSubnet string `yaml:"etcdSubnet"`
+	// NodeSubnet holds worker NICs and, as secondary IP configurations, every pod IP (Azure CNI, L29).
+	// Default: the smallest block holding targetNodes × (maxPods + 1) addresses with 25% headroom (L30).
+	NodeSubnet string `yaml:"nodeSubnet"`
+	// ServiceCIDR is the Kubernetes service range; it lives outside the VNet. Default "172.16.0.0/16".
+	ServiceCIDR string `yaml:"serviceCIDR"`
+	// APIServerIP is the internal load balancer's static frontend address. Default: 10th address of ControlPlaneSubnet.
+	APIServerIP string `yaml:"apiServerIP"`
+	// Hub is the existing hub VNet this spoke peers with, and nothing else (L31).
+	Hub Hub `yaml:"hub"`
+}
+
+// Hub is the hub of the hub-and-spoke network (L31).
+type Hub struct {
+	// VNetID is the Azure resource id of the hub VNet. Required.
+	VNetID string `yaml:"vnetId"`
+	// AddressSpace is the hub VNet's CIDR: where researchers, SSH and the API clients come from. Required.
+	AddressSpace string `yaml:"addressSpace"`
+}
+
+// Etcd describes one etcd cluster of dedicated VMs.
+type Etcd struct {
+	// Members is the number of etcd VMs; odd, 1 to 7. Default 5 for etcdMain (L01), 3 for etcdEvents (5 above 7,500 nodes).
+	Members int `yaml:"members"`
+	// VMSize is the Azure VM size; it must have a local temp or NVMe disk for the data dir (L02). Default: sized from targetNodes.
+	VMSize string `yaml:"vmSize"`
+	// QuotaBackendBytes is etcd's --quota-backend-bytes in bytes, at most 8 GiB (L04). Default: sized from targetNodes.
+	QuotaBackendBytes int64 `yaml:"quotaBackendBytes"`
+}
+
+// APIServer describes the apiserver scale set.
+type APIServer struct {
+	// Count is the number of apiserver machines, at least 2 (L05). Default 5.
+	Count int `yaml:"count"`
+	// VMSize is the Azure VM size. Default: sized from targetNodes for the apiserver heap (L09).
+	VMSize string `yaml:"vmSize"`
+	// MaxRequestsInflight is --max-requests-inflight. Default: sized from targetNodes (L09).
+	MaxRequestsInflight int `yaml:"maxRequestsInflight"`
+	// MaxMutatingRequestsInflight is --max-mutating-requests-inflight. Default: sized from targetNodes (L09).
+	MaxMutatingRequestsInflight int `yaml:"maxMutatingRequestsInflight"`
+	// AuditLogMaxBackup is --audit-log-maxbackup, the number of rotated audit files kept (L06). Default 10.
+	AuditLogMaxBackup int `yaml:"auditLogMaxBackup"`
+	// AuditLogMaxSizeMB is --audit-log-maxsize in megabytes (L06). Default 200.
+	AuditLogMaxSizeMB int `yaml:"auditLogMaxSizeMB"`
+	// EtcdCompactionInterval is --etcd-compaction-interval (L04). Default "5m".
+	EtcdCompactionInterval string `yaml:"etcdCompactionInterval"`
+}
+
+// Kubelet holds the node agent settings.
+type Kubelet struct {
+	// MaxPods is the kubelet's pod limit and the number of secondary NIC IPs per node (L29, L30). Default 30.
+	MaxPods int `yaml:"maxPods"`
+	// MaxParallelImagePulls caps concurrent pulls once serializeImagePulls is off (L20). Default 10.
+	MaxParallelImagePulls int `yaml:"maxParallelImagePulls"`
+}
+
+// DNS sizes CoreDNS.
+type DNS struct {
+	// Replicas is the CoreDNS replica count, one per node (L13). Default: 1 per 100 nodes, at least 2.
+	Replicas int `yaml:"replicas"`
+}
+
+// Pool is one worker pool.
+type Pool struct {
+	// Name is the pool's name; machines of the pool have role `worker-<name>`. Required; lowercase letters and digits, at most 12.
+	Name string `yaml:"name"`
+	// VMSize is the Azure VM size, e.g. Standard_D16ds_v5 or Standard_ND96isr_H100_v5. Required.
+	VMSize string `yaml:"vmSize"`
+	// Nodes is the instance count `pulumi up` creates; afterwards the autoscaler owns it (L19). Default 0.
+	Nodes int `yaml:"nodes"`
+	// MaxNodes is the pool's capacity: the autoscaler's maximum. Default: Nodes.
+	MaxNodes int `yaml:"maxNodes"`
+	// Image is the gallery image version id baked by the Packer plugin. Default: the cluster's image.
+	Image string `yaml:"image"`
+	// GPU marks the pool as GPU nodes (label and taint `nvidia.com/gpu`). Default: true for N-series sizes.
+	GPU *bool `yaml:"gpu"`
+	// Labels are added to every node of the pool.
+	Labels map[string]string `yaml:"labels"`
+	// Taints are registered with every node of the pool.
+	Taints []Taint `yaml:"taints"`
+}
+
+// Taint is a node taint.
+type Taint struct {
+	// Key is the taint key. Required.
+	Key string `yaml:"key"`
+	// Value is the taint value.
+	Value string `yaml:"value"`
+	// Effect is NoSchedule, PreferNoSchedule or NoExecute. Default NoSchedule.
+	Effect string `yaml:"effect"`
+}
+
+// IsGPU reports whether the pool runs GPU nodes.
+func (p Pool) IsGPU() bool { return p.GPU != nil && *p.GPU }

@@ -1,0 +1,162 @@
+package plan
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/clusterforge/clusterforge/components/azure"
+)
+
+// Resource is one registered resource as `make plan` reports it.
+type Resource struct {
+	Type   string         `json:"type"`
+	Name   string         `json:"name"`
+	Parent string         `json:"parent"`
+	Inputs map[string]any `json:"inputs"`
+}
+
+// mockSubscription is the subscription id every mocked Azure resource id lives in.
+const mockSubscription = "/subscriptions/00000000-0000-0000-0000-000000000000"
+
+// recorder is a pulumi.MockResourceMonitor that answers like the providers would (ids, key and
+// certificate PEMs, principal ids: deterministic stand-ins) and records every registration.
+type recorder struct {
+	mu        sync.Mutex
+	resources []Resource
+	// userData maps a machine role to its decoded customData.
+	userData map[string]string
+	errs     []error
+}
+
+func newRecorder() *recorder { return &recorder{userData: map[string]string{}} }
+
+func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parent := ""
+	if args.RegisterRPC != nil {
+		parent = urnName(args.RegisterRPC.GetParent())
+	}
+	r.resources = append(r.resources, Resource{Type: args.TypeToken, Name: args.Name, Parent: parent, Inputs: redact(args.Inputs)})
+	r.captureUserData(args.Inputs)
+
+	state := args.Inputs.Copy()
+	rg := "rg"
+	if v, ok := args.Inputs["resourceGroupName"]; ok && v.IsString() {
+		rg = v.StringValue()
+	}
+	id := fmt.Sprintf("%s/resourceGroups/%s/providers/%s/%s", mockSubscription, rg, args.TypeToken, args.Name)
+	set := func(key, value string) { state[resource.PropertyKey(key)] = resource.NewProperty(value) }
+	switch args.TypeToken {
+	case "azure-native:resources:ResourceGroup":
+		id = fmt.Sprintf("%s/resourceGroups/%s", mockSubscription, rg)
+		set("name", rg)
+	case "azure-native:network:VirtualNetwork":
+		set("name", args.Name)
+	case "azure-native:managedidentity:UserAssignedIdentity":
+		set("principalId", "principal-"+args.Name)
+	case "tls:index/privateKey:PrivateKey":
+		set("privateKeyPem", pem("PRIVATE KEY", args.Name))
+		set("publicKeyPem", pem("PUBLIC KEY", args.Name))
+		set("privateKeyOpenssh", pem("OPENSSH PRIVATE KEY", args.Name))
+		set("publicKeyOpenssh", "ssh-rsa MOCK "+args.Name)
+	case "tls:index/certRequest:CertRequest":
+		set("certRequestPem", pem("CERTIFICATE REQUEST", args.Name))
+	case "tls:index/selfSignedCert:SelfSignedCert", "tls:index/locallySignedCert:LocallySignedCert":
+		set("certPem", pem("CERTIFICATE", args.Name))
+	case "random:index/randomString:RandomString":
+		n := int(args.Inputs["length"].NumberValue())
+		set("result", strings.Repeat("a", n))
+	}
+	return id, state, nil
+}
+
+func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
+	return resource.PropertyMap{}, nil
+}
+
+// captureUserData decodes the customData of a VM or scale set, keyed by its role tag.
+func (r *recorder) captureUserData(in resource.PropertyMap) {
+	os := lookup(in, "osProfile")
+	if profile := lookup(in, "virtualMachineProfile"); profile.IsObject() {
+		os = lookup(profile.ObjectValue(), "osProfile")
+	}
+	if !os.IsObject() {
+		return
+	}
+	data := unsecret(lookup(os.ObjectValue(), "customData"))
+	tags := lookup(in, "tags")
+	if !tags.IsObject() {
+		return
+	}
+	role := lookup(tags.ObjectValue(), azure.TagRole)
+	if !data.IsString() || !role.IsString() {
+		return
+	}
+	decoded, err := base64.StdEncoding.DecodeString(data.StringValue())
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("customData of role %s is not base64: %w", role.StringValue(), err))
+		return
+	}
+	r.userData[role.StringValue()] = string(decoded)
+}
+
+func lookup(m resource.PropertyMap, key string) resource.PropertyValue {
+	if m == nil {
+		return resource.PropertyValue{}
+	}
+	return unsecret(m[resource.PropertyKey(key)])
+}
+
+func unsecret(v resource.PropertyValue) resource.PropertyValue {
+	if v.IsSecret() {
+		return v.SecretValue().Element
+	}
+	return v
+}
+
+// redact turns inputs into plain JSON values with every secret replaced by "[secret]".
+func redact(m resource.PropertyMap) map[string]any {
+	out := map[string]any{}
+	for k, v := range m {
+		out[string(k)] = redactValue(v)
+	}
+	return out
+}
+
+func redactValue(v resource.PropertyValue) any {
+	switch {
+	case v.IsSecret():
+		return "[secret]"
+	case v.IsObject():
+		return redact(v.ObjectValue())
+	case v.IsArray():
+		arr := v.ArrayValue()
+		out := make([]any, len(arr))
+		for i, e := range arr {
+			out[i] = redactValue(e)
+		}
+		return out
+	case v.IsComputed() || v.IsOutput():
+		return "[unknown]"
+	case v.IsNull():
+		return nil
+	}
+	return v.V
+}
+
+func pem(kind, name string) string {
+	return fmt.Sprintf("-----BEGIN %s-----\nMOCK %s\n-----END %s-----\n", kind, name, kind)
+}
+
+func urnName(urn string) string {
+	if i := strings.LastIndex(urn, "::"); i >= 0 {
+		return urn[i+2:]
+	}
+	return urn
+}

@@ -1,0 +1,141 @@
+// Package plan runs the real clusterforge program on Pulumi's mock engine, offline, and reports
+// what `pulumi up` would create: every resource with its inputs (secrets redacted) and the
+// user-data each machine role boots with.
+package plan
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/program"
+)
+
+// Project is the Pulumi project name (Pulumi.yaml).
+const Project = "clusterforge"
+
+// Result is what the program registered.
+type Result struct {
+	Stack     string
+	Cluster   *spec.Cluster
+	Resources []Resource
+	// UserData maps each machine role to its decoded customData.
+	UserData map[string]string
+}
+
+// Run plans a stack from its stack file (stacks/Pulumi.<stack>.yaml).
+func Run(stack, stackFile string) (*Result, error) {
+	data, err := os.ReadFile(stackFile)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := spec.ClusterConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", stackFile, err)
+	}
+	cluster, err := spec.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", stackFile, err)
+	}
+	rec := newRecorder()
+	err = pulumi.RunErr(program.Run, pulumi.WithMocks(Project, stack, rec), func(info *pulumi.RunInfo) {
+		info.Config = map[string]string{spec.ConfigKey: string(raw)}
+		info.DryRun = true
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(rec.errs...); err != nil {
+		return nil, err
+	}
+	sort.SliceStable(rec.resources, func(i, j int) bool {
+		a, b := rec.resources[i], rec.resources[j]
+		return a.Type < b.Type || a.Type == b.Type && a.Name < b.Name
+	})
+	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData}, nil
+}
+
+// Write stores resources.json and machines/<role>/user-data under dir.
+func (r *Result) Write(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	js, err := json.MarshalIndent(r.Resources, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "resources.json"), append(js, '\n'), 0o644); err != nil {
+		return err
+	}
+	for role, ud := range r.UserData {
+		roleDir := filepath.Join(dir, "machines", role)
+		if err := os.MkdirAll(roleDir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(roleDir, "user-data"), []byte(ud), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Count returns how many resources of a type were registered.
+func (r *Result) Count(typ string) int {
+	n := 0
+	for _, res := range r.Resources {
+		if res.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// Summary prints resources per type, machines per role and the key lesson settings.
+func (r *Result) Summary(w io.Writer) {
+	c := r.Cluster
+	counts := map[string]int{}
+	for _, res := range r.Resources {
+		counts[res.Type]++
+	}
+	types := make([]string, 0, len(counts))
+	for t := range counts {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	fmt.Fprintf(w, "stack %s: cluster %s in %s, sized for %d nodes, %d resources\n", r.Stack, c.Name, c.Location, c.TargetNodes, len(r.Resources))
+	for _, t := range types {
+		fmt.Fprintf(w, "  %4d  %s\n", counts[t], t)
+	}
+	fmt.Fprintln(w, "machines:")
+	for _, e := range c.EtcdClusters() {
+		fmt.Fprintf(w, "  %-14s %d VMs %s (zones %s), quota %s\n", e.Role, len(e.Members), e.Spec.VMSize, strings.Join(c.Zones, ","), spec.GiB(e.Spec.QuotaBackendBytes))
+	}
+	fmt.Fprintf(w, "  %-14s %d in a scale set %s behind %s\n", spec.RoleAPIServer, c.APIServer.Count, c.APIServer.VMSize, c.APIServerURL())
+	for _, p := range c.Pools {
+		sets := 0
+		for _, s := range c.ScaleSets() {
+			if s.Pool.Name == p.Name {
+				sets++
+			}
+		}
+		fmt.Fprintf(w, "  %-14s %d nodes now, up to %d, %s, %d scale set(s)\n", spec.WorkerRole(p.Name), p.Nodes, p.MaxNodes, p.VMSize, sets)
+	}
+	fmt.Fprintln(w, "lessons:")
+	fmt.Fprintf(w, "  L03 events in their own etcd (%d members) via --etcd-servers-overrides=/events#...\n", c.EtcdEvents.Members)
+	fmt.Fprintf(w, "  L04 etcd --quota-backend-bytes=%d, apiserver compaction every %s\n", c.EtcdMain.QuotaBackendBytes, c.APIServer.EtcdCompactionInterval)
+	fmt.Fprintf(w, "  L05 load balancer probe %s\n", spec.APIServerProbePath)
+	fmt.Fprintf(w, "  L09 --max-requests-inflight=%d --max-mutating-requests-inflight=%d\n", c.APIServer.MaxRequestsInflight, c.APIServer.MaxMutatingRequestsInflight)
+	fmt.Fprintf(w, "  L13 CoreDNS replicas %d\n", c.DNS.Replicas)
+	fmt.Fprintf(w, "  L30 node subnet %s for %d nodes x (%d pods + 1)\n", c.Network.NodeSubnet, c.TargetNodes, c.Kubelet.MaxPods)
+}

@@ -1,0 +1,62 @@
+// Package program is the clusterforge Pulumi program: it loads the stack's cluster spec, refuses
+// bad input before registering anything, and builds the cluster. `pulumi up` runs it through
+// infra/main.go; `make plan` runs the same function on Pulumi's mock engine.
+package program
+
+import (
+	"fmt"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/clusterforge/clusterforge/components/azure"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Run is the Pulumi program.
+func Run(ctx *pulumi.Context) error {
+	raw, ok := ctx.GetConfig(spec.ConfigKey)
+	if !ok {
+		return fmt.Errorf("stack %s has no %s: add the cluster spec to stacks/Pulumi.%s.yaml", ctx.Stack(), spec.ConfigKey, ctx.Stack())
+	}
+	c, err := spec.Parse([]byte(raw))
+	if err != nil {
+		return err
+	}
+	if !ctx.DryRun() {
+		if err := deployable(c); err != nil {
+			return err
+		}
+	}
+	if err := machine.Preflight(c); err != nil {
+		return err
+	}
+	cluster, err := azure.NewCluster(ctx, c.Name, &azure.ClusterArgs{Cluster: c})
+	if err != nil {
+		return err
+	}
+	ctx.Export("apiEndpoint", cluster.APIEndpoint)
+	ctx.Export("kubeconfig", cluster.Kubeconfig)
+	ctx.Export("adminSshPrivateKey", cluster.AdminSSHPrivateKey)
+	pools := pulumi.Map{}
+	for name, p := range cluster.Pools {
+		pools[name] = pulumi.Map{"scaleSets": p.ScaleSets, "maxNodes": p.MaxNodes}
+	}
+	ctx.Export("pools", pools)
+	return nil
+}
+
+// deployable refuses what `make plan` tolerates but a real deployment cannot use.
+func deployable(c *spec.Cluster) error {
+	if spec.IsPlaceholderImage(c.Image) {
+		return &spec.FieldError{Field: "image", Problem: "is the offline placeholder",
+			Fix: "set it to the gallery image version id `packer build` published (pools may override it)"}
+	}
+	for i, p := range c.Pools {
+		if spec.IsPlaceholderImage(p.Image) {
+			return &spec.FieldError{Field: fmt.Sprintf("pools[%d].image", i), Problem: "is the offline placeholder",
+				Fix: "set it, or the cluster's image, to a gallery image version id"}
+		}
+	}
+	return nil
+}
