@@ -1,0 +1,382 @@
+package plan
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden user-data files under testdata/")
+
+var stacks = []string{"dev", "prod-2500", "prod-7500", "prod-10k"}
+
+var (
+	plansOnce sync.Once
+	plans     map[string]*Result
+	plansErr  error
+)
+
+// planAll runs each stack's plan once for the whole test binary.
+func planAll(t testing.TB) map[string]*Result {
+	plansOnce.Do(func() {
+		plans = map[string]*Result{}
+		for _, s := range stacks {
+			r, err := Run(s, stackFile(s))
+			if err != nil {
+				plansErr = err
+				return
+			}
+			plans[s] = r
+		}
+	})
+	if plansErr != nil {
+		t.Fatal(plansErr)
+	}
+	return plans
+}
+
+func stackFile(stack string) string {
+	return filepath.Join("..", "..", "stacks", "Pulumi."+stack+".yaml")
+}
+
+func byType(r *Result, typ string) []Resource {
+	var out []Resource
+	for _, res := range r.Resources {
+		if res.Type == typ {
+			out = append(out, res)
+		}
+	}
+	return out
+}
+
+func field(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func role(res Resource) string {
+	s, _ := field(res.Inputs, "tags", "clusterforge.io/role").(string)
+	return s
+}
+
+func TestTopology(t *testing.T) {
+	for stack, r := range planAll(t) {
+		t.Run(stack, func(t *testing.T) {
+			c := r.Cluster
+			vms := map[string][]Resource{}
+			for _, vm := range byType(r, "azure-native:compute:VirtualMachine") {
+				vms[role(vm)] = append(vms[role(vm)], vm)
+			}
+			if n := len(vms[spec.RoleEtcdMain]); n != 5 {
+				t.Errorf("etcd-main VMs = %d, want 5 (L01)", n)
+			}
+			if n := len(vms[spec.RoleEtcdEvents]); n != c.EtcdEvents.Members || n < 3 {
+				t.Errorf("etcd-events VMs = %d, want a separate cluster of %d (L03)", n, c.EtcdEvents.Members)
+			}
+			zones := map[any]bool{}
+			for _, vm := range vms[spec.RoleEtcdMain] {
+				zones[field(vm.Inputs, "zones").([]any)[0]] = true
+				if !spec.HasLocalDisk(field(vm.Inputs, "hardwareProfile", "vmSize").(string)) {
+					t.Errorf("%s has no local disk (L02)", vm.Name)
+				}
+			}
+			if len(zones) != 3 {
+				t.Errorf("etcd-main spread over %d zones, want 3", len(zones))
+			}
+			for _, nic := range byType(r, "azure-native:network:NetworkInterface") {
+				if field(nic.Inputs, "ipConfigurations").([]any)[0].(map[string]any)["privateIPAllocationMethod"] != "Static" {
+					t.Errorf("%s: etcd member address is not static", nic.Name)
+				}
+			}
+
+			sets := map[string][]Resource{}
+			for _, s := range byType(r, "azure-native:compute:VirtualMachineScaleSet") {
+				sets[role(s)] = append(sets[role(s)], s)
+				if field(s.Inputs, "singlePlacementGroup") != false {
+					t.Errorf("%s: singlePlacementGroup must be false", s.Name)
+				}
+			}
+			api := sets[spec.RoleAPIServer]
+			if len(api) != 1 || field(api[0].Inputs, "sku", "capacity") != float64(c.APIServer.Count) {
+				t.Fatalf("apiserver scale sets %v, want one of capacity %d", len(api), c.APIServer.Count)
+			}
+			if stack != "dev" && c.APIServer.Count != 5 {
+				t.Errorf("%s runs %d apiservers, want 5 (L05)", stack, c.APIServer.Count)
+			}
+			pools := field(api[0].Inputs, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations").([]any)[0].(map[string]any)["ipConfigurations"].([]any)[0].(map[string]any)["loadBalancerBackendAddressPools"]
+			if pools == nil {
+				t.Error("apiserver scale set is not behind the load balancer")
+			}
+			lbs := byType(r, "azure-native:network:LoadBalancer")
+			if len(lbs) != 1 || field(lbs[0].Inputs, "probes").([]any)[0].(map[string]any)["requestPath"] != spec.APIServerProbePath {
+				t.Errorf("want one internal load balancer probing %s", spec.APIServerProbePath)
+			}
+
+			for _, p := range c.Pools {
+				got := sets[spec.WorkerRole(p.Name)]
+				want := max(1, (p.MaxNodes+spec.MaxScaleSetInstances-1)/spec.MaxScaleSetInstances)
+				if len(got) != want {
+					t.Errorf("pool %s: %d scale sets, want %d", p.Name, len(got), want)
+				}
+				for _, s := range got {
+					ips := field(s.Inputs, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations").([]any)[0].(map[string]any)["ipConfigurations"].([]any)
+					if len(ips) != c.Kubelet.MaxPods+1 {
+						t.Errorf("%s: %d IP configurations, want %d (native pod IPs, L29)", s.Name, len(ips), c.Kubelet.MaxPods+1)
+					}
+				}
+			}
+
+			peerings := byType(r, "azure-native:network:VirtualNetworkPeering")
+			if len(peerings) != 2 {
+				t.Fatalf("%d peerings, want 2 (spoke<->hub only, L31)", len(peerings))
+			}
+			toHub := field(peerings[1].Inputs, "remoteVirtualNetwork", "id")
+			if toHub != c.Network.Hub.VNetID {
+				t.Errorf("spoke peers with %v, want only the hub", toHub)
+			}
+		})
+	}
+}
+
+func TestSecurityRules(t *testing.T) {
+	r := planAll(t)["prod-7500"]
+	c := r.Cluster
+	rules := map[string][]any{}
+	for _, nsg := range byType(r, "azure-native:network:NetworkSecurityGroup") {
+		rules[role(nsg)] = field(nsg.Inputs, "securityRules").([]any)
+	}
+	allows := func(subnet, source, port string) bool {
+		for _, raw := range rules[subnet] {
+			rule := raw.(map[string]any)
+			srcs, ports := rule["sourceAddressPrefixes"].([]any), rule["destinationPortRanges"].([]any)
+			if rule["access"] == "Allow" && contains(srcs, source) && (contains(ports, port) || contains(ports, "*")) {
+				return true
+			}
+		}
+		return false
+	}
+	n := c.Network
+	for _, tc := range []struct {
+		subnet, source, port string
+		want                 bool
+	}{
+		{"etcd", n.ControlPlaneSubnet, "2379", true},
+		{"etcd", n.EtcdSubnet, "2380", true},
+		{"etcd", n.NodeSubnet, "2379", false},
+		{"etcd", n.Hub.AddressSpace, "2379", false},
+		{"controlplane", n.Hub.AddressSpace, "6443", true},
+		{"controlplane", n.NodeSubnet, "6443", true},
+		{"controlplane", n.Hub.AddressSpace, "22", true},
+		{"controlplane", n.NodeSubnet, "22", false},
+		{"nodes", n.Hub.AddressSpace, "22", true},
+		{"nodes", n.ControlPlaneSubnet, "10250", true},
+	} {
+		if got := allows(tc.subnet, tc.source, tc.port); got != tc.want {
+			t.Errorf("%s subnet admits %s on %s: %v, want %v", tc.subnet, tc.source, tc.port, got, tc.want)
+		}
+	}
+}
+
+func contains(list []any, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// TestSecretsStaySecret: customData (private keys, the bootstrap token) and every key never
+// appear in the plan's resources.json.
+func TestSecretsStaySecret(t *testing.T) {
+	for stack, r := range planAll(t) {
+		js, err := json.Marshal(r.Resources)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, leak := range []string{"PRIVATE KEY", "token: ", "client-key-data"} {
+			if strings.Contains(string(js), leak) {
+				t.Errorf("%s: resources.json contains %q", stack, leak)
+			}
+		}
+		for _, s := range byType(r, "azure-native:compute:VirtualMachineScaleSet") {
+			if got := field(s.Inputs, "virtualMachineProfile", "osProfile", "customData"); got != "[secret]" {
+				t.Errorf("%s: %s customData is not secret", stack, s.Name)
+			}
+		}
+		for _, vm := range byType(r, "azure-native:compute:VirtualMachine") {
+			if got := field(vm.Inputs, "osProfile", "customData"); got != "[secret]" {
+				t.Errorf("%s: %s customData is not secret", stack, vm.Name)
+			}
+		}
+		if !strings.Contains(r.UserData[spec.RoleAPIServer], "PRIVATE KEY") {
+			t.Errorf("%s: apiserver user-data carries no keys; the capture is broken", stack)
+		}
+	}
+}
+
+// TestGoldenUserData compares every role's user-data with testdata/<stack>/<role>.user-data.
+// Run `go test ./infra/plan -run Golden -update` to accept a change, then review the diff.
+func TestGoldenUserData(t *testing.T) {
+	for stack, r := range planAll(t) {
+		if len(r.UserData) != len(r.Cluster.Roles()) {
+			t.Errorf("%s: user-data for %d roles, want %d", stack, len(r.UserData), len(r.Cluster.Roles()))
+		}
+		for role, ud := range r.UserData {
+			path := filepath.Join("testdata", stack, role+".user-data")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(ud), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				continue
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update to create it)", err)
+			}
+			if string(want) != ud {
+				t.Errorf("%s differs from the rendered user-data; run `go test ./infra/plan -run Golden -update` and review the diff", path)
+			}
+		}
+	}
+}
+
+// requireTool finds a validator; in CI a missing one fails the test instead of skipping it.
+func requireTool(t *testing.T, name string) string {
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is not installed; run scripts/setup.sh", name)
+		}
+		t.Skipf("%s is not installed; run scripts/setup.sh", name)
+	}
+	return path
+}
+
+func TestUserDataPassesCloudInitSchema(t *testing.T) {
+	cloudInit := requireTool(t, "cloud-init")
+	dir := t.TempDir()
+	for stack, r := range planAll(t) {
+		for role, ud := range r.UserData {
+			path := filepath.Join(dir, stack+"-"+role)
+			if err := os.WriteFile(path, []byte(ud), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(cloudInit, "schema", "-c", path).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "Valid cloud-config") {
+				t.Errorf("%s/%s: cloud-init schema: %v\n%s", stack, role, err, out)
+			}
+		}
+	}
+}
+
+var execStart = regexp.MustCompile(`(?m)^ExecStart=(\S+)`)
+
+// TestUnitsPassSystemdVerify materialises each role's write_files into a root directory, with
+// the host's systemd targets and a stand-in for every binary the node image provides, and runs
+// `systemd-analyze verify --root` on every unit.
+func TestUnitsPassSystemdVerify(t *testing.T) {
+	analyze := requireTool(t, "systemd-analyze")
+	for stack, r := range planAll(t) {
+		for role, ud := range r.UserData {
+			root := t.TempDir()
+			var cfg struct {
+				WriteFiles []struct{ Path, Content, Permissions string } `yaml:"write_files"`
+			}
+			if err := yaml.Unmarshal([]byte(ud), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			var units []string
+			for _, f := range cfg.WriteFiles {
+				mode, err := strconv.ParseUint(f.Permissions, 8, 32)
+				if err != nil {
+					t.Fatalf("%s/%s: %s: permissions %q: %v", stack, role, f.Path, f.Permissions, err)
+				}
+				writeFile(t, filepath.Join(root, f.Path), f.Content, os.FileMode(mode))
+				if strings.HasPrefix(f.Path, "/etc/systemd/system/") {
+					units = append(units, f.Path)
+					for _, m := range execStart.FindAllStringSubmatch(f.Content, -1) {
+						if _, err := os.Stat(filepath.Join(root, m[1])); os.IsNotExist(err) {
+							writeFile(t, filepath.Join(root, m[1]), "#!/bin/sh\n", 0o755) // provided by the node image
+						}
+					}
+				}
+			}
+			if err := os.MkdirAll(filepath.Join(root, "lib", "systemd"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command("cp", "-r", "/lib/systemd/system", filepath.Join(root, "lib", "systemd", "system")).CombinedOutput(); err != nil {
+				t.Fatalf("copy systemd targets: %v %s", err, out)
+			}
+			sort.Strings(units)
+			args := append([]string{"verify", "--man=no", "--root=" + root}, units...)
+			if out, err := exec.Command(analyze, args...).CombinedOutput(); err != nil || len(out) > 0 {
+				t.Errorf("%s/%s: systemd-analyze verify: %v\n%s", stack, role, err, out)
+			}
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, content string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestResourceCountIndependentOfNodes: growing a pool's instance count changes no resource
+// count (pools are scale sets); only capacity crosses into another scale set per 1,000 nodes.
+func TestResourceCountIndependentOfNodes(t *testing.T) {
+	base := planAll(t)["prod-10k"]
+	data, err := os.ReadFile(stackFile("prod-10k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown := strings.Replace(string(data), "nodes: 100\n", "nodes: 1900\n", 1)
+	path := filepath.Join(t.TempDir(), "Pulumi.grown.yaml")
+	writeFile(t, path, grown, 0o644)
+	r, err := Run("grown", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Resources) != len(base.Resources) {
+		t.Errorf("18x the nodes gave %d resources, want %d", len(r.Resources), len(base.Resources))
+	}
+	if len(base.Resources) > 150 {
+		t.Errorf("prod-10k plans %d resources; a 10,000-node cluster should need far fewer than one per node", len(base.Resources))
+	}
+}
+
+func BenchmarkPlanProd10k(b *testing.B) {
+	for b.Loop() {
+		r, err := Run("prod-10k", stackFile("prod-10k"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(r.Resources)), "resources")
+	}
+}
