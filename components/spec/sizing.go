@@ -21,9 +21,9 @@ type sizeTier struct {
 	quotaBackendBytes int64
 
 	// eventsMembers, eventsVMSize, eventsQuota: Events churn hardest, in their own cluster (L03).
-	eventsMembers     int
-	eventsVMSize      string
-	eventsQuotaBytes  int64
+	eventsMembers    int
+	eventsVMSize     string
+	eventsQuotaBytes int64
 }
 
 const gib = int64(1) << 30

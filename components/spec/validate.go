@@ -275,4 +275,6 @@ func addrOffset(p netip.Prefix, ip netip.Addr) int {
 }
 
 // IsPlaceholderImage reports whether an image id is the offline default that `pulumi up` refuses.
-func IsPlaceholderImage(id string) bool { return strings.HasPrefix(id, "/subscriptions/00000000-0000-0000-0000-000000000000/") }
+func IsPlaceholderImage(id string) bool {
+	return strings.HasPrefix(id, "/subscriptions/00000000-0000-0000-0000-000000000000/")
+}

@@ -380,3 +380,17 @@ func BenchmarkPlanProd10k(b *testing.B) {
 		b.ReportMetric(float64(len(r.Resources)), "resources")
 	}
 }
+
+// TestChildrenFollowComponentConventions: every resource below the Cluster component is
+// parented to a component and named "<parent>-<role>".
+func TestChildrenFollowComponentConventions(t *testing.T) {
+	r := planAll(t)["dev"]
+	for _, res := range r.Resources {
+		if res.Type == "clusterforge:azure:Cluster" {
+			continue
+		}
+		if res.Parent == "" || !strings.HasPrefix(res.Name, res.Parent+"-") {
+			t.Errorf("%s %s: parent %q; want a component parent and its name as prefix", res.Type, res.Name, res.Parent)
+		}
+	}
+}

@@ -1,0 +1,76 @@
+package machine
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+func testCluster(t *testing.T) *spec.Cluster {
+	t.Helper()
+	c := &spec.Cluster{Name: "cf-test", Pools: []spec.Pool{{Name: "gpu", VMSize: "Standard_ND96asr_v4", Nodes: 7500}}}
+	c.Default()
+	return c
+}
+
+func TestLessonFlags(t *testing.T) {
+	c := testCluster(t)
+	main, events := c.EtcdClusters()[0], c.EtcdClusters()[1]
+	api := APIServerFlags(c)
+	etcd := EtcdFlags(main)
+	for _, tc := range []struct {
+		lesson, got, want string
+	}{
+		{"L02 data dir on the local disk", etcd["data-dir"], EtcdDataDir},
+		{"L04 quota", etcd["quota-backend-bytes"], "8589934592"},
+		{"etcd client cert auth", etcd["client-cert-auth"], "true"},
+		{"etcd peer cert auth", etcd["peer-client-cert-auth"], "true"},
+		{"L03 events override", api["etcd-servers-overrides"], "/events#" + strings.Join(events.ClientURLs(), ";")},
+		{"L03 main servers", api["etcd-servers"], strings.Join(main.ClientURLs(), ",")},
+		{"L05 lease reconciler", api["endpoint-reconciler-type"], "lease"},
+		{"L06 audit path", api["audit-log-path"], AuditLogPath},
+		{"L06 audit backups", api["audit-log-maxbackup"], "10"},
+		{"L09 inflight", api["max-requests-inflight"], "2000"},
+		{"L09 mutating inflight", api["max-mutating-requests-inflight"], "1000"},
+		{"L04 compaction", api["etcd-compaction-interval"], "5m"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.lesson, tc.got, tc.want)
+		}
+	}
+	if _, ok := api["insecure-port"]; ok {
+		t.Error("apiserver has an insecure port")
+	}
+	if strings.Contains(strings.Join(etcd.Args(), " "), "auto-tls") {
+		t.Error("etcd uses auto-tls")
+	}
+}
+
+func TestSchedulerBinPacks(t *testing.T) {
+	cfg := SchedulerConfig()
+	for _, want := range []string{"type: MostAllocated", "name: InterPodAffinity\n        weight: 2", "leaderElect: true"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("scheduler config lacks %q (L12)", want)
+		}
+	}
+}
+
+func TestKubeletPullsInParallel(t *testing.T) {
+	c := testCluster(t)
+	cfg := KubeletConfig(c, c.Pools[0])
+	for _, want := range []string{"serializeImagePulls: false", "maxParallelImagePulls: 10", "key: nvidia.com/gpu"} {
+		if !strings.Contains(cfg, want) {
+			t.Errorf("kubelet config lacks %q", want)
+		}
+	}
+}
+
+func TestOversizedUserDataIsRefused(t *testing.T) {
+	c := testCluster(t)
+	c.Pools[0].Labels = map[string]string{"example.com/huge": strings.Repeat("x", spec.MaxCustomDataBytes)}
+	err := Preflight(c)
+	if fields := spec.Fields(err); len(fields) != 1 || fields[0] != "machines.worker-gpu" {
+		t.Fatalf("want machines.worker-gpu refused, got %v", err)
+	}
+}

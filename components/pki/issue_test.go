@@ -1,0 +1,64 @@
+package pki
+
+import (
+	"crypto/x509"
+	"encoding/pem"
+	"testing"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+func parse(t *testing.T, p string) *x509.Certificate {
+	t.Helper()
+	block, _ := pem.Decode([]byte(p))
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestProfilesVerify issues every profile and checks each leaf against its CA for the names and
+// usages clients will use.
+func TestProfilesVerify(t *testing.T) {
+	c := &spec.Cluster{Name: "cf-test", Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3}}}
+	c.Default()
+	b, err := Issue(Authorities(c), Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := map[string]*x509.CertPool{}
+	for _, a := range Authorities(c) {
+		roots[a.Name] = x509.NewCertPool()
+		roots[a.Name].AddCert(parse(t, b.Pair(a.Name).CertPEM))
+	}
+	main := c.EtcdClusters()[0]
+	for _, tc := range []struct {
+		name, ca, host string
+		usage          x509.ExtKeyUsage
+	}{
+		{EtcdServer(spec.RoleEtcdMain), EtcdCA, main.Members[4].IP, x509.ExtKeyUsageServerAuth},
+		{EtcdPeer(spec.RoleEtcdMain), EtcdCA, main.Members[0].IP, x509.ExtKeyUsageClientAuth},
+		{EtcdServer(spec.RoleEtcdEvents), EtcdCA, c.EtcdClusters()[1].Members[2].IP, x509.ExtKeyUsageServerAuth},
+		{APIServer, ClusterCA, c.Network.APIServerIP, x509.ExtKeyUsageServerAuth},
+		{APIServer, ClusterCA, "kubernetes.default.svc", x509.ExtKeyUsageServerAuth},
+		{APIServer, ClusterCA, c.KubernetesServiceIP(), x509.ExtKeyUsageServerAuth},
+		{APIServerEtcdClient, EtcdCA, "", x509.ExtKeyUsageClientAuth},
+		{FrontProxyClient, FrontProxyCA, "", x509.ExtKeyUsageClientAuth},
+		{Admin, ClusterCA, "", x509.ExtKeyUsageClientAuth},
+	} {
+		cert := parse(t, b.Pair(tc.name).CertPEM)
+		if _, err := cert.Verify(x509.VerifyOptions{DNSName: tc.host, Roots: roots[tc.ca], KeyUsages: []x509.ExtKeyUsage{tc.usage}}); err != nil {
+			t.Errorf("%s for %q: %v", tc.name, tc.host, err)
+		}
+	}
+	if got := parse(t, b.Pair(Admin).CertPEM).Subject.Organization; len(got) != 1 || got[0] != "system:masters" {
+		t.Errorf("admin organization %v", got)
+	}
+	if len(b.BootstrapToken) != 23 {
+		t.Errorf("bootstrap token %q is not <6>.<16>", b.BootstrapToken)
+	}
+}
