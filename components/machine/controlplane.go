@@ -98,7 +98,7 @@ profiles:
 `
 }
 
-func scheduler(c *spec.Cluster, b pki.Bundle) part {
+func scheduler(b pki.Bundle) part {
 	files := pairFiles("", pki.Scheduler, b.Pair(pki.Scheduler))
 	files = append(files,
 		File{Path: SchedulerKubeconfig, Mode: 0o600,

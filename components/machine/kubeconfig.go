@@ -9,6 +9,11 @@ import (
 
 // Kubeconfig renders a kubeconfig that points at server and authenticates with files on disk.
 func Kubeconfig(server, caFile, certFile, keyFile string) string {
+	return kubeconfig(server, caFile, "user", "client-certificate: "+certFile+"\n    client-key: "+keyFile)
+}
+
+// kubeconfig renders a single-context kubeconfig; credentials are the user's fields, already indented.
+func kubeconfig(server, caFile, userName, credentials string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Config
 clusters:
@@ -17,17 +22,16 @@ clusters:
     server: %s
     certificate-authority: %s
 users:
-- name: user
+- name: %s
   user:
-    client-certificate: %s
-    client-key: %s
+    %s
 contexts:
 - name: default
   context:
     cluster: cluster
-    user: user
+    user: %s
 current-context: default
-`, server, caFile, certFile, keyFile)
+`, server, caFile, userName, credentials, userName)
 }
 
 // localAPIServer is how components on an apiserver machine reach their own apiserver.

@@ -96,24 +96,7 @@ func poolTaints(pool spec.Pool) []spec.Taint {
 // BootstrapKubeconfig authenticates a new kubelet with the bootstrap token until it holds a
 // client certificate (TLS bootstrap).
 func BootstrapKubeconfig(server, token string) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters:
-- name: cluster
-  cluster:
-    server: %s
-    certificate-authority: %s
-users:
-- name: kubelet-bootstrap
-  user:
-    token: %s
-contexts:
-- name: default
-  context:
-    cluster: cluster
-    user: kubelet-bootstrap
-current-context: default
-`, server, CertPath("", pki.ClusterCA), token)
+	return kubeconfig(server, CertPath("", pki.ClusterCA), "kubelet-bootstrap", "token: "+token)
 }
 
 func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
