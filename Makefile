@@ -1,6 +1,8 @@
 # clusterforge: `make help` lists the targets.
 STACK ?= dev
 GO    ?= go
+# managedidentity/v2 v2.80.0 is served by the proxy but missing from the checksum database; go.sum pins it.
+export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity
 
 .PHONY: help setup plan test bench fmt golden
 
