@@ -130,5 +130,5 @@ func addrAdd(a netip.Addr, n int) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
-// String shows a size in GiB for summaries.
+// GiB shows a size in GiB for summaries.
 func GiB(bytes int64) string { return fmt.Sprintf("%.1f GiB", float64(bytes)/float64(gib)) }

@@ -364,7 +364,7 @@ func TestResourceCountIndependentOfNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(r.Resources) != len(base.Resources) {
-		t.Errorf("18x the nodes gave %d resources, want %d", len(r.Resources), len(base.Resources))
+		t.Errorf("19x the nodes gave %d resources, want %d", len(r.Resources), len(base.Resources))
 	}
 	if len(base.Resources) > 150 {
 		t.Errorf("prod-10k plans %d resources; a 10,000-node cluster should need far fewer than one per node", len(base.Resources))
