@@ -52,7 +52,7 @@ func LoadBalancerArgs(a *APIServerGroupArgs, lbName string) *network.LoadBalance
 		BackendAddressPools: network.BackendAddressPoolArray{network.BackendAddressPoolArgs{Name: pulumi.String(lbBackend)}},
 		Probes: network.ProbeArray{network.ProbeArgs{
 			Name: pulumi.String(lbProbe), Protocol: pulumi.String("Https"), Port: pulumi.Int(spec.APIServerPort),
-			RequestPath: pulumi.String(spec.APIServerProbePath), IntervalInSeconds: pulumi.Int(5), NumberOfProbes: pulumi.Int(2),
+			RequestPath: pulumi.String(spec.APIServerProbePath), IntervalInSeconds: pulumi.Int(spec.APIServerProbeIntervalSeconds), NumberOfProbes: pulumi.Int(spec.APIServerProbeFailures),
 		}},
 		LoadBalancingRules: network.LoadBalancingRuleArray{network.LoadBalancingRuleArgs{
 			Name: pulumi.String("apiserver"), Protocol: pulumi.String("Tcp"),

@@ -29,6 +29,7 @@ func APIServerFlags(c *spec.Cluster) Flags {
 	a := c.APIServer
 	return Flags{
 		"advertise-address": "${NODE_IP}",
+		"bind-address":      "0.0.0.0", // the load balancer probes NODE_IP; local components dial 127.0.0.1
 		"secure-port":       strconv.Itoa(spec.APIServerPort),
 		// Each apiserver holds a lease and publishes itself; replaces --apiserver-count (L05).
 		"endpoint-reconciler-type": "lease",

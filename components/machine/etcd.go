@@ -12,7 +12,7 @@ import (
 // etcd-side files and units.
 const (
 	etcdPKIDir     = "etcd"
-	etcdEnvFile    = "/run/clusterforge/etcd.env"
+	etcdEnvFile    = RunDir + "/etcd.env"
 	etcdDiskUnit   = "etcd-disk.service"
 	etcdJoinUnit   = "etcd-join.service"
 	etcdDiskLabel  = "etcd-data"
@@ -35,14 +35,14 @@ func EtcdFlags(e spec.EtcdCluster) Flags {
 	return Flags{
 		"name":                        "${NODE_NAME}",
 		"data-dir":                    EtcdDataDir, // on the local SSD (L02), mounted by etcd-disk.service
-		"listen-client-urls":          fmt.Sprintf("https://${NODE_IP}:%d,https://127.0.0.1:%d", spec.EtcdClientPort, spec.EtcdClientPort),
+		"listen-client-urls":          fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdClientPort),
 		"advertise-client-urls":       fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdClientPort),
 		"listen-peer-urls":            fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdPeerPort),
 		"initial-advertise-peer-urls": fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdPeerPort),
 		"listen-metrics-urls":         fmt.Sprintf("http://${NODE_IP}:%d", spec.EtcdMetricsPort),
 		"initial-cluster":             e.InitialCluster(),
 		"initial-cluster-token":       e.Role,
-		"initial-cluster-state":       "${ETCD_INITIAL_CLUSTER_STATE}",
+		"initial-cluster-state":       "${INITIAL_CLUSTER_STATE}",
 		"client-cert-auth":            "true",
 		"trusted-ca-file":             CertPath(etcdPKIDir, pki.EtcdCA),
 		"cert-file":                   CertPath(etcdPKIDir, server),
@@ -126,7 +126,8 @@ mount -o noatime "$dev" "$dir"
 chmod 700 "$dir"
 `
 
-// etcdJoinScript decides how this member starts. With data on disk, or when no peer answers
+// etcdJoinScript decides how this member starts (INITIAL_CLUSTER_STATE: an ETCD_* name would clash
+// with the flag, which etcd refuses). With data on disk, or when no peer answers
 // (first boot of the cluster), it starts as configured. A member whose disk came back empty while
 // its peers have quorum is removed and added again: restarting it as a fresh cluster would split
 // the cluster (L02).
@@ -159,6 +160,6 @@ if [ ! -d ` + EtcdDataDir + `/member ]; then
     esac
   fi
 fi
-echo "ETCD_INITIAL_CLUSTER_STATE=$state" > ` + etcdEnvFile + `
+echo "INITIAL_CLUSTER_STATE=$state" > ` + etcdEnvFile + `
 `
 }

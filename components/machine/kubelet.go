@@ -12,9 +12,10 @@ import (
 
 // Files of the worker kubelet.
 const (
-	KubeletConfigPath          = "/var/lib/kubelet/config.yaml"
+	KubeletDir                 = "/var/lib/kubelet"
+	KubeletConfigPath          = KubeletDir + "/config.yaml"
 	KubeletBootstrapKubeconfig = KubeDir + "/bootstrap-kubelet.kubeconfig"
-	KubeletKubeconfig          = "/var/lib/kubelet/kubeconfig"
+	KubeletKubeconfig          = KubeletDir + "/kubeconfig"
 	ContainerdSocket           = "unix:///run/containerd/containerd.sock"
 	// PoolLabel names the pool a node belongs to.
 	PoolLabel = "clusterforge.io/pool"
@@ -25,7 +26,7 @@ const (
 // KubeletConfig is the worker KubeletConfiguration.
 func KubeletConfig(c *spec.Cluster, pool spec.Pool) string {
 	var taints strings.Builder
-	for _, t := range poolTaints(pool) {
+	for _, t := range NodeTaints(pool) {
 		fmt.Fprintf(&taints, "- key: %s\n  value: %q\n  effect: %s\n", t.Key, t.Value, t.Effect)
 	}
 	registerWithTaints := "registerWithTaints: []\n"
@@ -63,13 +64,19 @@ tlsCipherSuites: [%s]
 		c.Kubelet.MaxParallelImagePulls, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
 }
 
-// KubeletFlags are the worker kubelet flags.
-func KubeletFlags(pool spec.Pool) Flags {
+// NodeLabels are the labels every node of a pool registers with.
+func NodeLabels(pool spec.Pool) map[string]string {
 	labels := map[string]string{PoolLabel: pool.Name}
 	if pool.IsGPU() {
 		labels["clusterforge.io/gpu"] = "true"
 	}
 	maps.Copy(labels, pool.Labels)
+	return labels
+}
+
+// KubeletFlags are the worker kubelet flags.
+func KubeletFlags(pool spec.Pool) Flags {
+	labels := NodeLabels(pool)
 	pairs := make([]string, 0, len(labels))
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		pairs = append(pairs, k+"="+labels[k])
@@ -83,9 +90,9 @@ func KubeletFlags(pool spec.Pool) Flags {
 	}
 }
 
-// poolTaints are the pool's taints, plus nvidia.com/gpu:NoSchedule on GPU pools so only pods
+// NodeTaints are the pool's taints, plus nvidia.com/gpu:NoSchedule on GPU pools so only pods
 // asking for GPUs land there.
-func poolTaints(pool spec.Pool) []spec.Taint {
+func NodeTaints(pool spec.Pool) []spec.Taint {
 	taints := slices.Clone(pool.Taints)
 	if pool.IsGPU() && !slices.ContainsFunc(taints, func(t spec.Taint) bool { return t.Key == GPUResource }) {
 		taints = append(taints, spec.Taint{Key: GPUResource, Value: "present", Effect: "NoSchedule"})

@@ -21,12 +21,18 @@ const (
 	KubeDir      = "/etc/kubernetes"
 	UnitDir      = "/etc/systemd/system"
 	EtcdDataDir  = "/var/lib/etcd"
-	AuditLogPath = "/var/log/kubernetes/audit/audit.log"
+	AuditLogPath = AuditLogDir + "/audit.log"
 	// NodeEnvFile holds the machine's own identity (NODE_NAME, NODE_IP), written at boot by
 	// clusterforge-identity.service from Azure's instance metadata. Units read it, so machines of
 	// one role share one user-data.
-	NodeEnvFile = "/run/clusterforge/node.env"
+	NodeEnvFile = RunDir + "/node.env"
+	RunDir      = "/run/clusterforge"
+	AuditLogDir = "/var/log/kubernetes/audit"
 )
+
+// Roots are the directories that hold everything a machine's files, units and processes touch.
+// The rehearsal places each under a per-machine root; a test keeps the list complete.
+var Roots = []string{KubeDir, BinDir, LibexecDir, RunDir, EtcdDataDir, AuditLogDir, KubeletDir, UnitDir}
 
 // File is one file a machine receives.
 type File struct {

@@ -30,6 +30,13 @@ const (
 // etcd still does.
 const APIServerProbePath = "/readyz?exclude=etcd-override-0&exclude=etcd-override-readiness-0"
 
+// The probe runs every APIServerProbeIntervalSeconds; APIServerProbeFailures failures in a row
+// take an apiserver out of rotation, one success puts it back (Azure load balancer semantics).
+const (
+	APIServerProbeIntervalSeconds = 5
+	APIServerProbeFailures        = 2
+)
+
 // MaxScaleSetInstances is what one VMSS holds with singlePlacementGroup=false and a gallery image.
 const MaxScaleSetInstances = 1000
 

@@ -1,0 +1,155 @@
+package rehearsal
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+)
+
+// materialize writes a machine's rendered files and units under its root (deviation
+// "filesystem"), its node.env (deviation "identity"), and links the pinned binaries into its
+// /usr/local/bin.
+func (p *Plan) materialize(in Instance) error {
+	root := p.Root(in.Name)
+	if err := os.RemoveAll(root); err != nil {
+		return err
+	}
+	files := append(append([]machine.File(nil), in.Machine.Files...), in.Machine.UnitFiles()...)
+	files = append(files, machine.File{Path: machine.NodeEnvFile, Content: identityEnv(in.Name, in.IP), Mode: 0o644})
+	for _, f := range files {
+		content := f.Content
+		if !strings.HasPrefix(content, "-----BEGIN") { // keys and certificates hold no paths
+			content = p.onMachine(in, content)
+		}
+		path := filepath.Join(root, f.Path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, []byte(content), os.FileMode(f.Mode)); err != nil {
+			return err
+		}
+	}
+	bin := filepath.Join(root, machine.BinDir)
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return err
+	}
+	tools, err := os.ReadDir(p.Tools)
+	if err != nil {
+		return fmt.Errorf("rehearsal: read the toolchain: %w (run `make tools`)", err)
+	}
+	for _, t := range tools {
+		if !t.IsDir() && !strings.HasPrefix(t.Name(), ".") {
+			if err := os.Symlink(filepath.Join(p.Tools, t.Name()), filepath.Join(bin, t.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// onMachine rewrites text a machine reads: its 127.0.0.1 and 0.0.0.0 become its own address and
+// absolute paths move under its root.
+func (p *Plan) onMachine(in Instance, s string) string {
+	root := p.Root(in.Name)
+	var pairs []string
+	for _, dir := range machine.Roots {
+		pairs = append(pairs, dir, filepath.Join(root, dir))
+	}
+	return strings.NewReplacer(pairs...).Replace(ownLoopback(s, in.IP))
+}
+
+// unitCommand is what the rehearsal needs of a rendered systemd unit.
+type unitCommand struct {
+	name       string
+	oneshot    bool
+	restart    bool
+	restartSec time.Duration
+	envFiles   []string
+	exec       []string
+}
+
+// parseUnit reads the [Service] section of a rendered unit.
+func parseUnit(u machine.Unit) (unitCommand, error) {
+	cmd := unitCommand{name: strings.TrimSuffix(u.Name, ".service"), restartSec: 100 * time.Millisecond}
+	joined := strings.ReplaceAll(u.Content, "\\\n", " ")
+	section := ""
+	sc := bufio.NewScanner(strings.NewReader(joined))
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") {
+			section = line
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if section != "[Service]" || !ok {
+			continue
+		}
+		switch key {
+		case "Type":
+			cmd.oneshot = value == "oneshot"
+		case "EnvironmentFile":
+			cmd.envFiles = append(cmd.envFiles, value)
+		case "ExecStart":
+			cmd.exec = strings.Fields(value)
+		case "Restart":
+			cmd.restart = value == "on-failure" || value == "always"
+		case "RestartSec":
+			d, err := time.ParseDuration(value + "s")
+			if err != nil {
+				return cmd, fmt.Errorf("unit %s: RestartSec=%s: %w", u.Name, value, err)
+			}
+			cmd.restartSec = d
+		}
+	}
+	if len(cmd.exec) == 0 {
+		return cmd, fmt.Errorf("unit %s: no ExecStart", u.Name)
+	}
+	return cmd, nil
+}
+
+// envVar is systemd's ${NAME} (and $NAME) expansion in ExecStart.
+var envVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
+
+// command is the argv and environment a unit runs on a machine: env files read from under the
+// root, variables expanded, flag overrides applied, then the machine rewrite.
+func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err error) {
+	vars := map[string]string{}
+	for _, f := range u.envFiles {
+		data, err := os.ReadFile(p.onMachine(in, f))
+		if err != nil {
+			return nil, nil, fmt.Errorf("unit %s: EnvironmentFile: %w", u.name, err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), "="); ok && !strings.HasPrefix(k, "#") {
+				vars[k] = v
+				env = append(env, k+"="+v)
+			}
+		}
+	}
+	overrides := flagOverrides[u.name+".service"]
+	applied := map[string]bool{}
+	for _, word := range u.exec {
+		word = envVar.ReplaceAllStringFunc(word, func(m string) string {
+			return vars[strings.Trim(m, "${}")]
+		})
+		if name, _, ok := strings.Cut(strings.TrimPrefix(word, "--"), "="); ok && strings.HasPrefix(word, "--") {
+			if v, ok := overrides[name]; ok {
+				word, applied[name] = "--"+name+"="+v, true
+			}
+		}
+		argv = append(argv, p.onMachine(in, word))
+	}
+	for name := range overrides {
+		if !applied[name] {
+			return nil, nil, fmt.Errorf("unit %s: the rehearsal overrides --%s, but the rendered unit has no such flag; update deviations.go", u.name, name)
+		}
+	}
+	return argv, append(env, "PATH="+os.Getenv("PATH")), nil
+}

@@ -1,0 +1,192 @@
+// Command rehearse starts a stack's control plane for real on this machine (see package rehearsal):
+//
+//	rehearse up --stack dev      start it, wait until healthy, leave it running
+//	rehearse down --stack dev    stop everything `up` started
+//	rehearse deviations          list every difference from Azure
+//
+// `up` leaves a supervisor behind (`rehearse serve`, pid in <dir>/rehearse.pid) that restarts
+// failed services as systemd would, until `down`.
+package main
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "rehearse:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: rehearse up|down|deviations|lb [flags]")
+	}
+	verb, args := args[0], args[1:]
+	switch verb {
+	case "lb":
+		return rehearsal.LBMain(args)
+	case "deviations":
+		fmt.Print(rehearsal.FormatDeviations())
+		return nil
+	}
+	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+	stack := fs.String("stack", "dev", "stack name: stacks/Pulumi.<stack>.yaml")
+	build := fs.String("build", "build/rehearse", "directory for rehearsals; each stack gets <build>/<stack>")
+	tools := fs.String("tools", ".tools/bin", "directory of the pinned binaries (make tools)")
+	nodes := fs.Int("nodes-per-pool", 3, "KWOK nodes simulated per pool, at most the pool's maxNodes")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(filepath.Join(*build, *stack))
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "down":
+		return down(dir)
+	case "up":
+		return up(*stack, dir, *tools, args)
+	case "serve":
+		return serve(*stack, dir, *tools, *nodes)
+	}
+	return fmt.Errorf("unknown verb %q: use up, down, deviations or lb", verb)
+}
+
+// up starts `rehearse serve` in its own session and relays its progress until it is ready.
+func up(stack, dir, tools string, args []string) error {
+	if err := down(dir); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "rehearse.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	progress, progressW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, append([]string{"serve"}, args...)...)
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, []*os.File{progressW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	progressW.Close()
+	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return err
+	}
+	lines := bufio.NewScanner(progress)
+	for lines.Scan() {
+		if lines.Text() == readyLine {
+			printTry(stack, dir, tools)
+			return nil
+		}
+		fmt.Println(lines.Text())
+	}
+	_ = cmd.Wait()
+	return fmt.Errorf("the rehearsal did not come up; see %s and %s", logFile.Name(), filepath.Join(dir, "logs"))
+}
+
+const readyLine = "READY"
+
+func pidFile(dir string) string { return filepath.Join(dir, "rehearse.pid") }
+
+// down stops the supervisor, which stops its processes, then sweeps whatever is left.
+func down(dir string) error {
+	if data, err := os.ReadFile(pidFile(dir)); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && syscall.Kill(pid, syscall.SIGTERM) == nil {
+			fmt.Printf("==> stopping the rehearsal in %s (supervisor pid %d)\n", dir, pid)
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil; {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		_ = os.Remove(pidFile(dir))
+	}
+	return rehearsal.Down(dir, os.Stdout)
+}
+
+// serve brings the rehearsal up, reports on fd 3, and supervises it until SIGTERM.
+func serve(stack, dir, tools string, nodes int) error {
+	progress := os.NewFile(3, "progress")
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	r, err := start(ctx, stack, dir, tools, nodes, io.MultiWriter(progress, os.Stdout))
+	if err != nil {
+		fmt.Fprintln(progress, "error:", err)
+		return err
+	}
+	fmt.Fprintln(progress, readyLine)
+	progress.Close()
+	<-ctx.Done()
+	return r.Down()
+}
+
+func start(ctx context.Context, stack, dir, tools string, nodes int, progress io.Writer) (*rehearsal.Rehearsal, error) {
+	c, err := spec.LoadStack(filepath.Join("stacks", "Pulumi."+stack+".yaml"))
+	if err != nil {
+		return nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	toolsAbs, err := filepath.Abs(tools)
+	if err != nil {
+		return nil, err
+	}
+	p, err := rehearsal.NewPlan(c, rehearsal.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprint(progress, rehearsal.FormatDeviations())
+	upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	return rehearsal.Up(upCtx, p, progress)
+}
+
+func printTry(stack, dir, tools string) {
+	kubeconfig, endpoints := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "endpoints.json")
+	rel := func(path string) string {
+		if wd, err := os.Getwd(); err == nil {
+			if r, err := filepath.Rel(wd, path); err == nil {
+				return r
+			}
+		}
+		return path
+	}
+	fmt.Printf(`
+Stack %s is running on loopback.
+  kubeconfig:  %s
+  processes:   %s   (logs in %s)
+Try:
+  export KUBECONFIG=%s
+  %s/kubectl get nodes -L clusterforge.io/pool
+  %s/kubectl -n kube-system get leases
+Stop it with: make rehearse-down STACK=%s
+`, stack, rel(kubeconfig), rel(endpoints), rel(filepath.Join(dir, "logs")), rel(kubeconfig), tools, tools, stack)
+}

@@ -1,0 +1,113 @@
+package rehearsal
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Deviation is one way the rehearsal differs from what an Azure machine runs. Every difference
+// is listed here and implemented in this file; `rehearse` prints the list.
+type Deviation struct {
+	Topic     string
+	Azure     string
+	Rehearsal string
+}
+
+// Deviations lists every difference from Azure, in the order they are applied.
+var Deviations = []Deviation{
+	{"addresses", "control-plane and etcd subnets of the spoke VNet; apiserver VMs get addresses from Azure",
+		"the control-plane subnet maps to 127.<base>.1.0/24 and the etcd subnet to 127.<base>.2.0/24, keeping each address's offset; apiserver i is .20+i"},
+	{"localhost", "each VM has its own 127.0.0.1 and binds 0.0.0.0",
+		"all machines share one loopback, so a machine's 127.0.0.1 and 0.0.0.0 (flags and kubeconfigs) become its own address"},
+	{"pki", "certificates from the Pulumi TLS provider, in state",
+		"a throwaway set from the same profiles; the apiserver certificate also names each apiserver's address (its mapped 127.0.0.1)"},
+	{"identity", "clusterforge-identity.service reads NODE_NAME and NODE_IP from the instance metadata service",
+		"the rehearsal writes the same node.env; the unit is not run"},
+	{"etcd disk", "etcd-disk.service formats and mounts the local SSD at the data dir",
+		"the data dir is a plain directory under the machine root; wiping the disk deletes it; the unit is not run"},
+	{"endpoint reconciler", "--endpoint-reconciler-type=lease publishes each apiserver in the kubernetes Endpoints",
+		"--endpoint-reconciler-type=none: Endpoints may not hold loopback addresses"},
+	{"filesystem", "files at their absolute paths, written by cloud-init as root",
+		"every absolute path (files, flags, scripts) is placed under build/rehearse/<env>/machines/<machine>/"},
+	{"systemd", "systemd runs the units: Restart=on-failure, LimitNOFILE, one host name per VM",
+		"the rehearsal runs the units' ExecStart in unit order; oneshots retry every RestartSec; a stopped service stays stopped until a drill restarts it; all processes share this host's name and limits"},
+	{"workers", "VMSS instances running kubelet and containerd",
+		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool"},
+}
+
+// loopbackNetwork returns the cluster with its control-plane and etcd subnets moved onto
+// 127.<base>.1.0/24 and 127.<base>.2.0/24 (deviation "addresses"). Offsets inside each subnet
+// stay, so etcd member i and the load balancer frontend keep their rendered positions.
+func loopbackNetwork(c *spec.Cluster, base int) (*spec.Cluster, error) {
+	out := *c
+	out.Network = c.Network
+	cp, err := netip.ParsePrefix(c.Network.ControlPlaneSubnet)
+	if err != nil {
+		return nil, err
+	}
+	lbIP, err := netip.ParseAddr(c.Network.APIServerIP)
+	if err != nil {
+		return nil, err
+	}
+	offset := int64(u32(lbIP)) - int64(u32(cp.Masked().Addr()))
+	if offset < 0 || offset >= apiserverMachineOffset {
+		return nil, fmt.Errorf("rehearsal: network.apiServerIP %s sits at offset %d of the control-plane subnet; the rehearsal needs it below %d", lbIP, offset, apiserverMachineOffset)
+	}
+	out.Network.ControlPlaneSubnet = fmt.Sprintf("127.%d.1.0/24", base)
+	out.Network.EtcdSubnet = fmt.Sprintf("127.%d.2.0/24", base)
+	out.Network.APIServerIP = fmt.Sprintf("127.%d.1.%d", base, offset)
+	return &out, nil
+}
+
+func u32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// apiserverMachineOffset is where apiserver machines start in the mapped control-plane subnet.
+const apiserverMachineOffset = 20
+
+func apiserverMachineIP(base, i int) string {
+	return fmt.Sprintf("127.%d.1.%d", base, apiserverMachineOffset+i)
+}
+
+// rehearsalProfiles are the cluster's certificate profiles; the apiserver's also names every
+// apiserver machine address, since components dial their machine's mapped 127.0.0.1 (deviation "pki").
+func rehearsalProfiles(c *spec.Cluster, apiserverIPs []string) []pki.Profile {
+	profiles := pki.Profiles(c)
+	for i := range profiles {
+		if profiles[i].Name == pki.APIServer {
+			profiles[i].IPAddresses = append(slices.Clone(profiles[i].IPAddresses), apiserverIPs...)
+		}
+	}
+	return profiles
+}
+
+// localAddress matches 127.0.0.1 and 0.0.0.0 as whole addresses, not inside 10.0.0.0/8.
+var localAddress = regexp.MustCompile(`(^|[^0-9.])(127\.0\.0\.1|0\.0\.0\.0)([^0-9.]|$)`)
+
+// ownLoopback replaces a machine's 127.0.0.1 and 0.0.0.0 with its own address (deviation "localhost").
+func ownLoopback(s, ip string) string {
+	return localAddress.ReplaceAllString(s, "${1}"+ip+"${3}")
+}
+
+// skippedUnits are rendered units the rehearsal does not run (deviations "identity" and "etcd disk").
+var skippedUnits = map[string]string{
+	"clusterforge-identity.service": "the rehearsal writes node.env",
+	"etcd-disk.service":             "no local SSD; the data dir is a plain directory",
+}
+
+// flagOverrides change rendered flag values, per unit (deviation "endpoint reconciler").
+var flagOverrides = map[string]map[string]string{
+	"kube-apiserver.service": {"endpoint-reconciler-type": "none"},
+}
+
+// identityEnv is what clusterforge-identity.service would write to machine.NodeEnvFile.
+func identityEnv(name, ip string) string {
+	return fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\n", name, ip)
+}

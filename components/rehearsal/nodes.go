@@ -1,0 +1,154 @@
+package rehearsal
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// kwokAnnotation marks the nodes KWOK simulates.
+const kwokAnnotation = "kwok.x-k8s.io/node"
+
+// startLB starts the load balancer on the apiserver address, in front of every apiserver machine,
+// probing as the Azure program configures it.
+func (r *Rehearsal) startLB() error {
+	var backends []string
+	for _, in := range r.Of(spec.RoleAPIServer) {
+		backends = append(backends, fmt.Sprintf("%s:%d", in.IP, spec.APIServerPort))
+	}
+	argv := append(append([]string(nil), r.Self...), "lb",
+		"--listen="+fmt.Sprintf("%s:%d", r.Cluster.Network.APIServerIP, spec.APIServerPort),
+		"--backends="+strings.Join(backends, ","),
+		"--probe-path="+spec.APIServerProbePath,
+		"--interval="+(spec.APIServerProbeIntervalSeconds*time.Second).String(),
+		"--failures="+strconv.Itoa(spec.APIServerProbeFailures),
+		"--state="+r.LBStateFile(),
+	)
+	proc, err := start(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "lb.log"))
+	if err != nil {
+		return err
+	}
+	proc.Role, proc.Machine, proc.Name = "load-balancer", "lb", "lb"
+	proc.URL = r.Cluster.APIServerURL()
+	proc.CA, proc.Cert, proc.Key = r.PKIFile(pki.ClusterCA, "crt"), r.PKIFile(pki.Admin, "crt"), r.PKIFile(pki.Admin, "key")
+	return r.track(proc)
+}
+
+// Clientset is a Kubernetes client of the admin, through the load balancer.
+func (r *Rehearsal) Clientset() (*kubernetes.Clientset, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig())
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	return kubernetes.NewForConfig(cfg)
+}
+
+// Nodes are the simulated worker nodes: per pool, up to NodesPerPool of its maxNodes, with the
+// labels and taints its kubelets register and its VM size's capacity.
+func (p *Plan) Nodes() ([]corev1.Node, error) {
+	var nodes []corev1.Node
+	for i, pool := range p.Cluster.Pools {
+		capacity, ok := spec.VMCapacity(pool.VMSize)
+		if !ok {
+			return nil, &spec.FieldError{Field: fmt.Sprintf("pools[%d].vmSize", i),
+				Problem: fmt.Sprintf("the rehearsal does not know the capacity of %s", pool.VMSize),
+				Fix:     "add the size to spec.VMCapacity's table"}
+		}
+		res := corev1.ResourceList{
+			corev1.ResourceCPU:    *resource.NewQuantity(int64(capacity.CPUs), resource.DecimalSI),
+			corev1.ResourceMemory: *resource.NewQuantity(int64(capacity.MemoryGiB)<<30, resource.BinarySI),
+			corev1.ResourcePods:   *resource.NewQuantity(int64(p.Cluster.Kubelet.MaxPods), resource.DecimalSI),
+		}
+		if capacity.GPUs > 0 {
+			res[machine.GPUResource] = *resource.NewQuantity(int64(capacity.GPUs), resource.DecimalSI)
+		}
+		var taints []corev1.Taint
+		for _, t := range machine.NodeTaints(pool) {
+			taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+		}
+		for n := range min(pool.MaxNodes, p.NodesPerPool) {
+			name := fmt.Sprintf("%s-%s-%d", p.Cluster.Name, pool.Name, n)
+			labels := machine.NodeLabels(pool)
+			maps.Copy(labels, map[string]string{
+				corev1.LabelHostname:           name,
+				corev1.LabelOSStable:           "linux",
+				corev1.LabelArchStable:         "amd64",
+				corev1.LabelInstanceTypeStable: pool.VMSize,
+				corev1.LabelTopologyZone:       p.Cluster.Location + "-" + p.Cluster.Zones[n%len(p.Cluster.Zones)],
+			})
+			nodes = append(nodes, corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{kwokAnnotation: "fake"}},
+				Spec:       corev1.NodeSpec{Taints: taints},
+				Status:     corev1.NodeStatus{Capacity: res, Allocatable: res},
+			})
+		}
+	}
+	return nodes, nil
+}
+
+// startNodes starts KWOK and registers the simulated nodes, waiting until they are Ready.
+func (r *Rehearsal) startNodes(ctx context.Context) error {
+	nodes, err := r.Nodes()
+	if err != nil {
+		return err
+	}
+	argv := []string{filepath.Join(r.Tools, "kwok"),
+		"--kubeconfig=" + r.Kubeconfig(),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
+		"--cidr=" + r.Cluster.Network.NodeSubnet,
+	}
+	proc, err := start(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "kwok.log"))
+	if err != nil {
+		return err
+	}
+	proc.Role, proc.Machine, proc.Name = "workers", "kwok", "kwok"
+	if err := r.track(proc); err != nil {
+		return err
+	}
+	cs, err := r.Clientset()
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		if _, err := cs.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("register node %s: %w", n.Name, err)
+		}
+	}
+	r.logf("registered %d KWOK nodes over %d pools", len(nodes), len(r.Cluster.Pools))
+	return poll(ctx, time.Minute, "KWOK nodes", func(ctx context.Context) error {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range list.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready < len(nodes) {
+			return fmt.Errorf("%d of %d nodes Ready", ready, len(nodes))
+		}
+		return nil
+	})
+}

@@ -1,0 +1,128 @@
+// Package rehearsal starts a stack's control plane for real on this machine: every etcd member,
+// apiserver, controller-manager and scheduler the stack defines, rendered by the machine package
+// (the renderers the Azure program uses) and started from their rendered systemd units, each
+// machine on its own loopback address with the production ports. A TCP load balancer stands in
+// for Azure's internal load balancer and KWOK simulates the worker pools. Every difference from
+// Azure is in deviations.go. Nothing here imports Pulumi.
+package rehearsal
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Options shape a rehearsal.
+type Options struct {
+	// Dir is the rehearsal's directory, build/rehearse/<env>.
+	Dir string
+	// Tools is the directory holding the pinned binaries (.tools/bin).
+	Tools string
+	// Base is the second octet of every loopback address, so rehearsals can run side by side. Default 0.
+	Base int
+	// NodesPerPool caps the KWOK nodes simulated per pool. Default 3.
+	NodesPerPool int
+	// Self is the command that runs this package's load balancer: Self + ["lb", flags...].
+	Self []string
+}
+
+// Instance is one rehearsed machine.
+type Instance struct {
+	// Name is the machine name Azure would give it.
+	Name string
+	Role string
+	// IP is its loopback address.
+	IP      string
+	Machine machine.Machine
+}
+
+// Plan is everything a rehearsal starts, rendered from the stack with the deviations applied.
+type Plan struct {
+	Options
+	// Cluster is the stack's cluster with the loopback network.
+	Cluster   *spec.Cluster
+	Bundle    pki.Bundle
+	Instances []Instance
+}
+
+// NewPlan renders the control-plane machines of a validated cluster for the rehearsal.
+func NewPlan(c *spec.Cluster, o Options) (*Plan, error) {
+	if o.NodesPerPool == 0 {
+		o.NodesPerPool = 3
+	}
+	mapped, err := loopbackNetwork(c, o.Base)
+	if err != nil {
+		return nil, err
+	}
+	p := &Plan{Options: o, Cluster: mapped}
+	var apiserverIPs []string
+	for i := range mapped.APIServer.Count {
+		apiserverIPs = append(apiserverIPs, apiserverMachineIP(o.Base, i))
+	}
+	if p.Bundle, err = pki.Issue(pki.Authorities(mapped), rehearsalProfiles(mapped, apiserverIPs)); err != nil {
+		return nil, err
+	}
+	for _, e := range mapped.EtcdClusters() {
+		m, err := machine.Render(mapped, p.Bundle, e.Role)
+		if err != nil {
+			return nil, err
+		}
+		for _, member := range e.Members {
+			p.Instances = append(p.Instances, Instance{Name: member.Name, Role: e.Role, IP: member.IP, Machine: m})
+		}
+	}
+	m, err := machine.Render(mapped, p.Bundle, spec.RoleAPIServer)
+	if err != nil {
+		return nil, err
+	}
+	for i, ip := range apiserverIPs {
+		p.Instances = append(p.Instances, Instance{Name: fmt.Sprintf("%s-%s-%d", mapped.Name, spec.RoleAPIServer, i), Role: spec.RoleAPIServer, IP: ip, Machine: m})
+	}
+	return p, nil
+}
+
+// Of returns the instances of one role, in order.
+func (p *Plan) Of(role string) []Instance {
+	var out []Instance
+	for _, in := range p.Instances {
+		if in.Role == role {
+			out = append(out, in)
+		}
+	}
+	return out
+}
+
+// Instance returns the named instance.
+func (p *Plan) Instance(name string) (Instance, error) {
+	for _, in := range p.Instances {
+		if in.Name == name {
+			return in, nil
+		}
+	}
+	return Instance{}, fmt.Errorf("rehearsal: no machine %q", name)
+}
+
+// Paths inside the rehearsal directory.
+
+// Root is the directory that stands for a machine's /.
+func (p *Plan) Root(machineName string) string { return filepath.Join(p.Dir, "machines", machineName) }
+
+// Log is where one unit of a machine logs.
+func (p *Plan) Log(machineName, unit string) string {
+	return filepath.Join(p.Dir, "logs", machineName+"."+unit+".log")
+}
+
+// Kubeconfig is the admin kubeconfig that reaches the API through the load balancer.
+func (p *Plan) Kubeconfig() string { return filepath.Join(p.Dir, "kubeconfig") }
+
+// EndpointsFile lists every running process.
+func (p *Plan) EndpointsFile() string { return filepath.Join(p.Dir, "endpoints.json") }
+
+// LBStateFile is where the load balancer records which backends are in rotation.
+func (p *Plan) LBStateFile() string { return filepath.Join(p.Dir, "lb.json") }
+
+// PKIFile is a certificate or key of the rehearsal's PKI, for clients outside the machines.
+func (p *Plan) PKIFile(name, ext string) string { return filepath.Join(p.Dir, "pki", name+"."+ext) }
