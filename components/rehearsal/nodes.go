@@ -140,15 +140,28 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 		}
 		ready := 0
 		for _, n := range list.Items {
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					ready++
-				}
+			if schedulable(n) {
+				ready++
 			}
 		}
 		if ready < len(nodes) {
-			return fmt.Errorf("%d of %d nodes Ready", ready, len(nodes))
+			return fmt.Errorf("%d of %d nodes Ready and untainted by the node controller", ready, len(nodes))
 		}
 		return nil
 	})
+}
+
+// schedulable: Ready, and the node controller has lifted its not-ready taint.
+func schedulable(n corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

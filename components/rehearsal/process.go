@@ -33,8 +33,8 @@ type Proc struct {
 	stopping atomic.Bool
 }
 
-// start runs argv in its own session (so it outlives `rehearse up` and its children die with
-// it), appending output to log.
+// start runs argv in its own session, so a stop reaches its children too, appending output to
+// log. It dies with the rehearsal that started it, even one killed without cleaning up.
 func start(argv, env []string, dir, log string) (*Proc, error) {
 	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
 		return nil, err
@@ -47,7 +47,7 @@ func start(argv, env []string, dir, log string) (*Proc, error) {
 	fmt.Fprintf(out, "---- %s started: %s\n", time.Now().Format(time.RFC3339), strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}

@@ -82,6 +82,25 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 	return r, nil
 }
 
+// UpEtcd starts only the members of one etcd cluster of the plan, for drills that need an etcd
+// of their own.
+func UpEtcd(ctx context.Context, p *Plan, role string, progress io.Writer) (r *Rehearsal, err error) {
+	if err := Down(p.Dir, progress); err != nil {
+		return nil, err
+	}
+	r = &Rehearsal{Plan: p, progress: progress}
+	if err = r.prepare(); err == nil {
+		if err = r.bootAll(ctx, p.Of(role)); err == nil {
+			err = r.WaitEtcdHealthy(ctx, role)
+		}
+	}
+	if err != nil {
+		_ = r.Down()
+		return nil, err
+	}
+	return r, nil
+}
+
 func (r *Rehearsal) logf(format string, args ...any) {
 	if r.progress != nil {
 		fmt.Fprintf(r.progress, "==> "+format+"\n", args...)
