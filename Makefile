@@ -4,21 +4,40 @@ GO    ?= go
 # managedidentity/v2 v2.80.0 is served by the proxy but missing from the checksum database; go.sum pins it.
 export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity
 
-.PHONY: help setup plan test bench fmt golden
+REHEARSE = build/bin/rehearse
+
+.PHONY: help setup tools plan test bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
+
+demo: plan rehearse ## For newcomers: plan the dev stack, rehearse it, leave it running with a kubeconfig
 
 setup: ## Install the pinned validators and Go modules (idempotent)
 	@scripts/setup.sh
 
-plan: ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/)
+tools: ## Build the pinned etcd, Kubernetes, KWOK and kube-bench binaries into .tools/bin (cached)
+	@scripts/toolchain.sh
+
+plan: setup ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/)
 	$(GO) run ./infra/cmd/plan --stack $(STACK)
 
-test: setup ## Run every test, offline (CI runs this)
+test: setup tools ## Run every test, offline, the rehearsal checks included (CI runs this)
 	@test -z "$$(gofmt -l components infra)" || { echo "gofmt needed:"; gofmt -l components infra; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
+
+$(REHEARSE):
+	@$(GO) build -o $@ ./components/rehearsal/cmd/rehearse
+
+rehearse: setup tools $(REHEARSE) ## Start $(STACK)'s control plane for real on loopback and leave it running
+	@$(REHEARSE) up --stack $(STACK)
+
+rehearse-down: $(REHEARSE) ## Stop everything `make rehearse` started for $(STACK)
+	@$(REHEARSE) down --stack $(STACK)
+
+rehearse-check: setup tools ## Rehearse $(STACK), run every check and the CIS benchmark, stop it; fails on any failure
+	$(GO) test -count=1 -v -timeout 30m ./components/rehearsal -args -stack=$(STACK)
 
 bench: ## Benchmark planning the 10,000-node stack
 	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x ./infra/plan

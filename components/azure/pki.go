@@ -103,13 +103,21 @@ func NewClusterPKI(ctx *pulumi.Context, name string, c *spec.Cluster, opts ...pu
 		return nil, err
 	}
 
-	all := append(append(append([]any{}, certs...), keys...), tokenID.Result, tokenSecret.Result)
+	encryptionKey, err := random.NewRandomBytes(ctx, name+"-encryption-key", &random.RandomBytesArgs{
+		Length: pulumi.Int(pki.EncryptionKeyBytes),
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+
+	all := append(append(append([]any{}, certs...), keys...), tokenID.Result, tokenSecret.Result, encryptionKey.Base64)
 	comp.Bundle = pulumi.ToSecret(pulumi.All(all...).ApplyT(func(v []any) pki.Bundle {
 		b := pki.Bundle{Pairs: map[string]pki.KeyPair{}}
 		for i, n := range names {
 			b.Pairs[n] = pki.KeyPair{CertPEM: v[i].(string), KeyPEM: v[len(names)+i].(string)}
 		}
 		b.BootstrapToken = v[2*len(names)].(string) + "." + v[2*len(names)+1].(string)
+		b.EncryptionKey = v[2*len(names)+2].(string)
 		return b
 	})).(pulumi.AnyOutput)
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{}); err != nil {

@@ -9,8 +9,8 @@ import (
 
 // Files of the controller-manager and scheduler, colocated with the apiserver (L05).
 const (
-	ControllerManagerKubeconfig = KubeDir + "/controller-manager.kubeconfig"
-	SchedulerKubeconfig         = KubeDir + "/scheduler.kubeconfig"
+	ControllerManagerKubeconfig = KubeDir + "/controller-manager.conf"
+	SchedulerKubeconfig         = KubeDir + "/scheduler.conf"
 	SchedulerConfigPath         = KubeDir + "/scheduler.yaml"
 )
 
@@ -57,6 +57,7 @@ func controllerManager(c *spec.Cluster, b pki.Bundle) part {
 func SchedulerFlags() Flags {
 	return Flags{
 		"config":                    SchedulerConfigPath,
+		"profiling":                 "false", // the config says so too; CIS 1.4.1 reads the flag
 		"authentication-kubeconfig": SchedulerKubeconfig,
 		"authorization-kubeconfig":  SchedulerKubeconfig,
 		"bind-address":              "127.0.0.1",

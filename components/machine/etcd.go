@@ -57,7 +57,7 @@ func EtcdFlags(e spec.EtcdCluster) Flags {
 }
 
 func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
-	files := []File{{Path: CertPath(etcdPKIDir, pki.EtcdCA), Content: b.Pair(pki.EtcdCA).CertPEM, Mode: 0o644}}
+	files := []File{{Path: CertPath(etcdPKIDir, pki.EtcdCA), Content: b.Pair(pki.EtcdCA).CertPEM, Mode: certMode}}
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdServer(e.Role), b.Pair(pki.EtcdServer(e.Role)))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdPeer(e.Role), b.Pair(pki.EtcdPeer(e.Role)))...)
 	files = append(files,

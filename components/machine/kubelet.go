@@ -109,7 +109,7 @@ func BootstrapKubeconfig(server, token string) string {
 func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 	return part{
 		files: []File{
-			{Path: CertPath("", pki.ClusterCA), Content: b.Pair(pki.ClusterCA).CertPEM, Mode: 0o644},
+			{Path: CertPath("", pki.ClusterCA), Content: b.Pair(pki.ClusterCA).CertPEM, Mode: certMode},
 			{Path: KubeletConfigPath, Content: KubeletConfig(c, pool), Mode: 0o644},
 			{Path: KubeletBootstrapKubeconfig, Content: BootstrapKubeconfig(c.APIServerURL(), b.BootstrapToken), Mode: 0o600},
 		},

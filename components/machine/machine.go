@@ -34,6 +34,13 @@ const (
 // The rehearsal places each under a per-machine root; a test keeps the list complete.
 var Roots = []string{KubeDir, BinDir, LibexecDir, RunDir, EtcdDataDir, AuditLogDir, KubeletDir, UnitDir}
 
+// Modes the CIS benchmark asks for: units are the control plane's "pod specifications" (1.1.1-1.1.8),
+// and certificates are kept as private as keys (1.1.20).
+const (
+	unitMode = 0o600
+	certMode = 0o600
+)
+
 // File is one file a machine receives.
 type File struct {
 	Path    string
@@ -63,7 +70,7 @@ type Machine struct {
 func (m Machine) UnitFiles() []File {
 	files := make([]File, len(m.Units))
 	for i, u := range m.Units {
-		files[i] = File{Path: UnitDir + "/" + u.Name, Content: u.Content, Mode: 0o644}
+		files[i] = File{Path: UnitDir + "/" + u.Name, Content: u.Content, Mode: unitMode}
 	}
 	return files
 }
@@ -130,7 +137,7 @@ func (m *Machine) add(p part) {
 // pairFiles places a certificate and its key at PKIDir/<dir>/<name>.{crt,key}.
 func pairFiles(dir, name string, kp pki.KeyPair) []File {
 	return []File{
-		{Path: CertPath(dir, name), Content: kp.CertPEM, Mode: 0o644},
+		{Path: CertPath(dir, name), Content: kp.CertPEM, Mode: certMode},
 		{Path: KeyPath(dir, name), Content: kp.KeyPEM, Mode: 0o600},
 	}
 }

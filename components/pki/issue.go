@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/pem"
 	"fmt"
 	"math/big"
@@ -62,6 +63,11 @@ func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 	pub, _ := x509.MarshalPKIXPublicKey(key.Public())
 	b.Pairs[ServiceAccountKey] = KeyPair{CertPEM: encode("PUBLIC KEY", pub), KeyPEM: keyPEM}
 	b.BootstrapToken = randomToken(6) + "." + randomToken(16)
+	secret := make([]byte, EncryptionKeyBytes)
+	if _, err := rand.Read(secret); err != nil {
+		return Bundle{}, err
+	}
+	b.EncryptionKey = base64.StdEncoding.EncodeToString(secret)
 	return b, nil
 }
 

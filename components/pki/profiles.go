@@ -133,7 +133,12 @@ type Bundle struct {
 	Pairs map[string]KeyPair
 	// BootstrapToken is the kubelet TLS-bootstrap token, "<id>.<secret>".
 	BootstrapToken string
+	// EncryptionKey is the base64 of the EncryptionKeyBytes random bytes that encrypt Secrets in etcd.
+	EncryptionKey string
 }
+
+// EncryptionKeyBytes is the length of the Secrets encryption key (secretbox takes 32 bytes).
+const EncryptionKeyBytes = 32
 
 // Pair returns the named material, failing loudly on a name nobody issued.
 func (b Bundle) Pair(name string) KeyPair {

@@ -107,6 +107,30 @@ func TestEventsOnlyInEventsEtcd(t *testing.T) {
 	}
 }
 
+// Secrets reach etcd encrypted with the rendered secretbox key (CIS 1.2.27, 1.2.28).
+func TestSecretsEncryptedAtRest(t *testing.T) {
+	needRehearsal(t)
+	ctx := context.Background()
+	const plaintext = "rehearsal-plaintext-marker"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "encryption-check"}, StringData: map[string]string{"value": plaintext}}
+	if _, err := clientset(t).CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := running.EtcdClient(spec.RoleEtcdMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/registry/secrets/default/encryption-check")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read the secret from etcd: %v", err)
+	}
+	raw := string(resp.Kvs[0].Value)
+	if !strings.HasPrefix(raw, "k8s:enc:secretbox:v1:key1:") || strings.Contains(raw, plaintext) {
+		t.Errorf("the secret is stored unencrypted in etcd-main: %.60q", raw)
+	}
+}
+
 // Check 3: each member runs with the rendered quota, and a cluster with a tiny quota raises
 // NOSPACE and recovers with the documented procedure (L04).
 func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {

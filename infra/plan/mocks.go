@@ -72,6 +72,9 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	case "random:index/randomString:RandomString":
 		n := int(args.Inputs["length"].NumberValue())
 		set("result", strings.Repeat("a", n))
+	case "random:index/randomBytes:RandomBytes":
+		n := int(args.Inputs["length"].NumberValue())
+		set("base64", base64.StdEncoding.EncodeToString(make([]byte, n)))
 	}
 	return id, state, nil
 }

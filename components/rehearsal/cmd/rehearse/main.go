@@ -166,7 +166,22 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 	fmt.Fprint(progress, rehearsal.FormatDeviations())
 	upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	return rehearsal.Up(upCtx, p, progress)
+	r, err := rehearsal.Up(upCtx, p, progress)
+	if err != nil {
+		return nil, err
+	}
+	results, err := p.CIS(upCtx)
+	if err != nil {
+		_ = r.Down()
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, res := range results {
+		counts[res.Status]++
+	}
+	fmt.Fprintf(progress, "==> CIS %s (kube-bench, master and etcd): %d pass, %d fail, %d warn; report in %s (README lists the accepted exceptions)\n",
+		rehearsal.CISBenchmark, counts["PASS"], counts["FAIL"], counts["WARN"], filepath.Join(dir, "cis.txt"))
+	return r, nil
 }
 
 func printTry(stack, dir, tools string) {
