@@ -204,11 +204,7 @@ func (r *Rehearsal) Boot(ctx context.Context, name string) error {
 // startService starts a long-running unit and restarts it after RestartSec when it fails, as
 // systemd's Restart=on-failure does, until it is stopped on purpose or the rehearsal ends.
 func (r *Rehearsal) startService(in Instance, uc unitCommand) error {
-	argv, env, err := r.command(in, uc)
-	if err != nil {
-		return err
-	}
-	proc, err := start(argv, env, r.Root(in.Name), r.Log(in.Name, uc.name))
+	proc, err := r.startUnit(in, uc)
 	if err != nil {
 		return err
 	}
@@ -231,6 +227,15 @@ func (r *Rehearsal) startService(in Instance, uc unitCommand) error {
 		}
 	}()
 	return nil
+}
+
+// startUnit starts a unit's command on its machine, logging to the unit's log.
+func (r *Rehearsal) startUnit(in Instance, uc unitCommand) (*Proc, error) {
+	argv, env, err := r.command(in, uc)
+	if err != nil {
+		return nil, err
+	}
+	return start(argv, env, r.Root(in.Name), r.Log(in.Name, uc.name))
 }
 
 // describe fills in how a client reaches the process.
@@ -257,11 +262,7 @@ func (r *Rehearsal) describe(p *Proc, in Instance) {
 // runOneshot runs a oneshot unit to completion, retrying every RestartSec while it fails.
 func (r *Rehearsal) runOneshot(ctx context.Context, in Instance, uc unitCommand) error {
 	for {
-		argv, env, err := r.command(in, uc)
-		if err != nil {
-			return err
-		}
-		proc, err := start(argv, env, r.Root(in.Name), r.Log(in.Name, uc.name))
+		proc, err := r.startUnit(in, uc)
 		if err != nil {
 			return err
 		}
