@@ -67,6 +67,8 @@ func SchedulerFlags() Flags {
 
 // SchedulerConfig bin-packs (L12): NodeResourcesFit scores MostAllocated, GPUs weighted above
 // CPU and memory so whole GPU nodes stay free for big jobs, and InterPodAffinity weighs 2.
+// NodeResourcesBalancedAllocation is off: it favours the emptier of two nodes whose CPU and memory
+// use differ, which cancelled MostAllocated on 16-CPU nodes in the rehearsal.
 func SchedulerConfig() string {
 	return `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -84,6 +86,8 @@ profiles:
         weight: 1
       - name: InterPodAffinity
         weight: 2
+      disabled:
+      - name: NodeResourcesBalancedAllocation
   pluginConfig:
   - name: NodeResourcesFit
     args:

@@ -3,6 +3,8 @@ package rehearsal_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -128,6 +130,39 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	raw := string(resp.Kvs[0].Value)
 	if !strings.HasPrefix(raw, "k8s:enc:secretbox:v1:key1:") || strings.Contains(raw, plaintext) {
 		t.Errorf("the secret is stored unencrypted in etcd-main: %.60q", raw)
+	}
+}
+
+// TLS everywhere: etcd's client and peer ports and the apiserver refuse plain HTTP, and etcd
+// refuses TLS clients without a certificate from its CA.
+func TestTLSEverywhere(t *testing.T) {
+	needRehearsal(t)
+	plain := &http.Client{Timeout: 5 * time.Second}
+	var targets []string
+	for _, in := range append(running.Of(spec.RoleEtcdMain), running.Of(spec.RoleEtcdEvents)...) {
+		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, spec.EtcdClientPort), fmt.Sprintf("%s:%d", in.IP, spec.EtcdPeerPort))
+		// Trusting the CA but presenting no client certificate.
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM([]byte(running.Bundle.Pair(pki.EtcdCA).CertPEM))
+		anonymous := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		if resp, err := anonymous.Get(fmt.Sprintf("https://%s:%d/version", in.IP, spec.EtcdClientPort)); err == nil {
+			resp.Body.Close()
+			t.Errorf("%s answered a TLS client without a certificate: HTTP %d", in.Name, resp.StatusCode)
+		}
+	}
+	for _, in := range running.Of(spec.RoleAPIServer) {
+		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, spec.APIServerPort))
+	}
+	for _, target := range targets {
+		resp, err := plain.Get("http://" + target + "/version")
+		if err != nil {
+			continue // refused outright
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "HTTPS") {
+			t.Errorf("%s answered plain HTTP: %d %s", target, resp.StatusCode, body)
+		}
 	}
 }
 

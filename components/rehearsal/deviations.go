@@ -45,7 +45,6 @@ var Deviations = []Deviation{
 // stay, so etcd member i and the load balancer frontend keep their rendered positions.
 func loopbackNetwork(c *spec.Cluster, base int) (*spec.Cluster, error) {
 	out := *c
-	out.Network = c.Network
 	cp, err := netip.ParsePrefix(c.Network.ControlPlaneSubnet)
 	if err != nil {
 		return nil, err
