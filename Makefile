@@ -6,7 +6,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools plan test bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
+.PHONY: help setup tools plan test test-images generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -22,10 +22,18 @@ tools: ## Build the pinned etcd, Kubernetes, KWOK and kube-bench binaries into .
 plan: setup ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/)
 	$(GO) run ./infra/cmd/plan --stack $(STACK)
 
-test: setup tools ## Run every test, offline, the rehearsal checks included (CI runs this)
-	@test -z "$$(gofmt -l components infra)" || { echo "gofmt needed:"; gofmt -l components infra; exit 1; }
+test: setup tools test-images ## Run every test, offline, the rehearsal checks included (CI runs this)
+	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
+
+test-images: ## Test the Packer plugin (its own module) and fail if its generated HCL2 specs are stale
+	@cd images && sha256sum $$(find . -name '*.hcl2spec.go') > /tmp/clusterforge-hcl2spec.sum && $(GO) generate ./... && \
+	  sha256sum --quiet -c /tmp/clusterforge-hcl2spec.sum || { echo "generated HCL2 specs were stale: run make generate and commit"; exit 1; }
+	cd images && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+generate: ## Regenerate the Packer plugin's *.hcl2spec.go with packer-sdc
+	cd images && $(GO) generate ./...
 
 $(REHEARSE):
 	@$(GO) build -o $@ ./components/rehearsal/cmd/rehearse

@@ -61,7 +61,7 @@ func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdServer(e.Role), b.Pair(pki.EtcdServer(e.Role)))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdPeer(e.Role), b.Pair(pki.EtcdPeer(e.Role)))...)
 	files = append(files,
-		File{Path: LibexecDir + "/etcd-disk", Content: etcdDiskScript, Mode: 0o755},
+		File{Path: LibexecDir + "/etcd-disk", Content: localDiskScript(etcdDiskLabel, EtcdDataDir), Mode: 0o755},
 		File{Path: LibexecDir + "/etcd-join", Content: etcdJoinScript(e), Mode: 0o755},
 	)
 	return part{
@@ -105,26 +105,33 @@ WantedBy=multi-user.target
 	}
 }
 
-// etcdDiskScript mounts the instance-local disk at the data dir. Azure wipes it on deallocate or
-// redeploy; a fresh disk is formatted and etcd-join.service then rejoins the member.
-const etcdDiskScript = `#!/bin/sh
+// localDiskScript mounts the instance-local temp/NVMe disk (L02, L22) at dir. Azure wipes it on
+// deallocate or redeploy; a fresh disk is formatted and seeded with what the OS disk holds at dir
+// (the images baked into containerd's root; nothing for etcd, which etcd-join.service rejoins).
+func localDiskScript(label, dir string) string {
+	return `#!/bin/sh
 set -eu
-label=` + etcdDiskLabel + `
-dir=` + EtcdDataDir + `
+label=` + label + `
+dir=` + dir + `
 mountpoint -q "$dir" && exit 0
 dev=
 for candidate in /dev/disk/azure/local/by-index/1 /dev/disk/azure/resource; do
   if [ -e "$candidate" ]; then dev=$(readlink -f "$candidate"); break; fi
 done
 [ -n "$dev" ] || { echo "no local temp/NVMe disk under /dev/disk/azure" >&2; exit 1; }
+mkdir -p "$dir"
 if [ "$(blkid -s LABEL -o value "$dev" 2>/dev/null || true)" != "$label" ]; then
   for part in "$dev"*; do umount "$part" 2>/dev/null || true; done
   mkfs.ext4 -F -L "$label" -E lazy_itable_init=1 "$dev"
+  seed=$(mktemp -d)
+  mount -o noatime "$dev" "$seed"
+  cp -a "$dir"/. "$seed"/
+  umount "$seed" && rmdir "$seed"
 fi
-mkdir -p "$dir"
 mount -o noatime "$dev" "$dir"
 chmod 700 "$dir"
 `
+}
 
 // etcdJoinScript decides how this member starts (INITIAL_CLUSTER_STATE: an ETCD_* name would clash
 // with the flag, which etcd refuses). With data on disk, or when no peer answers

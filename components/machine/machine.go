@@ -98,6 +98,7 @@ func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 			return Machine{}, fmt.Errorf("machine: no role %q; roles are %v", role, c.Roles())
 		}
 		m.add(kubelet(c, b, pool))
+		m.DisableEphemeralMount = true // containerd-disk.service (baked in the image) takes the local disk
 	}
 	return m, nil
 }

@@ -12,15 +12,22 @@ const (
 	DefaultKubernetesVersion      = "v1.34.1"
 	DefaultEtcdVersion            = "v3.6.4"
 	DefaultPauseImage             = "registry.k8s.io/pause:3.10.1"
-	DefaultAdminUsername          = "clusteradmin"
-	DefaultServiceCIDR            = "172.16.0.0/16"
-	DefaultEtcdMainMembers        = 5 // L01: the largest clusters run five etcd members.
-	DefaultAPIServerCount         = 5 // L01, L05: and five apiservers.
-	DefaultMaxPods                = 30
-	DefaultMaxParallelImagePulls  = 10 // L20, matching containerd's max_concurrent_downloads (L24).
-	DefaultAuditLogMaxBackup      = 10
-	DefaultAuditLogMaxSizeMB      = 200
-	DefaultEtcdCompactionInterval = "5m"
+	DefaultContainerdVersion      = "v1.7.28"
+	DefaultRuncVersion            = "v1.3.0"
+	DefaultCrictlVersion          = "v1.34.0"
+	DefaultAzureCNIVersion        = "v1.6.21"
+	DefaultMaxConcurrentDownloads = 10 // L24: containerd's default is 3.
+	// DefaultImagePullProgressTimeout cancels a pull that stalls, not one that is slow (L23).
+	DefaultImagePullProgressTimeout = "5m"
+	DefaultAdminUsername            = "clusteradmin"
+	DefaultServiceCIDR              = "172.16.0.0/16"
+	DefaultEtcdMainMembers          = 5 // L01: the largest clusters run five etcd members.
+	DefaultAPIServerCount           = 5 // L01, L05: and five apiservers.
+	DefaultMaxPods                  = 30
+	DefaultMaxParallelImagePulls    = 10 // L20, matching containerd's max_concurrent_downloads (L24).
+	DefaultAuditLogMaxBackup        = 10
+	DefaultAuditLogMaxSizeMB        = 200
+	DefaultEtcdCompactionInterval   = "5m"
 	// PlaceholderImage is accepted by `make plan`; `pulumi up` refuses it.
 	PlaceholderImage = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge/images/worker/versions/0.0.0"
 	// defaultVNetBase is where a derived address space starts.
@@ -47,6 +54,12 @@ func (c *Cluster) Default() {
 	setDefault(&c.Versions.Kubernetes, DefaultKubernetesVersion)
 	setDefault(&c.Versions.Etcd, DefaultEtcdVersion)
 	setDefault(&c.Versions.PauseImage, DefaultPauseImage)
+	setDefault(&c.Versions.Containerd, DefaultContainerdVersion)
+	setDefault(&c.Versions.Runc, DefaultRuncVersion)
+	setDefault(&c.Versions.Crictl, DefaultCrictlVersion)
+	setDefault(&c.Versions.AzureCNI, DefaultAzureCNIVersion)
+	setDefault(&c.Kubelet.MaxConcurrentDownloads, DefaultMaxConcurrentDownloads)
+	setDefault(&c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
 	setDefault(&c.Image, PlaceholderImage)
 	setDefault(&c.Admin.Username, DefaultAdminUsername)
 	setDefault(&c.Kubelet.MaxPods, DefaultMaxPods)

@@ -63,6 +63,14 @@ type Versions struct {
 	Etcd string `yaml:"etcd"`
 	// PauseImage is the pinned sandbox image every node preloads (L25). Default "registry.k8s.io/pause:3.10.1".
 	PauseImage string `yaml:"pauseImage"`
+	// Containerd is the container runtime baked into node images. Default "v1.7.28".
+	Containerd string `yaml:"containerd"`
+	// Runc is the OCI runtime baked into node images. Default "v1.3.0".
+	Runc string `yaml:"runc"`
+	// Crictl is the CRI client baked into node images. Default "v1.34.0".
+	Crictl string `yaml:"crictl"`
+	// AzureCNI is the Azure CNI plugin version baked into node images (L29). Default "v1.6.21".
+	AzureCNI string `yaml:"azureCNI"`
 }
 
 // Admin is the SSH administrator of every machine.
@@ -134,6 +142,11 @@ type Kubelet struct {
 	MaxPods int `yaml:"maxPods"`
 	// MaxParallelImagePulls caps concurrent pulls once serializeImagePulls is off (L20). Default 10.
 	MaxParallelImagePulls int `yaml:"maxParallelImagePulls"`
+	// MaxConcurrentDownloads is containerd's layer downloads at once per image (L24). Default 10.
+	MaxConcurrentDownloads int `yaml:"maxConcurrentDownloads"`
+	// ImagePullProgressTimeout is how long containerd lets a pull make no progress before it
+	// cancels it, as a Go duration (L23). Default "5m".
+	ImagePullProgressTimeout string `yaml:"imagePullProgressTimeout"`
 }
 
 // DNS sizes CoreDNS.

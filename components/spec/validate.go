@@ -64,7 +64,10 @@ func (c *Cluster) Validate() error {
 	if len(c.Zones) == 0 {
 		v.fail("zones", `list at least one zone, e.g. ["1", "2", "3"]`, "no availability zones")
 	}
-	for field, value := range map[string]string{"versions.kubernetes": c.Versions.Kubernetes, "versions.etcd": c.Versions.Etcd} {
+	for field, value := range map[string]string{
+		"versions.kubernetes": c.Versions.Kubernetes, "versions.etcd": c.Versions.Etcd, "versions.containerd": c.Versions.Containerd,
+		"versions.runc": c.Versions.Runc, "versions.crictl": c.Versions.Crictl, "versions.azureCNI": c.Versions.AzureCNI,
+	} {
 		if !version.MatchString(value) {
 			v.fail(field, "write a release tag such as v1.34.1", "%q is not a version", value)
 		}
@@ -123,6 +126,12 @@ func (c *Cluster) validateKubelet(v *validator) {
 	// Azure allows 256 IP configurations per NIC: the primary plus one per pod (L29).
 	if c.Kubelet.MaxPods < 1 || c.Kubelet.MaxPods > 250 {
 		v.fail("kubelet.maxPods", "use 1 to 250: each pod takes a secondary IP configuration on the node's NIC (L29)", "%d is out of range", c.Kubelet.MaxPods)
+	}
+	if c.Kubelet.MaxConcurrentDownloads < 1 {
+		v.fail("kubelet.maxConcurrentDownloads", "use a positive number, e.g. 10 (L24)", "%d downloads at once", c.Kubelet.MaxConcurrentDownloads)
+	}
+	if d, err := time.ParseDuration(c.Kubelet.ImagePullProgressTimeout); err != nil || d <= 0 {
+		v.fail("kubelet.imagePullProgressTimeout", `write a positive Go duration such as "5m" (L23)`, "%q is not a duration", c.Kubelet.ImagePullProgressTimeout)
 	}
 	if c.Kubelet.MaxParallelImagePulls < 1 {
 		v.fail("kubelet.maxParallelImagePulls", "use a positive number, e.g. 10 (L20)", "%d pulls at once", c.Kubelet.MaxParallelImagePulls)

@@ -1,0 +1,149 @@
+package machine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Files the Packer plugin (images/) bakes into every worker image. They depend on the stack's
+// versions and runtime settings, not on a machine's identity.
+const (
+	ContainerdConfigPath = "/etc/containerd/config.toml"
+	ContainerdRoot       = "/var/lib/containerd"
+	ContainerdState      = "/run/containerd"
+	ContainerdSocketPath = ContainerdState + "/containerd.sock"
+	SysctlPath           = "/etc/sysctl.d/90-clusterforge.conf"
+	ModulesPath          = "/etc/modules-load.d/clusterforge.conf"
+	// AzureCNICloudInitPath keeps cloud-init from configuring the NIC's secondary IPs, which Azure
+	// CNI hands to pods (L29).
+	AzureCNICloudInitPath = "/etc/cloud/cloud.cfg.d/95-clusterforge-azure-cni.cfg"
+	CNIBinDir             = "/opt/cni/bin"
+	CNIConfDir            = "/etc/cni/net.d"
+	// ImageManifestPath records what the image was baked with (versions, image digests).
+	ImageManifestPath   = "/etc/clusterforge/image-manifest.json"
+	containerdDiskLabel = "containerd-data"
+	containerdDiskUnit  = "containerd-disk.service"
+)
+
+// ContainerdConfig is containerd's config (version 2, containerd 1.7).
+func ContainerdConfig(c *spec.Cluster) string {
+	timeout, _ := time.ParseDuration(c.Kubelet.ImagePullProgressTimeout) // validated
+	return fmt.Sprintf(`version = 2
+# The root is on the local SSD, mounted by %[1]s before containerd starts (L22).
+root = %[2]q
+state = %[3]q
+
+[grpc]
+  address = %[4]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  # Pinned and preloaded: a fresh node pulls nothing to start its first pod (L25).
+  sandbox_image = %[5]q
+  # Layers of one image download in parallel (L24); a stalled pull is cancelled, a slow one is not (L23).
+  max_concurrent_downloads = %[6]d
+  image_pull_progress_timeout = %[7]q
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs" # L21: the devicemapper and btrfs snapshotters were the slow path
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = %[8]q
+        SystemdCgroup = true
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %[9]q
+    conf_dir = %[10]q
+`, containerdDiskUnit, ContainerdRoot, ContainerdState, ContainerdSocketPath, c.Versions.PauseImage,
+		c.Kubelet.MaxConcurrentDownloads, timeout.String(), BinDir+"/runc", CNIBinDir, CNIConfDir)
+}
+
+// Sysctls are the node kernel settings, each with its reason.
+const Sysctls = `# clusterforge worker sysctls: one reason each.
+# Thousands of pod IPs per subnet overflow the default neighbour table: ARP lookups fail (L27).
+net.ipv4.neigh.default.gc_thresh1 = 80000
+net.ipv4.neigh.default.gc_thresh2 = 90000
+net.ipv4.neigh.default.gc_thresh3 = 100000
+# Pods' traffic is routed through the node.
+net.ipv4.ip_forward = 1
+# Bridged pod traffic goes through iptables, so Services and network policies see it.
+net.bridge.bridge-nf-call-iptables = 1
+# The kubelet runs with protectKernelDefaults and refuses to start unless these hold.
+vm.overcommit_memory = 1
+vm.panic_on_oom = 0
+kernel.panic = 10
+kernel.panic_on_oops = 1
+kernel.keys.root_maxkeys = 1000000
+kernel.keys.root_maxbytes = 25000000
+# Training jobs and their sidecars watch many files.
+fs.inotify.max_user_watches = 1048576
+fs.inotify.max_user_instances = 8192
+`
+
+// kernelModules are loaded at boot: overlayfs for the snapshotter, br_netfilter for the bridge sysctl.
+const kernelModules = "overlay\nbr_netfilter\n"
+
+const azureCNICloudInit = `# Azure CNI assigns the NIC's secondary IP configurations to pods; cloud-init must not put them on
+# the host interface (L29).
+datasource:
+  Azure:
+    apply_network_config: false
+`
+
+// containerdUnit is containerd's own service definition, started after its disk is mounted.
+var containerdUnit = `[Unit]
+Description=containerd container runtime
+After=network.target local-fs.target ` + containerdDiskUnit + `
+Requires=` + containerdDiskUnit + `
+
+[Service]
+ExecStartPre=-/sbin/modprobe overlay
+ExecStart=` + BinDir + `/containerd --config ` + ContainerdConfigPath + `
+Type=notify
+Delegate=yes
+KillMode=process
+Restart=always
+RestartSec=5
+LimitNPROC=infinity
+LimitCORE=infinity
+LimitNOFILE=1048576
+TasksMax=infinity
+OOMScoreAdjust=-999
+
+[Install]
+WantedBy=multi-user.target
+`
+
+// NodeImage is everything a worker image carries besides the binaries and preloaded images: the
+// runtime config, the local-disk mount, kernel settings and the cloud-init override.
+func NodeImage(c *spec.Cluster) Machine {
+	m := Machine{Role: "node-image"}
+	m.add(part{
+		files: []File{
+			{Path: ContainerdConfigPath, Content: ContainerdConfig(c), Mode: 0o644},
+			{Path: LibexecDir + "/containerd-disk", Content: localDiskScript(containerdDiskLabel, ContainerdRoot), Mode: 0o755},
+			{Path: SysctlPath, Content: Sysctls, Mode: 0o644},
+			{Path: ModulesPath, Content: kernelModules, Mode: 0o644},
+			{Path: AzureCNICloudInitPath, Content: azureCNICloudInit, Mode: 0o644},
+		},
+		units: []Unit{
+			{Name: containerdDiskUnit, Enable: true, Content: `[Unit]
+Description=clusterforge: mount the local SSD as containerd's root, seeded with the baked images (L22)
+Before=containerd.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=` + LibexecDir + `/containerd-disk
+
+[Install]
+WantedBy=multi-user.target
+`},
+			{Name: "containerd.service", Enable: true, Content: containerdUnit},
+		},
+	})
+	return m
+}

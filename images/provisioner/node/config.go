@@ -1,0 +1,115 @@
+//go:generate go tool packer-sdc mapstructure-to-hcl2 -type Config,PreloadImage
+
+// Package node is the clusterforge-node provisioner: over any communicator it installs the pinned
+// runtime and node binaries, the files the machine package renders for worker images, preloaded
+// images verified by digest, and a manifest of what was baked; then it sysprepes the machine.
+package node
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/hashicorp/packer-plugin-sdk/common"
+	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+	"github.com/hashicorp/packer-plugin-sdk/template/config"
+	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Config is the provisioner's configuration.
+type Config struct {
+	common.PackerConfig `mapstructure:",squash"`
+
+	// Stack is the path of the stack file (stacks/Pulumi.<env>.yaml) whose versions and runtime
+	// settings the image carries. Required.
+	Stack string `mapstructure:"stack" required:"true"`
+	// BinariesDir is a local directory holding the pinned binaries to install: containerd,
+	// containerd-shim-runc-v2, ctr, runc, crictl and kubelet, and a cni/ folder of CNI plugins.
+	// Required; `scripts/toolchain.sh` builds it.
+	BinariesDir string `mapstructure:"binaries_dir" required:"true"`
+	// PreloadImages are OCI image archives imported into containerd's k8s.io namespace and checked
+	// by digest at bake time (L25, L26). The pause image of the stack must be among them.
+	PreloadImages []PreloadImage `mapstructure:"preload_image" required:"true"`
+	// StagingDir is where uploads wait on the machine before they are installed. Default "/var/tmp/clusterforge".
+	StagingDir string `mapstructure:"staging_dir"`
+	// UseSudo runs every command through `sudo -n`, for communicators that log in as a regular
+	// user (SSH on Azure). Default false (the chroot communicator is root).
+	UseSudo bool `mapstructure:"use_sudo"`
+	// ManifestOutput is the local file the bake manifest (versions, image digests) is written to,
+	// the build's artifact. Default "clusterforge-manifest.json".
+	ManifestOutput string `mapstructure:"manifest_output"`
+
+	cluster *spec.Cluster
+	ctx     interpolate.Context
+}
+
+// PreloadImage is one image baked into the node.
+type PreloadImage struct {
+	// Name is the image reference pods use, e.g. registry.k8s.io/pause:3.10.1. Required.
+	Name string `mapstructure:"name" required:"true"`
+	// Archive is the local OCI image archive (`crane pull --format=oci` or `ctr export`). Required.
+	Archive string `mapstructure:"archive" required:"true"`
+	// Digest is the image's manifest digest, sha256:<64 hex>, checked after import. Required.
+	Digest string `mapstructure:"digest" required:"true"`
+}
+
+// RequiredBinaries must be in binaries_dir.
+var RequiredBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "crictl", "kubelet"}
+
+var digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// Prepare decodes and validates the configuration; every error names its option.
+func (c *Config) Prepare(raws ...interface{}) error {
+	err := config.Decode(c, &config.DecodeOpts{
+		PluginType: "clusterforge-node", Interpolate: true, InterpolateContext: &c.ctx,
+	}, raws...)
+	if err != nil {
+		return err
+	}
+	if c.StagingDir == "" {
+		c.StagingDir = "/var/tmp/clusterforge"
+	}
+	if c.ManifestOutput == "" {
+		c.ManifestOutput = "clusterforge-manifest.json"
+	}
+	var errs *packersdk.MultiError
+	fail := func(format string, args ...any) { errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...)) }
+	if c.Stack == "" {
+		fail("stack: required; give the stack file whose versions the image carries, e.g. stacks/Pulumi.prod-7500.yaml")
+	} else if c.cluster, err = spec.LoadStack(c.Stack); err != nil {
+		fail("stack: %v", err)
+	}
+	if c.BinariesDir == "" {
+		fail("binaries_dir: required; build it with scripts/toolchain.sh")
+	} else {
+		for _, b := range RequiredBinaries {
+			if _, err := os.Stat(filepath.Join(c.BinariesDir, b)); err != nil {
+				fail("binaries_dir: %s has no %s; build it with scripts/toolchain.sh", c.BinariesDir, b)
+			}
+		}
+	}
+	pause := false
+	for i, img := range c.PreloadImages {
+		field := fmt.Sprintf("preload_image[%d]", i)
+		if img.Name == "" {
+			fail("%s.name: required, the reference pods use", field)
+		}
+		if _, err := os.Stat(img.Archive); err != nil {
+			fail("%s.archive: %v", field, err)
+		}
+		if !digest.MatchString(img.Digest) {
+			fail("%s.digest: %q is not sha256:<64 hex>; use the manifest digest the registry reports", field, img.Digest)
+		}
+		pause = pause || (c.cluster != nil && img.Name == c.cluster.Versions.PauseImage)
+	}
+	if c.cluster != nil && !pause {
+		fail("preload_image: none is the stack's pause image %s; add it so no node pulls it (L25)", c.cluster.Versions.PauseImage)
+	}
+	if errs != nil && len(errs.Errors) > 0 {
+		return errs
+	}
+	return nil
+}

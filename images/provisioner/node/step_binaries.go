@@ -1,0 +1,38 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+)
+
+// installBinaries puts the pinned runtime and node binaries in /usr/local/bin and the CNI plugins
+// (binaries_dir/cni/*) in /opt/cni/bin.
+func (b *bake) installBinaries(ctx context.Context) error {
+	if err := b.run(ctx, "mkdir -p "+b.StagingDir); err != nil {
+		return err
+	}
+	for _, name := range RequiredBinaries {
+		if err := b.installFile(ctx, filepath.Join(b.BinariesDir, name), machine.BinDir+"/"+name); err != nil {
+			return err
+		}
+	}
+	plugins, _ := filepath.Glob(filepath.Join(b.BinariesDir, "cni", "*"))
+	for _, p := range plugins {
+		if err := b.installFile(ctx, p, machine.CNIBinDir+"/"+filepath.Base(p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bake) installFile(ctx context.Context, local, dst string) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return b.install(ctx, f, dst, 0o755)
+}

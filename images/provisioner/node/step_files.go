@@ -1,0 +1,26 @@
+package node
+
+import (
+	"context"
+	"strings"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+)
+
+// writeFiles installs what machine.NodeImage renders from the stack (containerd config, the
+// local-disk unit, sysctls, the cloud-init override) and enables its units.
+func (b *bake) writeFiles(ctx context.Context) error {
+	image := machine.NodeImage(b.cluster)
+	for _, f := range append(image.Files, image.UnitFiles()...) {
+		if err := b.installString(ctx, f.Content, f.Path, f.Mode); err != nil {
+			return err
+		}
+	}
+	var units []string
+	for _, u := range image.Units {
+		if u.Enable {
+			units = append(units, u.Name)
+		}
+	}
+	return b.run(ctx, "systemctl enable "+strings.Join(units, " "))
+}

@@ -1,0 +1,46 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+)
+
+// preloadImages imports every preload_image into containerd's k8s.io namespace, unpacked for the
+// overlayfs snapshotter, and checks each digest (L25, L26). containerd runs only for the import.
+func (b *bake) preloadImages(ctx context.Context) error {
+	pid := b.StagingDir + "/containerd.pid"
+	start := fmt.Sprintf("%s/containerd --config %s >%s/containerd.log 2>&1 & echo $! >%s; "+
+		"for i in $(seq 100); do [ -S %s ] && exit 0; sleep 0.1; done; echo containerd did not start >&2; cat %s/containerd.log >&2; exit 1",
+		machine.BinDir, machine.ContainerdConfigPath, b.StagingDir, pid, machine.ContainerdSocketPath, b.StagingDir)
+	if err := b.run(ctx, start); err != nil {
+		return err
+	}
+	defer func() { _ = b.run(context.Background(), fmt.Sprintf("kill $(cat %s) && rm -f %s", pid, pid)) }()
+	ctr := fmt.Sprintf("%s/ctr --address %s -n k8s.io", machine.BinDir, machine.ContainerdSocketPath)
+	for _, img := range b.PreloadImages {
+		f, err := os.Open(img.Archive)
+		if err != nil {
+			return err
+		}
+		staged := b.StagingDir + "/image.tar"
+		err = b.comm.Upload(staged, f, nil)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("upload %s: %w", img.Archive, err)
+		}
+		import_ := fmt.Sprintf("%s images import --snapshotter overlayfs --index-name %s %s && rm -f %s", ctr, img.Name, staged, staged)
+		if err := b.run(ctx, import_); err != nil {
+			return err
+		}
+		verify := fmt.Sprintf(`got=$(%s images ls | awk '$1 == "%s" {print $3}'); [ "$got" = "%s" ] || { echo "%s: digest $got, want %s" >&2; exit 1; }`,
+			ctr, img.Name, img.Digest, img.Name, img.Digest)
+		if err := b.run(ctx, verify); err != nil {
+			return err
+		}
+		b.manifest.Images = append(b.manifest.Images, manifestImage{Name: img.Name, Digest: img.Digest})
+	}
+	return nil
+}
