@@ -6,7 +6,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools plan test test-images generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
+.PHONY: help setup tools plan test test-images image-validate generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -16,13 +16,13 @@ demo: plan rehearse ## For newcomers: plan the dev stack, rehearse it, leave it 
 setup: ## Install the pinned validators and Go modules (idempotent)
 	@scripts/setup.sh
 
-tools: ## Build the pinned etcd, Kubernetes, KWOK and kube-bench binaries into .tools/bin (cached)
-	@scripts/toolchain.sh
+tools: ## Build every pinned binary (rehearsal, node image, packer) into .tools (cached)
+	@scripts/toolchain.sh rehearsal node packer
 
 plan: setup ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/)
 	$(GO) run ./infra/cmd/plan --stack $(STACK)
 
-test: setup tools test-images ## Run every test, offline, the rehearsal checks included (CI runs this)
+test: setup tools test-images image-validate ## Run every test, offline, the rehearsal checks included (CI runs this)
 	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
@@ -31,6 +31,9 @@ test-images: ## Test the Packer plugin (its own module) and fail if its generate
 	@cd images && sha256sum $$(find . -name '*.hcl2spec.go') > /tmp/clusterforge-hcl2spec.sum && $(GO) generate ./... && \
 	  sha256sum --quiet -c /tmp/clusterforge-hcl2spec.sum || { echo "generated HCL2 specs were stale: run make generate and commit"; exit 1; }
 	cd images && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+image-validate: tools ## `packer validate` images/worker.pkr.hcl with packer v1.12.0, packer-plugin-azure v1.4.5 and ours
+	@scripts/packer-validate.sh
 
 generate: ## Regenerate the Packer plugin's *.hcl2spec.go with packer-sdc
 	cd images && $(GO) generate ./...

@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# Builds the pinned binaries the rehearsal runs, from the wrapper modules in scripts/toolchain/
-# (one go.mod each, so the project's go.sum stays about the project), into .tools/bin/.
+# Builds the pinned binaries clusterforge runs, from the wrapper modules in scripts/toolchain/
+# (one go.mod each, so the project's go.sum stays about the project):
+#   rehearsal → .tools/bin        etcd, Kubernetes control plane, kubectl, KWOK, kube-bench
+#   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
+#   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 # A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
 #
-# Usage: scripts/toolchain.sh [TOOL...]      (default: every tool below)
+# Usage: scripts/toolchain.sh [GROUP|TOOL...]      (default: rehearsal)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 KUBERNETES_VERSION=v1.34.1
 KUBE_BENCH_VERSION=v0.12.0
-BIN="$PWD/.tools/bin"
+CONTAINERD_VERSION=v1.7.28
+RUNC_VERSION=v1.3.0
+CRICTL_VERSION=v1.34.0
+TOOLS_DIR="$PWD/.tools"
+BIN="$TOOLS_DIR/bin"
 SHARE="$PWD/.tools/share"
 # Some k8s.io staging versions are served by the proxy but missing from the checksum database;
 # each wrapper's go.sum pins them.
-export GONOSUMDB="k8s.io,${GONOSUMDB:-}"
+export GONOSUMDB="k8s.io,sigs.k8s.io/cri-tools,github.com/Azure/azure-container-networking,${GONOSUMDB:-}"
 
 kube_ldflags() {
   local ld="" pkg
@@ -23,33 +30,54 @@ kube_ldflags() {
   echo "$ld"
 }
 
-# tool → "wrapper-module package extra-ldflags"
+# tool → "wrapper-module package flags-kind output-dir" (output dir relative to .tools)
 declare -A TOOLS=(
-  [etcd]="etcd go.etcd.io/etcd/server/v3"
-  [etcdctl]="etcd go.etcd.io/etcd/etcdctl/v3"
-  [kube-apiserver]="kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube"
-  [kube-controller-manager]="kubernetes k8s.io/kubernetes/cmd/kube-controller-manager kube"
-  [kube-scheduler]="kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube"
-  [kubectl]="kubernetes k8s.io/kubernetes/cmd/kubectl kube"
-  [kwok]="kwok sigs.k8s.io/kwok/cmd/kwok"
-  [kube-bench]="kube-bench github.com/aquasecurity/kube-bench bench"
+  [etcd]="etcd go.etcd.io/etcd/server/v3 - bin"
+  [etcdctl]="etcd go.etcd.io/etcd/etcdctl/v3 - bin"
+  [kube-apiserver]="kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube bin"
+  [kube-controller-manager]="kubernetes k8s.io/kubernetes/cmd/kube-controller-manager kube bin"
+  [kube-scheduler]="kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube bin"
+  [kubectl]="kubernetes k8s.io/kubernetes/cmd/kubectl kube bin"
+  [kwok]="kwok sigs.k8s.io/kwok/cmd/kwok - bin"
+  [kube-bench]="kube-bench github.com/aquasecurity/kube-bench bench bin"
+  [kubelet]="kubernetes k8s.io/kubernetes/cmd/kubelet kube node"
+  [containerd]="containerd github.com/containerd/containerd/cmd/containerd containerd node"
+  [containerd-shim-runc-v2]="containerd github.com/containerd/containerd/cmd/containerd-shim-runc-v2 containerd node"
+  [ctr]="containerd github.com/containerd/containerd/cmd/ctr containerd node"
+  [runc]="runc github.com/opencontainers/runc runc node"
+  [crictl]="cri-tools sigs.k8s.io/cri-tools/cmd/crictl crictl node"
+  [azure-vnet]="azure-cni github.com/Azure/azure-container-networking/cni/network/plugin - node/cni"
+  [loopback]="cni-plugins github.com/containernetworking/plugins/plugins/main/loopback - node/cni"
+  [bridge]="cni-plugins github.com/containernetworking/plugins/plugins/main/bridge - node/cni"
+  [host-local]="cni-plugins github.com/containernetworking/plugins/plugins/ipam/host-local - node/cni"
+  [packer]="packer github.com/hashicorp/packer - bin"
+  [packer-plugin-azure]="packer github.com/hashicorp/packer-plugin-azure - bin"
 )
-ORDER=(etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kube-bench)
+declare -A TOOL_GROUPS=(
+  [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kube-bench"
+  [node]="kubelet containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet loopback bridge host-local"
+  [packer]="packer packer-plugin-azure"
+)
 
 step() { printf '==> %s\n' "$*"; }
 
 # build TOOL: go build in its wrapper module, printing elapsed time every 30 s (cold builds take minutes).
 build() {
-  local tool=$1 module pkg kind ldflags stamp want
-  read -r module pkg kind <<<"${TOOLS[$tool]}"
+  local tool=$1 module pkg kind dest ldflags tags="" stamp want out
+  read -r module pkg kind dest <<<"${TOOLS[$tool]}"
   ldflags="-s -w"
-  case "${kind:-}" in
+  case "$kind" in
     kube) ldflags+="$(kube_ldflags)" ;;
     bench) ldflags+=" -X github.com/aquasecurity/kube-bench/cmd.KubeBenchVersion=$KUBE_BENCH_VERSION" ;;
+    containerd) ldflags+=" -X github.com/containerd/containerd/version.Version=$CONTAINERD_VERSION"; tags="no_btrfs" ;;
+    runc) ldflags+=" -X main.version=${RUNC_VERSION#v}" ;;
+    crictl) ldflags+=" -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
   esac
-  stamp="$BIN/.$tool.stamp"
-  want="$(cat "scripts/toolchain/$module/go.mod" "scripts/toolchain/$module/go.sum" | sha256sum | cut -c1-16) $(go env GOVERSION) $ldflags"
-  if [ -x "$BIN/$tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  out="$TOOLS_DIR/$dest"
+  mkdir -p "$out"
+  stamp="$out/.$tool.stamp"
+  want="$(cat "scripts/toolchain/$module/go.mod" "scripts/toolchain/$module/go.sum" | sha256sum | cut -c1-16) $(go env GOVERSION) $ldflags $tags"
+  if [ -x "$out/$tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     step "$tool: up to date"
     return
   fi
@@ -58,8 +86,8 @@ build() {
   ( while sleep 30; do echo "    ... $tool still building ($((SECONDS - start)) s)"; done ) &
   local ticker=$!
   trap 'kill $ticker 2>/dev/null || true' RETURN
-  (cd "scripts/toolchain/$module" && go build -trimpath -ldflags "$ldflags" -o "$BIN/$tool.new" "$pkg")
-  mv "$BIN/$tool.new" "$BIN/$tool"
+  (cd "scripts/toolchain/$module" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$tool.new" "$pkg")
+  mv "$out/$tool.new" "$out/$tool"
   echo "$want" >"$stamp"
   step "$tool: built in $((SECONDS - start)) s"
 }
@@ -77,11 +105,20 @@ install_bench_config() {
 mkdir -p "$BIN"
 exec 9>"$BIN/.lock"
 flock 9   # one build at a time: `make -j` or two terminals share .tools
-tools=("$@")
-[ ${#tools[@]} -gt 0 ] || tools=("${ORDER[@]}")
+tools=()
+for arg in "${@:-rehearsal}"; do
+  if [ -n "${TOOL_GROUPS[$arg]:-}" ]; then
+    read -r -a members <<<"${TOOL_GROUPS[$arg]}"
+    tools+=("${members[@]}")
+  elif [ -n "${TOOLS[$arg]:-}" ]; then
+    tools+=("$arg")
+  else
+    echo "toolchain: unknown group or tool '$arg'; groups: ${!TOOL_GROUPS[*]}; tools: ${!TOOLS[*]}" >&2
+    exit 2
+  fi
+done
 for tool in "${tools[@]}"; do
-  [ -n "${TOOLS[$tool]:-}" ] || { echo "toolchain: unknown tool '$tool'; known: ${ORDER[*]}" >&2; exit 2; }
   build "$tool"
   [ "$tool" != kube-bench ] || install_bench_config
 done
-step "toolchain ready in .tools/bin"
+step "toolchain ready in .tools"

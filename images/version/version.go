@@ -3,10 +3,10 @@ package version
 
 import "github.com/hashicorp/packer-plugin-sdk/version"
 
-// Version is bumped on every release; Prerelease is "dev" between releases.
+// Version is bumped on every release; Prerelease is "dev" between releases; empty for a release.
 var (
 	Version    = "0.1.0"
-	Prerelease = "dev"
+	Prerelease = ""
 
 	PluginVersion = version.NewPluginVersion(Version, Prerelease, "")
 )

@@ -1,0 +1,163 @@
+# clusterforge worker image on Azure: a Debian 12 VM provisioned by the clusterforge-node
+# provisioner, published as an Azure Compute Gallery image version. Two variants: cpu and gpu
+# (the gpu build adds the NVIDIA driver and container toolkit first). The stack's pools take the
+# resulting gallery image version id as `image`.
+#
+#   packer build -only='*.cpu' -var stack=../stacks/Pulumi.prod-7500.yaml -var-file=prod.pkrvars.hcl .
+
+packer {
+  required_plugins {
+    azure = {
+      source  = "github.com/hashicorp/azure"
+      version = "= 1.4.5"
+    }
+    clusterforge = {
+      source  = "github.com/clusterforge/clusterforge"
+      version = ">= 0.1.0"
+    }
+  }
+}
+
+variable "stack" {
+  type        = string
+  description = "The stack file whose versions and runtime settings the image carries."
+}
+
+variable "binaries_dir" {
+  type        = string
+  default     = "../.tools/node"
+  description = "The pinned node binaries (scripts/toolchain.sh node)."
+}
+
+variable "preload_images" {
+  type = list(object({
+    name    = string
+    archive = string
+    digest  = string
+  }))
+  description = "OCI archives baked into containerd: the pause image and the large app images (L25, L26)."
+}
+
+variable "subscription_id" {
+  type = string
+}
+
+variable "location" {
+  type    = string
+  default = "eastus2"
+}
+
+variable "gallery_resource_group" {
+  type = string
+}
+
+variable "gallery_name" {
+  type    = string
+  default = "clusterforge"
+}
+
+variable "image_version" {
+  type        = string
+  description = "Gallery image version, e.g. 2026.11.22."
+}
+
+variable "replication_regions" {
+  type    = list(string)
+  default = ["eastus2"]
+}
+
+variable "nvidia_driver_version" {
+  type    = string
+  default = "550.127.08"
+}
+
+locals {
+  base = {
+    image_publisher = "Debian"
+    image_offer     = "debian-12"
+    image_sku       = "12-gen2"
+  }
+}
+
+source "azure-arm" "cpu" {
+  use_azure_cli_auth                = true
+  subscription_id                   = var.subscription_id
+  location                          = var.location
+  os_type                           = "Linux"
+  image_publisher                   = local.base.image_publisher
+  image_offer                       = local.base.image_offer
+  image_sku                         = local.base.image_sku
+  vm_size                           = "Standard_D4ds_v5"
+  managed_image_name                = "clusterforge-worker-cpu-${var.image_version}"
+  managed_image_resource_group_name = var.gallery_resource_group
+
+  shared_image_gallery_destination {
+    subscription        = var.subscription_id
+    resource_group      = var.gallery_resource_group
+    gallery_name        = var.gallery_name
+    image_name          = "worker-cpu"
+    image_version       = var.image_version
+    replication_regions = var.replication_regions
+  }
+}
+
+source "azure-arm" "gpu" {
+  use_azure_cli_auth                = true
+  subscription_id                   = var.subscription_id
+  location                          = var.location
+  os_type                           = "Linux"
+  image_publisher                   = local.base.image_publisher
+  image_offer                       = local.base.image_offer
+  image_sku                         = local.base.image_sku
+  vm_size                           = "Standard_NC4as_T4_v3"
+  managed_image_name                = "clusterforge-worker-gpu-${var.image_version}"
+  managed_image_resource_group_name = var.gallery_resource_group
+
+  shared_image_gallery_destination {
+    subscription        = var.subscription_id
+    resource_group      = var.gallery_resource_group
+    gallery_name        = var.gallery_name
+    image_name          = "worker-gpu"
+    image_version       = var.image_version
+    replication_regions = var.replication_regions
+  }
+}
+
+build {
+  sources = ["source.azure-arm.cpu", "source.azure-arm.gpu"]
+
+  # GPU variant: the NVIDIA driver and container toolkit, before the runtime is configured.
+  provisioner "shell" {
+    only = ["azure-arm.gpu"]
+    inline = [
+      "sudo apt-get update -qq",
+      "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-headers-cloud-amd64 dkms",
+      "curl -fsSL -o /tmp/nvidia.run https://us.download.nvidia.com/tesla/${var.nvidia_driver_version}/NVIDIA-Linux-x86_64-${var.nvidia_driver_version}.run",
+      "sudo sh /tmp/nvidia.run --silent --dkms && rm -f /tmp/nvidia.run",
+      "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | sudo gpg --dearmor -o /usr/share/keyrings/nvidia-container-toolkit.gpg",
+      "echo 'deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit.gpg] https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /' | sudo tee /etc/apt/sources.list.d/nvidia-container-toolkit.list",
+      "sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-container-toolkit",
+    ]
+  }
+
+  provisioner "clusterforge-node" {
+    stack           = var.stack
+    binaries_dir    = var.binaries_dir
+    use_sudo        = true
+    manifest_output = "../build/images/manifest-${source.name}-${var.image_version}.json"
+
+    dynamic "preload_image" {
+      for_each = var.preload_images
+      content {
+        name    = preload_image.value.name
+        archive = preload_image.value.archive
+        digest  = preload_image.value.digest
+      }
+    }
+  }
+
+  # Azure's generalisation, after our own sysprep.
+  provisioner "shell" {
+    inline = ["sudo waagent -deprovision+user -force"]
+  }
+}
