@@ -72,59 +72,44 @@ variable "nvidia_driver_version" {
 }
 
 locals {
-  base = {
-    image_publisher = "Debian"
-    image_offer     = "debian-12"
-    image_sku       = "12-gen2"
+  # variant → the VM size it is built on
+  variants = {
+    cpu = "Standard_D4ds_v5"
+    gpu = "Standard_NC4as_T4_v3"
   }
 }
 
-source "azure-arm" "cpu" {
+# One source; the build below names a cpu and a gpu variant of it.
+source "azure-arm" "worker" {
   use_azure_cli_auth                = true
   subscription_id                   = var.subscription_id
   location                          = var.location
   os_type                           = "Linux"
-  image_publisher                   = local.base.image_publisher
-  image_offer                       = local.base.image_offer
-  image_sku                         = local.base.image_sku
-  vm_size                           = "Standard_D4ds_v5"
-  managed_image_name                = "clusterforge-worker-cpu-${var.image_version}"
+  image_publisher                   = "Debian"
+  image_offer                       = "debian-12"
+  image_sku                         = "12-gen2"
   managed_image_resource_group_name = var.gallery_resource_group
-
-  shared_image_gallery_destination {
-    subscription        = var.subscription_id
-    resource_group      = var.gallery_resource_group
-    gallery_name        = var.gallery_name
-    image_name          = "worker-cpu"
-    image_version       = var.image_version
-    replication_regions = var.replication_regions
-  }
-}
-
-source "azure-arm" "gpu" {
-  use_azure_cli_auth                = true
-  subscription_id                   = var.subscription_id
-  location                          = var.location
-  os_type                           = "Linux"
-  image_publisher                   = local.base.image_publisher
-  image_offer                       = local.base.image_offer
-  image_sku                         = local.base.image_sku
-  vm_size                           = "Standard_NC4as_T4_v3"
-  managed_image_name                = "clusterforge-worker-gpu-${var.image_version}"
-  managed_image_resource_group_name = var.gallery_resource_group
-
-  shared_image_gallery_destination {
-    subscription        = var.subscription_id
-    resource_group      = var.gallery_resource_group
-    gallery_name        = var.gallery_name
-    image_name          = "worker-gpu"
-    image_version       = var.image_version
-    replication_regions = var.replication_regions
-  }
 }
 
 build {
-  sources = ["source.azure-arm.cpu", "source.azure-arm.gpu"]
+  dynamic "source" {
+    for_each = local.variants
+    labels   = ["source.azure-arm.worker"]
+    content {
+      name               = source.key
+      vm_size            = source.value
+      managed_image_name = "clusterforge-worker-${source.key}-${var.image_version}"
+
+      shared_image_gallery_destination {
+        subscription        = var.subscription_id
+        resource_group      = var.gallery_resource_group
+        gallery_name        = var.gallery_name
+        image_name          = "worker-${source.key}"
+        image_version       = var.image_version
+        replication_regions = var.replication_regions
+      }
+    }
+  }
 
   # GPU variant: the NVIDIA driver and container toolkit, before the runtime is configured.
   provisioner "shell" {

@@ -13,7 +13,6 @@ import (
 const (
 	etcdPKIDir     = "etcd"
 	etcdEnvFile    = RunDir + "/etcd.env"
-	etcdDiskUnit   = "etcd-disk.service"
 	etcdJoinUnit   = "etcd-join.service"
 	etcdDiskLabel  = "etcd-data"
 	etcdctlTimeout = "5s"
@@ -60,28 +59,16 @@ func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
 	files := []File{{Path: CertPath(etcdPKIDir, pki.EtcdCA), Content: b.Pair(pki.EtcdCA).CertPEM, Mode: certMode}}
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdServer(e.Role), b.Pair(pki.EtcdServer(e.Role)))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdPeer(e.Role), b.Pair(pki.EtcdPeer(e.Role)))...)
-	files = append(files,
-		File{Path: LibexecDir + "/etcd-disk", Content: localDiskScript(etcdDiskLabel, EtcdDataDir), Mode: 0o755},
-		File{Path: LibexecDir + "/etcd-join", Content: etcdJoinScript(e), Mode: 0o755},
-	)
+	disk := localDisk("etcd-disk", etcdDiskLabel, EtcdDataDir, "format and mount the local SSD as etcd's data dir (L02)", etcdJoinUnit)
+	files = append(files, disk.files...)
+	files = append(files, File{Path: LibexecDir + "/etcd-join", Content: etcdJoinScript(e), Mode: 0o755})
 	return part{
 		files: files,
 		units: []Unit{
-			{Name: etcdDiskUnit, Enable: true, Content: `[Unit]
-Description=clusterforge: format and mount the local SSD as etcd's data dir (L02)
-Before=` + etcdJoinUnit + `
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=` + LibexecDir + `/etcd-disk
-
-[Install]
-WantedBy=multi-user.target
-`},
+			disk.units[0],
 			{Name: etcdJoinUnit, Enable: true, Content: `[Unit]
 Description=clusterforge: join etcd as a new or a returning member (L02)
-After=` + identityUnit + " " + etcdDiskUnit + `
+After=` + identityUnit + " etcd-disk.service" + `
 Requires=` + identityUnit + `
 
 [Service]
@@ -102,6 +89,15 @@ WantedBy=multi-user.target
 				envFiles: []string{NodeEnvFile, etcdEnvFile}, limitNoFile: true,
 			}.unit(),
 		},
+	}
+}
+
+// localDisk is the boot unit and script that mount the local disk at dir before the unit named before.
+func localDisk(name, label, dir, description, before string) part {
+	script := LibexecDir + "/" + name
+	return part{
+		files: []File{{Path: script, Content: localDiskScript(label, dir), Mode: 0o755}},
+		units: []Unit{bootStep(name+".service", description, "Before="+before, script)},
 	}
 }
 

@@ -121,29 +121,16 @@ WantedBy=multi-user.target
 // runtime config, the local-disk mount, kernel settings and the cloud-init override.
 func NodeImage(c *spec.Cluster) Machine {
 	m := Machine{Role: "node-image"}
+	m.add(localDisk("containerd-disk", containerdDiskLabel, ContainerdRoot,
+		"mount the local SSD as containerd's root, seeded with the baked images (L22)", "containerd.service"))
 	m.add(part{
 		files: []File{
 			{Path: ContainerdConfigPath, Content: ContainerdConfig(c), Mode: 0o644},
-			{Path: LibexecDir + "/containerd-disk", Content: localDiskScript(containerdDiskLabel, ContainerdRoot), Mode: 0o755},
 			{Path: SysctlPath, Content: Sysctls, Mode: 0o644},
 			{Path: ModulesPath, Content: kernelModules, Mode: 0o644},
 			{Path: AzureCNICloudInitPath, Content: azureCNICloudInit, Mode: 0o644},
 		},
-		units: []Unit{
-			{Name: containerdDiskUnit, Enable: true, Content: `[Unit]
-Description=clusterforge: mount the local SSD as containerd's root, seeded with the baked images (L22)
-Before=containerd.service
-
-[Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=` + LibexecDir + `/containerd-disk
-
-[Install]
-WantedBy=multi-user.target
-`},
-			{Name: "containerd.service", Enable: true, Content: containerdUnit},
-		},
+		units: []Unit{{Name: "containerd.service", Enable: true, Content: containerdUnit}},
 	})
 	return m
 }

@@ -94,18 +94,24 @@ mv ` + NodeEnvFile + `.tmp ` + NodeEnvFile + `
 	path := LibexecDir + "/identity"
 	return part{
 		files: []File{{Path: path, Content: script, Mode: 0o755}},
-		units: []Unit{{Name: identityUnit, Enable: true, Content: `[Unit]
-Description=clusterforge: learn this machine's name and address
-Wants=network-online.target
-After=network-online.target
+		units: []Unit{bootStep(identityUnit, "learn this machine's name and address",
+			"Wants=network-online.target\nAfter=network-online.target", path)},
+	}
+}
+
+// bootStep is an enabled oneshot unit that runs script once per boot; ordering holds its
+// [Unit] dependency lines.
+func bootStep(name, description, ordering, script string) Unit {
+	return Unit{Name: name, Enable: true, Content: `[Unit]
+Description=clusterforge: ` + description + `
+` + ordering + `
 
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=` + path + `
+ExecStart=` + script + `
 
 [Install]
 WantedBy=multi-user.target
-`}},
-	}
+`}
 }

@@ -136,7 +136,7 @@ func (r *Rehearsal) WaitAPIHealthy(ctx context.Context) error {
 	for _, in := range r.Of(spec.RoleAPIServer) {
 		url := fmt.Sprintf("https://%s:%d/readyz", in.IP, spec.APIServerPort)
 		errs = append(errs, poll(ctx, 2*time.Minute, in.Name+" kube-apiserver", func(ctx context.Context) error { return r.expectOK(ctx, url) }))
-		for _, port := range []int{controllerManagerPort, schedulerPort} {
+		for _, port := range []int{spec.ControllerManagerPort, spec.SchedulerPort} {
 			// Their serving certificates are self-signed, so only the answer is checked.
 			url := fmt.Sprintf("https://%s:%d/healthz", in.IP, port)
 			errs = append(errs, poll(ctx, time.Minute, fmt.Sprintf("%s port %d", in.Name, port), func(ctx context.Context) error { return insecureOK(ctx, url) }))

@@ -18,12 +18,6 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// Secure ports of the colocated components (their defaults; the renderers keep them).
-const (
-	controllerManagerPort = 10257
-	schedulerPort         = 10259
-)
-
 // Rehearsal is a running rehearsal: the plan and the processes it started.
 type Rehearsal struct {
 	*Plan
@@ -249,9 +243,9 @@ func (r *Rehearsal) describe(p *Proc, in Instance) {
 		p.URL = fmt.Sprintf("https://%s:%d", in.IP, spec.APIServerPort)
 		p.CA, p.Cert, p.Key = r.PKIFile(pki.ClusterCA, "crt"), adminCert, adminKey
 	case "kube-controller-manager", "kube-scheduler":
-		port := controllerManagerPort
+		port := spec.ControllerManagerPort
 		if p.Name == "kube-scheduler" {
-			port = schedulerPort
+			port = spec.SchedulerPort
 		}
 		// Serving certificates are self-signed at start: no CA to give.
 		p.URL = fmt.Sprintf("https://%s:%d", in.IP, port)

@@ -20,8 +20,11 @@ const (
 	EtcdPeerPort    = 2380
 	EtcdMetricsPort = 2381
 	APIServerPort   = 6443
-	KubeletPort     = 10250
-	SSHPort         = 22
+	// ControllerManagerPort and SchedulerPort are the components' default secure (health) ports.
+	ControllerManagerPort = 10257
+	SchedulerPort         = 10259
+	KubeletPort           = 10250
+	SSHPort               = 22
 )
 
 // APIServerProbePath is the load balancer's health probe. Since Kubernetes 1.34 /readyz also
