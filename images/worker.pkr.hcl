@@ -129,6 +129,7 @@ build {
     stack           = var.stack
     binaries_dir    = var.binaries_dir
     use_sudo        = true
+    gpu             = source.name == "gpu"
     manifest_output = "../build/images/manifest-${source.name}-${var.image_version}.json"
 
     dynamic "preload_image" {

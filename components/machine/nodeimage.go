@@ -27,9 +27,18 @@ const (
 	containerdDiskUnit  = "containerd-disk.service"
 )
 
-// ContainerdConfig is containerd's config (version 2, containerd 1.7).
-func ContainerdConfig(c *spec.Cluster) string {
+// NvidiaContainerRuntime is the runc wrapper of NVIDIA's container toolkit, which GPU images
+// install before the provisioner runs (worker.pkr.hcl).
+const NvidiaContainerRuntime = "/usr/bin/nvidia-container-runtime"
+
+// ContainerdConfig is containerd's config (version 2, containerd 1.7). On GPU images the default
+// runtime is NVIDIA's runc wrapper, which injects the driver and devices into GPU containers.
+func ContainerdConfig(c *spec.Cluster, gpu bool) string {
 	timeout, _ := time.ParseDuration(c.Kubelet.ImagePullProgressTimeout) // validated
+	runtime, binary := "runc", BinDir+"/runc"
+	if gpu {
+		runtime, binary = "nvidia", NvidiaContainerRuntime
+	}
 	return fmt.Sprintf(`version = 2
 # The root is on the local SSD, mounted by %[1]s before containerd starts (L22).
 root = %[2]q
@@ -47,10 +56,10 @@ state = %[3]q
 
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs" # L21: the devicemapper and btrfs snapshotters were the slow path
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    default_runtime_name = %[11]q
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[11]s]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[11]s.options]
         BinaryName = %[8]q
         SystemdCgroup = true
 
@@ -58,7 +67,7 @@ state = %[3]q
     bin_dir = %[9]q
     conf_dir = %[10]q
 `, containerdDiskUnit, ContainerdRoot, ContainerdState, ContainerdSocketPath, c.Versions.PauseImage,
-		c.Kubelet.MaxConcurrentDownloads, timeout.String(), BinDir+"/runc", CNIBinDir, CNIConfDir)
+		c.Kubelet.MaxConcurrentDownloads, timeout.String(), binary, CNIBinDir, CNIConfDir, runtime)
 }
 
 // Sysctls are the node kernel settings, each with its reason.
@@ -118,14 +127,16 @@ WantedBy=multi-user.target
 `
 
 // NodeImage is everything a worker image carries besides the binaries and preloaded images: the
-// runtime config, the local-disk mount, kernel settings and the cloud-init override.
-func NodeImage(c *spec.Cluster) Machine {
+// runtime config (for GPU images with NVIDIA's runtime), the local-disk names and mount, kernel
+// settings and the cloud-init override.
+func NodeImage(c *spec.Cluster, gpu bool) Machine {
 	m := Machine{Role: "node-image"}
+	m.add(azureDiskNames)
 	m.add(localDisk("containerd-disk", containerdDiskLabel, ContainerdRoot,
 		"mount the local SSD as containerd's root, seeded with the baked images (L22)", "containerd.service"))
 	m.add(part{
 		files: []File{
-			{Path: ContainerdConfigPath, Content: ContainerdConfig(c), Mode: 0o644},
+			{Path: ContainerdConfigPath, Content: ContainerdConfig(c, gpu), Mode: 0o644},
 			{Path: SysctlPath, Content: Sysctls, Mode: 0o644},
 			{Path: ModulesPath, Content: kernelModules, Mode: 0o644},
 			{Path: AzureCNICloudInitPath, Content: azureCNICloudInit, Mode: 0o644},

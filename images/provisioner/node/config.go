@@ -33,6 +33,10 @@ type Config struct {
 	// PreloadImages are OCI image archives imported into containerd's k8s.io namespace and checked
 	// by digest at bake time (L25, L26). The pause image of the stack must be among them.
 	PreloadImages []PreloadImage `mapstructure:"preload_image" required:"true"`
+	// GPU bakes a GPU image: containerd's default runtime becomes NVIDIA's
+	// (/usr/bin/nvidia-container-runtime), which must be installed before this provisioner runs.
+	// Default false.
+	GPU bool `mapstructure:"gpu"`
 	// StagingDir is where uploads wait on the machine before they are installed. Default "/var/tmp/clusterforge".
 	StagingDir string `mapstructure:"staging_dir"`
 	// UseSudo runs every command through `sudo -n`, for communicators that log in as a regular
@@ -50,7 +54,9 @@ type Config struct {
 type PreloadImage struct {
 	// Name is the image reference pods use, e.g. registry.k8s.io/pause:3.10.1. Required.
 	Name string `mapstructure:"name" required:"true"`
-	// Archive is the local OCI image archive (`crane pull --format=oci` or `ctr export`). Required.
+	// Archive is the local OCI image archive whose index names the image with the
+	// io.containerd.image.name annotation, as `ctr images export` and images/cmd/mkimages write
+	// them. Required.
 	Archive string `mapstructure:"archive" required:"true"`
 	// Digest is the image's manifest digest, sha256:<64 hex>, checked after import. Required.
 	Digest string `mapstructure:"digest" required:"true"`

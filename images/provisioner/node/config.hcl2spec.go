@@ -21,6 +21,7 @@ type FlatConfig struct {
 	Stack               *string            `mapstructure:"stack" required:"true" cty:"stack" hcl:"stack"`
 	BinariesDir         *string            `mapstructure:"binaries_dir" required:"true" cty:"binaries_dir" hcl:"binaries_dir"`
 	PreloadImages       []FlatPreloadImage `mapstructure:"preload_image" required:"true" cty:"preload_image" hcl:"preload_image"`
+	GPU                 *bool              `mapstructure:"gpu" cty:"gpu" hcl:"gpu"`
 	StagingDir          *string            `mapstructure:"staging_dir" cty:"staging_dir" hcl:"staging_dir"`
 	UseSudo             *bool              `mapstructure:"use_sudo" cty:"use_sudo" hcl:"use_sudo"`
 	ManifestOutput      *string            `mapstructure:"manifest_output" cty:"manifest_output" hcl:"manifest_output"`
@@ -49,6 +50,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"stack":                      &hcldec.AttrSpec{Name: "stack", Type: cty.String, Required: false},
 		"binaries_dir":               &hcldec.AttrSpec{Name: "binaries_dir", Type: cty.String, Required: false},
 		"preload_image":              &hcldec.BlockListSpec{TypeName: "preload_image", Nested: hcldec.ObjectSpec((*FlatPreloadImage)(nil).HCL2Spec())},
+		"gpu":                        &hcldec.AttrSpec{Name: "gpu", Type: cty.Bool, Required: false},
 		"staging_dir":                &hcldec.AttrSpec{Name: "staging_dir", Type: cty.String, Required: false},
 		"use_sudo":                   &hcldec.AttrSpec{Name: "use_sudo", Type: cty.Bool, Required: false},
 		"manifest_output":            &hcldec.AttrSpec{Name: "manifest_output", Type: cty.String, Required: false},

@@ -11,8 +11,35 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// The pinned containerd reads the rendered config and applies every setting the lessons ask for.
+// The pinned containerd reads the rendered config, for CPU and GPU images, and applies every
+// setting the lessons ask for.
 func TestContainerdAcceptsRenderedConfig(t *testing.T) {
+	for _, gpu := range []bool{false, true} {
+		runtime, binary := "runc", "/usr/local/bin/runc"
+		if gpu {
+			runtime, binary = "nvidia", "/usr/bin/nvidia-container-runtime"
+		}
+		t.Run(runtime, func(t *testing.T) {
+			dump := containerdConfigDump(t, gpu)
+			for _, want := range []string{
+				`root = "/var/lib/containerd"`,
+				`snapshotter = "overlayfs"`,
+				`max_concurrent_downloads = 10`,
+				`image_pull_progress_timeout = "5m0s"`,
+				`sandbox_image = "registry.k8s.io/pause:3.10.1"`,
+				`default_runtime_name = "` + runtime + `"`,
+				`BinaryName = "` + binary + `"`,
+				`SystemdCgroup = true`,
+			} {
+				if !strings.Contains(dump, want) {
+					t.Errorf("containerd's effective config lacks %s", want)
+				}
+			}
+		})
+	}
+}
+
+func containerdConfigDump(t *testing.T, gpu bool) string {
 	containerd := filepath.Join("..", "..", "..", ".tools", "node", "containerd")
 	if _, err := os.Stat(containerd); err != nil {
 		t.Fatalf("%s is missing: run `make tools`", containerd)
@@ -22,7 +49,7 @@ func TestContainerdAcceptsRenderedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := filepath.Join(t.TempDir(), "config.toml")
-	if err := os.WriteFile(config, []byte(machine.ContainerdConfig(c)), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(machine.ContainerdConfig(c, gpu)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err := exec.Command(containerd, "--config", config, "config", "dump").CombinedOutput()
@@ -33,16 +60,5 @@ func TestContainerdAcceptsRenderedConfig(t *testing.T) {
 	if strings.Contains(dump, "level=warning") || strings.Contains(dump, "level=error") {
 		t.Errorf("containerd complains about the config:\n%s", dump)
 	}
-	for _, want := range []string{
-		`root = "/var/lib/containerd"`,
-		`snapshotter = "overlayfs"`,
-		`max_concurrent_downloads = 10`,
-		`image_pull_progress_timeout = "5m0s"`,
-		`sandbox_image = "registry.k8s.io/pause:3.10.1"`,
-		`SystemdCgroup = true`,
-	} {
-		if !strings.Contains(dump, want) {
-			t.Errorf("containerd's effective config lacks %s", want)
-		}
-	}
+	return dump
 }

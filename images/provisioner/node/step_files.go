@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -10,7 +11,14 @@ import (
 // writeFiles installs what machine.NodeImage renders from the stack (containerd config, the
 // local-disk unit, sysctls, the cloud-init override) and enables its units.
 func (b *bake) writeFiles(ctx context.Context) error {
-	image := machine.NodeImage(b.cluster)
+	if b.GPU {
+		check := fmt.Sprintf("test -x %[1]s || { echo 'gpu: %[1]s is missing; install the NVIDIA container toolkit before clusterforge-node' >&2; exit 1; }",
+			machine.NvidiaContainerRuntime)
+		if err := b.run(ctx, check); err != nil {
+			return err
+		}
+	}
+	image := machine.NodeImage(b.cluster, b.GPU)
 	for _, f := range append(image.Files, image.UnitFiles()...) {
 		if err := b.installString(ctx, f.Content, f.Path, f.Mode); err != nil {
 			return err

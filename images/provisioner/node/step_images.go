@@ -18,7 +18,10 @@ func (b *bake) preloadImages(ctx context.Context) error {
 	if err := b.run(ctx, start); err != nil {
 		return err
 	}
-	defer func() { _ = b.run(context.Background(), fmt.Sprintf("kill $(cat %s) && rm -f %s", pid, pid)) }()
+	// containerd must be gone before the image is captured: its metadata database is written on exit.
+	defer func() {
+		_ = b.run(context.Background(), fmt.Sprintf("pid=$(cat %[1]s); kill $pid; while kill -0 $pid 2>/dev/null; do sleep 0.1; done; rm -f %[1]s", pid))
+	}()
 	ctr := fmt.Sprintf("%s/ctr --address %s -n k8s.io", machine.BinDir, machine.ContainerdSocketPath)
 	for _, img := range b.PreloadImages {
 		f, err := os.Open(img.Archive)
@@ -31,11 +34,12 @@ func (b *bake) preloadImages(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("upload %s: %w", img.Archive, err)
 		}
-		import_ := fmt.Sprintf("%s images import --snapshotter overlayfs --index-name %s %s && rm -f %s", ctr, img.Name, staged, staged)
+		// The archive names the image (io.containerd.image.name), so its digest is the manifest's.
+		import_ := fmt.Sprintf("%s images import --snapshotter overlayfs %s && rm -f %s", ctr, staged, staged)
 		if err := b.run(ctx, import_); err != nil {
 			return err
 		}
-		verify := fmt.Sprintf(`got=$(%s images ls | awk '$1 == "%s" {print $3}'); [ "$got" = "%s" ] || { echo "%s: digest $got, want %s" >&2; exit 1; }`,
+		verify := fmt.Sprintf(`got=$(%s images ls | awk '$1 == "%s" {print $3}'); [ "$got" = "%s" ] || { echo "%s: digest '$got', want %s (does the archive name the image with io.containerd.image.name?)" >&2; exit 1; }`,
 			ctr, img.Name, img.Digest, img.Name, img.Digest)
 		if err := b.run(ctx, verify); err != nil {
 			return err

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Packer for clusterforge images, offline: packer v1.12.0, packer-plugin-azure v1.4.5 and our plugin,
+# all local builds installed with `packer plugins install --path` (no network for plugins).
+#
+#   scripts/image.sh validate        `packer validate` images/worker.pkr.hcl (Azure is not contacted:
+#                                    it checks the template and every provisioner's Prepare)
+#   scripts/image.sh local [STACK]   bake images/local.pkr.hcl for stacks/Pulumi.STACK.yaml (default dev)
+#                                    into build/images/node-STACK.tar with the archives of
+#                                    images/cmd/mkimages preloaded
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work="$PWD/build/packer"
+export PACKER_PLUGIN_PATH="$work/plugins" PACKER_CONFIG_DIR="$work/config" PACKER_CACHE_DIR="$work/cache" CHECKPOINT_DISABLE=1
+packer="$PWD/.tools/bin/packer"
+
+step() { printf '==> %s\n' "$*"; }
+
+install_plugins() {
+  rm -rf "$PACKER_PLUGIN_PATH" && mkdir -p "$PACKER_PLUGIN_PATH" "$PACKER_CONFIG_DIR"
+  step "building packer-plugin-clusterforge"
+  (cd images && go build -o "$work/packer-plugin-clusterforge" .)
+  step "installing the plugins into $PACKER_PLUGIN_PATH"
+  "$packer" plugins install --path .tools/bin/packer-plugin-azure github.com/hashicorp/azure
+  "$packer" plugins install --path "$work/packer-plugin-clusterforge" github.com/clusterforge/clusterforge
+}
+
+validate() {
+  install_plugins
+  # validate stats the preload archive; its content is checked at bake time, by digest.
+  mkdir -p "$work/fixture"
+  : >"$work/fixture/pause.oci.tar"
+  cat >"$work/fixture/validate.pkrvars.hcl" <<VARS
+stack                  = "$PWD/stacks/Pulumi.dev.yaml"
+binaries_dir           = "$PWD/.tools/node"
+subscription_id        = "00000000-0000-0000-0000-000000000000"
+gallery_resource_group = "images"
+image_version          = "0.0.1"
+preload_images = [{
+  name    = "registry.k8s.io/pause:3.10.1"
+  archive = "$work/fixture/pause.oci.tar"
+  digest  = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+}]
+VARS
+  step "packer validate images/worker.pkr.hcl"
+  (cd images && "$packer" validate -var-file="$work/fixture/validate.pkrvars.hcl" worker.pkr.hcl)
+}
+
+bake_local() {
+  local stack=${1:-dev} out="$PWD/build/images"
+  [ -f "stacks/Pulumi.$stack.yaml" ] || { echo "image.sh: no stacks/Pulumi.$stack.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
+  install_plugins
+  step "making the preload archives (images/cmd/mkimages)"
+  mkdir -p "$out" "$PWD/build/bin"
+  (cd images && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$PWD/../build/bin/pause" ./cmd/pause \
+    && go build -o "$PWD/../build/bin/mkimages" ./cmd/mkimages)
+  build/bin/mkimages -pause-binary build/bin/pause -stack "stacks/Pulumi.$stack.yaml" -out "$out/preload"
+  step "packer build images/local.pkr.hcl → $out/node-$stack.tar"
+  # A private mount namespace: whatever the bake mounts goes away with it, even if packer dies.
+  (cd images && unshare --mount --propagation private "$packer" build -timestamp-ui \
+    -var "stack=$PWD/../stacks/Pulumi.$stack.yaml" -var "binaries_dir=$PWD/../.tools/node" \
+    -var-file="$out/preload/preload.pkrvars.json" \
+    -var "output=$out/node-$stack.tar" -var "manifest_output=$out/node-$stack.manifest.json" local.pkr.hcl)
+}
+
+case "${1:-}" in
+  validate) validate ;;
+  local) bake_local "${2:-}" ;;
+  *) echo "usage: scripts/image.sh validate | local [STACK]" >&2; exit 2 ;;
+esac
