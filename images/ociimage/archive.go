@@ -104,4 +104,3 @@ func writeBlob(tw *tar.Writer, l v1.Layer) error {
 }
 
 func blobPath(h v1.Hash) string { return "blobs/" + h.Algorithm + "/" + h.Hex }
-
