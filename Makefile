@@ -6,7 +6,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools plan test test-images image-validate generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
+.PHONY: help setup tools plan test test-images image-validate image-local image-check generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -22,7 +22,7 @@ tools: ## Build every pinned binary (rehearsal, node image, packer) into .tools 
 plan: setup ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/)
 	$(GO) run ./infra/cmd/plan --stack $(STACK)
 
-test: setup tools test-images image-validate ## Run every test, offline, the rehearsal checks included (CI runs this)
+test: setup tools test-images image-validate image-local ## Run every test, offline, the rehearsal and baked-image checks included (CI runs this)
 	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
@@ -33,7 +33,13 @@ test-images: ## Test the Packer plugin (its own module) and fail if its generate
 	cd images && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 image-validate: tools ## `packer validate` images/worker.pkr.hcl with packer v1.12.0, packer-plugin-azure v1.4.5 and ours
-	@scripts/packer-validate.sh
+	@scripts/image.sh validate
+
+image-local: setup tools ## Bake a real node image for $(STACK) on this machine (debootstrap, our plugin): build/images/node-$(STACK).tar
+	@scripts/image.sh local $(STACK)
+
+image-check: image-local ## Boot the baked image's units and check its disk, containerd, preloaded digests and sysctls
+	$(GO) test -count=1 -v -run 'TestBaked' ./components/rehearsal -args -stack=$(STACK)
 
 generate: ## Regenerate the Packer plugin's *.hcl2spec.go with packer-sdc
 	cd images && $(GO) generate ./...

@@ -1,0 +1,251 @@
+package rehearsal
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+)
+
+// BakedNode is a machine booted from a node image that `make image-local` baked: the image's
+// root filesystem in a mount namespace of its own, a loop device standing in for Azure's local
+// SSD, and the image's units started by their rendered ExecStart, in the order given.
+type BakedNode struct {
+	// Root is the extracted image; Dir holds it, the logs and the local disk's backing file.
+	Root, Dir string
+	holder    *exec.Cmd // keeps the mount namespace alive; the namespace and its mounts go with it
+	loop      string
+	procs     []*Proc
+	progress  io.Writer
+}
+
+// localDiskSize is the sparse file behind the stand-in local SSD.
+const localDiskSize = 8 << 30
+
+// nodePath is the PATH units run with, as systemd gives them.
+const nodePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// BootBakedNode extracts image (a root filesystem tarball) into dir and starts units, each from
+// /etc/systemd/system/<unit> of the image: oneshots to completion, services left running.
+func BootBakedNode(ctx context.Context, image, dir string, progress io.Writer, units ...string) (n *BakedNode, err error) {
+	n = &BakedNode{Root: filepath.Join(dir, "root"), Dir: dir, progress: progress}
+	defer func() {
+		if err != nil {
+			_ = n.Shutdown()
+		}
+	}()
+	if err := removeTree(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(n.Root, 0o755); err != nil {
+		return nil, err
+	}
+	n.logf("extracting %s", image)
+	if out, err := exec.CommandContext(ctx, "tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "-C", n.Root, "-xf", image).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("extract %s: %v: %s", image, err, out)
+	}
+	if err := n.enterNamespace(); err != nil {
+		return nil, err
+	}
+	if err := n.attachLocalDisk(ctx); err != nil {
+		return nil, err
+	}
+	for _, name := range units {
+		if err := n.startUnit(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// enterNamespace starts the namespace holder and mounts what a booted machine has: /proc, /sys
+// (with its cgroup mounts), a private /dev with the usual nodes, and tmpfs /run and /tmp.
+func (n *BakedNode) enterNamespace() error {
+	n.holder = exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "infinity")
+	n.holder.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if err := n.holder.Start(); err != nil {
+		return fmt.Errorf("mount namespace: %w", err)
+	}
+	// unshare has made the namespace once sleep runs in it.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		self, _ := os.Readlink("/proc/self/ns/mnt")
+		theirs, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", n.holder.Process.Pid))
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", n.holder.Process.Pid))
+		if theirs != "" && theirs != self && strings.TrimSpace(string(comm)) == "sleep" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("mount namespace: unshare did not start")
+		}
+	}
+	r := n.Root
+	script := `set -e
+mount -t proc proc ` + r + `/proc
+mount --rbind /sys ` + r + `/sys
+mount -t tmpfs -o mode=755 dev ` + r + `/dev
+for d in null zero full random urandom tty; do cp -a /dev/$d ` + r + `/dev/; done
+mkdir -p ` + r + `/dev/pts ` + r + `/dev/shm ` + r + `/dev/disk/azure
+mount -t devpts -o newinstance,ptmxmode=0666 devpts ` + r + `/dev/pts
+ln -s pts/ptmx ` + r + `/dev/ptmx
+mount -t tmpfs shm ` + r + `/dev/shm
+mount -t tmpfs -o mode=755 run ` + r + `/run
+mount -t tmpfs tmp ` + r + `/tmp
+`
+	return n.host("mount the node's filesystems", "sh", "-c", script)
+}
+
+// attachLocalDisk backs /dev/disk/azure/resource, the name azure-vm-utils gives the SCSI local
+// disk, with a loop device over a sparse file: the local-disk unit formats and mounts it.
+func (n *BakedNode) attachLocalDisk(ctx context.Context) error {
+	backing := filepath.Join(n.Dir, "local-ssd.img")
+	if err := os.WriteFile(backing, nil, 0o600); err != nil {
+		return err
+	}
+	if err := os.Truncate(backing, localDiskSize); err != nil {
+		return err
+	}
+	out, err := exec.CommandContext(ctx, "losetup", "--find", "--show", backing).Output()
+	if err != nil {
+		return fmt.Errorf("losetup %s: %w", backing, err)
+	}
+	n.loop = strings.TrimSpace(string(out))
+	n.logf("local SSD: %s on %s", n.loop, backing)
+	return n.host("add the local disk", "sh", "-c", fmt.Sprintf("cp -a %s %s/dev/ && ln -s ../../%s %s/dev/disk/azure/resource",
+		n.loop, n.Root, filepath.Base(n.loop), n.Root))
+}
+
+// startUnit runs the image's unit: its EnvironmentFiles and ExecStart, chrooted in the node.
+func (n *BakedNode) startUnit(ctx context.Context, name string) error {
+	content, err := os.ReadFile(filepath.Join(n.Root, machine.UnitDir, name))
+	if err != nil {
+		return fmt.Errorf("unit %s is not in the image: %w", name, err)
+	}
+	uc, err := parseUnit(machine.Unit{Name: name, Content: string(content)})
+	if err != nil {
+		return err
+	}
+	argv := n.inNode(uc.exec...)
+	log := filepath.Join(n.Dir, "logs", uc.name+".log")
+	if uc.oneshot {
+		n.logf("%s: running %s", name, strings.Join(uc.exec, " "))
+		p, err := start(argv, []string{nodePath}, n.Dir, log)
+		if err != nil {
+			return err
+		}
+		<-p.exited
+		if p.waitErr != nil {
+			tail, _ := os.ReadFile(log)
+			return fmt.Errorf("unit %s: %v\n%s", name, p.waitErr, tail)
+		}
+		return nil
+	}
+	n.logf("%s: starting %s", name, strings.Join(uc.exec, " "))
+	p, err := start(argv, []string{nodePath}, n.Dir, log)
+	if err != nil {
+		return err
+	}
+	p.Role, p.Machine, p.Name = "baked-node", filepath.Base(n.Dir), uc.name
+	n.procs = append(n.procs, p)
+	return nil
+}
+
+// Exec runs a command inside the node and returns its combined output.
+func (n *BakedNode) Exec(ctx context.Context, args ...string) (string, error) {
+	argv := n.inNode(args...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = []string{nodePath}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func (n *BakedNode) inNode(args ...string) []string {
+	return append([]string{"nsenter", "--target", fmt.Sprint(n.holder.Process.Pid), "--mount", "chroot", n.Root}, args...)
+}
+
+// host runs a command inside the node's mount namespace but with the host's root.
+func (n *BakedNode) host(what string, args ...string) error {
+	argv := append([]string{"nsenter", "--target", fmt.Sprint(n.holder.Process.Pid), "--mount"}, args...)
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %v: %s", what, err, out)
+	}
+	return nil
+}
+
+// Shutdown stops the services (last started first), ends the namespace with its mounts, detaches
+// the loop device and removes the node's directory.
+func (n *BakedNode) Shutdown() error {
+	var errs []string
+	for i := len(n.procs) - 1; i >= 0; i-- {
+		if err := n.procs[i].Stop(syscall.SIGTERM, 20*time.Second); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if n.holder != nil && n.holder.Process != nil {
+		n.killNamespace()
+		_ = n.holder.Wait()
+	}
+	if n.loop != "" {
+		if out, err := exec.Command("losetup", "-d", n.loop).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Sprintf("losetup -d %s: %v: %s", n.loop, err, out))
+		}
+	}
+	if err := removeTree(n.Dir); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("baked node shutdown: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// killNamespace kills every process in the node's mount namespace (containerd's shims and the
+// containers outlive containerd by design), the holder last, so the namespace and its mounts end.
+func (n *BakedNode) killNamespace() {
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", n.holder.Process.Pid))
+	if err != nil {
+		return
+	}
+	for range 50 {
+		pids, _ := filepath.Glob("/proc/[0-9]*/ns/mnt")
+		alive := 0
+		for _, p := range pids {
+			if link, err := os.Readlink(p); err == nil && link == ns {
+				var pid int
+				fmt.Sscanf(p, "/proc/%d/ns/mnt", &pid)
+				if pid != n.holder.Process.Pid {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+					alive++
+				}
+			}
+		}
+		if alive == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = n.holder.Process.Kill()
+}
+
+func (n *BakedNode) logf(format string, args ...any) {
+	if n.progress != nil {
+		fmt.Fprintf(n.progress, "baked node: "+format+"\n", args...)
+	}
+}
+
+// removeTree deletes dir without crossing into a mount that is still there.
+func removeTree(dir string) error {
+	if out, err := exec.Command("rm", "-rf", "--one-file-system", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("remove %s: %v: %s", dir, err, out)
+	}
+	return nil
+}
