@@ -5,8 +5,9 @@
 #   scripts/image.sh validate        `packer validate` images/worker.pkr.hcl (Azure is not contacted:
 #                                    it checks the template and every provisioner's Prepare)
 #   scripts/image.sh local [STACK]   bake images/local.pkr.hcl for stacks/Pulumi.STACK.yaml (default dev)
-#                                    into build/images/node-STACK.tar with the archives of
-#                                    images/cmd/mkimages preloaded
+#                                    into build/images/node-STACK.tar, preloading the archives
+#                                    images/cmd/mkimages writes to build/images/node-STACK.preload/.
+#                                    IMAGE_NAME renames the image; MKIMAGES_ARGS are added to mkimages'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$PWD/build/packer"
@@ -47,19 +48,22 @@ VARS
 
 bake_local() {
   local stack=${1:-dev} out="$PWD/build/images"
+  local name=${IMAGE_NAME:-node-$stack}
+  local preload="$out/$name.preload"
   [ -f "stacks/Pulumi.$stack.yaml" ] || { echo "image.sh: no stacks/Pulumi.$stack.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
   install_plugins
   step "making the preload archives (images/cmd/mkimages)"
   mkdir -p "$out" "$PWD/build/bin"
   (cd images && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$PWD/../build/bin/pause" ./cmd/pause \
     && go build -o "$PWD/../build/bin/mkimages" ./cmd/mkimages)
-  build/bin/mkimages -pause-binary build/bin/pause -stack "stacks/Pulumi.$stack.yaml" -out "$out/preload"
-  step "packer build images/local.pkr.hcl → $out/node-$stack.tar"
+  # shellcheck disable=SC2086 # MKIMAGES_ARGS is a list of flags
+  build/bin/mkimages -pause-binary build/bin/pause -stack "stacks/Pulumi.$stack.yaml" -out "$preload" ${MKIMAGES_ARGS:-}
+  step "packer build images/local.pkr.hcl → $out/$name.tar"
   # A private mount namespace: whatever the bake mounts goes away with it, even if packer dies.
   (cd images && unshare --mount --propagation private "$packer" build -timestamp-ui \
     -var "stack=$PWD/../stacks/Pulumi.$stack.yaml" -var "binaries_dir=$PWD/../.tools/node" \
-    -var-file="$out/preload/preload.pkrvars.json" \
-    -var "output=$out/node-$stack.tar" -var "manifest_output=$out/node-$stack.manifest.json" local.pkr.hcl)
+    -var-file="$preload/preload.pkrvars.json" \
+    -var "output=$out/$name.tar" -var "manifest_output=$out/$name.manifest.json" local.pkr.hcl)
 }
 
 case "${1:-}" in

@@ -4,6 +4,7 @@
 #   rehearsal → .tools/bin        etcd, Kubernetes control plane, kubectl, KWOK, kube-bench
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
+#   bench     → .tools/bin        the distribution registry, for the image pull benchmark
 # A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
 #
 # Usage: scripts/toolchain.sh [GROUP|TOOL...]      (default: rehearsal)
@@ -52,11 +53,13 @@ declare -A TOOLS=(
   [host-local]="cni-plugins github.com/containernetworking/plugins/plugins/ipam/host-local - node/cni"
   [packer]="packer github.com/hashicorp/packer - bin"
   [packer-plugin-azure]="packer github.com/hashicorp/packer-plugin-azure - bin"
+  [registry]="registry github.com/distribution/distribution/v3/cmd/registry - bin"
 )
 declare -A TOOL_GROUPS=(
   [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kube-bench"
   [node]="kubelet containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet loopback bridge host-local"
   [packer]="packer packer-plugin-azure"
+  [bench]="registry"
 )
 
 step() { printf '==> %s\n' "$*"; }

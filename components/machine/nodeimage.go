@@ -15,6 +15,7 @@ const (
 	ContainerdState      = "/run/containerd"
 	ContainerdSocketPath = ContainerdState + "/containerd.sock"
 	SysctlPath           = "/etc/sysctl.d/90-clusterforge.conf"
+	CrictlConfigPath     = "/etc/crictl.yaml"
 	ModulesPath          = "/etc/modules-load.d/clusterforge.conf"
 	// AzureCNICloudInitPath keeps cloud-init from configuring the NIC's secondary IPs, which Azure
 	// CNI hands to pods (L29).
@@ -92,6 +93,9 @@ fs.inotify.max_user_watches = 1048576
 fs.inotify.max_user_instances = 8192
 `
 
+// crictlConfig points crictl, the operator's tool on a node, at containerd.
+var crictlConfig = "runtime-endpoint: unix://" + ContainerdSocketPath + "\nimage-endpoint: unix://" + ContainerdSocketPath + "\n"
+
 // kernelModules are loaded at boot: overlayfs for the snapshotter, br_netfilter for the bridge sysctl.
 const kernelModules = "overlay\nbr_netfilter\n"
 
@@ -138,6 +142,7 @@ func NodeImage(c *spec.Cluster, gpu bool) Machine {
 		files: []File{
 			{Path: ContainerdConfigPath, Content: ContainerdConfig(c, gpu), Mode: 0o644},
 			{Path: SysctlPath, Content: Sysctls, Mode: 0o644},
+			{Path: CrictlConfigPath, Content: crictlConfig, Mode: 0o644},
 			{Path: ModulesPath, Content: kernelModules, Mode: 0o644},
 			{Path: AzureCNICloudInitPath, Content: azureCNICloudInit, Mode: 0o644},
 		},

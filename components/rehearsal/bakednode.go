@@ -57,10 +57,8 @@ func BootBakedNode(ctx context.Context, image, dir string, progress io.Writer, u
 	if err := n.attachLocalDisk(ctx); err != nil {
 		return nil, err
 	}
-	for _, name := range units {
-		if err := n.startUnit(ctx, name); err != nil {
-			return nil, err
-		}
+	if err := n.Start(ctx, units...); err != nil {
+		return nil, err
 	}
 	return n, nil
 }
@@ -90,7 +88,7 @@ func (n *BakedNode) enterNamespace() error {
 mount -t proc proc ` + r + `/proc
 mount --rbind /sys ` + r + `/sys
 mount -t tmpfs -o mode=755 dev ` + r + `/dev
-for d in null zero full random urandom tty; do cp -a /dev/$d ` + r + `/dev/; done
+for d in null zero full random urandom tty kmsg; do [ ! -e /dev/$d ] || cp -a /dev/$d ` + r + `/dev/; done
 mkdir -p ` + r + `/dev/pts ` + r + `/dev/shm ` + r + `/dev/disk/azure
 mount -t devpts -o newinstance,ptmxmode=0666 devpts ` + r + `/dev/pts
 ln -s pts/ptmx ` + r + `/dev/ptmx
@@ -121,38 +119,53 @@ func (n *BakedNode) attachLocalDisk(ctx context.Context) error {
 		n.loop, n.Root, filepath.Base(n.loop), n.Root))
 }
 
-// startUnit runs the image's unit: its EnvironmentFiles and ExecStart, chrooted in the node.
-func (n *BakedNode) startUnit(ctx context.Context, name string) error {
-	content, err := os.ReadFile(filepath.Join(n.Root, machine.UnitDir, name))
-	if err != nil {
-		return fmt.Errorf("unit %s is not in the image: %w", name, err)
-	}
-	uc, err := parseUnit(machine.Unit{Name: name, Content: string(content)})
-	if err != nil {
-		return err
-	}
-	argv := n.inNode(uc.exec...)
-	log := filepath.Join(n.Dir, "logs", uc.name+".log")
-	if uc.oneshot {
-		n.logf("%s: running %s", name, strings.Join(uc.exec, " "))
-		p, err := start(argv, []string{nodePath}, n.Dir, log)
+// Start runs the image's units in order, each from /etc/systemd/system/<unit>: its ExecStart,
+// chrooted in the node; oneshots to completion, services left running.
+func (n *BakedNode) Start(ctx context.Context, units ...string) error {
+	for _, name := range units {
+		content, err := os.ReadFile(filepath.Join(n.Root, machine.UnitDir, name))
+		if err != nil {
+			return fmt.Errorf("unit %s is not in the image: %w", name, err)
+		}
+		uc, err := parseUnit(machine.Unit{Name: name, Content: string(content)})
 		if err != nil {
 			return err
 		}
-		<-p.exited
-		if p.waitErr != nil {
-			tail, _ := os.ReadFile(log)
-			return fmt.Errorf("unit %s: %v\n%s", name, p.waitErr, tail)
+		if err := n.Run(ctx, uc.name, uc.oneshot, uc.exec...); err != nil {
+			return err
 		}
-		return nil
 	}
-	n.logf("%s: starting %s", name, strings.Join(uc.exec, " "))
-	p, err := start(argv, []string{nodePath}, n.Dir, log)
+	return nil
+}
+
+// Run runs argv in the node as the service name: to completion if oneshot, else left running
+// until Shutdown. Its output goes to logs/<name>.log.
+func (n *BakedNode) Run(ctx context.Context, name string, oneshot bool, argv ...string) error {
+	log := filepath.Join(n.Dir, "logs", name+".log")
+	verb := "starting"
+	if oneshot {
+		verb = "running"
+	}
+	n.logf("%s: %s %s", name, verb, strings.Join(argv, " "))
+	p, err := start(n.inNode(argv...), []string{nodePath}, n.Dir, log)
 	if err != nil {
 		return err
 	}
-	p.Role, p.Machine, p.Name = "baked-node", filepath.Base(n.Dir), uc.name
-	n.procs = append(n.procs, p)
+	p.Role, p.Machine, p.Name = "baked-node", filepath.Base(n.Dir), name
+	if !oneshot {
+		n.procs = append(n.procs, p)
+		return nil
+	}
+	select {
+	case <-p.exited:
+	case <-ctx.Done():
+		_ = p.Stop(syscall.SIGKILL, time.Second)
+		return fmt.Errorf("%s: %w", name, ctx.Err())
+	}
+	if p.waitErr != nil {
+		tail, _ := os.ReadFile(log)
+		return fmt.Errorf("%s: %v\n%s", name, p.waitErr, tail)
+	}
 	return nil
 }
 
@@ -166,6 +179,17 @@ func (n *BakedNode) Exec(ctx context.Context, args ...string) (string, error) {
 		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
 	}
 	return string(out), nil
+}
+
+// WriteFile writes a file inside the node, through its mount namespace (so /run is the node's).
+func (n *BakedNode) WriteFile(path, content string, mode os.FileMode) error {
+	argv := n.inNode("sh", "-c", `mkdir -p "$(dirname "$1")" && cat >"$1" && chmod "$2" "$1"`, "sh", path, fmt.Sprintf("%o", mode))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader(content)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("write %s in the node: %v: %s", path, err, out)
+	}
+	return nil
 }
 
 func (n *BakedNode) inNode(args ...string) []string {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -37,8 +38,32 @@ var Deviations = []Deviation{
 	{"systemd", "systemd runs the units: Restart=on-failure, LimitNOFILE, one host name per VM",
 		"the rehearsal runs the units' ExecStart in unit order; oneshots retry every RestartSec; a stopped service stays stopped until a drill restarts it; all processes share this host's name and limits"},
 	{"workers", "VMSS instances running kubelet and containerd",
-		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool"},
+		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool; the end-to-end check adds one real node booted from the baked image"},
+	{"worker boot", "systemd boots the baked image; cloud-init writes the worker's rendered files; the local SSD is /dev/disk/azure/resource",
+		"the image's root in a mount namespace of its own, the rendered files written into it, the units' ExecStart run in order; a loop device over a sparse file is the local SSD"},
+	{"worker cgroups", "systemd is PID 1: the kubelet's cgroupDriver and containerd's SystemdCgroup are systemd",
+		"no systemd here: both use cgroupfs"},
+	{"worker kernel", "the image's sysctls are applied at boot, so protectKernelDefaults holds; containerd may lower oom_score_adj",
+		"this host's kernel settings are not the image's and a test must not change them: protectKernelDefaults false; containerd restrict_oom_score_adj (no CAP_SYS_RESOURCE)"},
+	{"worker network", "Azure CNI gives pods the NIC's secondary IPs",
+		"a loopback-only CNI network: pods run with lo alone; the node's address is 127.<base>.3.10"},
 }
+
+// bakedNodeEdits change rendered files of a worker booted here (deviations "worker cgroups" and
+// "worker kernel"); each must find its text.
+var bakedNodeEdits = []struct{ path, old, new string }{
+	{machine.KubeletConfigPath, "cgroupDriver: systemd\n", "cgroupDriver: cgroupfs\n"},
+	{machine.KubeletConfigPath, "protectKernelDefaults: true\n", "protectKernelDefaults: false\n"},
+	{machine.ContainerdConfigPath, "SystemdCgroup = true\n", "SystemdCgroup = false\n"},
+	{machine.ContainerdConfigPath, "[plugins.\"io.containerd.grpc.v1.cri\"]\n", "[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n"},
+}
+
+// loopbackCNI is the worker's network (deviation "worker network").
+const loopbackCNI = `{"cniVersion": "1.0.0", "name": "rehearsal-loopback", "plugins": [{"type": "loopback"}]}
+`
+
+// workerIP is the baked worker's address (deviation "worker network").
+func workerIP(base int) string { return fmt.Sprintf("127.%d.3.10", base) }
 
 // loopbackNetwork returns the cluster with its control-plane and etcd subnets moved onto
 // 127.<base>.1.0/24 and 127.<base>.2.0/24 (deviation "addresses"). Offsets inside each subnet

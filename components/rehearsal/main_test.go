@@ -111,7 +111,7 @@ func findRepoRoot() (string, error) {
 }
 
 // needRehearsal skips checks under -short, where no rehearsal runs.
-func needRehearsal(t *testing.T) {
+func needRehearsal(t testing.TB) {
 	t.Helper()
 	if running == nil {
 		t.Skip("-short: no rehearsal")

@@ -36,15 +36,15 @@ func main() {
 	layers := flag.Int("app-layers", 4, "data layers of the app image")
 	layerMiB := flag.Int64("app-layer-mib", 16, "size of each data layer, MiB")
 	push := flag.String("push", "", "also push the app image to this reference (plain HTTP allowed for 127.0.0.1 registries)")
-	noArchive := flag.Bool("no-archive", false, "with -push: skip writing the archives")
+	seed := flag.Uint64("seed", 1, "seed of the app image's data: another seed, another image of the same size")
 	flag.Parse()
-	if err := run(*pauseBinary, *stack, *out, *appName, *layers, *layerMiB<<20, *push, *noArchive); err != nil {
+	if err := run(*pauseBinary, *stack, *out, *appName, *layers, *layerMiB<<20, *seed, *push); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimages:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, push string, noArchive bool) error {
+func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, seed uint64, push string) error {
 	if pauseBinary == "" {
 		return fmt.Errorf("-pause-binary: required; build images/cmd/pause with CGO_ENABLED=0")
 	}
@@ -55,7 +55,7 @@ func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, 
 	layerDir := filepath.Join(out, "layers")
 	start := time.Now()
 	fmt.Printf("==> app image: %d layers of %d MiB in %s\n", layers, layerBytes>>20, layerDir)
-	app, err := ociimage.Large(layerDir, pauseBinary, layers, layerBytes, 1)
+	app, err := ociimage.Large(layerDir, pauseBinary, layers, layerBytes, seed)
 	if err != nil {
 		return err
 	}
@@ -67,9 +67,6 @@ func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, 
 		fmt.Printf("==> pushing %s\n", ref)
 		if err := remote.Write(ref, app); err != nil {
 			return fmt.Errorf("push %s: %w", ref, err)
-		}
-		if noArchive {
-			return nil
 		}
 	}
 	pause, err := ociimage.Pause(layerDir, pauseBinary)
