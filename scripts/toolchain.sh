@@ -66,20 +66,22 @@ step() { printf '==> %s\n' "$*"; }
 
 # build TOOL: go build in its wrapper module, printing elapsed time every 30 s (cold builds take minutes).
 build() {
-  local tool=$1 module pkg kind dest ldflags tags="" stamp want out
+  local tool=$1 module pkg kind dest ldflags tags="" cgo=0 stamp want out
   read -r module pkg kind dest <<<"${TOOLS[$tool]}"
   ldflags="-s -w"
   case "$kind" in
     kube) ldflags+="$(kube_ldflags)" ;;
     bench) ldflags+=" -X github.com/aquasecurity/kube-bench/cmd.KubeBenchVersion=$KUBE_BENCH_VERSION" ;;
     containerd) ldflags+=" -X github.com/containerd/containerd/version.Version=$CONTAINERD_VERSION"; tags="no_btrfs" ;;
-    runc) ldflags+=" -X main.version=${RUNC_VERSION#v}" ;;
+    # As runc's release binaries: static, with seccomp (containerd gives sandboxes a seccomp profile,
+    # which a runc without it refuses). Needs libseccomp-dev (scripts/setup.sh).
+    runc) ldflags+=" -X main.version=${RUNC_VERSION#v} -extldflags -static"; tags="seccomp netgo osusergo"; cgo=1 ;;
     crictl) ldflags+=" -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
   esac
   out="$TOOLS_DIR/$dest"
   mkdir -p "$out"
   stamp="$out/.$tool.stamp"
-  want="$(cat "scripts/toolchain/$module/go.mod" "scripts/toolchain/$module/go.sum" | sha256sum | cut -c1-16) $(go env GOVERSION) $ldflags $tags"
+  want="$(cat "scripts/toolchain/$module/go.mod" "scripts/toolchain/$module/go.sum" | sha256sum | cut -c1-16) $(go env GOVERSION) $ldflags $tags cgo=$cgo"
   if [ -x "$out/$tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     step "$tool: up to date"
     return
@@ -89,7 +91,7 @@ build() {
   ( while sleep 30; do echo "    ... $tool still building ($((SECONDS - start)) s)"; done ) &
   local ticker=$!
   trap 'kill $ticker 2>/dev/null || true' RETURN
-  (cd "scripts/toolchain/$module" && go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$tool.new" "$pkg")
+  (cd "scripts/toolchain/$module" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$tool.new" "$pkg")
   mv "$out/$tool.new" "$out/$tool"
   echo "$want" >"$stamp"
   step "$tool: built in $((SECONDS - start)) s"

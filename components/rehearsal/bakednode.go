@@ -63,8 +63,9 @@ func BootBakedNode(ctx context.Context, image, dir string, progress io.Writer, u
 	return n, nil
 }
 
-// enterNamespace starts the namespace holder and mounts what a booted machine has: /proc, /sys
-// (with its cgroup mounts), a private /dev with the usual nodes, and tmpfs /run and /tmp.
+// enterNamespace starts the namespace holder and mounts what a booted machine has: the root as a
+// mount of its own (the kubelet looks up the mount under its root dir), /proc, /sys (with its
+// cgroup mounts), a private /dev with the usual nodes, and tmpfs /run and /tmp.
 func (n *BakedNode) enterNamespace() error {
 	n.holder = exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "infinity")
 	n.holder.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
@@ -85,6 +86,7 @@ func (n *BakedNode) enterNamespace() error {
 	}
 	r := n.Root
 	script := `set -e
+mount --bind ` + r + ` ` + r + `
 mount -t proc proc ` + r + `/proc
 mount --rbind /sys ` + r + `/sys
 mount -t tmpfs -o mode=755 dev ` + r + `/dev
@@ -131,7 +133,18 @@ func (n *BakedNode) Start(ctx context.Context, units ...string) error {
 		if err != nil {
 			return err
 		}
-		if err := n.Run(ctx, uc.name, uc.oneshot, uc.exec...); err != nil {
+		vars, env, err := uc.environment(func(f string) ([]byte, error) {
+			out, err := n.Exec(ctx, "cat", f)
+			return []byte(out), err
+		})
+		if err != nil {
+			return err
+		}
+		argv := make([]string, len(uc.exec))
+		for i, word := range uc.exec {
+			argv[i] = expandEnv(word, vars)
+		}
+		if err := n.run(ctx, uc.name, uc.oneshot, env, argv...); err != nil {
 			return err
 		}
 	}
@@ -141,13 +154,17 @@ func (n *BakedNode) Start(ctx context.Context, units ...string) error {
 // Run runs argv in the node as the service name: to completion if oneshot, else left running
 // until Shutdown. Its output goes to logs/<name>.log.
 func (n *BakedNode) Run(ctx context.Context, name string, oneshot bool, argv ...string) error {
+	return n.run(ctx, name, oneshot, nil, argv...)
+}
+
+func (n *BakedNode) run(ctx context.Context, name string, oneshot bool, env []string, argv ...string) error {
 	log := filepath.Join(n.Dir, "logs", name+".log")
 	verb := "starting"
 	if oneshot {
 		verb = "running"
 	}
 	n.logf("%s: %s %s", name, verb, strings.Join(argv, " "))
-	p, err := start(n.inNode(argv...), []string{nodePath}, n.Dir, log)
+	p, err := start(n.inNode(argv...), append(env, nodePath), n.Dir, log)
 	if err != nil {
 		return err
 	}
@@ -206,22 +223,32 @@ func (n *BakedNode) host(what string, args ...string) error {
 }
 
 // Shutdown stops the services (last started first), ends the namespace with its mounts, detaches
-// the loop device and removes the node's directory.
+// the loop device and removes the node's directory. A second call does nothing more.
 func (n *BakedNode) Shutdown() error {
 	var errs []string
 	for i := len(n.procs) - 1; i >= 0; i-- {
+		if n.procs[i].Name == "containerd" && n.procs[i].Alive() {
+			// Pods run in mount namespaces of their own, outside killNamespace's reach, and would
+			// keep the local disk busy: remove them first, as a drain would.
+			if out, err := n.Exec(context.Background(), machine.BinDir+"/crictl", "rmp", "--all", "--force"); err != nil {
+				errs = append(errs, fmt.Sprintf("remove the node's pods: %v: %s", err, out))
+			}
+		}
 		if err := n.procs[i].Stop(syscall.SIGTERM, 20*time.Second); err != nil {
 			errs = append(errs, err.Error())
 		}
 	}
+	n.procs = nil
 	if n.holder != nil && n.holder.Process != nil {
 		n.killNamespace()
 		_ = n.holder.Wait()
+		n.holder = nil
 	}
 	if n.loop != "" {
 		if out, err := exec.Command("losetup", "-d", n.loop).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Sprintf("losetup -d %s: %v: %s", n.loop, err, out))
 		}
+		n.loop = ""
 	}
 	if err := removeTree(n.Dir); err != nil {
 		errs = append(errs, err.Error())

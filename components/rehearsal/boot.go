@@ -117,12 +117,13 @@ func parseUnit(u machine.Unit) (unitCommand, error) {
 // envVar is systemd's ${NAME} (and $NAME) expansion in ExecStart.
 var envVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
 
-// command is the argv and environment a unit runs on a machine: env files read from under the
-// root, variables expanded, flag overrides applied, then the machine rewrite.
-func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err error) {
+// environment reads the unit's EnvironmentFiles (with read, which knows where the machine's files
+// are) as systemd does: the variables, and the same as NAME=value pairs.
+func (u unitCommand) environment(read func(string) ([]byte, error)) (map[string]string, []string, error) {
 	vars := map[string]string{}
+	var env []string
 	for _, f := range u.envFiles {
-		data, err := os.ReadFile(p.onMachine(in, f))
+		data, err := read(f)
 		if err != nil {
 			return nil, nil, fmt.Errorf("unit %s: EnvironmentFile: %w", u.name, err)
 		}
@@ -133,12 +134,25 @@ func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err erro
 			}
 		}
 	}
+	return vars, env, nil
+}
+
+// expandEnv is systemd's ${NAME} and $NAME expansion of one ExecStart word.
+func expandEnv(word string, vars map[string]string) string {
+	return envVar.ReplaceAllStringFunc(word, func(m string) string { return vars[strings.Trim(m, "${}")] })
+}
+
+// command is the argv and environment a unit runs on a machine: env files read from under the
+// root, variables expanded, flag overrides applied, then the machine rewrite.
+func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err error) {
+	vars, env, err := u.environment(func(f string) ([]byte, error) { return os.ReadFile(p.onMachine(in, f)) })
+	if err != nil {
+		return nil, nil, err
+	}
 	overrides := flagOverrides[u.name+".service"]
 	applied := map[string]bool{}
 	for _, word := range u.exec {
-		word = envVar.ReplaceAllStringFunc(word, func(m string) string {
-			return vars[strings.Trim(m, "${}")]
-		})
+		word = expandEnv(word, vars)
 		if name, _, ok := strings.Cut(strings.TrimPrefix(word, "--"), "="); ok && strings.HasPrefix(word, "--") {
 			if v, ok := overrides[name]; ok {
 				word, applied[name] = "--"+name+"="+v, true

@@ -46,7 +46,7 @@ var Deviations = []Deviation{
 	{"worker kernel", "the image's sysctls are applied at boot, so protectKernelDefaults holds; containerd may lower oom_score_adj",
 		"this host's kernel settings are not the image's and a test must not change them: protectKernelDefaults false; containerd restrict_oom_score_adj (no CAP_SYS_RESOURCE)"},
 	{"worker network", "Azure CNI gives pods the NIC's secondary IPs",
-		"a loopback-only CNI network: pods run with lo alone; the node's address is 127.<base>.3.10"},
+		"a loopback-only CNI network, which keeps the node Ready: containerd sets up no pod network with it, so pods run here only with hostNetwork; the node's address is 127.<base>.3.10, which the kubelet does not publish (loopback)"},
 }
 
 // bakedNodeEdits change rendered files of a worker booted here (deviations "worker cgroups" and

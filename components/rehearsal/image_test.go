@@ -303,7 +303,9 @@ func TestBakedNodeJoinsAndRunsPreloadedPod(t *testing.T) {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "preloaded-app", Namespace: "default"},
 		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{"kubernetes.io/hostname": name},
+			NodeSelector: map[string]string{"kubernetes.io/hostname": name},
+			// The node's CNI network is loopback only (deviation "worker network").
+			HostNetwork:                   true,
 			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 			TerminationGracePeriodSeconds: new(int64),
 			Containers:                    []corev1.Container{{Name: "app", Image: app, ImagePullPolicy: corev1.PullIfNotPresent}},

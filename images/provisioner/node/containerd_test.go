@@ -62,3 +62,15 @@ func containerdConfigDump(t *testing.T, gpu bool) string {
 	}
 	return dump
 }
+
+// The runc the image carries supports seccomp: containerd gives every pod sandbox a seccomp
+// profile, and a runc built without it fails every pod ("seccomp not supported").
+func TestBakedRuncSupportsSeccomp(t *testing.T) {
+	out, err := exec.Command(filepath.Join("..", "..", "..", ".tools", "node", "runc"), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("runc --version: %v: %s (run `make tools`)", err, out)
+	}
+	if !strings.Contains(string(out), "libseccomp:") {
+		t.Errorf("runc is built without seccomp:\n%s", out)
+	}
+}
