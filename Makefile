@@ -6,7 +6,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools plan test test-images image-validate image-local image-check generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
+.PHONY: help setup tools plan test test-images image-validate image-local image-check bench-pull generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -55,6 +55,9 @@ rehearse-down: $(REHEARSE) ## Stop everything `make rehearse` started for $(STAC
 
 rehearse-check: setup tools ## Rehearse $(STACK), run every check and the CIS benchmark, stop it; fails on any failure
 	$(GO) test -count=1 -v -timeout 30m ./components/rehearsal -args -stack=$(STACK)
+
+bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
+	@scripts/bench-pull.sh
 
 bench: ## Benchmark planning the 10,000-node stack
 	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x ./infra/plan

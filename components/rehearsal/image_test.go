@@ -27,20 +27,20 @@ type preloaded struct {
 	PreloadImages []struct{ Name, Digest string } `json:"preload_images"`
 }
 
-// bootBakedNode boots the stack's baked image with the given units, or fails saying how to bake it.
-func bootBakedNode(t testing.TB, name string, units ...string) (*rehearsal.BakedNode, preloaded) {
-	t.Helper()
-	image := *bakedImage
-	if image == "" {
-		image = filepath.Join(repoRoot, "build", "images", "node-"+*stackName+".tar")
+// stackImage is the stack's baked image, from `make image-local` unless -image names another.
+func stackImage() string {
+	if *bakedImage != "" {
+		return *bakedImage
 	}
-	return bootImage(t, image, name, units...)
+	return filepath.Join(repoRoot, "build", "images", "node-"+*stackName+".tar")
 }
 
-// bootImage boots a baked image with the given units and reads the preload list baked into it.
-func bootImage(t testing.TB, image, name string, units ...string) (*rehearsal.BakedNode, preloaded) {
+// readPreloaded reads the preload list baked into image, or fails saying what is missing.
+func readPreloaded(t testing.TB, image string) preloaded {
 	t.Helper()
-	needRehearsal(t)
+	if os.Geteuid() != 0 {
+		t.Fatal("booting a baked image needs root (loop devices, mount namespaces, chroot); run make test as root")
+	}
 	var want preloaded
 	data, err := os.ReadFile(strings.TrimSuffix(image, ".tar") + ".preload/preload.pkrvars.json")
 	if err == nil {
@@ -49,6 +49,20 @@ func bootImage(t testing.TB, image, name string, units ...string) (*rehearsal.Ba
 	if _, statErr := os.Stat(image); statErr != nil || err != nil {
 		t.Fatalf("no baked image to check (%v, %v): run `make image-local STACK=%s`", statErr, err, *stackName)
 	}
+	return want
+}
+
+// bootBakedNode boots the stack's baked image with the given units.
+func bootBakedNode(t testing.TB, name string, units ...string) (*rehearsal.BakedNode, preloaded) {
+	t.Helper()
+	return bootImage(t, stackImage(), name, units...)
+}
+
+// bootImage boots a baked image with the given units; the node is shut down with the test.
+func bootImage(t testing.TB, image, name string, units ...string) (*rehearsal.BakedNode, preloaded) {
+	t.Helper()
+	needRehearsal(t)
+	want := readPreloaded(t, image)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	node, err := rehearsal.BootBakedNode(ctx, image, filepath.Join(repoRoot, "build", "rehearse", "baked-"+name), os.Stderr, units...)
@@ -208,18 +222,8 @@ func pollUntil(timeout time.Duration, f func() error) error {
 // pool's labels, and runs a pod of the preloaded app image; nothing is pulled from any registry.
 func TestBakedNodeJoinsAndRunsPreloadedPod(t *testing.T) {
 	needRehearsal(t)
-	image := *bakedImage
-	if image == "" {
-		image = filepath.Join(repoRoot, "build", "images", "node-"+*stackName+".tar")
-	}
-	var want preloaded
-	data, err := os.ReadFile(strings.TrimSuffix(image, ".tar") + ".preload/preload.pkrvars.json")
-	if err == nil {
-		err = json.Unmarshal(data, &want)
-	}
-	if err != nil {
-		t.Fatalf("no baked image to join (%v): run `make image-local STACK=%s`", err, *stackName)
-	}
+	image := stackImage()
+	want := readPreloaded(t, image)
 	var app string
 	for _, img := range want.PreloadImages {
 		if img.Name != cluster.Versions.PauseImage {
