@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,18 +17,27 @@ import (
 // scripts/bench-pull.sh sets these: a large image in a local registry, and a node image with the
 // same image baked in.
 var (
-	pullImage      = flag.String("pull-image", "", "large image the pull benchmark pulls from a local registry")
+	pullImage      = flag.String("pull-image", "", "large image the pull benchmark pulls from a local registry (127.0.0.1:PORT/...)")
 	preloadedImage = flag.String("preloaded-image", "", "node image tarball with -pull-image baked in")
+	connectionMiBs = flag.Int("per-connection-mibps", 64, "the remote-registry model: each connection's throughput, MiB/s")
 )
 
 // BenchmarkImageReady is the time from a fresh node's first boot unit until a large image is
-// usable (pulled and unpacked, or found in the store), three ways: pulled with containerd's
-// defaults, pulled with the settings the image renders (L20-L24), and preloaded (L26), where the
-// time includes seeding the local disk with the baked images. Run by scripts/bench-pull.sh.
+// usable (pulled and unpacked, or found in the store): pulled with containerd's defaults, pulled
+// with the settings the image renders (L20-L24), and preloaded (L26), where the time includes
+// seeding the local disk with the baked images. Pulls run twice: from the registry on loopback,
+// and through a proxy that holds each connection to -per-connection-mibps, as a remote registry
+// or CDN serves each stream. Run by scripts/bench-pull.sh.
 func BenchmarkImageReady(b *testing.B) {
 	if *pullImage == "" || *preloadedImage == "" {
 		b.Skip("needs -pull-image and -preloaded-image: run scripts/bench-pull.sh")
 	}
+	registry, repo, _ := strings.Cut(*pullImage, "/")
+	proxy, err := throttle(registry, *connectionMiBs<<20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer proxy.Close()
 	defaults := func(ctx context.Context, n *rehearsal.BakedNode) error {
 		if err := n.Start(ctx, "containerd-disk.service"); err != nil {
 			return err
@@ -36,38 +48,48 @@ func BenchmarkImageReady(b *testing.B) {
 	ours := func(ctx context.Context, n *rehearsal.BakedNode) error {
 		return n.Start(ctx, "containerd-disk.service", "containerd.service")
 	}
-	for _, mode := range []struct {
-		name  string
-		image string
-		boot  func(context.Context, *rehearsal.BakedNode) error
-		pull  bool
-	}{
-		{"pull-containerd-defaults", "", defaults, true},
-		{"pull-clusterforge-settings", "", ours, true},
-		{"preloaded", *preloadedImage, ours, false},
+	type mode struct {
+		name, image, ref string
+		boot             func(context.Context, *rehearsal.BakedNode) error
+		pull             bool
+	}
+	var modes []mode
+	for _, network := range []struct{ name, ref string }{
+		{"loopback", *pullImage},
+		{fmt.Sprintf("%dMiBps-per-connection", *connectionMiBs), proxy.Addr().String() + "/" + repo},
 	} {
-		b.Run(mode.name, func(b *testing.B) {
+		modes = append(modes,
+			mode{network.name + "/pull-containerd-defaults", "", network.ref, defaults, true},
+			mode{network.name + "/pull-clusterforge-settings", "", network.ref, ours, true})
+	}
+	modes = append(modes, mode{"preloaded", *preloadedImage, *pullImage, ours, false})
+	for _, m := range modes {
+		b.Run(m.name, func(b *testing.B) {
 			for i := range b.N {
 				b.StopTimer()
 				var node *rehearsal.BakedNode
-				if mode.image == "" {
-					node, _ = bootBakedNode(b, fmt.Sprintf("bench-%s-%d", mode.name, i))
+				dir := fmt.Sprintf("bench-%s-%d", strings.ReplaceAll(m.name, "/", "-"), i)
+				if m.image == "" {
+					node, _ = bootBakedNode(b, dir)
 				} else {
-					node, _ = bootImage(b, mode.image, fmt.Sprintf("bench-%s-%d", mode.name, i))
+					node, _ = bootImage(b, m.image, dir)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 				b.StartTimer()
-				if err := mode.boot(ctx, node); err != nil {
+				start := time.Now()
+				if err := m.boot(ctx, node); err != nil {
 					b.Fatal(err)
 				}
-				if err := imageUsable(ctx, node, *pullImage, mode.pull); err != nil {
+				if err := criReady(ctx, node); err != nil {
+					b.Fatal(err)
+				}
+				booted := time.Since(start)
+				if err := imageUsable(ctx, node, m.ref, m.pull); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
 				cancel()
-				if mode.pull {
-					reportPulled(b, node)
-				}
+				b.ReportMetric(booted.Seconds(), "s-until-CRI")
 				if err := node.Shutdown(); err != nil {
 					b.Fatal(err)
 				}
@@ -76,13 +98,18 @@ func BenchmarkImageReady(b *testing.B) {
 	}
 }
 
-// imageUsable waits for the CRI to answer, then pulls ref (as the kubelet would) or waits until
-// the CRI finds it in the store.
-func imageUsable(ctx context.Context, n *rehearsal.BakedNode, ref string, pull bool) error {
-	crictl := []string{machine.BinDir + "/crictl"}
-	if err := pollUntil(time.Minute, func() error { _, err := n.Exec(ctx, append(crictl, "info")...); return err }); err != nil {
+var crictl = []string{machine.BinDir + "/crictl"}
+
+func criReady(ctx context.Context, n *rehearsal.BakedNode) error {
+	err := pollUntil(time.Minute, func() error { _, err := n.Exec(ctx, append(crictl, "info")...); return err })
+	if err != nil {
 		return fmt.Errorf("the CRI does not answer: %w", err)
 	}
+	return nil
+}
+
+// imageUsable pulls ref through the CRI, as the kubelet would, or waits until the CRI finds it.
+func imageUsable(ctx context.Context, n *rehearsal.BakedNode, ref string, pull bool) error {
 	if pull {
 		_, err := n.Exec(ctx, append(crictl, "pull", ref)...)
 		return err
@@ -90,12 +117,46 @@ func imageUsable(ctx context.Context, n *rehearsal.BakedNode, ref string, pull b
 	return pollUntil(time.Minute, func() error { _, err := n.Exec(ctx, append(crictl, "inspecti", ref)...); return err })
 }
 
-// reportPulled records the bytes the pull wrote to the node's content store.
-func reportPulled(b *testing.B, n *rehearsal.BakedNode) {
-	out, err := n.Exec(context.Background(), "du", "-sb", machine.ContainerdRoot+"/io.containerd.content.v1.content/blobs")
-	var bytes float64
-	if _, scanErr := fmt.Sscan(out, &bytes); err != nil || scanErr != nil {
-		b.Fatalf("content store size: %v %v", err, scanErr)
+// throttle is a TCP proxy on loopback to target that sends each connection's responses at no
+// more than bytesPerSecond.
+func throttle(target string, bytesPerSecond int) (net.Listener, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
 	}
-	b.ReportMetric(bytes/(1<<20), "MiB-in-store")
+	go func() {
+		for {
+			client, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer client.Close()
+				server, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer server.Close()
+				go func() { _, _ = io.Copy(server, client) }()
+				buf := make([]byte, 64<<10)
+				start, sent := time.Now(), 0
+				for {
+					n, err := server.Read(buf)
+					if n > 0 {
+						if _, werr := client.Write(buf[:n]); werr != nil {
+							return
+						}
+						sent += n
+						if ahead := time.Duration(float64(sent)/float64(bytesPerSecond)*float64(time.Second)) - time.Since(start); ahead > 0 {
+							time.Sleep(ahead)
+						}
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return l, nil
 }

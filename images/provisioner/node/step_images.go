@@ -9,7 +9,8 @@ import (
 )
 
 // preloadImages imports every preload_image into containerd's k8s.io namespace, unpacked for the
-// overlayfs snapshotter, and checks each digest (L25, L26). containerd runs only for the import.
+// overlayfs snapshotter without the compressed layers, and checks each digest (L25, L26).
+// containerd runs only for the import.
 func (b *bake) preloadImages(ctx context.Context) error {
 	pid := b.StagingDir + "/containerd.pid"
 	start := fmt.Sprintf("%s/containerd --config %s >%s/containerd.log 2>&1 & echo $! >%s; "+
@@ -35,7 +36,9 @@ func (b *bake) preloadImages(ctx context.Context) error {
 			return fmt.Errorf("upload %s: %w", img.Archive, err)
 		}
 		// The archive names the image (io.containerd.image.name), so its digest is the manifest's.
-		import_ := fmt.Sprintf("%s images import --snapshotter overlayfs %s && rm -f %s", ctr, staged, staged)
+		// Once unpacked, the compressed layers are dead weight: discarding them halves the image
+		// and the first boot's copy onto the local disk.
+		import_ := fmt.Sprintf("%s images import --snapshotter overlayfs --discard-unpacked-layers %s && rm -f %s", ctr, staged, staged)
 		if err := b.run(ctx, import_); err != nil {
 			return err
 		}
