@@ -49,5 +49,8 @@ func (b *bake) preloadImages(ctx context.Context) error {
 		}
 		b.manifest.Images = append(b.manifest.Images, manifestImage{Name: img.Name, Digest: img.Digest})
 	}
-	return nil
+	// Discarded layers go at containerd's next garbage collection, which might not come before it
+	// stops; deleting a throwaway tag with --sync runs one now.
+	const gcTag = "clusterforge.local/gc:sync"
+	return b.run(ctx, fmt.Sprintf("%[1]s images tag %[2]s %[3]s && %[1]s images rm --sync %[3]s", ctr, b.PreloadImages[0].Name, gcTag))
 }
