@@ -28,7 +28,7 @@ variable "preload_images" {
     archive = string
     digest  = string
   }))
-  description = "OCI archives baked into containerd (images/cmd/mkimages writes them and this variable)."
+  description = "Images baked into containerd, from archives (images/cmd/mkimages writes them and this variable) or, with archive = \"\", from their registries."
 }
 
 variable "output" {

@@ -35,7 +35,7 @@ variable "preload_images" {
     archive = string
     digest  = string
   }))
-  description = "OCI archives baked into containerd: the pause image and the large app images (L25, L26)."
+  description = "Images baked into containerd: the pause image and the large app images (L25, L26); archive = \"\" pulls the image from its registry."
 }
 
 variable "subscription_id" {

@@ -34,8 +34,8 @@ for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1 &&
 
 step "the node image every pulling node boots (stack dev)"
 scripts/image.sh local dev
-step "pushing $REF and baking it into build/images/node-bench.tar"
-IMAGE_NAME=node-bench MKIMAGES_ARGS="-app-name $REF -app-layers 16 -app-layer-mib 128 -seed 2 -push $REF" \
+step "pushing $REF and baking it, pulled from the registry, into build/images/node-bench.tar"
+IMAGE_NAME=node-bench MKIMAGES_ARGS="-app-name $REF -app-layers 16 -app-layer-mib 128 -seed 2 -push $REF -app-from-registry" \
   scripts/image.sh local dev
 
 step "BenchmarkImageReady (each mode boots a fresh node)"

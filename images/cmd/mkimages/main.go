@@ -24,7 +24,7 @@ import (
 // preload is one entry of the template's preload_images variable.
 type preload struct {
 	Name    string `json:"name"`
-	Archive string `json:"archive"`
+	Archive string `json:"archive"` // "": pulled from the registry at bake time
 	Digest  string `json:"digest"`
 }
 
@@ -37,14 +37,18 @@ func main() {
 	layerMiB := flag.Int64("app-layer-mib", 16, "size of each data layer, MiB")
 	push := flag.String("push", "", "also push the app image to this reference (plain HTTP allowed for 127.0.0.1 registries)")
 	seed := flag.Uint64("seed", 1, "seed of the app image's data: another seed, another image of the same size")
+	fromRegistry := flag.Bool("app-from-registry", false, "with -push: list the app image without an archive, so the bake pulls it from the registry")
 	flag.Parse()
-	if err := run(*pauseBinary, *stack, *out, *appName, *layers, *layerMiB<<20, *seed, *push); err != nil {
+	if err := run(*pauseBinary, *stack, *out, *appName, *layers, *layerMiB<<20, *seed, *push, *fromRegistry); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimages:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, seed uint64, push string) error {
+func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, seed uint64, push string, fromRegistry bool) error {
+	if fromRegistry && push != appName {
+		return fmt.Errorf("-app-from-registry: the bake pulls -app-name, so -push must be the same reference (%q, %q)", push, appName)
+	}
 	if pauseBinary == "" {
 		return fmt.Errorf("-pause-binary: required; build images/cmd/pause with CGO_ENABLED=0")
 	}
@@ -80,6 +84,15 @@ func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, 
 		name, file string
 		image      v1.Image
 	}{{cluster.Versions.PauseImage, "pause.oci.tar", pause}, {appName, "app.oci.tar", app}} {
+		if fromRegistry && img.name == appName {
+			digest, err := img.image.Digest()
+			if err != nil {
+				return err
+			}
+			fmt.Printf("==> %s %s: the bake pulls it from the registry\n", img.name, digest)
+			vars.PreloadImages = append(vars.PreloadImages, preload{Name: img.name, Digest: digest.String()})
+			continue
+		}
 		archive, err := filepath.Abs(filepath.Join(out, img.file))
 		if err != nil {
 			return err

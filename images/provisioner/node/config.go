@@ -30,8 +30,9 @@ type Config struct {
 	// containerd-shim-runc-v2, ctr, runc, crictl and kubelet, and a cni/ folder of CNI plugins.
 	// Required; `scripts/toolchain.sh` builds it.
 	BinariesDir string `mapstructure:"binaries_dir" required:"true"`
-	// PreloadImages are OCI image archives imported into containerd's k8s.io namespace and checked
-	// by digest at bake time (L25, L26). The pause image of the stack must be among them.
+	// PreloadImages are images baked into containerd's k8s.io namespace, from OCI image archives or
+	// pulled from their registries, and checked by digest at bake time (L25, L26). The pause image
+	// of the stack must be among them.
 	PreloadImages []PreloadImage `mapstructure:"preload_image" required:"true"`
 	// GPU bakes a GPU image: containerd's default runtime becomes NVIDIA's
 	// (/usr/bin/nvidia-container-runtime), which must be installed before this provisioner runs.
@@ -56,8 +57,8 @@ type PreloadImage struct {
 	Name string `mapstructure:"name" required:"true"`
 	// Archive is the local OCI image archive whose index names the image with the
 	// io.containerd.image.name annotation, as `ctr images export` and images/cmd/mkimages write
-	// them. Required.
-	Archive string `mapstructure:"archive" required:"true"`
+	// them. Default "": the machine pulls Name from its registry at bake time.
+	Archive string `mapstructure:"archive"`
 	// Digest is the image's manifest digest, sha256:<64 hex>, checked after import. Required.
 	Digest string `mapstructure:"digest" required:"true"`
 }
@@ -103,8 +104,10 @@ func (c *Config) Prepare(raws ...interface{}) error {
 		if img.Name == "" {
 			fail("%s.name: required, the reference pods use", field)
 		}
-		if _, err := os.Stat(img.Archive); err != nil {
-			fail("%s.archive: %v", field, err)
+		if img.Archive != "" {
+			if _, err := os.Stat(img.Archive); err != nil {
+				fail("%s.archive: %v", field, err)
+			}
 		}
 		if !digest.MatchString(img.Digest) {
 			fail("%s.digest: %q is not sha256:<64 hex>; use the manifest digest the registry reports", field, img.Digest)

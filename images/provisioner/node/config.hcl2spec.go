@@ -62,7 +62,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 // Where the contents of a field with a `mapstructure:,squash` tag are bubbled up.
 type FlatPreloadImage struct {
 	Name    *string `mapstructure:"name" required:"true" cty:"name" hcl:"name"`
-	Archive *string `mapstructure:"archive" required:"true" cty:"archive" hcl:"archive"`
+	Archive *string `mapstructure:"archive" cty:"archive" hcl:"archive"`
 	Digest  *string `mapstructure:"digest" required:"true" cty:"digest" hcl:"digest"`
 }
 

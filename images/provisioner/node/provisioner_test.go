@@ -18,7 +18,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/provision.golden")
 
-const pauseDigest = "sha256:7c38f24774e3cbd906d2d33c38354ccf787635581c122965132c9bd309754d4a"
+const (
+	pauseDigest = "sha256:7c38f24774e3cbd906d2d33c38354ccf787635581c122965132c9bd309754d4a"
+	appImage    = "example.azurecr.io/training/app:v1"
+	appDigest   = "sha256:2222222222222222222222222222222222222222222222222222222222222222"
+)
 
 // recorder is packer-plugin-sdk's MockCommunicator, remembering every command and upload in order.
 type recorder struct {
@@ -51,9 +55,12 @@ func fixture(t *testing.T) map[string]interface{} {
 	archive := filepath.Join(dir, "pause.oci.tar")
 	write(t, archive, "oci archive")
 	return map[string]interface{}{
-		"stack":           filepath.Join("..", "..", "..", "stacks", "Pulumi.dev.yaml"),
-		"binaries_dir":    bin,
-		"preload_image":   []map[string]interface{}{{"name": "registry.k8s.io/pause:3.10.1", "archive": archive, "digest": pauseDigest}},
+		"stack":        filepath.Join("..", "..", "..", "stacks", "Pulumi.dev.yaml"),
+		"binaries_dir": bin,
+		"preload_image": []map[string]interface{}{
+			{"name": "registry.k8s.io/pause:3.10.1", "archive": archive, "digest": pauseDigest},
+			{"name": appImage, "digest": appDigest}, // no archive: pulled from its registry
+		},
 		"manifest_output": filepath.Join(dir, "manifest.json"),
 	}
 }
@@ -99,7 +106,7 @@ func TestProvisionCommandsAndUploads(t *testing.T) {
 	if err := json.Unmarshal(data, &m); err != nil {
 		t.Fatal(err)
 	}
-	if m.Kubernetes != "v1.34.1" || m.Containerd != "v1.7.28" || len(m.Images) != 1 || m.Images[0].Digest != pauseDigest {
+	if m.Kubernetes != "v1.34.1" || m.Containerd != "v1.7.28" || len(m.Images) != 2 || m.Images[0].Digest != pauseDigest || m.Images[1].Digest != appDigest {
 		t.Errorf("manifest %+v", m)
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 )
 
-// preloadImages imports every preload_image into containerd's k8s.io namespace, unpacked for the
-// overlayfs snapshotter without the compressed layers, and checks each digest (L25, L26).
-// containerd runs only for the import.
+// preloadImages puts every preload_image into containerd's k8s.io namespace, imported from its
+// archive or pulled from its registry, unpacked for the overlayfs snapshotter, and checks each
+// digest (L25, L26). Then the compressed layers are dropped: once unpacked they are dead weight
+// that would double the image and the first boot's copy onto the local disk. containerd runs only
+// for this step.
 func (b *bake) preloadImages(ctx context.Context) error {
 	pid := b.StagingDir + "/containerd.pid"
 	start := fmt.Sprintf("%s/containerd --config %s >%s/containerd.log 2>&1 & echo $! >%s; "+
@@ -25,21 +27,7 @@ func (b *bake) preloadImages(ctx context.Context) error {
 	}()
 	ctr := fmt.Sprintf("%s/ctr --address %s -n k8s.io", machine.BinDir, machine.ContainerdSocketPath)
 	for _, img := range b.PreloadImages {
-		f, err := os.Open(img.Archive)
-		if err != nil {
-			return err
-		}
-		staged := b.StagingDir + "/image.tar"
-		err = b.comm.Upload(staged, f, nil)
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("upload %s: %w", img.Archive, err)
-		}
-		// The archive names the image (io.containerd.image.name), so its digest is the manifest's.
-		// Once unpacked, the compressed layers are dead weight: discarding them halves the image
-		// and the first boot's copy onto the local disk.
-		import_ := fmt.Sprintf("%s images import --snapshotter overlayfs --discard-unpacked-layers %s && rm -f %s", ctr, staged, staged)
-		if err := b.run(ctx, import_); err != nil {
+		if err := b.fetchImage(ctx, ctr, img); err != nil {
 			return err
 		}
 		verify := fmt.Sprintf(`got=$(%s images ls | awk '$1 == "%s" {print $3}'); [ "$got" = "%s" ] || { echo "%s: digest '$got', want %s (does the archive name the image with io.containerd.image.name?)" >&2; exit 1; }`,
@@ -49,8 +37,27 @@ func (b *bake) preloadImages(ctx context.Context) error {
 		}
 		b.manifest.Images = append(b.manifest.Images, manifestImage{Name: img.Name, Digest: img.Digest})
 	}
-	// Discarded layers go at containerd's next garbage collection, which might not come before it
-	// stops; deleting a throwaway tag with --sync runs one now.
+	// Pruning the layers' references lets the garbage collector take them; deleting a throwaway
+	// tag with --sync runs it now rather than at some later point containerd might not reach.
 	const gcTag = "clusterforge.local/gc:sync"
-	return b.run(ctx, fmt.Sprintf("%[1]s images tag %[2]s %[3]s && %[1]s images rm --sync %[3]s", ctr, b.PreloadImages[0].Name, gcTag))
+	return b.run(ctx, fmt.Sprintf("%[1]s content prune references && %[1]s images tag %[2]s %[3]s && %[1]s images rm --sync %[3]s",
+		ctr, b.PreloadImages[0].Name, gcTag))
+}
+
+// fetchImage imports the image's archive (the archive names the image, so its digest is the
+// manifest's) or pulls it from its registry.
+func (b *bake) fetchImage(ctx context.Context, ctr string, img PreloadImage) error {
+	if img.Archive == "" {
+		return b.run(ctx, fmt.Sprintf("%s images pull --snapshotter overlayfs %s", ctr, img.Name))
+	}
+	f, err := os.Open(img.Archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	staged := b.StagingDir + "/image.tar"
+	if err := b.comm.Upload(staged, f, nil); err != nil {
+		return fmt.Errorf("upload %s: %w", img.Archive, err)
+	}
+	return b.run(ctx, fmt.Sprintf("%s images import --snapshotter overlayfs %s && rm -f %s", ctr, staged, staged))
 }
