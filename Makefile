@@ -22,7 +22,7 @@ tools: ## Build every pinned binary (rehearsal, node image, packer) into .tools 
 plan: setup ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/)
 	$(GO) run ./infra/cmd/plan --stack $(STACK)
 
-test: setup tools test-images image-validate image-local ## Run every test, offline, the rehearsal and baked-image checks included (CI runs this)
+test: setup tools test-images image-validate image-local ## Run every test: rehearsal, CIS, a local image bake, the baked-image and end-to-end checks (CI runs this)
 	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
@@ -38,7 +38,7 @@ image-validate: tools ## `packer validate` images/worker.pkr.hcl with packer v1.
 image-local: setup tools ## Bake a real node image for $(STACK) on this machine (debootstrap, our plugin): build/images/node-$(STACK).tar
 	@scripts/image.sh local $(STACK)
 
-image-check: image-local ## Boot the baked image's units and check its disk, containerd, preloaded digests and sysctls
+image-check: image-local ## Boot the baked image: its disk, containerd, preloaded digests, sysctls; then join it to a rehearsal and run a pod
 	$(GO) test -count=1 -v -run 'TestBaked' ./components/rehearsal -args -stack=$(STACK)
 
 generate: ## Regenerate the Packer plugin's *.hcl2spec.go with packer-sdc

@@ -3,8 +3,9 @@ package machine
 // The local-disk units find Azure's instance-local disk by the names azure-vm-utils gives it
 // (L28): the SCSI resource disk as /dev/disk/azure/resource and local NVMe disks as
 // /dev/disk/azure/local/by-index/<n>. Debian 12 does not package azure-vm-utils, so the image
-// carries these rules itself; the index is the disk's place among the local NVMe disks in PCI
-// order, which is how azure-vm-utils numbers them too on every size we use.
+// carries these rules itself. azure-vm-utils takes a local disk's index from Azure's vendor data
+// (azure-nvme-id, not packaged either); ours is the disk's place among the local NVMe disks in PCI
+// order, unverified against it on multi-disk sizes. The local-disk script uses index 1 only.
 const (
 	AzureDiskRulesPath = "/etc/udev/rules.d/80-clusterforge-azure-disk.rules"
 	// AzureLocalDiskIndex prints the index of an NVMe namespace (its argument, e.g. nvme1n1)

@@ -115,7 +115,7 @@ func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 		},
 		units: []Unit{service{
 			name: "kubelet", description: "Kubernetes node agent (pool " + pool.Name + ")",
-			after: []string{identityUnit, "containerd.service"}, requires: []string{identityUnit},
+			after: []string{identityUnit, ContainerdUnit}, requires: []string{identityUnit},
 			binary: BinDir + "/kubelet", flags: KubeletFlags(pool), envFiles: []string{NodeEnvFile},
 		}.unit()},
 	}

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -23,9 +24,16 @@ const (
 	CNIBinDir             = "/opt/cni/bin"
 	CNIConfDir            = "/etc/cni/net.d"
 	// ImageManifestPath records what the image was baked with (versions, image digests).
-	ImageManifestPath   = "/etc/clusterforge/image-manifest.json"
-	containerdDiskLabel = "containerd-data"
-	containerdDiskUnit  = "containerd-disk.service"
+	ImageManifestPath = "/etc/clusterforge/image-manifest.json"
+	// ContainerdDiskLabel marks a local disk containerd-disk.service has formatted and seeded.
+	ContainerdDiskLabel = "containerd-data"
+)
+
+// The image's units, in boot order: the local disk is mounted as containerd's root, then
+// containerd starts.
+const (
+	ContainerdDiskUnit = "containerd-disk.service"
+	ContainerdUnit     = "containerd.service"
 )
 
 // NvidiaContainerRuntime is the runc wrapper of NVIDIA's container toolkit, which GPU images
@@ -67,7 +75,7 @@ state = %[3]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[9]q
     conf_dir = %[10]q
-`, containerdDiskUnit, ContainerdRoot, ContainerdState, ContainerdSocketPath, c.Versions.PauseImage,
+`, ContainerdDiskUnit, ContainerdRoot, ContainerdState, ContainerdSocketPath, c.Versions.PauseImage,
 		c.Kubelet.MaxConcurrentDownloads, timeout.String(), binary, CNIBinDir, CNIConfDir, runtime)
 }
 
@@ -109,8 +117,8 @@ datasource:
 // containerdUnit is containerd's own service definition, started after its disk is mounted.
 var containerdUnit = `[Unit]
 Description=containerd container runtime
-After=network.target local-fs.target ` + containerdDiskUnit + `
-Requires=` + containerdDiskUnit + `
+After=network.target local-fs.target ` + ContainerdDiskUnit + `
+Requires=` + ContainerdDiskUnit + `
 
 [Service]
 ExecStartPre=-/sbin/modprobe overlay
@@ -136,8 +144,8 @@ WantedBy=multi-user.target
 func NodeImage(c *spec.Cluster, gpu bool) Machine {
 	m := Machine{Role: "node-image"}
 	m.add(azureDiskNames)
-	m.add(localDisk("containerd-disk", containerdDiskLabel, ContainerdRoot,
-		"mount the local SSD as containerd's root, seeded with the baked images (L22)", "containerd.service"))
+	m.add(localDisk(strings.TrimSuffix(ContainerdDiskUnit, ".service"), ContainerdDiskLabel, ContainerdRoot,
+		"mount the local SSD as containerd's root, seeded with the baked images (L22)", ContainerdUnit))
 	m.add(part{
 		files: []File{
 			{Path: ContainerdConfigPath, Content: ContainerdConfig(c, gpu), Mode: 0o644},
@@ -146,7 +154,7 @@ func NodeImage(c *spec.Cluster, gpu bool) Machine {
 			{Path: ModulesPath, Content: kernelModules, Mode: 0o644},
 			{Path: AzureCNICloudInitPath, Content: azureCNICloudInit, Mode: 0o644},
 		},
-		units: []Unit{{Name: "containerd.service", Enable: true, Content: containerdUnit}},
+		units: []Unit{{Name: ContainerdUnit, Enable: true, Content: containerdUnit}},
 	})
 	return m
 }

@@ -39,14 +39,14 @@ func BenchmarkImageReady(b *testing.B) {
 	}
 	defer proxy.Close()
 	defaults := func(ctx context.Context, n *rehearsal.BakedNode) error {
-		if err := n.Start(ctx, "containerd-disk.service"); err != nil {
+		if err := n.Start(ctx, machine.ContainerdDiskUnit); err != nil {
 			return err
 		}
 		// An empty config: containerd's own defaults (3 concurrent downloads).
 		return n.Run(ctx, "containerd", false, machine.BinDir+"/containerd", "--config", "/dev/null")
 	}
 	ours := func(ctx context.Context, n *rehearsal.BakedNode) error {
-		return n.Start(ctx, "containerd-disk.service", "containerd.service")
+		return n.Start(ctx, machine.ContainerdDiskUnit, machine.ContainerdUnit)
 	}
 	type mode struct {
 		name, image, ref string

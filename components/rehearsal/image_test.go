@@ -82,7 +82,7 @@ func bootImage(t testing.TB, image, name string, units ...string) (*rehearsal.Ba
 // seeds it with the baked images and mounts it as containerd's root (L22); then the baked
 // containerd serves every preloaded image, by the digest the bake was given, with nothing to pull.
 func TestBakedImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
-	node, want := bootBakedNode(t, "image-check", "containerd-disk.service", "containerd.service")
+	node, want := bootBakedNode(t, "image-check", machine.ContainerdDiskUnit, machine.ContainerdUnit)
 	ctx := context.Background()
 	ctr := []string{machine.BinDir + "/ctr", "--address", machine.ContainerdSocketPath, "-n", "k8s.io"}
 
@@ -135,8 +135,8 @@ func TestBakedImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s is not a mount point: %v", machine.ContainerdRoot, err)
 	}
-	if f := strings.Fields(mount); len(f) < 3 || !strings.HasPrefix(f[0], "/dev/loop") || f[1] != "ext4" || f[2] != "containerd-data" {
-		t.Errorf("%s is mounted from %q; want the local disk (a loop device here), ext4, labelled containerd-data", machine.ContainerdRoot, mount)
+	if f := strings.Fields(mount); len(f) < 3 || !strings.HasPrefix(f[0], "/dev/loop") || f[1] != "ext4" || f[2] != machine.ContainerdDiskLabel {
+		t.Errorf("%s is mounted from %q; want the local disk (a loop device here), ext4, labelled %s", machine.ContainerdRoot, mount, machine.ContainerdDiskLabel)
 	}
 
 	// The config containerd actually runs with.
@@ -145,7 +145,7 @@ func TestBakedImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`snapshotter = "overlayfs"`, `max_concurrent_downloads = 10`,
-		`sandbox_image = "` + cluster.Versions.PauseImage + `"`, `root = "/var/lib/containerd"`} {
+		`sandbox_image = "` + cluster.Versions.PauseImage + `"`, `root = "` + machine.ContainerdRoot + `"`} {
 		if !strings.Contains(dump, want) {
 			t.Errorf("the baked containerd runs without %s", want)
 		}
@@ -184,7 +184,8 @@ func TestBakedImageSysctls(t *testing.T) {
 			continue
 		}
 		// Namespaced settings are applied for real in a throwaway network namespace; the
-		// neighbour thresholds exist only in the host's, which a test must not change.
+		// neighbour thresholds exist only in the host's, which a test must not change, and the
+		// bridge ones only once br_netfilter is loaded, which is the host's choice too.
 		if !strings.HasPrefix(key, "net.") || strings.Contains(key, "gc_thresh") || strings.HasPrefix(key, "net.bridge.") {
 			continue
 		}
@@ -255,8 +256,7 @@ func TestBakedNodeJoinsAndRunsPreloadedPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, _ := os.Hostname()
-	name = strings.ToLower(name)
+	name := node.Hostname()
 	t.Cleanup(func() {
 		if err := node.Shutdown(); err != nil {
 			t.Error(err)

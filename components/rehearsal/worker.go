@@ -35,7 +35,7 @@ func (r *Rehearsal) JoinBakedNode(ctx context.Context, image, pool, dir string, 
 			units = append(units, u.Name)
 		}
 	}
-	if err := n.Start(ctx, append([]string{"containerd-disk.service", "containerd.service"}, units...)...); err != nil {
+	if err := n.Start(ctx, append([]string{machine.ContainerdDiskUnit, machine.ContainerdUnit}, units...)...); err != nil {
 		_ = n.Shutdown()
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (r *Rehearsal) JoinBakedNode(ctx context.Context, image, pool, dir string, 
 func (n *BakedNode) configure(m machine.Machine, base int) error {
 	files := append(m.Files, m.UnitFiles()...)
 	files = append(files,
-		machine.File{Path: machine.NodeEnvFile, Content: identityEnv(n.hostname(), workerIP(base)), Mode: 0o644},
+		machine.File{Path: machine.NodeEnvFile, Content: identityEnv(n.Hostname(), workerIP(base)), Mode: 0o644},
 		machine.File{Path: machine.CNIConfDir + "/10-rehearsal-loopback.conflist", Content: loopbackCNI, Mode: 0o644})
 	for _, f := range files {
 		if err := n.WriteFile(f.Path, f.Content, os.FileMode(f.Mode)); err != nil {
@@ -70,9 +70,9 @@ func (n *BakedNode) configure(m machine.Machine, base int) error {
 	return nil
 }
 
-// hostname is the node's name: the kubelet registers under the host name, which the node shares
+// Hostname is the node's name: the kubelet registers under the host name, which the node shares
 // with this machine (deviation "systemd").
-func (n *BakedNode) hostname() string {
+func (n *BakedNode) Hostname() string {
 	name, _ := os.Hostname()
 	return strings.ToLower(name)
 }

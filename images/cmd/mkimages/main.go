@@ -49,6 +49,9 @@ func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, 
 	if fromRegistry && push != appName {
 		return fmt.Errorf("-app-from-registry: the bake pulls -app-name, so -push must be the same reference (%q, %q)", push, appName)
 	}
+	if layers < 1 || layerBytes < 1<<20 {
+		return fmt.Errorf("-app-layers and -app-layer-mib: at least 1 each (got %d layers of %d MiB)", layers, layerBytes>>20)
+	}
 	if pauseBinary == "" {
 		return fmt.Errorf("-pause-binary: required; build images/cmd/pause with CGO_ENABLED=0")
 	}
