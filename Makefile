@@ -41,8 +41,9 @@ image-local: setup tools ## Bake a real node image for $(STACK) on this machine 
 image-check: image-local ## Boot the baked image: its disk, containerd, preloaded digests, sysctls; then join it to a rehearsal and run a pod
 	$(GO) test -count=1 -v -run 'TestBaked' ./components/rehearsal -args -stack=$(STACK)
 
-generate: ## Regenerate the Packer plugin's *.hcl2spec.go with packer-sdc
+generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc) and the PodGroup CRD copied from scheduler-plugins
 	cd images && $(GO) generate ./...
+	$(GO) generate ./components/addons
 
 $(REHEARSE):
 	@$(GO) build -o $@ ./components/rehearsal/cmd/rehearse

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the pinned binaries clusterforge runs, from the wrapper modules in scripts/toolchain/
 # (one go.mod each, so the project's go.sum stays about the project):
-#   rehearsal → .tools/bin        etcd, Kubernetes control plane, kubectl, KWOK, kube-bench
+#   rehearsal → .tools/bin        etcd, Kubernetes control plane, kubectl, KWOK, kube-bench, promtool;
+#                                 kube-scheduler is scheduler-plugins' build (Coscheduling, L16), as the
+#                                 apiserver machines run it
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 #   bench     → .tools/bin        the distribution registry, for the image pull benchmark
@@ -13,6 +15,8 @@ cd "$(dirname "$0")/.."
 
 KUBERNETES_VERSION=v1.34.1
 KUBE_BENCH_VERSION=v0.12.0
+SCHEDULER_PLUGINS_VERSION=v0.33.5
+PROMETHEUS_VERSION=v3.5.0
 CONTAINERD_VERSION=v1.7.28
 RUNC_VERSION=v1.3.0
 CRICTL_VERSION=v1.34.0
@@ -23,10 +27,12 @@ SHARE="$PWD/.tools/share"
 # each wrapper's go.sum pins them.
 export GONOSUMDB="k8s.io,sigs.k8s.io/cri-tools,github.com/Azure/azure-container-networking,${GONOSUMDB:-}"
 
+# kube_ldflags VERSION: the version Kubernetes binaries report (else "v0.0.0-master").
 kube_ldflags() {
-  local ld="" pkg
+  local ld="" pkg minor=${1#v*.}
+  minor=${minor%%.*}
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=34 -X $pkg.gitTreeState=clean"
+    ld+=" -X $pkg.gitVersion=$1 -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
   echo "$ld"
 }
@@ -37,10 +43,11 @@ declare -A TOOLS=(
   [etcdctl]="etcd go.etcd.io/etcd/etcdctl/v3 - bin"
   [kube-apiserver]="kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube bin"
   [kube-controller-manager]="kubernetes k8s.io/kubernetes/cmd/kube-controller-manager kube bin"
-  [kube-scheduler]="kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube bin"
+  [kube-scheduler]="scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins bin"
   [kubectl]="kubernetes k8s.io/kubernetes/cmd/kubectl kube bin"
   [kwok]="kwok sigs.k8s.io/kwok/cmd/kwok - bin"
   [kube-bench]="kube-bench github.com/aquasecurity/kube-bench bench bin"
+  [promtool]="prometheus github.com/prometheus/prometheus/cmd/promtool prometheus bin"
   [kubelet]="kubernetes k8s.io/kubernetes/cmd/kubelet kube node"
   [containerd]="containerd github.com/containerd/containerd/cmd/containerd containerd node"
   [containerd-shim-runc-v2]="containerd github.com/containerd/containerd/cmd/containerd-shim-runc-v2 containerd node"
@@ -56,7 +63,7 @@ declare -A TOOLS=(
   [registry]="registry github.com/distribution/distribution/v3/cmd/registry - bin"
 )
 declare -A TOOL_GROUPS=(
-  [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kube-bench"
+  [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kube-bench promtool"
   [node]="kubelet containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet loopback bridge host-local"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
@@ -70,7 +77,10 @@ build() {
   read -r module pkg kind dest <<<"${TOOLS[$tool]}"
   ldflags="-s -w"
   case "$kind" in
-    kube) ldflags+="$(kube_ldflags)" ;;
+    kube) ldflags+="$(kube_ldflags "$KUBERNETES_VERSION")" ;;
+    # scheduler-plugins v0.33.x is built from Kubernetes v1.33 libraries: one minor behind the apiserver.
+    scheduler-plugins) ldflags+="$(kube_ldflags "v1.${SCHEDULER_PLUGINS_VERSION#v0.}")" ;;
+    prometheus) ldflags+=" -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" ;;
     bench) ldflags+=" -X github.com/aquasecurity/kube-bench/cmd.KubeBenchVersion=$KUBE_BENCH_VERSION" ;;
     containerd) ldflags+=" -X github.com/containerd/containerd/version.Version=$CONTAINERD_VERSION"; tags="no_btrfs" ;;
     # As runc's release binaries: static, with seccomp (containerd gives sandboxes a seccomp profile,

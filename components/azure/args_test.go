@@ -73,13 +73,18 @@ func TestEtcdVMArgs(t *testing.T) {
 }
 
 func TestGrantsAreLeastPrivilege(t *testing.T) {
-	if g := Grants(spec.RoleEtcdMain); len(g) != 0 {
+	c := testCluster(t)
+	if g := Grants(c, spec.RoleEtcdMain); len(g) != 0 {
 		t.Errorf("etcd gets %v", g)
 	}
-	if g := Grants(spec.WorkerRole("gpu")); len(g) != 1 || g[0].Role != RoleReader {
-		t.Errorf("workers get %v, want Reader only", g)
+	for _, p := range c.Pools {
+		g := Grants(c, spec.WorkerRole(p.Name))
+		autoscaler := p.Name == c.SystemPool().Name // cluster-autoscaler runs there (L19)
+		if g[0].Role != RoleReader || (len(g) == 2) != autoscaler || (autoscaler && g[1].Role != RoleVirtualMachineContributor) {
+			t.Errorf("pool %s gets %v, want Reader, and VM Contributor only where the autoscaler runs", p.Name, g)
+		}
 	}
-	for _, g := range Grants(spec.RoleAPIServer) {
+	for _, g := range Grants(c, spec.RoleAPIServer) {
 		if g.Role != RoleVirtualMachineContributor && g.Role != RoleNetworkContributor {
 			t.Errorf("apiserver gets %v", g)
 		}

@@ -1,6 +1,8 @@
 package azure
 
 import (
+	"strings"
+
 	"github.com/pulumi/pulumi-azure-native-sdk/resources/v2"
 	"github.com/pulumi/pulumi-tls/sdk/v5/go/tls"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -32,6 +34,10 @@ type Cluster struct {
 	// AdminSSHPrivateKey is set when the stack gave no admin.sshPublicKey (secret).
 	AdminSSHPrivateKey pulumi.StringOutput
 	Pools              map[string]PoolCapacity
+	// SubscriptionID is the subscription the cluster's resource group lives in.
+	SubscriptionID pulumi.StringOutput
+	// AutoscalerClientID is the client id of the system pool's identity, which cluster-autoscaler uses (L19).
+	AutoscalerClientID pulumi.StringOutput
 }
 
 // NewCluster builds the cluster.
@@ -110,7 +116,13 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			return nil, err
 		}
 		comp.Pools[p.Name] = PoolCapacity{ScaleSets: pool.ScaleSets, MaxNodes: pool.MaxNodes}
+		if p.Name == c.SystemPool().Name {
+			comp.AutoscalerClientID = id.ClientID
+		}
 	}
+	comp.SubscriptionID = rg.ID().ToStringOutput().ApplyT(func(id string) string {
+		return strings.Split(id, "/")[2] // "/subscriptions/<id>/resourceGroups/<name>"
+	}).(pulumi.StringOutput)
 
 	comp.APIEndpoint = api.Endpoint
 	comp.Kubeconfig = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string {
@@ -119,6 +131,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	})).(pulumi.StringOutput)
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
 		"apiEndpoint": comp.APIEndpoint, "kubeconfig": comp.Kubeconfig, "adminSshPrivateKey": comp.AdminSSHPrivateKey,
+		"subscriptionId": comp.SubscriptionID, "autoscalerClientId": comp.AutoscalerClientID,
 	}); err != nil {
 		return nil, err
 	}

@@ -30,13 +30,15 @@ type Grant struct {
 }
 
 // Grants is the least privilege of each machine role. The apiservers host the cloud integration
-// (cluster-autoscaler resizes scale sets, L19; the cloud provider manages NICs and load balancer
-// members), so they may manage VMs in the cluster's resource group and its VNet. Workers only read
-// their own instances. etcd needs nothing from Azure.
-func Grants(role string) []Grant {
+// (the cloud provider manages NICs and load balancer members), so they may manage VMs in the
+// cluster's resource group and its VNet. Workers only read their own instances, except the system
+// pool's, where cluster-autoscaler runs and resizes the scale sets (L19). etcd needs nothing from Azure.
+func Grants(c *spec.Cluster, role string) []Grant {
 	switch {
 	case role == spec.RoleAPIServer:
 		return []Grant{{RoleVirtualMachineContributor, ScopeResourceGroup}, {RoleNetworkContributor, ScopeVNet}}
+	case role == spec.WorkerRole(c.SystemPool().Name):
+		return []Grant{{RoleReader, ScopeResourceGroup}, {RoleVirtualMachineContributor, ScopeResourceGroup}}
 	case strings.HasPrefix(role, "worker-"):
 		return []Grant{{RoleReader, ScopeResourceGroup}}
 	}
@@ -58,6 +60,8 @@ type RoleIdentity struct {
 
 	ID          pulumi.IDOutput
 	PrincipalID pulumi.StringOutput
+	// ClientID is what software on the machines names the identity by (cluster-autoscaler's cloud config).
+	ClientID pulumi.StringOutput
 }
 
 // NewRoleIdentity creates the identity and its least-privilege grants.
@@ -73,7 +77,7 @@ func NewRoleIdentity(ctx *pulumi.Context, name string, args *RoleIdentityArgs, o
 	if err != nil {
 		return nil, err
 	}
-	for _, g := range Grants(args.Role) {
+	for _, g := range Grants(c, args.Role) {
 		scope := args.Scopes[g.Scope]
 		if _, err := authorization.NewRoleAssignment(ctx, name+"-"+g.Scope+"-"+g.Role[:8], &authorization.RoleAssignmentArgs{
 			PrincipalId:      id.PrincipalId,
@@ -84,8 +88,8 @@ func NewRoleIdentity(ctx *pulumi.Context, name string, args *RoleIdentityArgs, o
 			return nil, err
 		}
 	}
-	comp.ID, comp.PrincipalID = id.ID(), id.PrincipalId
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"id": id.ID(), "principalId": id.PrincipalId}); err != nil {
+	comp.ID, comp.PrincipalID, comp.ClientID = id.ID(), id.PrincipalId, id.ClientId
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"id": id.ID(), "principalId": id.PrincipalId, "clientId": id.ClientId}); err != nil {
 		return nil, err
 	}
 	return comp, nil

@@ -40,7 +40,7 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		if set.Pool.Name != args.Pool.Name {
 			continue
 		}
-		vmss := c.Name + "-" + set.Name
+		vmss := set.AzureName
 		if _, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
 			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: args.Pool.VMSize, ImageID: args.Pool.Image,
 			Capacity: set.Nodes, IPConfigurations: c.Kubelet.MaxPods + 1, SubnetID: args.SubnetID,

@@ -65,10 +65,14 @@ func SchedulerFlags() Flags {
 	}
 }
 
-// SchedulerConfig bin-packs (L12): NodeResourcesFit scores MostAllocated, GPUs weighted above
-// CPU and memory so whole GPU nodes stay free for big jobs, and InterPodAffinity weighs 2.
-// NodeResourcesBalancedAllocation is off: it favours the emptier of two nodes whose CPU and memory
-// use differ, which cancelled MostAllocated on 16-CPU nodes in the rehearsal.
+// SchedulerConfig is the profile of the scheduler-plugins build the apiserver machines run.
+// Coscheduling (L16) holds a PodGroup's pods at Permit until minMember of them fit, so two jobs
+// that each want the whole pool cannot deadlock at half each; its queue sort replaces
+// PrioritySort (it still orders by priority first). Scoring bin-packs (L12): NodeResourcesFit
+// scores MostAllocated, GPUs weighted above CPU and memory so whole GPU nodes stay free for big
+// jobs, and InterPodAffinity weighs 2. NodeResourcesBalancedAllocation is off: it favours the
+// emptier of two nodes whose CPU and memory use differ, which cancelled MostAllocated on 16-CPU
+// nodes in the rehearsal.
 func SchedulerConfig() string {
 	return `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -80,6 +84,11 @@ enableProfiling: false
 profiles:
 - schedulerName: default-scheduler
   plugins:
+    multiPoint:
+      enabled:
+      - name: Coscheduling
+      disabled:
+      - name: PrioritySort
     score:
       enabled:
       - name: NodeResourcesFit
@@ -89,6 +98,12 @@ profiles:
       disabled:
       - name: NodeResourcesBalancedAllocation
   pluginConfig:
+  - name: Coscheduling
+    args:
+      # How long a gang's placed pods hold their nodes waiting for the rest.
+      permitWaitingTimeSeconds: ` + strconv.Itoa(CoschedulingPermitWaitSeconds) + `
+      # How long a gang that could not be placed whole waits before it is tried again.
+      podGroupBackoffSeconds: ` + strconv.Itoa(CoschedulingBackoffSeconds) + `
   - name: NodeResourcesFit
     args:
       scoringStrategy:
@@ -102,6 +117,12 @@ profiles:
           weight: 5
 `
 }
+
+// Coscheduling timing (L16).
+const (
+	CoschedulingPermitWaitSeconds = 60
+	CoschedulingBackoffSeconds    = 10
+)
 
 func scheduler(b pki.Bundle) part {
 	files := pairFiles("", pki.Scheduler, b.Pair(pki.Scheduler))

@@ -49,9 +49,9 @@ func TestLessonFlags(t *testing.T) {
 
 func TestSchedulerBinPacks(t *testing.T) {
 	cfg := SchedulerConfig()
-	for _, want := range []string{"type: MostAllocated", "name: InterPodAffinity\n        weight: 2", "leaderElect: true"} {
+	for _, want := range []string{"type: MostAllocated", "name: InterPodAffinity\n        weight: 2", "leaderElect: true", "- name: Coscheduling", "- name: PrioritySort"} {
 		if !strings.Contains(cfg, want) {
-			t.Errorf("scheduler config lacks %q (L12)", want)
+			t.Errorf("scheduler config lacks %q (L12, L16)", want)
 		}
 	}
 }

@@ -8,15 +8,27 @@ import (
 
 // Defaults of the fields that do not depend on the cluster's size.
 const (
-	DefaultLocation               = "eastus2"
-	DefaultKubernetesVersion      = "v1.34.1"
-	DefaultEtcdVersion            = "v3.6.4"
-	DefaultPauseImage             = "registry.k8s.io/pause:3.10.1"
-	DefaultContainerdVersion      = "v1.7.28"
-	DefaultRuncVersion            = "v1.3.0"
-	DefaultCrictlVersion          = "v1.34.0"
-	DefaultAzureCNIVersion        = "v1.6.21"
-	DefaultMaxConcurrentDownloads = 10 // L24: containerd's default is 3.
+	DefaultLocation            = "eastus2"
+	DefaultKubernetesVersion   = "v1.34.1"
+	DefaultEtcdVersion         = "v3.6.4"
+	DefaultPauseImage          = "registry.k8s.io/pause:3.10.1"
+	DefaultContainerdVersion   = "v1.7.28"
+	DefaultRuncVersion         = "v1.3.0"
+	DefaultCrictlVersion       = "v1.34.0"
+	DefaultAzureCNIVersion     = "v1.6.21"
+	DefaultSchedulerPlugins    = "v0.33.5"
+	DefaultCoreDNSVersion      = "v1.12.1"
+	DefaultAutoscalerVersion   = "v1.34.0"
+	DefaultPrometheusVersion   = "v3.5.0"
+	DefaultNodeExporterVersion = "v1.9.1"
+	// Autoscaler: a tight unready brake for fleets of thousands (cluster-autoscaler's own default is 45%).
+	DefaultMaxUnreadyPercentage    = 10
+	DefaultOkUnreadyCount          = 20
+	DefaultScaleDownUnneededTime   = "10m"
+	DefaultScaleDownDelayAfterAdd  = "10m"
+	DefaultMaxScaleDownParallelism = 10
+	DefaultMaxNodeProvisionTime    = "20m"
+	DefaultMaxConcurrentDownloads  = 10 // L24: containerd's default is 3.
 	// DefaultImagePullProgressTimeout cancels a pull that stalls, not one that is slow (L23).
 	DefaultImagePullProgressTimeout = "5m"
 	DefaultAdminUsername            = "clusteradmin"
@@ -58,6 +70,18 @@ func (c *Cluster) Default() {
 	setDefault(&c.Versions.Runc, DefaultRuncVersion)
 	setDefault(&c.Versions.Crictl, DefaultCrictlVersion)
 	setDefault(&c.Versions.AzureCNI, DefaultAzureCNIVersion)
+	setDefault(&c.Versions.SchedulerPlugins, DefaultSchedulerPlugins)
+	setDefault(&c.Versions.CoreDNS, DefaultCoreDNSVersion)
+	setDefault(&c.Versions.ClusterAutoscaler, DefaultAutoscalerVersion)
+	setDefault(&c.Versions.Prometheus, DefaultPrometheusVersion)
+	setDefault(&c.Versions.NodeExporter, DefaultNodeExporterVersion)
+	as := &c.Autoscaler
+	setDefault(&as.MaxUnreadyPercentage, DefaultMaxUnreadyPercentage)
+	setDefault(&as.OkUnreadyCount, DefaultOkUnreadyCount)
+	setDefault(&as.ScaleDownUnneededTime, DefaultScaleDownUnneededTime)
+	setDefault(&as.ScaleDownDelayAfterAdd, DefaultScaleDownDelayAfterAdd)
+	setDefault(&as.MaxScaleDownParallelism, DefaultMaxScaleDownParallelism)
+	setDefault(&as.MaxNodeProvisionTime, DefaultMaxNodeProvisionTime)
 	setDefault(&c.Kubelet.MaxConcurrentDownloads, DefaultMaxConcurrentDownloads)
 	setDefault(&c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
 	setDefault(&c.Image, PlaceholderImage)

@@ -122,10 +122,12 @@ func (c *Cluster) etcdCluster(role string, e Etcd, offset int) EtcdCluster {
 // scale sets of near-equal size.
 type ScaleSet struct {
 	// Name is "<pool>" for a single scale set, "<pool>-<i>" when split.
-	Name     string
-	Pool     Pool
-	Nodes    int
-	MaxNodes int
+	Name string
+	// AzureName is the VMSS's Azure name, "<cluster>-<Name>"; the autoscaler addresses it by this name.
+	AzureName string
+	Pool      Pool
+	Nodes     int
+	MaxNodes  int
 }
 
 // ScaleSets splits every pool into the scale sets that hold it.
@@ -138,6 +140,7 @@ func (c *Cluster) ScaleSets() []ScaleSet {
 			if n > 1 {
 				s.Name = fmt.Sprintf("%s-%d", p.Name, i)
 			}
+			s.AzureName = c.Name + "-" + s.Name
 			sets = append(sets, s)
 		}
 	}
@@ -175,4 +178,15 @@ func (c *Cluster) Roles() []string {
 		roles = append(roles, WorkerRole(p.Name))
 	}
 	return roles
+}
+
+// SystemPool is where cluster-level add-ons run (cluster-autoscaler, Prometheus): the first pool
+// without GPUs, else the first pool. Its identity may resize the scale sets (L19).
+func (c *Cluster) SystemPool() Pool {
+	for _, p := range c.Pools {
+		if !p.IsGPU() {
+			return p
+		}
+	}
+	return c.Pools[0]
 }

@@ -51,6 +51,9 @@ type Cluster struct {
 	// DNS sizes the cluster DNS (L13).
 	DNS DNS `yaml:"dns"`
 
+	// Autoscaler configures cluster-autoscaler's Azure provider over every pool (L19).
+	Autoscaler Autoscaler `yaml:"autoscaler"`
+
 	// Pools are the worker pools; each becomes one or more scale sets.
 	Pools []Pool `yaml:"pools"`
 }
@@ -71,6 +74,18 @@ type Versions struct {
 	Crictl string `yaml:"crictl"`
 	// AzureCNI is the Azure CNI plugin version baked into node images (L29). Default "v1.6.21".
 	AzureCNI string `yaml:"azureCNI"`
+	// SchedulerPlugins is the sigs.k8s.io/scheduler-plugins release whose kube-scheduler build the
+	// apiserver machines run, for Coscheduling (L16); one minor behind Kubernetes is within the
+	// supported skew. Default "v0.33.5".
+	SchedulerPlugins string `yaml:"schedulerPlugins"`
+	// CoreDNS is the cluster DNS image tag (L13). Default "v1.12.1".
+	CoreDNS string `yaml:"coreDNS"`
+	// ClusterAutoscaler is the cluster-autoscaler image tag (L19). Default "v1.34.0".
+	ClusterAutoscaler string `yaml:"clusterAutoscaler"`
+	// Prometheus is the Prometheus image tag (L06, L10, L34). Default "v3.5.0".
+	Prometheus string `yaml:"prometheus"`
+	// NodeExporter is the Prometheus node-exporter image tag. Default "v1.9.1".
+	NodeExporter string `yaml:"nodeExporter"`
 }
 
 // Admin is the SSH administrator of every machine.
@@ -155,13 +170,32 @@ type DNS struct {
 	Replicas int `yaml:"replicas"`
 }
 
+// Autoscaler is cluster-autoscaler's behaviour; per pool it scales between 0 and maxNodes (L19).
+type Autoscaler struct {
+	// MaxUnreadyPercentage is --max-total-unready-percentage: above this share of unready nodes the
+	// autoscaler stops acting, so a fleet-wide failure is not "fixed" by deleting nodes. Default 10.
+	MaxUnreadyPercentage int `yaml:"maxUnreadyPercentage"`
+	// OkUnreadyCount is --ok-total-unready-count: unready nodes tolerated regardless of the share. Default 20.
+	OkUnreadyCount int `yaml:"okUnreadyCount"`
+	// ScaleDownUnneededTime is how long a node stays unneeded before removal, as a Go duration. Default "10m".
+	ScaleDownUnneededTime string `yaml:"scaleDownUnneededTime"`
+	// ScaleDownDelayAfterAdd pauses scale-down after a scale-up, as a Go duration. Default "10m".
+	ScaleDownDelayAfterAdd string `yaml:"scaleDownDelayAfterAdd"`
+	// MaxScaleDownParallelism is the most nodes removed at once. Default 10.
+	MaxScaleDownParallelism int `yaml:"maxScaleDownParallelism"`
+	// MaxNodeProvisionTime is how long a new VM may take to register before it counts as failed,
+	// as a Go duration; large GPU sizes boot slowly. Default "20m".
+	MaxNodeProvisionTime string `yaml:"maxNodeProvisionTime"`
+}
+
 // Pool is one worker pool.
 type Pool struct {
 	// Name is the pool's name; machines of the pool have role `worker-<name>`. Required; lowercase letters and digits, at most 12.
 	Name string `yaml:"name"`
 	// VMSize is the Azure VM size, e.g. Standard_D16ds_v5 or Standard_ND96isr_H100_v5. Required.
 	VMSize string `yaml:"vmSize"`
-	// Nodes is the instance count `pulumi up` creates; afterwards the autoscaler owns it (L19). Default 0.
+	// Nodes is the instance count `pulumi up` creates; afterwards the autoscaler owns it (L19), and
+	// the pool's balloon pods keep this many nodes warm (L15). Default 0.
 	Nodes int `yaml:"nodes"`
 	// MaxNodes is the pool's capacity: the autoscaler's maximum. Default: Nodes.
 	MaxNodes int `yaml:"maxNodes"`

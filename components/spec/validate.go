@@ -67,6 +67,9 @@ func (c *Cluster) Validate() error {
 	for field, value := range map[string]string{
 		"versions.kubernetes": c.Versions.Kubernetes, "versions.etcd": c.Versions.Etcd, "versions.containerd": c.Versions.Containerd,
 		"versions.runc": c.Versions.Runc, "versions.crictl": c.Versions.Crictl, "versions.azureCNI": c.Versions.AzureCNI,
+		"versions.schedulerPlugins": c.Versions.SchedulerPlugins, "versions.coreDNS": c.Versions.CoreDNS,
+		"versions.clusterAutoscaler": c.Versions.ClusterAutoscaler, "versions.prometheus": c.Versions.Prometheus,
+		"versions.nodeExporter": c.Versions.NodeExporter,
 	} {
 		if !version.MatchString(value) {
 			v.fail(field, "write a release tag such as v1.34.1", "%q is not a version", value)
@@ -79,6 +82,7 @@ func (c *Cluster) Validate() error {
 	c.validateEtcd(v, "etcdEvents", c.EtcdEvents)
 	c.validateAPIServer(v)
 	c.validateKubelet(v)
+	c.validateAutoscaler(v)
 	c.validatePools(v)
 	c.validateNetwork(v)
 	return errors.Join(v.errs...)
@@ -138,6 +142,28 @@ func (c *Cluster) validateKubelet(v *validator) {
 	}
 }
 
+func (c *Cluster) validateAutoscaler(v *validator) {
+	a := c.Autoscaler
+	if a.MaxUnreadyPercentage < 1 || a.MaxUnreadyPercentage > 100 {
+		v.fail("autoscaler.maxUnreadyPercentage", "use 1 to 100; 10 stops the autoscaler while a tenth of the fleet is unready (L19)",
+			"%d%% is out of range", a.MaxUnreadyPercentage)
+	}
+	if a.OkUnreadyCount < 0 {
+		v.fail("autoscaler.okUnreadyCount", "use 0 or more", "%d unready nodes", a.OkUnreadyCount)
+	}
+	if a.MaxScaleDownParallelism < 1 {
+		v.fail("autoscaler.maxScaleDownParallelism", "use a positive number, e.g. 10", "%d nodes at once", a.MaxScaleDownParallelism)
+	}
+	for field, value := range map[string]string{
+		"autoscaler.scaleDownUnneededTime": a.ScaleDownUnneededTime, "autoscaler.scaleDownDelayAfterAdd": a.ScaleDownDelayAfterAdd,
+		"autoscaler.maxNodeProvisionTime": a.MaxNodeProvisionTime,
+	} {
+		if d, err := time.ParseDuration(value); err != nil || d <= 0 {
+			v.fail(field, `write a positive Go duration such as "10m"`, "%q is not a duration", value)
+		}
+	}
+}
+
 func (c *Cluster) validatePools(v *validator) {
 	if len(c.Pools) == 0 {
 		v.fail("pools", "declare at least one worker pool", "the cluster has no worker pools")
@@ -159,6 +185,10 @@ func (c *Cluster) validatePools(v *validator) {
 		if ValidVMSizeName(p.VMSize) && !HasLocalDisk(p.VMSize) {
 			v.fail(field+".vmSize", "pick a size with a local disk, e.g. Standard_D16ds_v5: containerd's root and the OS disk live there (L22)",
 				"%q has no local temp or NVMe disk", p.VMSize)
+		}
+		if _, known := VMCapacity(p.VMSize); ValidVMSizeName(p.VMSize) && !known {
+			v.fail(field+".vmSize", "use a size whose vCPUs and memory clusterforge knows, or add it to spec.VMCapacity's table: balloon pods are sized from it (L15)",
+				"the capacity of %q is unknown", p.VMSize)
 		}
 		if p.Nodes < 0 || p.MaxNodes < p.Nodes {
 			v.fail(field+".maxNodes", "set maxNodes to at least nodes (and nodes to at least 0)", "nodes %d, maxNodes %d", p.Nodes, p.MaxNodes)

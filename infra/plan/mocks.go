@@ -14,10 +14,12 @@ import (
 
 // Resource is one registered resource as `make plan` reports it.
 type Resource struct {
-	Type   string         `json:"type"`
-	Name   string         `json:"name"`
-	Parent string         `json:"parent"`
-	Inputs map[string]any `json:"inputs"`
+	Type   string `json:"type"`
+	Name   string `json:"name"`
+	Parent string `json:"parent"`
+	// Provider names the explicit provider the resource is managed by, if any.
+	Provider string         `json:"provider,omitempty"`
+	Inputs   map[string]any `json:"inputs"`
 }
 
 // mockSubscription is the subscription id every mocked Azure resource id lives in.
@@ -30,10 +32,14 @@ type recorder struct {
 	resources []Resource
 	// userData maps a machine role to its decoded customData.
 	userData map[string]string
-	errs     []error
+	// kubeconfigs maps each Kubernetes provider to its (secret) kubeconfig.
+	kubeconfigs map[string]string
+	errs        []error
 }
 
-func newRecorder() *recorder { return &recorder{userData: map[string]string{}} }
+func newRecorder() *recorder {
+	return &recorder{userData: map[string]string{}, kubeconfigs: map[string]string{}}
+}
 
 func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
 	r.mu.Lock()
@@ -42,8 +48,12 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	if args.RegisterRPC != nil {
 		parent = urnName(args.RegisterRPC.GetParent())
 	}
-	r.resources = append(r.resources, Resource{Type: args.TypeToken, Name: args.Name, Parent: parent, Inputs: redact(args.Inputs)})
+	r.resources = append(r.resources, Resource{Type: args.TypeToken, Name: args.Name, Parent: parent,
+		Provider: providerName(args.Provider), Inputs: redact(args.Inputs)})
 	r.captureUserData(args.Inputs)
+	if kubeconfig := lookup(args.Inputs, "kubeconfig"); args.TypeToken == "pulumi:providers:kubernetes" && kubeconfig.IsString() {
+		r.kubeconfigs[args.Name] = kubeconfig.StringValue()
+	}
 
 	state := args.Inputs.Copy()
 	rg := "rg"
@@ -60,6 +70,7 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 		set("name", args.Name)
 	case "azure-native:managedidentity:UserAssignedIdentity":
 		set("principalId", "principal-"+args.Name)
+		set("clientId", "client-"+args.Name)
 	case "tls:index/privateKey:PrivateKey":
 		set("privateKeyPem", pem("PRIVATE KEY", args.Name))
 		set("publicKeyPem", pem("PUBLIC KEY", args.Name))
@@ -155,6 +166,14 @@ func redactValue(v resource.PropertyValue) any {
 
 func pem(kind, name string) string {
 	return fmt.Sprintf("-----BEGIN %s-----\nMOCK %s\n-----END %s-----\n", kind, name, kind)
+}
+
+// providerName is the name in a provider reference, "<urn>::<id>".
+func providerName(ref string) string {
+	if i := strings.LastIndex(ref, "::"); i >= 0 {
+		return urnName(ref[:i])
+	}
+	return ""
 }
 
 func urnName(urn string) string {

@@ -29,6 +29,8 @@ type Result struct {
 	Resources []Resource
 	// UserData maps each machine role to its decoded customData.
 	UserData map[string]string
+	// Kubeconfigs maps each Kubernetes provider to the kubeconfig it was given.
+	Kubeconfigs map[string]string
 }
 
 // Run plans a stack from its stack file (stacks/Pulumi.<stack>.yaml).
@@ -60,7 +62,7 @@ func Run(stack, stackFile string) (*Result, error) {
 		a, b := rec.resources[i], rec.resources[j]
 		return a.Type < b.Type || a.Type == b.Type && a.Name < b.Name
 	})
-	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData}, nil
+	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData, Kubeconfigs: rec.kubeconfigs}, nil
 }
 
 // Write stores resources.json and machines/<role>/user-data under dir.

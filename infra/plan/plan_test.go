@@ -15,6 +15,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/kube"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -386,11 +388,67 @@ func BenchmarkPlanProd10k(b *testing.B) {
 func TestChildrenFollowComponentConventions(t *testing.T) {
 	r := planAll(t)["dev"]
 	for _, res := range r.Resources {
-		if res.Type == "clusterforge:azure:Cluster" {
+		if res.Type == "clusterforge:azure:Cluster" || res.Type == "clusterforge:kube:Addons" { // the program's own
 			continue
 		}
 		if res.Parent == "" || !strings.HasPrefix(res.Name, res.Parent+"-") {
 			t.Errorf("%s %s: parent %q; want a component parent and its name as prefix", res.Type, res.Name, res.Parent)
 		}
+	}
+}
+
+// Every add-on object of every stack is registered once, with its own Kubernetes type, through the
+// add-ons' provider, whose kubeconfig reaches the new cluster's apiserver with its CA.
+func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
+	for stack, r := range planAll(t) {
+		t.Run(stack, func(t *testing.T) {
+			c := r.Cluster
+			providers := byType(r, "pulumi:providers:kubernetes")
+			if len(providers) != 1 {
+				t.Fatalf("%d Kubernetes providers, want 1", len(providers))
+			}
+			provider := providers[0].Name
+			kubeconfig := r.Kubeconfigs[provider]
+			if !strings.Contains(kubeconfig, "server: "+c.APIServerURL()) || !strings.Contains(kubeconfig, "certificate-authority-data:") {
+				t.Errorf("provider %s does not target the new cluster %s:\n%s", provider, c.APIServerURL(), kubeconfig)
+			}
+			objs, err := addons.Objects(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secret, err := addons.AutoscalerCloudConfig(c, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := kube.Resources(c.Name+"-addons", append(objs, secret))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]Resource{}
+			for _, res := range r.Resources {
+				if strings.HasPrefix(res.Type, "kubernetes:") {
+					got[res.Type+" "+res.Name] = res
+				}
+			}
+			if len(got) != len(want) {
+				t.Errorf("%d Kubernetes resources registered, want %d", len(got), len(want))
+			}
+			for _, w := range want {
+				res, ok := got[w.Type+" "+w.Name]
+				switch {
+				case !ok:
+					t.Errorf("%s %s is not registered", w.Type, w.Name)
+				case res.Provider != provider:
+					t.Errorf("%s %s is managed by %q, want the cluster's provider %s", w.Type, w.Name, res.Provider, provider)
+				case field(res.Inputs, "kind") != w.Args["kind"]:
+					t.Errorf("%s %s registers kind %v", w.Type, w.Name, field(res.Inputs, "kind"))
+				}
+			}
+			cloud := got["kubernetes:core/v1:Secret "+c.Name+"-addons-secret-kube-system-"+addons.AutoscalerCloudConfigSecret]
+			if cfg, _ := field(cloud.Inputs, "stringData", "cloud-config").(string); !strings.Contains(cfg, `"subscriptionId": "00000000-0000-0000-0000-000000000000"`) ||
+				!strings.Contains(cfg, `"userAssignedIdentityID": "client-`+c.Name+"-"+spec.WorkerRole(c.SystemPool().Name)) {
+				t.Errorf("cluster-autoscaler's cloud config lacks the subscription or the system pool's identity:\n%s", cfg)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/azure"
+	"github.com/clusterforge/clusterforge/components/kube"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -35,6 +36,14 @@ func Run(ctx *pulumi.Context) error {
 	if err != nil {
 		return err
 	}
+	addons, err := kube.NewAddons(ctx, c.Name+"-addons", &kube.AddonsArgs{
+		Cluster: c, Kubeconfig: cluster.Kubeconfig,
+		SubscriptionID: cluster.SubscriptionID, AutoscalerClientID: cluster.AutoscalerClientID,
+	}, pulumi.DependsOn([]pulumi.Resource{cluster}))
+	if err != nil {
+		return err
+	}
+	ctx.Export("addons", addons.Objects)
 	ctx.Export("apiEndpoint", cluster.APIEndpoint)
 	ctx.Export("kubeconfig", cluster.Kubeconfig)
 	ctx.Export("adminSshPrivateKey", cluster.AdminSSHPrivateKey)

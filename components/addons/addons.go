@@ -1,0 +1,131 @@
+package addons
+
+import (
+	"fmt"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Object is one typed Kubernetes object of an add-on.
+type Object interface {
+	metav1.Object
+	runtime.Object
+}
+
+// Namespaces of the add-ons.
+const (
+	SystemNamespace     = metav1.NamespaceSystem
+	MonitoringNamespace = "monitoring"
+)
+
+// Labels every add-on object carries.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	PartOfLabel    = "app.kubernetes.io/part-of"
+	ManagedBy      = "clusterforge"
+)
+
+// Objects are every add-on object of a validated cluster, in apply order: namespaces and CRDs
+// first, then what uses them. Each carries its apiVersion and kind.
+func Objects(c *spec.Cluster) ([]Object, error) {
+	var objs []Object
+	for _, addon := range []struct {
+		name    string
+		objects func(*spec.Cluster) []Object
+	}{
+		{"priorities", priorityClasses},
+		{"coscheduling", coscheduling},
+		{"dns", dns},
+		{"balloons", balloons},
+		{"autoscaler", autoscaler},
+		{"monitoring", monitoring},
+	} {
+		for _, o := range addon.objects(c) {
+			labels := o.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels[ManagedByLabel], labels[PartOfLabel] = ManagedBy, addon.name
+			o.SetLabels(labels)
+			if t := podTemplate(o); t != nil { // so the pods, too, say where they come from
+				t.Labels[ManagedByLabel], t.Labels[PartOfLabel] = ManagedBy, addon.name
+			}
+			if err := setKind(o); err != nil {
+				return nil, fmt.Errorf("add-on %s: %w", addon.name, err)
+			}
+			objs = append(objs, o)
+		}
+	}
+	return objs, nil
+}
+
+func podTemplate(o Object) *corev1.PodTemplateSpec {
+	switch w := o.(type) {
+	case *appsv1.Deployment:
+		return &w.Spec.Template
+	case *appsv1.DaemonSet:
+		return &w.Spec.Template
+	}
+	return nil
+}
+
+// Scheme knows every kind the add-ons use.
+var Scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := scheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+func setKind(o Object) error {
+	gvks, _, err := Scheme.ObjectKinds(o)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.GetName(), err)
+	}
+	o.GetObjectKind().SetGroupVersionKind(gvks[0])
+	return nil
+}
+
+// Unstructured is the object as the API sees it: apiVersion, kind, metadata and the rest, with
+// empty fields (creationTimestamp, status) left out so a server-side apply owns only what we set.
+func Unstructured(o Object) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "status")
+	return u, nil
+}
+
+// Key names an object for people and for Pulumi: "<kind>/<namespace>/<name>" or "<kind>/<name>".
+func Key(o Object) string {
+	kind := o.GetObjectKind().GroupVersionKind().Kind
+	if o.GetNamespace() == "" {
+		return kind + "/" + o.GetName()
+	}
+	return kind + "/" + o.GetNamespace() + "/" + o.GetName()
+}
+
+// meta is the metadata of a namespaced add-on object.
+func meta(namespace, name string, labels map[string]string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
+}
+
+// namespace is a Namespace object.
+func namespace(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}

@@ -1,0 +1,269 @@
+package addons
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// stacks are every stack of stacks/, loaded and validated.
+func stacks(t *testing.T) map[string]*spec.Cluster {
+	t.Helper()
+	files, err := filepath.Glob("../../stacks/Pulumi.*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no stacks: %v", err)
+	}
+	out := map[string]*spec.Cluster{}
+	for _, f := range files {
+		c, err := spec.LoadStack(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml")] = c
+	}
+	return out
+}
+
+func objectsOf(t *testing.T, c *spec.Cluster) []Object {
+	t.Helper()
+	objs, err := Objects(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func find[T Object](objs []Object, name string) T {
+	var zero T
+	for _, o := range objs {
+		if typed, ok := o.(T); ok && o.GetName() == name {
+			return typed
+		}
+	}
+	return zero
+}
+
+func TestEveryObjectIsTypedLabelledAndUnique(t *testing.T) {
+	for name, c := range stacks(t) {
+		seen := map[string]bool{}
+		for _, o := range objectsOf(t, c) {
+			key := Key(o)
+			if o.GetObjectKind().GroupVersionKind().Kind == "" || seen[key] {
+				t.Errorf("%s: %s has no kind or is defined twice", name, key)
+			}
+			seen[key] = true
+			if o.GetLabels()[ManagedByLabel] != ManagedBy {
+				t.Errorf("%s: %s lacks the %s label", name, key, ManagedByLabel)
+			}
+			u, err := Unstructured(o)
+			if err != nil || u.GetAPIVersion() == "" || u.GetKind() == "" {
+				t.Errorf("%s: %s does not convert: %v", name, key, err)
+			}
+		}
+	}
+}
+
+func TestDNSSpreadsOnePerNode(t *testing.T) {
+	for name, c := range stacks(t) {
+		objs := objectsOf(t, c)
+		d := find[*appsv1.Deployment](objs, DNSName)
+		if d == nil {
+			t.Fatalf("%s: no CoreDNS Deployment", name)
+		}
+		if int(*d.Spec.Replicas) != c.DNS.Replicas || c.DNS.Replicas < max(2, c.TargetNodes/100) {
+			t.Errorf("%s: %d CoreDNS replicas for %d nodes", name, *d.Spec.Replicas, c.TargetNodes)
+		}
+		terms := d.Spec.Template.Spec.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution
+		if len(terms) != 1 || terms[0].TopologyKey != corev1.LabelHostname || terms[0].LabelSelector.MatchLabels[DNSAppLabel] != DNSService {
+			t.Errorf("%s: CoreDNS lacks the required anti-affinity on %s (L13): %+v", name, corev1.LabelHostname, terms)
+		}
+		pdb := find[*policyv1.PodDisruptionBudget](objs, DNSName)
+		if pdb == nil || pdb.Spec.Selector.MatchLabels[DNSAppLabel] != DNSService {
+			t.Errorf("%s: no PodDisruptionBudget selects CoreDNS", name)
+		}
+		svc := find[*corev1.Service](objs, DNSService)
+		if svc == nil || svc.Spec.ClusterIP != c.DNSServiceIP() {
+			t.Errorf("%s: the DNS Service is not at the kubelets' clusterDNS %s", name, c.DNSServiceIP())
+		}
+	}
+}
+
+func TestBalloonsHoldWholeNodesAtTheLowestPriority(t *testing.T) {
+	for name, c := range stacks(t) {
+		objs := objectsOf(t, c)
+		balloon := find[*schedulingv1.PriorityClass](objs, BalloonPriority)
+		if balloon == nil || balloon.Value >= 0 || balloon.Value < ExpendablePodsCutoff || *balloon.PreemptionPolicy != corev1.PreemptNever {
+			t.Fatalf("%s: balloon PriorityClass must be negative, not expendable to the autoscaler, and never preempt: %+v", name, balloon)
+		}
+		defaults := 0
+		for _, o := range objs {
+			if pc, ok := o.(*schedulingv1.PriorityClass); ok && pc.GlobalDefault {
+				defaults++
+				if pc.Value <= balloon.Value {
+					t.Errorf("%s: the default priority %d does not preempt balloons", name, pc.Value)
+				}
+			}
+		}
+		if defaults != 1 {
+			t.Errorf("%s: %d global default PriorityClasses, want 1", name, defaults)
+		}
+		for _, pool := range c.Pools {
+			d := find[*appsv1.Deployment](objs, BalloonName(pool))
+			if d == nil {
+				t.Fatalf("%s: pool %s has no balloon Deployment", name, pool.Name)
+			}
+			pod := d.Spec.Template.Spec
+			capacity, _ := spec.VMCapacity(pool.VMSize)
+			req := pod.Containers[0].Resources.Requests
+			if int(*d.Spec.Replicas) != pool.Nodes || pod.PriorityClassName != BalloonPriority || pod.NodeSelector[machine.PoolLabel] != pool.Name {
+				t.Errorf("%s: balloon of %s: %d replicas, class %q, selector %v", name, pool.Name, *d.Spec.Replicas, pod.PriorityClassName, pod.NodeSelector)
+			}
+			// Whole node: more than half of it, so two never share one; the GPUs all of them.
+			if req.Cpu().MilliValue()*2 <= int64(capacity.CPUs)*1000 || req.Memory().Value()*2 <= int64(capacity.MemoryGiB)<<30 {
+				t.Errorf("%s: balloon of %s requests %v of a %d-CPU node", name, pool.Name, req, capacity.CPUs)
+			}
+			gpus := req[machine.GPUResource]
+			if gpus.Value() != int64(capacity.GPUs) {
+				t.Errorf("%s: balloon of %s requests %d of %d GPUs", name, pool.Name, gpus.Value(), capacity.GPUs)
+			}
+			if terms := pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution; len(terms) != 1 || terms[0].TopologyKey != corev1.LabelHostname {
+				t.Errorf("%s: balloons of %s are not spread one per node", name, pool.Name)
+			}
+		}
+	}
+}
+
+func TestDaemonSetsFitInNodeReserve(t *testing.T) {
+	for name, c := range stacks(t) {
+		cpu, memory := resource.Quantity{}, resource.Quantity{}
+		for _, o := range objectsOf(t, c) {
+			if ds, ok := o.(*appsv1.DaemonSet); ok {
+				for _, ctr := range ds.Spec.Template.Spec.Containers {
+					cpu.Add(*ctr.Resources.Requests.Cpu())
+					memory.Add(*ctr.Resources.Requests.Memory())
+				}
+			}
+		}
+		if cpu.Cmp(NodeReserve[corev1.ResourceCPU]) >= 0 || memory.Cmp(NodeReserve[corev1.ResourceMemory]) >= 0 {
+			t.Errorf("%s: DaemonSets request %s CPU and %s memory, beyond the NodeReserve balloons leave", name, cpu.String(), memory.String())
+		}
+	}
+}
+
+// The static half of L07: no DaemonSet mounts an API token or is bound to any role. The rehearsal
+// asks the apiserver's authorizer the same question.
+func TestDaemonSetsHaveNoAPIAccess(t *testing.T) {
+	for name, c := range stacks(t) {
+		objs := objectsOf(t, c)
+		for _, o := range objs {
+			ds, ok := o.(*appsv1.DaemonSet)
+			if !ok {
+				continue
+			}
+			pod := ds.Spec.Template.Spec
+			if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+				t.Errorf("%s: DaemonSet %s mounts an API token", name, ds.Name)
+			}
+			for _, b := range objs {
+				var subjects []rbacv1.Subject
+				switch rb := b.(type) {
+				case *rbacv1.ClusterRoleBinding:
+					subjects = rb.Subjects
+				case *rbacv1.RoleBinding:
+					subjects = rb.Subjects
+				}
+				for _, s := range subjects {
+					if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == ds.Namespace && s.Name == pod.ServiceAccountName {
+						t.Errorf("%s: %s binds DaemonSet %s's service account (L07)", name, Key(b), ds.Name)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestAutoscalerCoversEveryScaleSet(t *testing.T) {
+	for name, c := range stacks(t) {
+		flags := AutoscalerFlags(c)
+		for _, set := range c.ScaleSets() {
+			want := "--nodes=0:" + strconv.Itoa(set.MaxNodes) + ":" + set.AzureName
+			if !slices.Contains(flags, want) {
+				t.Errorf("%s: autoscaler lacks %s (min 0, max = capacity, L19)", name, want)
+			}
+		}
+		for _, want := range []string{"--max-total-unready-percentage=" + strconv.Itoa(c.Autoscaler.MaxUnreadyPercentage),
+			"--expendable-pods-priority-cutoff=" + strconv.Itoa(ExpendablePodsCutoff), "--cloud-provider=azure"} {
+			if !slices.Contains(flags, want) {
+				t.Errorf("%s: autoscaler lacks %s", name, want)
+			}
+		}
+	}
+}
+
+func TestPrometheusGOMAXPROCSMatchesItsCPUs(t *testing.T) {
+	for name, c := range stacks(t) {
+		d := find[*appsv1.Deployment](objectsOf(t, c), PrometheusName)
+		ctr := d.Spec.Template.Spec.Containers[0]
+		cpus := ctr.Resources.Requests.Cpu().Value()
+		if len(ctr.Env) != 1 || ctr.Env[0].Name != "GOMAXPROCS" || ctr.Env[0].Value != strconv.FormatInt(cpus, 10) || cpus > maxPrometheusCPUs {
+			t.Errorf("%s: Prometheus requests %d CPUs, env %v (L34)", name, cpus, ctr.Env)
+		}
+		largest := BalloonRequests(c.SystemPool())
+		if ctr.Resources.Requests.Memory().Cmp(*largest.Memory()) > 0 {
+			t.Errorf("%s: Prometheus asks for more memory than a node of its pool has", name)
+		}
+	}
+}
+
+// Every series an alert reads survives the relabel drops.
+func TestDroppedSeriesSpareAlerts(t *testing.T) {
+	metric := regexp.MustCompile(`[a-z_]+[a-z0-9_]*\{`)
+	for _, g := range AlertRules().Groups {
+		for _, r := range g.Rules {
+			for _, m := range metric.FindAllString(r.Expr, -1) {
+				name := strings.TrimSuffix(m, "{")
+				for job, patterns := range DroppedSeries {
+					if regexp.MustCompile("^(?:" + strings.Join(patterns, "|") + ")$").MatchString(name) {
+						t.Errorf("alert %s reads %s, which job %s drops", r.Alert, name, job)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestPodGroupCRDIsSchedulerPluginsOwn(t *testing.T) {
+	crd, err := PodGroupCRD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crd.Name != "podgroups.scheduling.x-k8s.io" || crd.Spec.Versions[0].Name != "v1alpha1" {
+		t.Errorf("unexpected CRD %s %v", crd.Name, crd.Spec.Versions[0].Name)
+	}
+	out, err := exec.Command("go", "list", "-C", "../../scripts/toolchain/scheduler-plugins", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
+	if err != nil {
+		t.Skipf("scheduler-plugins is not in the module cache (make tools fetches it): %v", err)
+	}
+	upstream, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "manifests", "coscheduling", "crd.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(upstream) != string(podGroupCRD) {
+		t.Error("crds/podgroups.scheduling.x-k8s.io.yaml differs from the pinned scheduler-plugins release: run `make generate`")
+	}
+}

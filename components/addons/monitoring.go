@@ -1,0 +1,158 @@
+package addons
+
+import (
+	"strconv"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Names of the monitoring objects.
+const (
+	PrometheusName   = "prometheus"
+	NodeExporterName = "node-exporter"
+	// maxPrometheusCPUs: 24 cores replay the WAL fast on many-core hosts (L34).
+	maxPrometheusCPUs = 24
+)
+
+// PrometheusResources: memory grows with the series of every node, so Prometheus gets a quarter of
+// the control plane's node count in GiB of memory, between 8 GiB and the largest pod the system
+// pool takes; CPUs are an eighth of that, at most 24.
+func PrometheusResources(c *spec.Cluster) (cpus int, memory resource.Quantity) {
+	largest := BalloonRequests(c.SystemPool())
+	memGiB := min(max(8, c.TargetNodes/40), int(largest.Memory().Value()>>30))
+	cpus = min(max(1, memGiB/8), maxPrometheusCPUs, int(largest.Cpu().Value()))
+	return cpus, *resource.NewQuantity(int64(memGiB)<<30, resource.BinarySI)
+}
+
+// monitoring is Prometheus (one per cluster: every discovery watch is a single watch, L07) and
+// node-exporter, a DaemonSet that never talks to the API.
+func monitoring(c *spec.Cluster) []Object {
+	ns := MonitoringNamespace
+	promLabels := map[string]string{"app": PrometheusName}
+	files, err := PrometheusFiles(c)
+	if err != nil {
+		panic(err) // plain structs always marshal
+	}
+	cpus, memory := PrometheusResources(c)
+	cpu := *resource.NewQuantity(int64(cpus), resource.DecimalSI)
+	pool := c.SystemPool()
+	exporterLabels := map[string]string{"app": NodeExporterName}
+	return []Object{
+		namespace(ns),
+		&corev1.ServiceAccount{ObjectMeta: meta(ns, PrometheusName, nil)},
+		&rbacv1.ClusterRole{
+			ObjectMeta: metav1.ObjectMeta{Name: "clusterforge:" + PrometheusName},
+			Rules: []rbacv1.PolicyRule{
+				{APIGroups: []string{""}, Resources: []string{"nodes", "services", "pods"}, Verbs: []string{"get", "list", "watch"}},
+				{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+				{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
+			},
+		},
+		clusterRoleBinding("clusterforge:"+PrometheusName, "clusterforge:"+PrometheusName, ns, PrometheusName),
+		&corev1.ConfigMap{ObjectMeta: meta(ns, PrometheusName, nil), Data: files},
+		&appsv1.Deployment{
+			ObjectMeta: meta(ns, PrometheusName, promLabels),
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr(int32(1)),
+				Selector: &metav1.LabelSelector{MatchLabels: promLabels},
+				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}, // one writer of the TSDB
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: promLabels},
+					Spec: corev1.PodSpec{
+						ServiceAccountName: PrometheusName,
+						PriorityClassName:  SystemPriority,
+						NodeSelector:       map[string]string{machine.PoolLabel: pool.Name},
+						Tolerations:        poolTolerations(pool),
+						SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534)), FSGroup: ptr(int64(65534))},
+						Containers: []corev1.Container{{
+							Name:  PrometheusName,
+							Image: "quay.io/prometheus/prometheus:" + c.Versions.Prometheus,
+							Args: []string{
+								"--config.file=" + PrometheusConfigDir + "/" + PrometheusConfigFile,
+								"--storage.tsdb.path=/prometheus",
+								"--storage.tsdb.retention.time=15d",
+								// Bound what one query may cost (L34).
+								"--query.timeout=2m",
+								"--query.max-samples=50000000",
+								"--query.max-concurrency=20",
+							},
+							// The Go runtime would see the host's cores, not the pod's share (L34).
+							Env:   []corev1.EnvVar{{Name: "GOMAXPROCS", Value: strconv.Itoa(cpus)}},
+							Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 9090}},
+							Resources: corev1.ResourceRequirements{
+								Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory},
+								Limits:   corev1.ResourceList{corev1.ResourceMemory: memory},
+							},
+							ReadinessProbe: &corev1.Probe{ProbeHandler: httpGet("/-/ready", 9090)},
+							VolumeMounts: []corev1.VolumeMount{
+								{Name: "config", MountPath: PrometheusConfigDir, ReadOnly: true},
+								{Name: "data", MountPath: "/prometheus"},
+							},
+						}},
+						Volumes: []corev1.Volume{
+							{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+								LocalObjectReference: corev1.LocalObjectReference{Name: PrometheusName}}}},
+							// The node's local SSD (L22); history is rebuilt, not backed up.
+							{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+						},
+					},
+				},
+			},
+		},
+		&corev1.ServiceAccount{ObjectMeta: meta(ns, NodeExporterName, nil), AutomountServiceAccountToken: ptr(false)},
+		&appsv1.DaemonSet{
+			ObjectMeta: meta(ns, NodeExporterName, exporterLabels),
+			Spec: appsv1.DaemonSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: exporterLabels},
+				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
+					RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr(intOrPercent("10%"))}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: exporterLabels},
+					Spec: corev1.PodSpec{
+						// Reads /proc and /sys of its own node only: no API access at all (L07).
+						ServiceAccountName:           NodeExporterName,
+						AutomountServiceAccountToken: ptr(false),
+						PriorityClassName:            "system-node-critical",
+						HostNetwork:                  true,
+						HostPID:                      true,
+						Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+						SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534))},
+						Containers: []corev1.Container{{
+							Name:  NodeExporterName,
+							Image: "quay.io/prometheus/node-exporter:" + c.Versions.NodeExporter,
+							Args: []string{
+								"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root",
+								"--web.listen-address=:" + strconv.Itoa(nodeExporterPort),
+							},
+							Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: nodeExporterPort}},
+							Resources: NodeExporterResources,
+							VolumeMounts: []corev1.VolumeMount{
+								{Name: "proc", MountPath: "/host/proc", ReadOnly: true},
+								{Name: "sys", MountPath: "/host/sys", ReadOnly: true},
+								{Name: "root", MountPath: "/host/root", ReadOnly: true, MountPropagation: ptr(corev1.MountPropagationHostToContainer)},
+							},
+						}},
+						Volumes: []corev1.Volume{hostPath("proc", "/proc"), hostPath("sys", "/sys"), hostPath("root", "/")},
+					},
+				},
+			},
+		},
+	}
+}
+
+// NodeExporterResources are node-exporter's requests and limits; NodeReserve leaves room for them.
+var NodeExporterResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+}
+
+func hostPath(name, path string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path}}}
+}

@@ -1,0 +1,216 @@
+package addons
+
+import (
+	"fmt"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// The subset of Prometheus' configuration clusterforge writes; promtool checks the result.
+type (
+	// PrometheusConfig is prometheus.yml.
+	PrometheusConfig struct {
+		Global        GlobalConfig   `json:"global"`
+		RuleFiles     []string       `json:"rule_files"`
+		ScrapeConfigs []ScrapeConfig `json:"scrape_configs"`
+	}
+	// GlobalConfig holds the defaults of every job.
+	GlobalConfig struct {
+		ScrapeInterval     string            `json:"scrape_interval"`
+		EvaluationInterval string            `json:"evaluation_interval"`
+		ExternalLabels     map[string]string `json:"external_labels,omitempty"`
+	}
+	// ScrapeConfig is one job.
+	ScrapeConfig struct {
+		JobName              string               `json:"job_name"`
+		Scheme               string               `json:"scheme,omitempty"`
+		StaticConfigs        []StaticConfig       `json:"static_configs,omitempty"`
+		KubernetesSDConfigs  []KubernetesSDConfig `json:"kubernetes_sd_configs,omitempty"`
+		Authorization        *Authorization       `json:"authorization,omitempty"`
+		TLSConfig            *TLSConfig           `json:"tls_config,omitempty"`
+		RelabelConfigs       []RelabelConfig      `json:"relabel_configs,omitempty"`
+		MetricRelabelConfigs []RelabelConfig      `json:"metric_relabel_configs,omitempty"`
+	}
+	// StaticConfig is a fixed target list.
+	StaticConfig struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels,omitempty"`
+	}
+	// KubernetesSDConfig discovers targets from the API: one watch per Prometheus, not per node (L07).
+	KubernetesSDConfig struct {
+		Role       string         `json:"role"`
+		Namespaces *NamespaceList `json:"namespaces,omitempty"`
+	}
+	// NamespaceList limits discovery to namespaces.
+	NamespaceList struct {
+		Names []string `json:"names"`
+	}
+	// Authorization sends a bearer token read from a file.
+	Authorization struct {
+		CredentialsFile string `json:"credentials_file"`
+	}
+	// TLSConfig verifies the target.
+	TLSConfig struct {
+		CAFile     string `json:"ca_file"`
+		ServerName string `json:"server_name,omitempty"`
+	}
+	// RelabelConfig rewrites or drops targets and series.
+	RelabelConfig struct {
+		SourceLabels []string `json:"source_labels,omitempty"`
+		Regex        string   `json:"regex,omitempty"`
+		Action       string   `json:"action,omitempty"`
+		TargetLabel  string   `json:"target_label,omitempty"`
+		Replacement  string   `json:"replacement,omitempty"`
+	}
+	// RuleFile is a Prometheus rule file.
+	RuleFile struct {
+		Groups []RuleGroup `json:"groups"`
+	}
+	// RuleGroup is a named group of rules.
+	RuleGroup struct {
+		Name  string `json:"name"`
+		Rules []Rule `json:"rules"`
+	}
+	// Rule is one alerting rule.
+	Rule struct {
+		Alert       string            `json:"alert"`
+		Expr        string            `json:"expr"`
+		For         string            `json:"for,omitempty"`
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	}
+)
+
+// Files Prometheus reads, in its ConfigMap.
+const (
+	PrometheusConfigDir  = "/etc/prometheus"
+	PrometheusConfigFile = "prometheus.yml"
+	PrometheusRulesFile  = "alerts.yml"
+	serviceAccountDir    = "/var/run/secrets/kubernetes.io/serviceaccount"
+	nodeExporterPort     = 9100
+)
+
+// DroppedSeries are the metric name patterns each job drops at ingestion (L34): per-bucket
+// histograms nobody graphs and debugging series whose cardinality grows with the cluster. The
+// alerts' own series are never among them (TestDroppedSeriesSpareAlerts).
+var DroppedSeries = map[string][]string{
+	"apiserver": {
+		"apiserver_request_(slo|sli)_duration_seconds_bucket", // duplicates apiserver_request_duration_seconds
+		"apiserver_response_sizes_bucket",
+		"apiserver_watch_events_sizes_bucket",
+		"apiserver_admission_(controller|step|webhook)_admission_duration_seconds_bucket",
+		"apiserver_flowcontrol_(priority_level|request)_.*_seconds_bucket",
+		"etcd_request_duration_seconds_bucket", // per resource type × operation × bucket
+		"workqueue_(queue|work)_duration_seconds_bucket",
+		"rest_client_(rate_limiter|request)_duration_seconds_bucket",
+	},
+	"etcd": {
+		"etcd_debugging_(mvcc|store|lease|snap|auth|disk)_.*", // keeps etcd_debugging_server_alarms
+		"grpc_server_msg_(received|sent)_total",
+		"grpc_server_handling_seconds_bucket",
+	},
+	"node": {
+		"node_(scrape_collector|softnet|cpu_guest|arp_entries|netstat_Icmp6|netstat_Ip6|nf_conntrack_stat)_.*",
+		"node_filesystem_(files|files_free|device_error|readonly)",
+		"node_network_(transmit|receive)_(compressed|fifo|frame|multicast|carrier|colls)_.*",
+	},
+	"coredns": {
+		"coredns_dns_(request|response)_size_bytes_bucket",
+	},
+}
+
+func dropSeries(job string) []RelabelConfig {
+	return []RelabelConfig{{SourceLabels: []string{"__name__"}, Regex: strings.Join(DroppedSeries[job], "|"), Action: "drop"}}
+}
+
+// PrometheusConfigFor scrapes the apiservers (found through the `kubernetes` Service's
+// EndpointSlices), both etcd clusters (static: their members have fixed addresses), CoreDNS and
+// every node's exporter, each job dropping its DroppedSeries (L06, L34).
+func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
+	saToken := &Authorization{CredentialsFile: serviceAccountDir + "/token"}
+	var etcd []StaticConfig
+	for _, e := range c.EtcdClusters() {
+		sc := StaticConfig{Labels: map[string]string{"etcd_cluster": e.Role}}
+		for _, m := range e.Members {
+			sc.Targets = append(sc.Targets, fmt.Sprintf("%s:%d", m.IP, spec.EtcdMetricsPort))
+		}
+		etcd = append(etcd, sc)
+	}
+	keep := func(label, regex string) RelabelConfig {
+		return RelabelConfig{SourceLabels: []string{label}, Regex: regex, Action: "keep"}
+	}
+	return PrometheusConfig{
+		Global:    GlobalConfig{ScrapeInterval: "30s", EvaluationInterval: "30s", ExternalLabels: map[string]string{"cluster": c.Name}},
+		RuleFiles: []string{PrometheusConfigDir + "/" + PrometheusRulesFile},
+		ScrapeConfigs: []ScrapeConfig{
+			{
+				JobName: "apiserver", Scheme: "https", Authorization: saToken,
+				TLSConfig:            &TLSConfig{CAFile: serviceAccountDir + "/ca.crt", ServerName: "kubernetes"},
+				KubernetesSDConfigs:  []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{"default"}}}},
+				RelabelConfigs:       []RelabelConfig{keep("__meta_kubernetes_service_name", "kubernetes"), keep("__meta_kubernetes_endpointslice_port_name", "https")},
+				MetricRelabelConfigs: dropSeries("apiserver"),
+			},
+			{JobName: "etcd", Scheme: "http", StaticConfigs: etcd, MetricRelabelConfigs: dropSeries("etcd")},
+			{
+				JobName:              "coredns",
+				KubernetesSDConfigs:  []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{SystemNamespace}}}},
+				RelabelConfigs:       []RelabelConfig{keep("__meta_kubernetes_service_name", DNSService), keep("__meta_kubernetes_endpointslice_port_name", "metrics")},
+				MetricRelabelConfigs: dropSeries("coredns"),
+			},
+			{
+				JobName:             "node",
+				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "node"}},
+				RelabelConfigs: []RelabelConfig{{SourceLabels: []string{"__address__"}, Regex: `(.+):\d+`,
+					TargetLabel: "__address__", Replacement: fmt.Sprintf("${1}:%d", nodeExporterPort)}},
+				MetricRelabelConfigs: dropSeries("node"),
+			},
+		},
+	}
+}
+
+// AlertRules fire on the apiservers' throttling (429) and server errors (5xx) as a share of all
+// requests (L10), and on etcd's NOSPACE alarm and its approach (L04).
+func AlertRules() RuleFile {
+	ratio := func(codes string) string {
+		return fmt.Sprintf(`sum(rate(apiserver_request_total{job="apiserver",code=~"%s"}[5m])) / sum(rate(apiserver_request_total{job="apiserver"}[5m]))`, codes)
+	}
+	runbook := "docs/runbooks/etcd.md"
+	return RuleFile{Groups: []RuleGroup{
+		{Name: "apiserver", Rules: []Rule{
+			{Alert: "APIServerThrottling", Expr: ratio("429") + " > 0.01", For: "5m",
+				Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "More than 1% of API requests are throttled (HTTP 429)",
+					"description": "Clients are hitting max-requests-inflight or API priority and fairness; find the LIST storm in the audit log (L06, L10)."}},
+			{Alert: "APIServerErrors", Expr: ratio("5..") + " > 0.01", For: "5m",
+				Labels: map[string]string{"severity": "critical"},
+				Annotations: map[string]string{"summary": "More than 1% of API requests fail with 5xx",
+					"description": "The apiservers or etcd are failing requests (L10)."}},
+		}},
+		{Name: "etcd", Rules: []Rule{
+			{Alert: "EtcdNoSpace", Expr: `max by (etcd_cluster, instance) (etcd_debugging_server_alarms{job="etcd",alarm_type="NOSPACE"}) > 0`,
+				Labels: map[string]string{"severity": "critical"},
+				Annotations: map[string]string{"summary": "etcd raised NOSPACE: the cluster accepts no writes",
+					"runbook": runbook}},
+			{Alert: "EtcdBackendNearQuota", Expr: `etcd_mvcc_db_total_size_in_bytes{job="etcd"} / etcd_server_quota_backend_bytes{job="etcd"} > 0.8`, For: "10m",
+				Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "etcd's database is above 80% of its backend quota",
+					"description": "Compact and defragment before NOSPACE stops writes (L04).", "runbook": runbook}},
+		}},
+	}}
+}
+
+// PrometheusFiles are prometheus.yml and the rule file, as Prometheus reads them.
+func PrometheusFiles(c *spec.Cluster) (map[string]string, error) {
+	cfg, err := yaml.Marshal(PrometheusConfigFor(c))
+	if err != nil {
+		return nil, err
+	}
+	rules, err := yaml.Marshal(AlertRules())
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{PrometheusConfigFile: string(cfg), PrometheusRulesFile: string(rules)}, nil
+}

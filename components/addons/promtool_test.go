@@ -1,0 +1,177 @@
+package addons
+
+import (
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// promtool is the pinned Prometheus v3.5.0 promtool that `make tools` builds.
+func promtool(t *testing.T) string {
+	t.Helper()
+	bin, err := filepath.Abs("../../.tools/bin/promtool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if testing.Short() {
+			t.Skip("-short: promtool is not built")
+		}
+		t.Fatalf("%s is missing: run `make tools`", bin)
+	}
+	return bin
+}
+
+func runPromtool(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(promtool(t), args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// writePrometheusFiles writes the stack's prometheus.yml and rule file into a new directory.
+func writePrometheusFiles(t *testing.T, c *spec.Cluster) string {
+	t.Helper()
+	dir := t.TempDir()
+	files, err := PrometheusFiles(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func TestPromtoolChecksConfigAndRules(t *testing.T) {
+	for name, c := range stacks(t) {
+		dir := writePrometheusFiles(t, c)
+		// --syntax-only: the service account token and CA exist only inside the pod.
+		out := runPromtool(t, dir, "check", "config", "--syntax-only", PrometheusConfigFile)
+		out += runPromtool(t, dir, "check", "rules", PrometheusRulesFile)
+		if !strings.Contains(out, "SUCCESS: "+PrometheusConfigFile+" is valid prometheus config file syntax") || !strings.Contains(out, "SUCCESS: 4 rules found") {
+			t.Errorf("%s: promtool did not accept the files:\n%s", name, out)
+		}
+	}
+}
+
+// alertScenario is synthetic series and, at each evaluation time, the alerts that must fire
+// (with their series labels); every other alert must stay quiet then.
+type alertScenario struct {
+	name   string
+	series map[string]string // series → promtool's expanding notation, one value per minute
+	fire   map[string]map[string]map[string]string
+}
+
+var alertScenarios = []alertScenario{
+	{
+		name: "5% of requests throttled from minute 11",
+		series: map[string]string{
+			`apiserver_request_total{job="apiserver",code="200"}`: "0+6000x40",
+			`apiserver_request_total{job="apiserver",code="429"}`: "0x10 300+300x29",
+		},
+		fire: map[string]map[string]map[string]string{
+			"10m": {}, "14m": {}, // quiet before, and during the 5 minutes of `for`
+			"25m": {"APIServerThrottling": {}},
+		},
+	},
+	{
+		name: "2% of requests fail with 5xx",
+		series: map[string]string{
+			`apiserver_request_total{job="apiserver",code="200"}`: "0+6000x40",
+			`apiserver_request_total{job="apiserver",code="503"}`: "0+120x40",
+		},
+		fire: map[string]map[string]map[string]string{"25m": {"APIServerErrors": {}}},
+	},
+	{
+		name: "half a percent of 5xx and 429 is noise",
+		series: map[string]string{
+			`apiserver_request_total{job="apiserver",code="200"}`: "0+6000x40",
+			`apiserver_request_total{job="apiserver",code="500"}`: "0+30x40",
+			`apiserver_request_total{job="apiserver",code="429"}`: "0+30x40",
+		},
+		fire: map[string]map[string]map[string]string{"30m": {}},
+	},
+	{
+		name: "etcd raises NOSPACE at minute 6",
+		series: map[string]string{
+			`etcd_debugging_server_alarms{job="etcd",etcd_cluster="etcd-main",instance="10.0.1.4:2381",alarm_type="NOSPACE",server_id="8e9e05c52164694d"}`: "0x5 1x10",
+		},
+		fire: map[string]map[string]map[string]string{
+			"4m": {},
+			"8m": {"EtcdNoSpace": {"etcd_cluster": "etcd-main", "instance": "10.0.1.4:2381"}},
+		},
+	},
+	{
+		name: "etcd's database at 87.5% of its quota",
+		series: map[string]string{
+			`etcd_mvcc_db_total_size_in_bytes{job="etcd",etcd_cluster="etcd-main",instance="10.0.1.4:2381"}`:    "7516192768x30",
+			`etcd_server_quota_backend_bytes{job="etcd",etcd_cluster="etcd-main",instance="10.0.1.4:2381"}`:     "8589934592x30",
+			`etcd_mvcc_db_total_size_in_bytes{job="etcd",etcd_cluster="etcd-events",instance="10.0.1.20:2381"}`: "1073741824x30",
+			`etcd_server_quota_backend_bytes{job="etcd",etcd_cluster="etcd-events",instance="10.0.1.20:2381"}`:  "8589934592x30",
+		},
+		fire: map[string]map[string]map[string]string{
+			"5m":  {},
+			"15m": {"EtcdBackendNearQuota": {"job": "etcd", "etcd_cluster": "etcd-main", "instance": "10.0.1.4:2381"}},
+		},
+	},
+}
+
+// promtoolTests is promtool's unit test file for the scenarios; the expected alerts carry the
+// rules' own labels and annotations.
+func promtoolTests() map[string]any {
+	rules := map[string]Rule{}
+	for _, g := range AlertRules().Groups {
+		for _, r := range g.Rules {
+			rules[r.Alert] = r
+		}
+	}
+	var tests []any
+	for _, s := range alertScenarios {
+		var series, checks []any
+		for name, values := range s.series {
+			series = append(series, map[string]any{"series": name, "values": values})
+		}
+		for at, firing := range s.fire {
+			for alert, r := range rules {
+				var exp []any
+				if labels, ok := firing[alert]; ok {
+					all := maps.Clone(labels)
+					maps.Copy(all, r.Labels)
+					exp = append(exp, map[string]any{"exp_labels": all, "exp_annotations": r.Annotations})
+				}
+				checks = append(checks, map[string]any{"eval_time": at, "alertname": alert, "exp_alerts": exp})
+			}
+		}
+		tests = append(tests, map[string]any{"name": s.name, "interval": "1m", "input_series": series, "alert_rule_test": checks})
+	}
+	return map[string]any{"rule_files": []string{PrometheusRulesFile}, "evaluation_interval": "1m", "tests": tests}
+}
+
+func TestAlertsFireAndStayQuiet(t *testing.T) {
+	dir := writePrometheusFiles(t, stacks(t)["dev"])
+	data, err := yaml.Marshal(promtoolTests())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "alerts_test.yml"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := runPromtool(t, dir, "test", "rules", "alerts_test.yml")
+	if !strings.Contains(out, "SUCCESS") {
+		t.Fatalf("promtool test rules:\n%s", out)
+	}
+}

@@ -1,0 +1,138 @@
+// Package kube registers the cluster add-ons (components/addons) with pulumi-kubernetes, through
+// a provider pointed at the new cluster. The objects themselves are defined once, in addons; this
+// package only maps each to a Pulumi resource of its own Kubernetes type.
+package kube
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
+	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// AddonsArgs configures NewAddons.
+type AddonsArgs struct {
+	Cluster *spec.Cluster
+	// Kubeconfig is the new cluster's admin kubeconfig (secret).
+	Kubeconfig pulumi.StringInput
+	// SubscriptionID and AutoscalerClientID fill cluster-autoscaler's Azure cloud config.
+	SubscriptionID     pulumi.StringInput
+	AutoscalerClientID pulumi.StringInput
+}
+
+// Addons is every add-on object of the cluster, registered through its own provider.
+type Addons struct {
+	pulumi.ResourceState
+
+	// Objects are the registered objects' keys, "<kind>/<namespace>/<name>".
+	Objects pulumi.StringArrayOutput
+}
+
+// Resource is one add-on object as Pulumi registers it.
+type Resource struct {
+	// Type is pulumi-kubernetes' type token, e.g. "kubernetes:apps/v1:Deployment".
+	Type string
+	// Name is the Pulumi resource name, "<component>-<kind>-[<namespace>-]<name>".
+	Name string
+	// Args are the object's fields: apiVersion, kind, metadata and the rest.
+	Args kubernetes.UntypedArgs
+	// First marks namespaces and CRDs: every other object depends on them.
+	First bool
+}
+
+// Resources maps the objects onto Pulumi resources; a pure function, so it can be table-tested.
+func Resources(component string, objs []addons.Object) ([]Resource, error) {
+	var out []Resource
+	for _, o := range objs {
+		u, err := addons.Unstructured(o)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", addons.Key(o), err)
+		}
+		gvk := u.GroupVersionKind()
+		name := component + "-" + strings.ToLower(gvk.Kind)
+		if u.GetNamespace() != "" {
+			name += "-" + u.GetNamespace()
+		}
+		name += "-" + strings.ReplaceAll(u.GetName(), ":", "-")
+		_, isNamespace := o.(*corev1.Namespace)
+		_, isCRD := o.(*apiextensionsv1.CustomResourceDefinition)
+		out = append(out, Resource{Type: TypeToken(gvk), Name: name, Args: kubernetes.UntypedArgs(u.Object), First: isNamespace || isCRD})
+	}
+	return out, nil
+}
+
+// TypeToken is pulumi-kubernetes' token of a kind: the core group is spelled "core".
+func TypeToken(gvk schema.GroupVersionKind) string {
+	group := gvk.Group
+	if group == "" {
+		group = "core"
+	}
+	return fmt.Sprintf("kubernetes:%s/%s:%s", group, gvk.Version, gvk.Kind)
+}
+
+// NewAddons registers every add-on object of the cluster, plus cluster-autoscaler's cloud config
+// Secret, whose values are known only at deploy time.
+func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulumi.ResourceOption) (*Addons, error) {
+	comp := &Addons{}
+	if err := ctx.RegisterComponentResource("clusterforge:kube:Addons", name, comp, opts...); err != nil {
+		return nil, err
+	}
+	c := args.Cluster
+	provider, err := kubernetes.NewProvider(ctx, name+"-provider", &kubernetes.ProviderArgs{
+		Kubeconfig:            args.Kubeconfig,
+		EnableServerSideApply: pulumi.Bool(true),
+	}, pulumi.Parent(comp))
+	if err != nil {
+		return nil, err
+	}
+	objs, err := addons.Objects(c)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := addons.AutoscalerCloudConfig(c, "", "") // its shape; the values follow
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, secret)
+	resources, err := Resources(name, objs)
+	if err != nil {
+		return nil, err
+	}
+	resources[len(resources)-1].Args["stringData"] = pulumi.All(args.SubscriptionID, args.AutoscalerClientID).ApplyT(func(v []any) (map[string]string, error) {
+		s, err := addons.AutoscalerCloudConfig(c, v[0].(string), v[1].(string))
+		if err != nil {
+			return nil, err
+		}
+		return s.StringData, nil
+	}).(pulumi.StringMapOutput)
+
+	var first []pulumi.Resource
+	keys := pulumi.StringArray{}
+	for i, r := range resources {
+		resOpts := []pulumi.ResourceOption{pulumi.Parent(comp), pulumi.Provider(provider)}
+		if !r.First {
+			resOpts = append(resOpts, pulumi.DependsOn(first))
+		}
+		var res apiextensions.CustomResource
+		if err := ctx.RegisterResource(r.Type, r.Name, r.Args, &res, resOpts...); err != nil {
+			return nil, err
+		}
+		if r.First {
+			first = append(first, &res)
+		}
+		keys = append(keys, pulumi.String(addons.Key(objs[i])))
+	}
+	comp.Objects = keys.ToStringArrayOutput()
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"objects": comp.Objects}); err != nil {
+		return nil, err
+	}
+	return comp, nil
+}
