@@ -42,7 +42,7 @@ func PodGroupCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 func coscheduling(*spec.Cluster) []Object {
 	crd, err := PodGroupCRD()
 	if err != nil {
-		panic(err) // embedded at build time; TestPodGroupCRD decodes it
+		panic(err) // embedded at build time; TestPodGroupCRDIsSchedulerPluginsOwn decodes it
 	}
 	return []Object{
 		crd,

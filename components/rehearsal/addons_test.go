@@ -31,15 +31,10 @@ func TestAddons(t *testing.T) {
 	needRehearsal(t)
 	ctx := context.Background()
 	cs := clientset(t)
-	objs, err := addons.Objects(running.Cluster)
+	objs, err := running.Addons()
 	if err != nil {
 		t.Fatal(err)
 	}
-	secret, err := addons.AutoscalerCloudConfig(running.Cluster, "00000000-0000-0000-0000-000000000000", "11111111-1111-1111-1111-111111111111")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs = append(objs, secret)
 	t.Cleanup(func() { removeAddons(t, cs, objs) })
 	if err := running.Apply(ctx, objs...); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -47,6 +48,27 @@ var Deviations = []Deviation{
 		"this host's kernel settings are not the image's and a test must not change them: protectKernelDefaults false; containerd restrict_oom_score_adj (no CAP_SYS_RESOURCE)"},
 	{"worker network", "Azure CNI gives pods the NIC's secondary IPs",
 		"a loopback-only CNI network, which keeps the node Ready: containerd sets up no pod network with it, so pods run here only with hostNetwork; the node's address is 127.<base>.3.10, which the kubelet does not publish (loopback)"},
+	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
+		"the same objects, server-side applied by `rehearse up` and the checks; the cloud config names placeholder ids (RehearsalSubscriptionID); add-on pods are KWOK pods, so nothing in them runs"},
+}
+
+// Placeholder Azure ids of the rehearsal's cluster-autoscaler cloud config (deviation "add-ons").
+const (
+	RehearsalSubscriptionID = "00000000-0000-0000-0000-000000000000"
+	rehearsalClientID       = "11111111-1111-1111-1111-111111111111"
+)
+
+// Addons are every add-on object with the rehearsal's cloud config (deviation "add-ons").
+func (p *Plan) Addons() ([]addons.Object, error) {
+	objs, err := addons.Objects(p.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := addons.AutoscalerCloudConfig(p.Cluster, RehearsalSubscriptionID, rehearsalClientID)
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, secret), nil
 }
 
 // bakedNodeEdits change rendered files of a worker booted here (deviations "worker cgroups" and

@@ -181,6 +181,15 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 	}
 	fmt.Fprintf(progress, "==> CIS %s (kube-bench, master and etcd): %d pass, %d fail, %d warn; report in %s (README lists the accepted exceptions)\n",
 		rehearsal.CISBenchmark, counts["PASS"], counts["FAIL"], counts["WARN"], filepath.Join(dir, "cis.txt"))
+	objs, err := p.Addons()
+	if err == nil {
+		err = r.Apply(upCtx, objs...)
+	}
+	if err != nil {
+		_ = r.Down()
+		return nil, err
+	}
+	fmt.Fprintf(progress, "==> applied %d add-on objects (server-side apply, as the Pulumi program registers them)\n", len(objs))
 	return r, nil
 }
 
