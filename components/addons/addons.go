@@ -33,8 +33,8 @@ const (
 	ManagedBy      = "clusterforge"
 )
 
-// Objects are every add-on object of a validated cluster, in apply order: namespaces and CRDs
-// first, then what uses them. Each carries its apiVersion and kind.
+// Objects are every add-on object of a validated cluster, in apply order: each namespace and CRD
+// before the objects that use it. Each carries its apiVersion and kind.
 func Objects(c *spec.Cluster) ([]Object, error) {
 	var objs []Object
 	for _, addon := range []struct {
