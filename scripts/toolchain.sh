@@ -3,7 +3,7 @@
 # (one go.mod each, so the project's go.sum stays about the project):
 #   rehearsal → .tools/bin        etcd, Kubernetes control plane, kubectl, KWOK, kube-bench, promtool;
 #                                 kube-scheduler is scheduler-plugins' build (Coscheduling, L16), as the
-#                                 apiserver machines run it
+#                                 apiserver machines run it, with its PodGroup controller
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 #   bench     → .tools/bin        the distribution registry, for the image pull benchmark
@@ -44,6 +44,7 @@ declare -A TOOLS=(
   [kube-apiserver]="kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube bin"
   [kube-controller-manager]="kubernetes k8s.io/kubernetes/cmd/kube-controller-manager kube bin"
   [kube-scheduler]="scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins bin"
+  [scheduler-plugins-controller]="scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/controller scheduler-plugins bin"
   [kubectl]="kubernetes k8s.io/kubernetes/cmd/kubectl kube bin"
   [kwok]="kwok sigs.k8s.io/kwok/cmd/kwok - bin"
   [kube-bench]="kube-bench github.com/aquasecurity/kube-bench bench bin"
@@ -63,7 +64,7 @@ declare -A TOOLS=(
   [registry]="registry github.com/distribution/distribution/v3/cmd/registry - bin"
 )
 declare -A TOOL_GROUPS=(
-  [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kube-bench promtool"
+  [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench promtool"
   [node]="kubelet containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet loopback bridge host-local"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"

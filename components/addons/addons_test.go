@@ -247,23 +247,31 @@ func TestDroppedSeriesSpareAlerts(t *testing.T) {
 	}
 }
 
-func TestPodGroupCRDIsSchedulerPluginsOwn(t *testing.T) {
-	crd, err := PodGroupCRD()
+func TestCRDsAreSchedulerPluginsOwn(t *testing.T) {
+	crds, err := CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if crd.Name != "podgroups.scheduling.x-k8s.io" || crd.Spec.Versions[0].Name != "v1alpha1" {
-		t.Errorf("unexpected CRD %s %v", crd.Name, crd.Spec.Versions[0].Name)
+	for i, want := range []string{"podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io"} {
+		if crds[i].Name != want || crds[i].Spec.Versions[0].Name != "v1alpha1" {
+			t.Errorf("CRD %d is %s %s, want %s v1alpha1", i, crds[i].Name, crds[i].Spec.Versions[0].Name, want)
+		}
 	}
 	out, err := exec.Command("go", "list", "-C", "../../scripts/toolchain/scheduler-plugins", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
 	if err != nil {
 		t.Skipf("scheduler-plugins is not in the module cache (make tools fetches it): %v", err)
 	}
-	upstream, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "manifests", "coscheduling", "crd.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(upstream) != string(podGroupCRD) {
-		t.Error("crds/podgroups.scheduling.x-k8s.io.yaml differs from the pinned scheduler-plugins release: run `make generate`")
+	for _, src := range CRDSources {
+		upstream, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), src.Upstream))
+		if err != nil {
+			t.Fatal(err)
+		}
+		embedded, err := crdFiles.ReadFile(src.File)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(upstream) != string(embedded) {
+			t.Errorf("%s differs from the pinned scheduler-plugins' %s: run `make generate`", src.File, src.Upstream)
+		}
 	}
 }

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"strconv"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -77,68 +74,34 @@ func AutoscalerCloudConfig(c *spec.Cluster, subscriptionID, identityClientID str
 }
 
 func autoscaler(c *spec.Cluster) []Object {
-	ns, labels := SystemNamespace, map[string]string{"app": AutoscalerName}
 	read := []string{"get", "list", "watch"}
-	pool := c.SystemPool()
-	return []Object{
-		&corev1.ServiceAccount{ObjectMeta: meta(ns, AutoscalerName, nil)},
-		&rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: AutoscalerName},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"events", "endpoints"}, Verbs: []string{"create", "patch"}},
-				{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
-				{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"update"}},
-				{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}},
-				{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "services", "replicationcontrollers", "persistentvolumeclaims", "persistentvolumes"}, Verbs: read},
-				{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "replicasets", "statefulsets"}, Verbs: read},
-				{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: read},
-				{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: read},
-				{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"}, Verbs: read},
-				{APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"podgroups"}, Verbs: read},
-				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create"}},
-				{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, ResourceNames: []string{AutoscalerName}, Verbs: []string{"get", "update"}},
+	objs := serviceAccount(SystemNamespace, AutoscalerName, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"events", "endpoints"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "services", "replicationcontrollers", "persistentvolumeclaims", "persistentvolumes"}, Verbs: read},
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets", "replicasets", "statefulsets"}, Verbs: read},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: read},
+		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: read},
+		{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"}, Verbs: read},
+		{APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"podgroups"}, Verbs: read},
+	}, append(leaderElection(AutoscalerName),
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "list", "watch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-autoscaler-status"}, Verbs: []string{"get", "update", "delete"}},
+	))
+	return append(objs, systemDeployment(c, SystemNamespace, AutoscalerName, "system-cluster-critical", corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name:    AutoscalerName,
+			Image:   "registry.k8s.io/autoscaling/cluster-autoscaler:" + c.Versions.ClusterAutoscaler,
+			Command: append([]string{"./cluster-autoscaler"}, AutoscalerFlags(c)...),
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")},
 			},
-		},
-		clusterRoleBinding(AutoscalerName, AutoscalerName, ns, AutoscalerName),
-		&rbacv1.Role{
-			ObjectMeta: meta(ns, AutoscalerName, nil),
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "list", "watch"}},
-				{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-autoscaler-status"}, Verbs: []string{"get", "update", "delete"}},
-			},
-		},
-		&rbacv1.RoleBinding{
-			ObjectMeta: meta(ns, AutoscalerName, nil),
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: AutoscalerName},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: AutoscalerName}},
-		},
-		&appsv1.Deployment{
-			ObjectMeta: meta(ns, AutoscalerName, labels),
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr(int32(1)),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec: corev1.PodSpec{
-						ServiceAccountName: AutoscalerName,
-						PriorityClassName:  "system-cluster-critical",
-						NodeSelector:       map[string]string{machine.PoolLabel: pool.Name},
-						Tolerations:        poolTolerations(pool),
-						Containers: []corev1.Container{{
-							Name:    AutoscalerName,
-							Image:   "registry.k8s.io/autoscaling/cluster-autoscaler:" + c.Versions.ClusterAutoscaler,
-							Command: append([]string{"./cluster-autoscaler"}, AutoscalerFlags(c)...),
-							Resources: corev1.ResourceRequirements{
-								Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("2Gi")},
-								Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("4Gi")},
-							},
-							VolumeMounts: []corev1.VolumeMount{{Name: "cloud-config", MountPath: autoscalerCloudConfigDir, ReadOnly: true}},
-						}},
-						Volumes: []corev1.Volume{{Name: "cloud-config", VolumeSource: corev1.VolumeSource{
-							Secret: &corev1.SecretVolumeSource{SecretName: AutoscalerCloudConfigSecret}}}},
-					},
-				},
-			},
-		},
-	}
+			VolumeMounts: []corev1.VolumeMount{{Name: "cloud-config", MountPath: autoscalerCloudConfigDir, ReadOnly: true}},
+		}},
+		Volumes: []corev1.Volume{{Name: "cloud-config", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: AutoscalerCloudConfigSecret}}}},
+	}))
 }

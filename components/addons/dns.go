@@ -57,16 +57,11 @@ func dns(c *spec.Cluster) []Object {
 	port := func(name string, p int32, proto corev1.Protocol) corev1.ContainerPort {
 		return corev1.ContainerPort{Name: name, ContainerPort: p, Protocol: proto}
 	}
-	return []Object{
-		&corev1.ServiceAccount{ObjectMeta: meta(ns, DNSName, nil)},
-		&rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: "system:" + DNSName},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"services", "namespaces"}, Verbs: []string{"list", "watch"}},
-				{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-			},
-		},
-		clusterRoleBinding("system:"+DNSName, "system:"+DNSName, ns, DNSName),
+	objs := serviceAccount(ns, DNSName, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"services", "namespaces"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+	}, nil)
+	return append(objs,
 		&corev1.ConfigMap{ObjectMeta: meta(ns, DNSName, nil), Data: map[string]string{"Corefile": corefile}},
 		&appsv1.Deployment{
 			ObjectMeta: meta(ns, DNSName, labels),
@@ -129,20 +124,11 @@ func dns(c *spec.Cluster) []Object {
 				Selector:       &metav1.LabelSelector{MatchLabels: labels},
 			},
 		},
-	}
+	)
 }
 
 func httpGet(path string, port int32) corev1.ProbeHandler {
 	return corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromInt32(port)}}
-}
-
-// clusterRoleBinding binds a ClusterRole to one service account.
-func clusterRoleBinding(name, role, namespace, serviceAccount string) *rbacv1.ClusterRoleBinding {
-	return &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
-	}
 }
 
 func ptr[T any](v T) *T { return &v }

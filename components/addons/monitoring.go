@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -35,77 +34,57 @@ func PrometheusResources(c *spec.Cluster) (cpus int, memory resource.Quantity) {
 // node-exporter, a DaemonSet that never talks to the API.
 func monitoring(c *spec.Cluster) []Object {
 	ns := MonitoringNamespace
-	promLabels := map[string]string{"app": PrometheusName}
 	files, err := PrometheusFiles(c)
 	if err != nil {
 		panic(err) // plain structs always marshal
 	}
 	cpus, memory := PrometheusResources(c)
 	cpu := *resource.NewQuantity(int64(cpus), resource.DecimalSI)
-	pool := c.SystemPool()
 	exporterLabels := map[string]string{"app": NodeExporterName}
-	return []Object{
-		namespace(ns),
-		&corev1.ServiceAccount{ObjectMeta: meta(ns, PrometheusName, nil)},
-		&rbacv1.ClusterRole{
-			ObjectMeta: metav1.ObjectMeta{Name: "clusterforge:" + PrometheusName},
-			Rules: []rbacv1.PolicyRule{
-				{APIGroups: []string{""}, Resources: []string{"nodes", "services", "pods"}, Verbs: []string{"get", "list", "watch"}},
-				{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
-				{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
+	prometheus := systemDeployment(c, ns, PrometheusName, SystemPriority, corev1.PodSpec{
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534)), FSGroup: ptr(int64(65534))},
+		Containers: []corev1.Container{{
+			Name:  PrometheusName,
+			Image: "quay.io/prometheus/prometheus:" + c.Versions.Prometheus,
+			Args: []string{
+				"--config.file=" + PrometheusConfigDir + "/" + PrometheusConfigFile,
+				"--storage.tsdb.path=/prometheus",
+				"--storage.tsdb.retention.time=15d",
+				// Bound what one query may cost (L34).
+				"--query.timeout=2m",
+				"--query.max-samples=50000000",
+				"--query.max-concurrency=20",
 			},
+			// The Go runtime would see the host's cores, not the pod's share (L34).
+			Env:   []corev1.EnvVar{{Name: "GOMAXPROCS", Value: strconv.Itoa(cpus)}},
+			Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 9090}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: memory},
+			},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: httpGet("/-/ready", 9090)},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "config", MountPath: PrometheusConfigDir, ReadOnly: true},
+				{Name: "data", MountPath: "/prometheus"},
+			},
+		}},
+		Volumes: []corev1.Volume{
+			{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: PrometheusName}}}},
+			// The node's local SSD (L22); history is rebuilt, not backed up.
+			{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		},
-		clusterRoleBinding("clusterforge:"+PrometheusName, "clusterforge:"+PrometheusName, ns, PrometheusName),
+	})
+	prometheus.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType} // one writer of the TSDB
+	objs := []Object{namespace(ns)}
+	objs = append(objs, serviceAccount(ns, PrometheusName, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes", "services", "pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
+		{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
+	}, nil)...)
+	return append(objs,
 		&corev1.ConfigMap{ObjectMeta: meta(ns, PrometheusName, nil), Data: files},
-		&appsv1.Deployment{
-			ObjectMeta: meta(ns, PrometheusName, promLabels),
-			Spec: appsv1.DeploymentSpec{
-				Replicas: ptr(int32(1)),
-				Selector: &metav1.LabelSelector{MatchLabels: promLabels},
-				Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType}, // one writer of the TSDB
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: promLabels},
-					Spec: corev1.PodSpec{
-						ServiceAccountName: PrometheusName,
-						PriorityClassName:  SystemPriority,
-						NodeSelector:       map[string]string{machine.PoolLabel: pool.Name},
-						Tolerations:        poolTolerations(pool),
-						SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534)), FSGroup: ptr(int64(65534))},
-						Containers: []corev1.Container{{
-							Name:  PrometheusName,
-							Image: "quay.io/prometheus/prometheus:" + c.Versions.Prometheus,
-							Args: []string{
-								"--config.file=" + PrometheusConfigDir + "/" + PrometheusConfigFile,
-								"--storage.tsdb.path=/prometheus",
-								"--storage.tsdb.retention.time=15d",
-								// Bound what one query may cost (L34).
-								"--query.timeout=2m",
-								"--query.max-samples=50000000",
-								"--query.max-concurrency=20",
-							},
-							// The Go runtime would see the host's cores, not the pod's share (L34).
-							Env:   []corev1.EnvVar{{Name: "GOMAXPROCS", Value: strconv.Itoa(cpus)}},
-							Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 9090}},
-							Resources: corev1.ResourceRequirements{
-								Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory},
-								Limits:   corev1.ResourceList{corev1.ResourceMemory: memory},
-							},
-							ReadinessProbe: &corev1.Probe{ProbeHandler: httpGet("/-/ready", 9090)},
-							VolumeMounts: []corev1.VolumeMount{
-								{Name: "config", MountPath: PrometheusConfigDir, ReadOnly: true},
-								{Name: "data", MountPath: "/prometheus"},
-							},
-						}},
-						Volumes: []corev1.Volume{
-							{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-								LocalObjectReference: corev1.LocalObjectReference{Name: PrometheusName}}}},
-							// The node's local SSD (L22); history is rebuilt, not backed up.
-							{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-						},
-					},
-				},
-			},
-		},
+		prometheus,
 		&corev1.ServiceAccount{ObjectMeta: meta(ns, NodeExporterName, nil), AutomountServiceAccountToken: ptr(false)},
 		&appsv1.DaemonSet{
 			ObjectMeta: meta(ns, NodeExporterName, exporterLabels),
@@ -144,7 +123,7 @@ func monitoring(c *spec.Cluster) []Object {
 				},
 			},
 		},
-	}
+	)
 }
 
 // NodeExporterResources are node-exporter's requests and limits; NodeReserve leaves room for them.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,6 +41,14 @@ func TestAddons(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("applied %d add-on objects with server-side apply", len(objs))
+	if err := running.StartPodGroupController(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p := running.Proc("kwok", addons.PodGroupControllerName); p != nil {
+			_ = p.Stop(syscall.SIGTERM, 10*time.Second)
+		}
+	})
 
 	t.Run("DNSReplicasOnDistinctNodes", func(t *testing.T) { checkDNSSpread(t, cs) })
 	t.Run("NoDaemonSetListsOrWatchesClusterScope", func(t *testing.T) { checkNoPerNodePollers(t, cs, objs) })
@@ -283,6 +292,26 @@ func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 		t.Fatalf("a gang is partly bound: %v; each must be bound whole or not at all", got)
 	}
 	t.Logf("pods bound per group: %v (the other waits whole)", got)
+
+	// The PodGroup controller, running with its add-on's RBAC, reports the gang that runs.
+	whole := groups[0]
+	if got[whole] == 0 {
+		whole = groups[1]
+	}
+	if err := waitUntil(time.Minute, func() error {
+		pg, err := podGroups.Get(ctx, whole, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		phase, _, _ := unstructured.NestedString(pg.Object, "status", "phase")
+		running, _, _ := unstructured.NestedInt64(pg.Object, "status", "running")
+		if phase != "Running" || running != int64(nodes) {
+			return fmt.Errorf("PodGroup %s status: phase %q, running %d", whole, phase, running)
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("the PodGroup controller did not report the bound gang: %v", err)
+	}
 }
 
 // balloonWithReplicas is the pool's balloon Deployment with another replica count.

@@ -1,10 +1,14 @@
-// Wrapper module for the pinned scheduler-plugins build of kube-scheduler (Coscheduling, L16).
+// Wrapper module for the pinned scheduler-plugins builds: kube-scheduler with Coscheduling (L16) and
+// the PodGroup controller.
 // Its replaces are scheduler-plugins' own, so every k8s.io module sits at the release it was built for.
 module github.com/clusterforge/clusterforge/toolchain/scheduler-plugins
 
 go 1.24.0
 
-tool sigs.k8s.io/scheduler-plugins/cmd/scheduler
+tool (
+	sigs.k8s.io/scheduler-plugins/cmd/controller
+	sigs.k8s.io/scheduler-plugins/cmd/scheduler
+)
 
 require (
 	cel.dev/expr v0.19.1 // indirect
@@ -98,6 +102,7 @@ require (
 	golang.org/x/term v0.30.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	golang.org/x/time v0.9.0 // indirect
+	gomodules.xyz/jsonpatch/v2 v2.4.0 // indirect
 	gonum.org/v1/gonum v0.12.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20241209162323-e6fa225c2576 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250102185135-69823020774d // indirect

@@ -185,6 +185,9 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 	if err == nil {
 		err = r.Apply(upCtx, objs...)
 	}
+	if err == nil {
+		err = r.StartPodGroupController(upCtx)
+	}
 	if err != nil {
 		_ = r.Down()
 		return nil, err
