@@ -53,6 +53,8 @@ func InboundRules(c *spec.Cluster) map[string][]Rule {
 		SubnetEtcd: {
 			{Name: "etcd-client-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, Ports: []string{port(spec.EtcdClientPort), port(spec.EtcdMetricsPort)}},
 			{Name: "etcd-from-peers", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{etcd}, Ports: []string{port(spec.EtcdClientPort), port(spec.EtcdPeerPort)}},
+			// Prometheus runs in a pod with a node-subnet address; metrics only, never the client port.
+			{Name: "etcd-metrics-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", Sources: []string{nodes}, Ports: []string{port(spec.EtcdMetricsPort)}},
 			ssh, deny,
 		},
 		SubnetNodes: {

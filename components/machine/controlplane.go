@@ -124,7 +124,8 @@ const (
 	CoschedulingBackoffSeconds    = 10
 )
 
-func scheduler(b pki.Bundle) part {
+// scheduler is the scheduler-plugins build of kube-scheduler (L16), as the control-plane image carries it.
+func scheduler(c *spec.Cluster, b pki.Bundle) part {
 	files := pairFiles("", pki.Scheduler, b.Pair(pki.Scheduler))
 	files = append(files,
 		File{Path: SchedulerKubeconfig, Mode: 0o600,
@@ -132,7 +133,7 @@ func scheduler(b pki.Bundle) part {
 		File{Path: SchedulerConfigPath, Content: SchedulerConfig(), Mode: 0o644},
 	)
 	return part{files: files, units: []Unit{service{
-		name: "kube-scheduler", description: "Kubernetes scheduler",
+		name: "kube-scheduler", description: "Kubernetes scheduler (scheduler-plugins " + c.Versions.SchedulerPlugins + ", Coscheduling)",
 		after: []string{apiserverUnitName}, binary: BinDir + "/kube-scheduler",
 		flags: SchedulerFlags(),
 	}.unit()}}

@@ -90,7 +90,7 @@ func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 	case role == spec.RoleAPIServer:
 		m.add(apiserver(c, b))
 		m.add(controllerManager(c, b))
-		m.add(scheduler(b))
+		m.add(scheduler(c, b))
 		m.add(clusterBootstrap(c, b))
 	default:
 		pool, ok := poolOf(c, role)

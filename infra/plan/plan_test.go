@@ -183,6 +183,8 @@ func TestSecurityRules(t *testing.T) {
 		{"etcd", n.ControlPlaneSubnet, "2379", true},
 		{"etcd", n.EtcdSubnet, "2380", true},
 		{"etcd", n.NodeSubnet, "2379", false},
+		{"etcd", n.NodeSubnet, "2381", true}, // Prometheus scrapes etcd's metrics
+		{"etcd", n.Hub.AddressSpace, "2381", false},
 		{"etcd", n.Hub.AddressSpace, "2379", false},
 		{"controlplane", n.Hub.AddressSpace, "6443", true},
 		{"controlplane", n.NodeSubnet, "6443", true},
