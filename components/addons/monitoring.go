@@ -22,11 +22,11 @@ const (
 
 // PrometheusResources: memory grows with the series of every node, so Prometheus gets a quarter of
 // the control plane's node count in GiB of memory, between 8 GiB and the largest pod the system
-// pool takes; CPUs are an eighth of that, at most 24.
+// pool takes; a CPU per 4 GiB, at most 24 (L34) and at most the largest pod's.
 func PrometheusResources(c *spec.Cluster) (cpus int, memory resource.Quantity) {
 	largest := BalloonRequests(c.SystemPool())
 	memGiB := min(max(8, c.TargetNodes/40), int(largest.Memory().Value()>>30))
-	cpus = min(max(1, memGiB/8), maxPrometheusCPUs, int(largest.Cpu().Value()))
+	cpus = min(max(1, memGiB/4), maxPrometheusCPUs, int(largest.Cpu().MilliValue()/1000))
 	return cpus, *resource.NewQuantity(int64(memGiB)<<30, resource.BinarySI)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/program"
 )
@@ -138,6 +139,14 @@ func (r *Result) Summary(w io.Writer) {
 	fmt.Fprintf(w, "  L04 etcd --quota-backend-bytes=%d, apiserver compaction every %s\n", c.EtcdMain.QuotaBackendBytes, c.APIServer.EtcdCompactionInterval)
 	fmt.Fprintf(w, "  L05 load balancer probe %s\n", spec.APIServerProbePath)
 	fmt.Fprintf(w, "  L09 --max-requests-inflight=%d --max-mutating-requests-inflight=%d\n", c.APIServer.MaxRequestsInflight, c.APIServer.MaxMutatingRequestsInflight)
-	fmt.Fprintf(w, "  L13 CoreDNS replicas %d\n", c.DNS.Replicas)
+	fmt.Fprintf(w, "  L13 CoreDNS replicas %d, one per node (required anti-affinity)\n", c.DNS.Replicas)
+	for _, p := range c.Pools {
+		req := addons.BalloonRequests(p)
+		fmt.Fprintf(w, "  L15 %s: %d balloon pods of %s CPU, %s memory at priority %d\n", p.Name, p.Nodes, req.Cpu(), req.Memory(), addons.BalloonPriorityValue)
+	}
+	fmt.Fprintf(w, "  L16 kube-scheduler from scheduler-plugins %s: Coscheduling + MostAllocated\n", c.Versions.SchedulerPlugins)
+	fmt.Fprintf(w, "  L19 cluster-autoscaler: every scale set from 0 to its capacity, stops above %d%% unready\n", c.Autoscaler.MaxUnreadyPercentage)
+	cpus, memory := addons.PrometheusResources(c)
+	fmt.Fprintf(w, "  L34 Prometheus %d CPUs (GOMAXPROCS=%d), %s memory\n", cpus, cpus, memory.String())
 	fmt.Fprintf(w, "  L30 node subnet %s for %d nodes x (%d pods + 1)\n", c.Network.NodeSubnet, c.TargetNodes, c.Kubelet.MaxPods)
 }
