@@ -1,0 +1,53 @@
+package spec
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The binaries the toolchain builds are the versions the spec defaults to: the rehearsal and the
+// image bake run what a default stack deploys.
+func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
+	script, err := os.ReadFile("../../scripts/toolchain.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	variable := func(name string) string {
+		m := regexp.MustCompile(`(?m)^` + name + `=(\S+)$`).FindSubmatch(script)
+		if m == nil {
+			t.Fatalf("scripts/toolchain.sh sets no %s", name)
+		}
+		return string(m[1])
+	}
+	requires := func(wrapper, module, version string) {
+		t.Helper()
+		data, err := os.ReadFile("../../scripts/toolchain/" + wrapper + "/go.mod")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "\t"+module+" "+version) && !strings.Contains(string(data), "require "+module+" "+version) {
+			t.Errorf("scripts/toolchain/%s/go.mod does not require %s %s", wrapper, module, version)
+		}
+	}
+	for name, want := range map[string]string{
+		"KUBERNETES_VERSION": DefaultKubernetesVersion, "CONTAINERD_VERSION": DefaultContainerdVersion,
+		"RUNC_VERSION": DefaultRuncVersion, "CRICTL_VERSION": DefaultCrictlVersion,
+		"SCHEDULER_PLUGINS_VERSION": DefaultSchedulerPlugins, "PROMETHEUS_VERSION": DefaultPrometheusVersion,
+	} {
+		if got := variable(name); got != want {
+			t.Errorf("scripts/toolchain.sh %s=%s, the spec's default is %s", name, got, want)
+		}
+	}
+	requires("kubernetes", "k8s.io/kubernetes", DefaultKubernetesVersion)
+	requires("etcd", "go.etcd.io/etcd/server/v3", DefaultEtcdVersion)
+	requires("scheduler-plugins", "sigs.k8s.io/scheduler-plugins", DefaultSchedulerPlugins)
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(DefaultPrometheusVersion, "v%d.%d.%d", &major, &minor, &patch); err != nil {
+		t.Fatal(err)
+	}
+	// Prometheus v3.5.0 is the Go module version v0.305.0.
+	requires("prometheus", "github.com/prometheus/prometheus", fmt.Sprintf("v0.%d%02d.%d", major, minor, patch))
+}
