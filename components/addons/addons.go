@@ -45,26 +45,34 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		{"coscheduling", coscheduling},
 		{"dns", dns},
 		{"balloons", balloons},
-		{"autoscaler", autoscaler},
+		{autoscalerAddon, autoscaler},
 		{"monitoring", monitoring},
 	} {
 		for _, o := range addon.objects(c) {
-			labels := o.GetLabels()
-			if labels == nil {
-				labels = map[string]string{}
-			}
-			labels[ManagedByLabel], labels[PartOfLabel] = ManagedBy, addon.name
-			o.SetLabels(labels)
-			if t := podTemplate(o); t != nil { // so the pods, too, say where they come from
-				t.Labels[ManagedByLabel], t.Labels[PartOfLabel] = ManagedBy, addon.name
-			}
-			if err := setKind(o); err != nil {
-				return nil, fmt.Errorf("add-on %s: %w", addon.name, err)
+			if err := finish(o, addon.name); err != nil {
+				return nil, err
 			}
 			objs = append(objs, o)
 		}
 	}
 	return objs, nil
+}
+
+// finish labels an object of an add-on, and its pods, with where they come from and sets its kind.
+func finish(o Object, addon string) error {
+	labels := o.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[ManagedByLabel], labels[PartOfLabel] = ManagedBy, addon
+	o.SetLabels(labels)
+	if t := podTemplate(o); t != nil {
+		t.Labels[ManagedByLabel], t.Labels[PartOfLabel] = ManagedBy, addon
+	}
+	if err := setKind(o); err != nil {
+		return fmt.Errorf("add-on %s: %w", addon, err)
+	}
+	return nil
 }
 
 func podTemplate(o Object) *corev1.PodTemplateSpec {

@@ -20,6 +20,7 @@ const (
 	AutoscalerCloudConfigSecret = "cluster-autoscaler-azure"
 	autoscalerCloudConfigKey    = "cloud-config"
 	autoscalerCloudConfigDir    = "/etc/cluster-autoscaler"
+	autoscalerAddon             = "autoscaler"
 )
 
 // AutoscalerFlags are cluster-autoscaler's flags: every scale set between 0 and its share of the
@@ -58,7 +59,7 @@ func AutoscalerCloudConfig(c *spec.Cluster, subscriptionID, identityClientID str
 		"cloud":                       "AzurePublicCloud",
 		"location":                    c.Location,
 		"subscriptionId":              subscriptionID,
-		"resourceGroup":               c.Name,
+		"resourceGroup":               c.ResourceGroup(),
 		"vmType":                      "vmss",
 		"useManagedIdentityExtension": true,
 		"userAssignedIdentityID":      identityClientID,
@@ -67,10 +68,10 @@ func AutoscalerCloudConfig(c *spec.Cluster, subscriptionID, identityClientID str
 		return nil, err
 	}
 	s := &corev1.Secret{
-		ObjectMeta: meta(SystemNamespace, AutoscalerCloudConfigSecret, map[string]string{ManagedByLabel: ManagedBy, PartOfLabel: "autoscaler"}),
+		ObjectMeta: meta(SystemNamespace, AutoscalerCloudConfigSecret, nil),
 		StringData: map[string]string{autoscalerCloudConfigKey: string(cfg)},
 	}
-	return s, setKind(s)
+	return s, finish(s, autoscalerAddon)
 }
 
 func autoscaler(c *spec.Cluster) []Object {
@@ -90,7 +91,7 @@ func autoscaler(c *spec.Cluster) []Object {
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "list", "watch"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-autoscaler-status"}, Verbs: []string{"get", "update", "delete"}},
 	))
-	return append(objs, systemDeployment(c, SystemNamespace, AutoscalerName, "system-cluster-critical", corev1.PodSpec{
+	return append(objs, systemDeployment(c, SystemNamespace, AutoscalerName, ClusterCriticalPriority, corev1.PodSpec{
 		Containers: []corev1.Container{{
 			Name:    AutoscalerName,
 			Image:   "registry.k8s.io/autoscaling/cluster-autoscaler:" + c.Versions.ClusterAutoscaler,

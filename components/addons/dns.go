@@ -74,7 +74,7 @@ func dns(c *spec.Cluster) []Object {
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: corev1.PodSpec{
 						ServiceAccountName: DNSName,
-						PriorityClassName:  "system-cluster-critical",
+						PriorityClassName:  ClusterCriticalPriority,
 						DNSPolicy:          corev1.DNSDefault,
 						NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
 						Tolerations:        []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},

@@ -98,7 +98,7 @@ func monitoring(c *spec.Cluster) []Object {
 						// Reads /proc and /sys of its own node only: no API access at all (L07).
 						ServiceAccountName:           NodeExporterName,
 						AutomountServiceAccountToken: ptr(false),
-						PriorityClassName:            "system-node-critical",
+						PriorityClassName:            NodeCriticalPriority,
 						HostNetwork:                  true,
 						HostPID:                      true,
 						Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},

@@ -22,6 +22,9 @@ const (
 	BalloonPriorityValue = -1
 	// ExpendablePodsCutoff is --expendable-pods-priority-cutoff: pods below it do not hold nodes.
 	ExpendablePodsCutoff = -10
+	// ClusterCriticalPriority and NodeCriticalPriority are Kubernetes' built-in classes.
+	ClusterCriticalPriority = "system-cluster-critical"
+	NodeCriticalPriority    = "system-node-critical"
 	// BalloonAppLabel labels balloon pods with their pool.
 	BalloonAppLabel = "clusterforge.io/balloon"
 )

@@ -49,7 +49,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	c, parent := args.Cluster, pulumi.Parent(comp)
 
 	rg, err := resources.NewResourceGroup(ctx, name+"-rg", &resources.ResourceGroupArgs{
-		ResourceGroupName: pulumi.String(c.Name), Location: pulumi.String(c.Location), Tags: tags(c, ""),
+		ResourceGroupName: pulumi.String(c.ResourceGroup()), Location: pulumi.String(c.Location), Tags: tags(c, ""),
 	}, parent)
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/rehearsal"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -45,7 +46,7 @@ func TestAddons(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if p := running.Proc("kwok", addons.PodGroupControllerName); p != nil {
+		if p := running.Proc(rehearsal.AddonsMachine, addons.PodGroupControllerName); p != nil {
 			_ = p.Stop(syscall.SIGTERM, 10*time.Second)
 		}
 	})

@@ -22,6 +22,9 @@ import (
 	"github.com/clusterforge/clusterforge/components/pki"
 )
 
+// AddonsMachine is where endpoints.json lists the add-on processes the rehearsal runs itself.
+const AddonsMachine = "add-ons"
+
 // FieldManager owns the fields clusterforge applies, as the Pulumi program's provider would.
 const FieldManager = "clusterforge"
 
@@ -117,7 +120,7 @@ func (r *Rehearsal) StartPodGroupController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	proc.Role, proc.Machine, proc.Name = "add-ons", "kwok", addons.PodGroupControllerName
+	proc.Role, proc.Machine, proc.Name = "add-ons", AddonsMachine, addons.PodGroupControllerName
 	return r.track(proc)
 }
 

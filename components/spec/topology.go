@@ -180,6 +180,9 @@ func (c *Cluster) Roles() []string {
 	return roles
 }
 
+// ResourceGroup is the Azure resource group that holds every resource of the cluster.
+func (c *Cluster) ResourceGroup() string { return c.Name }
+
 // SystemPool is where cluster-level add-ons run (cluster-autoscaler, Prometheus): the first pool
 // without GPUs, else the first pool. Its identity may resize the scale sets (L19).
 func (c *Cluster) SystemPool() Pool {
