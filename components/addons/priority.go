@@ -86,7 +86,7 @@ func balloons(c *spec.Cluster) []Object {
 						PriorityClassName:             BalloonPriority,
 						TerminationGracePeriodSeconds: ptr(int64(0)), // make room for the preemptor at once
 						AutomountServiceAccountToken:  ptr(false),
-						NodeSelector:                  map[string]string{machine.PoolLabel: pool.Name},
+						NodeSelector:                  map[string]string{spec.PoolLabel: pool.Name},
 						Tolerations:                   poolTolerations(pool),
 						Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 							RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{

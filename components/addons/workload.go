@@ -6,7 +6,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -45,7 +44,7 @@ func systemDeployment(c *spec.Cluster, namespace, name, priority string, pod cor
 	labels := map[string]string{"app": name}
 	pool := c.SystemPool()
 	pod.ServiceAccountName, pod.PriorityClassName = name, priority
-	pod.NodeSelector = map[string]string{machine.PoolLabel: pool.Name}
+	pod.NodeSelector = map[string]string{spec.PoolLabel: pool.Name}
 	pod.Tolerations = poolTolerations(pool)
 	return &appsv1.Deployment{
 		ObjectMeta: meta(namespace, name, labels),

@@ -13,7 +13,7 @@ import (
 func testCluster(t *testing.T) *spec.Cluster {
 	t.Helper()
 	c := &spec.Cluster{Name: "cf-test", Network: spec.Network{Hub: spec.Hub{
-		VNetID: "/subscriptions/s/resourceGroups/hub/providers/Microsoft.Network/virtualNetworks/hub", AddressSpace: "10.255.0.0/16"}},
+		VNetID: "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/hub/providers/Microsoft.Network/virtualNetworks/hub", AddressSpace: "10.255.0.0/16"}},
 		Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3}}}
 	c.Default()
 	if err := c.Validate(); err != nil {

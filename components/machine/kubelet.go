@@ -17,8 +17,6 @@ const (
 	KubeletBootstrapKubeconfig = KubeDir + "/bootstrap-kubelet.kubeconfig"
 	KubeletKubeconfig          = KubeletDir + "/kubeconfig"
 	ContainerdSocket           = "unix:///run/containerd/containerd.sock"
-	// PoolLabel names the pool a node belongs to.
-	PoolLabel = "clusterforge.io/pool"
 	// GPUResource is the extended resource and taint key of GPU nodes.
 	GPUResource = "nvidia.com/gpu"
 )
@@ -66,9 +64,9 @@ tlsCipherSuites: [%s]
 
 // NodeLabels are the labels every node of a pool registers with.
 func NodeLabels(pool spec.Pool) map[string]string {
-	labels := map[string]string{PoolLabel: pool.Name}
+	labels := map[string]string{spec.PoolLabel: pool.Name}
 	if pool.IsGPU() {
-		labels["clusterforge.io/gpu"] = "true"
+		labels[spec.GPULabel] = "true"
 	}
 	maps.Copy(labels, pool.Labels)
 	return labels

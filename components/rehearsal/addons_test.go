@@ -355,7 +355,7 @@ func gpuPod(name string, pool spec.Pool, labels map[string]string) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{machine.PoolLabel: pool.Name},
+			NodeSelector:                  map[string]string{spec.PoolLabel: pool.Name},
 			Tolerations:                   []corev1.Toleration{{Key: machine.GPUResource, Operator: corev1.TolerationOpExists}},
 			TerminationGracePeriodSeconds: ptr(int64(0)),
 			Containers: []corev1.Container{{Name: "work", Image: running.Cluster.Versions.PauseImage,

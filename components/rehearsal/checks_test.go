@@ -40,7 +40,7 @@ func TestAPIThroughLoadBalancerListsPools(t *testing.T) {
 		t.Fatalf("load balancer %s: HTTP %d %v %s", running.Cluster.APIServerURL(), code, err, body)
 	}
 	out, err := exec.Command(filepath.Join(running.Tools, "kubectl"), "--kubeconfig", running.Kubeconfig(),
-		"get", "nodes", "--no-headers", "-L", machine.PoolLabel).CombinedOutput()
+		"get", "nodes", "--no-headers", "-L", spec.PoolLabel).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl get nodes: %v\n%s", err, out)
 	}
@@ -473,7 +473,7 @@ func TestSchedulerBinPacks(t *testing.T) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("packed-%d", i)},
 			Spec: corev1.PodSpec{
-				NodeSelector: map[string]string{machine.PoolLabel: pool.Name},
+				NodeSelector: map[string]string{spec.PoolLabel: pool.Name},
 				Containers: []corev1.Container{{Name: "work", Image: "registry.k8s.io/pause:3.10.1",
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
 			},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 var bakedImage = flag.String("image", "", "node image tarball (default build/images/node-<stack>.tar, from `make image-local`); "+
@@ -288,7 +289,7 @@ func TestBakedNodeJoinsAndRunsPreloadedPod(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the baked node did not join and become Ready: %v\nkubelet log:\n%s", err, kubeletLog())
 	}
-	if got := registered.Labels[machine.PoolLabel]; got != pool.Name {
+	if got := registered.Labels[spec.PoolLabel]; got != pool.Name {
 		t.Errorf("node %s has pool label %q, want %q", name, got, pool.Name)
 	}
 	// TLS bootstrap: the kubelet now holds an approved client certificate of its own.

@@ -3,7 +3,7 @@ package spec
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
+	"strings"
 )
 
 // Defaults of the fields that do not depend on the cluster's size.
@@ -53,109 +53,128 @@ const (
 // DefaultZones spreads machines over three availability zones.
 var DefaultZones = []string{"1", "2", "3"}
 
-// gpuSize matches Azure's GPU families (NC, ND, NV, NG).
-var gpuSize = regexp.MustCompile(`^Standard_N[CDVG]`)
-
-// Default fills every empty field: fixed defaults first, then sizing from TargetNodes.
-// It never overrides a value the stack set; Validate checks the result.
+// Default fills every field the stack left out: fixed defaults first, then sizing from
+// TargetNodes. It never overrides a value the stack set, an explicit 0 or "" included (Validate
+// judges those); for a Cluster built in Go rather than parsed, a zero value counts as unset.
 func (c *Cluster) Default() {
-	setDefault(&c.Location, DefaultLocation)
-	if len(c.Zones) == 0 {
-		c.Zones = append([]string(nil), DefaultZones...)
-	}
-	setDefault(&c.Versions.Kubernetes, DefaultKubernetesVersion)
-	setDefault(&c.Versions.Etcd, DefaultEtcdVersion)
-	setDefault(&c.Versions.PauseImage, DefaultPauseImage)
-	setDefault(&c.Versions.Containerd, DefaultContainerdVersion)
-	setDefault(&c.Versions.Runc, DefaultRuncVersion)
-	setDefault(&c.Versions.Crictl, DefaultCrictlVersion)
-	setDefault(&c.Versions.AzureCNI, DefaultAzureCNIVersion)
-	setDefault(&c.Versions.SchedulerPlugins, DefaultSchedulerPlugins)
-	setDefault(&c.Versions.CoreDNS, DefaultCoreDNSVersion)
-	setDefault(&c.Versions.ClusterAutoscaler, DefaultAutoscalerVersion)
-	setDefault(&c.Versions.Prometheus, DefaultPrometheusVersion)
-	setDefault(&c.Versions.NodeExporter, DefaultNodeExporterVersion)
+	c.setDefault(&c.Location, DefaultLocation)
+	c.setDefault(&c.Zones, append([]string(nil), DefaultZones...))
+	c.setDefault(&c.Versions.Kubernetes, DefaultKubernetesVersion)
+	c.setDefault(&c.Versions.Etcd, DefaultEtcdVersion)
+	c.setDefault(&c.Versions.PauseImage, DefaultPauseImage)
+	c.setDefault(&c.Versions.Containerd, DefaultContainerdVersion)
+	c.setDefault(&c.Versions.Runc, DefaultRuncVersion)
+	c.setDefault(&c.Versions.Crictl, DefaultCrictlVersion)
+	c.setDefault(&c.Versions.AzureCNI, DefaultAzureCNIVersion)
+	c.setDefault(&c.Versions.SchedulerPlugins, DefaultSchedulerPlugins)
+	c.setDefault(&c.Versions.CoreDNS, DefaultCoreDNSVersion)
+	c.setDefault(&c.Versions.ClusterAutoscaler, DefaultAutoscalerVersion)
+	c.setDefault(&c.Versions.Prometheus, DefaultPrometheusVersion)
+	c.setDefault(&c.Versions.NodeExporter, DefaultNodeExporterVersion)
 	as := &c.Autoscaler
-	setDefault(&as.MaxUnreadyPercentage, DefaultMaxUnreadyPercentage)
-	setDefault(&as.OkUnreadyCount, DefaultOkUnreadyCount)
-	setDefault(&as.ScaleDownUnneededTime, DefaultScaleDownUnneededTime)
-	setDefault(&as.ScaleDownDelayAfterAdd, DefaultScaleDownDelayAfterAdd)
-	setDefault(&as.MaxScaleDownParallelism, DefaultMaxScaleDownParallelism)
-	setDefault(&as.MaxNodeProvisionTime, DefaultMaxNodeProvisionTime)
-	setDefault(&c.Kubelet.MaxConcurrentDownloads, DefaultMaxConcurrentDownloads)
-	setDefault(&c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
-	setDefault(&c.Image, PlaceholderImage)
-	setDefault(&c.Admin.Username, DefaultAdminUsername)
-	setDefault(&c.Kubelet.MaxPods, DefaultMaxPods)
-	setDefault(&c.Kubelet.MaxParallelImagePulls, DefaultMaxParallelImagePulls)
+	c.setDefault(&as.MaxUnreadyPercentage, DefaultMaxUnreadyPercentage)
+	c.setDefault(&as.OkUnreadyCount, DefaultOkUnreadyCount)
+	c.setDefault(&as.ScaleDownUnneededTime, DefaultScaleDownUnneededTime)
+	c.setDefault(&as.ScaleDownDelayAfterAdd, DefaultScaleDownDelayAfterAdd)
+	c.setDefault(&as.MaxScaleDownParallelism, DefaultMaxScaleDownParallelism)
+	c.setDefault(&as.MaxNodeProvisionTime, DefaultMaxNodeProvisionTime)
+	c.setDefault(&c.Kubelet.MaxConcurrentDownloads, DefaultMaxConcurrentDownloads)
+	c.setDefault(&c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
+	c.setDefault(&c.Image, PlaceholderImage)
+	c.setDefault(&c.Admin.Username, DefaultAdminUsername)
+	c.setDefault(&c.Kubelet.MaxPods, DefaultMaxPods)
+	c.setDefault(&c.Kubelet.MaxParallelImagePulls, DefaultMaxParallelImagePulls)
 
 	for i := range c.Pools {
 		p := &c.Pools[i]
-		setDefault(&p.MaxNodes, p.Nodes)
-		setDefault(&p.Image, c.Image)
+		c.setDefault(&p.MaxNodes, p.Nodes)
+		c.setDefault(&p.Image, c.Image)
 		if p.GPU == nil {
-			gpu := gpuSize.MatchString(p.VMSize)
+			gpu := vmSizes[p.VMSize].GPUs > 0
 			p.GPU = &gpu
 		}
 		for j := range p.Taints {
-			setDefault(&p.Taints[j].Effect, "NoSchedule")
+			c.setDefault(&p.Taints[j].Effect, "NoSchedule")
 		}
 	}
-	if c.TargetNodes == 0 {
-		for _, p := range c.Pools {
-			c.TargetNodes += p.MaxNodes
-		}
+	total := 0
+	for _, p := range c.Pools {
+		total += min(max(p.MaxNodes, 0), MaxClusterNodes+1) // saturating: Validate refuses what is out of range
 	}
+	c.setDefault(&c.TargetNodes, total)
+	// Sizing reads a bounded count, so an absurd one cannot overflow the address plan.
+	nodes := min(max(c.TargetNodes, 0), MaxClusterNodes)
 
-	tier := tierFor(c.TargetNodes)
-	setDefault(&c.EtcdMain.Members, DefaultEtcdMainMembers)
-	setDefault(&c.EtcdMain.VMSize, tier.etcdVMSize)
-	setDefault(&c.EtcdMain.QuotaBackendBytes, tier.quotaBackendBytes)
-	setDefault(&c.EtcdEvents.Members, tier.eventsMembers)
-	setDefault(&c.EtcdEvents.VMSize, tier.eventsVMSize)
-	setDefault(&c.EtcdEvents.QuotaBackendBytes, tier.eventsQuotaBytes)
+	tier := tierFor(nodes)
+	c.setDefault(&c.EtcdMain.Members, DefaultEtcdMainMembers)
+	c.setDefault(&c.EtcdMain.VMSize, tier.etcdVMSize)
+	c.setDefault(&c.EtcdMain.QuotaBackendBytes, tier.quotaBackendBytes)
+	c.setDefault(&c.EtcdEvents.Members, tier.eventsMembers)
+	c.setDefault(&c.EtcdEvents.VMSize, tier.eventsVMSize)
+	c.setDefault(&c.EtcdEvents.QuotaBackendBytes, tier.eventsQuotaBytes)
 
 	a := &c.APIServer
-	setDefault(&a.Count, DefaultAPIServerCount)
-	setDefault(&a.VMSize, tier.apiserverVMSize)
-	setDefault(&a.MaxRequestsInflight, tier.maxRequestsInflight)
-	setDefault(&a.MaxMutatingRequestsInflight, tier.maxMutatingRequestsInflight)
-	setDefault(&a.AuditLogMaxBackup, DefaultAuditLogMaxBackup)
-	setDefault(&a.AuditLogMaxSizeMB, DefaultAuditLogMaxSizeMB)
-	setDefault(&a.EtcdCompactionInterval, DefaultEtcdCompactionInterval)
+	c.setDefault(&a.Count, DefaultAPIServerCount)
+	c.setDefault(&a.VMSize, tier.apiserverVMSize)
+	c.setDefault(&a.MaxRequestsInflight, tier.maxRequestsInflight)
+	c.setDefault(&a.MaxMutatingRequestsInflight, tier.maxMutatingRequestsInflight)
+	c.setDefault(&a.AuditLogMaxBackup, DefaultAuditLogMaxBackup)
+	c.setDefault(&a.AuditLogMaxSizeMB, DefaultAuditLogMaxSizeMB)
+	c.setDefault(&a.EtcdCompactionInterval, DefaultEtcdCompactionInterval)
 
-	setDefault(&c.DNS.Replicas, dnsReplicasFor(c.TargetNodes))
-	c.defaultNetwork()
+	c.setDefault(&c.DNS.Replicas, dnsReplicasFor(nodes))
+	c.defaultNetwork(nodes)
 }
 
 // defaultNetwork derives the address plan: the node subnet (node + pod IPs, L29/L30) takes the
 // upper half of the VNet, the control-plane and etcd /24s sit at its start.
-func (c *Cluster) defaultNetwork() {
+func (c *Cluster) defaultNetwork(nodes int) {
 	n := &c.Network
-	setDefault(&n.ServiceCIDR, DefaultServiceCIDR)
-	if n.AddressSpace == "" {
-		need := addressesFor(c.TargetNodes, c.Kubelet.MaxPods) + azureReservedAddresses
+	c.setDefault(&n.ServiceCIDR, DefaultServiceCIDR)
+	if n.AddressSpace == "" && !c.explicit[&n.AddressSpace] {
+		need := addressesFor(nodes, min(max(c.Kubelet.MaxPods, 0), 250)) + azureReservedAddresses
 		nodeBits := max(minNodeSubnetBits, bitsFor(need))
 		base := netip.MustParseAddr(defaultVNetBase)
 		n.AddressSpace = netip.PrefixFrom(base, 32-nodeBits-1).String()
-		setDefault(&n.NodeSubnet, netip.PrefixFrom(addrAdd(base, 1<<nodeBits), 32-nodeBits).String())
+		c.setDefault(&n.NodeSubnet, netip.PrefixFrom(addrAdd(base, 1<<nodeBits), 32-nodeBits).String())
 	}
 	vnet, err := netip.ParsePrefix(n.AddressSpace)
 	if err != nil || !vnet.Addr().Is4() {
 		return // Validate reports it.
 	}
 	base := vnet.Masked().Addr()
-	setDefault(&n.ControlPlaneSubnet, netip.PrefixFrom(base, 24).String())
-	setDefault(&n.EtcdSubnet, netip.PrefixFrom(addrAdd(base, 256), 24).String())
+	c.setDefault(&n.ControlPlaneSubnet, netip.PrefixFrom(base, 24).String())
+	c.setDefault(&n.EtcdSubnet, netip.PrefixFrom(addrAdd(base, 256), 24).String())
 	if cp, err := netip.ParsePrefix(n.ControlPlaneSubnet); err == nil && cp.Addr().Is4() {
-		setDefault(&n.APIServerIP, addrAdd(cp.Masked().Addr(), apiServerIPOffset).String())
+		c.setDefault(&n.APIServerIP, addrAdd(cp.Masked().Addr(), apiServerIPOffset).String())
 	}
 }
 
-func setDefault[T comparable](field *T, value T) {
-	var zero T
-	if *field == zero {
-		*field = value
+// setDefault sets *field (a pointer to a field of c) to value unless the stack set it or it is
+// not zero.
+func (c *Cluster) setDefault(field, value any) {
+	if c.explicit[field] {
+		return
+	}
+	switch f := field.(type) {
+	case *string:
+		if *f == "" {
+			*f = value.(string)
+		}
+	case *int:
+		if *f == 0 {
+			*f = value.(int)
+		}
+	case *int64:
+		if *f == 0 {
+			*f = value.(int64)
+		}
+	case *[]string:
+		if len(*f) == 0 {
+			*f = value.([]string)
+		}
+	default:
+		panic(fmt.Sprintf("spec: no default for %T", field))
 	}
 }
 
@@ -165,6 +184,11 @@ func addrAdd(a netip.Addr, n int) netip.Addr {
 	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 	v += uint32(n)
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// IsPlaceholderImage reports whether an image id is the offline default that `pulumi up` refuses.
+func IsPlaceholderImage(id string) bool {
+	return strings.HasPrefix(id, "/subscriptions/00000000-0000-0000-0000-000000000000/")
 }
 
 // GiB shows a size in GiB for summaries.

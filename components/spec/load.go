@@ -2,11 +2,13 @@ package spec
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"regexp"
+	"path/filepath"
+	"reflect"
 
 	"gopkg.in/yaml.v3"
 )
@@ -14,85 +16,142 @@ import (
 // ConfigKey is the stack config key that holds the cluster spec.
 const ConfigKey = "clusterforge:cluster"
 
-// unknownField matches yaml.v3's strict-mode message, e.g. "line 7: field vmsize not found in type spec.Pool".
-var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type spec\.(\w+)`)
+// StackDir is where the stack files live (Pulumi.yaml's stackConfigDir).
+const StackDir = "stacks"
 
-// Parse decodes a cluster spec strictly (an unknown key is an error naming it), then
-// defaults and validates it. The data may be YAML or JSON (Pulumi hands structured config over as JSON).
-func Parse(data []byte) (*Cluster, error) {
-	var c Cluster
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, explainDecode(err)
-	}
-	c.Default()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return &c, nil
+// maxErrors is how many decode errors are shown; a spec that breaks more is broken throughout.
+const maxErrors = 50
+
+// MaxStackFileBytes bounds a stack file; real ones are a few kilobytes.
+const MaxStackFileBytes = 1 << 20
+
+// StackFile is the path of a stack's file under the project root.
+func StackFile(root, stack string) string {
+	return filepath.Join(root, StackDir, "Pulumi."+stack+".yaml")
 }
 
-func explainDecode(err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return fmt.Errorf("%s: %w", ConfigKey, err)
-	}
-	errs := make([]error, 0, len(te.Errors))
-	for _, msg := range te.Errors {
-		if m := unknownField.FindStringSubmatch(msg); m != nil {
-			errs = append(errs, &FieldError{
-				Field:   sectionOf(m[3]) + m[2],
-				Problem: fmt.Sprintf("unknown key %q (line %s)", m[2], m[1]),
-				Fix:     "check its spelling against docs/stack-reference.md or remove it",
-			})
-			continue
-		}
-		errs = append(errs, fmt.Errorf("%s: %s", ConfigKey, msg))
-	}
-	return errors.Join(errs...)
-}
-
-// sectionOf names where a Go type sits in the config, for error paths.
-func sectionOf(typeName string) string {
-	return map[string]string{
-		"Versions": "versions.", "Admin": "admin.", "Network": "network.", "Hub": "network.hub.",
-		"Etcd": "etcd*.", "APIServer": "apiServer.", "Kubelet": "kubelet.", "DNS": "dns.",
-		"Pool": "pools[].", "Taint": "pools[].taints[].",
-	}[typeName]
-}
-
-// stackFile is the part of a Pulumi stack file clusterforge reads.
-type stackFile struct {
-	Config map[string]yaml.Node `yaml:"config"`
-}
-
-// ClusterConfig extracts the raw cluster spec from a Pulumi stack file (stacks/Pulumi.<env>.yaml).
-func ClusterConfig(stackYAML []byte) ([]byte, error) {
-	var f stackFile
-	if err := yaml.Unmarshal(stackYAML, &f); err != nil {
-		return nil, fmt.Errorf("stack file: %w", err)
-	}
-	node, ok := f.Config[ConfigKey]
-	if !ok {
-		return nil, fmt.Errorf("stack file: no %s key under config; add the cluster spec there", ConfigKey)
-	}
-	return yaml.Marshal(&node)
-}
-
-// LoadStack reads, defaults and validates the cluster spec of a stack file.
+// LoadStack reads, decodes, defaults and validates the cluster spec of a stack file. Every error
+// names the field path and the line of the stack file it came from.
 func LoadStack(path string) (*Cluster, error) {
-	data, err := os.ReadFile(path)
+	data, err := readStackFile(path)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := ClusterConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	c, err := Parse(raw)
+	c, err := ParseStackFile(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return c, nil
+}
+
+func readStackFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxStackFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > MaxStackFileBytes {
+		return nil, fmt.Errorf("%s: larger than %d bytes; a stack file holds one cluster spec of a few kilobytes", path, MaxStackFileBytes)
+	}
+	return data, nil
+}
+
+// ParseStackFile parses the spec under config.clusterforge:cluster of a stack file's contents.
+func ParseStackFile(data []byte) (*Cluster, error) {
+	node, err := clusterNode(data)
+	if err != nil {
+		return nil, err
+	}
+	return parseNode(node, true)
+}
+
+// ParseConfig parses the spec as Pulumi hands it to the program: the stack file's value as JSON.
+// Its line numbers are those of that JSON, so errors name field paths only.
+func ParseConfig(value string) (*Cluster, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(value), &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", ConfigKey, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("%s is empty; add the cluster spec", ConfigKey)
+	}
+	return parseNode(doc.Content[0], false)
+}
+
+// ConfigJSON is the value Pulumi passes the program for a stack file: its spec as JSON.
+func ConfigJSON(stackYAML []byte) (string, error) {
+	node, err := clusterNode(stackYAML)
+	if err != nil {
+		return "", err
+	}
+	var v any
+	if err := node.Decode(&v); err != nil {
+		return "", err
+	}
+	js, err := json.Marshal(v)
+	return string(js), err
+}
+
+func parseNode(n *yaml.Node, lines bool) (*Cluster, error) {
+	d := &decoder{lines: lines, set: map[any]bool{}, at: map[string]int{}}
+	c := &Cluster{}
+	d.decode(n, "", reflect.ValueOf(c).Elem())
+	if len(d.errs) > maxErrors {
+		d.errs = append(d.errs[:maxErrors], fmt.Errorf("%s: %d more errors not shown", ConfigKey, len(d.errs)-maxErrors))
+	}
+	if len(d.errs) > 0 {
+		return nil, errors.Join(d.errs...)
+	}
+	c.explicit, c.lines = d.set, d.at
+	c.Default()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// clusterNode finds config.clusterforge:cluster in a stack file of one YAML document.
+func clusterNode(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("stack file is empty; add config.%s", ConfigKey)
+		}
+		return nil, fmt.Errorf("stack file: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("stack file: line %d: a second YAML document; a stack file holds one, remove the '---' and what follows", extra.Line)
+	}
+	config, err := child(doc.Content[0], "config")
+	if err != nil {
+		return nil, err
+	}
+	return child(config, ConfigKey)
+}
+
+// child is the value of key in a mapping, refusing a key given twice.
+func child(n *yaml.Node, key string) (*yaml.Node, error) {
+	if n.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("stack file: line %d: want a mapping holding %s", n.Line, key)
+	}
+	var found *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value != key {
+			continue
+		}
+		if found != nil {
+			return nil, fmt.Errorf("stack file: line %d: %s is set twice; keep one", n.Content[i].Line, key)
+		}
+		found = n.Content[i+1]
+	}
+	if found == nil {
+		return nil, fmt.Errorf("stack file: line %d: no %s key; add the cluster spec under config.%s", n.Line, key, ConfigKey)
+	}
+	return found, nil
 }

@@ -66,6 +66,6 @@ const podAddressHeadroom = 1.25
 
 // addressesFor is the number of VNet addresses the node subnet needs: each node's primary IP plus
 // one secondary IP configuration per pod (Azure CNI, L29), with headroom (L30).
-func addressesFor(nodes, maxPods int) int {
-	return int(math.Ceil(float64(nodes*(maxPods+1)) * podAddressHeadroom))
+func addressesFor(nodes, maxPods int) int64 {
+	return int64(math.Ceil(float64(int64(nodes)*int64(maxPods+1)) * podAddressHeadroom))
 }

@@ -51,6 +51,8 @@ const (
 	apiServerIPOffset  = 10
 	etcdMainIPOffset   = 10
 	etcdEventsIPOffset = 30
+	// dnsServiceIPOffset places the cluster DNS Service at the tenth address of the service range.
+	dnsServiceIPOffset = 10
 )
 
 // WorkerRole is the machine role of a pool's nodes.
@@ -112,7 +114,9 @@ func (c *Cluster) etcdCluster(role string, e Etcd, offset int) EtcdCluster {
 		members[i] = Member{
 			Name: fmt.Sprintf("%s-%s-%d", c.Name, role, i),
 			IP:   addrAdd(subnet, offset+i).String(),
-			Zone: c.Zones[i%len(c.Zones)],
+		}
+		if len(c.Zones) > 0 { // Validate refuses an empty list
+			members[i].Zone = c.Zones[i%len(c.Zones)]
 		}
 	}
 	return EtcdCluster{Role: role, Spec: e, Members: members}
@@ -163,7 +167,7 @@ func (c *Cluster) KubernetesServiceIP() string {
 
 // DNSServiceIP is the cluster DNS service address (the tenth of the service range).
 func (c *Cluster) DNSServiceIP() string {
-	return addrAdd(netip.MustParsePrefix(c.Network.ServiceCIDR).Masked().Addr(), 10).String()
+	return addrAdd(netip.MustParsePrefix(c.Network.ServiceCIDR).Masked().Addr(), dnsServiceIPOffset).String()
 }
 
 // APIServerURL is the address clients and kubelets use: the internal load balancer.

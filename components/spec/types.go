@@ -54,8 +54,13 @@ type Cluster struct {
 	// Autoscaler configures cluster-autoscaler's Azure provider over every pool (L19).
 	Autoscaler Autoscaler `yaml:"autoscaler"`
 
-	// Pools are the worker pools; each becomes one or more scale sets.
+	// Pools are the worker pools; each becomes one or more scale sets. At most 16.
 	Pools []Pool `yaml:"pools"`
+
+	// explicit holds a pointer to every field the stack set, so Default keeps an explicit zero.
+	explicit map[any]bool
+	// lines maps field paths to their line in the stack file, for Validate's errors.
+	lines map[string]int
 }
 
 // Versions pins the binaries the machine image carries.

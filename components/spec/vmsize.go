@@ -1,76 +1,116 @@
 package spec
 
-import (
-	"regexp"
-	"strconv"
-	"strings"
-)
+import "fmt"
 
-// azureSize splits an Azure VM size name, e.g. Standard_E16ds_v5 → family "E", features "ds",
-// version "5"; Standard_L8s_v3 → "L", "s", "3"; Standard_DS15_v2 → "DS", "", "2".
-var azureSize = regexp.MustCompile(`^Standard_([A-Z]+)(\d+)(-\d+)?([a-z]*)(?:_[A-Z0-9]+)*(?:_v(\d+))?$`)
-
-// HasLocalDisk reports whether an Azure VM size has an instance-local temp or NVMe disk,
-// which etcd's data dir needs (L02). Sizes whose feature letters include "d" (D16ds_v5,
-// E8ds_v5), the storage-optimised L-series, and the v2/v3 generations (DS15_v2, D16s_v3: the
-// seeds' machines) have one, as do the GPU N-series; the diskless v4+ sizes (D16s_v5) do not.
-func HasLocalDisk(size string) bool {
-	m := azureSize.FindStringSubmatch(size)
-	if m == nil {
-		return false
-	}
-	family, features, version := m[1], m[4], m[5]
-	switch {
-	case family == "L", strings.HasPrefix(family, "N"): // storage-optimised and GPU sizes
-		return true
-	case strings.Contains(features, "d"):
-		return true
-	case version == "2" || version == "3":
-		return true
-	}
-	return false
-}
-
-// ValidVMSizeName reports whether a name has the shape of an Azure VM size.
-func ValidVMSizeName(size string) bool { return azureSize.MatchString(size) }
-
-// Capacity is what one VM of a size offers the kubelet.
+// Capacity is what one VM of an Azure size offers, from Azure's size pages
+// (learn.microsoft.com/azure/virtual-machines/sizes, read 2026-11).
 type Capacity struct {
-	CPUs      int
+	// CPUs is the vCPU count.
+	CPUs int
+	// MemoryGiB is the memory in GiB.
 	MemoryGiB int
-	GPUs      int
+	// LocalDiskGiB is the instance-local temp or NVMe disk etcd's data dir (L02) and containerd's
+	// root (L22) live on: the first local NVMe disk where the size has them, else the temp disk;
+	// 0 when the size has neither.
+	LocalDiskGiB int
+	// GPUs is the NVIDIA GPU count.
+	GPUs int
 }
 
-// gpuSizes are the GPU sizes clusterforge knows, from Azure's size tables.
-var gpuSizes = map[string]Capacity{
-	"Standard_NC4as_T4_v3":      {CPUs: 4, MemoryGiB: 28, GPUs: 1},
-	"Standard_NC8as_T4_v3":      {CPUs: 8, MemoryGiB: 56, GPUs: 1},
-	"Standard_NC64as_T4_v3":     {CPUs: 64, MemoryGiB: 440, GPUs: 4},
-	"Standard_NC24ads_A100_v4":  {CPUs: 24, MemoryGiB: 220, GPUs: 1},
-	"Standard_NC96ads_A100_v4":  {CPUs: 96, MemoryGiB: 880, GPUs: 4},
-	"Standard_ND96asr_v4":       {CPUs: 96, MemoryGiB: 900, GPUs: 8},
-	"Standard_ND96amsr_A100_v4": {CPUs: 96, MemoryGiB: 1900, GPUs: 8},
-	"Standard_ND96isr_H100_v5":  {CPUs: 96, MemoryGiB: 1900, GPUs: 8},
+// vmSizes are the sizes clusterforge knows the facts of. A size missing here is refused wherever
+// a fact is needed (a local disk, the capacity balloons are sized from, GPUs): add its row from
+// Azure's size page rather than guessing from its name.
+var vmSizes = map[string]Capacity{}
+
+// sizeFamily adds a family's sizes: vCPUs → memory and local disk in GiB.
+func sizeFamily(format string, rows ...[3]int) {
+	for _, r := range rows {
+		vmSizes[fmt.Sprintf(format, r[0])] = Capacity{CPUs: r[0], MemoryGiB: r[1], LocalDiskGiB: r[2]}
+	}
 }
 
-// memoryPerCPU is GiB of memory per vCPU of the general-purpose families.
-var memoryPerCPU = map[string]int{"D": 4, "DS": 4, "E": 8, "F": 2, "FX": 21, "L": 8, "M": 28}
+func init() {
+	// General purpose Dv5 (Intel) and Dav5 (AMD): 4 GiB per vCPU; "d" sizes have a temp disk.
+	dv5 := [][3]int{{2, 8, 75}, {4, 16, 150}, {8, 32, 300}, {16, 64, 600}, {32, 128, 1200}, {48, 192, 1800}, {64, 256, 2400}, {96, 384, 3600}}
+	for _, f := range []string{"Standard_D%dds_v5", "Standard_D%dd_v5", "Standard_D%dads_v5"} {
+		sizeFamily(f, dv5...)
+	}
+	for _, f := range []string{"Standard_D%ds_v5", "Standard_D%d_v5", "Standard_D%das_v5"} {
+		sizeFamily(f, withoutDisk(dv5)...)
+	}
+	// Memory optimised Ev5 and Eav5: 8 GiB per vCPU up to 64 vCPUs, 672 GiB at 96.
+	ev5 := [][3]int{{2, 16, 75}, {4, 32, 150}, {8, 64, 300}, {16, 128, 600}, {20, 160, 750}, {32, 256, 1200}, {48, 384, 1800}, {64, 512, 2400}, {96, 672, 3600}}
+	for _, f := range []string{"Standard_E%dds_v5", "Standard_E%dd_v5", "Standard_E%dads_v5"} {
+		sizeFamily(f, ev5...)
+	}
+	for _, f := range []string{"Standard_E%ds_v5", "Standard_E%d_v5", "Standard_E%das_v5"} {
+		sizeFamily(f, withoutDisk(ev5)...)
+	}
+	// Previous generations, as the seeds ran: Dsv3 and DSv2 with temp disks.
+	sizeFamily("Standard_D%ds_v3", [3]int{2, 8, 16}, [3]int{4, 16, 32}, [3]int{8, 32, 64}, [3]int{16, 64, 128}, [3]int{32, 128, 256}, [3]int{48, 192, 384}, [3]int{64, 256, 512})
+	for name, c := range map[string]Capacity{
+		"Standard_DS2_v2": {2, 7, 14, 0}, "Standard_DS3_v2": {4, 14, 28, 0}, "Standard_DS4_v2": {8, 28, 56, 0},
+		"Standard_DS5_v2": {16, 56, 112, 0}, "Standard_DS11_v2": {2, 14, 28, 0}, "Standard_DS12_v2": {4, 28, 56, 0},
+		"Standard_DS13_v2": {8, 56, 112, 0}, "Standard_DS14_v2": {16, 112, 224, 0}, "Standard_DS15_v2": {20, 140, 280, 0},
+	} {
+		vmSizes[name] = c
+	}
+	// Compute optimised Fsv2: 2 GiB per vCPU.
+	sizeFamily("Standard_F%ds_v2", [3]int{2, 4, 16}, [3]int{4, 8, 32}, [3]int{8, 16, 64}, [3]int{16, 32, 128}, [3]int{32, 64, 256}, [3]int{48, 96, 384}, [3]int{64, 128, 512}, [3]int{72, 144, 576})
+	// Storage optimised Lsv3: one 1.92 TB local NVMe disk per 8 vCPUs.
+	sizeFamily("Standard_L%ds_v3", [3]int{8, 64, 1788}, [3]int{16, 128, 1788}, [3]int{32, 256, 1788}, [3]int{48, 384, 1788}, [3]int{64, 512, 1788}, [3]int{80, 640, 1788})
+	// GPU sizes.
+	for name, c := range map[string]Capacity{
+		"Standard_NC4as_T4_v3":      {4, 28, 180, 1},
+		"Standard_NC8as_T4_v3":      {8, 56, 352, 1},
+		"Standard_NC16as_T4_v3":     {16, 110, 352, 1},
+		"Standard_NC64as_T4_v3":     {64, 440, 2880, 4},
+		"Standard_NC24ads_A100_v4":  {24, 220, 958, 1},
+		"Standard_NC48ads_A100_v4":  {48, 440, 1916, 2},
+		"Standard_NC96ads_A100_v4":  {96, 880, 3832, 4},
+		"Standard_NC40ads_H100_v5":  {40, 320, 3576, 1},
+		"Standard_NC80adis_H100_v5": {80, 640, 3576, 2},
+		"Standard_ND96asr_v4":       {96, 900, 6000, 8},
+		"Standard_ND96amsr_A100_v4": {96, 1900, 6400, 8},
+		"Standard_ND96isr_H100_v5":  {96, 1900, 3576, 8},
+		"Standard_ND96isr_H200_v5":  {96, 1850, 3576, 8},
+	} {
+		vmSizes[name] = c
+	}
+}
 
-// VMCapacity is the vCPUs, memory and GPUs of an Azure VM size: GPU sizes from a table, the
-// others from the vCPU count in the name and the family's memory ratio. ok is false for sizes
-// it does not know.
+func withoutDisk(rows [][3]int) [][3]int {
+	out := make([][3]int, len(rows))
+	for i, r := range rows {
+		out[i] = [3]int{r[0], r[1], 0}
+	}
+	return out
+}
+
+// VMCapacity is the facts of an Azure VM size; ok is false for a size clusterforge does not know.
 func VMCapacity(size string) (c Capacity, ok bool) {
-	if c, ok := gpuSizes[size]; ok {
-		return c, true
+	c, ok = vmSizes[size]
+	return c, ok
+}
+
+// HasLocalDisk reports whether a known size has an instance-local temp or NVMe disk.
+func HasLocalDisk(size string) bool { return vmSizes[size].LocalDiskGiB > 0 }
+
+// KnownVMSizes lists the sizes of the table, for docs and errors.
+func KnownVMSizes() []string {
+	names := make([]string, 0, len(vmSizes))
+	for n := range vmSizes {
+		names = append(names, n)
 	}
-	m := azureSize.FindStringSubmatch(size)
-	if m == nil || m[3] != "" { // constrained-core sizes (E16-4ds_v5) hide the real count
-		return Capacity{}, false
-	}
-	perCPU, ok := memoryPerCPU[m[1]]
+	return names
+}
+
+// vmSize refuses a size the table does not hold; it returns the facts otherwise.
+func (v *validator) vmSize(field, size string) (Capacity, bool) {
+	c, ok := VMCapacity(size)
 	if !ok {
-		return Capacity{}, false
+		v.fail(field, "use a size from spec.vmSizes (docs/stack-reference.md), or add its row there from Azure's size page: vCPUs, memory, local disk, GPUs",
+			"the facts of %s are unknown", Excerpt(size))
 	}
-	cpus, _ := strconv.Atoi(m[2])
-	return Capacity{CPUs: cpus, MemoryGiB: cpus * perCPU}, true
+	return c, ok
 }

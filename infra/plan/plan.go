@@ -36,15 +36,15 @@ type Result struct {
 
 // Run plans a stack from its stack file (stacks/Pulumi.<stack>.yaml).
 func Run(stack, stackFile string) (*Result, error) {
+	cluster, err := spec.LoadStack(stackFile)
+	if err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(stackFile)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := spec.ClusterConfig(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", stackFile, err)
-	}
-	cluster, err := spec.Parse(raw)
+	raw, err := spec.ConfigJSON(data) // what Pulumi hands the program
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", stackFile, err)
 	}

@@ -20,9 +20,9 @@ func Run(ctx *pulumi.Context) error {
 	if !ok {
 		return fmt.Errorf("stack %s has no %s: add the cluster spec to stacks/Pulumi.%s.yaml", ctx.Stack(), spec.ConfigKey, ctx.Stack())
 	}
-	c, err := spec.Parse([]byte(raw))
+	c, err := spec.ParseConfig(raw)
 	if err != nil {
-		return err
+		return inStackFile(ctx, err)
 	}
 	if !ctx.DryRun() {
 		if err := deployable(c); err != nil {
@@ -53,6 +53,19 @@ func Run(ctx *pulumi.Context) error {
 	}
 	ctx.Export("pools", pools)
 	return nil
+}
+
+// inStackFile restates a spec error in the stack file's lines: Pulumi hands the program the spec
+// as JSON, whose lines nobody can open. It keeps err when the file cannot say more.
+func inStackFile(ctx *pulumi.Context, err error) error {
+	if ctx.RootDirectory() == "" {
+		return err
+	}
+	path := spec.StackFile(ctx.RootDirectory(), ctx.Stack())
+	if _, fileErr := spec.LoadStack(path); fileErr != nil {
+		return fileErr
+	}
+	return err
 }
 
 // deployable refuses what `make plan` tolerates but a real deployment cannot use.

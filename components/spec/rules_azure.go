@@ -1,0 +1,219 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// zonalRegions are the Azure regions with availability zones ("1", "2", "3"), from Azure's list
+// of regions with availability zones (learn.microsoft.com/azure/reliability/availability-zones-region-support,
+// read 2026-11). clusterforge spreads etcd over zones (L01), so it deploys only to these.
+var zonalRegions = []string{
+	"australiaeast", "austriaeast", "brazilsouth", "canadacentral", "centralindia", "centralus", "chilecentral",
+	"eastasia", "eastus", "eastus2", "francecentral", "germanywestcentral", "indonesiacentral", "israelcentral",
+	"italynorth", "japaneast", "japanwest", "koreacentral", "malaysiawest", "mexicocentral", "newzealandnorth",
+	"northeurope", "norwayeast", "polandcentral", "qatarcentral", "southafricanorth", "southcentralus",
+	"southeastasia", "spaincentral", "swedencentral", "switzerlandnorth", "uaenorth", "uksouth", "westeurope",
+	"westus2", "westus3",
+}
+
+// regionZones are the zone names of a zonal region.
+var regionZones = []string{"1", "2", "3"}
+
+// reservedAdminUsernames are refused by Azure for a VM's admin (the osProfile docs), or are system
+// accounts of the Debian image the machines boot.
+var reservedAdminUsernames = []string{
+	"1", "123", "a", "actuser", "adm", "admin", "admin1", "admin2", "administrator", "aspnet", "backup",
+	"console", "david", "guest", "john", "owner", "root", "server", "sql", "support", "support_388945a0",
+	"sys", "test", "test1", "test2", "test3", "user", "user1", "user2", "user3", "user4", "user5",
+	"bin", "daemon", "games", "irc", "list", "lp", "mail", "man", "messagebus", "news", "nobody", "proxy",
+	"sshd", "sync", "systemd-network", "systemd-resolve", "systemd-timesync", "uucp", "www-data", "_apt",
+}
+
+// linuxUsername is what useradd accepts and Azure allows: lowercase, at most 32 characters.
+var linuxUsername = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+
+// An azureName is the naming rule of one Azure resource type (learn.microsoft.com/azure/
+// azure-resource-manager/management/resource-name-rules).
+type azureName struct {
+	min, max int
+	pattern  *regexp.Regexp
+	rule     string
+}
+
+var azureNames = map[string]azureName{
+	"resourceGroups": {1, 90, regexp.MustCompile(`^[A-Za-z0-9_().-]*[A-Za-z0-9_()-]$`),
+		"letters, digits, '_', '(', ')', '-' and '.', not ending in '.'"},
+	"virtualNetworks": {2, 64, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`),
+		"letters, digits, '_', '.' and '-', starting with a letter or digit, ending with one or '_'"},
+	"galleries": {1, 80, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.]*[A-Za-z0-9])?$`),
+		"letters, digits, '_' and '.', starting and ending with a letter or digit"},
+	"images": {1, 80, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9])?$`),
+		"letters, digits, '_', '-' and '.', starting and ending with a letter or digit"},
+	// virtualMachines and virtualMachineScaleSets: the Linux computer name rules, which the
+	// machine names double as.
+	"virtualMachines": {1, 64, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`),
+		"letters, digits and '-', starting and ending with a letter or digit"},
+	"virtualMachineScaleSets": {1, 58, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`),
+		"letters, digits and '-', starting and ending with a letter or digit (the instances' computer name prefix)"},
+	"networkInterfaces": {1, 80, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`),
+		"letters, digits, '_', '.' and '-'"},
+	"loadBalancers": {1, 80, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`),
+		"letters, digits, '_', '.' and '-'"},
+	"virtualNetworkPeerings": {1, 80, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?$`),
+		"letters, digits, '_', '.' and '-'"},
+}
+
+// validName reports whether name follows the naming rule of an Azure resource type.
+func validName(typ, name string) bool {
+	r := azureNames[typ]
+	return len(name) >= r.min && len(name) <= r.max && r.pattern.MatchString(name)
+}
+
+// subscriptionID is a subscription's GUID.
+var subscriptionID = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// ResourceID is an Azure resource id taken apart segment by segment:
+// /subscriptions/<guid>/resourceGroups/<rg>/providers/<Namespace>/<type>/<name>[/<type>/<name>...].
+type ResourceID struct {
+	Subscription  string
+	ResourceGroup string
+	Provider      string
+	// Types and Names are the resource's type and name segments, outermost first.
+	Types, Names []string
+}
+
+// ParseResourceID checks every segment of id against ARM's grammar: the keywords, a GUID, and
+// for each resource type its naming rule. want is the provider and types the caller expects,
+// e.g. "Microsoft.Network", "virtualNetworks".
+func ParseResourceID(id, provider string, types ...string) (ResourceID, error) {
+	parts := strings.Split(id, "/")
+	if len(parts) != 7+2*len(types) || parts[0] != "" {
+		return ResourceID{}, fmt.Errorf("has %d segments, want %d", len(parts)-1, 6+2*len(types))
+	}
+	r := ResourceID{Subscription: parts[2], ResourceGroup: parts[4], Provider: parts[6]}
+	switch {
+	case parts[1] != "subscriptions":
+		return r, fmt.Errorf("does not start with /subscriptions/")
+	case !subscriptionID.MatchString(r.Subscription):
+		return r, fmt.Errorf("subscription %s is not a GUID", Excerpt(r.Subscription))
+	case parts[3] != "resourceGroups":
+		return r, fmt.Errorf("segment 3 is %s, want resourceGroups", Excerpt(parts[3]))
+	case !validName("resourceGroups", r.ResourceGroup):
+		return r, fmt.Errorf("resource group %s breaks Azure's rule: %s", Excerpt(r.ResourceGroup), azureNames["resourceGroups"].rule)
+	case parts[5] != "providers":
+		return r, fmt.Errorf("segment 5 is %s, want providers", Excerpt(parts[5]))
+	case r.Provider != provider:
+		return r, fmt.Errorf("provider %s, want %s", Excerpt(r.Provider), provider)
+	}
+	for i, typ := range types {
+		gotType, name := parts[7+2*i], parts[8+2*i]
+		if gotType != typ {
+			return r, fmt.Errorf("resource type %s, want %s", Excerpt(gotType), typ)
+		}
+		if typ == "versions" {
+			if !galleryVersion(name) {
+				return r, fmt.Errorf("version %s is not Major.Minor.Patch of 32-bit integers", Excerpt(name))
+			}
+		} else if !validName(typ, name) {
+			return r, fmt.Errorf("%s name %s breaks Azure's rule: %s", typ, Excerpt(name), azureNames[typ].rule)
+		}
+		r.Types, r.Names = append(r.Types, gotType), append(r.Names, name)
+	}
+	return r, nil
+}
+
+// galleryVersion is a gallery image version name: three 32-bit integers.
+func galleryVersion(v string) bool {
+	parts := strings.Split(v, ".")
+	for _, p := range parts {
+		if n, err := strconv.ParseInt(p, 10, 32); err != nil || n < 0 || p != strconv.FormatInt(n, 10) {
+			return false
+		}
+	}
+	return len(parts) == 3
+}
+
+// HubVNet parses the hub VNet's id (validated).
+func (c *Cluster) HubVNet() ResourceID {
+	r, _ := ParseResourceID(c.Network.Hub.VNetID, "Microsoft.Network", "virtualNetworks")
+	return r
+}
+
+const galleryImageIDForm = "/subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<gallery>/images/<image>/versions/<major.minor.patch>"
+
+func (v *validator) galleryImage(field, id string) {
+	if _, err := ParseResourceID(id, "Microsoft.Compute", "galleries", "images", "versions"); err != nil {
+		v.fail(field, "give the gallery image version id `packer build` published, "+galleryImageIDForm, "%s: %v", Excerpt(id), err)
+	}
+}
+
+// validateIdentity checks what names the cluster and its login to Azure.
+func (c *Cluster) validateIdentity(v *validator) {
+	if !clusterName.MatchString(c.Name) {
+		v.fail("name", "use 3 to 20 lowercase letters, digits and '-', starting with a letter and ending with a letter or digit",
+			"%s is not a valid cluster name", Excerpt(c.Name))
+	}
+	if !slices.Contains(zonalRegions, c.Location) {
+		v.fail("location", "pick an Azure region with availability zones, e.g. eastus2 (spec.zonalRegions)",
+			"%s is not a region clusterforge deploys to", Excerpt(c.Location))
+	}
+	if len(c.Zones) == 0 {
+		v.fail("zones", `list at least one zone, e.g. ["1", "2", "3"]`, "no availability zones")
+	}
+	seen := map[string]bool{}
+	for i, z := range c.Zones {
+		field := fmt.Sprintf("zones[%d]", i)
+		if !slices.Contains(regionZones, z) {
+			v.fail(field, fmt.Sprintf("use the zone names %s has: %s", c.Location, strings.Join(regionZones, ", ")), "%s is not a zone", Excerpt(z))
+		} else if seen[z] {
+			v.fail(field, "list each zone once", "zone %s is listed twice", z)
+		}
+		seen[z] = true
+	}
+	u := c.Admin.Username
+	switch {
+	case !linuxUsername.MatchString(u):
+		v.fail("admin.username", "use 1 to 32 lowercase letters, digits, '_' and '-', starting with a letter or '_'", "%s is not a Linux user name", Excerpt(u))
+	case slices.Contains(reservedAdminUsernames, u):
+		v.fail("admin.username", "pick a name of your own, e.g. clusteradmin", "%s is reserved by Azure or the image", Excerpt(u))
+	}
+	c.validateSSHKey(v)
+	if _, err := ParseResourceID(c.Network.Hub.VNetID, "Microsoft.Network", "virtualNetworks"); err != nil {
+		v.fail("network.hub.vnetId", "give the hub VNet's resource id, /subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Network/virtualNetworks/<name> (L31)",
+			"%s: %v", Excerpt(c.Network.Hub.VNetID), err)
+	}
+	v.galleryImage("image", c.Image)
+}
+
+// validateAzureNames checks every name the program gives an Azure resource against that type's
+// rule: the cluster and pool name rules imply them, and this keeps them honest.
+func (c *Cluster) validateAzureNames(v *validator) {
+	check := func(field, typ, name string) {
+		if !validName(typ, name) {
+			r := azureNames[typ]
+			v.fail(field, fmt.Sprintf("shorten or rename it: Azure names a %s with %d to %d of %s", typ, r.min, r.max, r.rule),
+				"gives the %s name %s", typ, Excerpt(name))
+		}
+	}
+	check("name", "resourceGroups", c.ResourceGroup())
+	check("name", "loadBalancers", c.Name+"-apiserver")
+	check("name", "virtualNetworkPeerings", c.HubPeeringName())
+	for _, e := range c.EtcdClusters() {
+		for _, m := range e.Members {
+			check("name", "virtualMachines", m.Name)
+			check("name", "networkInterfaces", m.Name+"-nic")
+		}
+	}
+	check("name", "virtualMachineScaleSets", c.Name+"-apiserver")
+	for _, s := range c.ScaleSets() {
+		field := fmt.Sprintf("pools[%d].name", slices.IndexFunc(c.Pools, func(p Pool) bool { return p.Name == s.Pool.Name }))
+		check(field, "virtualMachineScaleSets", s.AzureName)
+	}
+}
+
+// HubPeeringName is the name of the hub's peering back to this spoke.
+func (c *Cluster) HubPeeringName() string { return "spoke-" + c.Name }

@@ -1,0 +1,134 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Limits on counts, each the bound of what it feeds.
+const (
+	// MaxClusterNodes bounds targetNodes and every pool: twice the largest cluster the sizing tiers
+	// were drawn for (10,000 nodes); past it etcd and apiserver sizing would be guesses.
+	MaxClusterNodes = 20000
+	// MaxPools bounds the pools: each is a machine role with its own identity, user-data and scale sets.
+	MaxPools = 16
+	// MaxAPIServers bounds apiServer.count: every apiserver holds a full watch cache fed by its own
+	// etcd watches, so past a handful more of them add etcd load, not capacity (L05: 5 at 7,500 nodes).
+	MaxAPIServers = 15
+	// MinQuotaBackendBytes is the smallest etcd quota accepted: below 1 GiB the history between two
+	// compactions of a busy cluster fills it (L04).
+	MinQuotaBackendBytes = gib
+	// maxEtcdMembers: etcd's own advice is 7 at most; every write waits for a majority.
+	maxEtcdMembers = 7
+)
+
+// clusterName doubles as the resource group, the prefix of every machine name and the etcd
+// members' names: DNS-label safe, short enough for "<name>-etcd-events-4".
+var clusterName = regexp.MustCompile(`^[a-z][a-z0-9-]{1,18}[a-z0-9]$`)
+
+// poolName becomes the role worker-<pool> and the scale sets <cluster>-<pool>[-i].
+var poolName = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
+
+// validateCounts bounds every count before anything multiplies them; it reports whether the
+// address plan may be computed from them.
+func (c *Cluster) validateCounts(v *validator) bool {
+	ok := v.between("targetNodes", int64(c.TargetNodes), 1, MaxClusterNodes, "the control plane is sized for it (L09)")
+	if len(c.Pools) > MaxPools {
+		v.fail("pools", fmt.Sprintf("merge pools: at most %d", MaxPools), "%d pools", len(c.Pools))
+		ok = false
+	}
+	for i, p := range c.Pools {
+		field := fmt.Sprintf("pools[%d]", i)
+		ok = v.between(field+".nodes", int64(p.Nodes), 0, MaxClusterNodes, "a pool holds at most what the cluster does") && ok
+		ok = v.between(field+".maxNodes", int64(p.MaxNodes), 0, MaxClusterNodes, "a pool holds at most what the cluster does") && ok
+	}
+	// Azure allows 256 IP configurations per NIC: the primary plus one per pod (L29).
+	return v.between("kubelet.maxPods", int64(c.Kubelet.MaxPods), 1, 250, "each pod takes a secondary IP configuration on the node's NIC (L29)") && ok
+}
+
+func (c *Cluster) validateEtcd(v *validator, field string, e Etcd) {
+	if v.between(field+".members", int64(e.Members), 1, maxEtcdMembers, "3 or 5 is usual (L01)") && e.Members%2 == 0 {
+		v.fail(field+".members", fmt.Sprintf("use %d or %d: an even member count tolerates no more failures than one fewer", e.Members-1, e.Members+1),
+			"%d is an even member count", e.Members)
+	}
+	quotaOK := v.between(field+".quotaBackendBytes", e.QuotaBackendBytes, MinQuotaBackendBytes, MaxQuotaBackendBytes,
+		"1 GiB to 8 GiB, etcd's recommended ceiling (L04)")
+	size, known := v.vmSize(field+".vmSize", e.VMSize)
+	switch {
+	case !known:
+	case size.LocalDiskGiB == 0:
+		v.fail(field+".vmSize", "pick a size with a local disk, e.g. Standard_E8ds_v5 or Standard_L8s_v3 (L02)",
+			"%s has no local temp or NVMe disk for etcd's data dir", e.VMSize)
+	case quotaOK && int64(size.MemoryGiB)*gib <= e.QuotaBackendBytes:
+		v.fail(field+".vmSize", "pick a size with more memory than the quota: etcd maps its whole database into memory",
+			"%s has %d GiB for a %s quota", e.VMSize, size.MemoryGiB, GiB(e.QuotaBackendBytes))
+	case quotaOK && int64(size.LocalDiskGiB)*gib < 2*e.QuotaBackendBytes:
+		v.fail(field+".vmSize", "pick a size whose local disk holds twice the quota: a defragmentation writes a copy",
+			"%s has a %d GiB local disk for a %s quota", e.VMSize, size.LocalDiskGiB, GiB(e.QuotaBackendBytes))
+	}
+}
+
+func (c *Cluster) validateAPIServer(v *validator) {
+	a := c.APIServer
+	v.between("apiServer.count", int64(a.Count), 2, MaxAPIServers, "at least 2 for redundancy, 5 for the largest clusters (L05)")
+	v.vmSize("apiServer.vmSize", a.VMSize)
+	v.between("apiServer.maxRequestsInflight", int64(a.MaxRequestsInflight), 1, 20000, "leave it unset to size it from targetNodes (L09)")
+	v.between("apiServer.maxMutatingRequestsInflight", int64(a.MaxMutatingRequestsInflight), 1, 20000, "leave it unset to size it from targetNodes (L09)")
+	v.between("apiServer.auditLogMaxBackup", int64(a.AuditLogMaxBackup), 1, 1000, "keep at least one rotated audit log (L06)")
+	v.between("apiServer.auditLogMaxSizeMB", int64(a.AuditLogMaxSizeMB), 1, 10000, "a rotated audit file, in megabytes (L06)")
+	v.duration("apiServer.etcdCompactionInterval", a.EtcdCompactionInterval, time.Minute, time.Hour)
+}
+
+func (c *Cluster) validateKubelet(v *validator) {
+	k := c.Kubelet
+	v.between("kubelet.maxConcurrentDownloads", int64(k.MaxConcurrentDownloads), 1, 64, "layers one image downloads at once (L24)")
+	v.between("kubelet.maxParallelImagePulls", int64(k.MaxParallelImagePulls), 1, 100, "images pulled at once (L20)")
+	v.duration("kubelet.imagePullProgressTimeout", k.ImagePullProgressTimeout, 30*time.Second, 2*time.Hour)
+}
+
+func (c *Cluster) validateAutoscaler(v *validator) {
+	a := c.Autoscaler
+	v.between("autoscaler.maxUnreadyPercentage", int64(a.MaxUnreadyPercentage), 1, 100,
+		"10 stops the autoscaler while a tenth of the fleet is unready (L19)")
+	v.between("autoscaler.okUnreadyCount", int64(a.OkUnreadyCount), 0, MaxClusterNodes, "unready nodes tolerated whatever their share")
+	v.between("autoscaler.maxScaleDownParallelism", int64(a.MaxScaleDownParallelism), 1, 1000, "nodes removed at once")
+	v.duration("autoscaler.scaleDownUnneededTime", a.ScaleDownUnneededTime, time.Minute, 24*time.Hour)
+	v.duration("autoscaler.scaleDownDelayAfterAdd", a.ScaleDownDelayAfterAdd, time.Minute, 24*time.Hour)
+	v.duration("autoscaler.maxNodeProvisionTime", a.MaxNodeProvisionTime, time.Minute, 24*time.Hour)
+}
+
+func (c *Cluster) validatePools(v *validator) {
+	if len(c.Pools) == 0 {
+		v.fail("pools", "declare at least one worker pool", "the cluster has no worker pools")
+	}
+	seen := map[string]bool{}
+	total := 0
+	for i, p := range c.Pools {
+		field := fmt.Sprintf("pools[%d]", i)
+		if !poolName.MatchString(p.Name) {
+			v.fail(field+".name", "use 1 to 12 lowercase letters and digits, starting with a letter", "%s is not a valid pool name", Excerpt(p.Name))
+		} else if seen[p.Name] {
+			v.fail(field+".name", "give every pool its own name", "pool %q is declared twice", p.Name)
+		}
+		seen[p.Name] = true
+		if size, known := v.vmSize(field+".vmSize", p.VMSize); known && size.LocalDiskGiB == 0 {
+			v.fail(field+".vmSize", "pick a size with a local disk, e.g. Standard_D16ds_v5: containerd's root and the OS disk live there (L22)",
+				"%s has no local temp or NVMe disk", p.VMSize)
+		} else if known && p.IsGPU() && size.GPUs == 0 {
+			v.fail(field+".gpu", "remove gpu: true or pick a GPU size", "%s has no GPUs", p.VMSize)
+		}
+		if p.MaxNodes < p.Nodes {
+			v.fail(field+".maxNodes", "set maxNodes to at least nodes", "nodes %d, maxNodes %d", p.Nodes, p.MaxNodes)
+		}
+		v.galleryImage(field+".image", p.Image)
+		v.poolLabelsAndTaints(field, p)
+		total += p.MaxNodes
+	}
+	if c.TargetNodes < total {
+		v.fail("targetNodes", fmt.Sprintf("raise it to at least %d or leave it unset", total),
+			"%d is below the pools' total maxNodes %d: the control plane would be sized too small (L09)", c.TargetNodes, total)
+	}
+	// One CoreDNS pod per VM (required anti-affinity, L13): more replicas than nodes stay Pending.
+	v.between("dns.replicas", int64(c.DNS.Replicas), 2, int64(max(2, c.TargetNodes)), "at least 2, and at most one per node (L13)")
+}
