@@ -233,17 +233,21 @@ func TestValidValuesPass(t *testing.T) {
 	edPub, _ := publicKey(t, 0)
 	rsaPub, _ := publicKey(t, 2048)
 	for name, edit := range map[string]func(*Cluster){
-		"ed25519 key":          func(c *Cluster) { c.Admin.SSHPublicKey = edPub },
-		"rsa key":              func(c *Cluster) { c.Admin.SSHPublicKey = rsaPub },
-		"node.kubernetes.io":   func(c *Cluster) { c.Pools[0].Labels = map[string]string{"node.kubernetes.io/role": "train"} },
-		"kubelet subdomain":    func(c *Cluster) { c.Pools[0].Labels = map[string]string{"a.kubelet.kubernetes.io/x": ""} },
-		"own prefix":           func(c *Cluster) { c.Pools[0].Labels = map[string]string{"example.com/team": "a-b_c.d"} },
-		"taint":                func(c *Cluster) { c.Pools[0].Taints = []Taint{{Key: "example.com/dedicated", Value: "x", Effect: "NoExecute"}} },
-		"service /24":          func(c *Cluster) { c.Network.ServiceCIDR = "172.16.0.0/24" },
-		"two zones":            func(c *Cluster) { c.Zones = []string{"2", "3"} },
-		"west europe":          func(c *Cluster) { c.Location = "westeurope" },
-		"API address at .4":    func(c *Cluster) { c.Network.APIServerIP = "10.0.0.4" },
-		"pause image digested": func(c *Cluster) { c.Versions.PauseImage = "myregistry.azurecr.io:5000/k8s/pause:3.10@sha256:" + strings.Repeat("a", 64) },
+		"ed25519 key":        func(c *Cluster) { c.Admin.SSHPublicKey = edPub },
+		"rsa key":            func(c *Cluster) { c.Admin.SSHPublicKey = rsaPub },
+		"node.kubernetes.io": func(c *Cluster) { c.Pools[0].Labels = map[string]string{"node.kubernetes.io/role": "train"} },
+		"kubelet subdomain":  func(c *Cluster) { c.Pools[0].Labels = map[string]string{"a.kubelet.kubernetes.io/x": ""} },
+		"own prefix":         func(c *Cluster) { c.Pools[0].Labels = map[string]string{"example.com/team": "a-b_c.d"} },
+		"taint": func(c *Cluster) {
+			c.Pools[0].Taints = []Taint{{Key: "example.com/dedicated", Value: "x", Effect: "NoExecute"}}
+		},
+		"service /24":       func(c *Cluster) { c.Network.ServiceCIDR = "172.16.0.0/24" },
+		"two zones":         func(c *Cluster) { c.Zones = []string{"2", "3"} },
+		"west europe":       func(c *Cluster) { c.Location = "westeurope" },
+		"API address at .4": func(c *Cluster) { c.Network.APIServerIP = "10.0.0.4" },
+		"pause image digested": func(c *Cluster) {
+			c.Versions.PauseImage = "myregistry.azurecr.io:5000/k8s/pause:3.10@sha256:" + strings.Repeat("a", 64)
+		},
 	} {
 		c := parseValid(t)
 		edit(c)
