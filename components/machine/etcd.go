@@ -75,7 +75,7 @@ Requires=` + identityUnit + `
 Type=oneshot
 RemainAfterExit=yes
 EnvironmentFile=` + NodeEnvFile + `
-ExecStart=` + LibexecDir + `/etcd-join
+ExecStart=` + ExecArg(LibexecDir+"/etcd-join") + `
 Restart=on-failure
 RestartSec=5
 
@@ -107,8 +107,8 @@ func localDisk(name, label, dir, description, before string) part {
 func localDiskScript(label, dir string) string {
 	return `#!/bin/sh
 set -eu
-label=` + label + `
-dir=` + dir + `
+label=` + ShellQuote(label) + `
+dir=` + ShellQuote(dir) + `
 mountpoint -q "$dir" && exit 0
 dev=
 for candidate in /dev/disk/azure/local/by-index/1 /dev/disk/azure/resource; do
@@ -141,7 +141,7 @@ mkdir -p "$(dirname ` + etcdEnvFile + `)"
 state=new
 if [ ! -d ` + EtcdDataDir + `/member ]; then
   peer_url=https://$NODE_IP:` + strconv.Itoa(spec.EtcdPeerPort) + `
-  endpoints=$(echo "` + strings.Join(e.ClientURLs(), " ") + `" | tr ' ' '\n' | grep -v "//$NODE_IP:" | paste -sd, -)
+  endpoints=$(echo ` + ShellQuote(strings.Join(e.ClientURLs(), " ")) + ` | tr ' ' '\n' | grep -v "//$NODE_IP:" | paste -sd, -)
   ctl() {
     ` + BinDir + `/etcdctl --endpoints="$endpoints" --command-timeout=` + etcdctlTimeout + ` \
       --cacert=` + CertPath(etcdPKIDir, pki.EtcdCA) + ` \

@@ -59,7 +59,7 @@ func TestSchedulerBinPacks(t *testing.T) {
 func TestKubeletPullsInParallel(t *testing.T) {
 	c := testCluster(t)
 	cfg := KubeletConfig(c, c.Pools[0])
-	for _, want := range []string{"serializeImagePulls: false", "maxParallelImagePulls: 10", "key: nvidia.com/gpu"} {
+	for _, want := range []string{"serializeImagePulls: false", "maxParallelImagePulls: 10", `key: "nvidia.com/gpu"`} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("kubelet config lacks %q", want)
 		}

@@ -31,7 +31,7 @@ contexts:
     cluster: cluster
     user: %s
 current-context: default
-`, server, caFile, userName, credentials, userName)
+`, yamlString(server), yamlString(caFile), userName, credentials, userName)
 }
 
 // localAPIServer is how components on an apiserver machine reach their own apiserver.
@@ -48,7 +48,7 @@ clusters:
     server: %[2]s
     certificate-authority-data: %[3]s
 users:
-- name: %[1]s-admin
+- name: %[6]s
   user:
     client-certificate-data: %[4]s
     client-key-data: %[5]s
@@ -56,7 +56,8 @@ contexts:
 - name: %[1]s
   context:
     cluster: %[1]s
-    user: %[1]s-admin
+    user: %[6]s
 current-context: %[1]s
-`, clusterName, server, b64(caPEM), b64(certPEM), b64(keyPEM))
+`, yamlString(clusterName), yamlString(server), b64(caPEM), b64(certPEM), b64(keyPEM),
+		yamlString(clusterName+"-admin"))
 }

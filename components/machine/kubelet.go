@@ -25,7 +25,7 @@ const (
 func KubeletConfig(c *spec.Cluster, pool spec.Pool) string {
 	var taints strings.Builder
 	for _, t := range NodeTaints(pool) {
-		fmt.Fprintf(&taints, "- key: %s\n  value: %q\n  effect: %s\n", t.Key, t.Value, t.Effect)
+		fmt.Fprintf(&taints, "- key: %s\n  value: %s\n  effect: %s\n", yamlString(t.Key), yamlString(t.Value), yamlString(t.Effect))
 	}
 	registerWithTaints := "registerWithTaints: []\n"
 	if taints.Len() > 0 {

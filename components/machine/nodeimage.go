@@ -50,33 +50,34 @@ func ContainerdConfig(c *spec.Cluster, gpu bool) string {
 	}
 	return fmt.Sprintf(`version = 2
 # The root is on the local SSD, mounted by %[1]s before containerd starts (L22).
-root = %[2]q
-state = %[3]q
+root = %[2]s
+state = %[3]s
 
 [grpc]
-  address = %[4]q
+  address = %[4]s
 
 [plugins."io.containerd.grpc.v1.cri"]
   # Pinned and preloaded: a fresh node pulls nothing to start its first pod (L25).
-  sandbox_image = %[5]q
+  sandbox_image = %[5]s
   # Layers of one image download in parallel (L24); a stalled pull is cancelled, a slow one is not (L23).
   max_concurrent_downloads = %[6]d
-  image_pull_progress_timeout = %[7]q
+  image_pull_progress_timeout = %[7]s
 
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs" # L21: the devicemapper and btrfs snapshotters were the slow path
-    default_runtime_name = %[11]q
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[11]s]
+    default_runtime_name = %[11]s
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[12]s]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[11]s.options]
-        BinaryName = %[8]q
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[12]s.options]
+        BinaryName = %[8]s
         SystemdCgroup = true
 
   [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[9]q
-    conf_dir = %[10]q
-`, ContainerdDiskUnit, ContainerdRoot, ContainerdState, ContainerdSocketPath, c.Versions.PauseImage,
-		c.Kubelet.MaxConcurrentDownloads, timeout.String(), binary, CNIBinDir, CNIConfDir, runtime)
+    bin_dir = %[9]s
+    conf_dir = %[10]s
+`, ContainerdDiskUnit, tomlString(ContainerdRoot), tomlString(ContainerdState), tomlString(ContainerdSocketPath),
+		tomlString(c.Versions.PauseImage), c.Kubelet.MaxConcurrentDownloads, tomlString(timeout.String()), tomlString(binary),
+		tomlString(CNIBinDir), tomlString(CNIConfDir), tomlString(runtime), runtime)
 }
 
 // Sysctls are the node kernel settings, each with its reason.

@@ -43,7 +43,7 @@ type service struct {
 // unit renders the service as an enabled systemd unit.
 func (s service) unit() Unit {
 	var b strings.Builder
-	fmt.Fprintf(&b, "[Unit]\nDescription=%s\n", s.description)
+	fmt.Fprintf(&b, "[Unit]\nDescription=%s\n", unitText(s.description))
 	if len(s.after) > 0 {
 		fmt.Fprintf(&b, "After=%s\n", strings.Join(s.after, " "))
 	}
@@ -58,12 +58,12 @@ func (s service) unit() Unit {
 	for _, f := range s.envFiles {
 		fmt.Fprintf(&b, "EnvironmentFile=%s\n", f)
 	}
-	b.WriteString("ExecStart=" + s.binary)
+	b.WriteString("ExecStart=" + ExecArg(s.binary))
 	if s.subcommand != "" {
-		b.WriteString(" " + s.subcommand)
+		b.WriteString(" " + ExecArg(s.subcommand))
 	}
 	for _, a := range s.flags.Args() {
-		b.WriteString(" \\\n  " + a)
+		b.WriteString(" \\\n  " + ExecArg(a))
 	}
 	b.WriteString("\nRestart=on-failure\nRestartSec=5\n")
 	if s.limitNoFile {
@@ -103,13 +103,13 @@ mv ` + NodeEnvFile + `.tmp ` + NodeEnvFile + `
 // [Unit] dependency lines.
 func bootStep(name, description, ordering, script string) Unit {
 	return Unit{Name: name, Enable: true, Content: `[Unit]
-Description=clusterforge: ` + description + `
+Description=clusterforge: ` + unitText(description) + `
 ` + ordering + `
 
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=` + script + `
+ExecStart=` + ExecArg(script) + `
 
 [Install]
 WantedBy=multi-user.target

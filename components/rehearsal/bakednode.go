@@ -142,7 +142,7 @@ func (n *BakedNode) Start(ctx context.Context, units ...string) error {
 		}
 		argv := make([]string, len(uc.exec))
 		for i, word := range uc.exec {
-			argv[i] = expandEnv(word, vars)
+			argv[i] = machine.ExpandEnv(word, vars)
 		}
 		if err := n.run(ctx, uc.name, uc.oneshot, env, argv...); err != nil {
 			return err

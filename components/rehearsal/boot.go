@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -97,7 +96,11 @@ func parseUnit(u machine.Unit) (unitCommand, error) {
 		case "EnvironmentFile":
 			cmd.envFiles = append(cmd.envFiles, value)
 		case "ExecStart":
-			cmd.exec = strings.Fields(value)
+			words, err := machine.ExecWords(value)
+			if err != nil {
+				return cmd, fmt.Errorf("unit %s: %w", u.Name, err)
+			}
+			cmd.exec = words
 		case "Restart":
 			cmd.restart = value == "on-failure" || value == "always"
 		case "RestartSec":
@@ -113,9 +116,6 @@ func parseUnit(u machine.Unit) (unitCommand, error) {
 	}
 	return cmd, nil
 }
-
-// envVar is systemd's ${NAME} (and $NAME) expansion in ExecStart.
-var envVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)`)
 
 // environment reads the unit's EnvironmentFiles (with read, which knows where the machine's files
 // are) as systemd does: the variables, and the same as NAME=value pairs.
@@ -137,11 +137,6 @@ func (u unitCommand) environment(read func(string) ([]byte, error)) (map[string]
 	return vars, env, nil
 }
 
-// expandEnv is systemd's ${NAME} and $NAME expansion of one ExecStart word.
-func expandEnv(word string, vars map[string]string) string {
-	return envVar.ReplaceAllStringFunc(word, func(m string) string { return vars[strings.Trim(m, "${}")] })
-}
-
 // command is the argv and environment a unit runs on a machine: env files read from under the
 // root, variables expanded, flag overrides applied, then the machine rewrite.
 func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err error) {
@@ -152,7 +147,7 @@ func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err erro
 	overrides := flagOverrides[u.name+".service"]
 	applied := map[string]bool{}
 	for _, word := range u.exec {
-		word = expandEnv(word, vars)
+		word = machine.ExpandEnv(word, vars)
 		if name, _, ok := strings.Cut(strings.TrimPrefix(word, "--"), "="); ok && strings.HasPrefix(word, "--") {
 			if v, ok := overrides[name]; ok {
 				word, applied[name] = "--"+name+"="+v, true

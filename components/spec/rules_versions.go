@@ -53,11 +53,14 @@ func (c *Cluster) validateVersions(v *validator) {
 				"%s is not a version the toolchain builds", f.value)
 		}
 	}
-	if len(vs.PauseImage) > 255 || !imageReference.MatchString(vs.PauseImage) {
+	if !ValidImageReference(vs.PauseImage) {
 		v.fail("versions.pauseImage", "write a pinned reference with its registry and tag, e.g. registry.k8s.io/pause:3.10.1 (L25)",
 			"%s is not a pinned image reference", Excerpt(vs.PauseImage))
 	}
 }
+
+// ValidImageReference reports whether ref is a pinned image reference: registry, path and tag.
+func ValidImageReference(ref string) bool { return len(ref) <= 255 && imageReference.MatchString(ref) }
 
 // exactRelease is vMAJOR.MINOR.PATCH, without pre-release or build parts.
 func exactRelease(v string) bool {

@@ -411,7 +411,7 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			}
 			provider := providers[0].Name
 			kubeconfig := r.Kubeconfigs[provider]
-			if !strings.Contains(kubeconfig, "server: "+c.APIServerURL()) || !strings.Contains(kubeconfig, "certificate-authority-data:") {
+			if !strings.Contains(kubeconfig, `server: "`+c.APIServerURL()+`"`) || !strings.Contains(kubeconfig, "certificate-authority-data:") {
 				t.Errorf("provider %s does not target the new cluster %s:\n%s", provider, c.APIServerURL(), kubeconfig)
 			}
 			objs, err := addons.Objects(c)

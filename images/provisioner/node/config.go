@@ -8,6 +8,7 @@ package node
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 
@@ -66,7 +67,11 @@ type PreloadImage struct {
 // RequiredBinaries must be in binaries_dir.
 var RequiredBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "crictl", "kubelet"}
 
-var digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var (
+	digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+	// stagingDir is an absolute path of plain names: it reaches remote commands (quoted as well).
+	stagingDir = regexp.MustCompile(`^(/[A-Za-z0-9._-]+)+$`)
+)
 
 // Prepare decodes and validates the configuration; every error names its option.
 func (c *Config) Prepare(raws ...interface{}) error {
@@ -84,6 +89,9 @@ func (c *Config) Prepare(raws ...interface{}) error {
 	}
 	var errs *packersdk.MultiError
 	fail := func(format string, args ...any) { errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...)) }
+	if !stagingDir.MatchString(c.StagingDir) || path.Clean(c.StagingDir) != c.StagingDir {
+		fail("staging_dir: %q is not an absolute path of letters, digits, '.', '_' and '-'; use e.g. /var/tmp/clusterforge", c.StagingDir)
+	}
 	if c.Stack == "" {
 		fail("stack: required; give the stack file whose versions the image carries, e.g. stacks/Pulumi.prod-7500.yaml")
 	} else if c.cluster, err = spec.LoadStack(c.Stack); err != nil {
@@ -101,8 +109,8 @@ func (c *Config) Prepare(raws ...interface{}) error {
 	pause := false
 	for i, img := range c.PreloadImages {
 		field := fmt.Sprintf("preload_image[%d]", i)
-		if img.Name == "" {
-			fail("%s.name: required, the reference pods use", field)
+		if !spec.ValidImageReference(img.Name) {
+			fail("%s.name: %q is not a pinned image reference; write registry/path:tag, the reference pods use", field, img.Name)
 		}
 		if img.Archive != "" {
 			if _, err := os.Stat(img.Archive); err != nil {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestContainerdAcceptsRenderedConfig(t *testing.T) {
 			runtime, binary = "nvidia", "/usr/bin/nvidia-container-runtime"
 		}
 		t.Run(runtime, func(t *testing.T) {
-			dump := containerdConfigDump(t, gpu)
+			dump := containerdConfigDump(t, prod7500(t), gpu)
 			for _, want := range []string{
 				`root = "/var/lib/containerd"`,
 				`snapshotter = "overlayfs"`,
@@ -39,14 +40,30 @@ func TestContainerdAcceptsRenderedConfig(t *testing.T) {
 	}
 }
 
-func containerdConfigDump(t *testing.T, gpu bool) string {
-	containerd := filepath.Join("..", "..", "..", ".tools", "node", "containerd")
-	if _, err := os.Stat(containerd); err != nil {
-		t.Fatalf("%s is missing: run `make tools`", containerd)
+// A hostile pause image (validation bypassed) stays the value of sandbox_image: it adds no key
+// or table to containerd's config.
+func TestContainerdConfigKeepsHostileValues(t *testing.T) {
+	c := prod7500(t)
+	c.Versions.PauseImage = "registry.k8s.io/pause:3.10\"\nmax_concurrent_downloads = 1\n[plugins.evil]\n#\\ \u0007"
+	dump := containerdConfigDump(t, c, false)
+	if !strings.Contains(dump, "max_concurrent_downloads = 10") || regexp.MustCompile(`(?m)^\s*\[plugins\.evil\]`).MatchString(dump) ||
+		!regexp.MustCompile(`(?m)^\s*sandbox_image = ".*max_concurrent_downloads = 1.*plugins.evil`).MatchString(dump) {
+		t.Errorf("the hostile pause image changed containerd's config:\n%s", dump)
 	}
+}
+
+func prod7500(t *testing.T) *spec.Cluster {
 	c, err := spec.LoadStack(filepath.Join("..", "..", "..", "stacks", "Pulumi.prod-7500.yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	return c
+}
+
+func containerdConfigDump(t *testing.T, c *spec.Cluster, gpu bool) string {
+	containerd := filepath.Join("..", "..", "..", ".tools", "node", "containerd")
+	if _, err := os.Stat(containerd); err != nil {
+		t.Fatalf("%s is missing: run `make tools`", containerd)
 	}
 	config := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(config, []byte(machine.ContainerdConfig(c, gpu)), 0o644); err != nil {

@@ -7,10 +7,11 @@ import (
 	"io"
 	"path"
 	"strconv"
-	"strings"
 
 	"github.com/hashicorp/hcl/v2/hcldec"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/clusterforge/clusterforge/components/machine"
 )
 
 // Provisioner is `provisioner "clusterforge-node"`.
@@ -57,7 +58,7 @@ type bake struct {
 // run executes a shell command on the machine and fails on a non-zero exit.
 func (b *bake) run(ctx context.Context, command string) error {
 	if b.UseSudo {
-		command = "sudo -n sh -c " + shellQuote(command)
+		command = "sudo -n sh -c " + q(command)
 	}
 	cmd := &packersdk.RemoteCmd{Command: command}
 	if err := cmd.RunWithUi(ctx, b.comm, b.ui); err != nil {
@@ -76,11 +77,12 @@ func (b *bake) install(ctx context.Context, r io.Reader, dst string, mode int) e
 	if err := b.comm.Upload(staged, r, nil); err != nil {
 		return fmt.Errorf("upload %s: %w", dst, err)
 	}
-	return b.run(ctx, fmt.Sprintf("install -D -m %#o %s %s && rm -f %s", mode, staged, dst, staged))
+	return b.run(ctx, fmt.Sprintf("install -D -m %#o %s %s && rm -f %s", mode, q(staged), q(dst), q(staged)))
 }
 
 func (b *bake) installString(ctx context.Context, content, dst string, mode int) error {
 	return b.install(ctx, bytes.NewBufferString(content), dst, mode)
 }
 
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+// q quotes one value for the remote shell: every option value and path reaches commands through it.
+func q(s string) string { return machine.ShellQuote(s) }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,6 +148,11 @@ func TestPrepareNamesTheOption(t *testing.T) {
 			c["preload_image"].([]map[string]interface{})[0]["name"] = "example.com/dota:1"
 		}, "preload_image: none is the stack's pause image"},
 		{"unknown option", func(c map[string]interface{}) { c["binaries"] = "x" }, "binaries"},
+		{"staging dir with a space", func(c map[string]interface{}) { c["staging_dir"] = "/var/tmp/a b" }, "staging_dir"},
+		{"relative staging dir", func(c map[string]interface{}) { c["staging_dir"] = "tmp/../x" }, "staging_dir"},
+		{"image name with a command", func(c map[string]interface{}) {
+			c["preload_image"].([]map[string]interface{})[1]["name"] = "example.com/a:v1; reboot"
+		}, "preload_image[1].name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := fixture(t)
@@ -156,4 +164,101 @@ func TestPrepareNamesTheOption(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Hostile option values (Prepare bypassed) reach the remote shell as single arguments: every
+// command of a bake is replayed through the real sh, as nobody, with each program it calls
+// replaced by a stub that records its argv; no injected command runs.
+func TestHostileOptionsStayOneArgument(t *testing.T) {
+	work := sharedDir(t)
+	canary := filepath.Join(work, "CANARY") // the commands run in work
+	inject := "'; touch CANARY; ' $(touch CANARY) `touch CANARY` \"$(touch CANARY)\" ; touch CANARY"
+	hostileName := "example.com/app:v1 " + inject
+	cfg := fixture(t)
+	write(t, filepath.Join(cfg["binaries_dir"].(string), "cni", "x "+inject), "plugin")
+	for _, sudo := range []bool{false, true} {
+		var p Provisioner
+		if err := p.Prepare(cfg); err != nil {
+			t.Fatal(err)
+		}
+		p.config.StagingDir = filepath.Join(work, "stage "+inject)
+		p.config.UseSudo = sudo
+		p.config.PreloadImages[1].Name = hostileName
+		comm := &recorder{}
+		if err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil); err != nil {
+			t.Fatal(err)
+		}
+		calls := replay(t, work, comm.log)
+		if _, err := os.Stat(canary); err == nil {
+			t.Fatalf("sudo %v: an injected command ran", sudo)
+		}
+		var pulled, matched bool
+		for _, argv := range calls {
+			pulled = pulled || len(argv) > 3 && slices.Equal(argv[len(argv)-3:], []string{"--snapshotter", "overlayfs", hostileName})
+			matched = matched || (argv[0] == "awk" && slices.Contains(argv, "name="+hostileName))
+		}
+		if !pulled || !matched {
+			t.Errorf("sudo %v: ctr pulled %v and awk matched %v the hostile name as one argument; calls:\n%q", sudo, pulled, matched, calls)
+		}
+	}
+}
+
+// replay runs every recorded command with sh as nobody in work, where PATH and /usr/local/bin
+// (the binaries the bake calls by path) hold only stubs that log their argv, and returns the calls.
+func replay(t *testing.T, work string, log []string) [][]string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the replay mounts the stubs over /usr/local/bin in a mount namespace of its own")
+	}
+	stubs, calls := filepath.Join(work, "stubs"), filepath.Join(work, "calls")
+	// Each call is one line of hex-encoded words, written at once: a pipeline's stubs run together.
+	stub := "#!/bin/sh\nhex() { printf '%s' \"$1\" | /usr/bin/od -An -v -tx1 | /usr/bin/tr -d ' \\n'; }\n" +
+		"line=$(hex \"${0##*/}\"); for a; do line=\"$line $(hex \"$a\")\"; done\nprintf '%s\\n' \"$line\" >>" + calls + "\n"
+	for _, name := range []string{"install", "rm", "mkdir", "systemctl", "containerd", "ctr", "awk", "seq", "sleep", "cat", "truncate", "find", "cloud-init"} {
+		write(t, filepath.Join(stubs, name), stub)
+	}
+	// sudo runs its command through the real sh, as it would.
+	write(t, filepath.Join(stubs, "sudo"), stub+"exec /bin/sh -c \"$4\"\n")
+	os.Remove(calls)
+	for _, entry := range log {
+		command, ok := strings.CutPrefix(entry, "run    ")
+		if !ok {
+			continue
+		}
+		cmd := exec.Command("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+			`/bin/mount --bind "$0" /usr/local/bin && exec /usr/bin/setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sh -c "$1"`,
+			stubs, command)
+		cmd.Dir, cmd.Env = work, []string{"PATH=" + stubs}
+		_ = cmd.Run() // the stubs print nothing, so checks fail; only the calls matter
+	}
+	data, err := os.ReadFile(calls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]string
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var argv []string
+		for _, field := range strings.Split(line, " ") {
+			b, err := hex.DecodeString(field)
+			if err != nil {
+				t.Fatalf("stub log %q: %v", line, err)
+			}
+			argv = append(argv, string(b))
+		}
+		out = append(out, argv)
+	}
+	return out
+}
+
+// sharedDir is a temporary directory nobody may write to (t.TempDir's parent is private).
+func sharedDir(t *testing.T) string {
+	dir, err := os.MkdirTemp("", "clusterforge-replay-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

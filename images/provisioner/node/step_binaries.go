@@ -11,7 +11,7 @@ import (
 // installBinaries puts the pinned runtime and node binaries in /usr/local/bin and the CNI plugins
 // (binaries_dir/cni/*) in /opt/cni/bin.
 func (b *bake) installBinaries(ctx context.Context) error {
-	if err := b.run(ctx, "mkdir -p "+b.StagingDir); err != nil {
+	if err := b.run(ctx, "mkdir -p "+q(b.StagingDir)); err != nil {
 		return err
 	}
 	for _, name := range RequiredBinaries {

@@ -12,8 +12,8 @@ import (
 // local-disk unit, sysctls, the cloud-init override) and enables its units.
 func (b *bake) writeFiles(ctx context.Context) error {
 	if b.GPU {
-		check := fmt.Sprintf("test -x %[1]s || { echo 'gpu: %[1]s is missing; install the NVIDIA container toolkit before clusterforge-node' >&2; exit 1; }",
-			machine.NvidiaContainerRuntime)
+		check := fmt.Sprintf("test -x %[1]s || { echo %[2]s >&2; exit 1; }", q(machine.NvidiaContainerRuntime),
+			q("gpu: "+machine.NvidiaContainerRuntime+" is missing; install the NVIDIA container toolkit before clusterforge-node"))
 		if err := b.run(ctx, check); err != nil {
 			return err
 		}
@@ -27,7 +27,7 @@ func (b *bake) writeFiles(ctx context.Context) error {
 	var units []string
 	for _, u := range image.Units {
 		if u.Enable {
-			units = append(units, u.Name)
+			units = append(units, q(u.Name))
 		}
 	}
 	return b.run(ctx, "systemctl enable "+strings.Join(units, " "))
