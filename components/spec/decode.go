@@ -23,9 +23,10 @@ const maxSpecNodes = 20000
 type decoder struct {
 	// lines is false when the YAML is not the stack file (Pulumi hands the spec over as JSON):
 	// its line numbers would point into a copy nobody can open.
-	lines bool
-	errs  []error
-	nodes int
+	lines    bool
+	errs     []error
+	nodes    int
+	exceeded bool
 	set   map[any]bool
 	at    map[string]int
 }
@@ -41,8 +42,9 @@ func (d *decoder) fail(n *yaml.Node, path, fix, problem string, args ...any) {
 // decode fills v (addressable) from n; path is the field path of v.
 func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 	if d.nodes++; d.nodes > maxSpecNodes {
-		if d.nodes == maxSpecNodes+1 {
+		if !d.exceeded {
 			d.fail(n, path, "write the spec out plainly; aliases may not multiply it", "the spec expands to more than %d YAML nodes", maxSpecNodes)
+			d.exceeded = true
 		}
 		return
 	}

@@ -19,9 +19,6 @@ const ConfigKey = "clusterforge:cluster"
 // StackDir is where the stack files live (Pulumi.yaml's stackConfigDir).
 const StackDir = "stacks"
 
-// maxErrors is how many decode errors are shown; a spec that breaks more is broken throughout.
-const maxErrors = 50
-
 // MaxStackFileBytes bounds a stack file; real ones are a few kilobytes.
 const MaxStackFileBytes = 1 << 20
 
@@ -100,11 +97,8 @@ func parseNode(n *yaml.Node, lines bool) (*Cluster, error) {
 	d := &decoder{lines: lines, set: map[any]bool{}, at: map[string]int{}}
 	c := &Cluster{}
 	d.decode(n, "", reflect.ValueOf(c).Elem())
-	if len(d.errs) > maxErrors {
-		d.errs = append(d.errs[:maxErrors], fmt.Errorf("%s: %d more errors not shown", ConfigKey, len(d.errs)-maxErrors))
-	}
 	if len(d.errs) > 0 {
-		return nil, errors.Join(d.errs...)
+		return nil, joinErrors(d.errs)
 	}
 	c.explicit, c.lines = d.set, d.at
 	c.Default()

@@ -41,13 +41,28 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 			t.Errorf("scripts/toolchain.sh %s=%s, the spec's default is %s", name, got, want)
 		}
 	}
-	requires("kubernetes", "k8s.io/kubernetes", DefaultKubernetesVersion)
-	requires("etcd", "go.etcd.io/etcd/server/v3", DefaultEtcdVersion)
-	requires("scheduler-plugins", "sigs.k8s.io/scheduler-plugins", DefaultSchedulerPlugins)
-	var major, minor, patch int
-	if _, err := fmt.Sscanf(DefaultPrometheusVersion, "v%d.%d.%d", &major, &minor, &patch); err != nil {
-		t.Fatal(err)
+	// Every version a stack may pin (Buildable) is one a wrapper module builds.
+	wrappers := map[string]struct{ wrapper, module string }{
+		"kubernetes": {"kubernetes", "k8s.io/kubernetes"}, "etcd": {"etcd", "go.etcd.io/etcd/server/v3"},
+		"containerd": {"containerd", "github.com/containerd/containerd"}, "runc": {"runc", "github.com/opencontainers/runc"},
+		"crictl": {"cri-tools", "sigs.k8s.io/cri-tools"}, "azureCNI": {"azure-cni", "github.com/Azure/azure-container-networking"},
+		"schedulerPlugins": {"scheduler-plugins", "sigs.k8s.io/scheduler-plugins"}, "prometheus": {"prometheus", "github.com/prometheus/prometheus"},
 	}
-	// Prometheus v3.5.0 is the Go module version v0.305.0.
-	requires("prometheus", "github.com/prometheus/prometheus", fmt.Sprintf("v0.%d%02d.%d", major, minor, patch))
+	for key, versions := range Buildable {
+		w, ok := wrappers[key]
+		if !ok {
+			t.Errorf("Buildable[%s] names no wrapper module", key)
+			continue
+		}
+		for _, v := range versions {
+			if key == "prometheus" { // Prometheus vX.Y.Z is the Go module version v0.X0Y.Z
+				var major, minor, patch int
+				if _, err := fmt.Sscanf(v, "v%d.%d.%d", &major, &minor, &patch); err != nil {
+					t.Fatal(err)
+				}
+				v = fmt.Sprintf("v0.%d%02d.%d", major, minor, patch)
+			}
+			requires(w.wrapper, w.module, v)
+		}
+	}
 }

@@ -33,16 +33,20 @@ var poolName = regexp.MustCompile(`^[a-z][a-z0-9]{0,11}$`)
 // validateCounts bounds every count before anything multiplies them; it reports whether the
 // address plan may be computed from them.
 func (c *Cluster) validateCounts(v *validator) bool {
-	ok := v.between("targetNodes", int64(c.TargetNodes), 1, MaxClusterNodes, "the control plane is sized for it (L09)")
 	if len(c.Pools) > MaxPools {
 		v.fail("pools", fmt.Sprintf("merge pools: at most %d", MaxPools), "%d pools", len(c.Pools))
-		ok = false
+		return false
 	}
+	ok := true
 	for i, p := range c.Pools {
 		field := fmt.Sprintf("pools[%d]", i)
 		ok = v.between(field+".nodes", int64(p.Nodes), 0, MaxClusterNodes, "a pool holds at most what the cluster does") && ok
 		ok = v.between(field+".maxNodes", int64(p.MaxNodes), 0, MaxClusterNodes, "a pool holds at most what the cluster does") && ok
 	}
+	if !ok {
+		return false // targetNodes is derived from them
+	}
+	ok = v.between("targetNodes", int64(c.TargetNodes), 1, MaxClusterNodes, "the control plane is sized for it (L09)")
 	// Azure allows 256 IP configurations per NIC: the primary plus one per pod (L29).
 	return v.between("kubelet.maxPods", int64(c.Kubelet.MaxPods), 1, 250, "each pod takes a secondary IP configuration on the node's NIC (L29)") && ok
 }
@@ -98,7 +102,7 @@ func (c *Cluster) validateAutoscaler(v *validator) {
 	v.duration("autoscaler.maxNodeProvisionTime", a.MaxNodeProvisionTime, time.Minute, 24*time.Hour)
 }
 
-func (c *Cluster) validatePools(v *validator) {
+func (c *Cluster) validatePools(v *validator, countsOK bool) {
 	if len(c.Pools) == 0 {
 		v.fail("pools", "declare at least one worker pool", "the cluster has no worker pools")
 	}
@@ -125,7 +129,7 @@ func (c *Cluster) validatePools(v *validator) {
 		v.poolLabelsAndTaints(field, p)
 		total += p.MaxNodes
 	}
-	if c.TargetNodes < total {
+	if countsOK && c.TargetNodes < total {
 		v.fail("targetNodes", fmt.Sprintf("raise it to at least %d or leave it unset", total),
 			"%d is below the pools' total maxNodes %d: the control plane would be sized too small (L09)", c.TargetNodes, total)
 	}

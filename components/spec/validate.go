@@ -102,10 +102,20 @@ func (c *Cluster) Validate() error {
 	c.validateAPIServer(v)
 	c.validateKubelet(v)
 	c.validateAutoscaler(v)
-	c.validatePools(v)
+	c.validatePools(v, countsOK)
 	if countsOK {
 		c.validateNetwork(v)
 		c.validateAzureNames(v)
 	}
-	return errors.Join(v.errs...)
+	return joinErrors(v.errs)
+}
+
+// maxErrors is how many errors are shown; a spec that breaks more is broken throughout.
+const maxErrors = 50
+
+func joinErrors(errs []error) error {
+	if len(errs) > maxErrors {
+		errs = append(errs[:maxErrors:maxErrors], fmt.Errorf("%s: %d more errors not shown", ConfigKey, len(errs)-maxErrors))
+	}
+	return errors.Join(errs...)
 }

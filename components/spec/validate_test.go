@@ -317,7 +317,7 @@ func TestDefaultSurvivesHugeCounts(t *testing.T) {
 	if c.TargetNodes <= 0 || c.Network.NodeSubnet == "" {
 		t.Errorf("target %d, node subnet %q", c.TargetNodes, c.Network.NodeSubnet)
 	}
-	if fields := Fields(c.Validate()); !slices.Contains(fields, "pools[0].maxNodes") || !slices.Contains(fields, "targetNodes") {
+	if fields := Fields(c.Validate()); !slices.Contains(fields, "pools[0].maxNodes") || !slices.Contains(fields, "pools[1].maxNodes") {
 		t.Errorf("fields %v", fields)
 	}
 }

@@ -66,8 +66,21 @@ func Run(stack, stackFile string) (*Result, error) {
 	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData, Kubeconfigs: rec.kubeconfigs}, nil
 }
 
-// Write stores resources.json and machines/<role>/user-data under dir.
+// Write stores resources.json and machines/<role>/user-data under dir. It writes a sibling
+// directory first and renames it into place, so dir never holds half a plan.
 func (r *Result) Write(dir string) error {
+	staging := dir + ".new"
+	if err := r.writeAll(staging); err != nil {
+		os.RemoveAll(staging)
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.Rename(staging, dir)
+}
+
+func (r *Result) writeAll(dir string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
