@@ -27,8 +27,8 @@ type decoder struct {
 	errs     []error
 	nodes    int
 	exceeded bool
-	set   map[any]bool
-	at    map[string]int
+	set      map[any]bool
+	at       map[string]int
 }
 
 func (d *decoder) fail(n *yaml.Node, path, fix, problem string, args ...any) {
