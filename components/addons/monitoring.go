@@ -108,9 +108,9 @@ func monitoring(c *spec.Cluster) []Object {
 							Image: "quay.io/prometheus/node-exporter:" + c.Versions.NodeExporter,
 							Args: []string{
 								"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root",
-								"--web.listen-address=:" + strconv.Itoa(nodeExporterPort),
+								"--web.listen-address=:" + strconv.Itoa(spec.NodeExporterPort),
 							},
-							Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: nodeExporterPort}},
+							Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: spec.NodeExporterPort}},
 							Resources: NodeExporterResources,
 							VolumeMounts: []corev1.VolumeMount{
 								{Name: "proc", MountPath: "/host/proc", ReadOnly: true},

@@ -90,7 +90,6 @@ const (
 	PrometheusConfigFile = "prometheus.yml"
 	PrometheusRulesFile  = "alerts.yml"
 	serviceAccountDir    = "/var/run/secrets/kubernetes.io/serviceaccount"
-	nodeExporterPort     = 9100
 )
 
 // DroppedSeries are the metric name patterns each job drops at ingestion (L34): per-bucket
@@ -164,7 +163,7 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 				JobName:             "node",
 				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "node"}},
 				RelabelConfigs: []RelabelConfig{{SourceLabels: []string{"__address__"}, Regex: `(.+):\d+`,
-					TargetLabel: "__address__", Replacement: fmt.Sprintf("${1}:%d", nodeExporterPort)}},
+					TargetLabel: "__address__", Replacement: fmt.Sprintf("${1}:%d", spec.NodeExporterPort)}},
 				MetricRelabelConfigs: dropSeries("node"),
 			},
 		},

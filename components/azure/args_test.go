@@ -1,6 +1,10 @@
 package azure
 
 import (
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
@@ -74,33 +78,141 @@ func TestEtcdVMArgs(t *testing.T) {
 
 func TestGrantsAreLeastPrivilege(t *testing.T) {
 	c := testCluster(t)
-	if g := Grants(c, spec.RoleEtcdMain); len(g) != 0 {
-		t.Errorf("etcd gets %v", g)
-	}
-	for _, p := range c.Pools {
-		g := Grants(c, spec.WorkerRole(p.Name))
-		autoscaler := p.Name == c.SystemPool().Name // cluster-autoscaler runs there (L19)
-		if g[0].Role != RoleReader || (len(g) == 2) != autoscaler || (autoscaler && g[1].Role != RoleVirtualMachineContributor) {
-			t.Errorf("pool %s gets %v, want Reader, and VM Contributor only where the autoscaler runs", p.Name, g)
+	c.Pools = append(c.Pools, spec.Pool{Name: "gpu", VMSize: "Standard_NC4as_T4_v3", GPU: c.Pools[0].GPU})
+	for _, role := range c.Roles() {
+		got := Grants(c, role)
+		if role != spec.WorkerRole(c.SystemPool().Name) {
+			if len(got) > 0 {
+				t.Errorf("%s calls no Azure API but gets %v", role, got)
+			}
+			continue
+		}
+		want := []Grant{
+			{Role: RoleScaleSetLister, Scope: ScopeResourceGroup},
+			{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets},
+			{Role: RoleSubnetJoiner, Scope: ScopeNodeSubnet},
+			{Role: RoleManagedIdentityOperator, Scope: ScopeWorkerIdentities},
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %v, want %v", role, got, want)
+		}
+		for i, g := range got {
+			if g.Role != want[i].Role || g.Scope != want[i].Scope || !strings.HasPrefix(g.Consumer, "cluster-autoscaler") {
+				t.Errorf("%s grant %d: %+v, want %+v for cluster-autoscaler", role, i, g, want[i])
+			}
 		}
 	}
-	for _, g := range Grants(c, spec.RoleAPIServer) {
-		if g.Role != RoleVirtualMachineContributor && g.Role != RoleNetworkContributor {
-			t.Errorf("apiserver gets %v", g)
+	if actions := CustomRoleActions[RoleScaleSetLister]; len(actions) != 1 || !strings.HasSuffix(actions[0], "/read") {
+		t.Errorf("the scale-set lister may %v, want read only", actions)
+	}
+}
+
+// flow is one inbound connection attempt, judged as Azure judges it: rules in priority order,
+// the first whose source, destination group, protocol and port match decides.
+type flow struct {
+	subnet string
+	source string // an address, or the AzureLoadBalancer tag
+	group  string // the source's application security group, if it is a node or a pod
+	dest   string // the destination's group in the node subnet
+	port   string
+	allow  bool
+}
+
+func (f flow) decide(rules []Rule, vnet []netip.Prefix) (Rule, bool) {
+	sorted := slices.Clone(rules)
+	slices.SortFunc(sorted, func(a, b Rule) int { return a.Priority - b.Priority })
+	for _, r := range sorted {
+		source := slices.Contains(r.SourceGroups, f.group)
+		for _, s := range r.Sources {
+			switch s {
+			case "AzureLoadBalancer":
+				source = source || f.source == s
+			case "VirtualNetwork":
+				source = source || slices.ContainsFunc(vnet, func(p netip.Prefix) bool { return f.source != "AzureLoadBalancer" && p.Contains(netip.MustParseAddr(f.source)) })
+			default:
+				source = source || f.source != "AzureLoadBalancer" && netip.MustParsePrefix(s).Contains(netip.MustParseAddr(f.source))
+			}
+		}
+		dest := len(r.DestinationGroups) == 0 || slices.Contains(r.DestinationGroups, f.dest)
+		port := slices.Contains(r.Ports, "*") || slices.Contains(r.Ports, f.port)
+		if source && dest && port {
+			return r, r.Access == "Allow"
+		}
+	}
+	return Rule{Name: "Azure default"}, false
+}
+
+// Every rule row decides at least one flow of this table, allow rules included, and every flow is
+// decided as the policy intends.
+func TestInboundRules(t *testing.T) {
+	c := testCluster(t)
+	n := c.Network
+	at := func(cidr string, i int) string { return addr(t, cidr, i) }
+	hub, cp, etcd, node, pod := at(n.Hub.AddressSpace, 7), at(n.ControlPlaneSubnet, 5), at(n.EtcdSubnet, 11), at(n.NodeSubnet, 6), at(n.NodeSubnet, 9)
+	api, kubelet, ssh := strconv.Itoa(spec.APIServerPort), strconv.Itoa(spec.KubeletPort), strconv.Itoa(spec.SSHPort)
+	flows := []flow{
+		{SubnetControlPlane, hub, "", "", api, true},
+		{SubnetControlPlane, node, GroupNodes, "", api, true},
+		{SubnetControlPlane, pod, GroupPods, "", api, true},
+		{SubnetControlPlane, etcd, "", "", api, false},
+		{SubnetControlPlane, "AzureLoadBalancer", "", "", api, true},
+		{SubnetControlPlane, hub, "", "", ssh, true},
+		{SubnetControlPlane, node, GroupNodes, "", ssh, false},
+		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(spec.ControllerManagerPort), false},
+		{SubnetEtcd, cp, "", "", "2379", true},
+		{SubnetEtcd, cp, "", "", "2381", false},
+		{SubnetEtcd, etcd, "", "", "2380", true},
+		{SubnetEtcd, pod, GroupPods, "", "2381", true},
+		{SubnetEtcd, pod, GroupPods, "", "2379", false},
+		{SubnetEtcd, node, GroupNodes, "", "2381", false},
+		{SubnetEtcd, hub, "", "", "2379", false},
+		{SubnetEtcd, hub, "", "", ssh, true},
+		{SubnetNodes, cp, "", GroupNodes, kubelet, true},
+		{SubnetNodes, pod, GroupPods, GroupNodes, kubelet, false},
+		{SubnetNodes, hub, "", GroupNodes, kubelet, false},
+		{SubnetNodes, etcd, "", GroupNodes, kubelet, false},
+		{SubnetNodes, hub, "", GroupNodes, ssh, true},
+		{SubnetNodes, pod, GroupPods, GroupNodes, ssh, false},
+		{SubnetNodes, cp, "", GroupPods, "8443", true},
+		{SubnetNodes, cp, "", GroupNodes, "30000", false},
+		{SubnetNodes, pod, GroupPods, GroupPods, "8080", true},
+		{SubnetNodes, node, GroupNodes, GroupPods, "8080", true},
+		{SubnetNodes, hub, "", GroupPods, "8888", true},
+		{SubnetNodes, node, GroupNodes, GroupNodes, "29500", true},
+		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(spec.NodeExporterPort), true},
+		{SubnetNodes, pod, GroupPods, GroupNodes, "30000", false},
+		{SubnetNodes, hub, "", GroupNodes, "30000", false},
+	}
+	vnet := []netip.Prefix{netip.MustParsePrefix(n.AddressSpace), netip.MustParsePrefix(n.Hub.AddressSpace)}
+	all := InboundRules(c)
+	deciding := map[string]bool{}
+	for _, f := range flows {
+		rule, allowed := f.decide(all[f.subnet], vnet)
+		deciding[f.subnet+"/"+rule.Name] = true
+		if allowed != f.allow {
+			t.Errorf("%s subnet, %s (%s) to %s:%s: allowed %v by %s, want %v", f.subnet, f.source, f.group, f.dest, f.port, allowed, rule.Name, f.allow)
+		}
+	}
+	for subnet, rules := range all {
+		for _, r := range rules {
+			if !deciding[subnet+"/"+r.Name] {
+				t.Errorf("%s rule %s decides no flow of the table: add one", subnet, r.Name)
+			}
+			if r.Consumer == "" {
+				t.Errorf("%s rule %s names no consumer", subnet, r.Name)
+			}
+			if len(r.Sources) > 0 == (len(r.SourceGroups) > 0) {
+				t.Errorf("%s rule %s needs exactly one of address sources and source groups", subnet, r.Name)
+			}
 		}
 	}
 }
 
-func TestInboundRulesEndInDeny(t *testing.T) {
-	for subnet, rules := range InboundRules(testCluster(t)) {
-		last := rules[len(rules)-1]
-		if last.Access != "Deny" || last.Sources[0] != "VirtualNetwork" {
-			t.Errorf("%s: last rule %+v, want deny-other-vnet", subnet, last)
-		}
-		for _, r := range rules[:len(rules)-1] {
-			if r.Priority >= last.Priority {
-				t.Errorf("%s: %s sorts after the deny rule", subnet, r.Name)
-			}
-		}
+func addr(t *testing.T, cidr string, i int) string {
+	t.Helper()
+	a := netip.MustParsePrefix(cidr).Addr()
+	for range i {
+		a = a.Next()
 	}
+	return a.String()
 }

@@ -72,9 +72,18 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	scopes := map[string]pulumi.StringInput{ScopeResourceGroup: rg.ID(), ScopeVNet: net.VNetID}
+	identities := map[string]*RoleIdentity{}
 	identity := func(role string) (*RoleIdentity, error) {
-		return NewRoleIdentity(ctx, name+"-"+role, &RoleIdentityArgs{Cluster: c, Role: role, ResourceGroupName: rg.Name, Scopes: scopes}, parent)
+		id, err := NewRoleIdentity(ctx, name+"-"+role, &RoleIdentityArgs{Cluster: c, Role: role, ResourceGroupName: rg.Name}, parent)
+		identities[role] = id
+		return id, err
+	}
+	groups := map[string]pulumi.StringInput{}
+	for g, id := range net.GroupIDs {
+		groups[g] = id
+	}
+	scopes := map[string][]pulumi.StringInput{
+		ScopeResourceGroup: {rg.ID()}, ScopeNodeSubnet: {net.SubnetIDs[SubnetNodes]},
 	}
 
 	for _, e := range c.EtcdClusters() {
@@ -109,7 +118,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			return nil, err
 		}
 		pool, err := NewWorkerPool(ctx, name+"-"+role, &WorkerPoolArgs{
-			Cluster: c, Pool: p, ResourceGroupName: rg.Name, SubnetID: net.SubnetIDs[SubnetNodes],
+			Cluster: c, Pool: p, ResourceGroupName: rg.Name, SubnetID: net.SubnetIDs[SubnetNodes], Groups: groups,
 			IdentityID: id.ID, CustomData: CustomData(c, certs.Bundle, role), Login: login,
 		}, parent)
 		if err != nil {
@@ -118,6 +127,18 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		comp.Pools[p.Name] = PoolCapacity{ScaleSets: pool.ScaleSets, MaxNodes: pool.MaxNodes}
 		if p.Name == c.SystemPool().Name {
 			comp.AutoscalerClientID = id.ClientID
+		}
+		scopes[ScopeWorkerScaleSets] = append(scopes[ScopeWorkerScaleSets], pool.ScaleSetIDs...)
+		scopes[ScopeWorkerIdentities] = append(scopes[ScopeWorkerIdentities], id.ID.ToStringOutput())
+	}
+	for _, role := range c.Roles() {
+		if len(Grants(c, role)) == 0 {
+			continue
+		}
+		if _, err := NewGrants(ctx, name+"-"+role+"-grants", &GrantsArgs{
+			Cluster: c, Role: role, PrincipalID: identities[role].PrincipalID, ResourceGroupID: rg.ID(), Scopes: scopes,
+		}, parent); err != nil {
+			return nil, err
 		}
 	}
 	comp.SubscriptionID = rg.ID().ToStringOutput().ApplyT(func(id string) string {

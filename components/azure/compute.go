@@ -34,7 +34,10 @@ type ScaleSetSpec struct {
 	ImageID  string
 	Capacity int
 	// IPConfigurations is the number of NIC IP configurations: the primary plus one per pod (L29).
-	IPConfigurations  int
+	IPConfigurations int
+	// Groups, for worker pools, maps GroupNodes and GroupPods to application security group ids:
+	// the primary IP configuration is the node, the others are its pods.
+	Groups            map[string]pulumi.StringInput
 	SubnetID          pulumi.StringInput
 	BackendPoolIDs    []pulumi.StringInput
 	IdentityID        pulumi.StringInput
@@ -55,6 +58,9 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 			Name:    pulumi.String(fmt.Sprintf("ipconfig%d", i+1)),
 			Primary: pulumi.Bool(i == 0),
 			Subnet:  &compute.ApiEntityReferenceArgs{Id: s.SubnetID},
+		}
+		if group := map[bool]string{true: GroupNodes, false: GroupPods}[i == 0]; s.Groups != nil {
+			cfg.ApplicationSecurityGroups = compute.SubResourceArray{compute.SubResourceArgs{Id: s.Groups[group]}}
 		}
 		if i == 0 && len(s.BackendPoolIDs) > 0 {
 			var pools compute.SubResourceArray

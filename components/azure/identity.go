@@ -1,6 +1,8 @@
 package azure
 
 import (
+	"crypto/sha1"
+	"fmt"
 	"strings"
 
 	"github.com/pulumi/pulumi-azure-native-sdk/authorization/v2"
@@ -12,37 +14,55 @@ import (
 
 // Azure built-in role definition ids.
 const (
-	RoleReader                    = "acdd72a7-3385-48ef-bd42-f606fba81ae7"
 	RoleVirtualMachineContributor = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
-	RoleNetworkContributor        = "4d97b98b-1d4f-4787-a291-c67834d212e7"
+	RoleManagedIdentityOperator   = "f1a07417-d97a-45cb-824c-7a7467783830"
 )
 
-// Scopes a grant can name.
+// Custom roles clusterforge defines per cluster, each holding only the actions its consumer calls
+// where no built-in role is that narrow.
 const (
-	ScopeResourceGroup = "resourceGroup"
-	ScopeVNet          = "vnet"
+	RoleScaleSetLister = "scale-set-lister"
+	RoleSubnetJoiner   = "subnet-joiner"
 )
 
-// Grant is one role assignment of a machine role's identity.
-type Grant struct {
-	Role  string
-	Scope string
+// CustomRoleActions are the actions of each custom role.
+var CustomRoleActions = map[string][]string{
+	RoleScaleSetLister: {"Microsoft.Compute/virtualMachineScaleSets/read"},
+	RoleSubnetJoiner:   {"Microsoft.Network/virtualNetworks/subnets/read", "Microsoft.Network/virtualNetworks/subnets/join/action"},
 }
 
-// Grants is the least privilege of each machine role. The apiservers host the cloud integration
-// (the cloud provider manages NICs and load balancer members), so they may manage VMs in the
-// cluster's resource group and its VNet. Workers only read their own instances, except the system
-// pool's, where cluster-autoscaler runs and resizes the scale sets (L19). etcd needs nothing from Azure.
+// Scopes a grant can name. The plural ones stand for one assignment per resource.
+const (
+	ScopeResourceGroup    = "resourceGroup"
+	ScopeNodeSubnet       = "nodeSubnet"
+	ScopeWorkerScaleSets  = "workerScaleSets"
+	ScopeWorkerIdentities = "workerIdentities"
+)
+
+// Grant is one role of a machine role's identity, at a scope, for the component that calls it.
+type Grant struct {
+	Role     string
+	Scope    string
+	Consumer string
+}
+
+// Grants is the least privilege of each machine role's identity: a grant exists only for a
+// component that calls Azure with it. cluster-autoscaler (L19) runs on the system pool: its Azure
+// provider lists the resource group's scale sets, resizes them and deletes their instances, and
+// Azure checks on each resize that the caller may join the scale set's NICs to the node subnet
+// and assign the scale set's identity. Nothing else calls Azure: the apiservers run no cloud
+// provider, machines learn who they are from the instance metadata, which needs no grant.
 func Grants(c *spec.Cluster, role string) []Grant {
-	switch {
-	case role == spec.RoleAPIServer:
-		return []Grant{{RoleVirtualMachineContributor, ScopeResourceGroup}, {RoleNetworkContributor, ScopeVNet}}
-	case role == spec.WorkerRole(c.SystemPool().Name):
-		return []Grant{{RoleReader, ScopeResourceGroup}, {RoleVirtualMachineContributor, ScopeResourceGroup}}
-	case strings.HasPrefix(role, "worker-"):
-		return []Grant{{RoleReader, ScopeResourceGroup}}
+	if role != spec.WorkerRole(c.SystemPool().Name) {
+		return nil
 	}
-	return nil
+	const ca = "cluster-autoscaler (L19): "
+	return []Grant{
+		{RoleScaleSetLister, ScopeResourceGroup, ca + "lists the resource group's scale sets"},
+		{RoleVirtualMachineContributor, ScopeWorkerScaleSets, ca + "resizes a scale set and deletes its instances"},
+		{RoleSubnetJoiner, ScopeNodeSubnet, ca + "a resized scale set's NICs join the node subnet"},
+		{RoleManagedIdentityOperator, ScopeWorkerIdentities, ca + "a resized scale set keeps its pool's identity"},
+	}
 }
 
 // RoleIdentityArgs configures NewRoleIdentity.
@@ -50,11 +70,9 @@ type RoleIdentityArgs struct {
 	Cluster           *spec.Cluster
 	Role              string
 	ResourceGroupName pulumi.StringInput
-	// Scopes maps ScopeResourceGroup and ScopeVNet to resource ids.
-	Scopes map[string]pulumi.StringInput
 }
 
-// RoleIdentity is a user-assigned managed identity of one machine role and its role assignments.
+// RoleIdentity is a user-assigned managed identity of one machine role.
 type RoleIdentity struct {
 	pulumi.ResourceState
 
@@ -64,29 +82,18 @@ type RoleIdentity struct {
 	ClientID pulumi.StringOutput
 }
 
-// NewRoleIdentity creates the identity and its least-privilege grants.
+// NewRoleIdentity creates the identity; NewGrants gives it its roles once their scopes exist.
 func NewRoleIdentity(ctx *pulumi.Context, name string, args *RoleIdentityArgs, opts ...pulumi.ResourceOption) (*RoleIdentity, error) {
 	comp := &RoleIdentity{}
 	if err := ctx.RegisterComponentResource("clusterforge:azure:RoleIdentity", name, comp, opts...); err != nil {
 		return nil, err
 	}
-	c, parent := args.Cluster, pulumi.Parent(comp)
+	c := args.Cluster
 	id, err := managedidentity.NewUserAssignedIdentity(ctx, name+"-identity", &managedidentity.UserAssignedIdentityArgs{
 		ResourceGroupName: args.ResourceGroupName, Location: pulumi.String(c.Location), Tags: tags(c, args.Role),
-	}, parent)
+	}, pulumi.Parent(comp))
 	if err != nil {
 		return nil, err
-	}
-	for _, g := range Grants(c, args.Role) {
-		scope := args.Scopes[g.Scope]
-		if _, err := authorization.NewRoleAssignment(ctx, name+"-"+g.Scope+"-"+g.Role[:8], &authorization.RoleAssignmentArgs{
-			PrincipalId:      id.PrincipalId,
-			PrincipalType:    pulumi.String("ServicePrincipal"),
-			Scope:            scope,
-			RoleDefinitionId: roleDefinitionID(scope, g.Role),
-		}, parent); err != nil {
-			return nil, err
-		}
 	}
 	comp.ID, comp.PrincipalID, comp.ClientID = id.ID(), id.PrincipalId, id.ClientId
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"id": id.ID(), "principalId": id.PrincipalId, "clientId": id.ClientId}); err != nil {
@@ -95,10 +102,77 @@ func NewRoleIdentity(ctx *pulumi.Context, name string, args *RoleIdentityArgs, o
 	return comp, nil
 }
 
-// roleDefinitionID builds the subscription-level role definition id from any resource id in it.
-func roleDefinitionID(scope pulumi.StringInput, role string) pulumi.StringOutput {
+// GrantsArgs configures NewGrants.
+type GrantsArgs struct {
+	Cluster     *spec.Cluster
+	Role        string
+	PrincipalID pulumi.StringInput
+	// ResourceGroupID is where custom roles are defined and assignable.
+	ResourceGroupID pulumi.StringInput
+	// Scopes maps each scope name to the resource ids it stands for.
+	Scopes map[string][]pulumi.StringInput
+}
+
+// RoleGrants are a role identity's role assignments and the custom roles they use.
+type RoleGrants struct {
+	pulumi.ResourceState
+}
+
+// NewGrants assigns Grants(cluster, role) to the principal; a role without grants gets none.
+func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulumi.ResourceOption) (*RoleGrants, error) {
+	comp := &RoleGrants{}
+	if err := ctx.RegisterComponentResource("clusterforge:azure:Grants", name, comp, opts...); err != nil {
+		return nil, err
+	}
+	parent := pulumi.Parent(comp)
+	definitions := map[string]pulumi.StringOutput{}
+	for _, g := range Grants(args.Cluster, args.Role) {
+		definition, custom := definitions[g.Role]
+		if actions, ok := CustomRoleActions[g.Role]; ok && !custom {
+			roleName := fmt.Sprintf("clusterforge %s %s", args.Cluster.Name, g.Role)
+			d, err := authorization.NewRoleDefinition(ctx, name+"-"+g.Role, &authorization.RoleDefinitionArgs{
+				RoleName: pulumi.String(roleName), Description: pulumi.String(g.Consumer),
+				RoleDefinitionId: args.ResourceGroupID.ToStringOutput().ApplyT(func(rg string) string { return nameGUID(rg + "/" + roleName) }).(pulumi.StringOutput),
+				Scope:            args.ResourceGroupID,
+				AssignableScopes: pulumi.StringArray{args.ResourceGroupID},
+				Permissions:      authorization.PermissionArray{authorization.PermissionArgs{Actions: pulumi.ToStringArray(actions)}},
+			}, parent)
+			if err != nil {
+				return nil, err
+			}
+			definition, definitions[g.Role] = d.ID().ToStringOutput(), d.ID().ToStringOutput()
+		}
+		for i, scope := range args.Scopes[g.Scope] {
+			roleID := definition
+			if _, ok := CustomRoleActions[g.Role]; !ok {
+				roleID = builtInRole(scope, g.Role)
+			}
+			if _, err := authorization.NewRoleAssignment(ctx, fmt.Sprintf("%s-%s-%s-%d", name, g.Scope, g.Role, i), &authorization.RoleAssignmentArgs{
+				PrincipalId: args.PrincipalID, PrincipalType: pulumi.String("ServicePrincipal"),
+				Scope: scope, RoleDefinitionId: roleID, Description: pulumi.String(g.Consumer),
+			}, parent); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{}); err != nil {
+		return nil, err
+	}
+	return comp, nil
+}
+
+// builtInRole is a built-in role definition's id in the subscription of scope (any resource id).
+func builtInRole(scope pulumi.StringInput, role string) pulumi.StringOutput {
 	return scope.ToStringOutput().ApplyT(func(s string) string {
 		sub := strings.Join(strings.Split(s, "/")[:3], "/") // "/subscriptions/<id>"
 		return sub + "/providers/Microsoft.Authorization/roleDefinitions/" + role
 	}).(pulumi.StringOutput)
+}
+
+// nameGUID is a name-based (version 5 style) GUID, so a custom role keeps its id across runs.
+func nameGUID(name string) string {
+	h := sha1.Sum([]byte("clusterforge/" + name))
+	h[6] = h[6]&0x0f | 0x50
+	h[8] = h[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }

@@ -1,9 +1,7 @@
 package azure
 
 import (
-	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/pulumi/pulumi-azure-native-sdk/network/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -21,61 +19,116 @@ const (
 // SubnetRoles lists the subnets in creation order.
 var SubnetRoles = []string{SubnetControlPlane, SubnetEtcd, SubnetNodes}
 
+// Application security groups split the node subnet by what an address is (Azure CNI gives pods
+// addresses of the node subnet, L29): a NIC's primary IP configuration is the node, its
+// secondary ones are pods.
+const (
+	GroupNodes = "nodes"
+	GroupPods  = "pods"
+)
+
+// Groups lists the application security groups in creation order.
+var Groups = []string{GroupNodes, GroupPods}
+
 // Rule is one inbound NSG rule, before it becomes azure-native arguments.
 type Rule struct {
 	Name     string
 	Priority int
 	Access   string // Allow or Deny
 	Protocol string // Tcp or *
-	Sources  []string
-	Ports    []string
+	// Sources are address prefixes or service tags; SourceGroups are application security groups.
+	// A rule has one or the other, as Azure requires.
+	Sources      []string
+	SourceGroups []string
+	// DestinationGroups narrows the destination to the nodes or the pods of the subnet; empty is any.
+	DestinationGroups []string
+	Ports             []string
+	// Consumer is the component the rule lets in; a rule without one does not exist.
+	Consumer string
 }
 
 // denyVNetPriority sits below every allow rule and above Azure's default AllowVnetInBound (65000),
 // so only the listed peers reach a subnet.
 const denyVNetPriority = 4000
 
-// InboundRules is the least-privilege inbound policy of each subnet: etcd ports only from the
-// apiservers and etcd peers; the API port from the hub, the nodes and the control plane; kubelets
-// only from the control plane; SSH only from the hub (L31); everything else from the VNet denied.
+// InboundRules is the least-privilege inbound policy of each subnet, every allow rule named by the
+// component it serves; everything else from the VNet and the hub is denied (L31).
 func InboundRules(c *spec.Cluster) map[string][]Rule {
 	n := c.Network
 	hub, cp, etcd, nodes := n.Hub.AddressSpace, n.ControlPlaneSubnet, n.EtcdSubnet, n.NodeSubnet
 	port := strconv.Itoa
-	ssh := Rule{Name: "ssh-from-hub", Priority: 200, Access: "Allow", Protocol: "Tcp", Sources: []string{hub}, Ports: []string{port(spec.SSHPort)}}
-	deny := Rule{Name: "deny-other-vnet", Priority: denyVNetPriority, Access: "Deny", Protocol: "*", Sources: []string{"VirtualNetwork"}, Ports: []string{"*"}}
+	all := []string{"*"}
+	ssh := Rule{Name: "ssh-from-hub", Priority: 200, Access: "Allow", Protocol: "Tcp", Sources: []string{hub}, Ports: []string{port(spec.SSHPort)},
+		Consumer: "break-glass SSH from the hub (L31)"}
+	deny := Rule{Name: "deny-other-vnet", Priority: denyVNetPriority, Access: "Deny", Protocol: "*", Sources: []string{"VirtualNetwork"}, Ports: all,
+		Consumer: "everything not listed above"}
+	nodeSSH := ssh
+	nodeSSH.DestinationGroups = []string{GroupNodes}
 	return map[string][]Rule{
 		SubnetControlPlane: {
-			{Name: "api-from-clients", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{hub, nodes, cp}, Ports: []string{port(spec.APIServerPort)}},
-			{Name: "api-probe", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{"AzureLoadBalancer"}, Ports: []string{port(spec.APIServerPort)}},
+			{Name: "api-from-clients", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{hub, nodes, cp}, Ports: []string{port(spec.APIServerPort)},
+				Consumer: "kube-apiserver: kubelets and pods, operators from the hub, the control plane itself"},
+			{Name: "api-probe", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{"AzureLoadBalancer"}, Ports: []string{port(spec.APIServerPort)},
+				Consumer: "the load balancer's /readyz probe"},
 			ssh, deny,
 		},
 		SubnetEtcd: {
-			{Name: "etcd-client-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, Ports: []string{port(spec.EtcdClientPort), port(spec.EtcdMetricsPort)}},
-			{Name: "etcd-from-peers", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{etcd}, Ports: []string{port(spec.EtcdClientPort), port(spec.EtcdPeerPort)}},
-			// Prometheus runs in a pod with a node-subnet address; metrics only, never the client port.
-			{Name: "etcd-metrics-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", Sources: []string{nodes}, Ports: []string{port(spec.EtcdMetricsPort)}},
+			{Name: "etcd-client-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, Ports: []string{port(spec.EtcdClientPort)},
+				Consumer: "kube-apiserver's etcd client"},
+			{Name: "etcd-from-peers", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{etcd}, Ports: []string{port(spec.EtcdClientPort), port(spec.EtcdPeerPort)},
+				Consumer: "etcd peers, and etcd-join.service's member add/remove"},
+			{Name: "etcd-metrics-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, Ports: []string{port(spec.EtcdMetricsPort)},
+				Consumer: "Prometheus, a pod, scraping etcd's metrics port (never the client port)"},
 			ssh, deny,
 		},
 		SubnetNodes: {
-			{Name: "kubelet-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, Ports: []string{port(spec.KubeletPort)}},
-			// Pods talk to pods across nodes; researchers reach pod IPs from the hub (L31).
-			{Name: "pods-from-nodes-and-hub", Priority: 110, Access: "Allow", Protocol: "*", Sources: []string{nodes, hub}, Ports: []string{"*"}},
-			ssh, deny,
+			{Name: "kubelet-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(spec.KubeletPort)},
+				Consumer: "kube-apiserver: logs, exec, port-forward"},
+			{Name: "pods-from-control-plane", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, DestinationGroups: []string{GroupPods}, Ports: all,
+				Consumer: "kube-apiserver: admission webhooks, aggregated APIs and the pod proxy"},
+			{Name: "pods-from-pods", Priority: 120, Access: "Allow", Protocol: "*", SourceGroups: []string{GroupPods}, DestinationGroups: []string{GroupPods}, Ports: all,
+				Consumer: "pod-to-pod traffic"},
+			{Name: "pods-from-nodes", Priority: 130, Access: "Allow", Protocol: "*", SourceGroups: []string{GroupNodes}, DestinationGroups: []string{GroupPods}, Ports: all,
+				Consumer: "kubelet probes, and host-network pods reaching pods"},
+			{Name: "pods-from-hub", Priority: 140, Access: "Allow", Protocol: "*", Sources: []string{hub}, DestinationGroups: []string{GroupPods}, Ports: all,
+				Consumer: "researchers reaching pod IPs through the hub (L31)"},
+			{Name: "nodes-from-nodes", Priority: 150, Access: "Allow", Protocol: "*", SourceGroups: []string{GroupNodes}, DestinationGroups: []string{GroupNodes}, Ports: all,
+				Consumer: "host-network training pods talking to each other at full speed (L33)"},
+			{Name: "node-exporter-from-pods", Priority: 160, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(spec.NodeExporterPort)},
+				Consumer: "Prometheus, a pod, scraping node-exporter on the host network"},
+			nodeSSH, deny,
 		},
 	}
 }
 
-// SecurityGroupArgs maps a subnet's rules to azure-native arguments.
-func SecurityGroupArgs(c *spec.Cluster, rg pulumi.StringInput, role string) *network.NetworkSecurityGroupArgs {
+// SecurityGroupArgs maps a subnet's rules to azure-native arguments; groups maps GroupNodes and
+// GroupPods to application security group ids.
+func SecurityGroupArgs(c *spec.Cluster, rg pulumi.StringInput, role string, groups map[string]pulumi.StringInput) *network.NetworkSecurityGroupArgs {
+	refs := func(names []string) network.ApplicationSecurityGroupTypeArray {
+		var out network.ApplicationSecurityGroupTypeArray
+		for _, g := range names {
+			out = append(out, network.ApplicationSecurityGroupTypeArgs{Id: groups[g]})
+		}
+		return out
+	}
 	var rules network.SecurityRuleTypeArray
 	for _, r := range InboundRules(c)[role] {
-		rules = append(rules, network.SecurityRuleTypeArgs{
+		args := network.SecurityRuleTypeArgs{
 			Name: pulumi.String(r.Name), Priority: pulumi.Int(r.Priority), Direction: pulumi.String("Inbound"),
-			Access: pulumi.String(r.Access), Protocol: pulumi.String(r.Protocol),
-			SourceAddressPrefixes: pulumi.ToStringArray(r.Sources), SourcePortRange: pulumi.String("*"),
-			DestinationAddressPrefix: pulumi.String("*"), DestinationPortRanges: pulumi.ToStringArray(r.Ports),
-		})
+			Access: pulumi.String(r.Access), Protocol: pulumi.String(r.Protocol), Description: pulumi.String(r.Consumer),
+			SourcePortRange: pulumi.String("*"), DestinationPortRanges: pulumi.ToStringArray(r.Ports),
+		}
+		if len(r.SourceGroups) > 0 {
+			args.SourceApplicationSecurityGroups = refs(r.SourceGroups)
+		} else {
+			args.SourceAddressPrefixes = pulumi.ToStringArray(r.Sources)
+		}
+		if len(r.DestinationGroups) > 0 {
+			args.DestinationApplicationSecurityGroups = refs(r.DestinationGroups)
+		} else {
+			args.DestinationAddressPrefix = pulumi.String("*")
+		}
+		rules = append(rules, args)
 	}
 	return &network.NetworkSecurityGroupArgs{
 		ResourceGroupName: rg, Location: pulumi.String(c.Location), SecurityRules: rules, Tags: tags(c, role),
@@ -91,12 +144,6 @@ func SubnetPrefix(c *spec.Cluster, role string) string {
 	}[role]
 }
 
-// hubParts splits the hub VNet id into its resource group and name.
-func hubParts(vnetID string) (resourceGroup, name string) {
-	parts := strings.Split(vnetID, "/")
-	return parts[4], parts[8]
-}
-
 // NetworkArgs configures NewNetwork.
 type NetworkArgs struct {
 	Cluster           *spec.Cluster
@@ -110,11 +157,13 @@ type Network struct {
 
 	VNetID    pulumi.IDOutput
 	SubnetIDs map[string]pulumi.IDOutput
+	// GroupIDs are the application security groups' ids by Groups name.
+	GroupIDs map[string]pulumi.IDOutput
 }
 
 // NewNetwork builds the spoke network.
 func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pulumi.ResourceOption) (*Network, error) {
-	comp := &Network{SubnetIDs: map[string]pulumi.IDOutput{}}
+	comp := &Network{SubnetIDs: map[string]pulumi.IDOutput{}, GroupIDs: map[string]pulumi.IDOutput{}}
 	if err := ctx.RegisterComponentResource("clusterforge:azure:Network", name, comp, opts...); err != nil {
 		return nil, err
 	}
@@ -143,9 +192,19 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
+	groups := map[string]pulumi.StringInput{}
+	for _, g := range Groups {
+		asg, err := network.NewApplicationSecurityGroup(ctx, name+"-"+g+"-asg", &network.ApplicationSecurityGroupArgs{
+			ResourceGroupName: rg, Location: pulumi.String(c.Location), Tags: tags(c, ""),
+		}, parent)
+		if err != nil {
+			return nil, err
+		}
+		comp.GroupIDs[g], groups[g] = asg.ID(), asg.ID()
+	}
 	var previous pulumi.Resource
 	for _, role := range SubnetRoles {
-		nsg, err := network.NewNetworkSecurityGroup(ctx, name+"-"+role+"-nsg", SecurityGroupArgs(c, rg, role), parent)
+		nsg, err := network.NewNetworkSecurityGroup(ctx, name+"-"+role+"-nsg", SecurityGroupArgs(c, rg, role, groups), parent)
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +225,7 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 		comp.SubnetIDs[role], previous = subnet.ID(), subnet
 	}
 
-	hubRG, hubName := hubParts(c.Network.Hub.VNetID)
+	hub := c.HubVNet()
 	if _, err := network.NewVirtualNetworkPeering(ctx, name+"-to-hub", &network.VirtualNetworkPeeringArgs{
 		ResourceGroupName: rg, VirtualNetworkName: vnet.Name,
 		RemoteVirtualNetwork:      &network.SubResourceArgs{Id: pulumi.String(c.Network.Hub.VNetID)},
@@ -175,8 +234,8 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 		return nil, err
 	}
 	if _, err := network.NewVirtualNetworkPeering(ctx, name+"-from-hub", &network.VirtualNetworkPeeringArgs{
-		ResourceGroupName: pulumi.String(hubRG), VirtualNetworkName: pulumi.String(hubName),
-		VirtualNetworkPeeringName: pulumi.String(fmt.Sprintf("spoke-%s", c.Name)),
+		ResourceGroupName: pulumi.String(hub.ResourceGroup), VirtualNetworkName: pulumi.String(hub.Names[0]),
+		VirtualNetworkPeeringName: pulumi.String(c.HubPeeringName()),
 		RemoteVirtualNetwork:      &network.SubResourceArgs{Id: vnet.ID()},
 		// Spokes never reach each other: the hub does not forward between them (L31).
 		AllowVirtualNetworkAccess: pulumi.Bool(true), AllowForwardedTraffic: pulumi.Bool(false),
@@ -188,6 +247,9 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 	outputs := pulumi.Map{"vnetId": vnet.ID()}
 	for role, id := range comp.SubnetIDs {
 		outputs[role+"SubnetId"] = id
+	}
+	for g, id := range comp.GroupIDs {
+		outputs[g+"GroupId"] = id
 	}
 	if err := ctx.RegisterResourceOutputs(comp, outputs); err != nil {
 		return nil, err

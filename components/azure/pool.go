@@ -13,9 +13,11 @@ type WorkerPoolArgs struct {
 	Pool              spec.Pool
 	ResourceGroupName pulumi.StringInput
 	SubnetID          pulumi.StringInput
-	IdentityID        pulumi.StringInput
-	CustomData        pulumi.StringInput
-	Login             Login
+	// Groups are the node and pod application security groups (Network.GroupIDs).
+	Groups     map[string]pulumi.StringInput
+	IdentityID pulumi.StringInput
+	CustomData pulumi.StringInput
+	Login      Login
 }
 
 // WorkerPool is one pool's scale sets (more than one when the pool exceeds what a VMSS holds).
@@ -26,6 +28,8 @@ type WorkerPool struct {
 
 	ScaleSets pulumi.StringArrayOutput
 	MaxNodes  pulumi.IntOutput
+	// ScaleSetIDs are the scale sets' resource ids, the scopes of the autoscaler's grants.
+	ScaleSetIDs []pulumi.StringInput
 }
 
 // NewWorkerPool builds the pool's scale sets. After creation the autoscaler owns their capacity (L19).
@@ -41,14 +45,16 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 			continue
 		}
 		vmss := set.AzureName
-		if _, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
+		ss, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
 			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: args.Pool.VMSize, ImageID: args.Pool.Image,
-			Capacity: set.Nodes, IPConfigurations: c.Kubelet.MaxPods + 1, SubnetID: args.SubnetID,
+			Capacity: set.Nodes, IPConfigurations: c.Kubelet.MaxPods + 1, Groups: args.Groups, SubnetID: args.SubnetID,
 			IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
-		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"})); err != nil {
+		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"}))
+		if err != nil {
 			return nil, err
 		}
 		names = append(names, vmss)
+		comp.ScaleSetIDs = append(comp.ScaleSetIDs, ss.ID().ToStringOutput())
 	}
 	comp.ScaleSets = pulumi.ToStringArray(names).ToStringArrayOutput()
 	comp.MaxNodes = pulumi.Int(args.Pool.MaxNodes).ToIntOutput()

@@ -25,6 +25,8 @@ const (
 	SchedulerPort         = 10259
 	KubeletPort           = 10250
 	SSHPort               = 22
+	// NodeExporterPort is node-exporter's, on every worker's host network.
+	NodeExporterPort = 9100
 )
 
 // APIServerProbePath is the load balancer's health probe. Since Kubernetes 1.34 /readyz also
