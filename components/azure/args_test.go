@@ -128,7 +128,9 @@ func (f flow) decide(rules []Rule, vnet []netip.Prefix) (Rule, bool) {
 			case "AzureLoadBalancer":
 				source = source || f.source == s
 			case "VirtualNetwork":
-				source = source || slices.ContainsFunc(vnet, func(p netip.Prefix) bool { return f.source != "AzureLoadBalancer" && p.Contains(netip.MustParseAddr(f.source)) })
+				source = source || slices.ContainsFunc(vnet, func(p netip.Prefix) bool {
+					return f.source != "AzureLoadBalancer" && p.Contains(netip.MustParseAddr(f.source))
+				})
 			default:
 				source = source || f.source != "AzureLoadBalancer" && netip.MustParsePrefix(s).Contains(netip.MustParseAddr(f.source))
 			}
