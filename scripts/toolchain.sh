@@ -3,7 +3,8 @@
 # (one go.mod each, so the project's go.sum stays about the project):
 #   rehearsal → .tools/bin        etcd, Kubernetes control plane, kubectl, KWOK, kube-bench, promtool;
 #                                 kube-scheduler is scheduler-plugins' build (Coscheduling, L16), as the
-#                                 apiserver machines run it, with its PodGroup controller
+#                                 apiserver machines run it, with its PodGroup controller; and our own
+#                                 clusterforge-csr-approver, built from this repository
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 #   bench     → .tools/bin        the distribution registry, for the image pull benchmark
@@ -63,8 +64,12 @@ declare -A TOOLS=(
   [packer-plugin-azure]="packer github.com/hashicorp/packer-plugin-azure - bin"
   [registry]="registry github.com/distribution/distribution/v3/cmd/registry - bin"
 )
+# Our own binaries the machines run, built from this repository's module (Go's cache keeps it quick).
+declare -A LOCAL_TOOLS=(
+  [clusterforge-csr-approver]="./components/csrapprover/cmd/clusterforge-csr-approver"
+)
 declare -A TOOL_GROUPS=(
-  [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench promtool"
+  [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench promtool clusterforge-csr-approver"
   [node]="kubelet containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet loopback bridge host-local"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
@@ -108,6 +113,11 @@ build() {
   step "$tool: built in $((SECONDS - start)) s"
 }
 
+build_local() {
+  step "$1: building ${LOCAL_TOOLS[$1]} (this repository)"
+  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/$1" "${LOCAL_TOOLS[$1]}"
+}
+
 # kube-bench reads its CIS checks from the cfg/ folder of its own module.
 install_bench_config() {
   local src
@@ -126,14 +136,15 @@ for arg in "${@:-rehearsal}"; do
   if [ -n "${TOOL_GROUPS[$arg]:-}" ]; then
     read -r -a members <<<"${TOOL_GROUPS[$arg]}"
     tools+=("${members[@]}")
-  elif [ -n "${TOOLS[$arg]:-}" ]; then
+  elif [ -n "${TOOLS[$arg]:-}" ] || [ -n "${LOCAL_TOOLS[$arg]:-}" ]; then
     tools+=("$arg")
   else
-    echo "toolchain: unknown group or tool '$arg'; groups: ${!TOOL_GROUPS[*]}; tools: ${!TOOLS[*]}" >&2
+    echo "toolchain: unknown group or tool '$arg'; groups: ${!TOOL_GROUPS[*]}; tools: ${!TOOLS[*]} ${!LOCAL_TOOLS[*]}" >&2
     exit 2
   fi
 done
 for tool in "${tools[@]}"; do
+  if [ -n "${LOCAL_TOOLS[$tool]:-}" ]; then build_local "$tool"; continue; fi
   build "$tool"
   [ "$tool" != kube-bench ] || install_bench_config
 done

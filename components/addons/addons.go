@@ -41,6 +41,7 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		name    string
 		objects func(*spec.Cluster) []Object
 	}{
+		{"bootstrap", bootstrap},
 		{"priorities", priorityClasses},
 		{"coscheduling", coscheduling},
 		{"dns", dns},

@@ -2,6 +2,7 @@ package azure
 
 import (
 	"strings"
+	"time"
 
 	"github.com/pulumi/pulumi-azure-native-sdk/resources/v2"
 	"github.com/pulumi/pulumi-tls/sdk/v5/go/tls"
@@ -15,6 +16,8 @@ import (
 // ClusterArgs configures NewCluster.
 type ClusterArgs struct {
 	Cluster *spec.Cluster
+	// Now is the time of the run, for credentials that rotate on a calendar (the join token).
+	Now time.Time
 }
 
 // PoolCapacity is a pool's entry in the stack outputs.
@@ -38,6 +41,9 @@ type Cluster struct {
 	SubscriptionID pulumi.StringOutput
 	// AutoscalerClientID is the client id of the system pool's identity, which cluster-autoscaler uses (L19).
 	AutoscalerClientID pulumi.StringOutput
+	// BootstrapToken is the workers' join token (secret), valid until BootstrapTokenExpires.
+	BootstrapToken        pulumi.StringOutput
+	BootstrapTokenExpires time.Time
 }
 
 // NewCluster builds the cluster.
@@ -64,7 +70,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		login.SSHPublicKey, comp.AdminSSHPrivateKey = key.PublicKeyOpenssh, pulumi.ToSecret(key.PrivateKeyOpenssh).(pulumi.StringOutput)
 	}
 
-	certs, err := NewClusterPKI(ctx, name+"-pki", c, parent)
+	certs, err := NewClusterPKI(ctx, name+"-pki", &ClusterPKIArgs{Cluster: c, Now: args.Now}, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -145,6 +151,8 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return strings.Split(id, "/")[2] // "/subscriptions/<id>/resourceGroups/<name>"
 	}).(pulumi.StringOutput)
 
+	comp.BootstrapToken = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string { return v.(pki.Bundle).BootstrapToken })).(pulumi.StringOutput)
+	_, comp.BootstrapTokenExpires = pki.BootstrapTokenWindow(args.Now)
 	comp.APIEndpoint = api.Endpoint
 	comp.Kubeconfig = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string {
 		b := v.(pki.Bundle)

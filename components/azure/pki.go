@@ -1,6 +1,8 @@
 package azure
 
 import (
+	"time"
+
 	"github.com/pulumi/pulumi-random/sdk/v4/go/random"
 	"github.com/pulumi/pulumi-tls/sdk/v5/go/tls"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -19,12 +21,21 @@ type ClusterPKI struct {
 	Bundle pulumi.AnyOutput
 }
 
+// ClusterPKIArgs configures NewClusterPKI.
+type ClusterPKIArgs struct {
+	Cluster *spec.Cluster
+	// Now places the worker join token in its month (pki.BootstrapTokenWindow): the first run of
+	// a month issues a new one.
+	Now time.Time
+}
+
 // NewClusterPKI issues the cluster's PKI.
-func NewClusterPKI(ctx *pulumi.Context, name string, c *spec.Cluster, opts ...pulumi.ResourceOption) (*ClusterPKI, error) {
+func NewClusterPKI(ctx *pulumi.Context, name string, args *ClusterPKIArgs, opts ...pulumi.ResourceOption) (*ClusterPKI, error) {
 	comp := &ClusterPKI{}
 	if err := ctx.RegisterComponentResource("clusterforge:azure:ClusterPKI", name, comp, opts...); err != nil {
 		return nil, err
 	}
+	c := args.Cluster
 	parent := pulumi.Parent(comp)
 	var names []string
 	var certs, keys []any
@@ -69,13 +80,14 @@ func NewClusterPKI(ctx *pulumi.Context, name string, c *spec.Cluster, opts ...pu
 			return nil, err
 		}
 		issuer := cas[p.Issuer]
+		hours, earlyRenewal := p.Validity()
 		cert, err := tls.NewLocallySignedCert(ctx, name+"-"+p.Name, &tls.LocallySignedCertArgs{
 			CertRequestPem:      csr.CertRequestPem,
 			CaCertPem:           issuer.cert,
 			CaPrivateKeyPem:     issuer.key,
 			AllowedUses:         usages(p.Usages),
-			ValidityPeriodHours: pulumi.Int(pki.LeafValidityHours),
-			EarlyRenewalHours:   pulumi.Int(pki.EarlyRenewalHours),
+			ValidityPeriodHours: pulumi.Int(hours),
+			EarlyRenewalHours:   pulumi.Int(earlyRenewal),
 		}, parent)
 		if err != nil {
 			return nil, err
@@ -88,10 +100,12 @@ func NewClusterPKI(ctx *pulumi.Context, name string, c *spec.Cluster, opts ...pu
 	}
 	names, certs, keys = append(names, pki.ServiceAccountKey), append(certs, saKey.PublicKeyPem), append(keys, saKey.PrivateKeyPem)
 
-	// The kubelet bootstrap token: "<6 chars>.<16 chars>" of [a-z0-9].
+	// The kubelet bootstrap token: "<6 chars>.<16 chars>" of [a-z0-9], replaced each month.
+	month, expires := pki.BootstrapTokenWindow(args.Now)
 	tokenPart := func(role string, length int) (*random.RandomString, error) {
 		return random.NewRandomString(ctx, name+"-"+role, &random.RandomStringArgs{
 			Length: pulumi.Int(length), Upper: pulumi.Bool(false), Special: pulumi.Bool(false),
+			Keepers: pulumi.StringMap{"month": pulumi.String(month)},
 		}, parent)
 	}
 	tokenID, err := tokenPart("bootstrap-token-id", 6)
@@ -117,6 +131,7 @@ func NewClusterPKI(ctx *pulumi.Context, name string, c *spec.Cluster, opts ...pu
 			b.Pairs[n] = pki.KeyPair{CertPEM: v[i].(string), KeyPEM: v[len(names)+i].(string)}
 		}
 		b.BootstrapToken = v[2*len(names)].(string) + "." + v[2*len(names)+1].(string)
+		b.BootstrapTokenExpires = expires
 		b.EncryptionKey = v[2*len(names)+2].(string)
 		return b
 	})).(pulumi.AnyOutput)

@@ -6,6 +6,7 @@ package kube
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
@@ -26,6 +27,9 @@ type AddonsArgs struct {
 	// SubscriptionID and AutoscalerClientID fill cluster-autoscaler's Azure cloud config.
 	SubscriptionID     pulumi.StringInput
 	AutoscalerClientID pulumi.StringInput
+	// BootstrapToken (secret) and BootstrapTokenExpires fill the workers' join token Secret.
+	BootstrapToken        pulumi.StringInput
+	BootstrapTokenExpires time.Time
 }
 
 // Addons is every add-on object of the cluster, registered through its own provider.
@@ -69,6 +73,32 @@ func Resources(component string, objs []addons.Object) ([]Resource, error) {
 	return out, nil
 }
 
+// joinToken is the join token Secret's resource: its name and values come from the token, a
+// secret known at deploy time; its resource name stays the same across monthly rotations.
+func joinToken(component string, args *AddonsArgs) (Resource, error) {
+	const placeholder = "000000.0000000000000000"
+	shape, err := addons.BootstrapTokenSecret(placeholder, args.BootstrapTokenExpires)
+	if err != nil {
+		return Resource{}, err
+	}
+	rs, err := Resources(component, []addons.Object{shape})
+	if err != nil {
+		return Resource{}, err
+	}
+	r := rs[0]
+	r.Name = component + "-secret-" + addons.SystemNamespace + "-bootstrap-token"
+	secret := args.BootstrapToken.ToStringOutput().ApplyT(func(token string) (*corev1.Secret, error) {
+		return addons.BootstrapTokenSecret(token, args.BootstrapTokenExpires)
+	})
+	// The token id, in the Secret's name, is public by design; only the secret half is secret.
+	r.Args["metadata"] = pulumi.Unsecret(secret.ApplyT(func(s any) map[string]any {
+		u, _ := addons.Unstructured(s.(*corev1.Secret))
+		return u.Object["metadata"].(map[string]any)
+	}))
+	r.Args["stringData"] = pulumi.ToSecret(secret.ApplyT(func(s any) map[string]string { return s.(*corev1.Secret).StringData })).(pulumi.StringMapOutput)
+	return r, nil
+}
+
 // TypeToken is pulumi-kubernetes' token of a kind: the core group is spelled "core".
 func TypeToken(gvk schema.GroupVersionKind) string {
 	group := gvk.Group
@@ -78,8 +108,8 @@ func TypeToken(gvk schema.GroupVersionKind) string {
 	return fmt.Sprintf("kubernetes:%s/%s:%s", group, gvk.Version, gvk.Kind)
 }
 
-// NewAddons registers every add-on object of the cluster, plus cluster-autoscaler's cloud config
-// Secret, whose values are known only at deploy time.
+// NewAddons registers every add-on object of the cluster, plus the Secrets whose values are known
+// only at deploy time: cluster-autoscaler's cloud config and the workers' join token.
 func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulumi.ResourceOption) (*Addons, error) {
 	comp := &Addons{}
 	if err := ctx.RegisterComponentResource("clusterforge:kube:Addons", name, comp, opts...); err != nil {
@@ -113,6 +143,10 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 		}
 		return s.StringData, nil
 	}).(pulumi.StringMapOutput)
+	token, err := joinToken(name, args)
+	if err != nil {
+		return nil, err
+	}
 
 	var first []pulumi.Resource
 	keys := pulumi.StringArray{}
@@ -130,6 +164,13 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 		}
 		keys = append(keys, pulumi.String(addons.Key(objs[i])))
 	}
+	// A rotated token's Secret stays behind until it expires, for instances booted from the old
+	// scale-set model; the tokencleaner controller deletes it then.
+	if err := ctx.RegisterResource(token.Type, token.Name, token.Args, &apiextensions.CustomResource{},
+		pulumi.Parent(comp), pulumi.Provider(provider), pulumi.DependsOn(first), pulumi.RetainOnDelete(true)); err != nil {
+		return nil, err
+	}
+	keys = append(keys, pulumi.String("Secret/"+addons.SystemNamespace+"/bootstrap-token"))
 	comp.Objects = keys.ToStringArrayOutput()
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"objects": comp.Objects}); err != nil {
 		return nil, err

@@ -12,7 +12,6 @@ import (
 const (
 	AuditPolicyPath   = KubeDir + "/audit-policy.yaml"
 	AuthnConfigPath   = KubeDir + "/authentication.yaml"
-	AdminKubeconfig   = KubeDir + "/admin.conf"
 	EncryptionConfig  = KubeDir + "/encryption.yaml"
 	AdmissionConfig   = KubeDir + "/admission.yaml"
 	apiserverUnitName = "kube-apiserver.service"
@@ -70,8 +69,11 @@ func APIServerFlags(c *spec.Cluster) Flags {
 		"tls-cipher-suites":          tlsCipherSuites,
 		"tls-min-version":            "VersionTLS12",
 
-		"kubelet-client-certificate":      CertPath("", pki.APIServerKubeletClient),
-		"kubelet-client-key":              KeyPath("", pki.APIServerKubeletClient),
+		"kubelet-client-certificate": CertPath("", pki.APIServerKubeletClient),
+		"kubelet-client-key":         KeyPath("", pki.APIServerKubeletClient),
+		// Kubelets serve certificates from the cluster CA (serverTLSBootstrap), issued only when
+		// clusterforge-csr-approver has checked the node's identity (CIS 1.2.5).
+		"kubelet-certificate-authority":   CertPath("", pki.ClusterCA),
 		"kubelet-preferred-address-types": "InternalIP",
 
 		"proxy-client-cert-file":             CertPath("", pki.FrontProxyClient),
@@ -101,13 +103,12 @@ func apiserver(c *spec.Cluster, b pki.Bundle) part {
 		{Path: AuthnConfigPath, Content: authenticationConfig, Mode: 0o600},
 		{Path: AdmissionConfig, Content: admissionConfig, Mode: 0o600},
 		{Path: EncryptionConfig, Content: encryptionConfig(b.EncryptionKey), Mode: 0o600},
-		{Path: AdminKubeconfig, Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", pki.Admin), KeyPath("", pki.Admin)), Mode: 0o600},
 	}
 	// The cluster CA key signs kubelet client certificates (controller-manager).
 	files = append(files, pairFiles("", pki.ClusterCA, b.Pair(pki.ClusterCA))...)
 	files = append(files, pairFiles("", pki.ServiceAccountKey, b.Pair(pki.ServiceAccountKey))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.APIServerEtcdClient, b.Pair(pki.APIServerEtcdClient))...)
-	for _, name := range []string{pki.APIServer, pki.APIServerKubeletClient, pki.FrontProxyClient, pki.Admin} {
+	for _, name := range []string{pki.APIServer, pki.APIServerKubeletClient, pki.FrontProxyClient} {
 		files = append(files, pairFiles("", name, b.Pair(name))...)
 	}
 	return part{
@@ -188,10 +189,14 @@ rules:
     resources: ["events"]
   - group: "coordination.k8s.io"
     resources: ["leases"]
+# Never a body that holds a credential: Secrets, TokenRequests (serviceaccounts/token) and
+# TokenReviews carry tokens.
 - level: Metadata
   resources:
   - group: ""
     resources: ["secrets", "configmaps", "serviceaccounts/token"]
+  - group: "authentication.k8s.io"
+    resources: ["tokenreviews"]
 - level: Metadata
   verbs: ["get", "list", "watch"]
 - level: Request

@@ -10,6 +10,7 @@ import (
 // Files of the controller-manager and scheduler, colocated with the apiserver (L05).
 const (
 	ControllerManagerKubeconfig = KubeDir + "/controller-manager.conf"
+	CSRApproverKubeconfig       = KubeDir + "/csr-approver.conf"
 	SchedulerKubeconfig         = KubeDir + "/scheduler.conf"
 	SchedulerConfigPath         = KubeDir + "/scheduler.yaml"
 )
@@ -136,5 +137,31 @@ func scheduler(c *spec.Cluster, b pki.Bundle) part {
 		name: "kube-scheduler", description: "Kubernetes scheduler (scheduler-plugins " + c.Versions.SchedulerPlugins + ", Coscheduling)",
 		after: []string{apiserverUnitName}, binary: BinDir + "/kube-scheduler",
 		flags: SchedulerFlags(),
+	}.unit()}}
+}
+
+// CSRApproverLease is the lease the approvers of the apiserver machines elect their leader with.
+const CSRApproverLease = "clusterforge-csr-approver"
+
+// CSRApproverFlags are clusterforge-csr-approver's flags.
+func CSRApproverFlags(c *spec.Cluster) Flags {
+	return Flags{
+		"kubeconfig":  CSRApproverKubeconfig,
+		"node-subnet": c.Network.NodeSubnet,
+		"identity":    EnvRef("NODE_NAME"),
+		"lease":       CSRApproverLease,
+	}
+}
+
+// csrApprover approves kubelet serving certificates whose names are the node's own
+// (components/csrapprover), with an identity of its own.
+func csrApprover(c *spec.Cluster, b pki.Bundle) part {
+	files := pairFiles("", pki.CSRApprover, b.Pair(pki.CSRApprover))
+	files = append(files, File{Path: CSRApproverKubeconfig, Mode: 0o600,
+		Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", pki.CSRApprover), KeyPath("", pki.CSRApprover))})
+	return part{files: files, units: []Unit{service{
+		name: "clusterforge-csr-approver", description: "clusterforge: approve kubelet serving certificates of real nodes",
+		after: []string{identityUnit, apiserverUnitName}, requires: []string{identityUnit},
+		binary: BinDir + "/clusterforge-csr-approver", flags: CSRApproverFlags(c), envFiles: []string{NodeEnvFile},
 	}.unit()}}
 }

@@ -63,10 +63,11 @@ func TestHostileValuesStayOneArgument(t *testing.T) {
 	}
 	machines = append(machines, NodeImage(c, false))
 	intended := map[string][]string{
-		"kube-apiserver.service":          append([]string{BinDir + "/kube-apiserver"}, APIServerFlags(c).Args()...),
-		"kube-controller-manager.service": append([]string{BinDir + "/kube-controller-manager"}, ControllerManagerFlags(c).Args()...),
-		"kube-scheduler.service":          append([]string{BinDir + "/kube-scheduler"}, SchedulerFlags().Args()...),
-		"kubelet.service":                 append([]string{BinDir + "/kubelet"}, KubeletFlags(c.Pools[0]).Args()...),
+		"kube-apiserver.service":            append([]string{BinDir + "/kube-apiserver"}, APIServerFlags(c).Args()...),
+		"kube-controller-manager.service":   append([]string{BinDir + "/kube-controller-manager"}, ControllerManagerFlags(c).Args()...),
+		"kube-scheduler.service":            append([]string{BinDir + "/kube-scheduler"}, SchedulerFlags().Args()...),
+		"kubelet.service":                   append([]string{BinDir + "/kubelet"}, KubeletFlags(c.Pools[0]).Args()...),
+		"clusterforge-csr-approver.service": append([]string{BinDir + "/clusterforge-csr-approver"}, CSRApproverFlags(c).Args()...),
 	}
 	checked := 0
 	for _, m := range machines {

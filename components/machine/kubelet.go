@@ -54,6 +54,9 @@ maxParallelImagePulls: %d
 readOnlyPort: 0
 protectKernelDefaults: true
 rotateCertificates: true
+# The serving certificate comes from the cluster CA too, once clusterforge-csr-approver has
+# checked the names are this node's; the apiservers verify it (CIS 1.2.5).
+serverTLSBootstrap: true
 eventRecordQPS: 5
 streamingConnectionIdleTimeout: 5m
 tlsMinVersion: VersionTLS12

@@ -91,7 +91,7 @@ func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 		m.add(apiserver(c, b))
 		m.add(controllerManager(c, b))
 		m.add(scheduler(c, b))
-		m.add(clusterBootstrap(c, b))
+		m.add(csrApprover(c, b))
 	default:
 		pool, ok := poolOf(c, role)
 		if !ok {

@@ -49,7 +49,8 @@ func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 		if err != nil {
 			return Bundle{}, err
 		}
-		tmpl := template(p.CommonName, p.Organization, p.DNSNames, p.IPAddresses, p.Usages, LeafValidityHours)
+		hours, _ := p.Validity()
+		tmpl := template(p.CommonName, p.Organization, p.DNSNames, p.IPAddresses, p.Usages, hours)
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer.cert, key.Public(), issuer.key)
 		if err != nil {
 			return Bundle{}, fmt.Errorf("pki: issue %s: %w", p.Name, err)
@@ -63,6 +64,7 @@ func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 	pub, _ := x509.MarshalPKIXPublicKey(key.Public())
 	b.Pairs[ServiceAccountKey] = KeyPair{CertPEM: encode("PUBLIC KEY", pub), KeyPEM: keyPEM}
 	b.BootstrapToken = randomToken(6) + "." + randomToken(16)
+	_, b.BootstrapTokenExpires = BootstrapTokenWindow(time.Now())
 	secret := make([]byte, EncryptionKeyBytes)
 	if _, err := rand.Read(secret); err != nil {
 		return Bundle{}, err

@@ -6,6 +6,7 @@ package pki
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -22,7 +23,10 @@ const (
 	FrontProxyClient       = "front-proxy-client"
 	ControllerManager      = "controller-manager"
 	Scheduler              = "scheduler"
-	Admin                  = "admin"
+	CSRApprover            = "csr-approver"
+	// Admin is the operators' system:masters credential. It lives only in Pulumi state (the stack's
+	// kubeconfig output) and the rehearsal's directory, never on a machine.
+	Admin = "admin"
 
 	// ServiceAccountKey is the key pair that signs service-account tokens (no certificate).
 	ServiceAccountKey = "service-account"
@@ -57,6 +61,18 @@ const (
 	LeafValidityHours = 2 * 365 * 24
 	// EarlyRenewalHours: a `pulumi up` within 30 days of expiry renews the leaf.
 	EarlyRenewalHours = 30 * 24
+	// AdminValidityHours keeps the system:masters credential short-lived: a copied kubeconfig is
+	// dead within a month, and any `pulumi up` in its last 10 days issues the next.
+	AdminValidityHours     = 30 * 24
+	AdminEarlyRenewalHours = 10 * 24
+)
+
+// User names (certificate CNs) that RBAC binds.
+const (
+	// CSRApproverUser approves kubelet serving certificates.
+	CSRApproverUser = "clusterforge:csr-approver"
+	// APIServerKubeletUser is the apiserver when it calls kubelets (logs, exec).
+	APIServerKubeletUser = "kube-apiserver-kubelet-client"
 )
 
 // Authority is a self-signed certificate authority.
@@ -75,6 +91,16 @@ type Profile struct {
 	DNSNames     []string
 	IPAddresses  []string
 	Usages       []Usage
+	// ValidityHours and EarlyRenewalHours default to LeafValidityHours and EarlyRenewalHours.
+	ValidityHours, EarlyRenewalHours int
+}
+
+// Validity is the profile's lifetime and how long before its end `pulumi up` renews it, in hours.
+func (p Profile) Validity() (hours, earlyRenewal int) {
+	if p.ValidityHours == 0 {
+		return LeafValidityHours, EarlyRenewalHours
+	}
+	return p.ValidityHours, p.EarlyRenewalHours
 }
 
 // Authorities are the cluster's three CAs.
@@ -112,12 +138,13 @@ func Profiles(c *spec.Cluster) []Profile {
 			Usages:      serverUsages,
 		},
 		Profile{Name: APIServerEtcdClient, Issuer: EtcdCA, CommonName: "kube-apiserver-etcd-client", Usages: clientUsages},
-		Profile{Name: APIServerKubeletClient, Issuer: ClusterCA, CommonName: "kube-apiserver-kubelet-client", Usages: clientUsages},
+		Profile{Name: APIServerKubeletClient, Issuer: ClusterCA, CommonName: APIServerKubeletUser, Usages: clientUsages},
 		Profile{Name: FrontProxyClient, Issuer: FrontProxyCA, CommonName: "front-proxy-client", Usages: clientUsages},
 		Profile{Name: ControllerManager, Issuer: ClusterCA, CommonName: "system:kube-controller-manager", Usages: clientUsages},
 		Profile{Name: Scheduler, Issuer: ClusterCA, CommonName: "system:kube-scheduler", Usages: clientUsages},
-		// The admin identity bootstraps RBAC on the apiservers and is the stack's kubeconfig output.
-		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: "system:masters", Usages: clientUsages},
+		Profile{Name: CSRApprover, Issuer: ClusterCA, CommonName: CSRApproverUser, Usages: clientUsages},
+		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: "system:masters", Usages: clientUsages,
+			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
 	)
 }
 
@@ -131,10 +158,25 @@ type KeyPair struct {
 // The service-account entry holds the public key PEM in CertPEM.
 type Bundle struct {
 	Pairs map[string]KeyPair
-	// BootstrapToken is the kubelet TLS-bootstrap token, "<id>.<secret>".
-	BootstrapToken string
+	// BootstrapToken is the kubelet TLS-bootstrap token, "<id>.<secret>", valid until
+	// BootstrapTokenExpires (BootstrapTokenWindow).
+	BootstrapToken        string
+	BootstrapTokenExpires time.Time
 	// EncryptionKey is the base64 of the EncryptionKeyBytes random bytes that encrypt Secrets in etcd.
 	EncryptionKey string
+}
+
+// BootstrapTokenLifetime is how long a worker join token is valid after the start of the month
+// it was issued in. Workers carry it in their scale sets' user-data, and the autoscaler adds
+// nodes at any time, so it must outlive the gap between two `pulumi up`s: each month's first
+// issues the next token, and the last one stays valid for at least two more months.
+const BootstrapTokenLifetime = 90 * 24 * time.Hour
+
+// BootstrapTokenWindow is the month a token issued now belongs to, "2006-01", and its expiry.
+func BootstrapTokenWindow(now time.Time) (month string, expires time.Time) {
+	now = now.UTC()
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	return start.Format("2006-01"), start.Add(BootstrapTokenLifetime)
 }
 
 // EncryptionKeyBytes is the length of the Secrets encryption key (secretbox takes 32 bytes).

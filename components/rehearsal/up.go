@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -61,7 +62,7 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 		return r, err
 	}
 	apiservers := p.Of(spec.RoleAPIServer)
-	r.logf("booting %d apiserver machines (kube-apiserver, controller-manager, scheduler, bootstrap RBAC)", len(apiservers))
+	r.logf("booting %d apiserver machines (kube-apiserver, controller-manager, scheduler, CSR approver)", len(apiservers))
 	if err := r.bootAll(ctx, apiservers); err != nil {
 		return r, err
 	}
@@ -69,11 +70,28 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 		return r, err
 	}
 	r.logf("control plane healthy behind the load balancer (%s)", time.Since(began).Round(time.Second))
+	if err := r.applyJoinObjects(ctx); err != nil {
+		return r, err
+	}
 	if err := r.startNodes(ctx); err != nil {
 		return r, err
 	}
 	r.logf("up in %s", time.Since(began).Round(time.Second))
 	return r, nil
+}
+
+// applyJoinObjects applies what workers need to join, as the Pulumi program's add-ons do from
+// outside the machines: the bootstrap RBAC and the join token.
+func (r *Rehearsal) applyJoinObjects(ctx context.Context) error {
+	objs, err := addons.Bootstrap(r.Cluster)
+	if err != nil {
+		return err
+	}
+	token, err := addons.BootstrapTokenSecret(r.Bundle.BootstrapToken, r.Bundle.BootstrapTokenExpires)
+	if err != nil {
+		return err
+	}
+	return r.Apply(ctx, append(objs, token)...)
 }
 
 // UpEtcd starts only the members of one etcd cluster of the plan, for drills that need an etcd

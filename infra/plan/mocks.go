@@ -18,8 +18,10 @@ type Resource struct {
 	Name   string `json:"name"`
 	Parent string `json:"parent"`
 	// Provider names the explicit provider the resource is managed by, if any.
-	Provider string         `json:"provider,omitempty"`
-	Inputs   map[string]any `json:"inputs"`
+	Provider string `json:"provider,omitempty"`
+	// RetainOnDelete: Pulumi leaves the real object in place when the resource goes.
+	RetainOnDelete bool           `json:"retainOnDelete,omitempty"`
+	Inputs         map[string]any `json:"inputs"`
 }
 
 // mockSubscription is the subscription id every mocked Azure resource id lives in.
@@ -44,12 +46,12 @@ func newRecorder() *recorder {
 func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	parent := ""
+	parent, retain := "", false
 	if args.RegisterRPC != nil {
-		parent = urnName(args.RegisterRPC.GetParent())
+		parent, retain = urnName(args.RegisterRPC.GetParent()), args.RegisterRPC.GetRetainOnDelete()
 	}
 	r.resources = append(r.resources, Resource{Type: args.TypeToken, Name: args.Name, Parent: parent,
-		Provider: providerName(args.Provider), Inputs: redact(args.Inputs)})
+		Provider: providerName(args.Provider), RetainOnDelete: retain, Inputs: redact(args.Inputs)})
 	r.captureUserData(args.Inputs)
 	if kubeconfig := lookup(args.Inputs, "kubeconfig"); args.TypeToken == "pulumi:providers:kubernetes" && kubeconfig.IsString() {
 		r.kubeconfigs[args.Name] = kubeconfig.StringValue()

@@ -463,6 +463,17 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The join token's Secret: named after the token, kept when a rotation replaces it.
+			token := Resource{}
+			for _, res := range r.Resources {
+				if res.Name == c.Name+"-addons-secret-kube-system-bootstrap-token" {
+					token = res
+				}
+			}
+			if !token.RetainOnDelete || field(token.Inputs, "metadata", "name") != "bootstrap-token-aaaaaa" || field(token.Inputs, "type") != "bootstrap.kubernetes.io/token" {
+				t.Errorf("join token Secret %+v, want bootstrap-token-<id>, retained on delete", token)
+			}
+			want = append(want, kube.Resource{Type: token.Type, Name: token.Name, Args: map[string]any{"kind": "Secret"}})
 			got := map[string]Resource{}
 			for _, res := range r.Resources {
 				if strings.HasPrefix(res.Type, "kubernetes:") {

@@ -5,6 +5,7 @@ package program
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -32,13 +33,14 @@ func Run(ctx *pulumi.Context) error {
 	if err := machine.Preflight(c); err != nil {
 		return err
 	}
-	cluster, err := azure.NewCluster(ctx, c.Name, &azure.ClusterArgs{Cluster: c})
+	cluster, err := azure.NewCluster(ctx, c.Name, &azure.ClusterArgs{Cluster: c, Now: time.Now()})
 	if err != nil {
 		return err
 	}
 	addons, err := kube.NewAddons(ctx, c.Name+"-addons", &kube.AddonsArgs{
 		Cluster: c, Kubeconfig: cluster.Kubeconfig,
 		SubscriptionID: cluster.SubscriptionID, AutoscalerClientID: cluster.AutoscalerClientID,
+		BootstrapToken: cluster.BootstrapToken, BootstrapTokenExpires: cluster.BootstrapTokenExpires,
 	}, pulumi.DependsOn([]pulumi.Resource{cluster}))
 	if err != nil {
 		return err

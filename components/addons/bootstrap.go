@@ -1,0 +1,88 @@
+package addons
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// The objects that let workers join and serve: kubelet TLS bootstrap with the join token, client
+// certificates approved by the controller-manager, serving certificates by
+// clusterforge-csr-approver. They are applied from outside the machines, with the other add-ons,
+// so no machine holds a credential able to create them.
+
+// BootstrapGroup is the extra group of the workers' join token.
+const BootstrapGroup = "system:bootstrappers:clusterforge:worker"
+
+// bootstrapTokenFormat is "<id>.<secret>" as the apiserver's bootstrap authenticator reads it.
+var bootstrapTokenFormat = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
+
+// Bootstrap are the join and serving-certificate RBAC objects, finished (labels, kinds): the
+// rehearsal applies them as soon as its API answers, as the Pulumi program does with the add-ons.
+func Bootstrap(c *spec.Cluster) ([]Object, error) {
+	objs := bootstrap(c)
+	for _, o := range objs {
+		if err := finish(o, "bootstrap"); err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
+}
+
+func bootstrap(*spec.Cluster) []Object {
+	binding := func(name, role, kind, subject string) *rbacv1.ClusterRoleBinding {
+		return &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: kind, Name: subject}},
+		}
+	}
+	const approver = "clusterforge:csr-approver"
+	return []Object{
+		binding("clusterforge:node-bootstrapper", "system:node-bootstrapper", rbacv1.GroupKind, BootstrapGroup),
+		binding("clusterforge:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", rbacv1.GroupKind, BootstrapGroup),
+		binding("clusterforge:node-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, "system:nodes"),
+		binding("clusterforge:apiserver-kubelet-client", "system:kubelet-api-admin", rbacv1.UserKind, pki.APIServerKubeletUser),
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: approver}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
+			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kubelet-serving"}, Verbs: []string{"approve"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		}},
+		binding(approver, approver, rbacv1.UserKind, pki.CSRApproverUser),
+		&rbacv1.Role{ObjectMeta: meta(SystemNamespace, approver, nil), Rules: leaderElection(machine.CSRApproverLease)},
+		&rbacv1.RoleBinding{ObjectMeta: meta(SystemNamespace, approver, nil),
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: approver},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: pki.CSRApproverUser}}},
+	}
+}
+
+// BootstrapTokenSecret is the workers' join token, valid until expires (pki.BootstrapTokenWindow);
+// the tokencleaner controller deletes it then. It authenticates only (no signing), into BootstrapGroup.
+func BootstrapTokenSecret(token string, expires time.Time) (*corev1.Secret, error) {
+	m := bootstrapTokenFormat.FindStringSubmatch(token)
+	if m == nil {
+		return nil, fmt.Errorf("bootstrap token: not <6 of [a-z0-9]>.<16 of [a-z0-9]>")
+	}
+	s := &corev1.Secret{
+		ObjectMeta: meta(SystemNamespace, "bootstrap-token-"+m[1], nil),
+		Type:       corev1.SecretTypeBootstrapToken,
+		StringData: map[string]string{
+			"description":                    "clusterforge worker join token",
+			"token-id":                       m[1],
+			"token-secret":                   m[2],
+			"expiration":                     expires.UTC().Format(time.RFC3339),
+			"usage-bootstrap-authentication": "true",
+			"auth-extra-groups":              BootstrapGroup,
+		},
+	}
+	return s, finish(s, "bootstrap")
+}

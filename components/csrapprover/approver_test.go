@@ -1,0 +1,104 @@
+package csrapprover
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var subnet = netip.MustParsePrefix("10.1.0.0/16")
+
+func request(t *testing.T, cn string, org []string, dns []string, ips []string) []byte {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.CertificateRequest{Subject: pkix.Name{CommonName: cn, Organization: org}, DNSNames: dns}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, tmpl, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+}
+
+func TestDecide(t *testing.T) {
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "10.1.2.3"}, {Type: corev1.NodeHostName, Address: "n1"},
+	}}}
+	nodes := []string{"system:nodes", "system:authenticated"}
+	serving := []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth}
+	for _, tc := range []struct {
+		name     string
+		user     string
+		groups   []string
+		signer   string
+		usages   []certv1.KeyUsage
+		cn       string
+		org      []string
+		dns, ips []string
+		node     *corev1.Node
+		approve  bool
+		reason   string
+	}{
+		{name: "the node's own names", dns: []string{"n1"}, ips: []string{"10.1.2.3"}, approve: true},
+		{name: "another node's address", dns: []string{"n1"}, ips: []string{"10.1.2.4"}, reason: "not one of the node's"},
+		{name: "address outside the subnet", ips: []string{"10.9.2.3"}, reason: "outside the node subnet"},
+		{name: "another name", dns: []string{"n1", "kubernetes.default"}, reason: "not the node's"},
+		{name: "requested by a user", user: "mallory", dns: []string{"n1"}, reason: "not a node"},
+		{name: "not in system:nodes", groups: []string{"system:authenticated"}, dns: []string{"n1"}, reason: "not a node"},
+		{name: "subject of another node", cn: "system:node:n2", dns: []string{"n1"}, reason: "not the requester"},
+		{name: "wrong organization", org: []string{"system:masters"}, dns: []string{"n1"}, reason: "organization"},
+		{name: "client usage", usages: []certv1.KeyUsage{certv1.UsageServerAuth, certv1.UsageClientAuth}, dns: []string{"n1"}, reason: "not for serving"},
+		{name: "no server usage", usages: []certv1.KeyUsage{certv1.UsageDigitalSignature}, dns: []string{"n1"}, reason: "no server auth"},
+		{name: "client signer", signer: certv1.KubeAPIServerClientKubeletSignerName, dns: []string{"n1"}, reason: "not a kubelet serving"},
+		{name: "no Node", node: &corev1.Node{}, dns: []string{"n1"}, reason: "no Node"},
+		{name: "no names", reason: "no names"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			user, groups, signer, usages, cn, org, n := "system:node:n1", nodes, certv1.KubeletServingSignerName, serving, "system:node:n1", []string{"system:nodes"}, node
+			if tc.user != "" {
+				user = tc.user
+			}
+			if tc.groups != nil {
+				groups = tc.groups
+			}
+			if tc.signer != "" {
+				signer = tc.signer
+			}
+			if tc.usages != nil {
+				usages = tc.usages
+			}
+			if tc.cn != "" {
+				cn = tc.cn
+			}
+			if tc.org != nil {
+				org = tc.org
+			}
+			if tc.node != nil {
+				n = nil
+			}
+			csr := &certv1.CertificateSigningRequest{Spec: certv1.CertificateSigningRequestSpec{
+				Request: request(t, cn, org, tc.dns, tc.ips), SignerName: signer, Usages: usages, Username: user, Groups: groups,
+			}}
+			approve, reason := Decide(csr, n, subnet)
+			if approve != tc.approve || !strings.Contains(reason, tc.reason) {
+				t.Errorf("approve %v (%s), want %v (%s)", approve, reason, tc.approve, tc.reason)
+			}
+		})
+	}
+}
