@@ -29,6 +29,6 @@ fi
 step "checking Go >= $GO_MIN"
 go version
 step "downloading Go modules (pinned by go.sum)"
-export GONOSUMDB="${GONOSUMDB:-github.com/pulumi/pulumi-azure-native-sdk/managedidentity}"
+export GONOSUMDB="${GONOSUMDB:-github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2}"
 go mod download
 step "set-up done"
