@@ -43,10 +43,15 @@ func ControllerManagerFlags(c *spec.Cluster) Flags {
 	}
 }
 
+// localClient is a control-plane component's own identity: its certificate and key, and a
+// kubeconfig that presents them to the apiserver on the same machine.
+func localClient(b pki.Bundle, name, kubeconfig string) []File {
+	return append(pairFiles("", name, b.Pair(name)), File{Path: kubeconfig, Mode: 0o600,
+		Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", name), KeyPath("", name))})
+}
+
 func controllerManager(c *spec.Cluster, b pki.Bundle) part {
-	files := pairFiles("", pki.ControllerManager, b.Pair(pki.ControllerManager))
-	files = append(files, File{Path: ControllerManagerKubeconfig, Mode: 0o600,
-		Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", pki.ControllerManager), KeyPath("", pki.ControllerManager))})
+	files := localClient(b, pki.ControllerManager, ControllerManagerKubeconfig)
 	return part{files: files, units: []Unit{service{
 		name: "kube-controller-manager", description: "Kubernetes controller manager",
 		after: []string{apiserverUnitName}, binary: BinDir + "/kube-controller-manager",
@@ -127,12 +132,7 @@ const (
 
 // scheduler is the scheduler-plugins build of kube-scheduler (L16), as the control-plane image carries it.
 func scheduler(c *spec.Cluster, b pki.Bundle) part {
-	files := pairFiles("", pki.Scheduler, b.Pair(pki.Scheduler))
-	files = append(files,
-		File{Path: SchedulerKubeconfig, Mode: 0o600,
-			Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", pki.Scheduler), KeyPath("", pki.Scheduler))},
-		File{Path: SchedulerConfigPath, Content: SchedulerConfig(), Mode: 0o644},
-	)
+	files := append(localClient(b, pki.Scheduler, SchedulerKubeconfig), File{Path: SchedulerConfigPath, Content: SchedulerConfig(), Mode: 0o644})
 	return part{files: files, units: []Unit{service{
 		name: "kube-scheduler", description: "Kubernetes scheduler (scheduler-plugins " + c.Versions.SchedulerPlugins + ", Coscheduling)",
 		after: []string{apiserverUnitName}, binary: BinDir + "/kube-scheduler",
@@ -156,10 +156,7 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 // csrApprover approves kubelet serving certificates whose names are the node's own
 // (components/csrapprover), with an identity of its own.
 func csrApprover(c *spec.Cluster, b pki.Bundle) part {
-	files := pairFiles("", pki.CSRApprover, b.Pair(pki.CSRApprover))
-	files = append(files, File{Path: CSRApproverKubeconfig, Mode: 0o600,
-		Content: Kubeconfig(localAPIServer, CertPath("", pki.ClusterCA), CertPath("", pki.CSRApprover), KeyPath("", pki.CSRApprover))})
-	return part{files: files, units: []Unit{service{
+	return part{files: localClient(b, pki.CSRApprover, CSRApproverKubeconfig), units: []Unit{service{
 		name: "clusterforge-csr-approver", description: "clusterforge: approve kubelet serving certificates of real nodes",
 		after: []string{identityUnit, apiserverUnitName}, requires: []string{identityUnit},
 		binary: BinDir + "/clusterforge-csr-approver", flags: CSRApproverFlags(c), envFiles: []string{NodeEnvFile},

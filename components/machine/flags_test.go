@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -12,6 +13,20 @@ func testCluster(t *testing.T) *spec.Cluster {
 	c := &spec.Cluster{Name: "cf-test", Pools: []spec.Pool{{Name: "gpu", VMSize: "Standard_ND96asr_v4", Nodes: 7500}}}
 	c.Default()
 	return c
+}
+
+// renderAll renders every role of c with a throwaway PKI.
+func renderAll(t *testing.T, c *spec.Cluster) []Machine {
+	t.Helper()
+	b, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	machines, err := RenderAll(c, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return machines
 }
 
 func TestLessonFlags(t *testing.T) {

@@ -11,7 +11,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -53,15 +52,7 @@ func hostileCluster(t *testing.T) *spec.Cluster {
 // the value the renderer meant, however hostile, and no unit gains a command.
 func TestHostileValuesStayOneArgument(t *testing.T) {
 	c := hostileCluster(t)
-	b, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	machines, err := RenderAll(c, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	machines = append(machines, NodeImage(c, false))
+	machines := append(renderAll(t, c), NodeImage(c, false))
 	intended := map[string][]string{
 		"kube-apiserver.service":            append([]string{BinDir + "/kube-apiserver"}, APIServerFlags(c).Args()...),
 		"kube-controller-manager.service":   append([]string{BinDir + "/kube-controller-manager"}, ControllerManagerFlags(c).Args()...),
@@ -159,15 +150,7 @@ func TestHostileTaintsStayValues(t *testing.T) {
 // Every rendered shell script parses.
 func TestScriptsParse(t *testing.T) {
 	c := hostileCluster(t)
-	b, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	machines, err := RenderAll(c, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range append(machines, NodeImage(c, false)) {
+	for _, m := range append(renderAll(t, c), NodeImage(c, false)) {
 		for _, f := range m.Files {
 			if strings.HasPrefix(f.Content, "#!/bin/sh") {
 				if out, err := exec.Command("sh", "-n", "-c", f.Content).CombinedOutput(); err != nil {

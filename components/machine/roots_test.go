@@ -4,8 +4,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/clusterforge/clusterforge/components/pki"
 )
 
 // absolutePath finds absolute filesystem paths in rendered text (not URL paths such as /readyz).
@@ -14,15 +12,7 @@ var absolutePath = regexp.MustCompile(`(?:^|[\s="'])(/(?:etc|usr|run|var|opt|srv
 // Roots must cover every path a machine's files, units, scripts and flags touch: the rehearsal
 // re-roots exactly these, so a path outside them would escape its machine.
 func TestRootsCoverEveryPath(t *testing.T) {
-	c := testCluster(t)
-	b, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	machines, err := RenderAll(c, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	machines := renderAll(t, testCluster(t))
 	under := func(path string) bool {
 		for _, root := range Roots {
 			if path == root || strings.HasPrefix(path, root+"/") {

@@ -250,7 +250,7 @@ func replay(t *testing.T, work string, log []string) [][]string {
 	return out
 }
 
-// sharedDir is a temporary directory nobody may write to (t.TempDir's parent is private).
+// sharedDir is a temporary directory the user nobody may write to (t.TempDir's parent is private).
 func sharedDir(t *testing.T) string {
 	dir, err := os.MkdirTemp("", "clusterforge-replay-")
 	if err != nil {
