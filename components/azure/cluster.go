@@ -60,7 +60,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	login := Login{AdminUsername: c.Admin.Username, SSHPublicKey: pulumi.String(c.Admin.SSHPublicKey)}
+	login := Login{AdminUsername: c.Admin.Username, SSHPublicKey: pulumi.String(c.Admin.AuthorizedKey())} // the parsed key only, never the line as given
 	comp.AdminSSHPrivateKey = pulumi.String("").ToStringOutput()
 	if c.Admin.SSHPublicKey == "" {
 		key, err := tls.NewPrivateKey(ctx, name+"-admin-ssh", &tls.PrivateKeyArgs{Algorithm: pulumi.String("RSA"), RsaBits: pulumi.Int(4096)}, parent)

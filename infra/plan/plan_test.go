@@ -502,3 +502,26 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 		})
 	}
 }
+
+// Machines receive the admin key as parsed (type and key), never the stack's line as given.
+func TestAdminKeyIsTheParsedKey(t *testing.T) {
+	data, err := os.ReadFile(stackFile("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILzbaN45lTkwo4j/NEz0vGJFBYoJuyvlLejidv6xgJRh"
+	withKey := strings.Replace(string(data), "    name: cf-dev\n", "    name: cf-dev\n    admin:\n      sshPublicKey: "+key+" ops@laptop\n", 1)
+	path := filepath.Join(t.TempDir(), "Pulumi.keyed.yaml")
+	writeFile(t, path, withKey, 0o644)
+	r, err := Run("keyed", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := json.Marshal(r.Resources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(js), `"keyData":"`+key+`"`); n == 0 || strings.Contains(string(js), "ops@laptop") {
+		t.Errorf("%d machines got the parsed key; the comment reached them: %v", n, strings.Contains(string(js), "ops@laptop"))
+	}
+}
