@@ -68,7 +68,7 @@ bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our
 	@scripts/bench-pull.sh
 
 bench: ## Benchmark planning the 10,000-node stack
-	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x ./infra/plan
+	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x -count 5 ./infra/plan
 
 golden: ## Rewrite the golden user-data files after an intended change (review the diff)
 	$(GO) test ./infra/plan -run Golden -update
