@@ -49,7 +49,7 @@ var Deviations = []Deviation{
 	{"worker network", "Azure CNI gives pods the NIC's secondary IPs",
 		"a loopback-only CNI network, which keeps the node Ready: containerd sets up no pod network with it, so pods run here only with hostNetwork; the node's address is 127.<base>.3.10, which the kubelet does not publish (loopback)"},
 	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
-		"the same objects, server-side applied by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token"},
+		"the same objects, server-side applied: the join RBAC and token as soon as the API answers (as `pulumi up` applies them after the machines), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token"},
 }
 
 // Placeholder Azure ids of the rehearsal's cluster-autoscaler cloud config (deviation "add-ons").

@@ -12,14 +12,14 @@ type Cluster struct {
 	// Required; 3 to 20 lowercase letters, digits and '-', starting with a letter.
 	Name string `yaml:"name"`
 
-	// Location is the Azure region. Default "eastus2".
+	// Location is the Azure region; one with availability zones (zonalRegions). Default "eastus2".
 	Location string `yaml:"location"`
 
-	// Zones are the availability zones machines are spread over. Default ["1", "2", "3"].
+	// Zones are the availability zones machines are spread over, as text, each once. Default ["1", "2", "3"].
 	Zones []string `yaml:"zones"`
 
-	// TargetNodes is the worker node count the control plane is sized for (L09, L30).
-	// Default: the sum of every pool's maxNodes.
+	// TargetNodes is the worker node count the control plane is sized for (L09, L30); 1 to 20,000
+	// and at least the pools' total maxNodes. Default: the sum of every pool's maxNodes.
 	TargetNodes int `yaml:"targetNodes"`
 
 	// Versions pins every binary the machines run. Defaults are the tested pins.
@@ -95,9 +95,10 @@ type Versions struct {
 
 // Admin is the SSH administrator of every machine.
 type Admin struct {
-	// Username is the Linux admin user. Default "clusteradmin".
+	// Username is the Linux admin user: 1 to 32 of [a-z0-9_-], not a name Azure reserves. Default "clusteradmin".
 	Username string `yaml:"username"`
-	// SSHPublicKey is the OpenSSH public key allowed to log in. Required for `pulumi up`.
+	// SSHPublicKey is the OpenSSH public key allowed to log in: one ssh-ed25519 or ssh-rsa (2048+ bits)
+	// line without options. Default: `pulumi up` generates one (stack output adminSshPrivateKey).
 	SSHPublicKey string `yaml:"sshPublicKey"`
 }
 
@@ -134,13 +135,13 @@ type Etcd struct {
 	Members int `yaml:"members"`
 	// VMSize is the Azure VM size; it must have a local temp or NVMe disk for the data dir (L02). Default: sized from targetNodes.
 	VMSize string `yaml:"vmSize"`
-	// QuotaBackendBytes is etcd's --quota-backend-bytes in bytes, at most 8 GiB (L04). Default: sized from targetNodes.
+	// QuotaBackendBytes is etcd's --quota-backend-bytes in bytes, 1 GiB to 8 GiB (L04). Default: sized from targetNodes.
 	QuotaBackendBytes int64 `yaml:"quotaBackendBytes"`
 }
 
 // APIServer describes the apiserver scale set.
 type APIServer struct {
-	// Count is the number of apiserver machines, at least 2 (L05). Default 5.
+	// Count is the number of apiserver machines, 2 to 15 (L05). Default 5.
 	Count int `yaml:"count"`
 	// VMSize is the Azure VM size. Default: sized from targetNodes for the apiserver heap (L09).
 	VMSize string `yaml:"vmSize"`
@@ -197,18 +198,20 @@ type Autoscaler struct {
 type Pool struct {
 	// Name is the pool's name; machines of the pool have role `worker-<name>`. Required; lowercase letters and digits, at most 12.
 	Name string `yaml:"name"`
-	// VMSize is the Azure VM size, e.g. Standard_D16ds_v5 or Standard_ND96isr_H100_v5. Required.
+	// VMSize is the Azure VM size, e.g. Standard_D16ds_v5 or Standard_ND96isr_H100_v5, one of
+	// vmSizes with a local disk. Required.
 	VMSize string `yaml:"vmSize"`
 	// Nodes is the instance count `pulumi up` creates; afterwards the autoscaler owns it (L19), and
-	// the pool's balloon pods keep this many nodes warm (L15). Default 0.
+	// the pool's balloon pods keep this many nodes warm (L15). 0 to 20,000. Default 0.
 	Nodes int `yaml:"nodes"`
-	// MaxNodes is the pool's capacity: the autoscaler's maximum. Default: Nodes.
+	// MaxNodes is the pool's capacity: the autoscaler's maximum, nodes to 20,000. Default: Nodes.
 	MaxNodes int `yaml:"maxNodes"`
 	// Image is the gallery image version id baked by the Packer plugin. Default: the cluster's image.
 	Image string `yaml:"image"`
-	// GPU marks the pool as GPU nodes (label and taint `nvidia.com/gpu`). Default: true for N-series sizes.
+	// GPU marks the pool as GPU nodes (label and taint `nvidia.com/gpu`). Default: true for sizes with GPUs.
 	GPU *bool `yaml:"gpu"`
-	// Labels are added to every node of the pool.
+	// Labels are added to every node of the pool: keys and values as the kubelet accepts them, none in
+	// kubernetes.io or k8s.io but under node.kubernetes.io and kubelet.kubernetes.io.
 	Labels map[string]string `yaml:"labels"`
 	// Taints are registered with every node of the pool.
 	Taints []Taint `yaml:"taints"`
@@ -216,9 +219,9 @@ type Pool struct {
 
 // Taint is a node taint.
 type Taint struct {
-	// Key is the taint key. Required.
+	// Key is the taint key, a qualified name outside kubernetes.io and k8s.io. Required.
 	Key string `yaml:"key"`
-	// Value is the taint value.
+	// Value is the taint value, at most 63 of [A-Za-z0-9._-].
 	Value string `yaml:"value"`
 	// Effect is NoSchedule, PreferNoSchedule or NoExecute. Default NoSchedule.
 	Effect string `yaml:"effect"`

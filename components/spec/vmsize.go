@@ -96,15 +96,6 @@ func VMCapacity(size string) (c Capacity, ok bool) {
 // HasLocalDisk reports whether a known size has an instance-local temp or NVMe disk.
 func HasLocalDisk(size string) bool { return vmSizes[size].LocalDiskGiB > 0 }
 
-// KnownVMSizes lists the sizes of the table, for docs and errors.
-func KnownVMSizes() []string {
-	names := make([]string, 0, len(vmSizes))
-	for n := range vmSizes {
-		names = append(names, n)
-	}
-	return names
-}
-
 // vmSize refuses a size the table does not hold; it returns the facts otherwise.
 func (v *validator) vmSize(field, size string) (Capacity, bool) {
 	c, ok := VMCapacity(size)
