@@ -11,6 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -37,7 +38,9 @@ func hostileCluster(t *testing.T) *spec.Cluster {
 	labels := map[string]string{}
 	for i, h := range hostile {
 		labels[fmt.Sprintf("k%d", i)] = h
-		labels[h] = "v"
+		if !strings.ContainsAny(h, ",=") { // those would split --node-labels: Render refuses them
+			labels[h] = "v"
+		}
 	}
 	c.Name = hostile[1]
 	c.Pools[0].Name = hostile[2]
@@ -120,6 +123,21 @@ func readableDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// A label the kubelet would split into two is refused by the renderer itself.
+func TestSplittingLabelsAreRefused(t *testing.T) {
+	c := testCluster(t)
+	for _, labels := range []map[string]string{{"team": "a,clusterforge.io/pool=cpu"}, {"a=b": "c"}, {"a,b": "c"}} {
+		c.Pools[0].Labels = labels
+		if _, err := Render(c, pki.Bundle{}, spec.WorkerRole(c.Pools[0].Name)); err == nil || !strings.Contains(err.Error(), "split") {
+			t.Errorf("labels %q: %v, want the split refused", labels, err)
+		}
+	}
+	c.Pools[0].Labels = map[string]string{"example.com/x": "a=b", spec.PoolLabel: "other"}
+	if got := NodeLabels(c.Pools[0]); got[spec.PoolLabel] != c.Pools[0].Name || got["example.com/x"] != "a=b" {
+		t.Errorf("NodeLabels %v: the pool label must be clusterforge's and '=' in a value is the kubelet's too", got)
+	}
 }
 
 // unitEnvIdentity expands every unit variable to its own reference.

@@ -65,14 +65,30 @@ tlsCipherSuites: [%s]
 		c.Kubelet.MaxParallelImagePulls, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
 }
 
-// NodeLabels are the labels every node of a pool registers with.
+// NodeLabels are the labels every node of a pool registers with; clusterforge's own win over the
+// pool's.
 func NodeLabels(pool spec.Pool) map[string]string {
-	labels := map[string]string{spec.PoolLabel: pool.Name}
+	labels := maps.Clone(pool.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[spec.PoolLabel] = pool.Name
 	if pool.IsGPU() {
 		labels[spec.GPULabel] = "true"
 	}
-	maps.Copy(labels, pool.Labels)
 	return labels
+}
+
+// checkLabelsSplit refuses a label the kubelet would split: --node-labels is "k=v,k=v" with no
+// escape, so a ',' or '=' in a key or value would add a label of its own (spec validation refuses
+// them first; this keeps the renderer safe on its own).
+func checkLabelsSplit(pool spec.Pool) error {
+	for k, v := range pool.Labels {
+		if strings.ContainsAny(k, ",=") || strings.ContainsAny(v, ",") {
+			return fmt.Errorf("machine: pool %q label %s=%s would split --node-labels", pool.Name, spec.Excerpt(k), spec.Excerpt(v))
+		}
+	}
+	return nil
 }
 
 // KubeletFlags are the worker kubelet flags.

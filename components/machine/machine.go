@@ -97,6 +97,9 @@ func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 		if !ok {
 			return Machine{}, fmt.Errorf("machine: no role %q; roles are %v", role, c.Roles())
 		}
+		if err := checkLabelsSplit(pool); err != nil {
+			return Machine{}, err
+		}
 		m.add(kubelet(c, b, pool))
 		m.DisableEphemeralMount = true // containerd-disk.service (baked in the image) takes the local disk
 	}
