@@ -39,7 +39,8 @@ type Config struct {
 	// (/usr/bin/nvidia-container-runtime), which must be installed before this provisioner runs.
 	// Default false.
 	GPU bool `mapstructure:"gpu"`
-	// StagingDir is where uploads wait on the machine before they are installed. Default "/var/tmp/clusterforge".
+	// StagingDir is where uploads wait on the machine before they are installed: an absolute path of
+	// letters, digits, '.', '_' and '-'. Default "/var/tmp/clusterforge".
 	StagingDir string `mapstructure:"staging_dir"`
 	// UseSudo runs every command through `sudo -n`, for communicators that log in as a regular
 	// user (SSH on Azure). Default false (the chroot communicator is root).
@@ -54,7 +55,7 @@ type Config struct {
 
 // PreloadImage is one image baked into the node.
 type PreloadImage struct {
-	// Name is the image reference pods use, e.g. registry.k8s.io/pause:3.10.1. Required.
+	// Name is the image reference pods use, registry/path:tag, e.g. registry.k8s.io/pause:3.10.1. Required.
 	Name string `mapstructure:"name" required:"true"`
 	// Archive is the local OCI image archive whose index names the image with the
 	// io.containerd.image.name annotation, as `ctr images export` and images/cmd/mkimages write
