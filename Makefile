@@ -7,7 +7,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools tools-rehearsal tools-image plan test test-images image-validate image-local image-check bench-pull generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
+.PHONY: help setup tools tools-rehearsal tools-image plan test test-images image-validate image-local image-check bench-pull bench-quickstart generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run ever
 
 bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
 	@scripts/bench-pull.sh
+
+bench-quickstart: ## Time `make demo` and `make test` cold (fresh clone, empty Go caches) and warm (build/bench/quickstart.md; an hour or more)
+	@scripts/bench-quickstart.sh
 
 bench: ## Benchmark planning the 10,000-node stack
 	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x -count 5 ./infra/plan
