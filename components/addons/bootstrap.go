@@ -25,13 +25,20 @@ const BootstrapGroup = "system:bootstrappers:clusterforge:worker"
 // bootstrapTokenFormat is "<id>.<secret>" as the apiserver's bootstrap authenticator reads it.
 var bootstrapTokenFormat = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
 
-// Bootstrap are the join and serving-certificate RBAC objects, finished (labels, kinds): the
-// rehearsal applies them as soon as its API answers, as the Pulumi program does with the add-ons.
-func Bootstrap(c *spec.Cluster) ([]Object, error) {
-	objs := bootstrap(c)
-	for _, o := range objs {
-		if err := finish(o, "bootstrap"); err != nil {
-			return nil, err
+// Foundation is what the control plane needs before it works at all, finished (labels, kinds):
+// the join and serving-certificate RBAC, and the CRDs and access the scheduler waits for. The
+// Pulumi program applies them among the add-ons, first; the rehearsal as soon as its API answers.
+func Foundation(c *spec.Cluster) ([]Object, error) {
+	var objs []Object
+	for _, part := range []struct {
+		addon   string
+		objects []Object
+	}{{"bootstrap", bootstrap(c)}, {"coscheduling", schedulerSupport(c)}} {
+		for _, o := range part.objects {
+			if err := finish(o, part.addon); err != nil {
+				return nil, err
+			}
+			objs = append(objs, o)
 		}
 	}
 	return objs, nil

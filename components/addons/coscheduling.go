@@ -60,26 +60,24 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return crds, nil
 }
 
-// coscheduling is the CRDs, the scheduler's access to PodGroups and the PodGroup controller; the
+// coscheduling is the scheduler's part (schedulerSupport) and the PodGroup controller; the
 // scheduler profile that enables the plugin is machine.SchedulerConfig, since the apiserver
 // machines run it.
 func coscheduling(c *spec.Cluster) []Object {
+	return append(schedulerSupport(c), podGroupController(c)...)
+}
+
+// schedulerSupport is what the scheduler's Coscheduling plugin needs before the scheduler works
+// at all (it waits for its PodGroup cache): the CRDs, and its access to PodGroups.
+func schedulerSupport(*spec.Cluster) []Object {
 	crds, err := CRDs()
 	if err != nil {
 		panic(err) // embedded at build time; TestCRDsAreSchedulerPluginsOwn decodes them
 	}
-	crud := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 	objs := []Object{}
 	for _, crd := range crds {
 		objs = append(objs, crd)
 	}
-	objs = append(objs, serviceAccount(SystemNamespace, PodGroupControllerName, []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
-		{APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"podgroups", "elasticquotas"}, Verbs: crud},
-		{APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"podgroups/status", "elasticquotas/status"}, Verbs: []string{"get", "update", "patch"}},
-		{APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"podgroups/finalizers", "elasticquotas/finalizers"}, Verbs: []string{"update"}},
-	}, leaderElection(podGroupControllerLease))...)
 	return append(objs,
 		&rbacv1.ClusterRole{
 			ObjectMeta: metav1.ObjectMeta{Name: coschedulingRole},
@@ -93,6 +91,19 @@ func coscheduling(c *spec.Cluster) []Object {
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: coschedulingRole},
 			Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: SchedulerUser}},
 		},
+	)
+}
+
+// podGroupController is scheduler-plugins' controller with its own service account.
+func podGroupController(c *spec.Cluster) []Object {
+	crud := []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+	return append(serviceAccount(SystemNamespace, PodGroupControllerName, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+		{APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"podgroups", "elasticquotas"}, Verbs: crud},
+		{APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"podgroups/status", "elasticquotas/status"}, Verbs: []string{"get", "update", "patch"}},
+		{APIGroups: []string{"scheduling.x-k8s.io"}, Resources: []string{"podgroups/finalizers", "elasticquotas/finalizers"}, Verbs: []string{"update"}},
+	}, leaderElection(podGroupControllerLease)),
 		systemDeployment(c, SystemNamespace, PodGroupControllerName, SystemPriority, corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name:  PodGroupControllerName,

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -122,7 +124,8 @@ func (n *BakedNode) attachLocalDisk(ctx context.Context) error {
 }
 
 // Start runs the image's units in order, each from /etc/systemd/system/<unit>: its ExecStart,
-// chrooted in the node; oneshots to completion, services left running.
+// chrooted in the node; oneshots to completion, Type=notify services until they report ready (as
+// systemd holds the units ordered after them), other services left running.
 func (n *BakedNode) Start(ctx context.Context, units ...string) error {
 	for _, name := range units {
 		content, err := os.ReadFile(filepath.Join(n.Root, machine.UnitDir, name))
@@ -144,12 +147,59 @@ func (n *BakedNode) Start(ctx context.Context, units ...string) error {
 		for i, word := range uc.exec {
 			argv[i] = machine.ExpandEnv(word, vars)
 		}
-		if err := n.run(ctx, uc.name, uc.oneshot, env, argv...); err != nil {
+		var notify *net.UnixConn
+		if uc.notify {
+			addr := notifySocket(n, uc.name)
+			if notify, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: addr, Net: "unixgram"}); err != nil {
+				return err
+			}
+			env = append(env, "NOTIFY_SOCKET="+addr)
+		}
+		err = n.run(ctx, uc.name, uc.oneshot, env, argv...)
+		if notify != nil {
+			if err == nil {
+				err = waitReady(ctx, notify, n.procs[len(n.procs)-1], uc.name)
+			}
+			notify.Close()
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// notifySocket is where a Type=notify unit of the node reports readiness: an abstract unix socket,
+// which the chroot and mount namespace do not hide, as the node shares this host's network.
+func notifySocket(n *BakedNode, unit string) string {
+	return fmt.Sprintf("@clusterforge-notify-%s-%s", filepath.Base(n.Dir), unit)
+}
+
+// waitReady waits for a Type=notify unit's READY=1 on its socket, as systemd does before it
+// starts the units ordered after it.
+func waitReady(ctx context.Context, socket *net.UnixConn, p *Proc, unit string) error {
+	deadline := time.Now().Add(notifyTimeout)
+	buf := make([]byte, 4096)
+	for ctx.Err() == nil && p.Alive() {
+		if err := socket.SetReadDeadline(time.Now().Add(time.Second)); err != nil {
+			return err
+		}
+		k, err := socket.Read(buf)
+		if err == nil && slices.Contains(strings.Split(string(buf[:k]), "\n"), "READY=1") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: no READY=1 within %s", unit, notifyTimeout)
+		}
+	}
+	if !p.Alive() {
+		return fmt.Errorf("%s: exited before it was ready", unit)
+	}
+	return fmt.Errorf("%s: not ready: %w", unit, ctx.Err())
+}
+
+// notifyTimeout is systemd's default start timeout (TimeoutStartSec).
+const notifyTimeout = 90 * time.Second
 
 // Run runs argv in the node as the service name: to completion if oneshot, else left running
 // until Shutdown. Its output goes to logs/<name>.log.

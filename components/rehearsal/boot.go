@@ -65,8 +65,10 @@ func (p *Plan) onMachine(in Instance, s string) string {
 
 // unitCommand is what the rehearsal needs of a rendered systemd unit.
 type unitCommand struct {
-	name       string
-	oneshot    bool
+	name    string
+	oneshot bool
+	// notify: the unit reports readiness (Type=notify); units after it wait for that.
+	notify     bool
 	restart    bool
 	restartSec time.Duration
 	envFiles   []string
@@ -92,7 +94,7 @@ func parseUnit(u machine.Unit) (unitCommand, error) {
 		}
 		switch key {
 		case "Type":
-			cmd.oneshot = value == "oneshot"
+			cmd.oneshot, cmd.notify = value == "oneshot", value == "notify"
 		case "EnvironmentFile":
 			cmd.envFiles = append(cmd.envFiles, value)
 		case "ExecStart":

@@ -41,7 +41,7 @@ var Deviations = []Deviation{
 	{"workers", "VMSS instances running kubelet and containerd",
 		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool; the end-to-end check adds one real node booted from the baked image"},
 	{"worker boot", "systemd boots the baked image; cloud-init writes the worker's rendered files; the local SSD is /dev/disk/azure/resource",
-		"the image's root in a mount namespace of its own, the rendered files written into it, the units' ExecStart run in order; a loop device over a sparse file is the local SSD"},
+		"the image's root in a mount namespace of its own, the rendered files written into it, the units' ExecStart run in order, a Type=notify unit (containerd) waited for until it reports READY=1 as systemd does, no restarts; a loop device over a sparse file is the local SSD"},
 	{"worker cgroups", "systemd is PID 1: the kubelet's cgroupDriver and containerd's SystemdCgroup are systemd",
 		"no systemd here: both use cgroupfs"},
 	{"worker kernel", "the image's sysctls are applied at boot, so protectKernelDefaults holds; containerd may lower oom_score_adj",
@@ -49,7 +49,7 @@ var Deviations = []Deviation{
 	{"worker network", "Azure CNI gives pods the NIC's secondary IPs",
 		"a loopback-only CNI network, which keeps the node Ready: containerd sets up no pod network with it, so pods run here only with hostNetwork; the node's address is 127.<base>.3.10, which the kubelet does not publish (loopback)"},
 	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
-		"the same objects, server-side applied: the join RBAC and token as soon as the API answers (as `pulumi up` applies them after the machines), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token"},
+		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token"},
 }
 
 // Placeholder Azure ids of the rehearsal's cluster-autoscaler cloud config (deviation "add-ons").

@@ -70,7 +70,7 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 		return r, err
 	}
 	r.logf("control plane healthy behind the load balancer (%s)", time.Since(began).Round(time.Second))
-	if err := r.applyJoinObjects(ctx); err != nil {
+	if err := r.applyFoundation(ctx); err != nil {
 		return r, err
 	}
 	if err := r.startNodes(ctx); err != nil {
@@ -80,10 +80,10 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 	return r, nil
 }
 
-// applyJoinObjects applies what workers need to join, as the Pulumi program's add-ons do from
-// outside the machines: the bootstrap RBAC and the join token.
-func (r *Rehearsal) applyJoinObjects(ctx context.Context) error {
-	objs, err := addons.Bootstrap(r.Cluster)
+// applyFoundation applies what the control plane needs before it works, as the Pulumi program's
+// add-ons do from outside the machines: the join RBAC and token, the scheduler's CRDs.
+func (r *Rehearsal) applyFoundation(ctx context.Context) error {
+	objs, err := addons.Foundation(r.Cluster)
 	if err != nil {
 		return err
 	}
