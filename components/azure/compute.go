@@ -59,7 +59,11 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 			Primary: pulumi.Bool(i == 0),
 			Subnet:  &compute.ApiEntityReferenceArgs{Id: s.SubnetID},
 		}
-		if group := map[bool]string{true: GroupNodes, false: GroupPods}[i == 0]; s.Groups != nil {
+		if s.Groups != nil {
+			group := GroupPods
+			if i == 0 {
+				group = GroupNodes
+			}
 			cfg.ApplicationSecurityGroups = compute.SubResourceArray{compute.SubResourceArgs{Id: s.Groups[group]}}
 		}
 		if i == 0 && len(s.BackendPoolIDs) > 0 {

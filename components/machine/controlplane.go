@@ -148,7 +148,7 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 	return Flags{
 		"kubeconfig":  CSRApproverKubeconfig,
 		"node-subnet": c.Network.NodeSubnet,
-		"identity":    EnvRef("NODE_NAME"),
+		"identity":    "${NODE_NAME}",
 		"lease":       CSRApproverLease,
 	}
 }

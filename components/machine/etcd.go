@@ -104,11 +104,12 @@ func localDisk(name, label, dir, description, before string) part {
 // localDiskScript mounts the instance-local temp/NVMe disk (L02, L22) at dir. Azure wipes it on
 // deallocate or redeploy; a fresh disk is formatted and seeded with what the OS disk holds at dir
 // (the images baked into containerd's root; nothing for etcd, which etcd-join.service rejoins).
+// label and dir are clusterforge's constants, never a stack's text.
 func localDiskScript(label, dir string) string {
 	return `#!/bin/sh
 set -eu
-label=` + ShellQuote(label) + `
-dir=` + ShellQuote(dir) + `
+label=` + label + `
+dir=` + dir + `
 mountpoint -q "$dir" && exit 0
 dev=
 for candidate in /dev/disk/azure/local/by-index/1 /dev/disk/azure/resource; do
@@ -133,7 +134,10 @@ chmod 700 "$dir"
 // with the flag, which etcd refuses). With data on disk, or when no peer answers
 // (first boot of the cluster), it starts as configured. A member whose disk came back empty while
 // its peers have quorum is removed and added again: restarting it as a fresh cluster would split
-// the cluster (L02).
+// the cluster (L02). The only stack-derived text is the members' addresses, printed from parsed
+// addresses (digits and dots). The etcd machines' user-data is kept byte-for-byte across changes
+// that do not need it: Azure refuses an in-place customData change of a VM, so any edit here
+// makes the next `pulumi up` fail on every etcd VM (the golden files show it).
 func etcdJoinScript(e spec.EtcdCluster) string {
 	return `#!/bin/sh
 set -eu
@@ -141,7 +145,7 @@ mkdir -p "$(dirname ` + etcdEnvFile + `)"
 state=new
 if [ ! -d ` + EtcdDataDir + `/member ]; then
   peer_url=https://$NODE_IP:` + strconv.Itoa(spec.EtcdPeerPort) + `
-  endpoints=$(echo ` + ShellQuote(strings.Join(e.ClientURLs(), " ")) + ` | tr ' ' '\n' | grep -v "//$NODE_IP:" | paste -sd, -)
+  endpoints=$(echo "` + strings.Join(e.ClientURLs(), " ") + `" | tr ' ' '\n' | grep -v "//$NODE_IP:" | paste -sd, -)
   ctl() {
     ` + BinDir + `/etcdctl --endpoints="$endpoints" --command-timeout=` + etcdctlTimeout + ` \
       --cacert=` + CertPath(etcdPKIDir, pki.EtcdCA) + ` \

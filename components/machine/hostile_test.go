@@ -144,7 +144,7 @@ func TestSplittingLabelsAreRefused(t *testing.T) {
 var unitEnvIdentity = func() map[string]string {
 	m := map[string]string{}
 	for _, name := range UnitEnv {
-		m[name] = EnvRef(name)
+		m[name] = "${" + name + "}"
 	}
 	return m
 }()

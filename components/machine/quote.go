@@ -17,9 +17,6 @@ import (
 // them as ${NAME}. Any other '$' is literal.
 var UnitEnv = []string{"NODE_NAME", "NODE_IP", "INITIAL_CLUSTER_STATE"}
 
-// EnvRef is how a flag value refers to a unit environment variable.
-func EnvRef(name string) string { return "${" + name + "}" }
-
 var envRef = regexp.MustCompile(`\$\{(` + strings.Join(UnitEnv, "|") + `)\}`)
 
 // execSafe are the bytes an ExecStart word may hold unquoted.

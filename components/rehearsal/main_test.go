@@ -53,7 +53,7 @@ func withRehearsal(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if cluster, err = spec.LoadStack(filepath.Join(repoRoot, "stacks", "Pulumi."+*stackName+".yaml")); err != nil {
+	if cluster, err = spec.LoadStack(spec.StackFile(filepath.Join(repoRoot, spec.StackDir), *stackName)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -57,72 +57,74 @@ var DefaultZones = []string{"1", "2", "3"}
 // TargetNodes. It never overrides a value the stack set, an explicit 0 or "" included (Validate
 // judges those); for a Cluster built in Go rather than parsed, a zero value counts as unset.
 func (c *Cluster) Default() {
-	c.setDefault(&c.Location, DefaultLocation)
-	c.setDefault(&c.Zones, append([]string(nil), DefaultZones...))
-	c.setDefault(&c.Versions.Kubernetes, DefaultKubernetesVersion)
-	c.setDefault(&c.Versions.Etcd, DefaultEtcdVersion)
-	c.setDefault(&c.Versions.PauseImage, DefaultPauseImage)
-	c.setDefault(&c.Versions.Containerd, DefaultContainerdVersion)
-	c.setDefault(&c.Versions.Runc, DefaultRuncVersion)
-	c.setDefault(&c.Versions.Crictl, DefaultCrictlVersion)
-	c.setDefault(&c.Versions.AzureCNI, DefaultAzureCNIVersion)
-	c.setDefault(&c.Versions.SchedulerPlugins, DefaultSchedulerPlugins)
-	c.setDefault(&c.Versions.CoreDNS, DefaultCoreDNSVersion)
-	c.setDefault(&c.Versions.ClusterAutoscaler, DefaultAutoscalerVersion)
-	c.setDefault(&c.Versions.Prometheus, DefaultPrometheusVersion)
-	c.setDefault(&c.Versions.NodeExporter, DefaultNodeExporterVersion)
+	setDefault(c.explicit, &c.Location, DefaultLocation)
+	if len(c.Zones) == 0 && !c.explicit[&c.Zones] {
+		c.Zones = append([]string(nil), DefaultZones...)
+	}
+	setDefault(c.explicit, &c.Versions.Kubernetes, DefaultKubernetesVersion)
+	setDefault(c.explicit, &c.Versions.Etcd, DefaultEtcdVersion)
+	setDefault(c.explicit, &c.Versions.PauseImage, DefaultPauseImage)
+	setDefault(c.explicit, &c.Versions.Containerd, DefaultContainerdVersion)
+	setDefault(c.explicit, &c.Versions.Runc, DefaultRuncVersion)
+	setDefault(c.explicit, &c.Versions.Crictl, DefaultCrictlVersion)
+	setDefault(c.explicit, &c.Versions.AzureCNI, DefaultAzureCNIVersion)
+	setDefault(c.explicit, &c.Versions.SchedulerPlugins, DefaultSchedulerPlugins)
+	setDefault(c.explicit, &c.Versions.CoreDNS, DefaultCoreDNSVersion)
+	setDefault(c.explicit, &c.Versions.ClusterAutoscaler, DefaultAutoscalerVersion)
+	setDefault(c.explicit, &c.Versions.Prometheus, DefaultPrometheusVersion)
+	setDefault(c.explicit, &c.Versions.NodeExporter, DefaultNodeExporterVersion)
 	as := &c.Autoscaler
-	c.setDefault(&as.MaxUnreadyPercentage, DefaultMaxUnreadyPercentage)
-	c.setDefault(&as.OkUnreadyCount, DefaultOkUnreadyCount)
-	c.setDefault(&as.ScaleDownUnneededTime, DefaultScaleDownUnneededTime)
-	c.setDefault(&as.ScaleDownDelayAfterAdd, DefaultScaleDownDelayAfterAdd)
-	c.setDefault(&as.MaxScaleDownParallelism, DefaultMaxScaleDownParallelism)
-	c.setDefault(&as.MaxNodeProvisionTime, DefaultMaxNodeProvisionTime)
-	c.setDefault(&c.Kubelet.MaxConcurrentDownloads, DefaultMaxConcurrentDownloads)
-	c.setDefault(&c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
-	c.setDefault(&c.Image, PlaceholderImage)
-	c.setDefault(&c.Admin.Username, DefaultAdminUsername)
-	c.setDefault(&c.Kubelet.MaxPods, DefaultMaxPods)
-	c.setDefault(&c.Kubelet.MaxParallelImagePulls, DefaultMaxParallelImagePulls)
+	setDefault(c.explicit, &as.MaxUnreadyPercentage, DefaultMaxUnreadyPercentage)
+	setDefault(c.explicit, &as.OkUnreadyCount, DefaultOkUnreadyCount)
+	setDefault(c.explicit, &as.ScaleDownUnneededTime, DefaultScaleDownUnneededTime)
+	setDefault(c.explicit, &as.ScaleDownDelayAfterAdd, DefaultScaleDownDelayAfterAdd)
+	setDefault(c.explicit, &as.MaxScaleDownParallelism, DefaultMaxScaleDownParallelism)
+	setDefault(c.explicit, &as.MaxNodeProvisionTime, DefaultMaxNodeProvisionTime)
+	setDefault(c.explicit, &c.Kubelet.MaxConcurrentDownloads, DefaultMaxConcurrentDownloads)
+	setDefault(c.explicit, &c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
+	setDefault(c.explicit, &c.Image, PlaceholderImage)
+	setDefault(c.explicit, &c.Admin.Username, DefaultAdminUsername)
+	setDefault(c.explicit, &c.Kubelet.MaxPods, DefaultMaxPods)
+	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, DefaultMaxParallelImagePulls)
 
 	for i := range c.Pools {
 		p := &c.Pools[i]
-		c.setDefault(&p.MaxNodes, p.Nodes)
-		c.setDefault(&p.Image, c.Image)
+		setDefault(c.explicit, &p.MaxNodes, p.Nodes)
+		setDefault(c.explicit, &p.Image, c.Image)
 		if p.GPU == nil {
 			gpu := vmSizes[p.VMSize].GPUs > 0
 			p.GPU = &gpu
 		}
 		for j := range p.Taints {
-			c.setDefault(&p.Taints[j].Effect, "NoSchedule")
+			setDefault(c.explicit, &p.Taints[j].Effect, "NoSchedule")
 		}
 	}
 	total := 0
 	for _, p := range c.Pools {
 		total += min(max(p.MaxNodes, 0), MaxClusterNodes+1) // saturating: Validate refuses what is out of range
 	}
-	c.setDefault(&c.TargetNodes, total)
+	setDefault(c.explicit, &c.TargetNodes, total)
 	// Sizing reads a bounded count, so an absurd one cannot overflow the address plan.
 	nodes := min(max(c.TargetNodes, 0), MaxClusterNodes)
 
 	tier := tierFor(nodes)
-	c.setDefault(&c.EtcdMain.Members, DefaultEtcdMainMembers)
-	c.setDefault(&c.EtcdMain.VMSize, tier.etcdVMSize)
-	c.setDefault(&c.EtcdMain.QuotaBackendBytes, tier.quotaBackendBytes)
-	c.setDefault(&c.EtcdEvents.Members, tier.eventsMembers)
-	c.setDefault(&c.EtcdEvents.VMSize, tier.eventsVMSize)
-	c.setDefault(&c.EtcdEvents.QuotaBackendBytes, tier.eventsQuotaBytes)
+	setDefault(c.explicit, &c.EtcdMain.Members, DefaultEtcdMainMembers)
+	setDefault(c.explicit, &c.EtcdMain.VMSize, tier.etcdVMSize)
+	setDefault(c.explicit, &c.EtcdMain.QuotaBackendBytes, tier.quotaBackendBytes)
+	setDefault(c.explicit, &c.EtcdEvents.Members, tier.eventsMembers)
+	setDefault(c.explicit, &c.EtcdEvents.VMSize, tier.eventsVMSize)
+	setDefault(c.explicit, &c.EtcdEvents.QuotaBackendBytes, tier.eventsQuotaBytes)
 
 	a := &c.APIServer
-	c.setDefault(&a.Count, DefaultAPIServerCount)
-	c.setDefault(&a.VMSize, tier.apiserverVMSize)
-	c.setDefault(&a.MaxRequestsInflight, tier.maxRequestsInflight)
-	c.setDefault(&a.MaxMutatingRequestsInflight, tier.maxMutatingRequestsInflight)
-	c.setDefault(&a.AuditLogMaxBackup, DefaultAuditLogMaxBackup)
-	c.setDefault(&a.AuditLogMaxSizeMB, DefaultAuditLogMaxSizeMB)
-	c.setDefault(&a.EtcdCompactionInterval, DefaultEtcdCompactionInterval)
+	setDefault(c.explicit, &a.Count, DefaultAPIServerCount)
+	setDefault(c.explicit, &a.VMSize, tier.apiserverVMSize)
+	setDefault(c.explicit, &a.MaxRequestsInflight, tier.maxRequestsInflight)
+	setDefault(c.explicit, &a.MaxMutatingRequestsInflight, tier.maxMutatingRequestsInflight)
+	setDefault(c.explicit, &a.AuditLogMaxBackup, DefaultAuditLogMaxBackup)
+	setDefault(c.explicit, &a.AuditLogMaxSizeMB, DefaultAuditLogMaxSizeMB)
+	setDefault(c.explicit, &a.EtcdCompactionInterval, DefaultEtcdCompactionInterval)
 
-	c.setDefault(&c.DNS.Replicas, dnsReplicasFor(nodes))
+	setDefault(c.explicit, &c.DNS.Replicas, dnsReplicasFor(nodes))
 	c.defaultNetwork(nodes)
 }
 
@@ -130,51 +132,32 @@ func (c *Cluster) Default() {
 // upper half of the VNet, the control-plane and etcd /24s sit at its start.
 func (c *Cluster) defaultNetwork(nodes int) {
 	n := &c.Network
-	c.setDefault(&n.ServiceCIDR, DefaultServiceCIDR)
+	setDefault(c.explicit, &n.ServiceCIDR, DefaultServiceCIDR)
 	if n.AddressSpace == "" && !c.explicit[&n.AddressSpace] {
 		need := addressesFor(nodes, min(max(c.Kubelet.MaxPods, 0), 250)) + azureReservedAddresses
 		nodeBits := max(minNodeSubnetBits, bitsFor(need))
 		base := netip.MustParseAddr(defaultVNetBase)
 		n.AddressSpace = netip.PrefixFrom(base, 32-nodeBits-1).String()
-		c.setDefault(&n.NodeSubnet, netip.PrefixFrom(addrAdd(base, 1<<nodeBits), 32-nodeBits).String())
+		setDefault(c.explicit, &n.NodeSubnet, netip.PrefixFrom(addrAdd(base, 1<<nodeBits), 32-nodeBits).String())
 	}
 	vnet, err := netip.ParsePrefix(n.AddressSpace)
 	if err != nil || !vnet.Addr().Is4() {
 		return // Validate reports it.
 	}
 	base := vnet.Masked().Addr()
-	c.setDefault(&n.ControlPlaneSubnet, netip.PrefixFrom(base, 24).String())
-	c.setDefault(&n.EtcdSubnet, netip.PrefixFrom(addrAdd(base, 256), 24).String())
+	setDefault(c.explicit, &n.ControlPlaneSubnet, netip.PrefixFrom(base, 24).String())
+	setDefault(c.explicit, &n.EtcdSubnet, netip.PrefixFrom(addrAdd(base, 256), 24).String())
 	if cp, err := netip.ParsePrefix(n.ControlPlaneSubnet); err == nil && cp.Addr().Is4() {
-		c.setDefault(&n.APIServerIP, addrAdd(cp.Masked().Addr(), apiServerIPOffset).String())
+		setDefault(c.explicit, &n.APIServerIP, addrAdd(cp.Masked().Addr(), apiServerIPOffset).String())
 	}
 }
 
-// setDefault sets *field (a pointer to a field of c) to value unless the stack set it or it is
+// setDefault sets *field to value unless the stack set it (explicit, from the decoder) or it is
 // not zero.
-func (c *Cluster) setDefault(field, value any) {
-	if c.explicit[field] {
-		return
-	}
-	switch f := field.(type) {
-	case *string:
-		if *f == "" {
-			*f = value.(string)
-		}
-	case *int:
-		if *f == 0 {
-			*f = value.(int)
-		}
-	case *int64:
-		if *f == 0 {
-			*f = value.(int64)
-		}
-	case *[]string:
-		if len(*f) == 0 {
-			*f = value.([]string)
-		}
-	default:
-		panic(fmt.Sprintf("spec: no default for %T", field))
+func setDefault[T comparable](explicit map[any]bool, field *T, value T) {
+	var zero T
+	if *field == zero && !explicit[field] {
+		*field = value
 	}
 }
 

@@ -22,9 +22,9 @@ const StackDir = "stacks"
 // MaxStackFileBytes bounds a stack file; real ones are a few kilobytes.
 const MaxStackFileBytes = 1 << 20
 
-// StackFile is the path of a stack's file under the project root.
-func StackFile(root, stack string) string {
-	return filepath.Join(root, StackDir, "Pulumi."+stack+".yaml")
+// StackFile is the path of a stack's file in dir, the directory of stack files (StackDir).
+func StackFile(dir, stack string) string {
+	return filepath.Join(dir, "Pulumi."+stack+".yaml")
 }
 
 // LoadStack reads, decodes, defaults and validates the cluster spec of a stack file. Every error

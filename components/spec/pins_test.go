@@ -66,3 +66,14 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 		}
 	}
 }
+
+// Pulumi reads the stack files from Pulumi.yaml's stackConfigDir; clusterforge from StackDir.
+func TestStackDirIsPulumis(t *testing.T) {
+	project, err := os.ReadFile("../../Pulumi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^stackConfigDir: ` + StackDir + `$`).Match(project) {
+		t.Errorf("Pulumi.yaml's stackConfigDir is not %q:\n%s", StackDir, project)
+	}
+}

@@ -22,7 +22,7 @@ var privateRanges = []netip.Prefix{
 }
 
 // Service range limits: kube-apiserver refuses an IPv4 range larger than a /12; a /24 leaves room
-// for 256 Services, the add-ons' and the workloads'.
+// for 256 Services, the add-ons' and the workloads', and holds the DNS address (the tenth).
 const (
 	maxServiceRangeBits = 20
 	minServiceRangeBits = 8
@@ -91,9 +91,8 @@ func (c *Cluster) validateNetwork(v *validator) {
 		v.fail(service.field, fmt.Sprintf("pick a range that does not overlap the hub %s", hub.prefix), "%s overlaps the hub", service.prefix)
 	}
 	if bits := 32 - service.prefix.Bits(); bits < minServiceRangeBits || bits > maxServiceRangeBits {
-		v.fail(service.field, "use a /12 to a /24: kube-apiserver refuses more than a /12, and a /24 is 256 Services", "%s is out of range", service.prefix)
-	} else if dns := addrAdd(service.prefix.Addr(), dnsServiceIPOffset); !service.prefix.Contains(dns) {
-		v.fail(service.field, "use a /24 or larger", "%s does not hold the cluster DNS address %s", service.prefix, dns)
+		v.fail(service.field, "use a /12 to a /24: kube-apiserver refuses more than a /12, and a /24 is 256 Services with the DNS address",
+			"%s is out of range", service.prefix)
 	}
 
 	// Counts are bounded (validateCounts), so none of this overflows.

@@ -53,7 +53,7 @@ func planAll(t testing.TB) map[string]*Result {
 }
 
 func stackFile(stack string) string {
-	return filepath.Join("..", "..", "stacks", "Pulumi."+stack+".yaml")
+	return spec.StackFile(filepath.Join("..", "..", spec.StackDir), stack)
 }
 
 func byType(r *Result, typ string) []Resource {

@@ -5,6 +5,7 @@ package program
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -63,7 +64,7 @@ func inStackFile(ctx *pulumi.Context, err error) error {
 	if ctx.RootDirectory() == "" {
 		return err
 	}
-	path := spec.StackFile(ctx.RootDirectory(), ctx.Stack())
+	path := spec.StackFile(filepath.Join(ctx.RootDirectory(), spec.StackDir), ctx.Stack())
 	if _, fileErr := spec.LoadStack(path); fileErr != nil {
 		return fileErr
 	}

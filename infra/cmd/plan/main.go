@@ -8,16 +8,17 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/plan"
 )
 
 func main() {
 	stack := flag.String("stack", "dev", "stack name: stacks/Pulumi.<stack>.yaml")
-	stacks := flag.String("stacks", "stacks", "directory of stack files")
+	stacks := flag.String("stacks", spec.StackDir, "directory of stack files")
 	out := flag.String("out", "build/plan", "output directory; the plan goes to <out>/<stack>")
 	flag.Parse()
 
-	result, err := plan.Run(*stack, filepath.Join(*stacks, "Pulumi."+*stack+".yaml"))
+	result, err := plan.Run(*stack, spec.StackFile(*stacks, *stack))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "plan:", err)
 		os.Exit(1)

@@ -147,7 +147,7 @@ func serve(stack, dir, tools string, nodes int) error {
 }
 
 func start(ctx context.Context, stack, dir, tools string, nodes int, progress io.Writer) (*rehearsal.Rehearsal, error) {
-	c, err := spec.LoadStack(filepath.Join("stacks", "Pulumi."+stack+".yaml"))
+	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
 	if err != nil {
 		return nil, err
 	}
