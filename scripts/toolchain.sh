@@ -4,7 +4,8 @@
 #   rehearsal → .tools/bin        what `make demo` runs: etcd, Kubernetes control plane, kubectl, KWOK,
 #                                 kube-bench; kube-scheduler is scheduler-plugins' build (Coscheduling,
 #                                 L16), as the apiserver machines run it, with its PodGroup controller;
-#                                 and our own clusterforge-csr-approver, built from this repository
+#                                 our own clusterforge-csr-approver and clusterforge-etcd-backup, built
+#                                 from this repository; Azurite (npm), the blob store the backups go to
 #   checks    → .tools/bin        what only the tests run: promtool
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
@@ -44,6 +45,7 @@ kube_ldflags() {
 declare -A TOOLS=(
   [etcd]="etcd go.etcd.io/etcd/server/v3 - bin"
   [etcdctl]="etcd go.etcd.io/etcd/etcdctl/v3 - bin"
+  [etcdutl]="etcd go.etcd.io/etcd/etcdutl/v3 - bin"
   [kube-apiserver]="kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube bin"
   [kube-controller-manager]="kubernetes k8s.io/kubernetes/cmd/kube-controller-manager kube bin"
   [kube-scheduler]="scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins bin"
@@ -69,9 +71,10 @@ declare -A TOOLS=(
 # Our own binaries the machines run, built from this repository's module (Go's cache keeps it quick).
 declare -A LOCAL_TOOLS=(
   [clusterforge-csr-approver]="./components/csrapprover/cmd/clusterforge-csr-approver"
+  [clusterforge-etcd-backup]="./components/etcdbackup/cmd/clusterforge-etcd-backup"
 )
 declare -A TOOL_GROUPS=(
-  [rehearsal]="etcd etcdctl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver"
+  [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup azurite"
   [checks]="promtool"
   [node]="kubelet containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet loopback bridge host-local"
   [packer]="packer packer-plugin-azure"
@@ -121,6 +124,23 @@ build_local() {
   CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/$1" "${LOCAL_TOOLS[$1]}"
 }
 
+# install_azurite: the pinned Azurite from npm (scripts/toolchain/azurite's lock file), linked as
+# .tools/bin/azurite-blob. Needs node and npm (Node 20 here).
+install_azurite() {
+  local dir="$TOOLS_DIR/azurite" want
+  want="$(cat scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json | sha256sum | cut -c1-16) $(node --version)"
+  if [ -x "$dir/node_modules/.bin/azurite-blob" ] && [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then
+    step "azurite: up to date"
+    return
+  fi
+  step "azurite: installing $(sed -n 's/.*"azurite": "\(.*\)".*/\1/p' scripts/toolchain/azurite/package.json) from npm (lock file scripts/toolchain/azurite)"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json "$dir/"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  ln -sfn "$dir/node_modules/.bin/azurite-blob" "$BIN/azurite-blob"
+  echo "$want" >"$dir/.stamp"
+}
+
 # kube-bench reads its CIS checks from the cfg/ folder of its own module.
 install_bench_config() {
   local src
@@ -139,7 +159,7 @@ for arg in "${@:-rehearsal}"; do
   if [ -n "${TOOL_GROUPS[$arg]:-}" ]; then
     read -r -a members <<<"${TOOL_GROUPS[$arg]}"
     tools+=("${members[@]}")
-  elif [ -n "${TOOLS[$arg]:-}" ] || [ -n "${LOCAL_TOOLS[$arg]:-}" ]; then
+  elif [ -n "${TOOLS[$arg]:-}" ] || [ -n "${LOCAL_TOOLS[$arg]:-}" ] || [ "$arg" = azurite ]; then
     tools+=("$arg")
   else
     echo "toolchain: unknown group or tool '$arg'; groups: ${!TOOL_GROUPS[*]}; tools: ${!TOOLS[*]} ${!LOCAL_TOOLS[*]}" >&2
@@ -148,6 +168,7 @@ for arg in "${@:-rehearsal}"; do
 done
 for tool in "${tools[@]}"; do
   if [ -n "${LOCAL_TOOLS[$tool]:-}" ]; then build_local "$tool"; continue; fi
+  if [ "$tool" = azurite ]; then install_azurite; continue; fi
   build "$tool"
   [ "$tool" != kube-bench ] || install_bench_config
 done

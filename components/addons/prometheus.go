@@ -6,6 +6,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -138,6 +139,10 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 		}
 		etcd = append(etcd, sc)
 	}
+	backupAgents := StaticConfig{Labels: map[string]string{"etcd_cluster": spec.RoleEtcdMain}}
+	for _, m := range c.EtcdClusters()[0].Members {
+		backupAgents.Targets = append(backupAgents.Targets, fmt.Sprintf("%s:%d", m.IP, spec.EtcdBackupMetricsPort))
+	}
 	keep := func(label, regex string) RelabelConfig {
 		return RelabelConfig{SourceLabels: []string{label}, Regex: regex, Action: "keep"}
 	}
@@ -153,6 +158,7 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 				MetricRelabelConfigs: dropSeries("apiserver"),
 			},
 			{JobName: "etcd", Scheme: "http", StaticConfigs: etcd, MetricRelabelConfigs: dropSeries("etcd")},
+			{JobName: "etcd-backup", Scheme: "http", StaticConfigs: []StaticConfig{backupAgents}},
 			{
 				JobName:              "coredns",
 				KubernetesSDConfigs:  []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{SystemNamespace}}}},
@@ -171,7 +177,8 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 }
 
 // AlertRules fire on the apiservers' throttling (429) and server errors (5xx) as a share of all
-// requests (L10), and on etcd's NOSPACE alarm and its approach (L04).
+// requests (L10), on etcd's NOSPACE alarm and its approach (L04), and on the main etcd's backups:
+// too old, failing, or a member waiting for a restore (L02).
 func AlertRules() RuleFile {
 	ratio := func(codes string) string {
 		return fmt.Sprintf(`sum(rate(apiserver_request_total{job="apiserver",code=~"%s"}[5m])) / sum(rate(apiserver_request_total{job="apiserver"}[5m]))`, codes)
@@ -197,6 +204,20 @@ func AlertRules() RuleFile {
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "etcd's database is above 80% of its backend quota",
 					"description": "Compact and defragment before NOSPACE stops writes (L04).", "runbook": runbook}},
+		}},
+		{Name: "etcd-backup", Rules: []Rule{
+			{Alert: "EtcdBackupStale", Expr: `time() - max(` + etcdbackup.MetricLastSuccess + `{job="etcd-backup"}) > 2 * max(` + etcdbackup.MetricInterval + `{job="etcd-backup"})`,
+				Labels: map[string]string{"severity": "critical"},
+				Annotations: map[string]string{"summary": "The main etcd's newest verified snapshot is older than twice the backup interval",
+					"description": "The recovery point is growing: check the backup agents' logs and the store (L02).", "runbook": runbook}},
+			{Alert: "EtcdBackupFailing", Expr: `sum(increase(` + etcdbackup.MetricFailures + `{job="etcd-backup"}[10m])) > 0`,
+				Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "A snapshot or its upload to the backup store failed in the last 10 minutes",
+					"runbook": runbook}},
+			{Alert: "EtcdRestoreNeeded", Expr: `max(` + etcdbackup.MetricRestoreNeeded + `{job="etcd-backup"}) > 0`,
+				Labels: map[string]string{"severity": "critical"},
+				Annotations: map[string]string{"summary": "An etcd-main member has an empty data dir, no quorum answers, and the store shows the cluster existed",
+					"description": "It waits instead of starting an empty cluster. If a majority lost their disks, restore (make etcd-restore).", "runbook": runbook}},
 		}},
 	}}
 }

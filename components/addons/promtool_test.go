@@ -62,7 +62,7 @@ func TestPromtoolChecksConfigAndRules(t *testing.T) {
 		// --syntax-only: the service account token and CA exist only inside the pod.
 		out := runPromtool(t, dir, "check", "config", "--syntax-only", PrometheusConfigFile)
 		out += runPromtool(t, dir, "check", "rules", PrometheusRulesFile)
-		if !strings.Contains(out, "SUCCESS: "+PrometheusConfigFile+" is valid prometheus config file syntax") || !strings.Contains(out, "SUCCESS: 4 rules found") {
+		if !strings.Contains(out, "SUCCESS: "+PrometheusConfigFile+" is valid prometheus config file syntax") || !strings.Contains(out, "SUCCESS: 7 rules found") {
 			t.Errorf("%s: promtool did not accept the files:\n%s", name, out)
 		}
 	}
@@ -127,6 +127,29 @@ var alertScenarios = []alertScenario{
 			"5m":  {},
 			"15m": {"EtcdBackendNearQuota": {"job": "etcd", "etcd_cluster": "etcd-main", "instance": "10.0.1.4:2381"}},
 		},
+	},
+	{
+		name: "the backup store goes down at minute 5",
+		series: map[string]string{
+			`clusterforge_etcd_backup_last_success_timestamp_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`: "0+60x5 300x20",
+			`clusterforge_etcd_backup_last_success_timestamp_seconds{job="etcd-backup",instance="10.0.1.11:2382"}`: "0x25",
+			`clusterforge_etcd_backup_interval_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`:               "240x25",
+			`clusterforge_etcd_backup_failures_total{job="etcd-backup",instance="10.0.1.10:2382"}`:                 "0x5 1+1x20",
+		},
+		fire: map[string]map[string]map[string]string{
+			"5m":  {},
+			"7m":  {"EtcdBackupFailing": {}},
+			"14m": {"EtcdBackupFailing": {}, "EtcdBackupStale": {}},
+		},
+	},
+	{
+		name: "a wiped member refuses to bootstrap from minute 4",
+		series: map[string]string{
+			`clusterforge_etcd_backup_last_success_timestamp_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`: "0+60x10",
+			`clusterforge_etcd_backup_interval_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`:               "240x10",
+			`clusterforge_etcd_restore_needed{job="etcd-backup",instance="10.0.1.12:2382"}`:                        "0x3 1x6",
+		},
+		fire: map[string]map[string]map[string]string{"2m": {}, "5m": {"EtcdRestoreNeeded": {}}},
 	},
 }
 

@@ -81,6 +81,12 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 	c.Pools = append(c.Pools, spec.Pool{Name: "gpu", VMSize: "Standard_NC4as_T4_v3", GPU: c.Pools[0].GPU})
 	for _, role := range c.Roles() {
 		got := Grants(c, role)
+		if role == spec.RoleEtcdMain {
+			if len(got) != 1 || got[0].Role != RoleStorageBlobDataContributor || got[0].Scope != ScopeBackupContainer {
+				t.Errorf("%s: %v, want Storage Blob Data Contributor on the backup container only", role, got)
+			}
+			continue
+		}
 		if role != spec.WorkerRole(c.SystemPool().Name) {
 			if len(got) > 0 {
 				t.Errorf("%s calls no Azure API but gets %v", role, got)

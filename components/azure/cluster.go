@@ -92,6 +92,14 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		ScopeResourceGroup: {rg.ID()}, ScopeNodeSubnet: {net.SubnetIDs[SubnetNodes]},
 	}
 
+	backups, err := NewBackupStore(ctx, name+"-backups", &BackupStoreArgs{
+		Cluster: c, ResourceGroupName: rg.Name, VNetID: net.VNetID, EtcdSubnetID: net.SubnetIDs[SubnetEtcd],
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	scopes[ScopeBackupContainer] = []pulumi.StringInput{backups.ContainerID}
+
 	for _, e := range c.EtcdClusters() {
 		id, err := identity(e.Role)
 		if err != nil {

@@ -14,8 +14,9 @@ import (
 
 // Azure built-in role definition ids.
 const (
-	RoleVirtualMachineContributor = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
-	RoleManagedIdentityOperator   = "f1a07417-d97a-45cb-824c-7a7467783830"
+	RoleVirtualMachineContributor  = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
+	RoleManagedIdentityOperator    = "f1a07417-d97a-45cb-824c-7a7467783830"
+	RoleStorageBlobDataContributor = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 )
 
 // Custom roles clusterforge defines per cluster, each holding only the actions its consumer calls
@@ -37,6 +38,7 @@ const (
 	ScopeNodeSubnet       = "nodeSubnet"
 	ScopeWorkerScaleSets  = "workerScaleSets"
 	ScopeWorkerIdentities = "workerIdentities"
+	ScopeBackupContainer  = "backupContainer"
 )
 
 // Grant is one role of a machine role's identity, at a scope, for the component that calls it.
@@ -51,8 +53,12 @@ type Grant struct {
 // provider lists the resource group's scale sets, resizes them and deletes their instances, and
 // Azure checks on each resize that the caller may join the scale set's NICs to the node subnet
 // and assign the scale set's identity. Nothing else calls Azure: the apiservers run no cloud
-// provider, machines learn who they are from the instance metadata, which needs no grant.
+// provider, machines learn who they are from the instance metadata, which needs no grant. The
+// main etcd's backup agent writes, lists, reads and prunes snapshots in its one container.
 func Grants(c *spec.Cluster, role string) []Grant {
+	if role == spec.RoleEtcdMain {
+		return []Grant{{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"}}
+	}
 	if role != spec.WorkerRole(c.SystemPool().Name) {
 		return nil
 	}

@@ -77,8 +77,8 @@ func InboundRules(c *spec.Cluster) map[string][]Rule {
 				Consumer: "kube-apiserver's etcd client"},
 			{Name: "etcd-from-peers", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{etcd}, Ports: []string{port(spec.EtcdClientPort), port(spec.EtcdPeerPort)},
 				Consumer: "etcd peers, and etcd-join.service's member add/remove"},
-			{Name: "etcd-metrics-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, Ports: []string{port(spec.EtcdMetricsPort)},
-				Consumer: "Prometheus, a pod, scraping etcd's metrics port (never the client port)"},
+			{Name: "etcd-metrics-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, Ports: []string{port(spec.EtcdMetricsPort), port(spec.EtcdBackupMetricsPort)},
+				Consumer: "Prometheus, a pod, scraping etcd's metrics port and the backup agent's (never the client port)"},
 			ssh, deny,
 		},
 		SubnetNodes: {

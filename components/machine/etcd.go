@@ -62,11 +62,16 @@ func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
 	disk := localDisk("etcd-disk", etcdDiskLabel, EtcdDataDir, "format and mount the local SSD as etcd's data dir (L02)", etcdJoinUnit)
 	files = append(files, disk.files...)
 	files = append(files, File{Path: LibexecDir + "/etcd-join", Content: etcdJoinScript(e), Mode: 0o755})
+	var units []Unit
+	if e.Role == spec.RoleEtcdMain {
+		backup := etcdBackup(c, e)
+		files, units = append(files, backup.files...), backup.units
+	}
 	return part{
 		files: files,
-		units: []Unit{
+		units: append(units,
 			disk.units[0],
-			{Name: etcdJoinUnit, Enable: true, Content: `[Unit]
+			Unit{Name: etcdJoinUnit, Enable: true, Content: `[Unit]
 Description=clusterforge: join etcd as a new or a returning member (L02)
 After=` + identityUnit + " etcd-disk.service" + `
 Requires=` + identityUnit + `
@@ -88,7 +93,7 @@ WantedBy=multi-user.target
 				binary: BinDir + "/etcd", flags: EtcdFlags(e),
 				envFiles: []string{NodeEnvFile, etcdEnvFile}, limitNoFile: true,
 			}.unit(),
-		},
+		),
 	}
 }
 
@@ -164,9 +169,30 @@ if [ ! -d ` + EtcdDataDir + `/member ]; then
         ctl member remove "${mine%% *}"
         ctl member add "$NODE_NAME" --peer-urls="$peer_url"
         state=existing ;;
-    esac
+    esac` + noPeerAnswers(e) + `
   fi
 fi
-echo "INITIAL_CLUSTER_STATE=$state" > ` + etcdEnvFile + `
+` + clearStatus(e) + `echo "INITIAL_CLUSTER_STATE=$state" > ` + etcdEnvFile + `
 `
+}
+
+// noPeerAnswers is the main etcd's branch for a member with an empty data dir whose peers do not
+// answer: it starts a new cluster only if the backup store proves this cluster never existed;
+// otherwise it fails (retried every RestartSec) and says why in EtcdStatusFile, so etcd never
+// serves an empty cluster over lost data. The events etcd, whose data is disposable, has none.
+func noPeerAnswers(e spec.EtcdCluster) string {
+	if e.Role != spec.RoleEtcdMain {
+		return ""
+	}
+	return `
+  else
+    ` + EtcdBackupBinary + ` may-bootstrap --config=` + EtcdBackupConfig
+}
+
+// clearStatus forgets an earlier refusal once the member starts.
+func clearStatus(e spec.EtcdCluster) string {
+	if e.Role != spec.RoleEtcdMain {
+		return ""
+	}
+	return "rm -f " + EtcdStatusFile + "\n"
 }

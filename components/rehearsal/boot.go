@@ -2,6 +2,7 @@ package rehearsal
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // materialize writes a machine's rendered files and units under its root (deviation
@@ -16,7 +18,7 @@ import (
 // /usr/local/bin.
 func (p *Plan) materialize(in Instance) error {
 	root := p.Root(in.Name)
-	if err := os.RemoveAll(root); err != nil {
+	if err := removeAllBut(root, filepath.Join(root, machine.EtcdDataDir)); err != nil {
 		return err
 	}
 	files := append(append([]machine.File(nil), in.Machine.Files...), in.Machine.UnitFiles()...)
@@ -45,6 +47,33 @@ func (p *Plan) materialize(in Instance) error {
 	for _, t := range tools {
 		if !t.IsDir() && !strings.HasPrefix(t.Name(), ".") {
 			if err := os.Symlink(filepath.Join(p.Tools, t.Name()), filepath.Join(bin, t.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// removeAllBut empties dir except the path keep and its parents: a machine's disks outlive a
+// stop, as an Azure VM's do short of a deallocation (deviation "machine stop").
+func removeAllBut(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case path == keep:
+		case strings.HasPrefix(keep, path+"/") && e.IsDir():
+			if err := removeAllBut(path, keep); err != nil {
+				return err
+			}
+		default:
+			if err := os.RemoveAll(path); err != nil {
 				return err
 			}
 		}
@@ -161,6 +190,9 @@ func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err erro
 		if !applied[name] {
 			return nil, nil, fmt.Errorf("unit %s: the rehearsal overrides --%s, but the rendered unit has no such flag; update deviations.go", u.name, name)
 		}
+	}
+	if in.Role == spec.RoleEtcdMain { // deviation "backup store"
+		env = append(env, "AZURE_STORAGE_CONNECTION_STRING="+p.StoreConnectionString())
 	}
 	return argv, append(env, "PATH="+os.Getenv("PATH")), nil
 }

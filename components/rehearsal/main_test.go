@@ -87,8 +87,12 @@ func newPlan(name string, c *spec.Cluster, base int) (*rehearsal.Plan, error) {
 	if _, err := os.Stat(filepath.Join(tools, "kube-apiserver")); err != nil {
 		return nil, fmt.Errorf("the pinned binaries are missing from %s: run `make tools` (or `go test -short` to skip the rehearsal)", tools)
 	}
+	dir := filepath.Join(repoRoot, "build", "rehearse", name)
+	if err := rehearsal.Clean(dir, os.Stderr); err != nil { // each run checks a new cluster
+		return nil, err
+	}
 	return rehearsal.NewPlan(c, rehearsal.Options{
-		Dir: filepath.Join(repoRoot, "build", "rehearse", name), Tools: tools, Base: base,
+		Dir: dir, Tools: tools, Base: base,
 		NodesPerPool: *nodesPerPool, Self: []string{self},
 	})
 }

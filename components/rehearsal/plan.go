@@ -62,9 +62,14 @@ func NewPlan(c *spec.Cluster, o Options) (*Plan, error) {
 	for i := range mapped.APIServer.Count {
 		apiserverIPs = append(apiserverIPs, apiserverMachineIP(o.Base, i))
 	}
-	if p.Bundle, err = pki.Issue(pki.Authorities(mapped), rehearsalProfiles(mapped, apiserverIPs)); err != nil {
+	bundle, kept, err := p.loadIdentity()
+	if err == nil && !kept {
+		bundle, err = pki.Issue(pki.Authorities(mapped), rehearsalProfiles(mapped, apiserverIPs))
+	}
+	if err != nil {
 		return nil, err
 	}
+	p.Bundle = bundle
 	for _, e := range mapped.EtcdClusters() {
 		m, err := machine.Render(mapped, p.Bundle, e.Role)
 		if err != nil {

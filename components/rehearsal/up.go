@@ -47,6 +47,10 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 	if err := r.prepare(); err != nil {
 		return r, err
 	}
+	r.logf("starting the backup store (Azurite on %s, data in %s)", r.StoreAddress(), r.StoreDir())
+	if err := r.StartStore(ctx); err != nil {
+		return r, err
+	}
 	etcds := append(p.Of(spec.RoleEtcdMain), p.Of(spec.RoleEtcdEvents)...)
 	r.logf("booting %d etcd members (%d main, %d events)", len(etcds), len(p.Of(spec.RoleEtcdMain)), len(p.Of(spec.RoleEtcdEvents)))
 	if err := r.bootAll(ctx, etcds); err != nil {
@@ -101,7 +105,10 @@ func UpEtcd(ctx context.Context, p *Plan, role string, progress io.Writer) (r *R
 		return nil, err
 	}
 	r = &Rehearsal{Plan: p, progress: progress}
-	if err = r.prepare(); err == nil {
+	if err = r.prepare(); err == nil && role == spec.RoleEtcdMain {
+		err = r.StartStore(ctx)
+	}
+	if err == nil {
 		if err = r.bootAll(ctx, p.Of(role)); err == nil {
 			err = r.WaitEtcdHealthy(ctx, role)
 		}
@@ -137,6 +144,9 @@ func (r *Rehearsal) prepare() error {
 		return err
 	}
 	if err := writeFile(filepath.Join(p.Dir, "deviations.txt"), FormatDeviations(), 0o644); err != nil {
+		return err
+	}
+	if err := p.saveIdentity(); err != nil {
 		return err
 	}
 	logs := filepath.Join(p.Dir, "logs")

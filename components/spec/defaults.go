@@ -40,6 +40,7 @@ const (
 	DefaultAuditLogMaxBackup        = 10
 	DefaultAuditLogMaxSizeMB        = 200
 	DefaultEtcdCompactionInterval   = "5m"
+	DefaultBackupInterval           = "4m"
 	// PlaceholderImage is accepted by `make plan`; `pulumi up` refuses it.
 	PlaceholderImage = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge/images/worker/versions/0.0.0"
 	// defaultVNetBase is where a derived address space starts.
@@ -114,6 +115,7 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &c.EtcdEvents.Members, tier.eventsMembers)
 	setDefault(c.explicit, &c.EtcdEvents.VMSize, tier.eventsVMSize)
 	setDefault(c.explicit, &c.EtcdEvents.QuotaBackendBytes, tier.eventsQuotaBytes)
+	setDefault(c.explicit, &c.Backup.Interval, DefaultBackupInterval)
 
 	a := &c.APIServer
 	setDefault(c.explicit, &a.Count, DefaultAPIServerCount)

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"regexp"
 	"slices"
@@ -55,6 +57,7 @@ var azureNames = map[string]azureName{
 		"letters, digits, '_', '-' and '.', starting and ending with a letter or digit"},
 	// virtualMachines and virtualMachineScaleSets: the Linux computer name rules, which the
 	// machine names double as.
+	"storageAccounts": {3, 24, regexp.MustCompile(`^[a-z0-9]+$`), "lowercase letters and digits, unique across Azure"},
 	"virtualMachines": {1, 64, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`),
 		"letters, digits and '-', starting and ending with a letter or digit"},
 	"virtualMachineScaleSets": {1, 58, regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`),
@@ -209,10 +212,34 @@ func (c *Cluster) validateAzureNames(v *validator) {
 		}
 	}
 	check("name", "virtualMachineScaleSets", c.Name+"-apiserver")
+	check("name", "storageAccounts", c.BackupStorageAccount())
 	for _, s := range c.ScaleSets() {
 		field := fmt.Sprintf("pools[%d].name", slices.IndexFunc(c.Pools, func(p Pool) bool { return p.Name == s.Pool.Name }))
 		check(field, "virtualMachineScaleSets", s.AzureName)
 	}
+}
+
+// BackupContainer is the blob container of the main etcd's snapshots.
+const BackupContainer = "etcd-backups"
+
+// BackupStorageAccount names the storage account of the cluster's etcd snapshots. Storage account
+// names are global across Azure: "cf", the cluster name's letters and digits, and a hash of the
+// name and region keep two clusters (and two clusters of one name in two regions) apart.
+func (c *Cluster) BackupStorageAccount() string {
+	letters := strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return -1
+	}, c.Name)
+	sum := sha256.Sum256([]byte(c.Name + "/" + c.Location))
+	return "cf" + letters[:min(len(letters), 14)] + hex.EncodeToString(sum[:4])
+}
+
+// BackupStoreURL is the container's URL; the private endpoint in the etcd subnet makes its name
+// resolve to a private address.
+func (c *Cluster) BackupStoreURL() string {
+	return "https://" + c.BackupStorageAccount() + ".blob.core.windows.net/" + BackupContainer
 }
 
 // HubPeeringName is the name of the hub's peering back to this spoke.

@@ -84,6 +84,10 @@ func (c *Cluster) validateAPIServer(v *validator) {
 	v.duration("apiServer.etcdCompactionInterval", a.EtcdCompactionInterval, time.Minute, time.Hour)
 }
 
+func (c *Cluster) validateBackup(v *validator) {
+	v.duration("backup.interval", c.Backup.Interval, time.Minute, time.Hour)
+}
+
 func (c *Cluster) validateKubelet(v *validator) {
 	k := c.Kubelet
 	v.between("kubelet.maxConcurrentDownloads", int64(k.MaxConcurrentDownloads), 1, 64, "layers one image downloads at once (L24)")

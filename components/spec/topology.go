@@ -25,6 +25,8 @@ const (
 	SchedulerPort         = 10259
 	KubeletPort           = 10250
 	SSHPort               = 22
+	// EtcdBackupMetricsPort is where the main etcd members' backup agent serves its metrics.
+	EtcdBackupMetricsPort = 2382
 	// NodeExporterPort is node-exporter's, on every worker's host network.
 	NodeExporterPort = 9100
 )

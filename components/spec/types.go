@@ -42,6 +42,10 @@ type Cluster struct {
 	// EtcdEvents is the separate etcd cluster that stores only Kubernetes Events (L03).
 	EtcdEvents Etcd `yaml:"etcdEvents"`
 
+	// Backup configures the snapshots of the main etcd to Azure Blob Storage (L02: its data
+	// lives on local disks that Azure wipes). The events etcd is not backed up.
+	Backup Backup `yaml:"backup"`
+
 	// APIServer is the apiserver group; controller-manager and scheduler run on the same machines (L05).
 	APIServer APIServer `yaml:"apiServer"`
 
@@ -137,6 +141,13 @@ type Etcd struct {
 	VMSize string `yaml:"vmSize"`
 	// QuotaBackendBytes is etcd's --quota-backend-bytes in bytes, 1 GiB to 8 GiB (L04). Default: sized from targetNodes.
 	QuotaBackendBytes int64 `yaml:"quotaBackendBytes"`
+}
+
+// Backup configures the main etcd's snapshots.
+type Backup struct {
+	// Interval is the age, as a Go duration from "1m" to "1h", at which the newest snapshot is
+	// replaced; the recovery point is at most this plus one snapshot's upload time. Default "4m".
+	Interval string `yaml:"interval"`
 }
 
 // APIServer describes the apiserver scale set.

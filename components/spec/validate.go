@@ -100,6 +100,7 @@ func (c *Cluster) Validate() error {
 	c.validateEtcd(v, "etcdMain", c.EtcdMain)
 	c.validateEtcd(v, "etcdEvents", c.EtcdEvents)
 	c.validateAPIServer(v)
+	c.validateBackup(v)
 	c.validateKubelet(v)
 	c.validateAutoscaler(v)
 	c.validatePools(v, countsOK)

@@ -1,10 +1,11 @@
-// Wrapper module for the pinned etcd server and etcdctl.
+// Wrapper module for the pinned etcd server, etcdctl and etcdutl.
 module github.com/clusterforge/clusterforge/toolchain/etcd
 
 go 1.24.0
 
 tool (
 	go.etcd.io/etcd/etcdctl/v3
+	go.etcd.io/etcd/etcdutl/v3
 	go.etcd.io/etcd/server/v3
 )
 
@@ -57,6 +58,7 @@ require (
 	go.etcd.io/etcd/client/pkg/v3 v3.6.4 // indirect
 	go.etcd.io/etcd/client/v3 v3.6.4 // indirect
 	go.etcd.io/etcd/etcdctl/v3 v3.6.4 // indirect
+	go.etcd.io/etcd/etcdutl/v3 v3.6.4 // indirect
 	go.etcd.io/etcd/pkg/v3 v3.6.4 // indirect
 	go.etcd.io/etcd/server/v3 v3.6.4 // indirect
 	go.etcd.io/raft/v3 v3.6.0 // indirect

@@ -1,0 +1,214 @@
+// Command clusterforge-etcd-backup keeps the main etcd's history in Azure Blob Storage (package
+// etcdbackup). Every member runs the agent; the join step and the operators run the rest:
+//
+//	agent --endpoint URL --metrics-address ADDR   snapshot every interval while this member leads
+//	snapshot --endpoint URL                       take, upload and verify a snapshot now
+//	list                                          the stored snapshots, oldest first
+//	may-bootstrap                                 exit 0 only if the store proves the cluster never existed
+//	restore --name N --peer-url URL --token T [--snapshot S]   rebuild this member's data dir
+//	clear-stale --endpoint URL                    delete the apiserver leases a restore leaves stale
+//	gate                                          exit 0 only if it is safe to touch etcd now
+//
+// Each takes --config (machine.EtcdBackupConfig). The store is reached with the VM's managed
+// identity, or with $AZURE_STORAGE_CONNECTION_STRING when it is set (Azurite in the rehearsal).
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/machine"
+)
+
+const usage = "usage: clusterforge-etcd-backup agent|snapshot|list|may-bootstrap|restore|clear-stale|gate --config FILE [flags]"
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "clusterforge-etcd-backup:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return errors.New(usage)
+	}
+	verb := args[0]
+	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+	config := fs.String("config", machine.EtcdBackupConfig, "configuration file")
+	endpoint := fs.String("endpoint", "", "this member's client URL")
+	metrics := fs.String("metrics-address", "", "host:port the agent serves /metrics on")
+	name := fs.String("name", "", "restore: this member's etcd name")
+	peerURL := fs.String("peer-url", "", "restore: this member's peer URL")
+	token := fs.String("token", "", "restore: the restored cluster's new --initial-cluster-token")
+	snapshot := fs.String("snapshot", "", "restore: the snapshot's name (default: the latest)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*config)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	store, err := openStore(cfg)
+	if err != nil {
+		return err
+	}
+	logger := log.New(os.Stderr, "", log.LstdFlags|log.LUTC)
+	switch verb {
+	case "list":
+		snaps, err := store.List(ctx)
+		for _, s := range snaps {
+			fmt.Printf("%s\trevision=%d\tsize=%d\tsha256=%s\tverified=%s\n", s.Name, s.Revision, s.Size, s.SHA256, s.Verified.Format(time.RFC3339))
+		}
+		return err
+	case "may-bootstrap":
+		if err := etcdbackup.MayBootstrap(ctx, store); err != nil {
+			if werr := etcdbackup.WriteStatus(cfg.StatusFile, err.Error()); werr != nil {
+				logger.Printf("write %s: %v", cfg.StatusFile, werr)
+			}
+			return err
+		}
+		logger.Printf("the store has no trace of %s: starting it as a new cluster", cfg.Cluster)
+		return nil
+	case "restore":
+		if *name == "" || *peerURL == "" || *token == "" {
+			return errors.New("restore needs --name, --peer-url and --token")
+		}
+		snap, err := store.Find(ctx, *snapshot)
+		if err != nil {
+			return err
+		}
+		member := etcdbackup.Member{Name: *name, PeerURL: *peerURL, InitialCluster: cfg.InitialCluster, Token: *token, DataDir: cfg.DataDir}
+		if err := etcdbackup.RestoreMember(ctx, store, snap, member, cfg.Etcdutl); err != nil {
+			return err
+		}
+		logger.Printf("restored %s from %s (revision %d, sha256 %s verified)", *name, snap.Name, snap.Revision, snap.SHA256)
+		return nil
+	}
+	endpoints := cfg.ClientURLs
+	if *endpoint != "" {
+		endpoints = []string{*endpoint}
+	}
+	cli, err := etcdClient(cfg, endpoints)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	switch verb {
+	case "gate":
+		interval, _ := time.ParseDuration(cfg.Interval)
+		if err := etcdbackup.SafeToTouch(ctx, cli, store, interval); err != nil {
+			return err
+		}
+		fmt.Println("safe to touch etcd: every member healthy and a voter, no alarm, a verified snapshot younger than", cfg.Interval)
+		return nil
+	case "clear-stale":
+		n, err := etcdbackup.ClearStale(ctx, cli)
+		logger.Printf("cleared %d stale keys (master leases, apiserver identity leases)", n)
+		return err
+	}
+	if *endpoint == "" {
+		return fmt.Errorf("%s needs --endpoint, this member's client URL", verb)
+	}
+	interval, err := time.ParseDuration(cfg.Interval)
+	if err != nil {
+		return fmt.Errorf("%s: interval: %w", *config, err)
+	}
+	agent := &etcdbackup.Agent{Etcd: cli, Endpoint: *endpoint, Store: store, Interval: interval,
+		Retention: etcdbackup.DefaultRetention(), StatusFile: cfg.StatusFile, Log: logger}
+	switch verb {
+	case "snapshot":
+		_, err := agent.Snapshot(ctx)
+		return err
+	case "agent":
+		if *metrics == "" {
+			return errors.New("agent needs --metrics-address")
+		}
+		ln, err := net.Listen("tcp", *metrics)
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", agent)
+		go func() { _ = http.Serve(ln, mux) }()
+		logger.Printf("backing up %s to %s every %s while this member leads; metrics on %s", cfg.Cluster, cfg.StoreURL, interval, *metrics)
+		agent.Run(ctx)
+		return nil
+	}
+	return fmt.Errorf("unknown verb %q; %s", verb, usage)
+}
+
+func loadConfig(path string) (machine.EtcdBackupSettings, error) {
+	var cfg machine.EtcdBackupSettings
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return cfg, err
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return cfg, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// openStore reaches the container with a connection string when one is given, else with the
+// VM's managed identity (the etcd machines have exactly one, so none needs naming).
+func openStore(cfg machine.EtcdBackupSettings) (*etcdbackup.Store, error) {
+	u, err := url.Parse(cfg.StoreURL)
+	if err != nil {
+		return nil, fmt.Errorf("storeURL: %w", err)
+	}
+	var c *container.Client
+	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" {
+		c, err = container.NewClientFromConnectionString(cs, strings.Trim(u.Path, "/"), nil)
+	} else {
+		var cred *azidentity.ManagedIdentityCredential
+		if cred, err = azidentity.NewManagedIdentityCredential(nil); err == nil {
+			c, err = container.NewClient(cfg.StoreURL, cred, nil)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backup store %s: %w", cfg.StoreURL, err)
+	}
+	return etcdbackup.NewStore(c, cfg.Cluster), nil
+}
+
+func etcdClient(cfg machine.EtcdBackupSettings, endpoints []string) (*clientv3.Client, error) {
+	pair, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	caPEM, err := os.ReadFile(cfg.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("%s holds no certificate", cfg.CAFile)
+	}
+	return clientv3.New(clientv3.Config{
+		Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		TLS: &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12},
+	})
+}

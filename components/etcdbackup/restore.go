@@ -1,0 +1,95 @@
+package etcdbackup
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Member is what etcdutl needs to rebuild one member from a snapshot.
+type Member struct {
+	Name    string
+	PeerURL string
+	// InitialCluster is every member's name=peerURL, as etcd's --initial-cluster.
+	InitialCluster string
+	// Token is the restored cluster's --initial-cluster-token: new for every restore, so the
+	// restored cluster gets a fresh identity no stale member can join.
+	Token string
+	// DataDir is etcd's --data-dir; on Azure the local disk's mount point, so it is never
+	// renamed itself, only its member/ directory.
+	DataDir string
+}
+
+// RestoreMember rebuilds one member's data dir from a snapshot with etcdutl: the object is
+// downloaded into the data dir's filesystem and refused unless its size and checksum match; the
+// previous member/ directory is kept beside the new one as member.before-restore-<time>.
+func RestoreMember(ctx context.Context, s *Store, snap Snapshot, m Member, etcdutl string) error {
+	if snap.SHA256 == "" || snap.Size == 0 {
+		return fmt.Errorf("snapshot %s has no checksum: a partial object or not one of ours; choose another with SNAPSHOT=<name>", snap.Name)
+	}
+	scratch := filepath.Join(m.DataDir, ".restore")
+	if err := os.RemoveAll(scratch); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
+	file := filepath.Join(scratch, "snapshot.db")
+	if err := download(ctx, s, snap, file); err != nil {
+		return err
+	}
+	rebuilt := filepath.Join(scratch, "data")
+	out, err := exec.CommandContext(ctx, etcdutl, "snapshot", "restore", file,
+		"--name="+m.Name, "--initial-cluster="+m.InitialCluster, "--initial-cluster-token="+m.Token,
+		"--initial-advertise-peer-urls="+m.PeerURL, "--data-dir="+rebuilt).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("etcdutl snapshot restore %s: %v\n%s", snap.Name, err, out)
+	}
+	current := filepath.Join(m.DataDir, "member")
+	if _, err := os.Stat(current); err == nil {
+		if err := os.Rename(current, current+".before-restore-"+time.Now().UTC().Format(timeLayout)); err != nil {
+			return err
+		}
+	}
+	return os.Rename(filepath.Join(rebuilt, "member"), current)
+}
+
+func download(ctx context.Context, s *Store, snap Snapshot, path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := s.Download(ctx, snap, f); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Stale prefixes a restored etcd holds that describe apiservers of before the loss: the
+// endpoint reconciler's master leases and the apiserver identity leases (kube-system/apiserver-*).
+var stalePrefixes = []string{"/registry/masterleases/", "/registry/leases/kube-system/apiserver-"}
+
+// ClearStale deletes what a restore leaves stale, before any apiserver starts on it, and returns
+// how many keys went.
+func ClearStale(ctx context.Context, cli *clientv3.Client) (int64, error) {
+	var deleted int64
+	for _, prefix := range stalePrefixes {
+		resp, err := cli.Delete(ctx, prefix, clientv3.WithPrefix())
+		if err != nil {
+			return deleted, fmt.Errorf("clear %s: %w", prefix, err)
+		}
+		deleted += resp.Deleted
+	}
+	return deleted, nil
+}

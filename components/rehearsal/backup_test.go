@@ -1,0 +1,243 @@
+package rehearsal_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// ackedWriter creates ConfigMaps through the load balancer until stopped and records when each
+// create was acknowledged: only acknowledged writes are owed.
+type ackedWriter struct {
+	mu    sync.Mutex
+	acked map[string]time.Time
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+func startWriter(t *testing.T, ns string) *ackedWriter {
+	cs := clientset(t)
+	w := &ackedWriter{acked: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			name := fmt.Sprintf("write-%d", i)
+			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+			cancel()
+			if err == nil {
+				w.mu.Lock()
+				w.acked[name] = time.Now()
+				w.mu.Unlock()
+			} else {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	return w
+}
+
+func (w *ackedWriter) Stop() map[string]time.Time {
+	close(w.stop)
+	<-w.done
+	return w.acked
+}
+
+// Check 8: the main etcd is backed up by its leader's agent; the gate needs a fresh verified
+// snapshot and a reachable store; after all five members lose their disks they refuse to start
+// an empty cluster, nothing serves, and the restore brings back every write acknowledged before
+// the snapshot, refusing a corrupt snapshot by name first.
+func TestEtcdBackupAndTotalLoss(t *testing.T) {
+	needRehearsal(t)
+	ctx := context.Background()
+	store, err := running.BackupStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := running.EtcdClient(spec.RoleEtcdMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	interval, _ := time.ParseDuration(running.Cluster.Backup.Interval)
+
+	// The leader's agent snapshots at once when the store holds none, and verifies it.
+	if err := waitUntil(2*time.Minute, func() error { return etcdbackup.SafeToTouch(ctx, cli, store, interval) }); err != nil {
+		t.Fatalf("the gate never opened on a healthy cluster: %v", err)
+	}
+	if born, err := store.Born(ctx); err != nil || born.IsZero() {
+		t.Fatalf("no birth marker after the first snapshot: %v %v", born, err)
+	}
+
+	t.Run("store down closes the gate", func(t *testing.T) {
+		if err := running.Stop("store", "azurite", syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := etcdbackup.SafeToTouch(gctx, cli, store, interval)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), "backup store") {
+			t.Errorf("the gate answered %v with the store down, want a refusal naming the backup store", err)
+		}
+		if err := running.StartStore(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := etcdbackup.SafeToTouch(ctx, cli, store, interval); err != nil {
+			t.Errorf("the gate stayed closed after the store came back: %v", err)
+		}
+	})
+
+	cs := clientset(t)
+	ns := namespace(t, cs, "drill-total-loss")
+	writer := startWriter(t, ns)
+	time.Sleep(3 * time.Second)
+	snap, err := running.BackupEtcd(ctx) // make etcd-backup
+	if err != nil {
+		writer.Stop()
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+
+	members := running.Of(spec.RoleEtcdMain)
+	stopAll(t, members, "etcd")
+	for _, in := range members {
+		if err := os.RemoveAll(filepath.Join(running.Root(in.Name), machine.EtcdDataDir, "member")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acked := writer.Stop()
+	t.Logf("total loss: %d writes acknowledged, snapshot %s taken at %s", len(acked), snap.Name, snap.Taken.Format(time.RFC3339))
+
+	// The wiped members come back: none may start a cluster; each says why.
+	bootCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	var wg sync.WaitGroup
+	for _, in := range members {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = running.Boot(bootCtx, in.Name) }()
+	}
+	wg.Wait()
+	cancel()
+	for _, in := range members {
+		if p := running.Proc(in.Name, "etcd"); p != nil && p.Alive() {
+			t.Errorf("%s started etcd over an empty data dir", in.Name)
+		}
+		status, _ := os.ReadFile(filepath.Join(running.Root(in.Name), machine.EtcdStatusFile))
+		if !strings.HasPrefix(string(status), etcdbackup.RestoreNeeded) {
+			t.Errorf("%s status %q, want %s", in.Name, status, etcdbackup.RestoreNeeded)
+		}
+		if v := agentMetric(t, in, etcdbackup.MetricRestoreNeeded); v != "1" {
+			t.Errorf("%s %s = %q, want 1", in.Name, etcdbackup.MetricRestoreNeeded, v)
+		}
+	}
+	if code, _, err := running.Get(ctx, running.Cluster.APIServerURL()+"/readyz"); err == nil && code == http.StatusOK {
+		t.Errorf("/readyz answered 200 with no etcd")
+	}
+	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
+		t.Errorf("an apiserver served a read with every etcd member gone")
+	}
+
+	corrupt := corruptCopy(t, store, snap)
+	if _, err := running.RestoreEtcd(ctx, ""); err == nil || !strings.Contains(err.Error(), corrupt) {
+		t.Fatalf("restore of the latest snapshot, a corrupt copy, answered %v; want a refusal naming %s", err, corrupt)
+	}
+	restored, err := running.RestoreEtcd(ctx, snap.Name) // make etcd-restore SNAPSHOT=<name>
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	present := map[string]bool{}
+	for _, cm := range list.Items {
+		present[cm.Name] = true
+	}
+	var lost int
+	var lastLost time.Time
+	for name, at := range acked {
+		switch {
+		case present[name]:
+		case at.Before(restored.Taken):
+			t.Errorf("write %s, acknowledged at %s before the snapshot, is lost", name, at.Format(time.RFC3339Nano))
+		default:
+			lost++
+			if at.After(lastLost) {
+				lastLost = at
+			}
+		}
+	}
+	t.Logf("restored from %s: %d acknowledged writes present, %d acknowledged after the snapshot lost (the last %s after it)",
+		restored.Name, len(acked)-lost, lost, lastLost.Sub(restored.Taken).Round(time.Millisecond))
+	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restore"}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("write after the restore: %v", err)
+	}
+	if err := store.Delete(ctx, corrupt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// corruptCopy stores a truncated copy of snap under a newer name, with snap's checksum: the
+// partial object a failed copy would leave.
+func corruptCopy(t *testing.T, store *etcdbackup.Store, snap etcdbackup.Snapshot) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := store.Download(context.Background(), snap, &buf); err != nil {
+		t.Fatal(err)
+	}
+	taken := time.Now()
+	bad, err := store.Upload(context.Background(), io.LimitReader(&buf, int64(buf.Len()/2)), taken, snap.ClusterID, snap.Revision)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := container.NewClientFromConnectionString(running.StoreConnectionString(), spec.BackupContainer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := map[string]*string{"cluster": &store.Cluster, "etcdclusterid": &snap.ClusterID, "revision": ptr(strconv.FormatInt(snap.Revision, 10)),
+		"sha256": &snap.SHA256, "size": ptr(strconv.FormatInt(snap.Size, 10))}
+	if _, err := c.NewBlobClient(store.Cluster+"/snapshots/"+bad.Name).SetMetadata(context.Background(), meta, nil); err != nil {
+		t.Fatal(err)
+	}
+	return bad.Name
+}
+
+func agentMetric(t *testing.T, in rehearsal.Instance, name string) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", in.IP, spec.EtcdBackupMetricsPort))
+	if err != nil {
+		t.Errorf("%s backup agent metrics: %v", in.Name, err)
+		return ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}

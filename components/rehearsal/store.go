@@ -1,0 +1,147 @@
+package rehearsal
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Azurite's well-known development account (deviation "backup store"); not a secret.
+const (
+	devAccount    = "devstoreaccount1"
+	devAccountKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+	storePortBase = 10000
+)
+
+// StoreDir holds the blob store's data. Like Azure Blob it outlives the machines: Down keeps it,
+// Clean removes it.
+func (p *Plan) StoreDir() string { return filepath.Join(p.Dir, "store") }
+
+// StoreAddress is where Azurite listens: 127.0.0.1, one port per loopback base.
+func (p *Plan) StoreAddress() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(storePortBase+p.Base))
+}
+
+// StoreConnectionString reaches the rehearsal's Azurite with the development account.
+func (p *Plan) StoreConnectionString() string {
+	return "DefaultEndpointsProtocol=http;AccountName=" + devAccount + ";AccountKey=" + devAccountKey +
+		";BlobEndpoint=http://" + p.StoreAddress() + "/" + devAccount + ";"
+}
+
+// BackupStore opens the main etcd's folder of the rehearsal's store, as the agent does.
+func (p *Plan) BackupStore() (*etcdbackup.Store, error) {
+	c, err := container.NewClientFromConnectionString(p.StoreConnectionString(), spec.BackupContainer, nil)
+	if err != nil {
+		return nil, err
+	}
+	return etcdbackup.NewStore(c, machine.EtcdBackupFor(p.Cluster, p.Cluster.EtcdClusters()[0]).Cluster), nil
+}
+
+// StartStore starts Azurite on the store's data and creates the container, as the Pulumi program
+// does before any etcd machine exists.
+func (r *Rehearsal) StartStore(ctx context.Context) error {
+	host, port, _ := net.SplitHostPort(r.StoreAddress())
+	argv := []string{filepath.Join(r.Tools, "azurite-blob"), "--blobHost", host, "--blobPort", port,
+		"--location", r.StoreDir(), "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"}
+	proc, err := start(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "azurite.log"))
+	if err != nil {
+		return fmt.Errorf("start Azurite: %w (run `make tools-rehearsal`)", err)
+	}
+	proc.Role, proc.Machine, proc.Name, proc.URL = "backup-store", "store", "azurite", "http://"+r.StoreAddress()
+	if err := r.track(proc); err != nil {
+		return err
+	}
+	c, err := container.NewClientFromConnectionString(r.StoreConnectionString(), spec.BackupContainer, nil)
+	if err != nil {
+		return err
+	}
+	return poll(ctx, time.Minute, "Azurite at "+r.StoreAddress(), func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // the SDK retries a refused connection for long
+		defer cancel()
+		_, err := c.Create(ctx, nil)
+		if bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+			return nil
+		}
+		return err
+	})
+}
+
+// identityFile keeps what Pulumi state keeps on Azure: the PKI, the token and the Secrets key,
+// with the rendered cluster they belong to. With it a rehearsal brought up again is the same
+// cluster, so the store's history is its own.
+type identityFile struct {
+	Cluster string     `json:"cluster"` // sha256 of the rendered cluster
+	Bundle  pki.Bundle `json:"bundle"`
+}
+
+func (p *Plan) identityPath() string { return filepath.Join(p.Dir, "identity.json") }
+
+func clusterDigest(c *spec.Cluster) (string, error) {
+	data, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// loadIdentity returns the bundle of an earlier rehearsal of the same rendered cluster, or false.
+// A rehearsal of a changed stack is a different cluster: it must be cleaned first.
+func (p *Plan) loadIdentity() (pki.Bundle, bool, error) {
+	data, err := os.ReadFile(p.identityPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return pki.Bundle{}, false, nil
+	}
+	if err != nil {
+		return pki.Bundle{}, false, err
+	}
+	var id identityFile
+	if err := json.Unmarshal(data, &id); err != nil {
+		return pki.Bundle{}, false, fmt.Errorf("%s: %w", p.identityPath(), err)
+	}
+	digest, err := clusterDigest(p.Cluster)
+	if err != nil {
+		return pki.Bundle{}, false, err
+	}
+	if id.Cluster != digest {
+		return pki.Bundle{}, false, fmt.Errorf("%s belongs to an earlier version of this stack; a changed stack is a new cluster here: run `make rehearse-clean STACK=<env>` (it deletes that rehearsal and its backups)", p.Dir)
+	}
+	return id.Bundle, true, nil
+}
+
+func (p *Plan) saveIdentity() error {
+	digest, err := clusterDigest(p.Cluster)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(identityFile{Cluster: digest, Bundle: p.Bundle})
+	if err != nil {
+		return err
+	}
+	return writeFile(p.identityPath(), string(data), 0o600)
+}
+
+// Clean stops a rehearsal and deletes everything it kept: machines, identity, backups.
+func Clean(dir string, progress io.Writer) error {
+	if err := Down(dir, progress); err != nil {
+		return err
+	}
+	return os.RemoveAll(dir)
+}
