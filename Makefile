@@ -1,5 +1,8 @@
 # clusterforge: `make help` lists the targets.
 STACK ?= dev
+# SNAPSHOT reaches `rehearse etcd-restore` through the environment, never through the shell's parser.
+SNAPSHOT ?=
+export SNAPSHOT
 GO    ?= go
 # managedidentity/v2 v2.80.0 is served by the proxy but missing from the checksum database; go.sum
 # pins it, so this matters only to `go get` and `go mod tidy`.
@@ -7,7 +10,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools tools-rehearsal tools-image plan test test-images image-validate image-local image-check bench-pull bench-quickstart generate bench golden rehearse rehearse-down rehearse-check demo $(REHEARSE)
+.PHONY: help setup tools tools-rehearsal tools-image plan test test-images image-validate image-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -58,8 +61,17 @@ $(REHEARSE):
 rehearse: setup tools-rehearsal $(REHEARSE) ## Start $(STACK)'s control plane for real on loopback and leave it running
 	@$(REHEARSE) up --stack $(STACK)
 
-rehearse-down: $(REHEARSE) ## Stop everything `make rehearse` started for $(STACK)
+rehearse-down: $(REHEARSE) ## Stop everything `make rehearse` started for $(STACK); keeps its disks, PKI and backups
 	@$(REHEARSE) down --stack $(STACK)
+
+rehearse-clean: $(REHEARSE) ## Stop the rehearsal of $(STACK) and delete it, its PKI and its backup store
+	@$(REHEARSE) clean --stack $(STACK)
+
+etcd-backup: $(REHEARSE) ## Snapshot $(STACK)'s main etcd to its backup store now (the running rehearsal)
+	@$(REHEARSE) etcd-backup --stack $(STACK)
+
+etcd-restore: $(REHEARSE) ## Restore $(STACK)'s main etcd from SNAPSHOT=<name> or the latest verified snapshot (docs/runbooks/etcd.md)
+	@$(REHEARSE) etcd-restore --stack $(STACK)
 
 rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark and the baked worker's join, stop it; fails on any failure
 	$(GO) test -count=1 -v -timeout 30m ./components/rehearsal -args -stack=$(STACK)
@@ -69,6 +81,9 @@ bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our
 
 bench-quickstart: ## Time `make demo` and `make test` cold (fresh clone, empty Go caches) and warm (build/bench/quickstart.md; an hour or more)
 	@scripts/bench-quickstart.sh
+
+bench-etcd-backup: ## Benchmark etcd snapshot, upload and restore times and sizes; the default RPO (build/bench/etcd-backup.md)
+	@scripts/bench-etcd-backup.sh
 
 bench: ## Benchmark planning the 10,000-node stack
 	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x -count 5 ./infra/plan

@@ -2,18 +2,19 @@ package etcdbackup
 
 import "time"
 
-// Retention is how many snapshots are kept in each tier.
+// Retention is how many snapshots are kept in each tier, counted as restic and borg count: a tier
+// of N keeps the newest snapshot of each of the N latest hours (days) that have one.
 type Retention struct {
 	// Recent is how many of the newest snapshots are kept whatever their age. Default 24.
 	Recent int
-	// Hourly is how many hours back the newest snapshot of each hour is kept. Default 48.
+	// Hourly is how many hours, latest first, keep their newest snapshot. Default 48.
 	Hourly int
-	// Daily is how many days back the newest snapshot of each day is kept. Default 30.
+	// Daily is how many UTC days, latest first, keep their newest snapshot. Default 30.
 	Daily int
 }
 
-// DefaultRetention keeps two hours of 5-minute snapshots, two days of hourly ones and a month of
-// daily ones: at most 102 objects.
+// DefaultRetention keeps the 24 newest snapshots (72 minutes at the default 3-minute interval),
+// one per hour for two days and one per day for a month: at most 102 objects.
 func DefaultRetention() Retention { return Retention{Recent: 24, Hourly: 48, Daily: 30} }
 
 // Expired returns the snapshots retention no longer keeps, given snapshots oldest first. Objects
@@ -32,13 +33,11 @@ func (r Retention) Expired(snaps []Snapshot, now time.Time) []Snapshot {
 	}
 	tier := func(width time.Duration, count int) {
 		seen := map[time.Time]bool{}
-		for i := len(good) - 1; i >= 0; i-- { // newest first: the newest of each bucket wins
-			bucket := good[i].Taken.UTC().Truncate(width)
-			if now.Sub(bucket) >= time.Duration(count)*width || seen[bucket] {
-				continue
+		for i := len(good) - 1; i >= 0 && len(seen) < count; i-- { // newest first: the newest of each bucket wins
+			if bucket := good[i].Taken.UTC().Truncate(width); !seen[bucket] {
+				seen[bucket] = true
+				keep[good[i].Name] = true
 			}
-			seen[bucket] = true
-			keep[good[i].Name] = true
 		}
 	}
 	tier(time.Hour, r.Hourly)

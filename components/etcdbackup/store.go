@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +46,12 @@ const blockSize = 8 << 20
 
 // timeLayout names snapshots so that names sort by time.
 const timeLayout = "20060102T150405Z"
+
+// snapshotName is the form Upload names snapshots with.
+var snapshotName = regexp.MustCompile(`^[0-9]{8}T[0-9]{6}Z-r[0-9]+\.db$`)
+
+// quoted shows untrusted text safely in a message, cut to 64 bytes.
+func quoted(s string) string { return strconv.Quote(s[:min(len(s), 64)]) }
 
 // Snapshot is one stored snapshot.
 type Snapshot struct {
@@ -242,12 +249,15 @@ func (s *Store) Find(ctx context.Context, name string) (Snapshot, error) {
 	if name == "" {
 		return snaps[len(snaps)-1], nil
 	}
+	if !snapshotName.MatchString(name) {
+		return Snapshot{}, fmt.Errorf("snapshot %s is not a snapshot name such as 20261123T174000Z-r1234.db; `clusterforge-etcd-backup list` shows them", quoted(name))
+	}
 	for _, snap := range snaps {
 		if snap.Name == name {
 			return snap, nil
 		}
 	}
-	return Snapshot{}, fmt.Errorf("no snapshot %q of %s; `clusterforge-etcd-backup list` shows them", name, s.Cluster)
+	return Snapshot{}, fmt.Errorf("no snapshot %s of %s; `clusterforge-etcd-backup list` shows them", quoted(name), s.Cluster)
 }
 
 // Delete removes one snapshot (soft delete and versioning keep it recoverable on Azure).

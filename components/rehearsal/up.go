@@ -121,9 +121,19 @@ func UpEtcd(ctx context.Context, p *Plan, role string, progress io.Writer) (r *R
 }
 
 func (r *Rehearsal) logf(format string, args ...any) {
-	if r.progress != nil {
-		fmt.Fprintf(r.progress, "==> "+format+"\n", args...)
+	r.mu.Lock()
+	progress := r.progress
+	r.mu.Unlock()
+	if progress != nil {
+		fmt.Fprintf(progress, "==> "+format+"\n", args...)
 	}
+}
+
+// SetProgress sends the rehearsal's progress lines to w from now on.
+func (r *Rehearsal) SetProgress(w io.Writer) {
+	r.mu.Lock()
+	r.progress = w
+	r.mu.Unlock()
 }
 
 // prepare writes the client PKI, the kubeconfig, the deviations and every machine's files.

@@ -40,7 +40,7 @@ const (
 	DefaultAuditLogMaxBackup        = 10
 	DefaultAuditLogMaxSizeMB        = 200
 	DefaultEtcdCompactionInterval   = "5m"
-	DefaultBackupInterval           = "4m"
+	DefaultBackupInterval           = "3m"
 	// PlaceholderImage is accepted by `make plan`; `pulumi up` refuses it.
 	PlaceholderImage = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge/images/worker/versions/0.0.0"
 	// defaultVNetBase is where a derived address space starts.

@@ -146,7 +146,8 @@ type Etcd struct {
 // Backup configures the main etcd's snapshots.
 type Backup struct {
 	// Interval is the age, as a Go duration from "1m" to "1h", at which the newest snapshot is
-	// replaced; the recovery point is at most this plus one snapshot's upload time. Default "4m".
+	// replaced. The recovery point is at most this, plus the agent's check period (a tenth of
+	// it, at most 30 s) and one snapshot's upload. Default "3m".
 	Interval string `yaml:"interval"`
 }
 

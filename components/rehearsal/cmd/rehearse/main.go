@@ -1,11 +1,15 @@
 // Command rehearse starts a stack's control plane for real on this machine (see package rehearsal):
 //
-//	rehearse up --stack dev      start it, wait until healthy, leave it running
-//	rehearse down --stack dev    stop everything `up` started
-//	rehearse deviations          list every difference from Azure
+//	rehearse up --stack dev           start it, wait until healthy, leave it running
+//	rehearse down --stack dev         stop everything `up` started; keep its disks, PKI and backups
+//	rehearse clean --stack dev        stop it and delete everything, backups included
+//	rehearse etcd-backup --stack dev  snapshot the main etcd to the backup store now
+//	rehearse etcd-restore --stack dev [--snapshot NAME]   restore the main etcd (latest snapshot by default)
+//	rehearse deviations               list every difference from Azure
 //
 // `up` leaves a supervisor behind (`rehearse serve`, pid in <dir>/rehearse.pid) that restarts
-// failed services as systemd would, until `down`.
+// failed services as systemd would, until `down`; etcd-backup and etcd-restore ask it to act on
+// its machines through <dir>/control.sock.
 package main
 
 import (
@@ -51,6 +55,7 @@ func run(args []string) error {
 	build := fs.String("build", "build/rehearse", "directory for rehearsals; each stack gets <build>/<stack>")
 	tools := fs.String("tools", ".tools/bin", "directory of the pinned binaries (make tools)")
 	nodes := fs.Int("nodes-per-pool", 3, "KWOK nodes simulated per pool, at most the pool's maxNodes")
+	snapshot := fs.String("snapshot", os.Getenv("SNAPSHOT"), "etcd-restore: the snapshot to restore (default: $SNAPSHOT, else the latest)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -61,12 +66,20 @@ func run(args []string) error {
 	switch verb {
 	case "down":
 		return down(dir)
+	case "clean":
+		if err := down(dir); err != nil {
+			return err
+		}
+		fmt.Printf("==> deleting %s (machines, PKI, backup store)\n", dir)
+		return rehearsal.Clean(dir, os.Stdout)
+	case "etcd-backup", "etcd-restore":
+		return control(dir, request{Op: verb, Snapshot: *snapshot})
 	case "up":
 		return up(*stack, dir, *tools, args)
 	case "serve":
 		return serve(*stack, dir, *tools, *nodes)
 	}
-	return fmt.Errorf("unknown verb %q: use up, down, deviations or lb", verb)
+	return fmt.Errorf("unknown verb %q: use up, down, clean, etcd-backup, etcd-restore, deviations or lb", verb)
 }
 
 // up starts `rehearse serve` in its own session and relays its progress until it is ready.
@@ -140,6 +153,12 @@ func serve(stack, dir, tools string, nodes int) error {
 		fmt.Fprintln(progress, "error:", err)
 		return err
 	}
+	ln, err := listenControl(ctx, dir, r)
+	if err != nil {
+		_ = r.Down()
+		return err
+	}
+	defer ln.Close()
 	fmt.Fprintln(progress, readyLine)
 	progress.Close()
 	<-ctx.Done()

@@ -1,0 +1,101 @@
+package etcdbackup
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+)
+
+// azuriteStore starts the pinned Azurite (make tools) on 127.0.0.1 and opens a fresh container.
+func azuriteStore(t testing.TB, cluster string) *Store {
+	t.Helper()
+	bin, _ := filepath.Abs("../../.tools/bin/azurite-blob")
+	if _, err := os.Stat(bin); err != nil {
+		if testing.Short() {
+			t.Skip("-short: Azurite is not installed")
+		}
+		t.Fatalf("%v: run make tools-rehearsal", err)
+	}
+	const port = "10090"
+	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", port, "--location", t.TempDir(), "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:" + port + "/devstoreaccount1;"
+	c, err := container.NewClientFromConnectionString(cs, "etcd-backups", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := c.Create(ctx, nil)
+		cancel()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Azurite: %v", err)
+		}
+	}
+	return NewStore(c, cluster)
+}
+
+func TestStoreBirthUploadAndCorruption(t *testing.T) {
+	ctx := context.Background()
+	s := azuriteStore(t, "cf-test/etcd-main")
+	if err := MayBootstrap(ctx, s); err != nil {
+		t.Fatalf("an empty store refused a first bootstrap: %v", err)
+	}
+	if err := s.EnsureBorn(ctx, "00000000000000aa"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnsureBorn(ctx, "00000000000000bb"); err != nil {
+		t.Fatalf("a second EnsureBorn: %v", err)
+	}
+	if err := MayBootstrap(ctx, s); err == nil || !strings.HasPrefix(err.Error(), RestoreNeeded) {
+		t.Fatalf("a born cluster was allowed to bootstrap anew: %v", err)
+	}
+	other := NewStore(s.container, "cf-other/etcd-main")
+	if err := MayBootstrap(ctx, other); err != nil {
+		t.Fatalf("another cluster's birth blocked this one: %v", err)
+	}
+
+	body := make([]byte, blockSize*2+12345) // three blocks, the last one short
+	_, _ = rand.Read(body)
+	snap, err := s.Upload(ctx, bytes.NewReader(body), time.Now(), "00000000000000aa", 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = s.Verify(ctx, snap); err != nil || snap.Verified.IsZero() {
+		t.Fatalf("verify: %v %v", snap, err)
+	}
+	listed, err := s.Find(ctx, "")
+	if err != nil || listed.SHA256 != snap.SHA256 || listed.Size != int64(len(body)) || listed.Revision != 42 || listed.Verified.IsZero() {
+		t.Fatalf("listed %+v, uploaded %+v (%v)", listed, snap, err)
+	}
+	var got bytes.Buffer
+	if err := s.Download(ctx, listed, &got); err != nil || !bytes.Equal(got.Bytes(), body) {
+		t.Fatalf("download: %v, %d bytes equal %v", err, got.Len(), bytes.Equal(got.Bytes(), body))
+	}
+	// The same name overwritten with other bytes, its metadata kept: Download must refuse it.
+	if _, err := s.container.NewBlockBlobClient(s.snapshotName(snap.Name)).UploadBuffer(ctx, body[:100], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Download(ctx, listed, &got); err == nil || !strings.Contains(err.Error(), snap.Name) {
+		t.Fatalf("a corrupt object was accepted: %v", err)
+	}
+	if _, err := s.Find(ctx, "../born"); err == nil || !strings.Contains(err.Error(), "not a snapshot name") {
+		t.Fatalf("Find accepted a path: %v", err)
+	}
+}
