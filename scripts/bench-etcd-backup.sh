@@ -23,10 +23,13 @@ awk -v runs="$RUNS" -v interval="$interval" '
     lo = a[1]; hi = a[n]
     return sprintf("%.1f (%.1f-%.1f)", med, lo, hi)
   }
+  # The loader prints progress between a benchmark'"'"'s name and its figures: keep the last name.
   /^BenchmarkBackup\// {
     name = $1; sub(/^BenchmarkBackup\//, "", name); sub(/-[0-9]+$/, "", name)
     if (!(name in seen)) { seen[name] = 1; order[++n] = name }
-    for (i = 3; i < NF; i++) {
+  }
+  /s-snapshot-upload-verify/ {
+    for (i = 1; i < NF; i++) {
       if ($(i+1) == "MiB-snapshot") size[name] = size[name] " " $i
       if ($(i+1) == "s-snapshot-upload-verify") snap[name] = snap[name] " " $i
       if ($(i+1) == "s-restore") restore[name] = restore[name] " " $i

@@ -46,6 +46,9 @@ type Plan struct {
 	Cluster   *spec.Cluster
 	Bundle    pki.Bundle
 	Instances []Instance
+	// fresh is set when the PKI was issued now rather than kept from an earlier rehearsal: what
+	// that one left (etcd data, backups) belongs to another cluster.
+	fresh bool
 }
 
 // NewPlan renders the control-plane machines of a validated cluster for the rehearsal.
@@ -64,6 +67,7 @@ func NewPlan(c *spec.Cluster, o Options) (*Plan, error) {
 	}
 	bundle, kept, err := p.loadIdentity()
 	if err == nil && !kept {
+		p.fresh = true
 		bundle, err = pki.Issue(pki.Authorities(mapped), rehearsalProfiles(mapped, apiserverIPs))
 	}
 	if err != nil {

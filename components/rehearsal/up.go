@@ -156,6 +156,13 @@ func (r *Rehearsal) prepare() error {
 	if err := writeFile(filepath.Join(p.Dir, "deviations.txt"), FormatDeviations(), 0o644); err != nil {
 		return err
 	}
+	if p.fresh { // a new cluster: nothing of an earlier one without its PKI may seed it
+		for _, dir := range []string{filepath.Join(p.Dir, "machines"), p.StoreDir()} {
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+		}
+	}
 	if err := p.saveIdentity(); err != nil {
 		return err
 	}
