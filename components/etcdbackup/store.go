@@ -237,17 +237,19 @@ func parseSnapshot(name string, meta map[string]*string) Snapshot {
 	return snap
 }
 
-// Find returns the named snapshot, or the latest one when name is empty.
+// Find returns the named snapshot, or when name is empty the latest one verified after upload.
 func (s *Store) Find(ctx context.Context, name string) (Snapshot, error) {
 	snaps, err := s.List(ctx)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if len(snaps) == 0 {
-		return Snapshot{}, fmt.Errorf("no snapshot of %s in the store", s.Cluster)
-	}
 	if name == "" {
-		return snaps[len(snaps)-1], nil
+		for i := len(snaps) - 1; i >= 0; i-- {
+			if !snaps[i].Verified.IsZero() {
+				return snaps[i], nil
+			}
+		}
+		return Snapshot{}, fmt.Errorf("no verified snapshot of %s in the store", s.Cluster)
 	}
 	if !snapshotName.MatchString(name) {
 		return Snapshot{}, fmt.Errorf("snapshot %s is not a snapshot name such as 20261123T174000Z-r1234.db; `clusterforge-etcd-backup list` shows them", quoted(name))

@@ -200,8 +200,8 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	}
 }
 
-// corruptCopy stores a truncated copy of snap under a newer name, with snap's checksum: the
-// partial object a failed copy would leave.
+// corruptCopy stores a truncated copy of snap under a newer name, with snap's checksum and a
+// verification mark: an object that went bad at rest after it was verified.
 func corruptCopy(t *testing.T, store *etcdbackup.Store, snap etcdbackup.Snapshot) string {
 	t.Helper()
 	var buf bytes.Buffer
@@ -218,7 +218,7 @@ func corruptCopy(t *testing.T, store *etcdbackup.Store, snap etcdbackup.Snapshot
 		t.Fatal(err)
 	}
 	meta := map[string]*string{"cluster": &store.Cluster, "etcdclusterid": &snap.ClusterID, "revision": ptr(strconv.FormatInt(snap.Revision, 10)),
-		"sha256": &snap.SHA256, "size": ptr(strconv.FormatInt(snap.Size, 10))}
+		"sha256": &snap.SHA256, "size": ptr(strconv.FormatInt(snap.Size, 10)), "verified": ptr(time.Now().UTC().Format(time.RFC3339))}
 	if _, err := c.NewBlobClient(store.Cluster+"/snapshots/"+bad.Name).SetMetadata(context.Background(), meta, nil); err != nil {
 		t.Fatal(err)
 	}

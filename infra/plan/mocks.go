@@ -70,6 +70,12 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 		set("name", rg)
 	case "azure-native:network:VirtualNetwork":
 		set("name", args.Name)
+	case "azure-native:storage:StorageAccount": // resources named in Azure answer with that name
+		set("name", args.Inputs["accountName"].StringValue())
+	case "azure-native:network:PrivateZone":
+		set("name", args.Inputs["privateZoneName"].StringValue())
+	case "azure-native:network:PrivateEndpoint":
+		set("name", args.Inputs["privateEndpointName"].StringValue())
 	case "azure-native:managedidentity:UserAssignedIdentity":
 		set("principalId", "principal-"+args.Name)
 		set("clientId", "client-"+args.Name)

@@ -161,6 +161,67 @@ func TestTopology(t *testing.T) {
 	}
 }
 
+// The main etcd's backups go to one private account: no public network, no shared keys, versions
+// and soft delete, a private endpoint in the etcd subnet, and the etcd-main identity the only
+// principal with data access, on the container alone (L02).
+func TestBackupStoreIsPrivate(t *testing.T) {
+	for stack, r := range planAll(t) {
+		t.Run(stack, func(t *testing.T) {
+			c := r.Cluster
+			accounts := byType(r, "azure-native:storage:StorageAccount")
+			if len(accounts) != 1 {
+				t.Fatalf("%d storage accounts, want 1", len(accounts))
+			}
+			a := accounts[0].Inputs
+			if a["accountName"] != c.BackupStorageAccount() || a["publicNetworkAccess"] != "Disabled" || a["allowSharedKeyAccess"] != false ||
+				a["allowBlobPublicAccess"] != false || field(a, "networkRuleSet", "defaultAction") != "Deny" {
+				t.Errorf("storage account not private: %v", a)
+			}
+			services := byType(r, "azure-native:storage:BlobServiceProperties")
+			if len(services) != 1 || services[0].Inputs["accountName"] != c.BackupStorageAccount() ||
+				services[0].Inputs["isVersioningEnabled"] != true || field(services[0].Inputs, "deleteRetentionPolicy", "enabled") != true {
+				t.Errorf("blob service without versioning and soft delete: %v", services)
+			}
+			var etcdSubnet string
+			for _, s := range byType(r, "azure-native:network:Subnet") {
+				if s.Inputs["addressPrefix"] == c.Network.EtcdSubnet {
+					etcdSubnet = mockID(s)
+				}
+			}
+			endpoints := byType(r, "azure-native:network:PrivateEndpoint")
+			if len(endpoints) != 1 || etcdSubnet == "" || field(endpoints[0].Inputs, "subnet", "id") != etcdSubnet {
+				t.Errorf("the private endpoint is not in the etcd subnet %s: %v", etcdSubnet, endpoints)
+			}
+			containers := byType(r, "azure-native:storage:BlobContainer")
+			if len(containers) != 1 || containers[0].Inputs["containerName"] != spec.BackupContainer {
+				t.Fatalf("containers %v", containers)
+			}
+			var identity string
+			for _, id := range byType(r, "azure-native:managedidentity:UserAssignedIdentity") {
+				if role(id) == spec.RoleEtcdMain {
+					identity = "principal-" + id.Name
+				}
+			}
+			var holders []string
+			for _, ra := range byType(r, "azure-native:authorization:RoleAssignment") {
+				if strings.HasSuffix(ra.Inputs["roleDefinitionId"].(string), "/"+azure.RoleStorageBlobDataContributor) {
+					holders = append(holders, fmt.Sprintf("%v on %v", ra.Inputs["principalId"], ra.Inputs["scope"]))
+				}
+			}
+			want := []string{identity + " on " + mockID(containers[0])}
+			if !slices.Equal(holders, want) {
+				t.Errorf("blob data access %v, want %v", holders, want)
+			}
+		})
+	}
+}
+
+// mockID is the id the mock engine gives a resource.
+func mockID(res Resource) string {
+	rg, _ := res.Inputs["resourceGroupName"].(string)
+	return fmt.Sprintf("%s/resourceGroups/%s/providers/%s/%s", mockSubscription, rg, res.Type, res.Name)
+}
+
 // The security rules reach Azure as the policy says (components/azure judges the policy itself):
 // every rule with its address sources or its application security groups, and every worker NIC's
 // primary IP configuration in the node group, its pod IP configurations in the pod group.
