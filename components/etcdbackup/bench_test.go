@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func BenchmarkBackup(b *testing.B) {
 	etcdutl, _ := filepath.Abs("../../.tools/bin/etcdutl")
 	for _, ds := range datasets {
 		b.Run(ds.name, func(b *testing.B) {
-			cli, endpoint := startEtcd(b, etcdBin)
+			cli, endpoint, _ := startEtcd(b, etcdBin, b.TempDir(), "bench")
 			loaded := load(b, cli, ds)
 			store := azuriteStore(b, "bench/etcd-main")
 			agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
@@ -77,21 +78,27 @@ func BenchmarkBackup(b *testing.B) {
 	}
 }
 
-// startEtcd runs one etcd member on loopback with the largest backend quota clusterforge allows.
-func startEtcd(b *testing.B, bin string) (*clientv3.Client, string) {
+// startEtcd runs one etcd member named name on loopback, on dataDir, with the largest backend
+// quota clusterforge allows, until stop is called or the test ends.
+func startEtcd(b testing.TB, bin, dataDir, name string) (cli *clientv3.Client, endpoint string, stop func()) {
 	if _, err := os.Stat(bin); err != nil {
-		b.Skipf("%v: run make tools-rehearsal", err)
+		if testing.Short() {
+			b.Skipf("-short: %v", err)
+		}
+		b.Fatalf("%v: run make tools-rehearsal", err)
 	}
-	const endpoint = "http://127.0.0.1:23790"
-	cmd := exec.Command(bin, "--name=bench", "--data-dir="+b.TempDir(),
+	endpoint = "http://127.0.0.1:23790"
+	cmd := exec.Command(bin, "--name="+name, "--data-dir="+dataDir,
 		"--listen-client-urls="+endpoint, "--advertise-client-urls="+endpoint,
 		"--listen-peer-urls=http://127.0.0.1:23800", "--initial-advertise-peer-urls=http://127.0.0.1:23800",
-		"--initial-cluster=bench=http://127.0.0.1:23800", "--quota-backend-bytes=8589934592", "--log-level=warn")
+		"--initial-cluster="+name+"=http://127.0.0.1:23800", "--quota-backend-bytes=8589934592", "--log-level=warn")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }) }
+	b.Cleanup(stop)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get(endpoint + "/health"); err == nil {
 			resp.Body.Close()
@@ -108,7 +115,7 @@ func startEtcd(b *testing.B, bin string) (*clientv3.Client, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cli.Close() })
-	return cli, endpoint
+	return cli, endpoint, stop
 }
 
 // load writes the dataset with 16 writers and returns the bytes written, printing progress.

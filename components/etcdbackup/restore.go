@@ -2,10 +2,12 @@ package etcdbackup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -31,6 +33,9 @@ type Member struct {
 func RestoreMember(ctx context.Context, s *Store, snap Snapshot, m Member, etcdutl string) error {
 	if snap.SHA256 == "" || snap.Size == 0 {
 		return fmt.Errorf("snapshot %s has no checksum: a partial object or not one of ours; choose another with SNAPSHOT=<name>", snap.Name)
+	}
+	if err := notInUse(filepath.Join(m.DataDir, "member", "snap", "db")); err != nil {
+		return err
 	}
 	scratch := filepath.Join(m.DataDir, ".restore")
 	if err := os.RemoveAll(scratch); err != nil {
@@ -58,6 +63,23 @@ func RestoreMember(ctx context.Context, s *Store, snap Snapshot, m Member, etcdu
 		}
 	}
 	return os.Rename(filepath.Join(rebuilt, "member"), current)
+}
+
+// notInUse refuses a data dir whose database a running etcd holds: bbolt keeps an exclusive lock
+// on it while open.
+func notInUse(db string) error {
+	f, err := os.Open(db)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("%s is open in a running etcd (%v): stop etcd on this member before restoring", db, err)
+	}
+	return syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 }
 
 func download(ctx context.Context, s *Store, snap Snapshot, path string) error {

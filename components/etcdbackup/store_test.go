@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -97,5 +99,48 @@ func TestStoreBirthUploadAndCorruption(t *testing.T) {
 	}
 	if _, err := s.Find(ctx, "../born"); err == nil || !strings.Contains(err.Error(), "not a snapshot name") {
 		t.Fatalf("Find accepted a path: %v", err)
+	}
+}
+
+// A snapshot taken by the agent restores, with the real etcdutl, into a member the real etcd
+// starts and serves the data from; a data dir a running etcd holds is refused untouched.
+func TestSnapshotRestoresIntoAWorkingMember(t *testing.T) {
+	ctx := context.Background()
+	etcdBin, _ := filepath.Abs("../../.tools/bin/etcd")
+	etcdutl, _ := filepath.Abs("../../.tools/bin/etcdutl")
+	live := t.TempDir()
+	cli, endpoint, stop := startEtcd(t, etcdBin, live, "original")
+	if _, err := cli.Put(ctx, "/registry/namespaces/kept", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	store := azuriteStore(t, "cf-test/etcd-main")
+	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
+	snap, err := agent.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member := Member{Name: "restored", PeerURL: "http://127.0.0.1:23800", InitialCluster: "restored=http://127.0.0.1:23800", Token: "restored-1"}
+
+	member.DataDir = live
+	if err := RestoreMember(ctx, store, snap, member, etcdutl); err == nil || !strings.Contains(err.Error(), "stop etcd") {
+		t.Fatalf("restore over a running member answered %v", err)
+	}
+	if _, err := cli.Get(ctx, "/registry/namespaces/kept"); err != nil {
+		t.Fatalf("the running member was disturbed: %v", err)
+	}
+
+	member.DataDir = t.TempDir()
+	if err := RestoreMember(ctx, store, snap, member, etcdutl); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	restored, _, _ := startEtcd(t, etcdBin, member.DataDir, member.Name)
+	resp, err := restored.Get(ctx, "/registry/namespaces/kept")
+	if err != nil || len(resp.Kvs) != 1 || string(resp.Kvs[0].Value) != "v1" {
+		t.Fatalf("the restored member serves %v (%v), want the key written before the snapshot", resp, err)
+	}
+	status, err := restored.Status(ctx, endpoint)
+	if err != nil || clusterIDString(status.Header.ClusterId) == snap.ClusterID {
+		t.Errorf("the restored cluster kept the identity %s (%v); a restore gives a fresh one", snap.ClusterID, err)
 	}
 }
