@@ -66,6 +66,16 @@ func byType(r *Result, typ string) []Resource {
 	return out
 }
 
+// only returns the one resource of a type, failing the test unless there is exactly one.
+func only(t *testing.T, r *Result, typ string) Resource {
+	t.Helper()
+	all := byType(r, typ)
+	if len(all) != 1 {
+		t.Fatalf("%d resources of type %s, want 1", len(all), typ)
+	}
+	return all[0]
+}
+
 func field(v any, path ...string) any {
 	for _, p := range path {
 		m, ok := v.(map[string]any)
@@ -168,11 +178,7 @@ func TestBackupStoreIsPrivate(t *testing.T) {
 	for stack, r := range planAll(t) {
 		t.Run(stack, func(t *testing.T) {
 			c := r.Cluster
-			accounts := byType(r, "azure-native:storage:StorageAccount")
-			if len(accounts) != 1 {
-				t.Fatalf("%d storage accounts, want 1", len(accounts))
-			}
-			a := accounts[0].Inputs
+			a := only(t, r, "azure-native:storage:StorageAccount").Inputs
 			if a["accountName"] != c.BackupStorageAccount() || a["publicNetworkAccess"] != "Disabled" || a["allowSharedKeyAccess"] != false ||
 				a["allowBlobPublicAccess"] != false || field(a, "networkRuleSet", "defaultAction") != "Deny" {
 				t.Errorf("storage account not private: %v", a)
@@ -503,11 +509,7 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 	for stack, r := range planAll(t) {
 		t.Run(stack, func(t *testing.T) {
 			c := r.Cluster
-			providers := byType(r, "pulumi:providers:kubernetes")
-			if len(providers) != 1 {
-				t.Fatalf("%d Kubernetes providers, want 1", len(providers))
-			}
-			provider := providers[0].Name
+			provider := only(t, r, "pulumi:providers:kubernetes").Name
 			kubeconfig := r.Kubeconfigs[provider]
 			if !strings.Contains(kubeconfig, `server: "`+c.APIServerURL()+`"`) || !strings.Contains(kubeconfig, "certificate-authority-data:") {
 				t.Errorf("provider %s does not target the new cluster %s:\n%s", provider, c.APIServerURL(), kubeconfig)
