@@ -89,6 +89,9 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	if err := waitUntil(2*time.Minute, func() error { return etcdbackup.SafeToTouch(ctx, cli, store, interval) }); err != nil {
 		t.Fatalf("the gate never opened on a healthy cluster: %v", err)
 	}
+	if err := running.EtcdGate(ctx); err != nil {
+		t.Fatalf("the gate command disagrees with the gate: %v", err)
+	}
 	if born, err := store.Born(ctx); err != nil || born.IsZero() {
 		t.Fatalf("no birth marker after the first snapshot: %v %v", born, err)
 	}
@@ -97,11 +100,13 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		if err := running.Stop("store", "azurite", syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
-		gctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err := etcdbackup.SafeToTouch(gctx, cli, store, interval)
-		cancel()
-		if err == nil || !strings.Contains(err.Error(), "backup store") {
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		if err := etcdbackup.SafeToTouch(gctx, cli, store, interval); err == nil || !strings.Contains(err.Error(), "backup store") {
 			t.Errorf("the gate answered %v with the store down, want a refusal naming the backup store", err)
+		}
+		if err := running.EtcdGate(gctx); err == nil || !strings.Contains(err.Error(), "backup store") {
+			t.Errorf("the gate command answered %v with the store down, want a refusal naming the backup store", err)
 		}
 		if err := running.StartStore(ctx); err != nil {
 			t.Fatal(err)

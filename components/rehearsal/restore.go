@@ -33,6 +33,12 @@ func (r *Rehearsal) etcdBackupCommand(ctx context.Context, in Instance, verb str
 	return nil
 }
 
+// EtcdGate asks `clusterforge-etcd-backup gate` on a main etcd member whether etcd may be touched
+// now (etcdbackup.SafeToTouch), as a rolling change does before it starts.
+func (r *Rehearsal) EtcdGate(ctx context.Context) error {
+	return r.etcdBackupCommand(ctx, r.Of(spec.RoleEtcdMain)[0], "gate")
+}
+
 // BackupEtcd takes a snapshot of the main etcd now, through the first member that answers.
 func (r *Rehearsal) BackupEtcd(ctx context.Context) (etcdbackup.Snapshot, error) {
 	store, err := r.BackupStore()
