@@ -137,22 +137,30 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	acked := writer.Stop()
 	t.Logf("total loss: %d writes acknowledged, snapshot %s taken at %s", len(acked), snap.Name, snap.Taken.Format(time.RFC3339))
 
-	// The wiped members come back: none may start a cluster; each says why.
-	bootCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// The wiped members come back: none may start a cluster; each says why, and keeps retrying.
+	bootCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, in := range members {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = running.Boot(bootCtx, in.Name) }()
 	}
-	wg.Wait()
+	err = waitUntil(time.Minute, func() error {
+		for _, in := range members {
+			if status, _ := os.ReadFile(filepath.Join(running.Root(in.Name), machine.EtcdStatusFile)); !strings.HasPrefix(string(status), etcdbackup.RestoreNeeded) {
+				return fmt.Errorf("%s status %q, want %s", in.Name, status, etcdbackup.RestoreNeeded)
+			}
+		}
+		return nil
+	})
+	time.Sleep(6 * time.Second) // one more retry of every join
 	cancel()
+	wg.Wait()
+	if err != nil {
+		t.Error(err)
+	}
 	for _, in := range members {
 		if p := running.Proc(in.Name, "etcd"); p != nil && p.Alive() {
 			t.Errorf("%s started etcd over an empty data dir", in.Name)
-		}
-		status, _ := os.ReadFile(filepath.Join(running.Root(in.Name), machine.EtcdStatusFile))
-		if !strings.HasPrefix(string(status), etcdbackup.RestoreNeeded) {
-			t.Errorf("%s status %q, want %s", in.Name, status, etcdbackup.RestoreNeeded)
 		}
 		if v := agentMetric(t, in, etcdbackup.MetricRestoreNeeded); v != "1" {
 			t.Errorf("%s %s = %q, want 1", in.Name, etcdbackup.MetricRestoreNeeded, v)
@@ -203,6 +211,37 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	if err := store.Delete(ctx, corrupt); err != nil {
 		t.Fatal(err)
 	}
+
+	// The whole rehearsal stopped and every etcd-main disk wiped, as a deallocation does: brought
+	// up again, it finds its history in the store, refuses, and comes back from it.
+	t.Run("brought up again over wiped disks", func(t *testing.T) {
+		if _, err := running.BackupEtcd(ctx); err != nil {
+			t.Fatal(err)
+		}
+		plan := running.Plan
+		if err := running.Down(); err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range members {
+			if err := os.RemoveAll(filepath.Join(plan.Root(in.Name), machine.EtcdDataDir, "member")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+		if _, err := rehearsal.Up(upCtx, plan, io.Discard); err == nil || !strings.Contains(err.Error(), etcdbackup.RestoreNeeded) {
+			t.Fatalf("up over wiped disks answered %v, want a refusal saying %s", err, etcdbackup.RestoreNeeded)
+		}
+		if _, err := rehearsal.RestoreStopped(upCtx, plan, "", io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if running, err = rehearsal.Up(upCtx, plan, os.Stderr); err != nil {
+			t.Fatalf("up after the restore: %v", err) // every later check fails with it
+		}
+		if _, err := clientset(t).CoreV1().ConfigMaps(ns).Get(ctx, "after-restore", metav1.GetOptions{}); err != nil {
+			t.Errorf("the write before the last snapshot is missing: %v", err)
+		}
+	})
 }
 
 // corruptCopy stores a truncated copy of snap under a newer name, with snap's checksum and a

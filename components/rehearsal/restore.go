@@ -2,7 +2,9 @@ package rehearsal
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -56,30 +58,73 @@ func (r *Rehearsal) BackupEtcd(ctx context.Context) (etcdbackup.Snapshot, error)
 	return etcdbackup.Snapshot{}, fmt.Errorf("no member took a snapshot: %v", errs)
 }
 
-// RestoreEtcd restores every main etcd member from a snapshot (the latest when name is empty),
-// machine by machine as on Azure: the apiserver machines stopped, the members stopped, each
-// member rebuilt with a fresh cluster token (the download verified before anything changes),
-// the members started, what the restore leaves stale cleared, the apiservers started.
+// RestoreEtcd restores every main etcd member from a snapshot (the latest verified when name is
+// empty), machine by machine as on Azure: the apiserver machines stopped, the members stopped,
+// each member rebuilt with a fresh cluster token (the download verified before anything
+// changes), the members started, what the restore leaves stale cleared, the apiservers started.
 func (r *Rehearsal) RestoreEtcd(ctx context.Context, name string) (etcdbackup.Snapshot, error) {
-	store, err := r.BackupStore()
-	if err != nil {
-		return etcdbackup.Snapshot{}, err
-	}
-	snap, err := store.Find(ctx, name)
+	snap, err := r.findSnapshot(ctx, name)
 	if err != nil {
 		return snap, err
 	}
-	members, apiservers := r.Of(spec.RoleEtcdMain), r.Of(spec.RoleAPIServer)
-	r.logf("restoring %d %s members from %s (revision %d); stopping the apiserver machines first", len(members), spec.RoleEtcdMain, snap.Name, snap.Revision)
+	apiservers := r.Of(spec.RoleAPIServer)
+	r.logf("restoring %s from %s (revision %d); stopping the apiserver machines first", spec.RoleEtcdMain, snap.Name, snap.Revision)
 	for _, in := range apiservers {
 		if err := r.StopMachine(in.Name, syscall.SIGTERM); err != nil {
 			return snap, err
 		}
 	}
+	if err := r.restoreMembers(ctx, snap); err != nil {
+		return snap, err
+	}
+	r.logf("starting the apiserver machines")
+	if err := r.bootAll(ctx, apiservers); err != nil {
+		return snap, err
+	}
+	return snap, r.WaitAPIHealthy(ctx)
+}
+
+// RestoreStopped restores the main etcd of a rehearsal that is not running (after a total loss
+// found by `rehearse up`): the store started, the members rebuilt, started until healthy and
+// cleared of stale leases, then everything stopped again for the next `rehearse up`.
+func RestoreStopped(ctx context.Context, p *Plan, name string, progress io.Writer) (snap etcdbackup.Snapshot, err error) {
+	if p.fresh {
+		return snap, fmt.Errorf("%s holds no rehearsal to restore (no identity.json): start one with make rehearse", p.Dir)
+	}
+	if err := Down(p.Dir, progress); err != nil {
+		return snap, err
+	}
+	r := &Rehearsal{Plan: p, progress: progress}
+	defer func() { err = errors.Join(err, r.Down()) }()
+	if err := r.prepare(); err != nil {
+		return snap, err
+	}
+	if err := r.StartStore(ctx); err != nil {
+		return snap, err
+	}
+	if snap, err = r.findSnapshot(ctx, name); err != nil {
+		return snap, err
+	}
+	r.logf("restoring %s from %s (revision %d)", spec.RoleEtcdMain, snap.Name, snap.Revision)
+	return snap, r.restoreMembers(ctx, snap)
+}
+
+func (r *Rehearsal) findSnapshot(ctx context.Context, name string) (etcdbackup.Snapshot, error) {
+	store, err := r.BackupStore()
+	if err != nil {
+		return etcdbackup.Snapshot{}, err
+	}
+	return store.Find(ctx, name)
+}
+
+// restoreMembers stops the main etcd's members, rebuilds each from snap with one new token,
+// starts them, waits until they are healthy and clears the stale leases.
+func (r *Rehearsal) restoreMembers(ctx context.Context, snap etcdbackup.Snapshot) error {
+	members := r.Of(spec.RoleEtcdMain)
 	for _, in := range members {
 		if p := r.Proc(in.Name, "etcd"); p != nil {
 			if err := p.Stop(syscall.SIGTERM, 10*time.Second); err != nil {
-				return snap, err
+				return err
 			}
 		}
 	}
@@ -88,30 +133,27 @@ func (r *Rehearsal) RestoreEtcd(ctx context.Context, name string) (etcdbackup.Sn
 		err := r.etcdBackupCommand(ctx, in, "restore", "--snapshot="+snap.Name, "--name="+in.Name,
 			fmt.Sprintf("--peer-url=https://%s:%d", in.IP, spec.EtcdPeerPort), "--token="+token)
 		if err != nil {
-			return snap, err
+			return err
 		}
 	}
-	r.logf("members rebuilt (token %s); starting them", token)
+	r.logf("%d members rebuilt (token %s); starting them", len(members), token)
 	if err := r.bootAll(ctx, members); err != nil {
-		return snap, err
+		return err
 	}
 	if err := r.WaitEtcdHealthy(ctx, spec.RoleEtcdMain); err != nil {
-		return snap, err
+		return err
 	}
 	cli, err := r.EtcdClient(spec.RoleEtcdMain)
 	if err != nil {
-		return snap, err
+		return err
 	}
 	defer cli.Close()
 	cleared, err := etcdbackup.ClearStale(ctx, cli)
 	if err != nil {
-		return snap, err
+		return err
 	}
-	r.logf("cleared %d stale keys (master leases, apiserver identity leases); starting the apiserver machines", cleared)
-	if err := r.bootAll(ctx, apiservers); err != nil {
-		return snap, err
-	}
-	return snap, r.WaitAPIHealthy(ctx)
+	r.logf("cleared %d stale keys (master leases, apiserver identity leases)", cleared)
+	return nil
 }
 
 // lastLines is the end of a log, for an error message.

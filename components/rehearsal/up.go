@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -53,7 +54,7 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 	}
 	etcds := append(p.Of(spec.RoleEtcdMain), p.Of(spec.RoleEtcdEvents)...)
 	r.logf("booting %d etcd members (%d main, %d events)", len(etcds), len(p.Of(spec.RoleEtcdMain)), len(p.Of(spec.RoleEtcdEvents)))
-	if err := r.bootAll(ctx, etcds); err != nil {
+	if err := r.bootEtcd(ctx, etcds); err != nil {
 		return r, err
 	}
 	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
@@ -82,6 +83,47 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 	}
 	r.logf("up in %s", time.Since(began).Round(time.Second))
 	return r, nil
+}
+
+// bootEtcd boots the etcd members, and gives up early, saying why, when a majority of the main
+// members refuse to start a new cluster over lost data (their etcd-join reports restore-needed):
+// without them there is no quorum to wait for.
+func (r *Rehearsal) bootEtcd(ctx context.Context, etcds []Instance) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var refusal atomic.Value
+	go func() {
+		for ctx.Err() == nil {
+			if why, ok := r.restoreNeeded(); ok {
+				refusal.Store(why)
+				cancel()
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	err := r.bootAll(ctx, etcds)
+	if why, ok := refusal.Load().(string); ok {
+		return fmt.Errorf("%s. Here: `make etcd-restore STACK=<env> [SNAPSHOT=<name>]`, then `make rehearse` again (or start over, deleting the backups: `make rehearse-clean`)", why)
+	}
+	return err
+}
+
+// restoreNeeded reports whether a majority of the main etcd members refuse to bootstrap, with the
+// first one's reason.
+func (r *Rehearsal) restoreNeeded() (string, bool) {
+	var why string
+	members, refusing := r.Of(spec.RoleEtcdMain), 0
+	for _, in := range members {
+		status, err := os.ReadFile(filepath.Join(r.Root(in.Name), machine.EtcdStatusFile))
+		if err == nil && strings.HasPrefix(string(status), etcdbackup.RestoreNeeded) {
+			refusing++
+			if why == "" {
+				why = in.Name + ": " + strings.TrimSpace(string(status))
+			}
+		}
+	}
+	return fmt.Sprintf("%d of %d %s members refuse to start: %s", refusing, len(members), spec.RoleEtcdMain, why), refusing > len(members)/2
 }
 
 // applyFoundation applies what the control plane needs before it works, as the Pulumi program's
@@ -166,6 +208,7 @@ func (r *Rehearsal) prepare() error {
 	if err := p.saveIdentity(); err != nil {
 		return err
 	}
+	p.fresh = false // from now on this directory holds this cluster
 	logs := filepath.Join(p.Dir, "logs")
 	if err := os.RemoveAll(logs); err != nil {
 		return err

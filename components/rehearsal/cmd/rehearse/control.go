@@ -26,11 +26,14 @@ const okLine, errorPrefix = "OK", "ERROR: "
 
 func controlSocket(dir string) string { return filepath.Join(dir, "control.sock") }
 
+// errNotRunning: no supervisor answers on the control socket.
+var errNotRunning = errors.New("no rehearsal runs here: start it with make rehearse")
+
 // control sends a request to the running rehearsal and relays its progress.
 func control(dir string, req request) error {
 	conn, err := net.Dial("unix", controlSocket(dir))
 	if err != nil {
-		return fmt.Errorf("no rehearsal runs in %s (%v): start it with make rehearse", dir, err)
+		return fmt.Errorf("%s (%v): %w", dir, err, errNotRunning)
 	}
 	defer conn.Close()
 	if err := json.NewEncoder(conn).Encode(req); err != nil {

@@ -15,6 +15,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -72,8 +73,14 @@ func run(args []string) error {
 		}
 		fmt.Printf("==> deleting %s (machines, PKI, backup store)\n", dir)
 		return rehearsal.Clean(dir, os.Stdout)
-	case "etcd-backup", "etcd-restore":
-		return control(dir, request{Op: verb, Snapshot: *snapshot})
+	case "etcd-backup":
+		return control(dir, request{Op: verb})
+	case "etcd-restore":
+		err := control(dir, request{Op: verb, Snapshot: *snapshot})
+		if errors.Is(err, errNotRunning) {
+			return restoreStopped(*stack, dir, *tools, *nodes, *snapshot)
+		}
+		return err
 	case "up":
 		return up(*stack, dir, *tools, args)
 	case "serve":
@@ -165,7 +172,8 @@ func serve(stack, dir, tools string, nodes int) error {
 	return r.Down()
 }
 
-func start(ctx context.Context, stack, dir, tools string, nodes int, progress io.Writer) (*rehearsal.Rehearsal, error) {
+// plan renders the stack's rehearsal in dir.
+func plan(stack, dir, tools string, nodes int) (*rehearsal.Plan, error) {
 	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
 	if err != nil {
 		return nil, err
@@ -178,7 +186,28 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 	if err != nil {
 		return nil, err
 	}
-	p, err := rehearsal.NewPlan(c, rehearsal.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
+	return rehearsal.NewPlan(c, rehearsal.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
+}
+
+// restoreStopped restores the main etcd of a rehearsal that is down, for the next `up`.
+func restoreStopped(stack, dir, tools string, nodes int, snapshot string) error {
+	p, err := plan(stack, dir, tools, nodes)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	fmt.Printf("==> no rehearsal of %s runs: restoring its stopped machines\n", stack)
+	snap, err := rehearsal.RestoreStopped(ctx, p, snapshot, os.Stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("==> restored from %s (revision %d); start it with: make rehearse STACK=%s\n", snap.Name, snap.Revision, stack)
+	return nil
+}
+
+func start(ctx context.Context, stack, dir, tools string, nodes int, progress io.Writer) (*rehearsal.Rehearsal, error) {
+	p, err := plan(stack, dir, tools, nodes)
 	if err != nil {
 		return nil, err
 	}
