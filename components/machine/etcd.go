@@ -136,10 +136,11 @@ chmod 700 "$dir"
 }
 
 // etcdJoinScript decides how this member starts (INITIAL_CLUSTER_STATE: an ETCD_* name would clash
-// with the flag, which etcd refuses). With data on disk, or when no peer answers
-// (first boot of the cluster), it starts as configured. A member whose disk came back empty while
-// its peers have quorum is removed and added again: restarting it as a fresh cluster would split
-// the cluster (L02). The only stack-derived text is the members' addresses, printed from parsed
+// with the flag, which etcd refuses). With data on disk it starts as configured; with none and no
+// peer answering, the events etcd starts as configured (a new cluster) and the main etcd only
+// if its backup store proves it never existed (noPeerAnswers). A member whose disk came back empty
+// while its peers have quorum is removed and added again: restarting it as a fresh cluster would
+// split the cluster (L02). The only stack-derived text is the members' addresses, printed from parsed
 // addresses (digits and dots). The etcd machines' user-data is kept byte-for-byte across changes
 // that do not need it: Azure refuses an in-place customData change of a VM, so any edit here
 // makes the next `pulumi up` fail on every etcd VM (the golden files show it).
