@@ -69,6 +69,10 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	interval, err := time.ParseDuration(cfg.Interval)
+	if err != nil || interval <= 0 {
+		return fmt.Errorf("%s: interval %q is not a positive Go duration such as \"3m\" (spec backup.interval)", *config, cfg.Interval)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	store, err := openStore(cfg)
@@ -118,7 +122,6 @@ func run(args []string) error {
 	defer cli.Close()
 	switch verb {
 	case "gate":
-		interval, _ := time.ParseDuration(cfg.Interval)
 		if err := etcdbackup.SafeToTouch(ctx, cli, store, interval); err != nil {
 			return err
 		}
@@ -131,10 +134,6 @@ func run(args []string) error {
 	}
 	if *endpoint == "" {
 		return fmt.Errorf("%s needs --endpoint, this member's client URL", verb)
-	}
-	interval, err := time.ParseDuration(cfg.Interval)
-	if err != nil {
-		return fmt.Errorf("%s: interval: %w", *config, err)
 	}
 	agent := &etcdbackup.Agent{Etcd: cli, Endpoint: *endpoint, Store: store, Interval: interval,
 		Retention: etcdbackup.DefaultRetention(), StatusFile: cfg.StatusFile, Log: logger}
