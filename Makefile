@@ -1,5 +1,7 @@
 # clusterforge: `make help` lists the targets.
 STACK ?= dev
+# ROLE is the image `make image-local` bakes: worker or control-plane.
+ROLE ?= worker
 # SNAPSHOT reaches `rehearse etcd-restore` through the environment, never through the shell's parser.
 SNAPSHOT ?=
 export SNAPSHOT
@@ -10,7 +12,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools tools-rehearsal tools-image plan test test-images image-validate image-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: help setup tools tools-rehearsal tools-image plan test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -26,13 +28,13 @@ tools: ## Build every pinned binary (rehearsal, checks, node image, packer) into
 tools-rehearsal: ## Build what the rehearsal runs (etcd, the control plane, KWOK, kube-bench, the CSR approver)
 	@scripts/toolchain.sh rehearsal
 
-tools-image: ## Build what a node image bake needs (node binaries, packer and its Azure plugin)
-	@scripts/toolchain.sh node packer
+tools-image: ## Build what an image bake needs (worker and control-plane binaries, packer and its Azure plugin)
+	@scripts/toolchain.sh node control-plane packer
 
 plan: ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/); installs nothing
 	$(GO) run ./infra/cmd/plan --stack $(STACK)
 
-test: setup tools test-images image-validate image-local ## Run every test: rehearsal, CIS, a local image bake, the baked-image and end-to-end checks (CI runs this)
+test: setup tools test-images image-validate images-local ## Run every test: rehearsal, CIS, a local image bake, the baked-image and end-to-end checks (CI runs this)
 	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
@@ -42,11 +44,15 @@ test-images: ## Test the Packer plugin (its own module) and fail if its generate
 	  sha256sum --quiet -c /tmp/clusterforge-hcl2spec.sum || { echo "generated HCL2 specs were stale: run make generate and commit"; exit 1; }
 	cd images && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-image-validate: tools-image ## `packer validate` images/worker.pkr.hcl with packer v1.12.0, packer-plugin-azure v1.4.5 and ours
+image-validate: tools-image ## `packer validate` images/worker.pkr.hcl and control-plane.pkr.hcl with packer v1.12.0, packer-plugin-azure v1.4.5 and ours
 	@scripts/image.sh validate
 
-image-local: setup tools-image ## Bake a real node image for $(STACK) on this machine (debootstrap, our plugin): build/images/node-$(STACK).tar
-	@scripts/image.sh local $(STACK)
+image-local: setup tools-image ## Bake a real $(ROLE) image for $(STACK) on this machine (debootstrap, our plugin): build/images/{node,control-plane}-$(STACK).tar
+	@ROLE=$(ROLE) scripts/image.sh local $(STACK)
+
+images-local: setup tools-image ## Bake both images (worker and control-plane) for $(STACK) on this machine
+	@ROLE=worker scripts/image.sh local $(STACK)
+	@ROLE=control-plane scripts/image.sh local $(STACK)
 
 image-check: tools-rehearsal image-local ## Boot the baked image: its disk, containerd, preloaded digests, sysctls; then join it to a rehearsal and run a pod
 	$(GO) test -count=1 -v -run 'TestBaked' ./components/rehearsal -args -stack=$(STACK)

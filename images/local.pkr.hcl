@@ -1,7 +1,7 @@
-# clusterforge worker image baked on this machine, with no cloud: a Debian 12 root filesystem made
-# by debootstrap, provisioned over a chroot by the same clusterforge-node provisioner the azure-arm
-# builds run (worker.pkr.hcl), written as a tarball. `make image-local` runs it; `make image-check`
-# proves the result with the baked containerd.
+# clusterforge images baked on this machine, with no cloud: a Debian 12 root filesystem made by
+# debootstrap, provisioned over a chroot by the same clusterforge-node provisioner the azure-arm
+# builds run (worker.pkr.hcl, control-plane.pkr.hcl), written as a tarball. `make image-local
+# [ROLE=control-plane]` runs it; `make image-check` and `make boot` boot the results.
 
 packer {
   required_plugins {
@@ -12,6 +12,12 @@ packer {
   }
 }
 
+variable "role" {
+  type        = string
+  default     = "worker"
+  description = "The image baked: worker or control-plane."
+}
+
 variable "stack" {
   type        = string
   description = "The stack file whose versions and runtime settings the image carries."
@@ -19,7 +25,7 @@ variable "stack" {
 
 variable "binaries_dir" {
   type        = string
-  description = "The pinned node binaries (scripts/toolchain.sh node)."
+  description = "The role's pinned binaries (scripts/toolchain.sh node for workers, control-plane for the control plane)."
 }
 
 variable "preload_images" {
@@ -28,7 +34,8 @@ variable "preload_images" {
     archive = string
     digest  = string
   }))
-  description = "Images baked into containerd, from archives (images/cmd/mkimages writes them and this variable) or, with archive = \"\", from their registries."
+  default     = []
+  description = "Images baked into a worker's containerd, from archives (images/cmd/mkimages writes them and this variable) or, with archive = \"\", from their registries."
 }
 
 variable "output" {
@@ -49,6 +56,7 @@ build {
   sources = ["source.clusterforge-rootfs.local"]
 
   provisioner "clusterforge-node" {
+    role            = var.role
     stack           = var.stack
     binaries_dir    = var.binaries_dir
     manifest_output = var.manifest_output

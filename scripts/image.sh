@@ -2,12 +2,14 @@
 # Packer for clusterforge images, offline: packer v1.12.0, packer-plugin-azure v1.4.5 and our plugin,
 # all local builds installed with `packer plugins install --path` (no network for plugins).
 #
-#   scripts/image.sh validate        `packer validate` images/worker.pkr.hcl (Azure is not contacted:
-#                                    it checks the template and every provisioner's Prepare)
-#   scripts/image.sh local [STACK]   bake images/local.pkr.hcl for stacks/Pulumi.STACK.yaml (default dev)
-#                                    into build/images/node-STACK.tar, preloading the archives
-#                                    images/cmd/mkimages writes to build/images/node-STACK.preload/.
+#   scripts/image.sh validate        `packer validate` images/worker.pkr.hcl and images/control-plane.pkr.hcl
+#                                    (Azure is not contacted: it checks the templates and every
+#                                    provisioner's Prepare)
+#   scripts/image.sh local [STACK]   bake images/local.pkr.hcl for stacks/Pulumi.STACK.yaml (default dev).
+#                                    ROLE=worker (default): build/images/node-STACK.tar, preloading the
+#                                    archives images/cmd/mkimages writes to build/images/node-STACK.preload/;
 #                                    IMAGE_NAME renames the image; MKIMAGES_ARGS are added to mkimages'.
+#                                    ROLE=control-plane: build/images/control-plane-STACK.tar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work="$PWD/build/packer"
@@ -44,25 +46,35 @@ preload_images = [{
 VARS
   step "packer validate images/worker.pkr.hcl"
   (cd images && "$packer" validate -var-file="$work/fixture/validate.pkrvars.hcl" worker.pkr.hcl)
+  # The same values but the worker's preloads, which the control-plane template does not declare.
+  grep -v -e '^preload_images' -e '^  ' -e '^}]' "$work/fixture/validate.pkrvars.hcl" >"$work/fixture/control-plane.pkrvars.hcl"
+  step "packer validate images/control-plane.pkr.hcl"
+  (cd images && "$packer" validate -var-file="$work/fixture/control-plane.pkrvars.hcl" control-plane.pkr.hcl)
 }
 
 bake_local() {
-  local stack=${1:-dev} out="$PWD/build/images"
-  local name=${IMAGE_NAME:-node-$stack}
-  local preload="$out/$name.preload"
+  local stack=${1:-dev} role=${ROLE:-worker} out="$PWD/build/images" name vars=()
   [ -f "stacks/Pulumi.$stack.yaml" ] || { echo "image.sh: no stacks/Pulumi.$stack.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
+  case "$role" in
+    worker) name=${IMAGE_NAME:-node-$stack}; vars=(-var "binaries_dir=$PWD/.tools/node") ;;
+    control-plane) name=${IMAGE_NAME:-control-plane-$stack}; vars=(-var "binaries_dir=$PWD/.tools/bin") ;;
+    *) echo "image.sh: ROLE=$role is not an image role; use worker or control-plane" >&2; exit 2 ;;
+  esac
   install_plugins
-  step "making the preload archives (images/cmd/mkimages)"
   mkdir -p "$out" "$PWD/build/bin"
-  (cd images && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$PWD/../build/bin/pause" ./cmd/pause \
-    && go build -o "$PWD/../build/bin/mkimages" ./cmd/mkimages)
-  # shellcheck disable=SC2086 # MKIMAGES_ARGS is a list of flags
-  build/bin/mkimages -pause-binary build/bin/pause -stack "stacks/Pulumi.$stack.yaml" -out "$preload" ${MKIMAGES_ARGS:-}
-  step "packer build images/local.pkr.hcl → $out/$name.tar"
+  if [ "$role" = worker ]; then
+    local preload="$out/$name.preload"
+    step "making the preload archives (images/cmd/mkimages)"
+    (cd images && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$PWD/../build/bin/pause" ./cmd/pause \
+      && go build -o "$PWD/../build/bin/mkimages" ./cmd/mkimages)
+    # shellcheck disable=SC2086 # MKIMAGES_ARGS is a list of flags
+    build/bin/mkimages -pause-binary build/bin/pause -stack "stacks/Pulumi.$stack.yaml" -out "$preload" ${MKIMAGES_ARGS:-}
+    vars+=(-var-file="$preload/preload.pkrvars.json")
+  fi
+  step "packer build images/local.pkr.hcl (role $role) → $out/$name.tar"
   # A private mount namespace: whatever the bake mounts goes away with it, even if packer dies.
   (cd images && unshare --mount --propagation private "$packer" build -timestamp-ui \
-    -var "stack=$PWD/../stacks/Pulumi.$stack.yaml" -var "binaries_dir=$PWD/../.tools/node" \
-    -var-file="$preload/preload.pkrvars.json" \
+    -var "role=$role" -var "stack=$PWD/../stacks/Pulumi.$stack.yaml" "${vars[@]}" \
     -var "output=$out/$name.tar" -var "manifest_output=$out/$name.manifest.json" local.pkr.hcl)
 }
 

@@ -8,6 +8,8 @@
 #                                 from this repository; Azurite (npm), the blob store the backups go to
 #   checks    → .tools/bin        what only the tests run: promtool
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
+#   control-plane → .tools/bin    what the Packer plugin installs on the etcd and apiserver machines
+#                                 (machine.ImageBinaries), a subset of rehearsal
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 #   bench     → .tools/bin        the distribution registry, for the image pull benchmark
 # A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
@@ -75,6 +77,7 @@ declare -A LOCAL_TOOLS=(
 )
 declare -A TOOL_GROUPS=(
   [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup azurite"
+  [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
   [checks]="promtool"
   [node]="kubelet containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet loopback bridge host-local"
   [packer]="packer packer-plugin-azure"

@@ -79,7 +79,7 @@ func NewAPIServerGroup(ctx *pulumi.Context, name string, args *APIServerGroupArg
 	}
 	backend := pulumi.Sprintf("%s/providers/Microsoft.Network/loadBalancers/%s/backendAddressPools/%s", args.ResourceGroupID, lbName, lbBackend)
 	if _, err := compute.NewVirtualMachineScaleSet(ctx, name+"-vmss", ScaleSetArgs(ScaleSetSpec{
-		Cluster: c, Role: spec.RoleAPIServer, Name: c.Name + "-apiserver", VMSize: c.APIServer.VMSize, ImageID: c.Image,
+		Cluster: c, Role: spec.RoleAPIServer, Name: c.Name + "-apiserver", VMSize: c.APIServer.VMSize, ImageID: c.ControlPlaneImage,
 		Capacity: c.APIServer.Count, IPConfigurations: 1, SubnetID: args.SubnetID, BackendPoolIDs: []pulumi.StringInput{backend},
 		IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
 	}), parent, pulumi.DependsOn([]pulumi.Resource{lb})); err != nil {

@@ -57,7 +57,7 @@ func EtcdVMArgs(a *EtcdClusterArgs, m spec.Member, nicID pulumi.StringInput) *co
 			CustomData: a.CustomData, LinuxConfiguration: a.Login.linux(),
 		},
 		StorageProfile: &compute.StorageProfileArgs{
-			ImageReference: &compute.ImageReferenceArgs{Id: pulumi.String(c.Image)},
+			ImageReference: &compute.ImageReferenceArgs{Id: pulumi.String(c.ControlPlaneImage)},
 			OsDisk: &compute.OSDiskArgs{
 				CreateOption: pulumi.String("FromImage"), Caching: compute.CachingTypesReadWrite,
 				ManagedDisk: &compute.ManagedDiskParametersArgs{StorageAccountType: pulumi.String("Premium_LRS")},

@@ -5,13 +5,18 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -131,4 +136,50 @@ func randomToken(n int) string {
 		out[i] = alphabet[v.Int64()]
 	}
 	return string(out)
+}
+
+// stored is a Bundle on disk with what it was issued for.
+type stored struct {
+	// Issued is a digest of the authorities and profiles the bundle was issued from.
+	Issued string `json:"issued"`
+	Bundle Bundle `json:"bundle"`
+}
+
+// Kept returns the bundle kept at path when it was issued from the same authorities and profiles
+// and its bootstrap token is still valid, as Pulumi state keeps a PKI across runs; otherwise a
+// new one. save keeps the returned bundle at path (mode 0600, written atomically): call it once
+// what uses the bundle has succeeded, so a refused run leaves nothing behind.
+func Kept(path string, authorities []Authority, profiles []Profile) (b Bundle, save func() error, err error) {
+	digest, err := json.Marshal(struct {
+		A []Authority
+		P []Profile
+	}{authorities, profiles})
+	if err != nil {
+		return Bundle{}, nil, err
+	}
+	issued := fmt.Sprintf("%x", sha256.Sum256(digest))
+	save = func() error {
+		data, err := json.Marshal(stored{Issued: issued, Bundle: b})
+		if err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		tmp := path + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			return err
+		}
+		return os.Rename(tmp, path)
+	}
+	if data, err := os.ReadFile(path); err == nil {
+		var s stored
+		if json.Unmarshal(data, &s) == nil && s.Issued == issued && time.Now().Before(s.Bundle.BootstrapTokenExpires) {
+			return s.Bundle, save, nil
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return Bundle{}, nil, err
+	}
+	b, err = Issue(authorities, profiles)
+	return b, save, err
 }

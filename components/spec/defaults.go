@@ -41,8 +41,8 @@ const (
 	DefaultAuditLogMaxSizeMB        = 200
 	DefaultEtcdCompactionInterval   = "5m"
 	DefaultBackupInterval           = "3m"
-	// PlaceholderImage is accepted by `make plan`; `pulumi up` refuses it.
-	PlaceholderImage = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge/images/worker/versions/0.0.0"
+	// placeholderGallery holds the placeholder images `make plan` accepts and `pulumi up` refuses.
+	placeholderGallery = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge/images/"
 	// defaultVNetBase is where a derived address space starts.
 	defaultVNetBase = "10.0.0.0"
 	// minNodeSubnetBits keeps the derived VNet large enough for the control-plane and etcd /24s.
@@ -83,7 +83,9 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &as.MaxNodeProvisionTime, DefaultMaxNodeProvisionTime)
 	setDefault(c.explicit, &c.Kubelet.MaxConcurrentDownloads, DefaultMaxConcurrentDownloads)
 	setDefault(c.explicit, &c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
-	setDefault(c.explicit, &c.Image, PlaceholderImage)
+	setDefault(c.explicit, &c.ControlPlaneImage, PlaceholderImage(GalleryImageControlPlane))
+	setDefault(c.explicit, &c.Image, PlaceholderImage(GalleryImageWorkerCPU))
+	setDefault(c.explicit, &c.GPUImage, PlaceholderImage(GalleryImageWorkerGPU))
 	setDefault(c.explicit, &c.Admin.Username, DefaultAdminUsername)
 	setDefault(c.explicit, &c.Kubelet.MaxPods, DefaultMaxPods)
 	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, DefaultMaxParallelImagePulls)
@@ -91,10 +93,14 @@ func (c *Cluster) Default() {
 	for i := range c.Pools {
 		p := &c.Pools[i]
 		setDefault(c.explicit, &p.MaxNodes, p.Nodes)
-		setDefault(c.explicit, &p.Image, c.Image)
 		if p.GPU == nil {
 			gpu := vmSizes[p.VMSize].GPUs > 0
 			p.GPU = &gpu
+		}
+		if p.IsGPU() {
+			setDefault(c.explicit, &p.Image, c.GPUImage)
+		} else {
+			setDefault(c.explicit, &p.Image, c.Image)
 		}
 		for j := range p.Taints {
 			setDefault(c.explicit, &p.Taints[j].Effect, "NoSchedule")
@@ -170,6 +176,17 @@ func addrAdd(a netip.Addr, n int) netip.Addr {
 	v += uint32(n)
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
+
+// The gallery image definitions the Packer templates publish: one per image role and variant.
+const (
+	GalleryImageControlPlane = "control-plane"
+	GalleryImageWorkerCPU    = "worker-cpu"
+	GalleryImageWorkerGPU    = "worker-gpu"
+)
+
+// PlaceholderImage is the offline default version of an image definition: `make plan` accepts
+// it, `pulumi up` refuses it.
+func PlaceholderImage(definition string) string { return placeholderGallery + definition + "/versions/0.0.0" }
 
 // IsPlaceholderImage reports whether an image id is the offline default that `pulumi up` refuses.
 func IsPlaceholderImage(id string) bool {

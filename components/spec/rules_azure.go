@@ -148,10 +148,26 @@ func (c *Cluster) HubVNet() ResourceID {
 
 const galleryImageIDForm = "/subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<gallery>/images/<image>/versions/<major.minor.patch>"
 
-func (v *validator) galleryImage(field, id string) {
-	if _, err := ParseResourceID(id, "Microsoft.Compute", "galleries", "images", "versions"); err != nil {
+// galleryImage checks id is a version of the image definition a role boots (definition), as
+// the Packer template of that role publishes it: a worker booting the control-plane image would
+// have no kubelet, an etcd machine booting a worker image no etcd.
+func (v *validator) galleryImage(field, id, definition string) {
+	r, err := ParseResourceID(id, "Microsoft.Compute", "galleries", "images", "versions")
+	if err != nil {
 		v.fail(field, "give the gallery image version id `packer build` published, "+galleryImageIDForm, "%s: %v", Excerpt(id), err)
+		return
 	}
+	if r.Names[1] != definition {
+		v.fail(field, fmt.Sprintf("give a version of the image definition %q, which %s publishes", definition, galleryTemplates[definition]),
+			"is a version of image %s, not of %s", Excerpt(r.Names[1]), definition)
+	}
+}
+
+// galleryTemplates are the Packer templates that publish each image definition.
+var galleryTemplates = map[string]string{
+	GalleryImageControlPlane: "images/control-plane.pkr.hcl",
+	GalleryImageWorkerCPU:    "images/worker.pkr.hcl (variant cpu)",
+	GalleryImageWorkerGPU:    "images/worker.pkr.hcl (variant gpu)",
 }
 
 // validateIdentity checks what names the cluster and its login to Azure.
@@ -189,7 +205,9 @@ func (c *Cluster) validateIdentity(v *validator) {
 		v.fail("network.hub.vnetId", "give the hub VNet's resource id, /subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Network/virtualNetworks/<name> (L31)",
 			"%s: %v", Excerpt(c.Network.Hub.VNetID), err)
 	}
-	v.galleryImage("image", c.Image)
+	v.galleryImage("controlPlaneImage", c.ControlPlaneImage, GalleryImageControlPlane)
+	v.galleryImage("image", c.Image, GalleryImageWorkerCPU)
+	v.galleryImage("gpuImage", c.GPUImage, GalleryImageWorkerGPU)
 }
 
 // validateAzureNames checks every name the program gives an Azure resource against that type's

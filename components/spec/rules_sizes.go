@@ -129,7 +129,11 @@ func (c *Cluster) validatePools(v *validator, countsOK bool) {
 		if p.MaxNodes < p.Nodes {
 			v.fail(field+".maxNodes", "set maxNodes to at least nodes", "nodes %d, maxNodes %d", p.Nodes, p.MaxNodes)
 		}
-		v.galleryImage(field+".image", p.Image)
+		definition := GalleryImageWorkerCPU
+		if p.IsGPU() {
+			definition = GalleryImageWorkerGPU
+		}
+		v.galleryImage(field+".image", p.Image, definition)
 		v.poolLabelsAndTaints(field, p)
 		total += p.MaxNodes
 	}

@@ -25,10 +25,21 @@ type Cluster struct {
 	// Versions pins every binary the machines run. Defaults are the tested pins.
 	Versions Versions `yaml:"versions"`
 
-	// Image is the Azure Compute Gallery image version id the control-plane machines boot, and
-	// the default for pools that name none. Required for `pulumi up`; `make plan` accepts the
+	// ControlPlaneImage is the Azure Compute Gallery image version id the etcd and apiserver
+	// machines boot: a version of the image definition "control-plane" that
+	// images/control-plane.pkr.hcl publishes. Required for `pulumi up`; `make plan` accepts the
 	// placeholder default.
+	ControlPlaneImage string `yaml:"controlPlaneImage"`
+
+	// Image is the worker image version id CPU pools boot unless they name their own: a version of
+	// the image definition "worker-cpu" (images/worker.pkr.hcl). Required for `pulumi up`; `make
+	// plan` accepts the placeholder default.
 	Image string `yaml:"image"`
+
+	// GPUImage is the worker image version id GPU pools boot unless they name their own: a version
+	// of the image definition "worker-gpu" (images/worker.pkr.hcl). Required for `pulumi up` when a
+	// pool has GPUs; `make plan` accepts the placeholder default.
+	GPUImage string `yaml:"gpuImage"`
 
 	// Admin is the break-glass SSH login, reachable only from the hub (L31).
 	Admin Admin `yaml:"admin"`
@@ -218,7 +229,8 @@ type Pool struct {
 	Nodes int `yaml:"nodes"`
 	// MaxNodes is the pool's capacity: the autoscaler's maximum, nodes to 20,000. Default: Nodes.
 	MaxNodes int `yaml:"maxNodes"`
-	// Image is the gallery image version id baked by the Packer plugin. Default: the cluster's image.
+	// Image is the gallery image version id the pool's machines boot: a version of "worker-gpu" for
+	// GPU pools, of "worker-cpu" otherwise. Default: the cluster's gpuImage or image.
 	Image string `yaml:"image"`
 	// GPU marks the pool as GPU nodes (label and taint `nvidia.com/gpu`). Default: true for sizes with GPUs.
 	GPU *bool `yaml:"gpu"`

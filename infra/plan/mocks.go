@@ -10,6 +10,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/azure"
+	"github.com/clusterforge/clusterforge/components/pki"
 )
 
 // Resource is one registered resource as `make plan` reports it.
@@ -36,11 +37,14 @@ type recorder struct {
 	userData map[string]string
 	// kubeconfigs maps each Kubernetes provider to its (secret) kubeconfig.
 	kubeconfigs map[string]string
-	errs        []error
+	// bundle, when set, is the real PKI the TLS and random resources answer with, so the
+	// user-data and kubeconfigs work; otherwise they hold placeholder PEMs.
+	bundle *pki.Bundle
+	errs   []error
 }
 
-func newRecorder() *recorder {
-	return &recorder{userData: map[string]string{}, kubeconfigs: map[string]string{}}
+func newRecorder(bundle *pki.Bundle) *recorder {
+	return &recorder{userData: map[string]string{}, kubeconfigs: map[string]string{}, bundle: bundle}
 }
 
 func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
@@ -84,18 +88,60 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 		set("publicKeyPem", pem("PUBLIC KEY", args.Name))
 		set("privateKeyOpenssh", pem("OPENSSH PRIVATE KEY", args.Name))
 		set("publicKeyOpenssh", "ssh-rsa MOCK "+args.Name)
+		if pair, ok := r.pair(parent, args.Name, "-key"); ok {
+			set("privateKeyPem", pair.KeyPEM)
+			if strings.HasPrefix(pair.CertPEM, "-----BEGIN PUBLIC KEY") {
+				set("publicKeyPem", pair.CertPEM)
+			}
+		}
 	case "tls:index/certRequest:CertRequest":
 		set("certRequestPem", pem("CERTIFICATE REQUEST", args.Name))
 	case "tls:index/selfSignedCert:SelfSignedCert", "tls:index/locallySignedCert:LocallySignedCert":
 		set("certPem", pem("CERTIFICATE", args.Name))
+		if pair, ok := r.pair(parent, args.Name, ""); ok {
+			set("certPem", pair.CertPEM)
+		}
 	case "random:index/randomString:RandomString":
 		n := int(args.Inputs["length"].NumberValue())
 		set("result", strings.Repeat("a", n))
+		if id, secret, ok := strings.Cut(r.bundleToken(), "."); ok {
+			switch strings.TrimPrefix(args.Name, parent+"-") {
+			case "bootstrap-token-id":
+				set("result", id)
+			case "bootstrap-token-secret":
+				set("result", secret)
+			}
+		}
 	case "random:index/randomBytes:RandomBytes":
 		n := int(args.Inputs["length"].NumberValue())
 		set("base64", base64.StdEncoding.EncodeToString(make([]byte, n)))
+		if r.bundle != nil && args.Name == parent+"-encryption-key" {
+			set("base64", r.bundle.EncryptionKey)
+		}
 	}
 	return id, state, nil
+}
+
+// pair is the bundle's key pair for a TLS resource of the ClusterPKI component parent, named
+// "<parent>-<pair name><suffix>", when the recorder answers with a real PKI.
+func (r *recorder) pair(parent, name, suffix string) (pki.KeyPair, bool) {
+	if r.bundle == nil {
+		return pki.KeyPair{}, false
+	}
+	rest, ok := strings.CutPrefix(name, parent+"-")
+	if !ok {
+		return pki.KeyPair{}, false
+	}
+	rest, ok = strings.CutSuffix(rest, suffix)
+	pair, found := r.bundle.Pairs[rest]
+	return pair, ok && found
+}
+
+func (r *recorder) bundleToken() string {
+	if r.bundle == nil {
+		return ""
+	}
+	return r.bundle.BootstrapToken
 }
 
 func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {

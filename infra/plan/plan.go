@@ -16,6 +16,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/program"
 )
@@ -34,8 +35,10 @@ type Result struct {
 	Kubeconfigs map[string]string
 }
 
-// Run plans a stack from its stack file (stacks/Pulumi.<stack>.yaml).
-func Run(stack, stackFile string) (*Result, error) {
+// Run plans a stack from its stack file (stacks/Pulumi.<stack>.yaml). With a bundle, the
+// certificates, keys and tokens in the user-data and kubeconfigs are that PKI's, so the machines
+// the plan describes can boot (`make boot`); without, they are placeholders.
+func Run(stack, stackFile string, bundle *pki.Bundle) (*Result, error) {
 	cluster, err := spec.LoadStack(stackFile)
 	if err != nil {
 		return nil, err
@@ -48,7 +51,7 @@ func Run(stack, stackFile string) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", stackFile, err)
 	}
-	rec := newRecorder()
+	rec := newRecorder(bundle)
 	err = pulumi.RunErr(program.Run, pulumi.WithMocks(Project, stack, rec), func(info *pulumi.RunInfo) {
 		info.Config = map[string]string{spec.ConfigKey: string(raw)}
 		info.DryRun = true
@@ -66,7 +69,7 @@ func Run(stack, stackFile string) (*Result, error) {
 	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData, Kubeconfigs: rec.kubeconfigs}, nil
 }
 
-// Write stores resources.json and machines/<role>/user-data under dir. It writes a sibling
+// Write stores resources.json, machines/<role>/user-data and the admin kubeconfig under dir. It writes a sibling
 // directory first and renames it into place, so dir never holds half a plan.
 func (r *Result) Write(dir string) error {
 	staging := dir + ".new"
@@ -93,6 +96,14 @@ func (r *Result) writeAll(dir string) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "resources.json"), append(js, '\n'), 0o644); err != nil {
 		return err
+	}
+	if len(r.Kubeconfigs) != 1 {
+		return fmt.Errorf("plan: the program registered %d Kubernetes providers, want 1 (the admin kubeconfig)", len(r.Kubeconfigs))
+	}
+	for _, kubeconfig := range r.Kubeconfigs {
+		if err := os.WriteFile(filepath.Join(dir, "kubeconfig"), []byte(kubeconfig), 0o600); err != nil {
+			return err
+		}
 	}
 	for role, ud := range r.UserData {
 		roleDir := filepath.Join(dir, "machines", role)

@@ -38,7 +38,7 @@ func planAll(t testing.TB) map[string]*Result {
 	plansOnce.Do(func() {
 		plans = map[string]*Result{}
 		for _, s := range stacks {
-			r, err := Run(s, stackFile(s))
+			r, err := Run(s, stackFile(s), nil)
 			if err != nil {
 				plansErr = err
 				return
@@ -467,7 +467,7 @@ func TestResourceCountIndependentOfNodes(t *testing.T) {
 	grown := strings.Replace(string(data), "nodes: 100\n", "nodes: 1900\n", 1)
 	path := filepath.Join(t.TempDir(), "Pulumi.grown.yaml")
 	writeFile(t, path, grown, 0o644)
-	r, err := Run("grown", path)
+	r, err := Run("grown", path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -481,7 +481,7 @@ func TestResourceCountIndependentOfNodes(t *testing.T) {
 
 func BenchmarkPlanProd10k(b *testing.B) {
 	for b.Loop() {
-		r, err := Run("prod-10k", stackFile("prod-10k"))
+		r, err := Run("prod-10k", stackFile("prod-10k"), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -576,7 +576,7 @@ func TestAdminKeyIsTheParsedKey(t *testing.T) {
 	withKey := strings.Replace(string(data), "    name: cf-dev\n", "    name: cf-dev\n    admin:\n      sshPublicKey: "+key+" ops@laptop\n", 1)
 	path := filepath.Join(t.TempDir(), "Pulumi.keyed.yaml")
 	writeFile(t, path, withKey, 0o644)
-	r, err := Run("keyed", path)
+	r, err := Run("keyed", path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,14 +73,18 @@ func inStackFile(ctx *pulumi.Context, err error) error {
 
 // deployable refuses what `make plan` tolerates but a real deployment cannot use.
 func deployable(c *spec.Cluster) error {
-	if spec.IsPlaceholderImage(c.Image) {
-		return &spec.FieldError{Field: "image", Problem: "is the offline placeholder",
-			Fix: "set it to the gallery image version id `packer build` published (pools may override it)"}
+	if spec.IsPlaceholderImage(c.ControlPlaneImage) {
+		return &spec.FieldError{Field: "controlPlaneImage", Problem: "is the offline placeholder",
+			Fix: "set it to the control-plane image version `packer build images/control-plane.pkr.hcl` published"}
 	}
 	for i, p := range c.Pools {
 		if spec.IsPlaceholderImage(p.Image) {
+			field := "image"
+			if p.IsGPU() {
+				field = "gpuImage"
+			}
 			return &spec.FieldError{Field: fmt.Sprintf("pools[%d].image", i), Problem: "is the offline placeholder",
-				Fix: "set it, or the cluster's image, to a gallery image version id"}
+				Fix: "set it, or the cluster's " + field + ", to the version `packer build images/worker.pkr.hcl` published"}
 		}
 	}
 	return nil

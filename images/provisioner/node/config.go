@@ -1,7 +1,8 @@
 //go:generate go tool packer-sdc mapstructure-to-hcl2 -type Config,PreloadImage
 
 // Package node is the clusterforge-node provisioner: over any communicator it installs the pinned
-// runtime and node binaries, the files the machine package renders for worker images, preloaded
+// binaries of its role's image (worker: the runtime and kubelet; control-plane: etcd and the
+// control plane), the files the machine package renders for that image, on workers the preloaded
 // images verified by digest, and a manifest of what was baked; then it sysprepes the machine.
 package node
 
@@ -11,12 +12,14 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 
 	"github.com/hashicorp/packer-plugin-sdk/common"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 	"github.com/hashicorp/packer-plugin-sdk/template/config"
 	"github.com/hashicorp/packer-plugin-sdk/template/interpolate"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -24,18 +27,23 @@ import (
 type Config struct {
 	common.PackerConfig `mapstructure:",squash"`
 
+	// Role is the image baked: "worker" (VMSS worker pools) or "control-plane" (the etcd and
+	// apiserver machines). Default "worker".
+	Role string `mapstructure:"role"`
 	// Stack is the path of the stack file (stacks/Pulumi.<env>.yaml) whose versions and runtime
 	// settings the image carries. Required.
 	Stack string `mapstructure:"stack" required:"true"`
-	// BinariesDir is a local directory holding the pinned binaries to install: containerd,
-	// containerd-shim-runc-v2, ctr, runc, crictl and kubelet, and a cni/ folder of CNI plugins.
-	// Required; `scripts/toolchain.sh` builds it.
+	// BinariesDir is a local directory holding the pinned binaries of the role's image
+	// (machine.ImageBinaries): for workers containerd, containerd-shim-runc-v2, ctr, runc, crictl,
+	// kubelet and a cni/ folder of CNI plugins; for the control plane etcd, etcdctl, etcdutl,
+	// kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, clusterforge-etcd-backup and
+	// clusterforge-csr-approver. Required; `scripts/toolchain.sh` builds it.
 	BinariesDir string `mapstructure:"binaries_dir" required:"true"`
 	// PreloadImages are images baked into containerd's k8s.io namespace, from OCI image archives or
-	// pulled from their registries, and checked by digest at bake time (L25, L26). The pause image
-	// of the stack must be among them.
-	PreloadImages []PreloadImage `mapstructure:"preload_image" required:"true"`
-	// GPU bakes a GPU image: containerd's default runtime becomes NVIDIA's
+	// pulled from their registries, and checked by digest at bake time (L25, L26). Workers only,
+	// where the pause image of the stack must be among them; the control plane runs no containers.
+	PreloadImages []PreloadImage `mapstructure:"preload_image"`
+	// GPU bakes a GPU worker image: containerd's default runtime becomes NVIDIA's
 	// (/usr/bin/nvidia-container-runtime), which must be installed before this provisioner runs.
 	// Default false.
 	GPU bool `mapstructure:"gpu"`
@@ -65,9 +73,6 @@ type PreloadImage struct {
 	Digest string `mapstructure:"digest" required:"true"`
 }
 
-// RequiredBinaries must be in binaries_dir.
-var RequiredBinaries = []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "crictl", "kubelet"}
-
 var (
 	digest = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 	// stagingDir is an absolute path of plain names: it reaches remote commands (quoted as well).
@@ -88,8 +93,22 @@ func (c *Config) Prepare(raws ...interface{}) error {
 	if c.ManifestOutput == "" {
 		c.ManifestOutput = "clusterforge-manifest.json"
 	}
+	if c.Role == "" {
+		c.Role = machine.ImageWorker
+	}
 	var errs *packersdk.MultiError
 	fail := func(format string, args ...any) { errs = packersdk.MultiErrorAppend(errs, fmt.Errorf(format, args...)) }
+	worker := c.Role == machine.ImageWorker
+	if !slices.Contains(machine.ImageRoles, c.Role) {
+		fail("role: %q is not an image role; use one of %v", c.Role, machine.ImageRoles)
+	} else if !worker {
+		if len(c.PreloadImages) > 0 {
+			fail("preload_image: the %s image runs no containers; remove the preload_image blocks or bake role = %q", c.Role, machine.ImageWorker)
+		}
+		if c.GPU {
+			fail("gpu: only worker images have a GPU variant; remove gpu or bake role = %q", machine.ImageWorker)
+		}
+	}
 	if !stagingDir.MatchString(c.StagingDir) || path.Clean(c.StagingDir) != c.StagingDir {
 		fail("staging_dir: %q is not an absolute path of letters, digits, '.', '_' and '-'; use e.g. /var/tmp/clusterforge", c.StagingDir)
 	}
@@ -101,9 +120,9 @@ func (c *Config) Prepare(raws ...interface{}) error {
 	if c.BinariesDir == "" {
 		fail("binaries_dir: required; build it with scripts/toolchain.sh")
 	} else {
-		for _, b := range RequiredBinaries {
+		for _, b := range machine.ImageBinaries[c.Role] {
 			if _, err := os.Stat(filepath.Join(c.BinariesDir, b)); err != nil {
-				fail("binaries_dir: %s has no %s; build it with scripts/toolchain.sh", c.BinariesDir, b)
+				fail("binaries_dir: %s has no %s for the %s image; build it with scripts/toolchain.sh", c.BinariesDir, b, c.Role)
 			}
 		}
 	}
@@ -123,7 +142,7 @@ func (c *Config) Prepare(raws ...interface{}) error {
 		}
 		pause = pause || (c.cluster != nil && img.Name == c.cluster.Versions.PauseImage)
 	}
-	if c.cluster != nil && !pause {
+	if worker && c.cluster != nil && !pause {
 		fail("preload_image: none is the stack's pause image %s; add it so no node pulls it (L25)", c.cluster.Versions.PauseImage)
 	}
 	if errs != nil && len(errs.Errors) > 0 {

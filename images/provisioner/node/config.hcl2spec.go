@@ -18,9 +18,10 @@ type FlatConfig struct {
 	PackerOnError       *string            `mapstructure:"packer_on_error" cty:"packer_on_error" hcl:"packer_on_error"`
 	PackerUserVars      map[string]string  `mapstructure:"packer_user_variables" cty:"packer_user_variables" hcl:"packer_user_variables"`
 	PackerSensitiveVars []string           `mapstructure:"packer_sensitive_variables" cty:"packer_sensitive_variables" hcl:"packer_sensitive_variables"`
+	Role                *string            `mapstructure:"role" cty:"role" hcl:"role"`
 	Stack               *string            `mapstructure:"stack" required:"true" cty:"stack" hcl:"stack"`
 	BinariesDir         *string            `mapstructure:"binaries_dir" required:"true" cty:"binaries_dir" hcl:"binaries_dir"`
-	PreloadImages       []FlatPreloadImage `mapstructure:"preload_image" required:"true" cty:"preload_image" hcl:"preload_image"`
+	PreloadImages       []FlatPreloadImage `mapstructure:"preload_image" cty:"preload_image" hcl:"preload_image"`
 	GPU                 *bool              `mapstructure:"gpu" cty:"gpu" hcl:"gpu"`
 	StagingDir          *string            `mapstructure:"staging_dir" cty:"staging_dir" hcl:"staging_dir"`
 	UseSudo             *bool              `mapstructure:"use_sudo" cty:"use_sudo" hcl:"use_sudo"`
@@ -47,6 +48,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"packer_on_error":            &hcldec.AttrSpec{Name: "packer_on_error", Type: cty.String, Required: false},
 		"packer_user_variables":      &hcldec.AttrSpec{Name: "packer_user_variables", Type: cty.Map(cty.String), Required: false},
 		"packer_sensitive_variables": &hcldec.AttrSpec{Name: "packer_sensitive_variables", Type: cty.List(cty.String), Required: false},
+		"role":                       &hcldec.AttrSpec{Name: "role", Type: cty.String, Required: false},
 		"stack":                      &hcldec.AttrSpec{Name: "stack", Type: cty.String, Required: false},
 		"binaries_dir":               &hcldec.AttrSpec{Name: "binaries_dir", Type: cty.String, Required: false},
 		"preload_image":              &hcldec.BlockListSpec{TypeName: "preload_image", Nested: hcldec.ObjectSpec((*FlatPreloadImage)(nil).HCL2Spec())},

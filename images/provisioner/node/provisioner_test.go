@@ -17,9 +17,11 @@ import (
 	"testing"
 
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/clusterforge/clusterforge/components/machine"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/provision.golden")
+var update = flag.Bool("update", false, "rewrite testdata/provision*.golden")
 
 const (
 	pauseDigest = "sha256:7c38f24774e3cbd906d2d33c38354ccf787635581c122965132c9bd309754d4a"
@@ -47,12 +49,12 @@ func (r *recorder) Upload(path string, data io.Reader, fi *os.FileInfo) error {
 	return r.MockCommunicator.Upload(path, bytes.NewReader(content), fi)
 }
 
-// fixture is a valid configuration over fake binaries and a fake image archive.
+// fixture is a valid worker configuration over fake binaries and a fake image archive.
 func fixture(t *testing.T) map[string]interface{} {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
-	for _, name := range append(RequiredBinaries, "cni/azure-vnet", "cni/loopback") {
+	for _, name := range append(machine.ImageBinaries[machine.ImageWorker], "cni/azure-vnet", "cni/loopback") {
 		write(t, filepath.Join(bin, name), "binary "+name)
 	}
 	archive := filepath.Join(dir, "pause.oci.tar")
@@ -78,39 +80,71 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
-// The exact commands and uploads of a bake, reviewed as a golden file (go test -update).
+// controlPlaneFixture is a valid control-plane configuration over fake binaries.
+func controlPlaneFixture(t *testing.T) map[string]interface{} {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range machine.ImageBinaries[machine.ImageControlPlane] {
+		write(t, filepath.Join(dir, "bin", name), "binary "+name)
+	}
+	return map[string]interface{}{
+		"role":            machine.ImageControlPlane,
+		"stack":           filepath.Join("..", "..", "..", "stacks", "Pulumi.dev.yaml"),
+		"binaries_dir":    filepath.Join(dir, "bin"),
+		"manifest_output": filepath.Join(dir, "manifest.json"),
+	}
+}
+
+// The exact commands and uploads of a bake, reviewed as a golden file per role (go test -update).
 func TestProvisionCommandsAndUploads(t *testing.T) {
-	cfg := fixture(t)
-	var p Provisioner
-	if err := p.Prepare(cfg); err != nil {
-		t.Fatal(err)
-	}
-	comm := &recorder{}
-	if err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil); err != nil {
-		t.Fatal(err)
-	}
-	got := strings.Join(comm.log, "\n") + "\n"
-	golden := filepath.Join("testdata", "provision.golden")
-	if *update {
-		write(t, golden, got)
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("commands and uploads differ from %s (go test -update rewrites it):\n%s", golden, got)
-	}
-	var m manifest
-	data, err := os.ReadFile(cfg["manifest_output"].(string))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	if m.Kubernetes != "v1.34.1" || m.Containerd != "v1.7.28" || len(m.Images) != 2 || m.Images[0].Digest != pauseDigest || m.Images[1].Digest != appDigest {
-		t.Errorf("manifest %+v", m)
+	for _, tc := range []struct {
+		golden string
+		config func(*testing.T) map[string]interface{}
+		check  func(manifest) bool
+	}{
+		{"provision.golden", fixture, func(m manifest) bool {
+			return m.Role == "worker" && m.Kubernetes == "v1.34.1" && m.Containerd == "v1.7.28" && m.Etcd == "" &&
+				len(m.Images) == 2 && m.Images[0].Digest == pauseDigest && m.Images[1].Digest == appDigest
+		}},
+		{"provision-control-plane.golden", controlPlaneFixture, func(m manifest) bool {
+			return m.Role == "control-plane" && m.Kubernetes == "v1.34.1" && m.Etcd == "v3.6.4" && m.SchedulerPlugins == "v0.33.5" &&
+				m.Containerd == "" && len(m.Images) == 0
+		}},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			cfg := tc.config(t)
+			var p Provisioner
+			if err := p.Prepare(cfg); err != nil {
+				t.Fatal(err)
+			}
+			comm := &recorder{}
+			if err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil); err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Join(comm.log, "\n") + "\n"
+			golden := filepath.Join("testdata", tc.golden)
+			if *update {
+				write(t, golden, got)
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != string(want) {
+				t.Errorf("commands and uploads differ from %s (go test -update rewrites it):\n%s", golden, got)
+			}
+			var m manifest
+			data, err := os.ReadFile(cfg["manifest_output"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(data, &m); err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(m) {
+				t.Errorf("manifest %+v", m)
+			}
+		})
 	}
 }
 
@@ -150,6 +184,11 @@ func TestPrepareNamesTheOption(t *testing.T) {
 		{"unknown option", func(c map[string]interface{}) { c["binaries"] = "x" }, "binaries"},
 		{"staging dir with a space", func(c map[string]interface{}) { c["staging_dir"] = "/var/tmp/a b" }, "staging_dir"},
 		{"relative staging dir", func(c map[string]interface{}) { c["staging_dir"] = "tmp/../x" }, "staging_dir"},
+		{"unknown role", func(c map[string]interface{}) { c["role"] = "etcd" }, "role: \"etcd\" is not an image role"},
+		{"control plane with preloads", func(c map[string]interface{}) { c["role"] = "control-plane" }, "preload_image: the control-plane image runs no containers"},
+		{"control plane without its binaries", func(c map[string]interface{}) {
+			c["role"], c["preload_image"] = "control-plane", nil
+		}, "binaries_dir: "},
 		{"image name with a command", func(c map[string]interface{}) {
 			c["preload_image"].([]map[string]interface{})[1]["name"] = "example.com/a:v1; reboot"
 		}, "preload_image[1].name"},

@@ -8,16 +8,19 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 )
 
-// installBinaries puts the pinned runtime and node binaries in /usr/local/bin and the CNI plugins
-// (binaries_dir/cni/*) in /opt/cni/bin.
+// installBinaries puts the role's pinned binaries in /usr/local/bin and, on workers, the CNI
+// plugins (binaries_dir/cni/*) in /opt/cni/bin.
 func (b *bake) installBinaries(ctx context.Context) error {
 	if err := b.run(ctx, "mkdir -p "+q(b.StagingDir)); err != nil {
 		return err
 	}
-	for _, name := range RequiredBinaries {
+	for _, name := range machine.ImageBinaries[b.Role] {
 		if err := b.installFile(ctx, filepath.Join(b.BinariesDir, name), machine.BinDir+"/"+name); err != nil {
 			return err
 		}
+	}
+	if b.Role != machine.ImageWorker {
+		return nil
 	}
 	plugins, _ := filepath.Glob(filepath.Join(b.BinariesDir, "cni", "*"))
 	for _, p := range plugins {

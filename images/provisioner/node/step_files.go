@@ -8,8 +8,10 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 )
 
-// writeFiles installs what machine.NodeImage renders from the stack (containerd config, the
-// local-disk unit, sysctls, the cloud-init override) and enables its units.
+// writeFiles installs what the machine package renders for the role's image: for workers
+// machine.NodeImage (containerd config, the local-disk unit, sysctls, the cloud-init override),
+// for the control plane machine.ControlPlaneImage (the local-disk names, sysctls); and enables
+// the image's units.
 func (b *bake) writeFiles(ctx context.Context) error {
 	if b.GPU {
 		check := fmt.Sprintf("test -x %[1]s || { echo %[2]s >&2; exit 1; }", q(machine.NvidiaContainerRuntime),
@@ -18,7 +20,10 @@ func (b *bake) writeFiles(ctx context.Context) error {
 			return err
 		}
 	}
-	image := machine.NodeImage(b.cluster, b.GPU)
+	image := machine.ControlPlaneImage()
+	if b.Role == machine.ImageWorker {
+		image = machine.NodeImage(b.cluster, b.GPU)
+	}
 	for _, f := range append(image.Files, image.UnitFiles()...) {
 		if err := b.installString(ctx, f.Content, f.Path, f.Mode); err != nil {
 			return err
@@ -29,6 +34,9 @@ func (b *bake) writeFiles(ctx context.Context) error {
 		if u.Enable {
 			units = append(units, q(u.Name))
 		}
+	}
+	if len(units) == 0 {
+		return nil
 	}
 	return b.run(ctx, "systemctl enable "+strings.Join(units, " "))
 }

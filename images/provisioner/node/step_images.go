@@ -12,8 +12,11 @@ import (
 // archive or pulled from its registry, unpacked for the overlayfs snapshotter, and checks each
 // digest (L25, L26). Then the compressed layers are dropped: once unpacked they are dead weight
 // that would double the image and the first boot's copy onto the local disk. containerd runs only
-// for this step.
+// for this step. Control-plane images have none.
 func (b *bake) preloadImages(ctx context.Context) error {
+	if len(b.PreloadImages) == 0 {
+		return nil
+	}
 	pid, log := q(b.StagingDir+"/containerd.pid"), q(b.StagingDir+"/containerd.log")
 	start := fmt.Sprintf("%s --config %s >%s 2>&1 & echo $! >%s; "+
 		"for i in $(seq 100); do [ -S %s ] && exit 0; sleep 0.1; done; echo containerd did not start >&2; cat %s >&2; exit 1",

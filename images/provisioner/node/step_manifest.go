@@ -11,14 +11,19 @@ import (
 
 // manifest records what an image was baked with; it lives in the image and is the build artifact.
 type manifest struct {
-	Plugin     string          `json:"plugin"`
-	Kubernetes string          `json:"kubernetes"`
-	Containerd string          `json:"containerd"`
-	Runc       string          `json:"runc"`
-	Crictl     string          `json:"crictl"`
-	AzureCNI   string          `json:"azureCNI"`
-	PauseImage string          `json:"pauseImage"`
-	Images     []manifestImage `json:"images"`
+	Plugin     string `json:"plugin"`
+	Role       string `json:"role"`
+	Kubernetes string `json:"kubernetes"`
+	// Worker images.
+	Containerd string          `json:"containerd,omitempty"`
+	Runc       string          `json:"runc,omitempty"`
+	Crictl     string          `json:"crictl,omitempty"`
+	AzureCNI   string          `json:"azureCNI,omitempty"`
+	PauseImage string          `json:"pauseImage,omitempty"`
+	Images     []manifestImage `json:"images,omitempty"`
+	// Control-plane images.
+	Etcd             string `json:"etcd,omitempty"`
+	SchedulerPlugins string `json:"schedulerPlugins,omitempty"`
 }
 
 type manifestImage struct {
@@ -29,8 +34,12 @@ type manifestImage struct {
 func (b *bake) writeManifest(ctx context.Context) error {
 	v := b.cluster.Versions
 	m := b.manifest
-	m.Plugin, m.Kubernetes, m.Containerd, m.Runc, m.Crictl, m.AzureCNI, m.PauseImage =
-		version.PluginVersion.FormattedVersion(), v.Kubernetes, v.Containerd, v.Runc, v.Crictl, v.AzureCNI, v.PauseImage
+	m.Plugin, m.Role, m.Kubernetes = version.PluginVersion.FormattedVersion(), b.Role, v.Kubernetes
+	if b.Role == machine.ImageWorker {
+		m.Containerd, m.Runc, m.Crictl, m.AzureCNI, m.PauseImage = v.Containerd, v.Runc, v.Crictl, v.AzureCNI, v.PauseImage
+	} else {
+		m.Etcd, m.SchedulerPlugins = v.Etcd, v.SchedulerPlugins
+	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err

@@ -1,5 +1,8 @@
 // Command plan shows, offline, what `pulumi up --stack <env>` would create: it runs the real
-// program on Pulumi's mock engine and writes build/plan/<env>/{resources.json,machines/<role>/user-data}.
+// program on Pulumi's mock engine and writes build/plan/<env>/{resources.json,machines/<role>/user-data}
+// and the admin kubeconfig. The PKI in them is real, kept in build/plan/<env>.pki.json as Pulumi
+// state keeps it (reissued when the stack changes what it certifies), so `make boot` can boot the
+// user-data as written.
 package main
 
 import (
@@ -8,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/plan"
 )
@@ -17,17 +21,33 @@ func main() {
 	stacks := flag.String("stacks", spec.StackDir, "directory of stack files")
 	out := flag.String("out", "build/plan", "output directory; the plan goes to <out>/<stack>")
 	flag.Parse()
-
-	result, err := plan.Run(*stack, spec.StackFile(*stacks, *stack))
-	if err != nil {
+	if err := run(*stack, spec.StackFile(*stacks, *stack), *out); err != nil {
 		fmt.Fprintln(os.Stderr, "plan:", err)
 		os.Exit(1)
 	}
-	dir := filepath.Join(*out, *stack)
+}
+
+func run(stack, stackFile, out string) error {
+	cluster, err := spec.LoadStack(stackFile)
+	if err != nil {
+		return err
+	}
+	bundle, savePKI, err := pki.Kept(filepath.Join(out, stack+".pki.json"), pki.Authorities(cluster), pki.Profiles(cluster))
+	if err != nil {
+		return err
+	}
+	result, err := plan.Run(stack, stackFile, &bundle)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(out, stack)
 	if err := result.Write(dir); err != nil {
-		fmt.Fprintln(os.Stderr, "plan:", err)
-		os.Exit(1)
+		return err
+	}
+	if err := savePKI(); err != nil {
+		return err
 	}
 	result.Summary(os.Stdout)
-	fmt.Printf("wrote %s/resources.json and %s/machines/<role>/user-data\n", dir, dir)
+	fmt.Printf("wrote %[1]s/resources.json, %[1]s/machines/<role>/user-data and %[1]s/kubeconfig\n", dir)
+	return nil
 }

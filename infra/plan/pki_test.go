@@ -1,0 +1,68 @@
+package plan
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// With a real PKI, the user-data carries it: the etcd member's serving pair is a working TLS key
+// pair (the key matches the certificate) that the etcd CA in the same user-data verifies, and the
+// admin kubeconfig trusts the cluster CA the apiserver machines get.
+func TestPlanWithPKIWritesWorkingCertificates(t *testing.T) {
+	c, err := spec.LoadStack(stackFile("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run("dev", stackFile("dev"), &bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := writtenFiles(t, r.UserData[spec.RoleEtcdMain])
+	pair, err := tls.X509KeyPair([]byte(files["/etc/kubernetes/pki/etcd/etcd-main-server.crt"]), []byte(files["/etc/kubernetes/pki/etcd/etcd-main-server.key"]))
+	if err != nil {
+		t.Fatalf("etcd-main's serving pair: %v", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(files["/etc/kubernetes/pki/etcd/etcd-ca.crt"])) {
+		t.Fatal("etcd-main's user-data has no etcd CA certificate")
+	}
+	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots}); err != nil {
+		t.Errorf("the etcd CA does not verify the serving certificate: %v", err)
+	}
+	apiserver := writtenFiles(t, r.UserData[spec.RoleAPIServer])
+	ca := apiserver["/etc/kubernetes/pki/kubernetes-ca.crt"]
+	for name, kubeconfig := range r.Kubeconfigs {
+		if ca == "" || !strings.Contains(kubeconfig, "certificate-authority-data: "+base64.StdEncoding.EncodeToString([]byte(ca))) {
+			t.Errorf("kubeconfig of %s does not trust the cluster CA of the apiserver machines", name)
+		}
+	}
+}
+
+// writtenFiles are the write_files of a #cloud-config document, by path.
+func writtenFiles(t *testing.T, userData string) map[string]string {
+	t.Helper()
+	var doc struct {
+		WriteFiles []struct{ Path, Content string } `yaml:"write_files"`
+	}
+	if err := yaml.Unmarshal([]byte(userData), &doc); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, f := range doc.WriteFiles {
+		files[f.Path] = f.Content
+	}
+	return files
+}
