@@ -186,7 +186,9 @@ const (
 
 // PlaceholderImage is the offline default version of an image definition: `make plan` accepts
 // it, `pulumi up` refuses it.
-func PlaceholderImage(definition string) string { return placeholderGallery + definition + "/versions/0.0.0" }
+func PlaceholderImage(definition string) string {
+	return placeholderGallery + definition + "/versions/0.0.0"
+}
 
 // IsPlaceholderImage reports whether an image id is the offline default that `pulumi up` refuses.
 func IsPlaceholderImage(id string) bool {
