@@ -162,8 +162,10 @@ if [ ! -d ` + EtcdDataDir + `/member ]; then
       --key=` + KeyPath(etcdPKIDir, pki.EtcdServer(e.Role)) + ` "$@"
   }
   if members=$(ctl member list -w simple 2>/dev/null); then
-    # "<id>, <started|unstarted>, <name>, <peer urls>, <client urls>, <learner>"
-    mine=$(echo "$members" | awk -F', ' -v u="$peer_url" '$4 == u {print $1, $2}')
+    # "<id>, <started|unstarted>, <name>, <peer urls>, <client urls>, <learner>". A member that
+    # never ran has published no client URLs: etcdctl calls a member of the initial cluster
+    # "started" as soon as it has a name, and the initial cluster names every member.
+    mine=$(echo "$members" | awk -F', ' -v u="$peer_url" '$4 == u {print $1, ($5 == "" ? "unstarted" : $2)}')
     case "$mine" in
       *" unstarted") ;; # a member of the initial cluster starting late: start as configured
       "")

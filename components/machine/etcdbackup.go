@@ -17,6 +17,10 @@ const (
 	etcdBackupUnit = "clusterforge-etcd-backup"
 )
 
+// EtcdBackupStoreUnits are the main etcd's units that reach the backup store: the agent, and
+// etcd-join when it asks whether the cluster may be bootstrapped.
+var EtcdBackupStoreUnits = []string{etcdBackupUnit + ".service", etcdJoinUnit}
+
 // EtcdBackupSettings is clusterforge-etcd-backup's configuration file. Everything in it is the
 // same on every member; the member's own address comes from NODE_IP.
 type EtcdBackupSettings struct {

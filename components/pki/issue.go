@@ -145,6 +145,19 @@ type stored struct {
 	Bundle Bundle `json:"bundle"`
 }
 
+// Load reads a bundle Kept saved at path.
+func Load(path string) (Bundle, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Bundle{}, err
+	}
+	var s stored
+	if err := json.Unmarshal(data, &s); err != nil {
+		return Bundle{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return s.Bundle, nil
+}
+
 // Kept returns the bundle kept at path when it was issued from the same authorities and profiles
 // and its bootstrap token is still valid, as Pulumi state keeps a PKI across runs; otherwise a
 // new one. save keeps the returned bundle at path (mode 0600, written atomically): call it once

@@ -30,8 +30,8 @@ const FieldManager = "clusterforge"
 
 // Apply server-side applies the add-on objects in order, as the Pulumi program registers them.
 // After a CRD it waits until the CRD is established, so the objects after it can use it.
-func (r *Rehearsal) Apply(ctx context.Context, objs ...addons.Object) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig())
+func (p *Plan) Apply(ctx context.Context, objs ...addons.Object) error {
+	cfg, err := p.RESTConfig()
 	if err != nil {
 		return err
 	}
@@ -39,7 +39,7 @@ func (r *Rehearsal) Apply(ctx context.Context, objs ...addons.Object) error {
 	if err != nil {
 		return err
 	}
-	cs, err := r.Clientset()
+	cs, err := p.Clientset()
 	if err != nil {
 		return err
 	}

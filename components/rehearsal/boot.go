@@ -13,8 +13,8 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// materialize writes a machine's rendered files and units under its root (deviation
-// "filesystem"), its node.env (deviation "identity"), and links the pinned binaries into its
+// materialize writes a machine's rendered files and units under its root (deviation "OS
+// disk"), its node.env (deviation "instance metadata"), and links the pinned binaries into its
 // /usr/local/bin.
 func (p *Plan) materialize(in Instance) error {
 	root := p.Root(in.Name)

@@ -74,7 +74,7 @@ func (p *Plan) CIS(ctx context.Context) ([]CISResult, error) {
 }
 
 // kubeBenchConfig copies kube-bench's checks and points them at the first apiserver and etcd-main
-// machine (deviation "filesystem"): the component files in config.yaml, and the paths the
+// machine (deviation "OS disk"): the component files in config.yaml, and the paths the
 // benchmark's audits hard-code under /etc/kubernetes.
 func (p *Plan) kubeBenchConfig() (string, error) {
 	src := filepath.Join(filepath.Dir(p.Tools), "share", "kube-bench", "cfg")

@@ -12,48 +12,77 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// Deviation is one way the rehearsal differs from what an Azure machine runs. Every difference
-// is listed here and implemented in this file; `rehearse` prints the list.
+// Deviation is one way the rehearsals differ from what Azure runs. Every difference is listed
+// here, with what each rehearsal does: the process rehearsal (`make rehearse`, the units' commands
+// as processes on loopback) and the booted machines (`make boot`, each machine a systemd-nspawn
+// container booted from its image). `rehearse deviations` and both commands print the list.
 type Deviation struct {
-	Topic     string
-	Azure     string
-	Rehearsal string
+	Topic string
+	Azure string
+	// Process is what the process rehearsal does instead; "" when it does what Azure does.
+	Process string
+	// Boot is what the booted machines do instead; "" when they do what Azure does.
+	Boot string
 }
 
-// Deviations lists every difference from Azure, in the order they are applied.
+// Deviations lists every difference from Azure.
 var Deviations = []Deviation{
 	{"addresses", "control-plane and etcd subnets of the spoke VNet; apiserver VMs get addresses from Azure",
-		"the control-plane subnet maps to 127.<base>.1.0/24 and the etcd subnet to 127.<base>.2.0/24, keeping each address's offset; apiserver i is .20+i"},
+		"the control-plane subnet maps to 127.<base>.1.0/24 and the etcd subnet to 127.<base>.2.0/24, keeping each address's offset; apiserver i is .20+i",
+		"the planned subnets and etcd addresses; apiserver i is .20+i of the control-plane subnet and workers take the node subnet from .4 on (Azure's DHCP picks those)"},
+	{"network", "the spoke VNet routes between its subnets; Azure's DHCP configures each NIC; the internal load balancer's frontend is an address of the control-plane subnet",
+		"every machine on this host's loopback",
+		"network namespaces the boot makes: a hub (cfboot-<env>) whose bridge holds each subnet's gateway (.1), the load balancer frontend and 169.254.169.254, and one namespace per machine on that bridge, eth0 configured before the machine starts; no route leaves the hub (this process's clients dial from inside it)"},
 	{"localhost", "each VM has its own 127.0.0.1 and binds 0.0.0.0",
-		"all machines share one loopback, so a machine's 127.0.0.1 and 0.0.0.0 (flags and kubeconfigs) become its own address"},
+		"all machines share one loopback, so a machine's 127.0.0.1 and 0.0.0.0 (flags and kubeconfigs) become its own address", ""},
 	{"pki", "certificates from the Pulumi TLS provider, in state",
-		"a set from the same profiles, kept in build/rehearse/<env>/identity.json until `rehearse clean`; the apiserver certificate also names each apiserver's address (its mapped 127.0.0.1)"},
-	{"identity", "clusterforge-identity.service reads NODE_NAME and NODE_IP from the instance metadata service",
-		"the rehearsal writes the same node.env; the unit is not run"},
-	{"etcd disk", "etcd-disk.service formats and mounts the local SSD at the data dir",
-		"the data dir is a plain directory under the machine root; wiping the disk deletes it; the unit is not run"},
+		"a set from the same profiles, kept in build/rehearse/<env>/identity.json until `rehearse clean`; the apiserver certificate also names each apiserver's address (its mapped 127.0.0.1)",
+		"the set `make plan` issued from the same profiles into the user-data, kept in build/plan/<env>.pki.json as state keeps it"},
+	{"instance metadata", "the instance metadata service at 169.254.169.254 answers each VM about itself; clusterforge-identity.service reads NODE_NAME and NODE_IP from it",
+		"the rehearsal writes the same node.env; the unit is not run",
+		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, zone, location, size and NIC address; it issues no managed-identity tokens"},
+	{"cloud-init datasource", "cloud-init's Azure datasource: customData, the VM's name, DHCP networking",
+		"no cloud-init: the rehearsal writes the rendered files under the machine's root",
+		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set)"},
+	{"OS disk", "each VM's OS disk is a copy of its gallery image",
+		"every absolute path (files, flags, scripts) is placed under build/rehearse/<env>/machines/<machine>/; binaries are links to .tools/bin",
+		"the baked image unpacked once per role into build/boot/<env>/images/, under an overlay per machine whose upper layer is the machine's own"},
+	{"local disk", "the local temp/NVMe disk is /dev/disk/azure/resource or /dev/disk/azure/local/by-index/1, named by udev; etcd-disk.service and containerd-disk.service format and mount it",
+		"etcd's data dir is a plain directory under the machine root; etcd-disk.service is not run",
+		"a loop device over a sparse 8 GiB file; the boot binds a directory holding its node at /dev/disk/azure (udev does not run in a container); the disk units run as rendered"},
 	{"backup store", "a storage account reached through a private endpoint; the agent authenticates with the etcd VM's managed identity",
-		"Azurite (Microsoft's emulator, pinned) on 127.0.0.1:10000+<base> with its development account; the etcd-main machines get AZURE_STORAGE_CONNECTION_STRING, which the agent prefers to the managed identity; its data in build/rehearse/<env>/store outlives `rehearse down` and goes with `rehearse clean`"},
+		"Azurite (Microsoft's emulator, pinned) on 127.0.0.1:10000+<base> with its development account; the etcd-main machines get AZURE_STORAGE_CONNECTION_STRING, which the agent prefers to the managed identity; its data in build/rehearse/<env>/store outlives `rehearse down` and goes with `rehearse clean`",
+		"Azurite in the hub on the etcd subnet's gateway address, port 10000; a systemd drop-in (50-rehearsal-store.conf) gives the etcd-main agent and etcd-join AZURE_STORAGE_CONNECTION_STRING; its data goes with `make boot-down`"},
 	{"machine stop", "stopping a VM keeps its local disk; deallocating, resizing or redeploying it wipes the disk",
-		"`rehearse down` stops every process and keeps the etcd data dirs and the PKI (identity.json, as Pulumi state keeps it), so the next `rehearse up` of the same stack is the same cluster; drills wipe a data dir to stand for a deallocation; `rehearse clean` deletes everything"},
+		"`rehearse down` stops every process and keeps the etcd data dirs and the PKI (identity.json, as Pulumi state keeps it), so the next `rehearse up` of the same stack is the same cluster; drills wipe a data dir to stand for a deallocation; `rehearse clean` deletes everything",
+		"a drill's crash kills the machine's PID namespace, a clean stop halts its systemd; both keep its disks; a wipe gives it a new empty local disk; `make boot-down` deletes the machines, their disks and the store (the unpacked images stay)"},
 	{"endpoint reconciler", "--endpoint-reconciler-type=lease publishes each apiserver in the kubernetes Endpoints",
-		"--endpoint-reconciler-type=none: Endpoints may not hold loopback addresses"},
-	{"filesystem", "files at their absolute paths, written by cloud-init as root",
-		"every absolute path (files, flags, scripts) is placed under build/rehearse/<env>/machines/<machine>/"},
+		"--endpoint-reconciler-type=none: Endpoints may not hold loopback addresses", ""},
 	{"systemd", "systemd runs the units: Restart=on-failure, LimitNOFILE, one host name per VM",
-		"the rehearsal runs the units' ExecStart in unit order; oneshots retry every RestartSec; a stopped service stays stopped until a drill restarts it; all processes share this host's name and limits"},
+		"the rehearsal runs the units' ExecStart in unit order; oneshots retry every RestartSec; a stopped service stays stopped until a drill restarts it; all processes share this host's name and limits",
+		""},
+	{"machine cgroups", "systemd finds the cgroup controllers writable and delegates them to containerd and the kubelet",
+		"", "systemd-nspawn mounts cgroup v1 controllers read-only, so the machine's PID 1 is a boot script that remounts them writable and execs systemd; each machine's cgroups are its own subtree (cfboot-<env>/<machine>) of this process's"},
+	{"kernel", "each VM has its own kernel: the image's sysctls are applied at boot",
+		"the processes run on this host's kernel",
+		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied; this host already has the values the kubelet's protectKernelDefaults checks; /dev/kmsg is bound read-only for the kubelet"},
 	{"workers", "VMSS instances running kubelet and containerd",
-		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool; the end-to-end check adds one real node booted from the baked image"},
+		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool; the end-to-end check adds one real node booted from the baked image",
+		"each pool's `nodes` instances booted from the worker image: its containerd and kubelet, TLS bootstrap through the load balancer"},
 	{"worker boot", "systemd boots the baked image; cloud-init writes the worker's rendered files; the local SSD is /dev/disk/azure/resource",
-		"the image's root in a mount namespace of its own, the rendered files written into it, the units' ExecStart run in order, a Type=notify unit (containerd) waited for until it reports READY=1 as systemd does, no restarts; a loop device over a sparse file is the local SSD"},
+		"the image's root in a mount namespace of its own, the rendered files written into it, the units' ExecStart run in order, a Type=notify unit (containerd) waited for until it reports READY=1 as systemd does, no restarts; a loop device over a sparse file is the local SSD",
+		""},
 	{"worker cgroups", "systemd is PID 1: the kubelet's cgroupDriver and containerd's SystemdCgroup are systemd",
-		"no systemd here: both use cgroupfs"},
+		"no systemd here: both use cgroupfs", ""},
 	{"worker kernel", "the image's sysctls are applied at boot, so protectKernelDefaults holds; containerd may lower oom_score_adj",
-		"this host's kernel settings are not the image's and a test must not change them: protectKernelDefaults false; containerd restrict_oom_score_adj (no CAP_SYS_RESOURCE)"},
+		"this host's kernel settings are not the image's and a test must not change them: protectKernelDefaults false; containerd restrict_oom_score_adj (no CAP_SYS_RESOURCE)",
+		""},
 	{"worker network", "Azure CNI gives pods the NIC's secondary IPs",
-		"a loopback-only CNI network, which keeps the node Ready: containerd sets up no pod network with it, so pods run here only with hostNetwork; the node's address is 127.<base>.3.10, which the kubelet does not publish (loopback)"},
+		"a loopback-only CNI network, which keeps the node Ready: containerd sets up no pod network with it, so pods run here only with hostNetwork; the node's address is 127.<base>.3.10, which the kubelet does not publish (loopback)",
+		"the same loopback-only CNI network, written into each worker before its first boot (Azure CNI comes with issue 14): pods run with hostNetwork only"},
 	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
-		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token"},
+		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token",
+		"the foundation only (join RBAC and token, the scheduler's CRDs), server-side applied once the API answers"},
 }
 
 // Placeholder Azure ids of the rehearsal's cluster-autoscaler cloud config (deviation "add-ons").
@@ -146,7 +175,7 @@ func ownLoopback(s, ip string) string {
 	return localAddress.ReplaceAllString(s, "${1}"+ip+"${3}")
 }
 
-// skippedUnits are rendered units the rehearsal does not run (deviations "identity" and "etcd disk").
+// skippedUnits are rendered units the rehearsal does not run (deviations "instance metadata" and "local disk").
 var skippedUnits = map[string]string{
 	"clusterforge-identity.service": "the rehearsal writes node.env",
 	"etcd-disk.service":             "no local SSD; the data dir is a plain directory",

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -45,9 +47,13 @@ func (p *Plan) EtcdClient(role string, members ...string) (*clientv3.Client, err
 			endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", in.IP, spec.EtcdClientPort))
 		}
 	}
-	return clientv3.New(clientv3.Config{
-		Endpoints: endpoints, TLS: tc, DialTimeout: 2 * time.Second, Logger: zap.NewNop(),
-	})
+	cfg := clientv3.Config{Endpoints: endpoints, TLS: tc, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	if p.Dial != nil {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return p.Dial(ctx, "tcp", addr)
+		})}
+	}
+	return clientv3.New(cfg)
 }
 
 // HTTPClient talks to apiservers (directly or through the load balancer) as the admin.
@@ -56,7 +62,10 @@ func (p *Plan) HTTPClient() (*http.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}, nil
+	// An apiserver's certificate names the load balancer's address, the name clients use, not the
+	// machine's own: a direct request checks it against that name.
+	tc.ServerName = p.Cluster.Network.APIServerIP
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DialContext: p.Dial}}, nil
 }
 
 // poll calls check every interval until it succeeds or timeout passes, returning its last error.
@@ -68,6 +77,10 @@ func poll(ctx context.Context, timeout time.Duration, what string, check func(co
 		if last = check(ctx); last == nil {
 			return nil
 		}
+		var permanent errPermanent
+		if errors.As(last, &permanent) {
+			return fmt.Errorf("%s: %w", what, permanent.error)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not ready after %s: %w", what, timeout, last)
@@ -77,8 +90,8 @@ func poll(ctx context.Context, timeout time.Duration, what string, check func(co
 }
 
 // WaitEtcdHealthy waits until every member of an etcd cluster answers and a leader is elected.
-func (r *Rehearsal) WaitEtcdHealthy(ctx context.Context, role string) error {
-	cli, err := r.EtcdClient(role)
+func (p *Plan) WaitEtcdHealthy(ctx context.Context, role string) error {
+	cli, err := p.EtcdClient(role)
 	if err != nil {
 		return err
 	}
@@ -100,8 +113,8 @@ func (r *Rehearsal) WaitEtcdHealthy(ctx context.Context, role string) error {
 }
 
 // Get fetches a path from an apiserver URL as the admin and returns the status and body.
-func (r *Rehearsal) Get(ctx context.Context, url string) (int, string, error) {
-	client, err := r.HTTPClient()
+func (p *Plan) Get(ctx context.Context, url string) (int, string, error) {
+	client, err := p.HTTPClient()
 	if err != nil {
 		return 0, "", err
 	}
@@ -118,8 +131,8 @@ func (r *Rehearsal) Get(ctx context.Context, url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-func (r *Rehearsal) expectOK(ctx context.Context, url string) error {
-	code, body, err := r.Get(ctx, url)
+func (p *Plan) expectOK(ctx context.Context, url string) error {
+	code, body, err := p.Get(ctx, url)
 	if err != nil {
 		return err
 	}
@@ -130,25 +143,33 @@ func (r *Rehearsal) expectOK(ctx context.Context, url string) error {
 }
 
 // WaitAPIHealthy waits until every apiserver is ready, the load balancer serves the API, and
-// every controller-manager and scheduler answers its health check.
+// every controller-manager and scheduler answers its health check (on the machine's own
+// address, where the rehearsal moves their 127.0.0.1).
 func (r *Rehearsal) WaitAPIHealthy(ctx context.Context) error {
+	return r.waitAPIHealthy(ctx, func(ctx context.Context, in Instance, port int) error {
+		// Their serving certificates are self-signed, so only the answer is checked.
+		return r.insecureOK(ctx, fmt.Sprintf("https://%s:%d/healthz", in.IP, port))
+	})
+}
+
+// waitAPIHealthy waits for every apiserver, the load balancer, and componentOK for the
+// controller-manager's and scheduler's health ports of every apiserver machine.
+func (p *Plan) waitAPIHealthy(ctx context.Context, componentOK func(context.Context, Instance, int) error) error {
 	var errs []error
-	for _, in := range r.Of(spec.RoleAPIServer) {
+	for _, in := range p.Of(spec.RoleAPIServer) {
 		url := fmt.Sprintf("https://%s:%d/readyz", in.IP, spec.APIServerPort)
-		errs = append(errs, poll(ctx, 2*time.Minute, in.Name+" kube-apiserver", func(ctx context.Context) error { return r.expectOK(ctx, url) }))
+		errs = append(errs, poll(ctx, 2*time.Minute, in.Name+" kube-apiserver", func(ctx context.Context) error { return p.expectOK(ctx, url) }))
 		for _, port := range []int{spec.ControllerManagerPort, spec.SchedulerPort} {
-			// Their serving certificates are self-signed, so only the answer is checked.
-			url := fmt.Sprintf("https://%s:%d/healthz", in.IP, port)
-			errs = append(errs, poll(ctx, time.Minute, fmt.Sprintf("%s port %d", in.Name, port), func(ctx context.Context) error { return insecureOK(ctx, url) }))
+			errs = append(errs, poll(ctx, time.Minute, fmt.Sprintf("%s port %d", in.Name, port), func(ctx context.Context) error { return componentOK(ctx, in, port) }))
 		}
 	}
-	lb := r.Cluster.APIServerURL() + "/readyz"
-	errs = append(errs, poll(ctx, time.Minute, "load balancer", func(ctx context.Context) error { return r.expectOK(ctx, lb) }))
+	lb := p.Cluster.APIServerURL() + "/readyz"
+	errs = append(errs, poll(ctx, time.Minute, "load balancer", func(ctx context.Context) error { return p.expectOK(ctx, lb) }))
 	return errors.Join(errs...)
 }
 
-func insecureOK(ctx context.Context, url string) error {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+func (p *Plan) insecureOK(ctx context.Context, url string) error {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DialContext: p.Dial}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

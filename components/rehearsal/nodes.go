@@ -14,8 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -48,16 +46,6 @@ func (r *Rehearsal) startLB() error {
 	proc.URL = r.Cluster.APIServerURL()
 	proc.CA, proc.Cert, proc.Key = r.PKIFile(pki.ClusterCA, "crt"), r.PKIFile(pki.Admin, "crt"), r.PKIFile(pki.Admin, "key")
 	return r.track(proc)
-}
-
-// Clientset is a Kubernetes client of the admin, through the load balancer.
-func (r *Rehearsal) Clientset() (*kubernetes.Clientset, error) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", r.Kubeconfig())
-	if err != nil {
-		return nil, err
-	}
-	cfg.QPS, cfg.Burst = 100, 200
-	return kubernetes.NewForConfig(cfg)
 }
 
 // Nodes are the simulated worker nodes: per pool, up to NodesPerPool of its maxNodes, with the

@@ -7,7 +7,9 @@
 package rehearsal
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -27,6 +29,10 @@ type Options struct {
 	NodesPerPool int
 	// Self is the command that runs this package's load balancer: Self + ["lb", flags...].
 	Self []string
+	// Dial opens this process's connections to the machines. Default: the host's network.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// StoreHost is the address the backup store listens on. Default 127.0.0.1.
+	StoreHost string
 }
 
 // Instance is one rehearsed machine.

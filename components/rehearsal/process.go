@@ -36,6 +36,12 @@ type Proc struct {
 // start runs argv in its own session, so a stop reaches its children too, appending output to
 // log. It dies with the rehearsal that started it, even one killed without cleaning up.
 func start(argv, env []string, dir, log string) (*Proc, error) {
+	return spawn(argv, env, dir, log, true)
+}
+
+// spawn is start; dieWithParent false leaves the process running after this one exits, for what
+// `make boot` leaves behind.
+func spawn(argv, env []string, dir, log string, dieWithParent bool) (*Proc, error) {
 	if err := os.MkdirAll(filepath.Dir(log), 0o755); err != nil {
 		return nil, err
 	}
@@ -47,7 +53,10 @@ func start(argv, env []string, dir, log string) (*Proc, error) {
 	fmt.Fprintf(out, "---- %s started: %s\n", time.Now().Format(time.RFC3339), strings.Join(argv, " "))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir, cmd.Stdout, cmd.Stderr = env, dir, out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if dieWithParent {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
@@ -75,7 +84,9 @@ func (p *Proc) Alive() bool {
 	if fields := strings.Fields(string(stat)); len(fields) > 2 && fields[2] == "Z" {
 		return false
 	}
-	return strings.HasPrefix(string(cmdline), p.Command[0]+"\x00")
+	// The binary, or a script its interpreter runs (Azurite under node).
+	args := strings.Split(string(cmdline), "\x00")
+	return args[0] == p.Command[0] || len(args) > 1 && args[1] == p.Command[0]
 }
 
 // Stop signals the process's whole session (scripts' children too) and waits for it to exit,

@@ -70,7 +70,7 @@ func (r *Rehearsal) RestoreEtcd(ctx context.Context, name string) (etcdbackup.Sn
 	apiservers := r.Of(spec.RoleAPIServer)
 	r.logf("restoring %s from %s (revision %d); stopping the apiserver machines first", spec.RoleEtcdMain, snap.Name, snap.Revision)
 	for _, in := range apiservers {
-		if err := r.StopMachine(in.Name, syscall.SIGTERM); err != nil {
+		if err := r.StopMachine(ctx, in.Name, false); err != nil {
 			return snap, err
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,9 +35,13 @@ const (
 // Clean removes it.
 func (p *Plan) StoreDir() string { return filepath.Join(p.Dir, "store") }
 
-// StoreAddress is where Azurite listens: 127.0.0.1, one port per loopback base.
+// StoreAddress is where Azurite listens: StoreHost (127.0.0.1 by default), one port per loopback base.
 func (p *Plan) StoreAddress() string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(storePortBase+p.Base))
+	host := p.StoreHost
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, strconv.Itoa(storePortBase+p.Base))
 }
 
 // StoreConnectionString reaches the rehearsal's Azurite with the development account.
@@ -68,11 +73,22 @@ func (r *Rehearsal) StartStore(ctx context.Context) error {
 	if err := r.track(proc); err != nil {
 		return err
 	}
-	c, err := container.NewClientFromConnectionString(r.StoreConnectionString(), spec.BackupContainer, nil)
+	return r.createContainer(ctx)
+}
+
+// createContainer creates the backups' container once the store answers, as the Pulumi program
+// does before any etcd machine exists.
+func (p *Plan) createContainer(ctx context.Context) error {
+	var opts *container.ClientOptions
+	if p.Dial != nil {
+		opts = &container.ClientOptions{}
+		opts.Transport = &http.Client{Transport: &http.Transport{DialContext: p.Dial}}
+	}
+	c, err := container.NewClientFromConnectionString(p.StoreConnectionString(), spec.BackupContainer, opts)
 	if err != nil {
 		return err
 	}
-	return poll(ctx, time.Minute, "Azurite at "+r.StoreAddress(), func(ctx context.Context) error {
+	return poll(ctx, time.Minute, "Azurite at "+p.StoreAddress(), func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // the SDK retries a refused connection for long
 		defer cancel()
 		_, err := c.Create(ctx, nil)

@@ -128,16 +128,16 @@ func (r *Rehearsal) restoreNeeded() (string, bool) {
 
 // applyFoundation applies what the control plane needs before it works, as the Pulumi program's
 // add-ons do from outside the machines: the join RBAC and token, the scheduler's CRDs.
-func (r *Rehearsal) applyFoundation(ctx context.Context) error {
-	objs, err := addons.Foundation(r.Cluster)
+func (p *Plan) applyFoundation(ctx context.Context) error {
+	objs, err := addons.Foundation(p.Cluster)
 	if err != nil {
 		return err
 	}
-	token, err := addons.BootstrapTokenSecret(r.Bundle.BootstrapToken, r.Bundle.BootstrapTokenExpires)
+	token, err := addons.BootstrapTokenSecret(p.Bundle.BootstrapToken, p.Bundle.BootstrapTokenExpires)
 	if err != nil {
 		return err
 	}
-	return r.Apply(ctx, append(objs, token)...)
+	return p.Apply(ctx, append(objs, token)...)
 }
 
 // UpEtcd starts only the members of one etcd cluster of the plan, for drills that need an etcd
@@ -195,7 +195,7 @@ func (r *Rehearsal) prepare() error {
 	if err := writeFile(p.Kubeconfig(), kubeconfig, 0o600); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(p.Dir, "deviations.txt"), FormatDeviations(), 0o644); err != nil {
+	if err := writeFile(filepath.Join(p.Dir, "deviations.txt"), FormatDeviations(false), 0o644); err != nil {
 		return err
 	}
 	if p.fresh { // a new cluster: nothing of an earlier one without its PKI may seed it
@@ -224,12 +224,23 @@ func (r *Rehearsal) prepare() error {
 	return nil
 }
 
-// FormatDeviations renders the deviation list for people.
-func FormatDeviations() string {
+// FormatDeviations renders the deviation list for people: for the process rehearsal when boot
+// is false, for the booted machines when true; topics where that one does what Azure does are left out.
+func FormatDeviations(boot bool) string {
 	var b strings.Builder
-	b.WriteString("Rehearsal deviations from Azure (components/rehearsal/deviations.go):\n")
+	what := "rehearsal"
+	if boot {
+		what = "boot"
+	}
+	fmt.Fprintf(&b, "Deviations of the %s from Azure (components/rehearsal/deviations.go):\n", what)
 	for _, d := range Deviations {
-		fmt.Fprintf(&b, "  - %s\n      Azure:     %s\n      rehearsal: %s\n", d.Topic, d.Azure, d.Rehearsal)
+		text := d.Process
+		if boot {
+			text = d.Boot
+		}
+		if text != "" {
+			fmt.Fprintf(&b, "  - %s\n      Azure:     %s\n      %-10s %s\n", d.Topic, d.Azure, what+":", text)
+		}
 	}
 	return b.String()
 }
@@ -407,8 +418,13 @@ func (r *Rehearsal) Stop(machineName, name string, sig syscall.Signal) error {
 	return p.Stop(sig, 10*time.Second)
 }
 
-// StopMachine stops every unit of a machine, last started first.
-func (r *Rehearsal) StopMachine(machineName string, sig syscall.Signal) error {
+// StopMachine stops every unit of a machine, last started first: SIGKILL when hard (a crash),
+// SIGTERM otherwise (a clean shutdown).
+func (r *Rehearsal) StopMachine(_ context.Context, machineName string, hard bool) error {
+	sig := syscall.SIGTERM
+	if hard {
+		sig = syscall.SIGKILL
+	}
 	procs := r.Procs()
 	var errs []error
 	for i := len(procs) - 1; i >= 0; i-- {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"github.com/hashicorp/packer-plugin-sdk/multistep"
@@ -29,6 +30,11 @@ func (s *stepDebootstrap) Run(ctx context.Context, state multistep.StateBag) mul
 	ui.Say(fmt.Sprintf("debootstrap %s into %s (%d extra packages)", c.Suite, s.root, len(c.Packages)))
 	if err := runStreaming(ctx, ui, exec.CommandContext(ctx, "debootstrap", args...)); err != nil {
 		return halt(state, ui, fmt.Errorf("debootstrap: %w", err))
+	}
+	// The Debian 12 cloud images' locale, which cloud-init's locale module keeps; without it the
+	// module generates en_US.UTF-8, which Debian's locale-gen cannot do from an argument.
+	if err := os.WriteFile(filepath.Join(s.root, "etc/default/locale"), []byte("LANG=C.UTF-8\n"), 0o644); err != nil {
+		return halt(state, ui, err)
 	}
 	state.Put("mount_path", s.root)
 	return multistep.ActionContinue

@@ -6,6 +6,8 @@
 //	rehearse etcd-backup --stack dev  snapshot the main etcd to the backup store now
 //	rehearse etcd-restore --stack dev [--snapshot NAME]   restore the main etcd (latest snapshot by default)
 //	rehearse deviations               list every difference from Azure
+//	rehearse boot --stack dev         boot every machine of the plan from its image (systemd-nspawn), leave it running
+//	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
 //
 // `up` leaves a supervisor behind (`rehearse serve`, pid in <dir>/rehearse.pid) that restarts
 // failed services as systemd would, until `down`; etcd-backup and etcd-restore ask it to act on
@@ -28,6 +30,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -47,8 +50,10 @@ func run(args []string) error {
 	switch verb {
 	case "lb":
 		return rehearsal.LBMain(args)
+	case "imds":
+		return rehearsal.IMDSMain(args)
 	case "deviations":
-		fmt.Print(rehearsal.FormatDeviations())
+		fmt.Print(rehearsal.FormatDeviations(false) + "\n" + rehearsal.FormatDeviations(true))
 		return nil
 	}
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
@@ -57,6 +62,10 @@ func run(args []string) error {
 	tools := fs.String("tools", ".tools/bin", "directory of the pinned binaries (make tools)")
 	nodes := fs.Int("nodes-per-pool", 3, "KWOK nodes simulated per pool, at most the pool's maxNodes")
 	snapshot := fs.String("snapshot", os.Getenv("SNAPSHOT"), "etcd-restore: the snapshot to restore (default: $SNAPSHOT, else the latest)")
+	bootDir := fs.String("boot-dir", "build/boot", "boot, boot-down: directory for booted stacks; each gets <boot-dir>/<stack>")
+	planDir := fs.String("plan-dir", "build/plan", "boot: where `make plan` wrote <stack>/ and <stack>.pki.json")
+	keep := fs.Bool("keep-on-failure", false, "boot: leave a boot that failed running, to look at")
+	images := fs.String("images", "build/images", "boot: where the baked images are: node-<stack>.tar, control-plane-<stack>.tar")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,6 +74,15 @@ func run(args []string) error {
 		return err
 	}
 	switch verb {
+	case "boot", "boot-down":
+		bootDir, err := filepath.Abs(filepath.Join(*bootDir, *stack))
+		if err != nil {
+			return err
+		}
+		if verb == "boot-down" {
+			return rehearsal.BootDown(*stack, bootDir, os.Stdout)
+		}
+		return boot(*stack, bootDir, *planDir, *images, *tools, *keep)
 	case "down":
 		return down(dir)
 	case "clean":
@@ -86,7 +104,7 @@ func run(args []string) error {
 	case "serve":
 		return serve(*stack, dir, *tools, *nodes)
 	}
-	return fmt.Errorf("unknown verb %q: use up, down, clean, etcd-backup, etcd-restore, deviations or lb", verb)
+	return fmt.Errorf("unknown verb %q: use up, down, clean, etcd-backup, etcd-restore, boot, boot-down, deviations, lb or imds", verb)
 }
 
 // up starts `rehearse serve` in its own session and relays its progress until it is ready.
@@ -211,7 +229,7 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprint(progress, rehearsal.FormatDeviations())
+	fmt.Fprint(progress, rehearsal.FormatDeviations(false))
 	upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	r, err := rehearsal.Up(upCtx, p, progress)
@@ -264,4 +282,48 @@ Try:
   %s/kubectl -n kube-system get leases
 Stop it with: make rehearse-down STACK=%s
 `, stack, rel(kubeconfig), rel(endpoints), rel(filepath.Join(dir, "logs")), rel(kubeconfig), tools, tools, stack)
+}
+
+// boot boots every machine of the stack's plan and leaves them running.
+func boot(stack, dir, planDir, images, tools string, keep bool) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("boot needs root: it mounts, makes loop devices and network namespaces, and runs systemd-nspawn")
+	}
+	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	o := rehearsal.BootOptions{
+		Stack: stack, Dir: dir, Tools: abs(tools), Self: []string{self}, KeepOnFailure: keep,
+		PlanDir: abs(filepath.Join(planDir, stack)), PKIFile: abs(filepath.Join(planDir, stack+".pki.json")),
+		Images: map[string]string{
+			machine.ImageWorker:       abs(filepath.Join(images, "node-"+stack+".tar")),
+			machine.ImageControlPlane: abs(filepath.Join(images, "control-plane-"+stack+".tar")),
+		},
+	}
+	fmt.Print(rehearsal.FormatDeviations(true))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancelTimeout()
+	b, err := rehearsal.Boot(ctx, c, o, os.Stdout)
+	if err != nil {
+		return err
+	}
+	rel := func(path string) string {
+		if wd, err := os.Getwd(); err == nil {
+			if r, err := filepath.Rel(wd, path); err == nil {
+				return r
+			}
+		}
+		return path
+	}
+	fmt.Printf("\nStack %s is booted: %d machines, listed in %s.\nTry: ip netns exec %s %s/kubectl --kubeconfig %s get nodes -o wide\nRemove it with: make boot-down STACK=%s\n",
+		stack, len(b.Machines), rel(rehearsal.MachinesFile(dir)), rehearsal.BootHub(stack), tools, rel(b.Kubeconfig()), stack)
+	return nil
 }

@@ -1,0 +1,162 @@
+package rehearsal
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// bootNetwork is the network `make boot` makes (deviation "network"): a hub namespace with a
+// bridge that stands for the spoke VNet (the subnets' gateways, the load balancer frontend and the
+// instance metadata address are on it), and one namespace per machine joined to the bridge by a
+// veth pair, its eth0 configured before the machine starts, as Azure's DHCP would have it. Nothing
+// is routed out of the hub: every packet stays in these namespaces.
+type bootNetwork struct {
+	// Hub is the hub namespace's name, cfboot-<env>.
+	Hub string
+	// Gateways are the subnets' first addresses, on the bridge, with their prefix length.
+	Gateways []netip.Prefix
+	// Extra are single addresses on the bridge: the load balancer frontend and the metadata service.
+	Extra []netip.Addr
+}
+
+// imdsAddress is Azure's instance metadata service.
+const imdsAddress = "169.254.169.254"
+
+// hubBridge is the bridge in the hub namespace.
+const hubBridge = "br0"
+
+// netnsPath is where `ip netns` keeps a named namespace.
+func netnsPath(name string) string { return "/run/netns/" + name }
+
+// machineNetns names machine i's namespace.
+func (n *bootNetwork) machineNetns(i int) string { return fmt.Sprintf("%s-m%d", n.Hub, i) }
+
+// create makes the hub namespace and its bridge.
+func (n *bootNetwork) create() error {
+	cmds := [][]string{
+		{"netns", "add", n.Hub},
+		{"-n", n.Hub, "link", "set", "lo", "up"},
+		{"-n", n.Hub, "link", "add", hubBridge, "type", "bridge"},
+		{"-n", n.Hub, "link", "set", hubBridge, "up"},
+	}
+	for _, gw := range n.Gateways {
+		cmds = append(cmds, []string{"-n", n.Hub, "addr", "add", gw.String(), "dev", hubBridge})
+	}
+	for _, a := range n.Extra {
+		cmds = append(cmds, []string{"-n", n.Hub, "addr", "add", a.String() + "/32", "dev", hubBridge})
+	}
+	for _, args := range cmds {
+		if err := ip(args...); err != nil {
+			return err
+		}
+	}
+	// The hub routes between the subnets, as the VNet does (this sysctl is the namespace's own).
+	if out, err := exec.Command("ip", "netns", "exec", n.Hub, "sysctl", "-qw", "net.ipv4.ip_forward=1").CombinedOutput(); err != nil {
+		return fmt.Errorf("enable forwarding in %s: %v: %s", n.Hub, err, out)
+	}
+	return nil
+}
+
+// attach gives machine i its namespace, joined to the bridge, with addr on eth0 and a default
+// route through its subnet's gateway.
+func (n *bootNetwork) attach(i int, addr netip.Prefix) error {
+	ns := n.machineNetns(i)
+	gw, ok := n.gatewayOf(addr.Addr())
+	if !ok {
+		return fmt.Errorf("boot network: %s is in no subnet of %v", addr, n.Gateways)
+	}
+	hubSide := fmt.Sprintf("cfv%d", i)
+	for _, args := range [][]string{
+		{"netns", "add", ns},
+		{"link", "add", hubSide, "netns", n.Hub, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"-n", n.Hub, "link", "set", hubSide, "master", hubBridge, "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"-n", ns, "addr", "add", addr.String(), "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+		{"-n", ns, "route", "add", "default", "via", gw.String()},
+	} {
+		if err := ip(args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (n *bootNetwork) gatewayOf(a netip.Addr) (netip.Addr, bool) {
+	for _, gw := range n.Gateways {
+		if gw.Contains(a) {
+			return gw.Addr(), true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// removeNetworks deletes every namespace named hub or hub-*, and with them their veths and bridge.
+func removeNetworks(hub string) error {
+	out, err := exec.Command("ip", "netns", "list").Output()
+	if err != nil {
+		return fmt.Errorf("ip netns list: %w", err)
+	}
+	var errs []string
+	for _, line := range strings.Split(string(out), "\n") {
+		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if name == hub || strings.HasPrefix(name, hub+"-") {
+			if err := ip("netns", "del", name); err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func ip(args ...string) error {
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// inNetns runs f on a thread that has entered the network namespace at path. The thread is never
+// returned to the runtime (it exits with the goroutine), so no other goroutine runs in that
+// namespace by accident. Sockets f opens stay in the namespace.
+func inNetns(path string, f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked, on purpose
+		ns, err := os.Open(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("enter %s: %w", path, err)
+			return
+		}
+		done <- f()
+	}()
+	return <-done
+}
+
+// dialerIn opens connections from inside the network namespace at path: how this process's clients
+// reach machines that have no route to it.
+func dialerIn(path string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = inNetns(path, func() (err error) {
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
+}

@@ -1,0 +1,162 @@
+package rehearsal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// InstanceMetadata is what the stand-in for Azure's instance metadata service knows of one
+// machine: the fields clusterforge's units ask for, in Azure's document shape.
+type InstanceMetadata struct {
+	Name       string `json:"name"`
+	ResourceID string `json:"resourceId"`
+	Zone       string `json:"zone"`
+	Location   string `json:"location"`
+	VMSize     string `json:"vmSize"`
+	// PrivateIP is the primary NIC's address; SubnetAddress and SubnetPrefix its subnet.
+	PrivateIP     string `json:"privateIp"`
+	SubnetAddress string `json:"subnetAddress"`
+	SubnetPrefix  int    `json:"subnetPrefix"`
+}
+
+// document is the machine's /metadata/instance document as Azure (api-version 2021-02-01) shapes it.
+func (m InstanceMetadata) document() map[string]any {
+	return map[string]any{
+		"compute": map[string]any{
+			"name": m.Name, "resourceId": m.ResourceID, "zone": m.Zone, "location": m.Location, "vmSize": m.VMSize,
+			"osType": "Linux",
+		},
+		"network": map[string]any{"interface": []any{map[string]any{
+			"ipv4": map[string]any{
+				"ipAddress": []any{map[string]any{"privateIpAddress": m.PrivateIP, "publicIpAddress": ""}},
+				"subnet":    []any{map[string]any{"address": m.SubnetAddress, "prefix": strconv.Itoa(m.SubnetPrefix)}},
+			},
+		}}},
+	}
+}
+
+// IMDS serves /metadata/instance to each machine about itself, telling machines apart by their
+// source address, as Azure's service answers each VM (deviation "instance metadata").
+type IMDS struct {
+	// Machines maps a machine's address to its metadata.
+	Machines map[string]InstanceMetadata
+}
+
+// ServeHTTP answers like Azure's service: the Metadata: true header is required and a proxied
+// request (X-Forwarded-For) is refused; format=text returns a leaf's value or a node's keys.
+func (s *IMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	fail := func(code int, msg string) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(code)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	}
+	if r.Header.Get("Metadata") != "true" || r.Header.Get("X-Forwarded-For") != "" {
+		fail(http.StatusBadRequest, "Bad request. Required metadata header not specified")
+		return
+	}
+	if r.URL.Query().Get("api-version") == "" {
+		fail(http.StatusBadRequest, "Bad request. api-version was not specified in the request")
+		return
+	}
+	host, _, _ := net.SplitHostPort(r.RemoteAddr)
+	m, ok := s.Machines[host]
+	if !ok {
+		fail(http.StatusNotFound, "no machine has address "+host)
+		return
+	}
+	rest, ok := strings.CutPrefix(r.URL.Path, "/metadata/instance")
+	if !ok {
+		fail(http.StatusNotFound, "Not found")
+		return
+	}
+	var node any = m.document()
+	for _, key := range strings.Split(strings.Trim(rest, "/"), "/") {
+		if key == "" {
+			continue
+		}
+		switch n := node.(type) {
+		case map[string]any:
+			node, ok = n[key]
+		case []any:
+			i, err := strconv.Atoi(key)
+			ok = err == nil && i >= 0 && i < len(n)
+			if ok {
+				node = n[i]
+			}
+		default:
+			ok = false
+		}
+		if !ok {
+			fail(http.StatusNotFound, "Not found")
+			return
+		}
+	}
+	if r.URL.Query().Get("format") != "text" {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_ = json.NewEncoder(w).Encode(node)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	switch n := node.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(n))
+		for k, v := range n {
+			if _, leaf := v.(string); !leaf {
+				k += "/"
+			}
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprint(w, strings.Join(keys, "\n"))
+	case []any:
+		for i := range n {
+			fmt.Fprintf(w, "%d/\n", i)
+		}
+	default:
+		fmt.Fprint(w, n)
+	}
+}
+
+// IMDSMain runs the stand-in from command-line flags until SIGTERM: `rehearse imds ...`.
+func IMDSMain(args []string) error {
+	fs := flag.NewFlagSet("imds", flag.ContinueOnError)
+	listen := fs.String("listen", imdsAddress+":80", "host:port to serve")
+	machines := fs.String("machines", "", "JSON file: address → InstanceMetadata")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(*machines)
+	if err != nil {
+		return fmt.Errorf("imds: --machines: %w", err)
+	}
+	s := &IMDS{}
+	if err := json.Unmarshal(data, &s.Machines); err != nil {
+		return fmt.Errorf("imds: %s: %w", *machines, err)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
+	log.Printf("instance metadata for %d machines on %s", len(s.Machines), *listen)
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

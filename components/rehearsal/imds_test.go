@@ -1,0 +1,51 @@
+package rehearsal
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// The metadata stand-in answers each machine about itself, in Azure's shapes, and refuses what
+// Azure refuses; the identity unit's query is among the paths.
+func TestIMDSAnswersEachMachineAboutItself(t *testing.T) {
+	s := &IMDS{Machines: map[string]InstanceMetadata{
+		"10.0.1.4": {Name: "cf-dev-etcd-main-0", Zone: "1", PrivateIP: "10.0.1.4", SubnetAddress: "10.0.1.0", SubnetPrefix: 24},
+		"10.0.1.5": {Name: "cf-dev-etcd-main-1", Zone: "2", PrivateIP: "10.0.1.5", SubnetAddress: "10.0.1.0", SubnetPrefix: 24},
+	}}
+	get := func(from, path string, header bool) (int, string) {
+		req := httptest.NewRequest(http.MethodGet, "http://169.254.169.254"+path, nil)
+		req.RemoteAddr = from + ":41000"
+		if header {
+			req.Header.Set("Metadata", "true")
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		body, _ := io.ReadAll(w.Result().Body)
+		return w.Code, string(body)
+	}
+	for _, tc := range []struct {
+		from, path string
+		header     bool
+		code       int
+		body       string
+	}{
+		{"10.0.1.5", "/metadata/instance/network/interface/0/ipv4/ipAddress/0/privateIpAddress?api-version=2021-02-01&format=text", true, 200, "10.0.1.5"},
+		{"10.0.1.4", "/metadata/instance/compute/name?api-version=2021-02-01&format=text", true, 200, "cf-dev-etcd-main-0"},
+		{"10.0.1.5", "/metadata/instance/compute/zone?api-version=2021-02-01&format=text", true, 200, "2"},
+		{"10.0.1.4", "/metadata/instance/network/interface/0/ipv4/subnet/0/prefix?api-version=2021-02-01&format=text", true, 200, "24"},
+		{"10.0.1.4", "/metadata/instance?api-version=2021-02-01", true, 200, `"privateIpAddress":"10.0.1.4"`},
+		{"10.0.1.4", "/metadata/instance/compute?api-version=2021-02-01&format=text", true, 200, "name\nosType"},
+		{"10.0.1.4", "/metadata/instance/compute/name?api-version=2021-02-01&format=text", false, 400, "Required metadata header"},
+		{"10.0.1.4", "/metadata/instance/compute/name?format=text", true, 400, "api-version"},
+		{"10.0.1.9", "/metadata/instance/compute/name?api-version=2021-02-01&format=text", true, 404, "no machine"},
+		{"10.0.1.4", "/metadata/instance/compute/nope?api-version=2021-02-01&format=text", true, 404, "Not found"},
+	} {
+		code, body := get(tc.from, tc.path, tc.header)
+		if code != tc.code || !strings.Contains(body, tc.body) {
+			t.Errorf("%s from %s: HTTP %d %q, want %d with %q", tc.path, tc.from, code, body, tc.code, tc.body)
+		}
+	}
+}
