@@ -24,6 +24,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -64,7 +65,7 @@ func TestAddons(t *testing.T) {
 func checkDNSSpread(t *testing.T, cs *kubernetes.Clientset) {
 	want := running.Cluster.DNS.Replicas
 	var nodes []string
-	err := waitUntil(time.Minute, func() error {
+	err := drills.WaitUntil(time.Minute, func() error {
 		pods, err := cs.CoreV1().Pods(addons.SystemNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: addons.DNSAppLabel + "=" + addons.DNSService})
 		if err != nil {
 			return err
@@ -115,7 +116,7 @@ func checkNoPerNodePollers(t *testing.T, cs *kubernetes.Clientset, objs []addons
 	}
 
 	bad := "bad-agent"
-	ns := namespace(t, cs, "drill-poller")
+	ns := drills.Namespace(t, cs, "drill-poller")
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: bad}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func checkNoPerNodePollers(t *testing.T, cs *kubernetes.Clientset, objs []addons
 	t.Cleanup(func() { _ = cs.RbacV1().ClusterRoleBindings().Delete(ctx, binding.Name, metav1.DeleteOptions{}) })
 	// Each apiserver's RBAC authorizer learns of the new binding from its own watch: ask until both have.
 	var found []string
-	if err := waitUntil(15*time.Second, func() error {
+	if err := drills.WaitUntil(15*time.Second, func() error {
 		if found = pollerGrants(t, cs, ns, bad, scoped); !slices.Contains(found, "watch nodes") {
 			return fmt.Errorf("found %v", found)
 		}
@@ -202,27 +203,27 @@ func checkBalloonPreempted(t *testing.T, cs *kubernetes.Clientset, pool spec.Poo
 		if err := running.Apply(ctx, balloonWithReplicas(t, pool, pool.Nodes)); err != nil {
 			t.Error(err)
 		}
-		_ = waitUntil(time.Minute, func() error { return balloonsPlaced(cs, pool, 0) })
+		_ = drills.WaitUntil(time.Minute, func() error { return balloonsPlaced(cs, pool, 0) })
 	})
-	if err := waitUntil(time.Minute, func() error { return balloonsPlaced(cs, pool, nodes) }); err != nil {
+	if err := drills.WaitUntil(time.Minute, func() error { return balloonsPlaced(cs, pool, nodes) }); err != nil {
 		t.Fatalf("the pool never filled with balloons: %v", err)
 	}
 
-	ns := namespace(t, cs, "drill-preempt")
+	ns := drills.Namespace(t, cs, "drill-preempt")
 	pod := gpuPod("work", pool, nil)
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { // free its GPU for the gang check
 		_ = cs.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
-		_ = waitUntil(time.Minute, func() error {
+		_ = drills.WaitUntil(time.Minute, func() error {
 			if _, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
 				return fmt.Errorf("pod %s still there", pod.Name)
 			}
 			return nil
 		})
 	})
-	err := waitUntil(30*time.Second, func() error {
+	err := drills.WaitUntil(30*time.Second, func() error {
 		got, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -248,7 +249,7 @@ func checkBalloonPreempted(t *testing.T, cs *kubernetes.Clientset, pool spec.Poo
 func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 	ctx := context.Background()
 	nodes := min(pool.MaxNodes, *nodesPerPool)
-	ns := namespace(t, cs, "drill-gang")
+	ns := drills.Namespace(t, cs, "drill-gang")
 	podGroups := dynamicClient(t).Resource(schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}).Namespace(ns)
 	groups := []string{"job-a", "job-b"}
 	for _, g := range groups {
@@ -284,7 +285,7 @@ func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 		return n, nil
 	}
 	var got map[string]int
-	if err := waitUntil(time.Minute, func() (err error) {
+	if err := drills.WaitUntil(time.Minute, func() (err error) {
 		if got, err = bound(); err != nil {
 			return err
 		}
@@ -306,7 +307,7 @@ func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 	if got[whole] == 0 {
 		whole = groups[1]
 	}
-	if err := waitUntil(time.Minute, func() error {
+	if err := drills.WaitUntil(time.Minute, func() error {
 		pg, err := podGroups.Get(ctx, whole, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -409,7 +410,7 @@ func removeAddons(t *testing.T, cs *kubernetes.Clientset, objs []addons.Object) 
 			_ = cs.AppsV1().DaemonSets(w.Namespace).Delete(ctx, w.Name, metav1.DeleteOptions{PropagationPolicy: &foreground})
 		}
 	}
-	err := waitUntil(2*time.Minute, func() error {
+	err := drills.WaitUntil(2*time.Minute, func() error {
 		for _, ns := range []string{addons.SystemNamespace, addons.MonitoringNamespace} {
 			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: addons.ManagedByLabel + "=" + addons.ManagedBy})
 			if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -86,7 +87,7 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	interval, _ := time.ParseDuration(running.Cluster.Backup.Interval)
 
 	// The leader's agent snapshots at once when the store holds none, and verifies it.
-	if err := waitUntil(2*time.Minute, func() error { return etcdbackup.SafeToTouch(ctx, cli, store, interval) }); err != nil {
+	if err := drills.WaitUntil(2*time.Minute, func() error { return etcdbackup.SafeToTouch(ctx, cli, store, interval) }); err != nil {
 		t.Fatalf("the gate never opened on a healthy cluster: %v", err)
 	}
 	if err := running.EtcdGate(ctx); err != nil {
@@ -117,7 +118,7 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	})
 
 	cs := clientset(t)
-	ns := namespace(t, cs, "drill-total-loss")
+	ns := drills.Namespace(t, cs, "drill-total-loss")
 	writer := startWriter(t, ns)
 	time.Sleep(3 * time.Second)
 	snap, err := running.BackupEtcd(ctx) // make etcd-backup
@@ -144,7 +145,7 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = running.Boot(bootCtx, in.Name) }()
 	}
-	err = waitUntil(time.Minute, func() error {
+	err = drills.WaitUntil(time.Minute, func() error {
 		for _, in := range members {
 			if status, _ := os.ReadFile(filepath.Join(running.Root(in.Name), machine.EtcdStatusFile)); !strings.HasPrefix(string(status), etcdbackup.RestoreNeeded) {
 				return fmt.Errorf("%s status %q, want %s", in.Name, status, etcdbackup.RestoreNeeded)

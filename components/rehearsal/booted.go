@@ -29,6 +29,9 @@ import (
 type BootOptions struct {
 	// Stack is the environment: stacks/Pulumi.<Stack>.yaml, planned into PlanDir.
 	Stack string
+	// Name names the boot's namespaces and cgroups, cfboot-<Name>, so two boots of one stack can
+	// run side by side: 1 to 20 of [a-z0-9-]. Default: Stack.
+	Name string
 	// PlanDir is build/plan/<env>: machines/<role>/user-data and the admin kubeconfig.
 	PlanDir string
 	// PKIFile is the PKI `make plan` kept (build/plan/<env>.pki.json), for this process's clients.
@@ -81,8 +84,8 @@ type Booted struct {
 // BootHub names a stack's hub namespace.
 func BootHub(stack string) string { return "cfboot-" + stack }
 
-// bootStackName is what a stack name must be to name namespaces and interfaces.
-var bootStackName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
+// bootName is what a boot's name must be to name namespaces and cgroups.
+var bootName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
 
 // Layout places every machine of the cluster: the etcd members at their planned addresses and
 // zones, apiserver and worker scale-set instances named as Azure names them (the scale set's
@@ -142,10 +145,10 @@ func addrAdd(a netip.Addr, n int) netip.Addr {
 // Boot boots every machine of the stack and returns once the cluster is healthy; on failure it
 // removes everything it made. Needs root.
 func Boot(ctx context.Context, c *spec.Cluster, o BootOptions, progress io.Writer) (b *Booted, err error) {
-	if !bootStackName.MatchString(o.Stack) {
-		return nil, fmt.Errorf("boot: stack name %q names namespaces and interfaces here: use 1 to 20 of [a-z0-9-]", o.Stack)
+	if o.Name == "" {
+		o.Name = o.Stack
 	}
-	if err := BootDown(o.Stack, o.Dir, progress); err != nil {
+	if err := BootDown(o.Name, o.Dir, progress); err != nil {
 		return nil, err
 	}
 	bundle, err := pki.Load(o.PKIFile)
@@ -156,7 +159,7 @@ func Boot(ctx context.Context, c *spec.Cluster, o BootOptions, progress io.Write
 	if err != nil {
 		return nil, err
 	}
-	b = &Booted{opts: o, Machines: machines, progress: progress, net: &bootNetwork{Hub: BootHub(o.Stack)}}
+	b = &Booted{opts: o, Machines: machines, progress: progress, net: &bootNetwork{Hub: BootHub(o.Name)}}
 	b.Plan = &Plan{Cluster: c, Bundle: bundle, Options: Options{
 		Dir: o.Dir, Tools: o.Tools, Self: o.Self, Dial: dialerIn(netnsPath(b.net.Hub)), StoreHost: bootStoreHost(c),
 	}}

@@ -120,8 +120,11 @@ func (b *Booted) create(m *BootedMachine) error {
 		{Path: seed + "/network-config", Content: "network:\n  config: disabled\n", Mode: 0o600},
 	}
 	files = append(files, machine.File{Path: bootInit, Content: bootInitScript, Mode: 0o755})
-	files = append(files, b.machineDeviations(m)...)
-	for _, f := range files {
+	deviations, err := b.machineDeviations(m)
+	if err != nil {
+		return err
+	}
+	for _, f := range append(files, deviations...) {
 		if err := writeFile(filepath.Join(m.Root, f.Path), f.Content, os.FileMode(f.Mode)); err != nil {
 			return err
 		}
@@ -130,21 +133,33 @@ func (b *Booted) create(m *BootedMachine) error {
 }
 
 // machineDeviations are files the boot adds to a machine before its first boot: a worker's
-// loopback CNI network (deviation "worker network"), the backup store's address for the main
-// etcd's units (deviation "backup store").
-func (b *Booted) machineDeviations(m *BootedMachine) []machine.File {
+// loopback CNI network (deviation "worker network") and containerd's config edited (deviation
+// "kernel"), the backup store's address for the main etcd's units (deviation "backup store").
+func (b *Booted) machineDeviations(m *BootedMachine) ([]machine.File, error) {
 	if m.Image == machine.ImageWorker {
-		return []machine.File{{Path: machine.CNIConfDir + "/10-rehearsal-loopback.conflist", Content: loopbackCNI, Mode: 0o644}}
+		config, err := os.ReadFile(filepath.Join(b.imageDir(m.Image), machine.ContainerdConfigPath))
+		if err != nil {
+			return nil, err
+		}
+		const section = "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+		if !strings.Contains(string(config), section) {
+			return nil, fmt.Errorf("deviation \"kernel\": %s has no %q; update bootmachine.go", machine.ContainerdConfigPath, section)
+		}
+		edited := strings.Replace(string(config), section, section+"  restrict_oom_score_adj = true\n", 1)
+		return []machine.File{
+			{Path: machine.CNIConfDir + "/10-rehearsal-loopback.conflist", Content: loopbackCNI, Mode: 0o644},
+			{Path: machine.ContainerdConfigPath, Content: edited, Mode: 0o644},
+		}, nil
 	}
 	if m.Role != spec.RoleEtcdMain {
-		return nil
+		return nil, nil
 	}
 	dropIn := "[Service]\nEnvironment=\"AZURE_STORAGE_CONNECTION_STRING=" + b.StoreConnectionString() + "\"\n"
 	var files []machine.File
 	for _, unit := range machine.EtcdBackupStoreUnits {
 		files = append(files, machine.File{Path: machine.UnitDir + "/" + unit + ".d/50-rehearsal-store.conf", Content: dropIn, Mode: 0o644})
 	}
-	return files
+	return files, nil
 }
 
 // attachDisk backs the machine's local disk with a new sparse file on a loop device, whose node
@@ -173,12 +188,16 @@ func (b *Booted) attachDisk(m *BootedMachine) error {
 	return unix.Mknod(filepath.Join(b.diskDir(m), "resource"), unix.S_IFBLK|0o600, int(st.Rdev))
 }
 
-// detachDisk removes the machine's local disk: its loop devices and backing file.
+// detachDisk removes the machine's local disk: its loop devices, backing file and device node.
+// The (empty) directory stays: the machine binds it at /dev/disk/azure.
 func (b *Booted) detachDisk(m *BootedMachine) error {
 	if err := detachLoops(b.diskFile(m)); err != nil {
 		return err
 	}
-	return errors.Join(os.RemoveAll(b.diskFile(m)), os.RemoveAll(b.diskDir(m)))
+	if err := errors.Join(os.RemoveAll(b.diskFile(m)), os.RemoveAll(b.diskDir(m))); err != nil {
+		return err
+	}
+	return os.MkdirAll(b.diskDir(m), 0o755)
 }
 
 // detachLoops detaches every loop device backed by a file under path.
@@ -213,14 +232,14 @@ func (b *Booted) Start(ctx context.Context, name string) error {
 	if running {
 		return nil
 	}
-	cgroups, err := machineCgroups(b.opts.Stack, m.Name)
+	cgroups, err := machineCgroups(b.opts.Name, m.Name)
 	if err != nil {
 		return err
 	}
 	// Not --boot: the machine's PID 1 is bootInit, which execs systemd (deviation "machine cgroups").
 	nspawn := []string{"systemd-nspawn", "--quiet", "--directory=" + m.Root, "--machine=" + m.Name,
 		"--register=no", "--keep-unit", "--network-namespace-path=" + netnsPath(b.net.machineNetns(m.index)),
-		"--bind=" + b.diskDir(m) + ":/dev/disk/azure", "--bind-ro=/dev/kmsg", "--capability=CAP_SYSLOG,CAP_SYS_RESOURCE",
+		"--bind=" + b.diskDir(m) + ":/dev/disk/azure", "--bind-ro=/dev/kmsg", "--capability=CAP_SYSLOG,CAP_NET_ADMIN", "--system-call-filter=@keyring",
 		"--resolv-conf=off", "--timezone=off",
 		"--link-journal=no", "--console=pipe", "--kill-signal=SIGRTMIN+3", bootInit}
 	// The shell moves itself into the machine's cgroups, then becomes systemd-nspawn.
@@ -268,12 +287,12 @@ exec /lib/systemd/systemd "$@"
 `
 
 // machineCgroups makes the machine's own cgroup in every hierarchy, under this process's:
-// <hierarchy>/<own path>/cfboot-<stack>/<machine>. Each machine's kubelet and containerd then
+// <hierarchy>/<own path>/cfboot-<boot>/<machine>. Each machine's kubelet and containerd then
 // have a subtree of their own, as on separate VMs.
-func machineCgroups(stack, name string) ([]string, error) {
+func machineCgroups(boot, name string) ([]string, error) {
 	var dirs []string
 	err := forEachHierarchy(func(dir string) error {
-		path := filepath.Join(dir, BootHub(stack), name)
+		path := filepath.Join(dir, BootHub(boot), name)
 		if err := os.MkdirAll(path, 0o755); err != nil {
 			return err
 		}
@@ -319,9 +338,9 @@ func forEachHierarchy(f func(dir string) error) error {
 }
 
 // removeCgroups removes the boot's cgroups, deepest first, once their processes are gone.
-func removeCgroups(stack string) error {
+func removeCgroups(boot string) error {
 	return forEachHierarchy(func(dir string) error {
-		root := filepath.Join(dir, BootHub(stack))
+		root := filepath.Join(dir, BootHub(boot))
 		var dirs []string
 		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -387,12 +406,9 @@ func (b *Booted) Stop(name string, hard bool) error {
 
 // WipeLocalDisk gives a stopped machine a new, empty local disk, as Azure does on deallocation.
 func (b *Booted) WipeLocalDisk(name string) error {
-	m, err := b.Machine(name)
+	m, err := b.stopped(name)
 	if err != nil {
 		return err
-	}
-	if m.PID != 0 {
-		return fmt.Errorf("boot: %s is running; stop it before wiping its local disk", name)
 	}
 	if err := b.detachDisk(m); err != nil {
 		return err
@@ -400,17 +416,40 @@ func (b *Booted) WipeLocalDisk(name string) error {
 	return b.attachDisk(m)
 }
 
-// Down removes every machine, service, mount, loop device and namespace of the boot.
-func (b *Booted) Down() error {
-	return BootDown(b.opts.Stack, b.Dir, b.progress)
+// RemoveLocalDisk takes a stopped machine's local disk away: it boots with no device under
+// /dev/disk/azure, as a VM whose disk failed.
+func (b *Booted) RemoveLocalDisk(name string) error {
+	m, err := b.stopped(name)
+	if err != nil {
+		return err
+	}
+	return b.detachDisk(m)
 }
 
-// BootDown removes what a boot of stack in dir made, even one run by another command: its
+func (b *Booted) stopped(name string) (*BootedMachine, error) {
+	m, err := b.Machine(name)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m.PID != 0 {
+		return nil, fmt.Errorf("boot: %s is running; stop it first", name)
+	}
+	return m, nil
+}
+
+// Down removes every machine, service, mount, loop device and namespace of the boot.
+func (b *Booted) Down() error {
+	return BootDown(b.opts.Name, b.Dir, b.progress)
+}
+
+// BootDown removes what the boot name in dir made, even one run by another command: its
 // machines (killed), the platform stand-ins, the OS-disk mounts, the loop devices and the network
 // namespaces. The unpacked images and the logs stay.
-func BootDown(stack, dir string, progress io.Writer) error {
-	if !bootStackName.MatchString(stack) {
-		return fmt.Errorf("boot: stack name %q names namespaces and interfaces here: use 1 to 20 of [a-z0-9-]", stack)
+func BootDown(name, dir string, progress io.Writer) error {
+	if !bootName.MatchString(name) {
+		return fmt.Errorf("boot: the name %q names namespaces and cgroups here: use 1 to 20 of [a-z0-9-]", name)
 	}
 	var machines []*BootedMachine
 	if data, err := os.ReadFile(MachinesFile(dir)); err == nil {
@@ -438,7 +477,7 @@ func BootDown(stack, dir string, progress io.Writer) error {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
 		}
 	}
-	errs = append(errs, detachLoops(filepath.Join(dir, "machines")), removeNetworks(BootHub(stack)), removeCgroups(stack))
+	errs = append(errs, detachLoops(filepath.Join(dir, "machines")), removeNetworks(BootHub(name)), removeCgroups(name))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -451,7 +490,7 @@ func BootDown(stack, dir string, progress io.Writer) error {
 		}
 	}
 	if progress != nil && (killed > 0 || len(mounts) > 0) {
-		fmt.Fprintf(progress, "==> removed the boot of %s: %d machines, %d mounts, namespaces %s*\n", stack, killed, len(mounts), BootHub(stack))
+		fmt.Fprintf(progress, "==> removed the boot %s: %d machines, %d mounts, namespaces %s*\n", name, killed, len(mounts), BootHub(name))
 	}
 	return nil
 }

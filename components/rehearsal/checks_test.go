@@ -14,20 +14,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -94,11 +92,11 @@ func TestAPIThroughLoadBalancerListsPools(t *testing.T) {
 func TestEventsOnlyInEventsEtcd(t *testing.T) {
 	needRehearsal(t)
 	ctx := context.Background()
-	name := createEvent(t, ctx, clientset(t), 30*time.Second)
-	if keys := etcdKeys(t, spec.RoleEtcdMain, "/registry/events"); len(keys) != 0 {
+	name := drills.CreateEvent(t, ctx, clientset(t), 30*time.Second)
+	if keys := drills.EtcdKeys(t, running, spec.RoleEtcdMain, "/registry/events"); len(keys) != 0 {
 		t.Errorf("etcd-main holds %d event keys, e.g. %s; events belong in etcd-events", len(keys), keys[0])
 	}
-	keys := etcdKeys(t, spec.RoleEtcdEvents, "/registry/")
+	keys := drills.EtcdKeys(t, running, spec.RoleEtcdEvents, "/registry/")
 	if !slices.Contains(keys, "/registry/events/default/"+name) {
 		t.Errorf("etcd-events lacks /registry/events/default/%s; it holds %d keys", name, len(keys))
 	}
@@ -264,7 +262,7 @@ func TestEtcdQuorumLossAndRestore(t *testing.T) {
 	}
 	ctx := context.Background()
 	cs := clientset(t)
-	ns := namespace(t, cs, "drill-quorum")
+	ns := drills.Namespace(t, cs, "drill-quorum")
 	// A write that times out may still commit later; only acknowledged writes are owed.
 	var acked []string
 	attempts := 0
@@ -280,10 +278,10 @@ func TestEtcdQuorumLossAndRestore(t *testing.T) {
 		return err
 	}
 	down := members[len(members)-tolerated:]
-	t.Cleanup(func() { restart(t, members, spec.RoleEtcdMain) })
+	t.Cleanup(func() { drills.Restart(t, running, members, spec.RoleEtcdMain) })
 	stopAll(t, down, "etcd")
 	// Losing the leader costs an election; writes are owed only once the survivors have one.
-	if err := waitUntil(30*time.Second, func() error { return hasLeader(members[:len(members)-tolerated]) }); err != nil {
+	if err := drills.WaitUntil(30*time.Second, func() error { return hasLeader(members[:len(members)-tolerated]) }); err != nil {
 		t.Fatalf("the %d surviving members elected no leader: %v", len(members)-tolerated, err)
 	}
 	for i := 0; i < 10; i++ {
@@ -297,8 +295,8 @@ func TestEtcdQuorumLossAndRestore(t *testing.T) {
 		t.Fatalf("a write succeeded with %d of %d members down", tolerated+1, len(members))
 	}
 	t.Logf("without quorum, a write fails with: %v", err)
-	restart(t, members, spec.RoleEtcdMain)
-	if err := waitUntil(2*time.Minute, func() error { return write(10 * time.Second) }); err != nil {
+	drills.Restart(t, running, members, spec.RoleEtcdMain)
+	if err := drills.WaitUntil(2*time.Minute, func() error { return write(10 * time.Second) }); err != nil {
 		t.Fatalf("writes did not come back after the members restarted: %v", err)
 	}
 	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
@@ -317,137 +315,22 @@ func TestEtcdQuorumLossAndRestore(t *testing.T) {
 	t.Logf("%d acknowledged writes, all present after the restore", len(acked))
 }
 
-// Check 5: a member whose local disk came back empty rejoins through member remove/add, done by
-// its boot units (L02).
+// Check 5: a member whose local disk came back empty rejoins (drills.WipedMemberRejoins).
 func TestWipedMemberRejoins(t *testing.T) {
 	needRehearsal(t)
-	members := running.Of(spec.RoleEtcdMain)
-	victim := members[len(members)-1]
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cli, err := running.EtcdClient(spec.RoleEtcdMain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	before := memberIDs(t, ctx, cli)
-	stopAll(t, []rehearsal.Instance{victim}, "etcd")
-	if err := os.RemoveAll(filepath.Join(running.Root(victim.Name), machine.EtcdDataDir)); err != nil {
-		t.Fatal(err)
-	}
-	if err := running.Boot(ctx, victim.Name); err != nil {
-		t.Fatal(err)
-	}
-	if err := running.WaitEtcdHealthy(ctx, spec.RoleEtcdMain); err != nil {
-		t.Fatal(err)
-	}
-	after := memberIDs(t, ctx, cli)
-	if len(after) != len(members) {
-		t.Fatalf("member list has %d members after the rejoin, want %d: %v", len(after), len(members), after)
-	}
-	if after[victim.Name] == 0 || after[victim.Name] == before[victim.Name] {
-		t.Errorf("%s kept member id %x; a wiped member must be removed and added again", victim.Name, before[victim.Name])
-	}
-	log, _ := os.ReadFile(running.Log(victim.Name, "etcd-join"))
-	for _, want := range []string{"removed from cluster", "added to cluster"} {
-		if !strings.Contains(string(log), want) {
-			t.Errorf("etcd-join log lacks %q:\n%s", want, log)
-		}
-	}
-	own, err := running.EtcdClient(spec.RoleEtcdMain, victim.Name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer own.Close()
-	resp, err := own.Get(ctx, "/registry/namespaces/default", clientv3.WithSerializable())
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("the rejoined member does not serve the cluster's data: %v %v", resp, err)
-	}
+	drills.WipedMemberRejoins(t, running)
 }
 
-// Check 6: with one apiserver stopped, the load balancer routes around it, clients keep working,
-// and the controller-manager and scheduler leases end up on survivors.
+// Check 6: an apiserver machine lost (drills.APIServerLoss).
 func TestAPIServerFailover(t *testing.T) {
 	needRehearsal(t)
-	ctx := context.Background()
-	cs := clientset(t)
-	type leader struct{ holder, machine string }
-	before := map[string]leader{}
-	for _, lease := range []string{"kube-controller-manager", "kube-scheduler"} {
-		var m rehearsal.Instance
-		if err := waitUntil(time.Minute, func() (err error) { m, err = leaderMachine(lease); return err }); err != nil {
-			t.Fatal(err)
-		}
-		before[lease] = leader{leaseHolder(t, cs, lease), m.Name}
-	}
-	victim, _ := running.Instance(before["kube-controller-manager"].machine)
-	t.Cleanup(func() { restart(t, []rehearsal.Instance{victim}, "") })
-	stopAll(t, []rehearsal.Instance{victim}, "kube-apiserver")
-	backend := fmt.Sprintf("%s:%d", victim.IP, spec.APIServerPort)
-	if err := waitUntil(time.Minute, func() error { return lbHealthy(backend, false) }); err != nil {
-		t.Fatalf("the load balancer kept %s in rotation: %v", backend, err)
-	}
-	for i := 0; i < 20; i++ {
-		if _, err := cs.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
-			t.Fatalf("request %d through the load balancer after the failover: %v", i, err)
-		}
-	}
-	for lease, old := range before {
-		err := waitUntil(90*time.Second, func() error {
-			m, err := leaderMachine(lease)
-			if err != nil {
-				return err
-			}
-			if m.Name == victim.Name {
-				return fmt.Errorf("%s is still led from %s", lease, victim.Name)
-			}
-			if h := leaseHolder(t, cs, lease); old.machine == victim.Name && h == old.holder {
-				return fmt.Errorf("%s lease still held by %s, the stopped machine's", lease, h)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Error(err)
-		}
-	}
+	drills.APIServerLoss(t, running)
 }
 
-// Check 7: with the events etcd down, core reads and writes keep working and the load balancer
-// keeps every apiserver in rotation; events resume when it returns.
+// Check 7: the events etcd lost (drills.EventsEtcdLoss).
 func TestEventsEtcdOutage(t *testing.T) {
 	needRehearsal(t)
-	ctx := context.Background()
-	cs := clientset(t)
-	events := running.Of(spec.RoleEtcdEvents)
-	t.Cleanup(func() { restart(t, events, spec.RoleEtcdEvents) })
-	stopAll(t, events, "etcd")
-	// Long enough for the probe to take a failing backend out.
-	time.Sleep(time.Duration(spec.APIServerProbeFailures+1) * spec.APIServerProbeIntervalSeconds * time.Second)
-	for _, in := range running.Of(spec.RoleAPIServer) {
-		if err := lbHealthy(fmt.Sprintf("%s:%d", in.IP, spec.APIServerPort), true); err != nil {
-			t.Errorf("with the events etcd down: %v", err)
-		}
-		if code, body, _ := running.Get(ctx, fmt.Sprintf("https://%s:%d/readyz", in.IP, spec.APIServerPort)); code == http.StatusOK {
-			t.Errorf("plain /readyz of %s is still 200 without the events etcd; the probe-path exclusion is untested: %s", in.Name, body)
-		}
-	}
-	ns := namespace(t, cs, "drill-events")
-	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "core-write"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("core write with the events etcd down: %v", err)
-	}
-	if _, err := cs.CoreV1().ConfigMaps(ns).Get(ctx, "core-write", metav1.GetOptions{}); err != nil {
-		t.Fatalf("core read with the events etcd down: %v", err)
-	}
-	short, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if _, err := cs.CoreV1().Events("default").Create(short, newEvent("while-down"), metav1.CreateOptions{}); err == nil {
-		t.Fatal("an event was stored while every events etcd member was down")
-	}
-	restart(t, events, spec.RoleEtcdEvents)
-	name := createEvent(t, ctx, cs, 90*time.Second)
-	if keys := etcdKeys(t, spec.RoleEtcdEvents, "/registry/events/default/"+name); len(keys) != 1 {
-		t.Errorf("the event written after the outage is not in etcd-events")
-	}
+	drills.EventsEtcdLoss(t, running)
 }
 
 // Check 8: the scheduler bin-packs: pods fill the most-allocated node first (L12).
@@ -466,7 +349,7 @@ func TestSchedulerBinPacks(t *testing.T) {
 	capacity, _ := spec.VMCapacity(pool.VMSize)
 	ctx := context.Background()
 	cs := clientset(t)
-	ns := namespace(t, cs, "drill-binpack")
+	ns := drills.Namespace(t, cs, "drill-binpack")
 	placed := map[string]int{}
 	var order []string
 	for i := range capacity.CPUs + 2 {
@@ -482,7 +365,7 @@ func TestSchedulerBinPacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		var node string
-		if err := waitUntil(30*time.Second, func() error {
+		if err := drills.WaitUntil(30*time.Second, func() error {
 			got, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
@@ -513,63 +396,6 @@ func clientset(t *testing.T) *kubernetes.Clientset {
 	return cs
 }
 
-func namespace(t *testing.T, cs *kubernetes.Clientset, name string) string {
-	t.Helper()
-	ctx := context.Background()
-	_, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}) })
-	return name
-}
-
-func newEvent(name string) *corev1.Event {
-	now := metav1.Now()
-	return &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: "default"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Namespace", Name: "default", APIVersion: "v1"},
-		Reason:         "RehearsalCheck", Message: "written by the rehearsal checks", Type: corev1.EventTypeNormal,
-		FirstTimestamp: now, LastTimestamp: now, Count: 1, Source: corev1.EventSource{Component: "clusterforge-check"},
-	}
-}
-
-// createEvent stores an event, retrying until timeout, and returns its name.
-func createEvent(t *testing.T, ctx context.Context, cs *kubernetes.Clientset, timeout time.Duration) string {
-	t.Helper()
-	name := "check-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if err := waitUntil(timeout, func() error {
-		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_, err := cs.CoreV1().Events("default").Create(wctx, newEvent(name), metav1.CreateOptions{})
-		return err
-	}); err != nil {
-		t.Fatalf("create event: %v", err)
-	}
-	return name
-}
-
-// etcdKeys lists the keys under prefix in one etcd cluster, read directly.
-func etcdKeys(t *testing.T, role, prefix string) []string {
-	t.Helper()
-	cli, err := running.EtcdClient(role)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
-	if err != nil {
-		t.Fatalf("%s: get %s: %v", role, prefix, err)
-	}
-	keys := make([]string, len(resp.Kvs))
-	for i, kv := range resp.Kvs {
-		keys[i] = string(kv.Key)
-	}
-	return keys
-}
-
 // quotaMetric reads etcd_server_quota_backend_bytes from a member's metrics listener.
 func quotaMetric(t *testing.T, ip string) int64 {
 	t.Helper()
@@ -595,19 +421,6 @@ func quotaMetric(t *testing.T, ip string) int64 {
 	return 0
 }
 
-func memberIDs(t *testing.T, ctx context.Context, cli *clientv3.Client) map[string]uint64 {
-	t.Helper()
-	resp, err := cli.MemberList(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := map[string]uint64{}
-	for _, m := range resp.Members {
-		ids[m.Name] = m.ID
-	}
-	return ids
-}
-
 // stopAll kills a unit on several machines at once, as a VM loss would (no restart).
 func stopAll(t *testing.T, ins []rehearsal.Instance, unit string) {
 	t.Helper()
@@ -618,61 +431,6 @@ func stopAll(t *testing.T, ins []rehearsal.Instance, unit string) {
 	}
 }
 
-// restart boots machines again, as after a reboot, and waits until their role is healthy.
-func restart(t *testing.T, ins []rehearsal.Instance, role string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var wg sync.WaitGroup
-	errs := make([]error, len(ins))
-	for i, in := range ins {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = running.Boot(ctx, in.Name) }()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	var err error
-	if role == "" {
-		err = running.WaitAPIHealthy(ctx)
-	} else {
-		err = running.WaitEtcdHealthy(ctx, role)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func waitUntil(timeout time.Duration, check func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := check()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-func lbHealthy(backend string, want bool) error {
-	state, err := rehearsal.ReadLBState(running.LBStateFile())
-	if err != nil {
-		return err
-	}
-	for _, b := range state {
-		if b.Address == backend {
-			if b.Healthy != want {
-				return fmt.Errorf("load balancer has %s healthy=%v, want %v", backend, b.Healthy, want)
-			}
-			return nil
-		}
-	}
-	return fmt.Errorf("load balancer has no backend %s", backend)
-}
-
 func leaseHolder(t *testing.T, cs *kubernetes.Clientset, name string) string {
 	t.Helper()
 	lease, err := cs.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
@@ -680,34 +438,6 @@ func leaseHolder(t *testing.T, cs *kubernetes.Clientset, name string) string {
 		t.Fatalf("lease %s: %v", name, err)
 	}
 	return *lease.Spec.HolderIdentity
-}
-
-// leaderMachine finds which apiserver machine's component holds its lease: every machine shares
-// this host's name, so the holder identity alone cannot tell; the component's log can.
-func leaderMachine(component string) (rehearsal.Instance, error) {
-	var leader rehearsal.Instance
-	var newest time.Time
-	for _, in := range running.Of(spec.RoleAPIServer) {
-		p := running.Proc(in.Name, component)
-		if p == nil || !p.Alive() {
-			continue
-		}
-		log, _ := os.ReadFile(p.Log)
-		last := string(log)
-		if i := strings.LastIndex(last, "---- "); i >= 0 {
-			last = last[i:]
-		}
-		if strings.Contains(last, "successfully acquired lease kube-system/"+component) {
-			info, _ := os.Stat(p.Log)
-			if leader.Name == "" || info.ModTime().After(newest) {
-				leader, newest = in, info.ModTime()
-			}
-		}
-	}
-	if leader.Name == "" {
-		return leader, fmt.Errorf("no running %s holds its lease", component)
-	}
-	return leader, nil
 }
 
 // hasLeader reports whether the given etcd members agree on a leader among themselves (right

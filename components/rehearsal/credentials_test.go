@@ -30,6 +30,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/csrapprover"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -39,7 +40,7 @@ func TestAuditLogHoldsNoCredentials(t *testing.T) {
 	needRehearsal(t)
 	ctx := context.Background()
 	cs := clientset(t)
-	ns := namespace(t, cs, "audit")
+	ns := drills.Namespace(t, cs, "audit")
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +136,7 @@ func TestKubeletServingCertificatesNeedTheNodesIdentity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = waitUntil(time.Minute, func() error {
+		err = drills.WaitUntil(time.Minute, func() error {
 			csr, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err

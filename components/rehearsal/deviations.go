@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/clusterforge/clusterforge/components/addons"
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -65,21 +64,16 @@ var Deviations = []Deviation{
 		"", "systemd-nspawn mounts cgroup v1 controllers read-only, so the machine's PID 1 is a boot script that remounts them writable and execs systemd; each machine's cgroups are its own subtree (cfboot-<env>/<machine>) of this process's"},
 	{"kernel", "each VM has its own kernel: the image's sysctls are applied at boot",
 		"the processes run on this host's kernel",
-		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied; this host already has the values the kubelet's protectKernelDefaults checks; /dev/kmsg is bound read-only for the kubelet"},
+		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied; this host already has the values the kubelet's protectKernelDefaults checks; /dev/kmsg is bound read-only for the kubelet (with CAP_SYSLOG), and keyring system calls are allowed for runc; this host grants no CAP_SYS_RESOURCE, so the workers' containerd config gets restrict_oom_score_adj = true"},
 	{"workers", "VMSS instances running kubelet and containerd",
-		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool; the end-to-end check adds one real node booted from the baked image",
+		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool",
 		"each pool's `nodes` instances booted from the worker image: its containerd and kubelet, TLS bootstrap through the load balancer"},
-	{"worker boot", "systemd boots the baked image; cloud-init writes the worker's rendered files; the local SSD is /dev/disk/azure/resource",
-		"the image's root in a mount namespace of its own, the rendered files written into it, the units' ExecStart run in order, a Type=notify unit (containerd) waited for until it reports READY=1 as systemd does, no restarts; a loop device over a sparse file is the local SSD",
-		""},
-	{"worker cgroups", "systemd is PID 1: the kubelet's cgroupDriver and containerd's SystemdCgroup are systemd",
-		"no systemd here: both use cgroupfs", ""},
-	{"worker kernel", "the image's sysctls are applied at boot, so protectKernelDefaults holds; containerd may lower oom_score_adj",
-		"this host's kernel settings are not the image's and a test must not change them: protectKernelDefaults false; containerd restrict_oom_score_adj (no CAP_SYS_RESOURCE)",
+	{"image check", "systemd boots the baked image; the local SSD is /dev/disk/azure/resource",
+		"`make image-check` boots the worker image's disk and containerd units alone: the image's root in a mount namespace of its own, the units' ExecStart run in order, a Type=notify unit (containerd) waited for until it reports READY=1 as systemd does, no restarts; a loop device over a sparse file is the local SSD",
 		""},
 	{"worker network", "Azure CNI gives pods the NIC's secondary IPs",
-		"a loopback-only CNI network, which keeps the node Ready: containerd sets up no pod network with it, so pods run here only with hostNetwork; the node's address is 127.<base>.3.10, which the kubelet does not publish (loopback)",
-		"the same loopback-only CNI network, written into each worker before its first boot (Azure CNI comes with issue 14): pods run with hostNetwork only"},
+		"no pod runs: KWOK nodes",
+		"a loopback-only CNI network written into each worker before its first boot, which keeps the node Ready; containerd sets up no pod network with it, so pods run with hostNetwork only (Azure CNI comes with issue 14)"},
 	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
 		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token",
 		"the foundation only (join RBAC and token, the scheduler's CRDs), server-side applied once the API answers"},
@@ -104,21 +98,9 @@ func (p *Plan) Addons() ([]addons.Object, error) {
 	return append(objs, secret), nil
 }
 
-// bakedNodeEdits change rendered files of a worker booted here (deviations "worker cgroups" and
-// "worker kernel"); each must find its text.
-var bakedNodeEdits = []struct{ path, old, new string }{
-	{machine.KubeletConfigPath, "cgroupDriver: systemd\n", "cgroupDriver: cgroupfs\n"},
-	{machine.KubeletConfigPath, "protectKernelDefaults: true\n", "protectKernelDefaults: false\n"},
-	{machine.ContainerdConfigPath, "SystemdCgroup = true\n", "SystemdCgroup = false\n"},
-	{machine.ContainerdConfigPath, "[plugins.\"io.containerd.grpc.v1.cri\"]\n", "[plugins.\"io.containerd.grpc.v1.cri\"]\n  restrict_oom_score_adj = true\n"},
-}
-
 // loopbackCNI is the worker's network (deviation "worker network").
 const loopbackCNI = `{"cniVersion": "1.0.0", "name": "rehearsal-loopback", "plugins": [{"type": "loopback"}]}
 `
-
-// workerIP is the baked worker's address (deviation "worker network").
-func workerIP(base int) string { return fmt.Sprintf("127.%d.3.10", base) }
 
 // loopbackNetwork returns the cluster with its control-plane and etcd subnets moved onto
 // 127.<base>.1.0/24 and 127.<base>.2.0/24 (deviation "addresses"). Offsets inside each subnet

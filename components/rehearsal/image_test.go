@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,12 +12,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
-	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 var bakedImage = flag.String("image", "", "node image tarball (default build/images/node-<stack>.tar, from `make image-local`); "+
@@ -224,138 +219,5 @@ func pollUntil(timeout time.Duration, f func() error) error {
 			return err
 		}
 		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// End to end: a worker booted from the baked image (its containerd, its kubelet) joins the
-// rehearsed control plane through the load balancer with TLS bootstrap, becomes Ready with its
-// pool's labels, and runs a pod of the preloaded app image; nothing is pulled from any registry.
-func TestBakedNodeJoinsAndRunsPreloadedPod(t *testing.T) {
-	needRehearsal(t)
-	image := stackImage()
-	want := readPreloaded(t, image)
-	var app string
-	for _, img := range want.PreloadImages {
-		if img.Name != cluster.Versions.PauseImage {
-			app = img.Name
-		}
-	}
-	pool := cluster.Pools[0]
-	for _, p := range cluster.Pools {
-		if !p.IsGPU() {
-			pool = p
-			break
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	node, err := running.JoinBakedNode(ctx, image, pool.Name, filepath.Join(repoRoot, "build", "rehearse", "baked-worker"), os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := running.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := node.Hostname()
-	t.Cleanup(func() {
-		if err := node.Shutdown(); err != nil {
-			t.Error(err)
-		}
-		_ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	kubeletLog := func() string {
-		data, _ := os.ReadFile(filepath.Join(node.Dir, "logs", "kubelet.log"))
-		if len(data) > 4000 {
-			data = data[len(data)-4000:]
-		}
-		return string(data)
-	}
-
-	var registered *corev1.Node
-	err = pollUntil(3*time.Minute, func() error {
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		registered = n
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("node %s is not Ready", name)
-	})
-	if err != nil {
-		t.Fatalf("the baked node did not join and become Ready: %v\nkubelet log:\n%s", err, kubeletLog())
-	}
-	if got := registered.Labels[spec.PoolLabel]; got != pool.Name {
-		t.Errorf("node %s has pool label %q, want %q", name, got, pool.Name)
-	}
-	// TLS bootstrap: the kubelet now holds an approved client certificate of its own.
-	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	issued := false
-	for _, csr := range csrs.Items {
-		issued = issued || (csr.Spec.SignerName == "kubernetes.io/kube-apiserver-client-kubelet" && len(csr.Status.Certificate) > 0)
-	}
-	if !issued {
-		t.Errorf("no kubelet client CSR was approved and signed: the node did not TLS-bootstrap")
-	}
-
-	store := func() string {
-		out, err := node.Exec(ctx, "du", "-sb", machine.ContainerdRoot+"/io.containerd.content.v1.content/blobs")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Fields(out)[0]
-	}
-	before := store()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "preloaded-app", Namespace: "default"},
-		Spec: corev1.PodSpec{
-			NodeSelector: map[string]string{"kubernetes.io/hostname": name},
-			// The node's CNI network is loopback only (deviation "worker network").
-			HostNetwork:                   true,
-			Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			TerminationGracePeriodSeconds: new(int64),
-			Containers:                    []corev1.Container{{Name: "app", Image: app, ImagePullPolicy: corev1.PullIfNotPresent}},
-		},
-	}
-	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	defer cs.CoreV1().Pods("default").Delete(context.Background(), pod.Name, metav1.DeleteOptions{})
-	err = pollUntil(3*time.Minute, func() error {
-		p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.Status.Phase != corev1.PodRunning {
-			return fmt.Errorf("pod %s is %s on %q", pod.Name, p.Status.Phase, p.Spec.NodeName)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("the preloaded pod did not run: %v\nkubelet log:\n%s", err, kubeletLog())
-	}
-	events, err := cs.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	present := false
-	for _, e := range events.Items {
-		if e.Reason == "Pulling" {
-			t.Errorf("the kubelet pulled: %s", e.Message)
-		}
-		present = present || (e.Reason == "Pulled" && strings.Contains(e.Message, "already present on machine"))
-	}
-	if !present {
-		t.Errorf("no event says %s was already present on the machine", app)
-	}
-	if after := store(); after != before {
-		t.Errorf("containerd's content store grew from %s to %s bytes: something was pulled", before, after)
 	}
 }

@@ -69,6 +69,28 @@ func Run(stack, stackFile string, bundle *pki.Bundle) (*Result, error) {
 	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData, Kubeconfigs: rec.kubeconfigs}, nil
 }
 
+// WriteStack plans a stack with a real PKI, as `make plan` does: the PKI kept in
+// <out>/<stack>.pki.json is reused while the stack certifies the same names (else issued anew and
+// kept once the plan succeeds), and the plan is written to <out>/<stack>.
+func WriteStack(stack, stackFile, out string) (*Result, error) {
+	cluster, err := spec.LoadStack(stackFile)
+	if err != nil {
+		return nil, err
+	}
+	bundle, savePKI, err := pki.Kept(filepath.Join(out, stack+".pki.json"), pki.Authorities(cluster), pki.Profiles(cluster))
+	if err != nil {
+		return nil, err
+	}
+	result, err := Run(stack, stackFile, &bundle)
+	if err != nil {
+		return nil, err
+	}
+	if err := result.Write(filepath.Join(out, stack)); err != nil {
+		return nil, err
+	}
+	return result, savePKI()
+}
+
 // Write stores resources.json, machines/<role>/user-data and the admin kubeconfig under dir. It writes a sibling
 // directory first and renames it into place, so dir never holds half a plan.
 func (r *Result) Write(dir string) error {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/plan"
 )
@@ -28,26 +27,11 @@ func main() {
 }
 
 func run(stack, stackFile, out string) error {
-	cluster, err := spec.LoadStack(stackFile)
+	result, err := plan.WriteStack(stack, stackFile, out)
 	if err != nil {
-		return err
-	}
-	bundle, savePKI, err := pki.Kept(filepath.Join(out, stack+".pki.json"), pki.Authorities(cluster), pki.Profiles(cluster))
-	if err != nil {
-		return err
-	}
-	result, err := plan.Run(stack, stackFile, &bundle)
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(out, stack)
-	if err := result.Write(dir); err != nil {
-		return err
-	}
-	if err := savePKI(); err != nil {
 		return err
 	}
 	result.Summary(os.Stdout)
-	fmt.Printf("wrote %[1]s/resources.json, %[1]s/machines/<role>/user-data and %[1]s/kubeconfig\n", dir)
+	fmt.Printf("wrote %[1]s/resources.json, %[1]s/machines/<role>/user-data and %[1]s/kubeconfig\n", filepath.Join(out, stack))
 	return nil
 }
