@@ -12,7 +12,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools tools-rehearsal tools-image plan test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -31,8 +31,23 @@ tools-rehearsal: ## Build what the rehearsal runs (etcd, the control plane, KWOK
 tools-image: ## Build what an image bake needs (worker and control-plane binaries, packer and its Azure plugin)
 	@scripts/toolchain.sh node control-plane packer
 
-plan: ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/); installs nothing
+plan: ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/, with a real PKI and the admin kubeconfig); installs nothing
 	$(GO) run ./infra/cmd/plan --stack $(STACK)
+
+# The images `make boot` boots, baked when missing (`make image-local` rebakes one).
+build/images/node-%.tar: | setup tools-image
+	@ROLE=worker scripts/image.sh local $*
+build/images/control-plane-%.tar: | setup tools-image
+	@ROLE=control-plane scripts/image.sh local $*
+
+boot: setup tools-rehearsal $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Boot every machine of $(STACK) from its image (systemd-nspawn, real systemd and cloud-init) and leave it running (root)
+	@$(REHEARSE) boot --stack $(STACK)
+
+boot-down: $(REHEARSE) ## Remove every machine, mount, loop device and namespace `make boot` made for $(STACK)
+	@$(REHEARSE) boot-down --stack $(STACK)
+
+bench-boot: setup tools-rehearsal $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Time `make boot` per phase and memory per machine, several runs (build/bench/boot.md)
+	@scripts/bench-boot.sh $(STACK)
 
 test: setup tools test-images image-validate images-local ## Run every test: rehearsal, CIS, a local image bake, the baked-image and end-to-end checks (CI runs this)
 	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }
@@ -54,7 +69,7 @@ images-local: setup tools-image ## Bake both images (worker and control-plane) f
 	@ROLE=worker scripts/image.sh local $(STACK)
 	@ROLE=control-plane scripts/image.sh local $(STACK)
 
-image-check: tools-rehearsal image-local ## Boot the baked image: its disk, containerd, preloaded digests, sysctls; then join it to a rehearsal and run a pod
+image-check: tools-rehearsal image-local ## Check the baked worker image alone: its disk unit, containerd, preloaded digests, sysctls (`make boot` boots it as a worker)
 	$(GO) test -count=1 -v -run 'TestBaked' ./components/rehearsal -args -stack=$(STACK)
 
 generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc) and the PodGroup CRD copied from scheduler-plugins

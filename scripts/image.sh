@@ -32,24 +32,28 @@ validate() {
   # validate stats the preload archive; its content is checked at bake time, by digest.
   mkdir -p "$work/fixture"
   : >"$work/fixture/pause.oci.tar"
-  cat >"$work/fixture/validate.pkrvars.hcl" <<VARS
-stack                  = "$PWD/stacks/Pulumi.dev.yaml"
-binaries_dir           = "$PWD/.tools/node"
-subscription_id        = "00000000-0000-0000-0000-000000000000"
-gallery_resource_group = "images"
-image_version          = "0.0.1"
+  local common="stack = \"$PWD/stacks/Pulumi.dev.yaml\"
+subscription_id        = \"00000000-0000-0000-0000-000000000000\"
+gallery_resource_group = \"images\"
+image_version          = \"0.0.1\""
+  cat >"$work/fixture/worker.pkrvars.hcl" <<VARS
+$common
+binaries_dir = "$PWD/.tools/node"
 preload_images = [{
   name    = "registry.k8s.io/pause:3.10.1"
   archive = "$work/fixture/pause.oci.tar"
   digest  = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 }]
 VARS
-  step "packer validate images/worker.pkr.hcl"
-  (cd images && "$packer" validate -var-file="$work/fixture/validate.pkrvars.hcl" worker.pkr.hcl)
-  # The same values but the worker's preloads, which the control-plane template does not declare.
-  grep -v -e '^preload_images' -e '^  ' -e '^}]' "$work/fixture/validate.pkrvars.hcl" >"$work/fixture/control-plane.pkrvars.hcl"
-  step "packer validate images/control-plane.pkr.hcl"
-  (cd images && "$packer" validate -var-file="$work/fixture/control-plane.pkrvars.hcl" control-plane.pkr.hcl)
+  cat >"$work/fixture/control-plane.pkrvars.hcl" <<VARS
+$common
+binaries_dir = "$PWD/.tools/bin"
+VARS
+  local template
+  for template in worker control-plane; do
+    step "packer validate images/$template.pkr.hcl"
+    (cd images && "$packer" validate -var-file="$work/fixture/$template.pkrvars.hcl" "$template.pkr.hcl")
+  done
 }
 
 bake_local() {

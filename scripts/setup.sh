@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs, pinned, what `make plan` and `make test` need on a fresh Debian 12 machine:
 # the validators the tests run (cloud-init's schema checker, systemd-analyze), `ps` for kube-bench,
-# debootstrap for local image bakes, libseccomp for the node image's runc, Node and npm for Azurite, and the Go modules. The rehearsal's binaries come from scripts/toolchain.sh (`make tools`).
+# debootstrap for local image bakes, libseccomp for the node image's runc, systemd-nspawn
+# (systemd-container, the version of this machine's systemd) for `make boot`, Node and npm for
+# Azurite, and the Go modules. The rehearsal's binaries come from scripts/toolchain.sh (`make tools`).
 # Idempotent; safe to run on every `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +26,16 @@ if ! have_pkg cloud-init "$CLOUD_INIT_VERSION" || ! have_pkg libseccomp-dev "$LI
     "cloud-init=$CLOUD_INIT_VERSION" "libseccomp-dev=$LIBSECCOMP_VERSION" systemd procps debootstrap util-linux >/dev/null
 else
   step "cloud-init $CLOUD_INIT_VERSION, libseccomp-dev $LIBSECCOMP_VERSION, systemd-analyze, ps and debootstrap present"
+fi
+
+SYSTEMD_VERSION="$(dpkg-query -W -f='${Version}' systemd)"
+if ! have_pkg systemd-container "$SYSTEMD_VERSION"; then
+  step "installing systemd-container $SYSTEMD_VERSION (apt): systemd-nspawn boots the machines of make boot"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "systemd-container=$SYSTEMD_VERSION" >/dev/null
+else
+  step "systemd-container $SYSTEMD_VERSION present (systemd-nspawn)"
 fi
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then

@@ -12,6 +12,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 )
 
 // scripts/bench-pull.sh sets these: a large image in a local registry, and a node image with the
@@ -101,7 +102,7 @@ func BenchmarkImageReady(b *testing.B) {
 var crictl = []string{machine.BinDir + "/crictl"}
 
 func criReady(ctx context.Context, n *rehearsal.BakedNode) error {
-	err := pollUntil(time.Minute, func() error { _, err := n.Exec(ctx, append(crictl, "info")...); return err })
+	err := drills.WaitUntil(time.Minute, func() error { _, err := n.Exec(ctx, append(crictl, "info")...); return err })
 	if err != nil {
 		return fmt.Errorf("the CRI does not answer: %w", err)
 	}
@@ -114,7 +115,7 @@ func imageUsable(ctx context.Context, n *rehearsal.BakedNode, ref string, pull b
 		_, err := n.Exec(ctx, append(crictl, "pull", ref)...)
 		return err
 	}
-	return pollUntil(time.Minute, func() error { _, err := n.Exec(ctx, append(crictl, "inspecti", ref)...); return err })
+	return drills.WaitUntil(time.Minute, func() error { _, err := n.Exec(ctx, append(crictl, "inspecti", ref)...); return err })
 }
 
 // throttle is a TCP proxy on loopback to target that sends each connection's responses at no

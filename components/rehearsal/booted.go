@@ -191,26 +191,32 @@ func Boot(ctx context.Context, c *spec.Cluster, o BootOptions, progress io.Write
 	if err := b.unpackImages(ctx); err != nil {
 		return b, err
 	}
-	b.logf("phase image unpack: %s", time.Since(phase).Round(100*time.Millisecond))
-	phase = time.Now()
+	phase = b.phase("image unpack", phase)
 	if err := b.each(b.Machines, func(m *BootedMachine) error { return b.create(m) }); err != nil {
 		return b, err
 	}
 	if err := b.each(b.Machines, func(m *BootedMachine) error { return b.Start(ctx, m.Name) }); err != nil {
 		return b, err
 	}
-	b.logf("phase machine boot: %d machines running systemd (%s)", len(b.Machines), time.Since(phase).Round(100*time.Millisecond))
-	phase = time.Now()
+	b.logf("%d machines running systemd", len(b.Machines))
+	phase = b.phase("machine boot", phase)
 	if err := b.each(b.Machines, func(m *BootedMachine) error { return b.WaitCloudInit(ctx, m.Name) }); err != nil {
 		return b, err
 	}
-	b.logf("phase cloud-init: done on every machine (%s)", time.Since(phase).Round(100*time.Millisecond))
-	phase = time.Now()
+	b.logf("cloud-init done on every machine, no errors")
+	phase = b.phase("cloud-init", phase)
 	if err := b.waitCluster(ctx); err != nil {
 		return b, err
 	}
-	b.logf("phase cluster ready: %s; up in %s", time.Since(phase).Round(100*time.Millisecond), time.Since(began).Round(time.Second))
+	b.phase("cluster ready", phase)
+	b.logf("up in %.1fs", time.Since(began).Seconds())
 	return b, nil
+}
+
+// phase reports how long a phase of the boot took, for people and scripts/bench-boot.sh.
+func (b *Booted) phase(name string, began time.Time) time.Time {
+	b.logf("phase %s: %.1fs", name, time.Since(began).Seconds())
+	return time.Now()
 }
 
 // prepare writes the deviations, the kubeconfig and the client PKI, and makes the network.

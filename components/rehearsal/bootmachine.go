@@ -528,3 +528,38 @@ func unescapeMount(s string) string {
 	}
 	return out
 }
+
+// MemoryUsage is each running machine's working set (its memory cgroup's usage less inactive
+// file cache, as the kubelet counts it), in bytes.
+func (b *Booted) MemoryUsage() (map[string]int64, error) {
+	usage := map[string]int64{}
+	err := forEachHierarchy(func(dir string) error {
+		if !strings.HasPrefix(dir, "/sys/fs/cgroup/memory/") {
+			return nil
+		}
+		for _, m := range b.Machines {
+			cg := filepath.Join(dir, BootHub(b.opts.Name), m.Name)
+			raw, err := os.ReadFile(filepath.Join(cg, "memory.usage_in_bytes"))
+			if err != nil {
+				return err
+			}
+			total, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+			if err != nil {
+				return err
+			}
+			stat, err := os.ReadFile(filepath.Join(cg, "memory.stat"))
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(string(stat), "\n") {
+				if v, ok := strings.CutPrefix(line, "total_inactive_file "); ok {
+					inactive, _ := strconv.ParseInt(v, 10, 64)
+					total -= inactive
+				}
+			}
+			usage[m.Name] = total
+		}
+		return nil
+	})
+	return usage, err
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 )
 
 var bakedImage = flag.String("image", "", "node image tarball (default build/images/node-<stack>.tar, from `make image-local`); "+
@@ -83,7 +84,7 @@ func TestBakedImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 	ctr := []string{machine.BinDir + "/ctr", "--address", machine.ContainerdSocketPath, "-n", "k8s.io"}
 
 	var listing string
-	err := pollUntil(30*time.Second, func() (err error) {
+	err := drills.WaitUntil(30*time.Second, func() (err error) {
 		listing, err = node.Exec(ctx, append(ctr, "images", "ls")...)
 		return err
 	})
@@ -209,15 +210,4 @@ func hasLineWithFields(out string, words ...string) bool {
 		}
 	}
 	return false
-}
-
-func pollUntil(timeout time.Duration, f func() error) error {
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }

@@ -160,3 +160,19 @@ func IMDSMain(args []string) error {
 	}
 	return nil
 }
+
+// Subcommand runs the stand-ins the rehearsals start as `<self> lb ...` and `<self> imds ...`,
+// whichever args name; ran is false for any other args. The rehearse command and the test
+// binaries that rehearse call it first.
+func Subcommand(args []string) (ran bool, err error) {
+	if len(args) == 0 {
+		return false, nil
+	}
+	switch args[0] {
+	case "lb":
+		return true, LBMain(args[1:])
+	case "imds":
+		return true, IMDSMain(args[1:])
+	}
+	return false, nil
+}

@@ -33,8 +33,8 @@ var (
 
 func TestMain(m *testing.M) {
 	// The rehearsal starts its load balancer as `<this binary> lb ...`.
-	if len(os.Args) > 1 && os.Args[1] == "lb" {
-		if err := rehearsal.LBMain(os.Args[2:]); err != nil {
+	if ran, err := rehearsal.Subcommand(os.Args[1:]); ran {
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

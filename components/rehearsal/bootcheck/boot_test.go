@@ -33,12 +33,8 @@ var (
 
 func TestMain(m *testing.M) {
 	// The boot runs its load balancer and metadata service as `<this binary> lb|imds ...`.
-	if len(os.Args) > 1 && (os.Args[1] == "lb" || os.Args[1] == "imds") {
-		run := rehearsal.LBMain
-		if os.Args[1] == "imds" {
-			run = rehearsal.IMDSMain
-		}
-		if err := run(os.Args[2:]); err != nil {
+	if ran, err := rehearsal.Subcommand(os.Args[1:]); ran {
+		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

@@ -46,12 +46,11 @@ func run(args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("usage: rehearse up|down|deviations|lb [flags]")
 	}
+	if ran, err := rehearsal.Subcommand(args); ran {
+		return err
+	}
 	verb, args := args[0], args[1:]
 	switch verb {
-	case "lb":
-		return rehearsal.LBMain(args)
-	case "imds":
-		return rehearsal.IMDSMain(args)
 	case "deviations":
 		fmt.Print(rehearsal.FormatDeviations(false) + "\n" + rehearsal.FormatDeviations(true))
 		return nil
@@ -314,6 +313,11 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 	b, err := rehearsal.Boot(ctx, c, o, os.Stdout)
 	if err != nil {
 		return err
+	}
+	if usage, err := b.MemoryUsage(); err == nil {
+		for _, m := range b.Machines {
+			fmt.Printf("==> memory %s %s %d MiB\n", m.Role, m.Name, usage[m.Name]>>20)
+		}
 	}
 	rel := func(path string) string {
 		if wd, err := os.Getwd(); err == nil {
