@@ -379,7 +379,7 @@ func containerLeader(nspawn int) int {
 }
 
 // Stop stops a machine: hard is a crash (every process of the machine killed at once), otherwise
-// a clean shutdown of its systemd. Its disks stay.
+// a clean shutdown by its systemd. Its disks stay.
 func (b *Booted) Stop(name string, hard bool) error {
 	m, err := b.Machine(name)
 	if err != nil {
@@ -391,18 +391,28 @@ func (b *Booted) Stop(name string, hard bool) error {
 	if proc == nil || !proc.Alive() {
 		return nil
 	}
+	if !hard {
+		_ = syscall.Kill(leader, sigPoweroff)
+		if !proc.waitExit(90 * time.Second) {
+			hard = true // a shutdown that hangs ends as a crash, as Azure's stop does
+		}
+	}
 	if hard {
 		_ = syscall.Kill(leader, syscall.SIGKILL) // the kernel ends the machine's whole PID namespace
-	}
-	// systemd-nspawn answers SIGTERM by shutting the machine down.
-	if err := proc.Stop(syscall.SIGTERM, 90*time.Second); err != nil {
-		return err
+		if !proc.waitExit(10 * time.Second) {
+			if err := proc.Stop(syscall.SIGKILL, 5*time.Second); err != nil {
+				return err
+			}
+		}
 	}
 	b.mu.Lock()
 	m.PID = 0
 	b.mu.Unlock()
 	return b.writeMachines()
 }
+
+// sigPoweroff is SIGRTMIN+4, which systemd as PID 1 takes as `systemctl poweroff`.
+const sigPoweroff = syscall.Signal(34 + 4)
 
 // WipeLocalDisk gives a stopped machine a new, empty local disk, as Azure does on deallocation.
 func (b *Booted) WipeLocalDisk(name string) error {

@@ -360,6 +360,36 @@ func TestMissingDiskKeepsEtcdOffTheOSDisk(t *testing.T) {
 	drills.Restart(t, booted, []rehearsal.Instance{members[0]}, spec.RoleEtcdEvents)
 }
 
+// A clean reboot of an etcd machine keeps its local disk: systemd shuts the machine down, it
+// boots again, etcd-join finds its data and the member comes back with its own id, no rejoin.
+func TestCleanRebootKeepsTheMember(t *testing.T) {
+	needBoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	victim := booted.Of(spec.RoleEtcdMain)[0].Name
+	cli, err := booted.EtcdClient(spec.RoleEtcdMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	before := drills.MemberIDs(t, ctx, cli)
+	if err := booted.StopMachine(ctx, victim, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := booted.StartMachine(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	if err := booted.WaitEtcdHealthy(ctx, spec.RoleEtcdMain); err != nil {
+		t.Fatal(err)
+	}
+	if after := drills.MemberIDs(t, ctx, cli); after[victim] != before[victim] {
+		t.Errorf("%s came back as member %x, was %x: a reboot must keep the member", victim, after[victim], before[victim])
+	}
+	if log, _ := booted.UnitLog(ctx, victim, "etcd-join.service"); strings.Contains(log, "removed from cluster") {
+		t.Errorf("etcd-join removed the rebooted member:\n%s", log)
+	}
+}
+
 // The drills, on booted machines.
 func TestWipedMemberRejoins(t *testing.T) { needBoot(t); drills.WipedMemberRejoins(t, booted) }
 func TestAPIServerLoss(t *testing.T)      { needBoot(t); drills.APIServerLoss(t, booted) }
