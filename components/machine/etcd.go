@@ -14,6 +14,7 @@ const (
 	etcdPKIDir   = "etcd"
 	etcdEnvFile  = RunDir + "/etcd.env"
 	etcdJoinUnit = "etcd-join.service"
+	etcdUnit     = "etcd.service"
 	// etcdDiskUnit mounts the local SSD at the data dir; etcd-join requires it, so a failed mount
 	// stops etcd from starting on the OS disk.
 	etcdDiskUnit   = "etcd-disk.service"
@@ -84,6 +85,8 @@ Type=oneshot
 RemainAfterExit=yes
 EnvironmentFile=` + NodeEnvFile + `
 ExecStart=` + ExecArg(LibexecDir+"/etcd-join") + `
+# systemd drops etcd's start job when an attempt fails; a retry that succeeds starts it again.
+ExecStartPost=/usr/bin/systemctl start --no-block ` + etcdUnit + `
 Restart=on-failure
 RestartSec=5
 
@@ -91,7 +94,7 @@ RestartSec=5
 WantedBy=multi-user.target
 `},
 			service{
-				name: "etcd", description: "etcd " + e.Role + " member",
+				name: strings.TrimSuffix(etcdUnit, ".service"), description: "etcd " + e.Role + " member",
 				after: []string{etcdJoinUnit}, requires: []string{etcdJoinUnit},
 				binary: BinDir + "/etcd", flags: EtcdFlags(e),
 				envFiles: []string{NodeEnvFile, etcdEnvFile}, limitNoFile: true,

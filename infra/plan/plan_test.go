@@ -399,7 +399,7 @@ func TestUserDataPassesCloudInitSchema(t *testing.T) {
 	}
 }
 
-var execStart = regexp.MustCompile(`(?m)^ExecStart=(\S+)`)
+var execStart = regexp.MustCompile(`(?m)^ExecStart(?:Pre|Post)?=-?(\S+)`)
 
 // TestUnitsPassSystemdVerify materialises each role's write_files into a root directory, with
 // the host's systemd targets and a stand-in for every binary the node image provides, and runs
