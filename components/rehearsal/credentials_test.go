@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -117,50 +118,64 @@ func TestKubeletServingCertificatesNeedTheNodesIdentity(t *testing.T) {
 	own, other := subnet.Addr().Next().Next().Next().Next(), subnet.Addr().Next().Next().Next().Next().Next()
 	// As the kubelet would register it: its InternalIP inside the node subnet.
 	patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":%q},{"type":"Hostname","address":%q}]}}`, own, node)
-	if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatal(err)
-	}
 	asNode := impersonate(t, "system:node:"+node, "system:nodes")
 	for _, tc := range []struct {
 		ip      netip.Addr
 		approve bool
 	}{{own, true}, {other, false}} {
-		name := fmt.Sprintf("serving-%s-%s", node, strings.ReplaceAll(tc.ip.String(), ".", "-"))
-		_, err := asNode.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: certv1.CertificateSigningRequestSpec{
-				Request: servingRequest(t, node, tc.ip), SignerName: certv1.KubeletServingSignerName,
-				Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth},
-			},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = drills.WaitUntil(time.Minute, func() error {
-			csr, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+		// KWOK owns the simulated node's status and may write its addresses back between the
+		// patch and the approver's look; a denial then is retried with the patch applied again.
+		for attempt := 1; ; attempt++ {
+			if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
+				t.Fatal(err)
+			}
+			name := fmt.Sprintf("serving-%s-%s-%d", node, strings.ReplaceAll(tc.ip.String(), ".", "-"), attempt)
+			_, err := asNode.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
+				ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: certv1.CertificateSigningRequestSpec{
+					Request: servingRequest(t, node, tc.ip), SignerName: certv1.KubeletServingSignerName,
+					Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth},
+				},
+			}, metav1.CreateOptions{})
 			if err != nil {
-				return err
+				t.Fatal(err)
 			}
-			for _, c := range csr.Status.Conditions {
-				approved := c.Type == certv1.CertificateApproved
-				if c.Reason != csrapprover.Reason {
-					return fmt.Errorf("%s by %s, not the approver", c.Type, c.Reason)
+			var decided *certv1.CertificateSigningRequestCondition
+			err = drills.WaitUntil(time.Minute, func() error {
+				csr, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return err
 				}
-				if approved != tc.approve {
-					t.Fatalf("%s: %s (%s), want approved %v", name, c.Type, c.Message, tc.approve)
+				for _, c := range csr.Status.Conditions {
+					if c.Reason != csrapprover.Reason {
+						return fmt.Errorf("%s by %s, not the approver", c.Type, c.Reason)
+					}
+					decided = &c
+					if c.Type == certv1.CertificateApproved && len(csr.Status.Certificate) == 0 {
+						return fmt.Errorf("approved, not yet issued")
+					}
+					if c.Type == certv1.CertificateApproved {
+						return issuedByClusterCA(csr.Status.Certificate)
+					}
+					return nil
 				}
-				if approved && len(csr.Status.Certificate) == 0 {
-					return fmt.Errorf("approved, not yet issued")
-				}
-				if approved {
-					return issuedByClusterCA(csr.Status.Certificate)
-				}
-				return nil
+				return fmt.Errorf("pending")
+			})
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
-			return fmt.Errorf("pending")
-		})
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
+			if approved := decided.Type == certv1.CertificateApproved; approved == tc.approve {
+				break
+			}
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rewritten := !slices.ContainsFunc(n.Status.Addresses, func(a corev1.NodeAddress) bool { return a.Address == own.String() })
+			if !tc.approve || !rewritten || attempt == 3 {
+				t.Fatalf("%s: %s (%s), want approved %v", name, decided.Type, decided.Message, tc.approve)
+			}
+			t.Logf("%s denied after KWOK wrote the node's addresses back (%v); patching again", name, n.Status.Addresses)
 		}
 	}
 }
