@@ -7,7 +7,6 @@ package machine
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -93,7 +92,7 @@ func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 		m.add(scheduler(c, b))
 		m.add(csrApprover(c, b))
 	default:
-		pool, ok := poolOf(c, role)
+		pool, ok := c.PoolOfRole(role)
 		if !ok {
 			return Machine{}, fmt.Errorf("machine: no role %q; roles are %v", role, c.Roles())
 		}
@@ -117,14 +116,6 @@ func RenderAll(c *spec.Cluster, b pki.Bundle) ([]Machine, error) {
 		out = append(out, m)
 	}
 	return out, nil
-}
-
-func poolOf(c *spec.Cluster, role string) (spec.Pool, bool) {
-	i := slices.IndexFunc(c.Pools, func(p spec.Pool) bool { return spec.WorkerRole(p.Name) == role })
-	if i < 0 {
-		return spec.Pool{}, false
-	}
-	return c.Pools[i], true
 }
 
 // part is one concern's contribution to a machine.

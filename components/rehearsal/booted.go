@@ -312,22 +312,13 @@ func (b *Booted) metadata(m *BootedMachine) InstanceMetadata {
 		prefix := strings.TrimRight(m.Name[:len(m.Name)-6], "-")
 		instance, _ := strconv.ParseInt(m.Name[len(m.Name)-6:], 36, 64)
 		id = fmt.Sprintf("%svirtualMachineScaleSets/%s/virtualMachines/%d", rg, prefix, instance)
-		if p, ok := poolOfRole(c, m.Role); ok {
+		if p, ok := c.PoolOfRole(m.Role); ok {
 			size = p.VMSize
 		}
 	}
 	subnet := m.prefix.Masked()
 	return InstanceMetadata{Name: m.Name, ResourceID: id, Zone: m.Zone, Location: c.Location, VMSize: size,
 		PrivateIP: m.Address, SubnetAddress: subnet.Addr().String(), SubnetPrefix: subnet.Bits()}
-}
-
-func poolOfRole(c *spec.Cluster, role string) (spec.Pool, bool) {
-	for _, p := range c.Pools {
-		if spec.WorkerRole(p.Name) == role {
-			return p, true
-		}
-	}
-	return spec.Pool{}, false
 }
 
 // startService runs argv in the hub namespace, detached: it outlives this command until BootDown.
@@ -528,7 +519,7 @@ func (b *Booted) WaitNodeReady(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	pool, _ := poolOfRole(b.Cluster, m.Role)
+	pool, _ := b.Cluster.PoolOfRole(m.Role)
 	cs, err := b.Clientset()
 	if err != nil {
 		return err

@@ -62,6 +62,16 @@ const (
 // WorkerRole is the machine role of a pool's nodes.
 func WorkerRole(pool string) string { return workerPrefix + pool }
 
+// PoolOfRole is the pool whose machines have the worker role, if any.
+func (c *Cluster) PoolOfRole(role string) (Pool, bool) {
+	for _, p := range c.Pools {
+		if WorkerRole(p.Name) == role {
+			return p, true
+		}
+	}
+	return Pool{}, false
+}
+
 // Member is one etcd VM with a stable identity: a fixed name, a static private IP and a zone.
 type Member struct {
 	Name string
