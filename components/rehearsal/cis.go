@@ -128,11 +128,28 @@ func (p *Plan) kubeBenchConfig() (string, error) {
 	if err := os.WriteFile(configPath, data, 0o644); err != nil {
 		return "", err
 	}
-	checks := filepath.Join(dst, CISBenchmark, "master.yaml")
-	data, err = os.ReadFile(checks)
-	if err != nil {
+	// Booted machines' processes are visible from the host in their own PID namespaces; the audits
+	// read only this namespace's processes, ours.
+	psHere := filepath.Join(dst, "ps-here")
+	if err := os.WriteFile(psHere, []byte(psHereScript), 0o755); err != nil {
 		return "", err
 	}
-	rooted := strings.ReplaceAll(string(data), machine.KubeDir+"/", onAPIServer(machine.KubeDir)+"/")
-	return dst, os.WriteFile(checks, []byte(rooted), 0o644)
+	for _, file := range []string{"master.yaml", "etcd.yaml"} {
+		checks := filepath.Join(dst, CISBenchmark, file)
+		data, err := os.ReadFile(checks)
+		if err != nil {
+			return "", err
+		}
+		rewritten := strings.ReplaceAll(string(data), "/bin/ps -ef", psHere)
+		rewritten = strings.ReplaceAll(rewritten, machine.KubeDir+"/", onAPIServer(machine.KubeDir)+"/")
+		if err := os.WriteFile(checks, []byte(rewritten), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return dst, nil
 }
+
+// psHereScript prints `ps -ef` for the processes of the caller's PID namespace only.
+const psHereScript = `#!/bin/sh
+exec /bin/ps -f -p "$(/usr/bin/pgrep -d, --ns $$ --nslist pid '')"
+`
