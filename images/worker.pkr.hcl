@@ -111,6 +111,14 @@ build {
     }
   }
 
+  # Every variant: nft, for kube-proxy's nftables mode and the metadata guard.
+  provisioner "shell" {
+    inline = [
+      "sudo apt-get update -qq",
+      "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables",
+    ]
+  }
+
   # GPU variant: the NVIDIA driver and container toolkit, before the runtime is configured.
   provisioner "shell" {
     only = ["azure-arm.gpu"]

@@ -18,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-KUBERNETES_VERSION=v1.34.1
+KUBERNETES_VERSION=v1.34.2
 KUBE_BENCH_VERSION=v0.12.0
 SCHEDULER_PLUGINS_VERSION=v0.33.5
 PROMETHEUS_VERSION=v3.5.0
@@ -62,10 +62,10 @@ declare -A TOOLS=(
   [ctr]="containerd github.com/containerd/containerd/cmd/ctr containerd node"
   [runc]="runc github.com/opencontainers/runc runc node"
   [crictl]="cri-tools sigs.k8s.io/cri-tools/cmd/crictl crictl node"
+  [kube-proxy]="kubernetes k8s.io/kubernetes/cmd/kube-proxy kube node"
   [azure-vnet]="azure-cni github.com/Azure/azure-container-networking/cni/network/plugin - node/cni"
+  [azure-vnet-ipam]="azure-cni github.com/Azure/azure-container-networking/cni/ipam/plugin - node/cni"
   [loopback]="cni-plugins github.com/containernetworking/plugins/plugins/main/loopback - node/cni"
-  [bridge]="cni-plugins github.com/containernetworking/plugins/plugins/main/bridge - node/cni"
-  [host-local]="cni-plugins github.com/containernetworking/plugins/plugins/ipam/host-local - node/cni"
   [packer]="packer github.com/hashicorp/packer - bin"
   [packer-plugin-azure]="packer github.com/hashicorp/packer-plugin-azure - bin"
   [registry]="registry github.com/distribution/distribution/v3/cmd/registry - bin"
@@ -79,7 +79,7 @@ declare -A TOOL_GROUPS=(
   [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup azurite"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
   [checks]="promtool"
-  [node]="kubelet containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet loopback bridge host-local"
+  [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
 )

@@ -104,6 +104,9 @@ func KubeletFlags(pool spec.Pool) Flags {
 		"kubeconfig":           KubeletKubeconfig,
 		"node-ip":              "${NODE_IP}",
 		"node-labels":          strings.Join(pairs, ","),
+		// The scale-set instance's id, from the instance metadata: without it cluster-autoscaler
+		// counts the node as unregistered and deletes the instance.
+		"provider-id": "${PROVIDER_ID}",
 	}
 }
 

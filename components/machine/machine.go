@@ -100,6 +100,7 @@ func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 			return Machine{}, err
 		}
 		m.add(kubelet(c, b, pool))
+		m.add(kubeProxy())
 		m.DisableEphemeralMount = true // containerd-disk.service (baked in the image) takes the local disk
 	}
 	return m, nil

@@ -88,8 +88,9 @@ net.ipv4.neigh.default.gc_thresh2 = 90000
 net.ipv4.neigh.default.gc_thresh3 = 100000
 # Pods' traffic is routed through the node.
 net.ipv4.ip_forward = 1
-# Bridged pod traffic goes through iptables, so Services and network policies see it.
-net.bridge.bridge-nf-call-iptables = 1
+# kube-proxy leaves conntrack's table size to this (conntrack.maxPerCore 0): one entry per flow
+# through a Service or NAT, and data loaders open many.
+net.netfilter.nf_conntrack_max = 1048576
 # The kubelet runs with protectKernelDefaults and refuses to start unless these hold.
 vm.overcommit_memory = 1
 vm.panic_on_oom = 0
@@ -105,8 +106,8 @@ fs.inotify.max_user_instances = 8192
 // crictlConfig points crictl, the operator's tool on a node, at containerd.
 var crictlConfig = "runtime-endpoint: unix://" + ContainerdSocketPath + "\nimage-endpoint: unix://" + ContainerdSocketPath + "\n"
 
-// kernelModules are loaded at boot: overlayfs for the snapshotter, br_netfilter for the bridge sysctl.
-const kernelModules = "overlay\nbr_netfilter\n"
+// kernelModules are loaded at boot: overlayfs for the snapshotter, nf_conntrack before its sysctl.
+const kernelModules = "overlay\nnf_conntrack\n"
 
 const azureCNICloudInit = `# Azure CNI assigns the NIC's secondary IP configurations to pods; cloud-init must not put them on
 # the host interface (L29).
@@ -141,7 +142,7 @@ WantedBy=multi-user.target
 
 // NodeImage is everything a worker image carries besides the binaries and preloaded images: the
 // runtime config (for GPU images with NVIDIA's runtime), the local-disk names and mount, kernel
-// settings and the cloud-init override.
+// settings, the cloud-init override and the pod network.
 func NodeImage(c *spec.Cluster, gpu bool) Machine {
 	m := Machine{Role: "node-image"}
 	m.add(azureDiskNames)
@@ -157,5 +158,6 @@ func NodeImage(c *spec.Cluster, gpu bool) Machine {
 		},
 		units: []Unit{{Name: ContainerdUnit, Enable: true, Content: containerdUnit}},
 	})
+	m.add(podNetwork())
 	return m
 }

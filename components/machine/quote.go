@@ -15,7 +15,7 @@ import (
 
 // UnitEnv are the variables the units' EnvironmentFiles define; ExecStart arguments may refer to
 // them as ${NAME}. Any other '$' is literal.
-var UnitEnv = []string{"NODE_NAME", "NODE_IP", "INITIAL_CLUSTER_STATE"}
+var UnitEnv = []string{"NODE_NAME", "NODE_IP", "PROVIDER_ID", "INITIAL_CLUSTER_STATE"}
 
 var envRef = regexp.MustCompile(`\$\{(` + strings.Join(UnitEnv, "|") + `)\}`)
 

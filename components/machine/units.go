@@ -33,7 +33,7 @@ type service struct {
 	// subcommand comes before the flags, e.g. "apply" for kubectl.
 	subcommand string
 	flags      Flags
-	// env loads the machine identity; flags may then use ${NODE_NAME} and ${NODE_IP}.
+	// env loads the machine identity; flags may then use ${NODE_NAME}, ${NODE_IP} and ${PROVIDER_ID}.
 	envFiles []string
 	// oneshot runs the command once to completion (with retries on failure).
 	oneshot     bool
@@ -80,14 +80,23 @@ const identityUnit = "clusterforge-identity.service"
 // service gives the VM's name and primary private IP; nothing per-machine is in user-data.
 func identity() part {
 	script := `#!/bin/sh
-# Writes this machine's identity for the clusterforge units (NODE_NAME, NODE_IP).
+# Writes this machine's identity for the clusterforge units (NODE_NAME, NODE_IP, PROVIDER_ID).
 set -eu
 imds=http://169.254.169.254/metadata/instance
 query() { curl -fsS --retry 30 --retry-delay 2 --retry-connrefused -H Metadata:true "$imds/$1?api-version=2021-02-01&format=text"; }
+# The resource id becomes the kubelet's --provider-id (azure://<id>, as cloud-provider-azure and
+# cluster-autoscaler read it): only an Azure compute resource id may land in the environment file.
+id=$(query compute/resourceId)
+case "$id" in
+  *[!A-Za-z0-9/._\(\)-]*|'') echo "clusterforge-identity: compute/resourceId '$id' is not a resource id" >&2; exit 1 ;;
+  /subscriptions/*/resourceGroups/*/providers/Microsoft.Compute/*) ;;
+  *) echo "clusterforge-identity: compute/resourceId '$id' is not a Microsoft.Compute resource" >&2; exit 1 ;;
+esac
 mkdir -p "$(dirname ` + NodeEnvFile + `)"
 {
   echo "NODE_NAME=$(hostname)"
   echo "NODE_IP=$(query network/interface/0/ipv4/ipAddress/0/privateIpAddress)"
+  echo "PROVIDER_ID=azure://$id"
 } > ` + NodeEnvFile + `.tmp
 mv ` + NodeEnvFile + `.tmp ` + NodeEnvFile + `
 `

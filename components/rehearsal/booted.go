@@ -60,6 +60,10 @@ type BootedMachine struct {
 	PID int `json:"pid"`
 	// Root is the machine's root directory (its OS disk: the image under an overlay).
 	Root string `json:"root"`
+	// MAC is eth0's hardware address, in Azure's 00:0d:3a range.
+	MAC string `json:"mac"`
+	// PodIPs are a worker NIC's secondary IP configurations, one per pod (Azure CNI, L29).
+	PodIPs []string `json:"podIPs,omitempty"`
 
 	index  int
 	prefix netip.Prefix
@@ -90,7 +94,8 @@ var bootName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
 // Layout places every machine of the cluster: the etcd members at their planned addresses and
 // zones, apiserver and worker scale-set instances named as Azure names them (the scale set's
 // computer-name prefix and a six-digit base-36 instance id), at the next addresses of their
-// subnets, spread over the zones (deviation "network": Azure's DHCP picks those addresses).
+// subnets, spread over the zones, then each worker's pod IPs (deviation "network": Azure's DHCP
+// and the scale set's IP configurations pick those addresses).
 func Layout(c *spec.Cluster) ([]*BootedMachine, error) {
 	var out []*BootedMachine
 	add := func(name, role, ip, subnet, zone string) error {
@@ -102,8 +107,9 @@ func Layout(c *spec.Cluster) ([]*BootedMachine, error) {
 		if err != nil {
 			return err
 		}
+		i := len(out)
 		out = append(out, &BootedMachine{Name: name, Role: role, Image: machine.ImageOf(role), Address: ip, Zone: zone,
-			index: len(out), prefix: netip.PrefixFrom(addr, pfx.Bits())})
+			MAC: fmt.Sprintf("00:0d:3a:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff), index: i, prefix: netip.PrefixFrom(addr, pfx.Bits())})
 		return nil
 	}
 	for _, e := range c.EtcdClusters() {
@@ -129,6 +135,16 @@ func Layout(c *spec.Cluster) ([]*BootedMachine, error) {
 			if err := add(instance(s.AzureName, i), spec.WorkerRole(s.Pool.Name), next.String(), c.Network.NodeSubnet, c.Zones[i%len(c.Zones)]); err != nil {
 				return nil, err
 			}
+			next = next.Next()
+		}
+	}
+	// Each worker NIC's secondary IPs follow every primary address, maxPods apiece.
+	for _, m := range out {
+		if m.Image != machine.ImageWorker {
+			continue
+		}
+		for range c.Kubelet.MaxPods {
+			m.PodIPs = append(m.PodIPs, next.String())
 			next = next.Next()
 		}
 	}
@@ -243,12 +259,12 @@ func (b *Booted) prepare() error {
 		p := netip.MustParsePrefix(sub).Masked()
 		b.net.Gateways = append(b.net.Gateways, netip.PrefixFrom(p.Addr().Next(), p.Bits()))
 	}
-	b.net.Extra = []netip.Addr{netip.MustParseAddr(b.Cluster.Network.APIServerIP), netip.MustParseAddr(imdsAddress)}
+	b.net.Extra = []netip.Addr{netip.MustParseAddr(b.Cluster.Network.APIServerIP), netip.MustParseAddr(machine.IMDSAddress)}
 	if err := b.net.create(); err != nil {
 		return err
 	}
 	for _, m := range b.Machines {
-		if err := b.net.attach(m.index, m.prefix); err != nil {
+		if err := b.net.attach(m.index, m.prefix, m.MAC, m.PodIPs); err != nil {
 			return err
 		}
 	}
@@ -281,7 +297,7 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := writeFile(metaFile, string(data)+"\n", 0o644); err != nil {
 		return err
 	}
-	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+imdsAddress+":80", "--machines="+metaFile)); err != nil {
+	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+machine.IMDSAddress+":80", "--machines="+metaFile)); err != nil {
 		return err
 	}
 	if err := b.startService("lb", b.lbCommand()); err != nil {
@@ -293,7 +309,7 @@ func (b *Booted) startServices(ctx context.Context) error {
 		return err
 	}
 	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s",
-		b.net.Hub, imdsAddress, b.Cluster.APIServerURL(), b.StoreAddress())
+		b.net.Hub, machine.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress())
 	return b.createContainer(ctx)
 }
 

@@ -132,9 +132,10 @@ func (b *Booted) create(m *BootedMachine) error {
 	return nil
 }
 
-// machineDeviations are files the boot adds to a machine before its first boot: a worker's
-// loopback CNI network (deviation "worker network") and containerd's config edited (deviation
-// "kernel"), the backup store's address for the main etcd's units (deviation "backup store").
+// machineDeviations are files the boot adds to a machine before its first boot: a worker's pod
+// network reading its NIC's IP configurations from a file (deviation "pod IPs") and containerd's
+// config edited (deviation "kernel"), the backup store's address for the main etcd's units
+// (deviation "backup store").
 func (b *Booted) machineDeviations(m *BootedMachine) ([]machine.File, error) {
 	if m.Image == machine.ImageWorker {
 		config, err := os.ReadFile(filepath.Join(b.imageDir(m.Image), machine.ContainerdConfigPath))
@@ -146,8 +147,13 @@ func (b *Booted) machineDeviations(m *BootedMachine) ([]machine.File, error) {
 			return nil, fmt.Errorf("deviation \"kernel\": %s has no %q; update bootmachine.go", machine.ContainerdConfigPath, section)
 		}
 		edited := strings.Replace(string(config), section, section+"  restrict_oom_score_adj = true\n", 1)
+		interfaces, err := nicInterfaces(m)
+		if err != nil {
+			return nil, err
+		}
 		return []machine.File{
-			{Path: machine.CNIConfDir + "/10-rehearsal-loopback.conflist", Content: loopbackCNI, Mode: 0o644},
+			{Path: machine.AzureCNIConfPath, Content: machine.AzureCNIConflist(machine.IPAMFromFile), Mode: 0o644},
+			{Path: machine.IPAMInterfacesPath, Content: interfaces, Mode: 0o644},
 			{Path: machine.ContainerdConfigPath, Content: edited, Mode: 0o644},
 		}, nil
 	}
@@ -283,6 +289,13 @@ const bootInit = "/usr/local/lib/clusterforge-boot/init"
 const bootInitScript = `#!/bin/sh
 # clusterforge boot (deviation "machine cgroups"): make the cgroup controllers writable, as on a VM.
 for c in /sys/fs/cgroup/*/; do mount -o remount,rw,bind "$c"; done
+# Deviation "kernel": the network settings are this machine's own (its network namespace), so
+# they are writable as on a VM, and the image's net.* sysctls that exist here are applied.
+mount --bind /proc/sys/net /proc/sys/net && mount -o remount,rw,bind /proc/sys/net
+grep -h '^net\.' /etc/sysctl.d/*.conf | while IFS=' =' read -r key value; do
+  f=/proc/sys/$(echo "$key" | tr . /)
+  if [ -e "$f" ] && ! (echo "$value" > "$f") 2>/dev/null; then echo "clusterforge boot: $key is the host's, left as is"; fi
+done
 exec /lib/systemd/systemd "$@"
 `
 

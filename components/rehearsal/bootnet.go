@@ -16,8 +16,10 @@ import (
 // bootNetwork is the network `make boot` makes (deviation "network"): a hub namespace with a
 // bridge that stands for the spoke VNet (the subnets' gateways, the load balancer frontend and the
 // instance metadata address are on it), and one namespace per machine joined to the bridge by a
-// veth pair, its eth0 configured before the machine starts, as Azure's DHCP would have it. Nothing
-// is routed out of the hub: every packet stays in these namespaces.
+// veth pair, its eth0 configured before the machine starts, as Azure's DHCP would have it. As in
+// the VNet, machines never meet at layer 2: the bridge's ports are isolated and the hub answers
+// every ARP request (proxy ARP) and routes each packet, pod IPs to the worker whose NIC holds them.
+// Nothing is routed out of the hub: every packet stays in these namespaces.
 type bootNetwork struct {
 	// Hub is the hub namespace's name, cfboot-<env>.
 	Hub string
@@ -26,9 +28,6 @@ type bootNetwork struct {
 	// Extra are single addresses on the bridge: the load balancer frontend and the metadata service.
 	Extra []netip.Addr
 }
-
-// imdsAddress is Azure's instance metadata service.
-const imdsAddress = "169.254.169.254"
 
 // hubBridge is the bridge in the hub namespace.
 const hubBridge = "br0"
@@ -58,16 +57,21 @@ func (n *bootNetwork) create() error {
 			return err
 		}
 	}
-	// The hub routes between the subnets, as the VNet does (this sysctl is the namespace's own).
-	if out, err := exec.Command("ip", "netns", "exec", n.Hub, "sysctl", "-qw", "net.ipv4.ip_forward=1").CombinedOutput(); err != nil {
-		return fmt.Errorf("enable forwarding in %s: %v: %s", n.Hub, err, out)
+	// The hub routes between the subnets and answers ARP for every address, back out of the port
+	// the request came in (proxy_arp_pvlan), with no redirect to a machine it isolates (these
+	// sysctls are the namespace's own).
+	settings := []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf." + hubBridge + ".send_redirects=0",
+		"net.ipv4.conf." + hubBridge + ".proxy_arp=1", "net.ipv4.conf." + hubBridge + ".proxy_arp_pvlan=1"}
+	if out, err := exec.Command("ip", append([]string{"netns", "exec", n.Hub, "sysctl", "-qw"}, settings...)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("configure the hub %s: %v: %s", n.Hub, err, out)
 	}
 	return nil
 }
 
-// attach gives machine i its namespace, joined to the bridge, with addr on eth0 and a default
-// route through its subnet's gateway.
-func (n *bootNetwork) attach(i int, addr netip.Prefix) error {
+// attach gives machine i its namespace, joined to an isolated port of the bridge, with addr and
+// mac on eth0 and a default route through its subnet's gateway; the hub routes each of podIPs
+// (the NIC's secondary IPs) to addr.
+func (n *bootNetwork) attach(i int, addr netip.Prefix, mac string, podIPs []string) error {
 	ns := n.machineNetns(i)
 	gw, ok := n.gatewayOf(addr.Addr())
 	if !ok {
@@ -76,8 +80,10 @@ func (n *bootNetwork) attach(i int, addr netip.Prefix) error {
 	hubSide := fmt.Sprintf("cfv%d", i)
 	for _, args := range [][]string{
 		{"netns", "add", ns},
-		{"link", "add", hubSide, "netns", n.Hub, "type", "veth", "peer", "name", "eth0", "netns", ns},
-		{"-n", n.Hub, "link", "set", hubSide, "master", hubBridge, "up"},
+		{"link", "add", hubSide, "netns", n.Hub, "type", "veth", "peer", "name", "eth0", "address", mac, "netns", ns},
+		{"-n", n.Hub, "link", "set", hubSide, "master", hubBridge},
+		{"-n", n.Hub, "link", "set", hubSide, "type", "bridge_slave", "isolated", "on"},
+		{"-n", n.Hub, "link", "set", hubSide, "up"},
 		{"-n", ns, "link", "set", "lo", "up"},
 		{"-n", ns, "addr", "add", addr.String(), "dev", "eth0"},
 		{"-n", ns, "link", "set", "eth0", "up"},
@@ -86,6 +92,18 @@ func (n *bootNetwork) attach(i int, addr netip.Prefix) error {
 		if err := ip(args...); err != nil {
 			return err
 		}
+	}
+	if len(podIPs) == 0 {
+		return nil
+	}
+	var routes strings.Builder
+	for _, p := range podIPs {
+		fmt.Fprintf(&routes, "route add %s/32 via %s dev %s\n", p, addr.Addr(), hubBridge)
+	}
+	cmd := exec.Command("ip", "-n", n.Hub, "-batch", "-")
+	cmd.Stdin = strings.NewReader(routes.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("route %s's pod IPs in %s: %v: %s", ns, n.Hub, err, out)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package rehearsal
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -31,7 +32,7 @@ var Deviations = []Deviation{
 		"the planned subnets and etcd addresses; apiserver i is .20+i of the control-plane subnet and workers take the node subnet from .4 on (Azure's DHCP picks those)"},
 	{"network", "the spoke VNet routes between its subnets; Azure's DHCP configures each NIC; the internal load balancer's frontend is an address of the control-plane subnet",
 		"every machine on this host's loopback",
-		"network namespaces the boot makes: a hub (cfboot-<env>) whose bridge holds each subnet's gateway (.1), the load balancer frontend and 169.254.169.254, and one namespace per machine on that bridge, eth0 configured before the machine starts; no route leaves the hub (this process's clients dial from inside it)"},
+		"network namespaces the boot makes: a hub (cfboot-<env>) whose bridge holds each subnet's gateway (.1), the load balancer frontend and 169.254.169.254, and one namespace per machine on an isolated port of that bridge, eth0 (MAC 00:0d:3a:…) configured before the machine starts; the hub answers every ARP request and routes every packet, pod IPs to their worker; no route leaves the hub (this process's clients dial from inside it); the wireserver (168.63.129.16) has no stand-in"},
 	{"localhost", "each VM has its own 127.0.0.1 and binds 0.0.0.0",
 		"all machines share one loopback, so a machine's 127.0.0.1 and 0.0.0.0 (flags and kubeconfigs) become its own address", ""},
 	{"pki", "certificates from the Pulumi TLS provider, in state",
@@ -64,16 +65,16 @@ var Deviations = []Deviation{
 		"", "systemd-nspawn mounts cgroup v1 controllers read-only, so the machine's PID 1 is a boot script that remounts them writable and execs systemd; each machine's cgroups are its own subtree (cfboot-<env>/<machine>) of this process's"},
 	{"kernel", "each VM has its own kernel: the image's sysctls are applied at boot",
 		"the processes run on this host's kernel",
-		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied; this host already has the values the kubelet's protectKernelDefaults checks; /dev/kmsg is bound read-only for the kubelet (with CAP_SYSLOG), and keyring system calls are allowed for runc; this host grants no CAP_SYS_RESOURCE, so the workers' containerd config gets restrict_oom_score_adj = true"},
+		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied, except the net.* ones each machine's own network namespace holds, which the boot script applies before systemd starts (with /proc/sys/net writable, as systemd-nspawn leaves it for a private network); this host already has the values the kubelet's protectKernelDefaults checks; /dev/kmsg is bound read-only for the kubelet (with CAP_SYSLOG), and keyring system calls are allowed for runc; this host grants no CAP_SYS_RESOURCE, so the workers' containerd config gets restrict_oom_score_adj = true"},
 	{"workers", "VMSS instances running kubelet and containerd",
 		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool",
 		"each pool's `nodes` instances booted from the worker image: its containerd and kubelet, TLS bootstrap through the load balancer"},
 	{"image check", "systemd boots the baked image; the local SSD is /dev/disk/azure/resource",
 		"`make image-check` boots the worker image's disk and containerd units alone: the image's root in a mount namespace of its own, the units' ExecStart run in order, a Type=notify unit (containerd) waited for until it reports READY=1 as systemd does, no restarts; a loop device over a sparse file is the local SSD",
 		""},
-	{"worker network", "Azure CNI gives pods the NIC's secondary IPs",
+	{"pod IPs", "azure-vnet-ipam asks the wireserver (168.63.129.16) for the NIC's secondary IP configurations, which the scale set gives every NIC (maxPods of them)",
 		"no pod runs: KWOK nodes",
-		"a loopback-only CNI network written into each worker before its first boot, which keeps the node Ready; containerd sets up no pod network with it, so pods run with hostNetwork only (Azure CNI comes with issue 14)"},
+		"azure-vnet and azure-vnet-ipam run as baked, but the boot writes each worker a conflist whose IPAM environment is the plugin's own file source (fileIpam) and /etc/kubernetes/interfaces.json listing its NIC (MAC, subnet, primary and secondary addresses); the hub routes each secondary address to its worker, as the VNet does"},
 	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
 		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token",
 		"the foundation only (join RBAC and token, the scheduler's CRDs), server-side applied once the API answers"},
@@ -98,9 +99,30 @@ func (p *Plan) Addons() ([]addons.Object, error) {
 	return append(objs, secret), nil
 }
 
-// loopbackCNI is the worker's network (deviation "worker network").
-const loopbackCNI = `{"cniVersion": "1.0.0", "name": "rehearsal-loopback", "plugins": [{"type": "loopback"}]}
-`
+// nicInterfaces is the worker NIC as azure-vnet-ipam's file source reads it (deviation "pod IPs"):
+// its MAC and subnet, the primary address (the node's) and the secondary ones (its pods').
+func nicInterfaces(m *BootedMachine) (string, error) {
+	type address struct {
+		Address   string
+		IsPrimary bool
+	}
+	addrs := []address{{Address: m.Address, IsPrimary: true}}
+	for _, ip := range m.PodIPs {
+		addrs = append(addrs, address{Address: ip})
+	}
+	type subnet struct {
+		Prefix      string
+		IPAddresses []address
+	}
+	type nic struct {
+		MacAddress string
+		IsPrimary  bool
+		IPSubnets  []subnet
+	}
+	out, err := json.MarshalIndent(map[string][]nic{"Interfaces": {{MacAddress: m.MAC, IsPrimary: true,
+		IPSubnets: []subnet{{Prefix: m.prefix.Masked().String(), IPAddresses: addrs}}}}}, "", "  ")
+	return string(out) + "\n", err
+}
 
 // loopbackNetwork returns the cluster with its control-plane and etcd subnets moved onto
 // 127.<base>.1.0/24 and 127.<base>.2.0/24 (deviation "addresses"). Offsets inside each subnet

@@ -181,9 +181,9 @@ func TestBakedImageSysctls(t *testing.T) {
 			continue
 		}
 		// Namespaced settings are applied for real in a throwaway network namespace; the
-		// neighbour thresholds exist only in the host's, which a test must not change, and the
-		// bridge ones only once br_netfilter is loaded, which is the host's choice too.
-		if !strings.HasPrefix(key, "net.") || strings.Contains(key, "gc_thresh") || strings.HasPrefix(key, "net.bridge.") {
+		// neighbour thresholds and conntrack's table size are writable only in the host's, which
+		// a test must not change.
+		if !strings.HasPrefix(key, "net.") || strings.Contains(key, "gc_thresh") || key == "net.netfilter.nf_conntrack_max" {
 			continue
 		}
 		out, err := node.Exec(ctx, "unshare", "--net", "sh", "-c", "sysctl -q -w "+key+"="+value+" && sysctl -n "+key)

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/clusterforge/clusterforge/components/machine"
 )
 
 // InstanceMetadata is what the stand-in for Azure's instance metadata service knows of one
@@ -133,7 +135,7 @@ func (s *IMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // IMDSMain runs the stand-in from command-line flags until SIGTERM: `rehearse imds ...`.
 func IMDSMain(args []string) error {
 	fs := flag.NewFlagSet("imds", flag.ContinueOnError)
-	listen := fs.String("listen", imdsAddress+":80", "host:port to serve")
+	listen := fs.String("listen", machine.IMDSAddress+":80", "host:port to serve")
 	machines := fs.String("machines", "", "JSON file: address → InstanceMetadata")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -9,7 +9,7 @@ import (
 // Defaults of the fields that do not depend on the cluster's size.
 const (
 	DefaultLocation            = "eastus2"
-	DefaultKubernetesVersion   = "v1.34.1"
+	DefaultKubernetesVersion   = "v1.34.2"
 	DefaultEtcdVersion         = "v3.6.4"
 	DefaultPauseImage          = "registry.k8s.io/pause:3.10.1"
 	DefaultContainerdVersion   = "v1.7.28"

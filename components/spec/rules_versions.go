@@ -47,7 +47,7 @@ func (c *Cluster) validateVersions(v *validator) {
 		field := "versions." + f.key
 		switch buildable, pinned := Buildable[f.key]; {
 		case !exactRelease(f.value):
-			v.fail(field, "write an exact release tag such as v1.34.1", "%s is not an exact release", Excerpt(f.value))
+			v.fail(field, "write an exact release tag such as v1.34.2", "%s is not an exact release", Excerpt(f.value))
 		case pinned && !slices.Contains(buildable, f.value):
 			v.fail(field, fmt.Sprintf("use %s, or pin the new release in scripts/toolchain/ and spec.Buildable first", strings.Join(buildable, " or ")),
 				"%s is not a version the toolchain builds", f.value)

@@ -80,7 +80,7 @@ type Cluster struct {
 
 // Versions pins the binaries the machine image carries.
 type Versions struct {
-	// Kubernetes is the kube-apiserver, controller-manager, scheduler and kubelet version. Default "v1.34.1".
+	// Kubernetes is the kube-apiserver, controller-manager, scheduler and kubelet version. Default "v1.34.2".
 	Kubernetes string `yaml:"kubernetes"`
 	// Etcd is the etcd version. Default "v3.6.4".
 	Etcd string `yaml:"etcd"`

@@ -273,7 +273,6 @@ func TestPreloadedPodRunsWithNothingPulled(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "preloaded-app", Namespace: drills.Namespace(t, cs, "boot-preloaded")},
 		Spec: corev1.PodSpec{
 			NodeName:                      node,
-			HostNetwork:                   true, // deviation "worker network"
 			TerminationGracePeriodSeconds: new(int64),
 			Containers:                    []corev1.Container{{Name: "app", Image: app, ImagePullPolicy: corev1.PullIfNotPresent}},
 		},

@@ -54,8 +54,11 @@ func fixture(t *testing.T) map[string]interface{} {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
-	for _, name := range append(machine.ImageBinaries[machine.ImageWorker], "cni/azure-vnet", "cni/loopback") {
+	for _, name := range machine.ImageBinaries[machine.ImageWorker] {
 		write(t, filepath.Join(bin, name), "binary "+name)
+	}
+	for _, name := range machine.CNIPlugins {
+		write(t, filepath.Join(bin, "cni", name), "plugin "+name)
 	}
 	archive := filepath.Join(dir, "pause.oci.tar")
 	write(t, archive, "oci archive")
@@ -103,11 +106,11 @@ func TestProvisionCommandsAndUploads(t *testing.T) {
 		check  func(manifest) bool
 	}{
 		{"provision.golden", fixture, func(m manifest) bool {
-			return m.Role == "worker" && m.Kubernetes == "v1.34.1" && m.Containerd == "v1.7.28" && m.Etcd == "" &&
+			return m.Role == "worker" && m.Kubernetes == "v1.34.2" && m.Containerd == "v1.7.28" && m.Etcd == "" &&
 				len(m.Images) == 2 && m.Images[0].Digest == pauseDigest && m.Images[1].Digest == appDigest
 		}},
 		{"provision-control-plane.golden", controlPlaneFixture, func(m manifest) bool {
-			return m.Role == "control-plane" && m.Kubernetes == "v1.34.1" && m.Etcd == "v3.6.4" && m.SchedulerPlugins == "v0.33.5" &&
+			return m.Role == "control-plane" && m.Kubernetes == "v1.34.2" && m.Etcd == "v3.6.4" && m.SchedulerPlugins == "v0.33.5" &&
 				m.Containerd == "" && len(m.Images) == 0
 		}},
 	} {
@@ -214,7 +217,6 @@ func TestHostileOptionsStayOneArgument(t *testing.T) {
 	inject := "'; touch CANARY; ' $(touch CANARY) `touch CANARY` \"$(touch CANARY)\" ; touch CANARY"
 	hostileName := "example.com/app:v1 " + inject
 	cfg := fixture(t)
-	write(t, filepath.Join(cfg["binaries_dir"].(string), "cni", "x "+inject), "plugin")
 	for _, sudo := range []bool{false, true} {
 		var p Provisioner
 		if err := p.Prepare(cfg); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // installBinaries puts the role's pinned binaries in /usr/local/bin and, on workers, the CNI
-// plugins (binaries_dir/cni/*) in /opt/cni/bin.
+// plugins machine.CNIPlugins (from binaries_dir/cni) in /opt/cni/bin.
 func (b *bake) installBinaries(ctx context.Context) error {
 	if err := b.run(ctx, "mkdir -p "+q(b.StagingDir)); err != nil {
 		return err
@@ -22,9 +22,8 @@ func (b *bake) installBinaries(ctx context.Context) error {
 	if b.Role != machine.ImageWorker {
 		return nil
 	}
-	plugins, _ := filepath.Glob(filepath.Join(b.BinariesDir, "cni", "*"))
-	for _, p := range plugins {
-		if err := b.installFile(ctx, p, machine.CNIBinDir+"/"+filepath.Base(p)); err != nil {
+	for _, name := range machine.CNIPlugins {
+		if err := b.installFile(ctx, filepath.Join(b.BinariesDir, "cni", name), machine.CNIBinDir+"/"+name); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,10 @@ module github.com/clusterforge/clusterforge/toolchain/azure-cni
 
 go 1.24.0
 
-tool github.com/Azure/azure-container-networking/cni/network/plugin
+tool (
+	github.com/Azure/azure-container-networking/cni/ipam/plugin
+	github.com/Azure/azure-container-networking/cni/network/plugin
+)
 
 require (
 	code.cloudfoundry.org/clock v1.0.0 // indirect
