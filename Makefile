@@ -23,13 +23,13 @@ setup: ## Install the pinned validators and Go modules (idempotent)
 	@scripts/setup.sh
 
 tools: ## Build every pinned binary (rehearsal, checks, node image, packer) into .tools (cached)
-	@scripts/toolchain.sh rehearsal checks node packer
+	@scripts/toolchain.sh rehearsal checks node addons packer
 
 tools-rehearsal: ## Build what the rehearsal runs (etcd, the control plane, KWOK, kube-bench, the CSR approver)
 	@scripts/toolchain.sh rehearsal
 
-tools-image: ## Build what an image bake needs (worker and control-plane binaries, packer and its Azure plugin)
-	@scripts/toolchain.sh node control-plane packer
+tools-image: ## Build what an image bake needs (worker, add-on and control-plane binaries, packer and its Azure plugin)
+	@scripts/toolchain.sh node addons control-plane packer
 
 plan: ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/, with a real PKI and the admin kubeconfig); installs nothing
 	$(GO) run ./infra/cmd/plan --stack $(STACK)

@@ -72,7 +72,7 @@ bake_local() {
     (cd images && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$PWD/../build/bin/pause" ./cmd/pause \
       && go build -o "$PWD/../build/bin/mkimages" ./cmd/mkimages)
     # shellcheck disable=SC2086 # MKIMAGES_ARGS is a list of flags
-    build/bin/mkimages -pause-binary build/bin/pause -stack "stacks/Pulumi.$stack.yaml" -out "$preload" ${MKIMAGES_ARGS:-}
+    build/bin/mkimages -pause-binary build/bin/pause -tools .tools -stack "stacks/Pulumi.$stack.yaml" -out "$preload" ${MKIMAGES_ARGS:-}
     vars+=(-var-file="$preload/preload.pkrvars.json")
   fi
   step "packer build images/local.pkr.hcl (role $role) → $out/$name.tar"

@@ -8,6 +8,9 @@
 #                                 from this repository; Azurite (npm), the blob store the backups go to
 #   checks    → .tools/bin        what only the tests run: promtool
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
+#   addons    → .tools/addons     the add-ons' binaries, which images/cmd/mkimages puts in the OCI
+#                                 images a worker preloads: CoreDNS, Prometheus, node_exporter, and
+#                                 scheduler-plugins' PodGroup controller (from .tools/bin)
 #   control-plane → .tools/bin    what the Packer plugin installs on the etcd and apiserver machines
 #                                 (machine.ImageBinaries), a subset of rehearsal
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
@@ -22,6 +25,7 @@ KUBERNETES_VERSION=v1.34.2
 KUBE_BENCH_VERSION=v0.12.0
 SCHEDULER_PLUGINS_VERSION=v0.33.5
 PROMETHEUS_VERSION=v3.5.0
+NODE_EXPORTER_VERSION=v1.9.1
 CONTAINERD_VERSION=v1.7.28
 RUNC_VERSION=v1.3.0
 CRICTL_VERSION=v1.34.0
@@ -56,6 +60,9 @@ declare -A TOOLS=(
   [kwok]="kwok sigs.k8s.io/kwok/cmd/kwok - bin"
   [kube-bench]="kube-bench github.com/aquasecurity/kube-bench bench bin"
   [promtool]="prometheus github.com/prometheus/prometheus/cmd/promtool prometheus bin"
+  [prometheus]="prometheus github.com/prometheus/prometheus/cmd/prometheus prometheus addons"
+  [node_exporter]="node-exporter github.com/prometheus/node_exporter node-exporter addons"
+  [coredns]="coredns github.com/coredns/coredns - addons"
   [kubelet]="kubernetes k8s.io/kubernetes/cmd/kubelet kube node"
   [containerd]="containerd github.com/containerd/containerd/cmd/containerd containerd node"
   [containerd-shim-runc-v2]="containerd github.com/containerd/containerd/cmd/containerd-shim-runc-v2 containerd node"
@@ -82,6 +89,7 @@ declare -A TOOL_GROUPS=(
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
+  [addons]="coredns prometheus node_exporter scheduler-plugins-controller"
 )
 
 step() { printf '==> %s\n' "$*"; }
@@ -96,6 +104,7 @@ build() {
     # scheduler-plugins v0.33.x is built from Kubernetes v1.33 libraries: one minor behind the apiserver.
     scheduler-plugins) ldflags+="$(kube_ldflags "v1.${SCHEDULER_PLUGINS_VERSION#v0.}")" ;;
     prometheus) ldflags+=" -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" ;;
+    node-exporter) ldflags+=" -X github.com/prometheus/common/version.Version=${NODE_EXPORTER_VERSION#v}" ;;
     bench) ldflags+=" -X github.com/aquasecurity/kube-bench/cmd.KubeBenchVersion=$KUBE_BENCH_VERSION" ;;
     containerd) ldflags+=" -X github.com/containerd/containerd/version.Version=$CONTAINERD_VERSION"; tags="no_btrfs" ;;
     # As runc's release binaries: static, with seccomp (containerd gives sandboxes a seccomp profile,

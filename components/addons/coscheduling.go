@@ -107,7 +107,7 @@ func podGroupController(c *spec.Cluster) []Object {
 		systemDeployment(c, SystemNamespace, PodGroupControllerName, SystemPriority, corev1.PodSpec{
 			Containers: []corev1.Container{{
 				Name:  PodGroupControllerName,
-				Image: "registry.k8s.io/scheduler-plugins/controller:" + c.Versions.SchedulerPlugins,
+				Image: podGroupControllerImage(c).Ref,
 				Args:  PodGroupControllerFlags(c),
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")},

@@ -86,7 +86,7 @@ func dns(c *spec.Cluster) []Object {
 						}},
 						Containers: []corev1.Container{{
 							Name:         DNSName,
-							Image:        "registry.k8s.io/coredns/coredns:" + c.Versions.CoreDNS,
+							Image:        coreDNSImage(c).Ref,
 							Args:         []string{"-conf", "/etc/coredns/Corefile"},
 							Resources:    resources,
 							Ports:        []corev1.ContainerPort{port("dns", 53, corev1.ProtocolUDP), port("dns-tcp", 53, corev1.ProtocolTCP), port("metrics", 9153, corev1.ProtocolTCP)},

@@ -45,7 +45,7 @@ func monitoring(c *spec.Cluster) []Object {
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534)), FSGroup: ptr(int64(65534))},
 		Containers: []corev1.Container{{
 			Name:  PrometheusName,
-			Image: "quay.io/prometheus/prometheus:" + c.Versions.Prometheus,
+			Image: prometheusImage(c).Ref,
 			Args: []string{
 				"--config.file=" + PrometheusConfigDir + "/" + PrometheusConfigFile,
 				"--storage.tsdb.path=/prometheus",
@@ -105,7 +105,7 @@ func monitoring(c *spec.Cluster) []Object {
 						SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534))},
 						Containers: []corev1.Container{{
 							Name:  NodeExporterName,
-							Image: "quay.io/prometheus/node-exporter:" + c.Versions.NodeExporter,
+							Image: nodeExporterImage(c).Ref,
 							Args: []string{
 								"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root",
 								"--web.listen-address=:" + strconv.Itoa(spec.NodeExporterPort),

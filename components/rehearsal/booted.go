@@ -177,7 +177,7 @@ func Boot(ctx context.Context, c *spec.Cluster, o BootOptions, progress io.Write
 	}
 	b = &Booted{opts: o, Machines: machines, progress: progress, net: &bootNetwork{Hub: BootHub(o.Name)}}
 	b.Plan = &Plan{Cluster: c, Bundle: bundle, Options: Options{
-		Dir: o.Dir, Tools: o.Tools, Self: o.Self, Dial: dialerIn(netnsPath(b.net.Hub)), StoreHost: bootStoreHost(c),
+		Dir: o.Dir, Tools: o.Tools, Self: o.Self, Dial: DialerIn(netnsPath(b.net.Hub)), StoreHost: bootStoreHost(c),
 	}}
 	for _, m := range machines {
 		b.Instances = append(b.Instances, Instance{Name: m.Name, Role: m.Role, IP: m.Address})
@@ -493,7 +493,7 @@ func (b *Booted) WaitAPIHealthy(ctx context.Context) error {
 
 // waitCluster waits until both etcd clusters are healthy, every apiserver is ready behind the load
 // balancer and the controller-manager and scheduler hold their leases; then applies the foundation
-// the workers join with and waits for them.
+// the workers join with, waits for them, and applies the add-ons.
 func (b *Booted) waitCluster(ctx context.Context) error {
 	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
 		if err := b.WaitEtcdHealthy(ctx, role); err != nil {
@@ -526,7 +526,7 @@ func (b *Booted) waitCluster(ctx context.Context) error {
 		return err
 	}
 	b.logf("%d workers joined (TLS bootstrap through the load balancer) and are Ready with their pool labels", len(workers))
-	return nil
+	return b.applyAddons(ctx)
 }
 
 // WaitNodeReady waits until the worker machine's node is Ready and carries its pool's label.

@@ -2,6 +2,7 @@ package rehearsal
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -167,9 +168,9 @@ func inNetns(path string, f func() error) error {
 	return <-done
 }
 
-// dialerIn opens connections from inside the network namespace at path: how this process's clients
+// DialerIn opens connections from inside the network namespace at path: how this process's clients
 // reach machines that have no route to it.
-func dialerIn(path string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func DialerIn(path string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
 		err = inNetns(path, func() (err error) {
 			conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
@@ -177,4 +178,46 @@ func dialerIn(path string) func(ctx context.Context, network, addr string) (net.
 		})
 		return conn, err
 	}
+}
+
+// PodNetns is the path, from this host, of the network namespace of a pod running on a booted
+// worker: the one containerd's CNI set up, seen through the machine's root.
+func (b *Booted) PodNetns(ctx context.Context, node, namespace, pod string) (string, error) {
+	m, err := b.Machine(node)
+	if err != nil {
+		return "", err
+	}
+	id, err := b.Exec(ctx, node, "crictl", "pods", "--namespace", namespace, "--name", pod, "--state", "ready", "--quiet")
+	if err != nil {
+		return "", err
+	}
+	if id = strings.TrimSpace(id); id == "" || strings.Contains(id, "\n") {
+		return "", fmt.Errorf("%s: no single ready sandbox of pod %s/%s: %q", node, namespace, pod, id)
+	}
+	out, err := b.Exec(ctx, node, "crictl", "inspectp", id)
+	if err != nil {
+		return "", err
+	}
+	var sandbox struct {
+		Info struct {
+			RuntimeSpec struct {
+				Linux struct {
+					Namespaces []struct{ Type, Path string }
+				}
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &sandbox); err != nil {
+		return "", fmt.Errorf("crictl inspectp %s: %w", id, err)
+	}
+	for _, ns := range sandbox.Info.RuntimeSpec.Linux.Namespaces {
+		if ns.Type == "network" && ns.Path != "" {
+			b.mu.Lock()
+			leader := m.PID
+			b.mu.Unlock()
+			// The machine's /var/run is a link to /run, which this host must not follow itself.
+			return fmt.Sprintf("/proc/%d/root/run/%s", leader, strings.TrimPrefix(strings.TrimPrefix(ns.Path, "/var/run/"), "/run/")), nil
+		}
+	}
+	return "", fmt.Errorf("%s: pod %s/%s has no network namespace", node, namespace, pod)
 }

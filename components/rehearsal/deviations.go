@@ -77,7 +77,7 @@ var Deviations = []Deviation{
 		"azure-vnet and azure-vnet-ipam run as baked, but the boot writes each worker a conflist whose IPAM environment is the plugin's own file source (fileIpam) and /etc/kubernetes/interfaces.json listing its NIC (MAC, subnet, primary and secondary addresses); the hub routes each secondary address to its worker, as the VNet does"},
 	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
 		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token",
-		"the foundation only (join RBAC and token, the scheduler's CRDs), server-side applied once the API answers"},
+		"the foundation (join RBAC and token, the scheduler's CRDs) once the API answers, every other add-on once the workers are Ready, all server-side applied; their pods run for real from the images the worker image preloads, except cluster-autoscaler, applied at zero replicas (it needs Azure's compute API and its image is not built here); every add-on container's CPU request and limit is scaled by this host's CPUs over the smallest worker size's (the machines share this host's CPUs)"},
 }
 
 // Placeholder Azure ids of the rehearsal's cluster-autoscaler cloud config (deviation "add-ons").

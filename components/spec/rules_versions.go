@@ -11,8 +11,9 @@ import (
 
 // Buildable are the versions scripts/toolchain.sh builds, per versions.* key: the rehearsal and
 // the image bake run exactly these, so a stack may pin no other (a test ties this table to the
-// toolchain's wrapper modules). The add-on image tags (coreDNS, clusterAutoscaler, nodeExporter)
-// come from their registries and need only be exact releases.
+// toolchain's wrapper modules). The add-on images CoreDNS, Prometheus and node_exporter are built
+// from these sources too (images/cmd/mkimages); clusterAutoscaler's tag comes from its registry
+// and need only be an exact release.
 var Buildable = map[string][]string{
 	"kubernetes":       {DefaultKubernetesVersion},
 	"etcd":             {DefaultEtcdVersion},
@@ -22,6 +23,8 @@ var Buildable = map[string][]string{
 	"azureCNI":         {DefaultAzureCNIVersion},
 	"schedulerPlugins": {DefaultSchedulerPlugins},
 	"prometheus":       {DefaultPrometheusVersion},
+	"coreDNS":          {DefaultCoreDNSVersion},
+	"nodeExporter":     {DefaultNodeExporterVersion},
 }
 
 // imageReference is the grammar of a pinned image reference, as containerd parses it

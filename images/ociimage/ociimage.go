@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/v1"
@@ -31,12 +32,16 @@ var epoch = time.Unix(0, 0).UTC()
 const PauseEntrypoint = "/pause"
 
 // Pause is an image whose single layer holds the static binary at PauseEntrypoint.
-func Pause(dir, binary string) (v1.Image, error) {
-	layer, err := binaryLayer(dir, binary)
+func Pause(dir, binary string) (v1.Image, error) { return Binary(dir, binary, PauseEntrypoint) }
+
+// Binary is an image whose single layer holds the static binary at path, its entrypoint: how the
+// add-on images clusterforge builds from source are made.
+func Binary(dir, binary, path string) (v1.Image, error) {
+	layer, err := binaryLayer(dir, binary, path)
 	if err != nil {
 		return nil, err
 	}
-	return image([]v1.Layer{layer})
+	return image([]v1.Layer{layer}, path)
 }
 
 // Large is an image of layers data layers of layerBytes random bytes each (seeded, so the same
@@ -54,18 +59,18 @@ func Large(dir, binary string, layers int, layerBytes int64, seed uint64) (v1.Im
 		}
 		all = append(all, layer)
 	}
-	top, err := binaryLayer(dir, binary)
+	top, err := binaryLayer(dir, binary, PauseEntrypoint)
 	if err != nil {
 		return nil, err
 	}
-	return image(append(all, top))
+	return image(append(all, top), PauseEntrypoint)
 }
 
-func image(layers []v1.Layer) (v1.Image, error) {
+func image(layers []v1.Layer, entrypoint string) (v1.Image, error) {
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	cfg := &v1.ConfigFile{
 		Architecture: "amd64", OS: "linux", Created: v1.Time{Time: epoch},
-		Config: v1.Config{Entrypoint: []string{PauseEntrypoint}},
+		Config: v1.Config{Entrypoint: []string{entrypoint}},
 	}
 	img, err := mutate.ConfigFile(base, cfg)
 	if err != nil {
@@ -78,7 +83,8 @@ func image(layers []v1.Layer) (v1.Image, error) {
 	return mutate.Append(img, adds...)
 }
 
-func binaryLayer(dir, binary string) (v1.Layer, error) {
+// binaryLayer is a layer holding binary at path, cached in dir by the binary's content and path.
+func binaryLayer(dir, binary, path string) (v1.Layer, error) {
 	src, err := os.Open(binary)
 	if err != nil {
 		return nil, err
@@ -92,12 +98,13 @@ func binaryLayer(dir, binary string) (v1.Layer, error) {
 	if _, err := io.Copy(sum, src); err != nil {
 		return nil, err
 	}
-	name := "pause-" + hex.EncodeToString(sum.Sum(nil))[:16] + ".tar.gz"
+	sum.Write([]byte(path))
+	name := "binary-" + hex.EncodeToString(sum.Sum(nil))[:16] + ".tar.gz"
 	return cachedLayer(filepath.Join(dir, name), func(tw *tar.Writer) error {
 		if _, err := src.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		return writeTarFile(tw, PauseEntrypoint[1:], 0o755, st.Size(), src)
+		return writeTarFile(tw, strings.TrimPrefix(path, "/"), 0o755, st.Size(), src)
 	})
 }
 

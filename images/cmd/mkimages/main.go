@@ -1,8 +1,10 @@
-// Command mkimages writes the OCI image archives an offline bake preloads, and the Packer variable
-// file that lists them: the stack's pause image and one large multi-layer app image (the role of
-// the seeds' "Dota" image, L26). With -push it also pushes the app image to a registry.
+// Command mkimages writes the OCI image archives a worker bake preloads, and the Packer variable
+// file that lists them: the stack's pause image, the add-on images built from the toolchain's
+// pinned sources (addons.BuiltImages: CoreDNS, Prometheus, node_exporter, the PodGroup
+// controller) and one large multi-layer app image (the role of the seeds' "Dota" image, L26).
+// With -push it also pushes the app image to a registry.
 //
-//	mkimages -pause-binary build/bin/pause -stack stacks/Pulumi.dev.yaml -out build/images/preload
+//	mkimages -pause-binary build/bin/pause -tools .tools -stack stacks/Pulumi.dev.yaml -out build/images/preload
 package main
 
 import (
@@ -17,6 +19,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/images/ociimage"
 )
@@ -30,6 +33,7 @@ type preload struct {
 
 func main() {
 	pauseBinary := flag.String("pause-binary", "", "static pause binary (images/cmd/pause)")
+	tools := flag.String("tools", ".tools", "the toolchain's output, holding the add-on binaries (scripts/toolchain.sh addons)")
 	stack := flag.String("stack", "stacks/Pulumi.dev.yaml", "stack file whose pause image is preloaded")
 	out := flag.String("out", "build/images/preload", "output directory for archives, layers and preload.pkrvars.json")
 	appName := flag.String("app-name", "clusterforge.local/training-app:v1", "reference of the large app image")
@@ -39,13 +43,13 @@ func main() {
 	seed := flag.Uint64("seed", 1, "seed of the app image's data: another seed, another image of the same size")
 	fromRegistry := flag.Bool("app-from-registry", false, "with -push: list the app image without an archive, so the bake pulls it from the registry")
 	flag.Parse()
-	if err := run(*pauseBinary, *stack, *out, *appName, *layers, *layerMiB<<20, *seed, *push, *fromRegistry); err != nil {
+	if err := run(*pauseBinary, *tools, *stack, *out, *appName, *layers, *layerMiB<<20, *seed, *push, *fromRegistry); err != nil {
 		fmt.Fprintln(os.Stderr, "mkimages:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, seed uint64, push string, fromRegistry bool) error {
+func run(pauseBinary, tools, stack, out, appName string, layers int, layerBytes int64, seed uint64, push string, fromRegistry bool) error {
 	if fromRegistry && push != appName {
 		return fmt.Errorf("-app-from-registry: the bake pulls -app-name, so -push must be the same reference (%q, %q)", push, appName)
 	}
@@ -80,13 +84,22 @@ func run(pauseBinary, stack, out, appName string, layers int, layerBytes int64, 
 	if err != nil {
 		return err
 	}
+	type archived struct {
+		name, file string
+		image      v1.Image
+	}
+	images := []archived{{cluster.Versions.PauseImage, "pause.oci.tar", pause}}
+	for _, b := range addons.BuiltImages(cluster) {
+		img, err := ociimage.Binary(layerDir, filepath.Join(tools, b.Binary), b.Path)
+		if err != nil {
+			return fmt.Errorf("add-on image %s: %w (build it: scripts/toolchain.sh addons)", b.Ref, err)
+		}
+		images = append(images, archived{b.Ref, filepath.Base(b.Binary) + ".oci.tar", img})
+	}
 	var vars struct {
 		PreloadImages []preload `json:"preload_images"`
 	}
-	for _, img := range []struct {
-		name, file string
-		image      v1.Image
-	}{{cluster.Versions.PauseImage, "pause.oci.tar", pause}, {appName, "app.oci.tar", app}} {
+	for _, img := range append(images, archived{appName, "app.oci.tar", app}) {
 		if fromRegistry && img.name == appName {
 			digest, err := img.image.Digest()
 			if err != nil {
