@@ -124,12 +124,23 @@ build {
     only = ["azure-arm.gpu"]
     inline = [
       "sudo apt-get update -qq",
-      "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-headers-cloud-amd64 dkms",
+      # The generic kernel, first: the cloud one leaves InfiniBand (mlx5_ib) out, and the driver's
+      # DKMS module must be built for the kernel the VM boots.
+      "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-image-amd64 linux-headers-amd64 dkms",
+      "sudo DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq linux-image-cloud-amd64",
       "curl -fsSL -o /tmp/nvidia.run https://us.download.nvidia.com/tesla/${var.nvidia_driver_version}/NVIDIA-Linux-x86_64-${var.nvidia_driver_version}.run",
       "sudo sh /tmp/nvidia.run --silent --dkms && rm -f /tmp/nvidia.run",
       "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | sudo gpg --dearmor -o /usr/share/keyrings/nvidia-container-toolkit.gpg",
       "echo 'deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit.gpg] https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /' | sudo tee /etc/apt/sources.list.d/nvidia-container-toolkit.list",
       "sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-container-toolkit",
+      # NVSwitch sizes (ND): NVIDIA's fabric manager, the driver's exact version; the kubelet wants
+      # its unit there (machine.FabricManagerUnit) and it exits at once on sizes without NVSwitch.
+      "curl -fsSL -o /tmp/fm.tar.xz https://developer.download.nvidia.com/compute/nvidia-driver/redist/fabricmanager/linux-x86_64/fabricmanager-linux-x86_64-${var.nvidia_driver_version}-archive.tar.xz",
+      "sudo mkdir -p /opt/nvidia-fabricmanager && sudo tar -xJf /tmp/fm.tar.xz -C /opt/nvidia-fabricmanager --strip-components=1 && rm -f /tmp/fm.tar.xz",
+      "cd /opt/nvidia-fabricmanager && sudo cp bin/* /usr/bin/ && sudo mkdir -p /usr/share/nvidia/nvswitch && sudo cp share/nvidia/nvswitch/* /usr/share/nvidia/nvswitch/ && sudo cp etc/fabricmanager.cfg /usr/share/nvidia/nvswitch/ && sudo cp systemd/nvidia-fabricmanager.service /lib/systemd/system/",
+      # InfiniBand sizes: the RDMA user space NCCL uses, over the generic kernel's mlx5_ib.
+      "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rdma-core ibverbs-providers infiniband-diags",
+      "echo mlx5_ib | sudo tee /etc/modules-load.d/clusterforge-infiniband.conf",
     ]
   }
 

@@ -48,6 +48,7 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		{"balloons", balloons},
 		{autoscalerAddon, autoscaler},
 		{"monitoring", monitoring},
+		{"gpu", nvidiaDevicePlugin},
 	} {
 		for _, o := range addon.objects(c) {
 			if err := finish(o, addon.name); err != nil {

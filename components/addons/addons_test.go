@@ -223,7 +223,7 @@ func TestPrometheusGOMAXPROCSMatchesItsCPUs(t *testing.T) {
 		if len(ctr.Env) != 1 || ctr.Env[0].Name != "GOMAXPROCS" || ctr.Env[0].Value != strconv.FormatInt(cpus, 10) || cpus > maxPrometheusCPUs {
 			t.Errorf("%s: Prometheus requests %d CPUs, env %v (L34)", name, cpus, ctr.Env)
 		}
-		largest := BalloonRequests(c.SystemPool())
+		largest := BalloonRequests(c, c.SystemPool())
 		if ctr.Resources.Requests.Memory().Cmp(*largest.Memory()) > 0 {
 			t.Errorf("%s: Prometheus asks for more memory than a node of its pool has", name)
 		}

@@ -24,7 +24,7 @@ const (
 // the control plane's node count in GiB of memory, between 8 GiB and the largest pod the system
 // pool takes; a CPU per 4 GiB, at most 24 (L34) and at most the largest pod's.
 func PrometheusResources(c *spec.Cluster) (cpus int, memory resource.Quantity) {
-	largest := BalloonRequests(c.SystemPool())
+	largest := BalloonRequests(c, c.SystemPool())
 	memGiB := min(max(8, c.TargetNodes/40), int(largest.Memory().Value()>>30))
 	cpus = min(max(1, memGiB/4), maxPrometheusCPUs, int(largest.Cpu().MilliValue()/1000))
 	return cpus, *resource.NewQuantity(int64(memGiB)<<30, resource.BinarySI)
@@ -40,7 +40,6 @@ func monitoring(c *spec.Cluster) []Object {
 	}
 	cpus, memory := PrometheusResources(c)
 	cpu := *resource.NewQuantity(int64(cpus), resource.DecimalSI)
-	exporterLabels := map[string]string{"app": NodeExporterName}
 	prometheus := systemDeployment(c, ns, PrometheusName, SystemPriority, corev1.PodSpec{
 		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534)), FSGroup: ptr(int64(65534))},
 		Containers: []corev1.Container{{
@@ -82,48 +81,50 @@ func monitoring(c *spec.Cluster) []Object {
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},
 		{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}},
 	}, nil)...)
-	return append(objs,
+	// node-exporter reads /proc and /sys of its own node only: no API access at all (L07).
+	return append(append(objs,
 		&corev1.ConfigMap{ObjectMeta: meta(ns, PrometheusName, nil), Data: files},
-		prometheus,
-		&corev1.ServiceAccount{ObjectMeta: meta(ns, NodeExporterName, nil), AutomountServiceAccountToken: ptr(false)},
+		prometheus), nodeAgent(ns, NodeExporterName, corev1.PodSpec{
+		HostNetwork:     true,
+		HostPID:         true,
+		Tolerations:     []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534))},
+		Containers: []corev1.Container{{
+			Name:  NodeExporterName,
+			Image: nodeExporterImage(c).Ref,
+			Args: []string{
+				"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root",
+				"--web.listen-address=:" + strconv.Itoa(spec.NodeExporterPort),
+			},
+			Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: spec.NodeExporterPort}},
+			Resources: NodeExporterResources,
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "proc", MountPath: "/host/proc", ReadOnly: true},
+				{Name: "sys", MountPath: "/host/sys", ReadOnly: true},
+				{Name: "root", MountPath: "/host/root", ReadOnly: true, MountPropagation: ptr(corev1.MountPropagationHostToContainer)},
+			},
+		}},
+		Volumes: []corev1.Volume{hostPath("proc", "/proc"), hostPath("sys", "/sys"), hostPath("root", "/")},
+	})...)
+}
+
+// nodeAgent is a DaemonSet of one pod per node at node-critical priority, rolled 10% at a time,
+// with a service account that holds no token: node agents read their node, not the API.
+func nodeAgent(namespace, name string, pod corev1.PodSpec) []Object {
+	labels := map[string]string{"app": name}
+	pod.ServiceAccountName, pod.AutomountServiceAccountToken, pod.PriorityClassName = name, ptr(false), NodeCriticalPriority
+	return []Object{
+		&corev1.ServiceAccount{ObjectMeta: meta(namespace, name, nil), AutomountServiceAccountToken: ptr(false)},
 		&appsv1.DaemonSet{
-			ObjectMeta: meta(ns, NodeExporterName, exporterLabels),
+			ObjectMeta: meta(namespace, name, labels),
 			Spec: appsv1.DaemonSetSpec{
-				Selector: &metav1.LabelSelector{MatchLabels: exporterLabels},
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
 				UpdateStrategy: appsv1.DaemonSetUpdateStrategy{Type: appsv1.RollingUpdateDaemonSetStrategyType,
 					RollingUpdate: &appsv1.RollingUpdateDaemonSet{MaxUnavailable: ptr(intOrPercent("10%"))}},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: exporterLabels},
-					Spec: corev1.PodSpec{
-						// Reads /proc and /sys of its own node only: no API access at all (L07).
-						ServiceAccountName:           NodeExporterName,
-						AutomountServiceAccountToken: ptr(false),
-						PriorityClassName:            NodeCriticalPriority,
-						HostNetwork:                  true,
-						HostPID:                      true,
-						Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-						SecurityContext:              &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534))},
-						Containers: []corev1.Container{{
-							Name:  NodeExporterName,
-							Image: nodeExporterImage(c).Ref,
-							Args: []string{
-								"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root",
-								"--web.listen-address=:" + strconv.Itoa(spec.NodeExporterPort),
-							},
-							Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: spec.NodeExporterPort}},
-							Resources: NodeExporterResources,
-							VolumeMounts: []corev1.VolumeMount{
-								{Name: "proc", MountPath: "/host/proc", ReadOnly: true},
-								{Name: "sys", MountPath: "/host/sys", ReadOnly: true},
-								{Name: "root", MountPath: "/host/root", ReadOnly: true, MountPropagation: ptr(corev1.MountPropagationHostToContainer)},
-							},
-						}},
-						Volumes: []corev1.Volume{hostPath("proc", "/proc"), hostPath("sys", "/sys"), hostPath("root", "/")},
-					},
-				},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 			},
 		},
-	)
+	}
 }
 
 // NodeExporterResources are node-exporter's requests and limits; NodeReserve leaves room for them.

@@ -29,11 +29,11 @@ const (
 	BalloonAppLabel = "clusterforge.io/balloon"
 )
 
-// NodeReserve is what a balloon leaves free on its node: room for every add-on DaemonSet and the
-// kubelet's eviction threshold. A test keeps the DaemonSets' requests inside it.
+// NodeReserve is what a balloon leaves of its node's allocatable: room for every add-on
+// DaemonSet. A test keeps the DaemonSets' requests inside it.
 var NodeReserve = corev1.ResourceList{
 	corev1.ResourceCPU:    resource.MustParse("500m"),
-	corev1.ResourceMemory: resource.MustParse("2Gi"),
+	corev1.ResourceMemory: resource.MustParse("1Gi"),
 }
 
 func priorityClasses(*spec.Cluster) []Object {
@@ -52,13 +52,15 @@ func priorityClasses(*spec.Cluster) []Object {
 // BalloonName is the balloon Deployment of a pool.
 func BalloonName(pool spec.Pool) string { return "balloon-" + pool.Name }
 
-// BalloonRequests is one balloon pod: the largest pod a node of the pool takes after NodeReserve,
-// every GPU included, so each balloon holds a whole node (L15, L18).
-func BalloonRequests(pool spec.Pool) corev1.ResourceList {
+// BalloonRequests is one balloon pod: the largest pod a node of the pool takes, its allocatable
+// (spec.Allocatable, as the kubelet's reservation leaves it) less NodeReserve, every GPU included,
+// so each balloon holds a whole node (L15, L18).
+func BalloonRequests(c *spec.Cluster, pool spec.Pool) corev1.ResourceList {
 	capacity, _ := spec.VMCapacity(pool.VMSize) // Validate refuses sizes it does not know
-	cpu := resource.NewMilliQuantity(int64(capacity.CPUs)*1000, resource.DecimalSI)
+	allocCPU, allocMemory := spec.Allocatable(capacity, c.Kubelet.MaxPods)
+	cpu := resource.NewMilliQuantity(allocCPU, resource.DecimalSI)
 	cpu.Sub(NodeReserve[corev1.ResourceCPU])
-	memory := resource.NewQuantity(int64(capacity.MemoryGiB)<<30, resource.BinarySI)
+	memory := resource.NewQuantity(allocMemory, resource.BinarySI)
 	memory.Sub(NodeReserve[corev1.ResourceMemory])
 	requests := corev1.ResourceList{corev1.ResourceCPU: *cpu, corev1.ResourceMemory: *memory}
 	if capacity.GPUs > 0 {
@@ -74,7 +76,7 @@ func balloons(c *spec.Cluster) []Object {
 	var objs []Object
 	for _, pool := range c.Pools {
 		labels := map[string]string{BalloonAppLabel: pool.Name}
-		requests := BalloonRequests(pool)
+		requests := BalloonRequests(c, pool)
 		objs = append(objs, &appsv1.Deployment{
 			ObjectMeta: meta(SystemNamespace, BalloonName(pool), labels),
 			Spec: appsv1.DeploymentSpec{

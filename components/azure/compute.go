@@ -35,6 +35,11 @@ type ScaleSetSpec struct {
 	Capacity int
 	// IPConfigurations is the number of NIC IP configurations: the primary plus one per pod (L29).
 	IPConfigurations int
+	// SinglePlacementGroup keeps the scale set in one placement group (at most 100 instances):
+	// InfiniBand reaches only within one.
+	SinglePlacementGroup bool
+	// Zones the scale set spreads over. Default: the cluster's.
+	Zones []string
 	// Groups, for worker pools, maps GroupNodes and GroupPods to application security group ids:
 	// the primary IP configuration is the node, the others are its pods.
 	Groups            map[string]pulumi.StringInput
@@ -47,7 +52,7 @@ type ScaleSetSpec struct {
 }
 
 // ScaleSetArgs maps a ScaleSetSpec to azure-native arguments: a Uniform scale set spread over the
-// zones with singlePlacementGroup off (up to 1,000 instances), no overprovisioning (every
+// zones with singlePlacementGroup off (up to 1,000 instances) unless InfiniBand needs one, no overprovisioning (every
 // instance that boots joins, L11) and manual upgrades (nodes are semi-stateful, L18). Sizes with
 // a local disk boot an ephemeral OS disk placed on it.
 func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
@@ -75,14 +80,18 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 		}
 		ipConfigs = append(ipConfigs, cfg)
 	}
+	zones := s.Zones
+	if zones == nil {
+		zones = c.Zones
+	}
 	return &compute.VirtualMachineScaleSetArgs{
 		ResourceGroupName:        s.ResourceGroupName,
 		Location:                 pulumi.String(c.Location),
 		VmScaleSetName:           pulumi.String(s.Name),
 		Tags:                     tags(c, s.Role),
-		Zones:                    pulumi.ToStringArray(c.Zones),
+		Zones:                    pulumi.ToStringArray(zones),
 		OrchestrationMode:        pulumi.String("Uniform"),
-		SinglePlacementGroup:     pulumi.Bool(false),
+		SinglePlacementGroup:     pulumi.Bool(s.SinglePlacementGroup),
 		Overprovision:            pulumi.Bool(false),
 		PlatformFaultDomainCount: pulumi.Int(1),
 		UpgradePolicy:            &compute.UpgradePolicyArgs{Mode: compute.UpgradeModeManual},

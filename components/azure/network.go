@@ -1,6 +1,7 @@
 package azure
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/pulumi/pulumi-azure-native-sdk/network/v2"
@@ -176,18 +177,28 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	ip, err := network.NewPublicIPAddress(ctx, name+"-nat-ip", &network.PublicIPAddressArgs{
-		ResourceGroupName: rg, Location: pulumi.String(c.Location), Tags: tags(c, ""),
-		Sku:                      &network.PublicIPAddressSkuArgs{Name: pulumi.String("Standard")},
-		PublicIPAllocationMethod: pulumi.String("Static"),
-	}, parent)
-	if err != nil {
-		return nil, err
+	// Enough public IPs for every node's peak egress at once (spec.NATPublicIPs): each adds 64,512
+	// SNAT ports. The first keeps its name, so growing the fleet adds addresses and replaces none.
+	var natIPs network.SubResourceArray
+	for i := range c.NATPublicIPs() {
+		ipName := name + "-nat-ip"
+		if i > 0 {
+			ipName = fmt.Sprintf("%s-%d", ipName, i+1)
+		}
+		ip, err := network.NewPublicIPAddress(ctx, ipName, &network.PublicIPAddressArgs{
+			ResourceGroupName: rg, Location: pulumi.String(c.Location), Tags: tags(c, ""),
+			Sku:                      &network.PublicIPAddressSkuArgs{Name: pulumi.String("Standard")},
+			PublicIPAllocationMethod: pulumi.String("Static"),
+		}, parent)
+		if err != nil {
+			return nil, err
+		}
+		natIPs = append(natIPs, network.SubResourceArgs{Id: ip.ID()})
 	}
 	nat, err := network.NewNatGateway(ctx, name+"-nat", &network.NatGatewayArgs{
 		ResourceGroupName: rg, Location: pulumi.String(c.Location), Tags: tags(c, ""),
 		Sku:               &network.NatGatewaySkuArgs{Name: pulumi.String("Standard")},
-		PublicIpAddresses: network.SubResourceArray{network.SubResourceArgs{Id: ip.ID()}},
+		PublicIpAddresses: natIPs,
 	}, parent)
 	if err != nil {
 		return nil, err

@@ -47,7 +47,8 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		vmss := set.AzureName
 		ss, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
 			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: args.Pool.VMSize, ImageID: args.Pool.Image,
-			Capacity: set.Nodes, IPConfigurations: c.Kubelet.MaxPods + 1, Groups: args.Groups, SubnetID: args.SubnetID,
+			Capacity: set.Nodes, IPConfigurations: c.Kubelet.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
+			Groups: args.Groups, SubnetID: args.SubnetID,
 			IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
 		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"}))
 		if err != nil {

@@ -74,6 +74,7 @@ func TestSchedulerBinPacks(t *testing.T) {
 func TestKubeletPullsInParallel(t *testing.T) {
 	c := testCluster(t)
 	cfg := KubeletConfig(c, c.Pools[0])
+	// 7,500 nodes × (10 pulls × 10 downloads + 16) SNAT ports fit the NAT gateway's 16 × 64,512.
 	for _, want := range []string{"serializeImagePulls: false", "maxParallelImagePulls: 10", `key: "nvidia.com/gpu"`} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("kubelet config lacks %q", want)

@@ -27,6 +27,8 @@ func KubeletConfig(c *spec.Cluster, pool spec.Pool) string {
 	for _, t := range NodeTaints(pool) {
 		fmt.Fprintf(&taints, "- key: %s\n  value: %s\n  effect: %s\n", yamlString(t.Key), yamlString(t.Value), yamlString(t.Effect))
 	}
+	size, _ := spec.VMCapacity(pool.VMSize) // Validate refuses sizes it does not know
+	r := spec.NodeReservation(size, c.Kubelet.MaxPods)
 	registerWithTaints := "registerWithTaints: []\n"
 	if taints.Len() > 0 {
 		registerWithTaints = "registerWithTaints:\n" + taints.String()
@@ -52,6 +54,18 @@ maxPods: %d
 serializeImagePulls: false
 maxParallelImagePulls: %d
 readOnlyPort: 0
+# What the node keeps from its pods (spec.NodeReservation); allocatable is the rest.
+kubeReserved:
+  cpu: %dm
+  memory: %dMi
+systemReserved:
+  cpu: %dm
+  memory: %dMi
+evictionHard:
+  memory.available: %dMi
+  nodefs.available: "10%%"
+  nodefs.inodesFree: "5%%"
+  imagefs.available: "15%%"
 protectKernelDefaults: true
 rotateCertificates: true
 # The serving certificate comes from the cluster CA too, once clusterforge-csr-approver has
@@ -62,7 +76,8 @@ streamingConnectionIdleTimeout: 5m
 tlsMinVersion: VersionTLS12
 tlsCipherSuites: [%s]
 %s`, CertPath("", pki.ClusterCA), c.DNSServiceIP(), ContainerdSocket, c.Kubelet.MaxPods,
-		c.Kubelet.MaxParallelImagePulls, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
+		c.Kubelet.MaxParallelImagePulls, r.KubeCPUMilli, r.KubeMemory>>20, r.SystemCPUMilli, r.SystemMemory>>20,
+		r.EvictionMemory>>20, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
 }
 
 // NodeLabels are the labels every node of a pool registers with; clusterforge's own win over the
@@ -126,13 +141,27 @@ func BootstrapKubeconfig(server, token string) string {
 	return kubeconfig(server, CertPath("", pki.ClusterCA), "kubelet-bootstrap", "token: "+token)
 }
 
+// FabricManagerUnit is NVIDIA's fabric manager, which the GPU image installs: on NVSwitch sizes no
+// CUDA program runs until it has brought the NVSwitch fabric up.
+const FabricManagerUnit = "nvidia-fabricmanager.service"
+
+// fabricManagerDropIn starts the fabric manager with the kubelet, before it, on NVSwitch sizes.
+var fabricManagerDropIn = `[Unit]
+Wants=` + FabricManagerUnit + `
+After=` + FabricManagerUnit + `
+`
+
 func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
+	files := []File{
+		{Path: CertPath("", pki.ClusterCA), Content: b.Pair(pki.ClusterCA).CertPEM, Mode: certMode},
+		{Path: KubeletConfigPath, Content: KubeletConfig(c, pool), Mode: 0o644},
+		{Path: KubeletBootstrapKubeconfig, Content: BootstrapKubeconfig(c.APIServerURL(), b.BootstrapToken), Mode: 0o600},
+	}
+	if size, _ := spec.VMCapacity(pool.VMSize); size.NVSwitch {
+		files = append(files, File{Path: UnitDir + "/kubelet.service.d/20-fabricmanager.conf", Content: fabricManagerDropIn, Mode: unitMode})
+	}
 	return part{
-		files: []File{
-			{Path: CertPath("", pki.ClusterCA), Content: b.Pair(pki.ClusterCA).CertPEM, Mode: certMode},
-			{Path: KubeletConfigPath, Content: KubeletConfig(c, pool), Mode: 0o644},
-			{Path: KubeletBootstrapKubeconfig, Content: BootstrapKubeconfig(c.APIServerURL(), b.BootstrapToken), Mode: 0o600},
-		},
+		files: files,
 		units: []Unit{service{
 			name: "kubelet", description: "Kubernetes node agent (pool " + pool.Name + ")",
 			after: []string{identityUnit, ContainerdUnit}, requires: []string{identityUnit},

@@ -132,7 +132,7 @@ func Layout(c *spec.Cluster) ([]*BootedMachine, error) {
 	next := addrAdd(netip.MustParsePrefix(c.Network.NodeSubnet).Masked().Addr(), 4) // Azure keeps .0-.3
 	for _, s := range c.ScaleSets() {
 		for i := range s.Nodes {
-			if err := add(instance(s.AzureName, i), spec.WorkerRole(s.Pool.Name), next.String(), c.Network.NodeSubnet, c.Zones[i%len(c.Zones)]); err != nil {
+			if err := add(instance(s.AzureName, i), spec.WorkerRole(s.Pool.Name), next.String(), c.Network.NodeSubnet, s.Zones[i%len(s.Zones)]); err != nil {
 				return nil, err
 			}
 			next = next.Next()

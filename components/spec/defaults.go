@@ -21,6 +21,7 @@ const (
 	DefaultAutoscalerVersion   = "v1.34.0"
 	DefaultPrometheusVersion   = "v3.5.0"
 	DefaultNodeExporterVersion = "v1.9.1"
+	DefaultNvidiaDevicePlugin  = "v0.17.2"
 	// Autoscaler: a tight unready brake for fleets of thousands (cluster-autoscaler's own default is 45%).
 	DefaultMaxUnreadyPercentage    = 10
 	DefaultOkUnreadyCount          = 20
@@ -36,11 +37,13 @@ const (
 	DefaultEtcdMainMembers          = 5 // L01: the largest clusters run five etcd members.
 	DefaultAPIServerCount           = 5 // L01, L05: and five apiservers.
 	DefaultMaxPods                  = 30
-	DefaultMaxParallelImagePulls    = 10 // L20, matching containerd's max_concurrent_downloads (L24).
-	DefaultAuditLogMaxBackup        = 10
-	DefaultAuditLogMaxSizeMB        = 200
-	DefaultEtcdCompactionInterval   = "5m"
-	DefaultBackupInterval           = "3m"
+	// DefaultMaxParallelImagePulls matches containerd's max_concurrent_downloads (L20, L24); large
+	// fleets get fewer, so their pulls fit the NAT gateway's SNAT ports (parallelPullsWithinSNAT).
+	DefaultMaxParallelImagePulls  = 10
+	DefaultAuditLogMaxBackup      = 10
+	DefaultAuditLogMaxSizeMB      = 200
+	DefaultEtcdCompactionInterval = "5m"
+	DefaultBackupInterval         = "3m"
 	// placeholderGallery holds the placeholder images `make plan` accepts and `pulumi up` refuses.
 	placeholderGallery = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge/images/"
 	// defaultVNetBase is where a derived address space starts.
@@ -74,6 +77,7 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &c.Versions.ClusterAutoscaler, DefaultAutoscalerVersion)
 	setDefault(c.explicit, &c.Versions.Prometheus, DefaultPrometheusVersion)
 	setDefault(c.explicit, &c.Versions.NodeExporter, DefaultNodeExporterVersion)
+	setDefault(c.explicit, &c.Versions.NvidiaDevicePlugin, DefaultNvidiaDevicePlugin)
 	as := &c.Autoscaler
 	setDefault(c.explicit, &as.MaxUnreadyPercentage, DefaultMaxUnreadyPercentage)
 	setDefault(c.explicit, &as.OkUnreadyCount, DefaultOkUnreadyCount)
@@ -88,7 +92,6 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &c.GPUImage, PlaceholderImage(GalleryImageWorkerGPU))
 	setDefault(c.explicit, &c.Admin.Username, DefaultAdminUsername)
 	setDefault(c.explicit, &c.Kubelet.MaxPods, DefaultMaxPods)
-	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, DefaultMaxParallelImagePulls)
 
 	for i := range c.Pools {
 		p := &c.Pools[i]
@@ -133,6 +136,7 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &a.EtcdCompactionInterval, DefaultEtcdCompactionInterval)
 
 	setDefault(c.explicit, &c.DNS.Replicas, dnsReplicasFor(nodes))
+	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, parallelPullsWithinSNAT(nodes, max(c.Kubelet.MaxConcurrentDownloads, 1)))
 	c.defaultNetwork(nodes)
 }
 

@@ -46,6 +46,7 @@ func (c *Cluster) validateVersions(v *validator) {
 		{"crictl", vs.Crictl}, {"azureCNI", vs.AzureCNI}, {"schedulerPlugins", vs.SchedulerPlugins},
 		{"coreDNS", vs.CoreDNS}, {"clusterAutoscaler", vs.ClusterAutoscaler}, {"prometheus", vs.Prometheus},
 		{"nodeExporter", vs.NodeExporter},
+		{"nvidiaDevicePlugin", vs.NvidiaDevicePlugin},
 	} {
 		field := "versions." + f.key
 		switch buildable, pinned := Buildable[f.key]; {

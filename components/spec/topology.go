@@ -47,6 +47,11 @@ const (
 // MaxScaleSetInstances is what one VMSS holds with singlePlacementGroup=false and a gallery image.
 const MaxScaleSetInstances = 1000
 
+// MaxPlacementGroupInstances is what one VMSS holds with singlePlacementGroup=true, which
+// InfiniBand sizes need: the IB fabric spans one placement group (Azure: "Working with large
+// virtual machine scale sets", learn.microsoft.com/azure/virtual-machine-scale-sets).
+const MaxPlacementGroupInstances = 100
+
 // MaxCustomDataBytes is Azure's limit on decoded customData.
 const MaxCustomDataBytes = 65535
 
@@ -136,8 +141,8 @@ func (c *Cluster) etcdCluster(role string, e Etcd, offset int) EtcdCluster {
 	return EtcdCluster{Role: role, Spec: e, Members: members}
 }
 
-// ScaleSet is one VMSS of a pool. Pools larger than MaxScaleSetInstances are split into
-// scale sets of near-equal size.
+// ScaleSet is one VMSS of a pool. Pools larger than one scale set holds (ScaleSetLimit) are split
+// into scale sets of near-equal size.
 type ScaleSet struct {
 	// Name is "<pool>" for a single scale set, "<pool>-<i>" when split.
 	Name string
@@ -146,15 +151,34 @@ type ScaleSet struct {
 	Pool      Pool
 	Nodes     int
 	MaxNodes  int
+	// SinglePlacementGroup keeps the scale set in one placement group: InfiniBand sizes only.
+	SinglePlacementGroup bool
+	// Zones the scale set spreads over: every zone of the cluster, or, for a single placement
+	// group (one InfiniBand fabric), one zone, taken in turn by the pool's scale sets.
+	Zones []string
+}
+
+// ScaleSetLimit is how many instances one scale set of the pool holds: a single placement group's
+// for InfiniBand sizes, else a scale set's.
+func (p Pool) ScaleSetLimit() int {
+	if c, _ := VMCapacity(p.VMSize); c.InfiniBand {
+		return MaxPlacementGroupInstances
+	}
+	return MaxScaleSetInstances
 }
 
 // ScaleSets splits every pool into the scale sets that hold it.
 func (c *Cluster) ScaleSets() []ScaleSet {
 	var sets []ScaleSet
 	for _, p := range c.Pools {
-		n := max(1, (p.MaxNodes+MaxScaleSetInstances-1)/MaxScaleSetInstances)
+		limit := p.ScaleSetLimit()
+		n := max(1, (p.MaxNodes+limit-1)/limit)
 		for i := range n {
-			s := ScaleSet{Name: p.Name, Pool: p, Nodes: share(p.Nodes, n, i), MaxNodes: share(p.MaxNodes, n, i)}
+			s := ScaleSet{Name: p.Name, Pool: p, Nodes: share(p.Nodes, n, i), MaxNodes: share(p.MaxNodes, n, i),
+				SinglePlacementGroup: limit == MaxPlacementGroupInstances, Zones: c.Zones}
+			if s.SinglePlacementGroup && len(c.Zones) > 0 {
+				s.Zones = []string{c.Zones[i%len(c.Zones)]}
+			}
 			if n > 1 {
 				s.Name = fmt.Sprintf("%s-%d", p.Name, i)
 			}

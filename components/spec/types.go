@@ -106,6 +106,9 @@ type Versions struct {
 	Prometheus string `yaml:"prometheus"`
 	// NodeExporter is the Prometheus node-exporter image tag. Default "v1.9.1".
 	NodeExporter string `yaml:"nodeExporter"`
+	// NvidiaDevicePlugin is the NVIDIA device plugin image tag, which GPU nodes pull (it needs a
+	// GPU to do anything, so clusterforge does not build it). Default "v0.17.2".
+	NvidiaDevicePlugin string `yaml:"nvidiaDevicePlugin"`
 }
 
 // Admin is the SSH administrator of every machine.
@@ -184,7 +187,9 @@ type APIServer struct {
 type Kubelet struct {
 	// MaxPods is the kubelet's pod limit and the number of secondary NIC IPs per node (L29, L30). Default 30.
 	MaxPods int `yaml:"maxPods"`
-	// MaxParallelImagePulls caps concurrent pulls once serializeImagePulls is off (L20). Default 10.
+	// MaxParallelImagePulls caps concurrent pulls once serializeImagePulls is off (L20). Default 10,
+	// or fewer where targetNodes × (pulls × maxConcurrentDownloads + 16) would outrun the NAT
+	// gateway's 16 × 64,512 SNAT ports.
 	MaxParallelImagePulls int `yaml:"maxParallelImagePulls"`
 	// MaxConcurrentDownloads is containerd's layer downloads at once per image (L24). Default 10.
 	MaxConcurrentDownloads int `yaml:"maxConcurrentDownloads"`

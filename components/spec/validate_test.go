@@ -333,8 +333,19 @@ func TestScaleSetsSplitLargePools(t *testing.T) {
 		t.Errorf("split: %+v", sets)
 	}
 	for _, s := range sets {
-		if s.MaxNodes > MaxScaleSetInstances {
-			t.Errorf("%s holds %d instances", s.Name, s.MaxNodes)
+		if s.MaxNodes > MaxScaleSetInstances || s.SinglePlacementGroup {
+			t.Errorf("%s holds %d instances, single placement group %v", s.Name, s.MaxNodes, s.SinglePlacementGroup)
+		}
+	}
+	// InfiniBand sizes: one placement group per scale set, at most 100 instances, one zone each in turn.
+	c = &Cluster{Zones: []string{"1", "2", "3"}, Pools: []Pool{{Name: "h100", VMSize: "Standard_ND96isr_H100_v5", Nodes: 10, MaxNodes: 250}}}
+	sets = c.ScaleSets()
+	if len(sets) != 3 || sets[0].MaxNodes != 84 || sets[2].MaxNodes != 83 || sets[0].Nodes != 4 {
+		t.Errorf("InfiniBand split: %+v", sets)
+	}
+	for i, s := range sets {
+		if !s.SinglePlacementGroup || s.MaxNodes > 100 || !slices.Equal(s.Zones, []string{c.Zones[i]}) {
+			t.Errorf("%s: single placement group %v, %d instances, zones %v", s.Name, s.SinglePlacementGroup, s.MaxNodes, s.Zones)
 		}
 	}
 }
@@ -346,7 +357,8 @@ func TestVMSizeFacts(t *testing.T) {
 		"Standard_L8s_v3":          {CPUs: 8, MemoryGiB: 64, LocalDiskGiB: 1788},
 		"Standard_DS15_v2":         {CPUs: 20, MemoryGiB: 140, LocalDiskGiB: 280},
 		"Standard_D16s_v5":         {CPUs: 16, MemoryGiB: 64},
-		"Standard_ND96isr_H100_v5": {CPUs: 96, MemoryGiB: 1900, LocalDiskGiB: 3576, GPUs: 8},
+		"Standard_ND96isr_H100_v5": {CPUs: 96, MemoryGiB: 1900, LocalDiskGiB: 3576, GPUs: 8, InfiniBand: true, NVSwitch: true},
+		"Standard_NC24ads_A100_v4": {CPUs: 24, MemoryGiB: 220, LocalDiskGiB: 958, GPUs: 1},
 	} {
 		if got, ok := VMCapacity(size); !ok || got != want {
 			t.Errorf("VMCapacity(%s) = %+v, %v; want %+v", size, got, ok, want)
@@ -354,5 +366,42 @@ func TestVMSizeFacts(t *testing.T) {
 	}
 	if _, ok := VMCapacity("Standard_D16ds_v99"); ok {
 		t.Error("a size that is not in the table has facts")
+	}
+}
+
+// The reservation follows AKS's published table: kubeReserved CPU by cores, memory by max pods.
+func TestNodeReservationFollowsAKS(t *testing.T) {
+	for cores, want := range map[int]int64{1: 60, 2: 100, 4: 140, 8: 180, 16: 260, 32: 420, 64: 740} {
+		if got := NodeReservation(Capacity{CPUs: cores}, 30).KubeCPUMilli; got != want {
+			t.Errorf("%d cores: kubeReserved cpu %dm, AKS reserves %dm", cores, got, want)
+		}
+	}
+	if got := NodeReservation(Capacity{CPUs: 4}, 30).KubeMemory; got != 650<<20 {
+		t.Errorf("30 pods: kubeReserved memory %d MiB, AKS reserves 650 MiB", got>>20)
+	}
+	cpu, mem := Allocatable(Capacity{CPUs: 4, MemoryGiB: 16}, 30)
+	if cpu != 4000-140-100 || mem != 16<<30-650<<20-500<<20-750<<20 {
+		t.Errorf("allocatable of 4 cores, 16 GiB, 30 pods: %dm, %d MiB", cpu, mem>>20)
+	}
+}
+
+// Default parallel pulls are the most whose peak fits the NAT gateway's SNAT ports (Azure: 64,512
+// per public IP, 16 IPs), up to 10; an explicit value beyond that is refused, naming the fix.
+func TestParallelPullsFitTheNATGateway(t *testing.T) {
+	const ports = 16 * 64512
+	for _, nodes := range []int{10, 2500, 7500, 10000, 20000} {
+		c := &Cluster{Name: "cf-egress", Pools: []Pool{{Name: "cpu", VMSize: "Standard_D16ds_v5", Nodes: nodes}}}
+		c.Default()
+		p, d := c.Kubelet.MaxParallelImagePulls, c.Kubelet.MaxConcurrentDownloads
+		if nodes*(p*d+16) > ports || p < 10 && nodes*((p+1)*d+16) <= ports {
+			t.Errorf("%d nodes: %d parallel pulls of %d downloads; the gateway holds %d ports", nodes, p, d, ports)
+		}
+		if want := (nodes*(p*d+16) + 64511) / 64512; c.NATPublicIPs() != want {
+			t.Errorf("%d nodes: %d NAT public IPs, want %d", nodes, c.NATPublicIPs(), want)
+		}
+	}
+	_, err := ParseStackFile(stackFile(strings.Replace(validSpec, "maxNodes: 10\n", "maxNodes: 10000\nkubelet:\n  maxParallelImagePulls: 10\n", 1)))
+	if fields := Fields(err); !slices.Contains(fields, "kubelet.maxParallelImagePulls") {
+		t.Errorf("10,000 nodes pulling 10 images at once: fields %v, want kubelet.maxParallelImagePulls refused", fields)
 	}
 }

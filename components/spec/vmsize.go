@@ -15,6 +15,12 @@ type Capacity struct {
 	LocalDiskGiB int
 	// GPUs is the NVIDIA GPU count.
 	GPUs int
+	// InfiniBand is true for sizes with an RDMA InfiniBand NIC. The IB fabric spans one placement
+	// group, so their scale sets keep a single one (MaxPlacementGroupInstances).
+	InfiniBand bool
+	// NVSwitch is true for sizes whose GPUs meet through NVSwitch, which NVIDIA's fabric manager
+	// must bring up before any CUDA program runs.
+	NVSwitch bool
 }
 
 // vmSizes are the sizes clusterforge knows the facts of. A size missing here is refused wherever
@@ -48,19 +54,19 @@ func init() {
 	}
 	// Previous generations, as the seeds ran: Dsv3 and DSv2 with temp disks.
 	sizeFamily("Standard_D%ds_v3", [3]int{2, 8, 16}, [3]int{4, 16, 32}, [3]int{8, 32, 64}, [3]int{16, 64, 128}, [3]int{32, 128, 256}, [3]int{48, 192, 384}, [3]int{64, 256, 512})
-	for name, c := range map[string]Capacity{
+	for name, c := range map[string][4]int{
 		"Standard_DS2_v2": {2, 7, 14, 0}, "Standard_DS3_v2": {4, 14, 28, 0}, "Standard_DS4_v2": {8, 28, 56, 0},
 		"Standard_DS5_v2": {16, 56, 112, 0}, "Standard_DS11_v2": {2, 14, 28, 0}, "Standard_DS12_v2": {4, 28, 56, 0},
 		"Standard_DS13_v2": {8, 56, 112, 0}, "Standard_DS14_v2": {16, 112, 224, 0}, "Standard_DS15_v2": {20, 140, 280, 0},
 	} {
-		vmSizes[name] = c
+		vmSizes[name] = capacity(c)
 	}
 	// Compute optimised Fsv2: 2 GiB per vCPU.
 	sizeFamily("Standard_F%ds_v2", [3]int{2, 4, 16}, [3]int{4, 8, 32}, [3]int{8, 16, 64}, [3]int{16, 32, 128}, [3]int{32, 64, 256}, [3]int{48, 96, 384}, [3]int{64, 128, 512}, [3]int{72, 144, 576})
 	// Storage optimised Lsv3: one 1.92 TB local NVMe disk per 8 vCPUs.
 	sizeFamily("Standard_L%ds_v3", [3]int{8, 64, 1788}, [3]int{16, 128, 1788}, [3]int{32, 256, 1788}, [3]int{48, 384, 1788}, [3]int{64, 512, 1788}, [3]int{80, 640, 1788})
-	// GPU sizes.
-	for name, c := range map[string]Capacity{
+	// GPU sizes: vCPUs, memory, local disk, GPUs.
+	for name, c := range map[string][4]int{
 		"Standard_NC4as_T4_v3":      {4, 28, 180, 1},
 		"Standard_NC8as_T4_v3":      {8, 56, 352, 1},
 		"Standard_NC16as_T4_v3":     {16, 110, 352, 1},
@@ -70,13 +76,24 @@ func init() {
 		"Standard_NC96ads_A100_v4":  {96, 880, 3832, 4},
 		"Standard_NC40ads_H100_v5":  {40, 320, 3576, 1},
 		"Standard_NC80adis_H100_v5": {80, 640, 3576, 2},
-		"Standard_ND96asr_v4":       {96, 900, 6000, 8},
-		"Standard_ND96amsr_A100_v4": {96, 1900, 6400, 8},
-		"Standard_ND96isr_H100_v5":  {96, 1900, 3576, 8},
-		"Standard_ND96isr_H200_v5":  {96, 1850, 3576, 8},
 	} {
+		vmSizes[name] = capacity(c)
+	}
+	// ND training sizes: eight SXM GPUs on NVSwitch, one 200 or 400 Gb/s InfiniBand link per GPU.
+	for name, c := range map[string]Capacity{
+		"Standard_ND96asr_v4":       {CPUs: 96, MemoryGiB: 900, LocalDiskGiB: 6000, GPUs: 8},
+		"Standard_ND96amsr_A100_v4": {CPUs: 96, MemoryGiB: 1900, LocalDiskGiB: 6400, GPUs: 8},
+		"Standard_ND96isr_H100_v5":  {CPUs: 96, MemoryGiB: 1900, LocalDiskGiB: 3576, GPUs: 8},
+		"Standard_ND96isr_H200_v5":  {CPUs: 96, MemoryGiB: 1850, LocalDiskGiB: 3576, GPUs: 8},
+	} {
+		c.InfiniBand, c.NVSwitch = true, true
 		vmSizes[name] = c
 	}
+}
+
+// capacity reads a row of vCPUs, memory and local disk in GiB, and GPUs.
+func capacity(r [4]int) Capacity {
+	return Capacity{CPUs: r[0], MemoryGiB: r[1], LocalDiskGiB: r[2], GPUs: r[3]}
 }
 
 func withoutDisk(rows [][3]int) [][3]int {

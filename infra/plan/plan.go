@@ -187,10 +187,12 @@ func (r *Result) Summary(w io.Writer) {
 	fmt.Fprintf(w, "  L09 --max-requests-inflight=%d --max-mutating-requests-inflight=%d\n", c.APIServer.MaxRequestsInflight, c.APIServer.MaxMutatingRequestsInflight)
 	fmt.Fprintf(w, "  L13 CoreDNS replicas %d, one per node (required anti-affinity)\n", c.DNS.Replicas)
 	for _, p := range c.Pools {
-		req := addons.BalloonRequests(p)
+		req := addons.BalloonRequests(c, p)
 		fmt.Fprintf(w, "  L15 %s: %d balloon pods of %s CPU, %s memory at priority %d\n", p.Name, p.Nodes, req.Cpu(), req.Memory(), addons.BalloonPriorityValue)
 	}
 	fmt.Fprintf(w, "  L16 kube-scheduler from scheduler-plugins %s: Coscheduling + MostAllocated\n", c.Versions.SchedulerPlugins)
+	fmt.Fprintf(w, "  L20 %d parallel pulls × %d downloads per node; egress through %d NAT public IPs (%d SNAT ports each, %d per node at the peak)\n",
+		c.Kubelet.MaxParallelImagePulls, c.Kubelet.MaxConcurrentDownloads, c.NATPublicIPs(), spec.SNATPortsPerPublicIP, c.EgressPortsPerNode())
 	fmt.Fprintf(w, "  L19 cluster-autoscaler: every scale set from 0 to its capacity, stops above %d%% unready\n", c.Autoscaler.MaxUnreadyPercentage)
 	cpus, memory := addons.PrometheusResources(c)
 	fmt.Fprintf(w, "  L34 Prometheus %d CPUs (GOMAXPROCS=%d), %s memory\n", cpus, cpus, memory.String())

@@ -1,0 +1,48 @@
+package addons
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// NvidiaDevicePluginName names NVIDIA's device plugin, which advertises each GPU node's GPUs to
+// its kubelet as nvidia.com/gpu.
+const NvidiaDevicePluginName = "nvidia-device-plugin"
+
+// NvidiaDevicePluginResources are its requests and limits; NodeReserve leaves room for them.
+var NvidiaDevicePluginResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+}
+
+// nvidiaDevicePlugin runs on GPU nodes only (spec.GPULabel), tolerating their taint, with the
+// pinned upstream image: it needs a GPU and NVIDIA's driver to do anything, so nothing here builds
+// or runs it. A GPU that fails to initialise fails the pod rather than advertising fewer GPUs.
+func nvidiaDevicePlugin(c *spec.Cluster) []Object {
+	if !slices.ContainsFunc(c.Pools, spec.Pool.IsGPU) {
+		return nil
+	}
+	return nodeAgent(SystemNamespace, NvidiaDevicePluginName, corev1.PodSpec{
+		NodeSelector: map[string]string{spec.GPULabel: "true"},
+		Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		Containers: []corev1.Container{{
+			Name:  NvidiaDevicePluginName,
+			Image: "nvcr.io/nvidia/k8s-device-plugin:" + c.Versions.NvidiaDevicePlugin,
+			Env: []corev1.EnvVar{
+				{Name: "FAIL_ON_INIT_ERROR", Value: "true"},
+				{Name: "MIG_STRATEGY", Value: "none"},
+			},
+			Resources: NvidiaDevicePluginResources,
+			SecurityContext: &corev1.SecurityContext{
+				AllowPrivilegeEscalation: ptr(false),
+				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+			},
+			VolumeMounts: []corev1.VolumeMount{{Name: "device-plugins", MountPath: "/var/lib/kubelet/device-plugins"}},
+		}},
+		Volumes: []corev1.Volume{hostPath("device-plugins", "/var/lib/kubelet/device-plugins")},
+	})
+}
