@@ -12,7 +12,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ boot-down: $(REHEARSE) ## Remove every machine, mount, loop device and namespace
 
 bench-boot: setup tools-rehearsal $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Time `make boot` per phase and memory per machine, several runs (build/bench/boot.md)
 	@scripts/bench-boot.sh $(STACK)
+
+bench-dataplane: setup tools build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar ## Pod start-up and DNS latency on booted workers, several runs (build/bench/dataplane.md; root)
+	@scripts/bench-dataplane.sh $(STACK)
 
 test: setup tools test-images image-validate images-local ## Run every test: rehearsal, CIS, a local image bake, the baked-image and end-to-end checks (CI runs this)
 	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }

@@ -24,13 +24,7 @@ for run in $(seq "$RUNS"); do
 done
 make --no-print-directory boot-down STACK="$STACK" >/dev/null
 
-awk -v runs="$RUNS" -v stack="$STACK" '
-  function stats(list,   n, a, i, j, t, med) {
-    n = split(list, a, " ")
-    for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    med = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-    return sprintf("%.1f (%.1f-%.1f)", med, a[1], a[n])
-  }
+awk -v runs="$RUNS" -v stack="$STACK" -v fmt="%.1f (%.1f-%.1f)" -f scripts/stats.awk -f /dev/stdin "$raw" >"$out/boot.md" <<'AWK'
   $3 == "total" { total = total " " $4 }
   # "run N phase <name>: <seconds>s"
   $3 == "phase" {
@@ -52,5 +46,6 @@ awk -v runs="$RUNS" -v stack="$STACK" '
     print "| role | MiB |"
     print "|---|---|"
     for (i = 1; i <= r; i++) printf "| %s | %s |\n", roles[i], stats(mem[roles[i]])
-  }' "$raw" >"$out/boot.md"
+  }
+AWK
 cat "$out/boot.md"

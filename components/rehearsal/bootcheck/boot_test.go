@@ -235,22 +235,7 @@ func TestPreloadedPodRunsWithNothingPulled(t *testing.T) {
 	needBoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var preload struct {
-		PreloadImages []struct{ Name string } `json:"preload_images"`
-	}
-	data, err := os.ReadFile(filepath.Join(repoRoot, "build", "images", "node-"+*stackName+".preload", "preload.pkrvars.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &preload)
-	}
-	if err != nil {
-		t.Fatalf("the worker image's preload list: %v (make image-local)", err)
-	}
-	var app string
-	for _, img := range preload.PreloadImages {
-		if img.Name != booted.Cluster.Versions.PauseImage {
-			app = img.Name
-		}
-	}
+	app := preloadedApp(t)
 	var node string
 	for _, m := range booted.Machines {
 		if m.Image == machine.ImageWorker {
@@ -280,7 +265,7 @@ func TestPreloadedPodRunsWithNothingPulled(t *testing.T) {
 	if _, err := cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = drills.WaitUntil(3*time.Minute, func() error {
+	err := drills.WaitUntil(3*time.Minute, func() error {
 		p, err := cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err == nil && p.Status.Phase != corev1.PodRunning {
 			err = fmt.Errorf("pod %s is %s", pod.Name, p.Status.Phase)
@@ -308,6 +293,22 @@ func TestPreloadedPodRunsWithNothingPulled(t *testing.T) {
 	if after := store(); after != before {
 		t.Errorf("containerd's content store grew from %s to %s bytes: something was pulled", before, after)
 	}
+}
+
+// preloadedApp is the large app image the worker image preloads: the last of mkimages' list.
+func preloadedApp(t testing.TB) string {
+	t.Helper()
+	var preload struct {
+		PreloadImages []struct{ Name string } `json:"preload_images"`
+	}
+	data, err := os.ReadFile(filepath.Join(repoRoot, "build", "images", "node-"+*stackName+".preload", "preload.pkrvars.json"))
+	if err == nil {
+		err = json.Unmarshal(data, &preload)
+	}
+	if err != nil || len(preload.PreloadImages) == 0 {
+		t.Fatalf("the worker image's preload list: %v (make image-local)", err)
+	}
+	return preload.PreloadImages[len(preload.PreloadImages)-1].Name
 }
 
 // An etcd machine whose local disk is gone keeps etcd off its OS disk: etcd-disk fails saying

@@ -205,7 +205,7 @@ func WaitUntil(timeout time.Duration, check func() error) error {
 }
 
 // Clientset is the fleet's admin client.
-func Clientset(t *testing.T, f rehearsal.Fleet) *kubernetes.Clientset {
+func Clientset(t testing.TB, f rehearsal.Fleet) *kubernetes.Clientset {
 	t.Helper()
 	cs, err := f.Clientset()
 	if err != nil {
