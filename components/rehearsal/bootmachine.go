@@ -133,9 +133,9 @@ func (b *Booted) create(m *BootedMachine) error {
 }
 
 // machineDeviations are files the boot adds to a machine before its first boot: a worker's pod
-// network reading its NIC's IP configurations from a file (deviation "pod IPs") and containerd's
-// config edited (deviation "kernel"), the backup store's address for the main etcd's units
-// (deviation "backup store").
+// network reading its NIC's IP configurations from a file (deviation "pod IPs"), containerd's
+// config edited (deviation "kernel") and the kubelet's nodefs thresholds dropped (deviation "OS
+// disk"), the backup store's address for the main etcd's units (deviation "backup store").
 func (b *Booted) machineDeviations(m *BootedMachine) ([]machine.File, error) {
 	if m.Image == machine.ImageWorker {
 		config, err := os.ReadFile(filepath.Join(b.imageDir(m.Image), machine.ContainerdConfigPath))
@@ -155,6 +155,7 @@ func (b *Booted) machineDeviations(m *BootedMachine) ([]machine.File, error) {
 			{Path: machine.AzureCNIConfPath, Content: machine.AzureCNIConflist(machine.IPAMFromFile), Mode: 0o644},
 			{Path: machine.IPAMInterfacesPath, Content: interfaces, Mode: 0o644},
 			{Path: machine.ContainerdConfigPath, Content: edited, Mode: 0o644},
+			{Path: machine.UnitDir + "/kubelet.service.d/50-rehearsal-nodefs.conf", Content: kubeletNodefsDropIn, Mode: 0o644},
 		}, nil
 	}
 	if m.Role != spec.RoleEtcdMain {
@@ -167,6 +168,13 @@ func (b *Booted) machineDeviations(m *BootedMachine) ([]machine.File, error) {
 	}
 	return files, nil
 }
+
+// kubeletNodefsDropIn drops the kubelet's nodefs eviction thresholds before each start (deviation
+// "OS disk"): a worker's OS disk is an overlay on this host's disk, whose free space is not the
+// machine's, and a full host would evict every pod. The other thresholds stay as rendered.
+const kubeletNodefsDropIn = `[Service]
+ExecStartPre=/bin/sed -i -e '/^  nodefs[.]/d' ` + machine.KubeletConfigPath + `
+`
 
 // attachDisk backs the machine's local disk with a new sparse file on a loop device, whose node
 // the machine sees as /dev/disk/azure/resource, the name azure-vm-utils gives the SCSI resource disk.
