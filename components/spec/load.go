@@ -94,6 +94,18 @@ func ConfigJSON(stackYAML []byte) (string, error) {
 }
 
 func parseNode(n *yaml.Node, lines bool) (*Cluster, error) {
+	c, err := decodeNode(n, lines)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decodeNode decodes and defaults a spec without validating it.
+func decodeNode(n *yaml.Node, lines bool) (*Cluster, error) {
 	d := &decoder{lines: lines, set: map[any]bool{}, at: map[string]int{}}
 	c := &Cluster{}
 	d.decode(n, "", reflect.ValueOf(c).Elem())
@@ -102,9 +114,6 @@ func parseNode(n *yaml.Node, lines bool) (*Cluster, error) {
 	}
 	c.explicit, c.lines = d.set, d.at
 	c.Default()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	return c, nil
 }
 

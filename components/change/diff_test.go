@@ -1,0 +1,189 @@
+package change
+
+import (
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// applied is the dev stack as it would have been applied, with a label and a taint so every
+// kind of field exists.
+func applied(t *testing.T) *spec.Cluster {
+	t.Helper()
+	c, err := spec.LoadStack(filepath.Join("..", "..", spec.StackDir, "Pulumi.dev.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Pools[0].Labels = map[string]string{"team": "research"}
+	c.Pools[0].Taints = []spec.Taint{{Key: "dedicated", Value: "research", Effect: "NoSchedule"}}
+	return copyOf(t, c)
+}
+
+// copyOf is a deep copy through the applied record's encoding.
+func copyOf(t *testing.T, c *spec.Cluster) *spec.Cluster {
+	t.Helper()
+	data, err := c.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := spec.ParseResolved(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestResolvedRoundTrips(t *testing.T) {
+	c := applied(t)
+	if changes := Diff(c, copyOf(t, c)); len(changes) > 0 {
+		t.Fatalf("a spec read back from its record differs from itself: %v", changes)
+	}
+}
+
+// Every field of the spec, a label and a pool's presence included, has a rule of its own: the
+// fallback refusal is for fields added without one.
+func TestEveryFieldHasARule(t *testing.T) {
+	for path := range leaves(applied(t)) {
+		if _, ok := ruleFor(path); !ok {
+			t.Errorf("no rule classifies %s: add one to rules", path)
+		}
+	}
+}
+
+// edits are single-field changes and what they must be classed as.
+var edits = []struct {
+	name  string
+	edit  func(c *spec.Cluster)
+	class Class
+	roles []string
+}{
+	{"kubernetes patch", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.34.3" }, Roll, []string{"apiserver", "worker-cpu", "worker-gpu"}},
+	{"kubernetes minor", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.35.0" }, Roll, []string{"apiserver", "worker-cpu", "worker-gpu"}},
+	{"kubernetes two minors", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.36.0" }, Refused, nil},
+	{"kubernetes downgrade", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.33.4" }, Refused, nil},
+	{"etcd patch", func(c *spec.Cluster) { c.Versions.Etcd = "v3.6.5" }, Roll, []string{"etcd-events", "etcd-main"}},
+	{"etcd downgrade", func(c *spec.Cluster) { c.Versions.Etcd = "v3.5.21" }, Refused, nil},
+	{"etcd size", func(c *spec.Cluster) { c.EtcdMain.VMSize = "Standard_E8ds_v5" }, Roll, []string{"etcd-main"}},
+	{"etcd quota", func(c *spec.Cluster) { c.EtcdMain.QuotaBackendBytes *= 2 }, Roll, []string{"etcd-main"}},
+	{"events quota", func(c *spec.Cluster) { c.EtcdEvents.QuotaBackendBytes *= 2 }, Roll, []string{"etcd-events"}},
+	{"etcd members", func(c *spec.Cluster) { c.EtcdMain.Members = 3 }, Refused, nil},
+	{"backup interval", func(c *spec.Cluster) { c.Backup.Interval = "5m" }, Roll, []string{"etcd-main"}},
+	{"control-plane image", func(c *spec.Cluster) { c.ControlPlaneImage += "1" }, Roll, []string{"etcd-events", "etcd-main", "apiserver"}},
+	{"apiserver inflight", func(c *spec.Cluster) { c.APIServer.MaxRequestsInflight++ }, Roll, []string{"apiserver"}},
+	{"apiserver count", func(c *spec.Cluster) { c.APIServer.Count++ }, InPlace, nil},
+	{"scheduler plugins", func(c *spec.Cluster) { c.Versions.SchedulerPlugins = "v0.33.6" }, Roll, []string{"apiserver"}},
+	{"max pods", func(c *spec.Cluster) { c.Kubelet.MaxPods = 40 }, Roll, []string{"worker-cpu", "worker-gpu"}},
+	{"pause image", func(c *spec.Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10.2" }, Roll, []string{"worker-cpu", "worker-gpu"}},
+	{"pool label", func(c *spec.Cluster) { c.Pools[0].Labels["team"] = "infra" }, Roll, []string{"worker-cpu"}},
+	{"pool taint", func(c *spec.Cluster) { c.Pools[0].Taints = nil }, Roll, []string{"worker-cpu"}},
+	{"pool image", func(c *spec.Cluster) { c.Pools[1].Image += "1" }, Roll, []string{"worker-gpu"}},
+	{"pool size", func(c *spec.Cluster) { c.Pools[0].VMSize = "Standard_D8ds_v5" }, Roll, []string{"worker-cpu"}},
+	{"pool onto InfiniBand", func(c *spec.Cluster) { c.Pools[1].VMSize = "Standard_ND96isr_H100_v5" }, Refused, nil},
+	{"pool max nodes", func(c *spec.Cluster) { c.Pools[0].MaxNodes = 50 }, InPlace, nil},
+	{"pool added", func(c *spec.Cluster) {
+		c.Pools = append(c.Pools, spec.Pool{Name: "big", VMSize: "Standard_D16ds_v5", MaxNodes: 3, Image: c.Image, GPU: new(bool)})
+	}, InPlace, nil},
+	{"pool removed", func(c *spec.Cluster) { c.Pools = c.Pools[:1] }, Refused, nil},
+	{"dns replicas", func(c *spec.Cluster) { c.DNS.Replicas = 7 }, InPlace, nil},
+	{"autoscaler", func(c *spec.Cluster) { c.Autoscaler.MaxScaleDownParallelism = 3 }, InPlace, nil},
+	{"coredns", func(c *spec.Cluster) { c.Versions.CoreDNS = "v1.12.2" }, InPlace, nil},
+	{"target nodes", func(c *spec.Cluster) { c.TargetNodes = 200 }, InPlace, nil},
+	{"hub", func(c *spec.Cluster) { c.Network.Hub.AddressSpace = "10.254.0.0/16" }, InPlace, nil},
+	{"node subnet", func(c *spec.Cluster) { c.Network.NodeSubnet = "10.0.128.0/17" }, Refused, nil},
+	{"service range", func(c *spec.Cluster) { c.Network.ServiceCIDR = "172.17.0.0/16" }, Refused, nil},
+	{"admin", func(c *spec.Cluster) { c.Admin.Username = "ops" }, Refused, nil},
+	{"zones", func(c *spec.Cluster) { c.Zones = []string{"1"} }, Refused, nil},
+	{"name", func(c *spec.Cluster) { c.Name = "cf-other" }, Refused, nil},
+}
+
+func TestClassification(t *testing.T) {
+	base := applied(t)
+	for _, e := range edits {
+		t.Run(e.name, func(t *testing.T) {
+			desired := copyOf(t, base)
+			e.edit(desired)
+			changes := Diff(base, desired)
+			if len(changes) == 0 {
+				t.Fatal("no change found")
+			}
+			if got := Worst(changes); got != e.class {
+				t.Fatalf("classed %s, want %s: %v", got, e.class, changes)
+			}
+			if got := RolledRoles(desired, changes); !slices.Equal(got, e.roles) && e.class != Refused {
+				t.Errorf("rolls %v, want %v", got, e.roles)
+			}
+			for _, c := range changes {
+				if c.Reason == "" {
+					t.Errorf("%s has no reason", c.Field)
+				}
+			}
+		})
+	}
+}
+
+// notInUserData are the edits that change what a machine runs without changing its rendered
+// files: the binaries and the VM come from the image and the Azure model.
+var notInUserData = []string{"kubernetes patch", "kubernetes minor", "etcd patch", "etcd size",
+	"control-plane image", "pause image", "pool image"}
+
+// The rules against the renderer: an edit rolls exactly the roles whose rendered machine (flags,
+// config files, units) it changes, unless it changes the image or VM instead.
+func TestRollsMatchRenderedMachines(t *testing.T) {
+	base := applied(t)
+	bundle, err := pki.Issue(pki.Authorities(base), pki.Profiles(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range edits {
+		if e.class == Refused || slices.Contains(notInUserData, e.name) {
+			continue
+		}
+		t.Run(e.name, func(t *testing.T) {
+			desired := copyOf(t, base)
+			e.edit(desired)
+			var rendered []string
+			for _, role := range rollOrder(desired) {
+				if !slices.Contains(base.Roles(), role) {
+					continue
+				}
+				if !reflect.DeepEqual(render(t, base, bundle, role), render(t, desired, bundle, role)) {
+					rendered = append(rendered, role)
+				}
+			}
+			if got := RolledRoles(desired, Diff(base, desired)); !slices.Equal(got, rendered) {
+				t.Errorf("rules roll %v; the rendered machines that changed are %v", got, rendered)
+			}
+		})
+	}
+}
+
+func render(t *testing.T, c *spec.Cluster, b pki.Bundle, role string) machine.Machine {
+	t.Helper()
+	m, err := machine.Render(c, b, role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestRefusalNamesTheFix(t *testing.T) {
+	base := applied(t)
+	desired := copyOf(t, base)
+	desired.Versions.Kubernetes = "v1.36.0"
+	desired.Network.NodeSubnet = "10.0.128.0/17"
+	_, err := NewPlan(base, desired, Inventory{})
+	if err == nil {
+		t.Fatal("planned a refused change")
+	}
+	for _, want := range []string{"versions.kubernetes", "roll to v1.35.x first", "network.nodeSubnet", "new address plan is a new cluster"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
+}

@@ -1,0 +1,29 @@
+package spec
+
+import (
+	"fmt"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Resolved writes the defaulted cluster out in full, every derived value included: the record
+// of what was applied, which a later clusterforge with other defaults reads back unchanged.
+func (c *Cluster) Resolved() ([]byte, error) { return yaml.Marshal(c) }
+
+// ParseResolved reads what Resolved wrote. It decodes as strictly as a stack file but does not
+// validate: what was applied may pin a version this clusterforge no longer builds, and the
+// comparison with the stack file must still read it.
+func ParseResolved(data []byte) (*Cluster, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("applied spec: %w", err)
+	}
+	if len(doc.Content) == 0 {
+		return nil, fmt.Errorf("applied spec is empty")
+	}
+	c, err := decodeNode(doc.Content[0], false)
+	if err != nil {
+		return nil, fmt.Errorf("applied spec: %w", err)
+	}
+	return c, nil
+}
