@@ -18,6 +18,9 @@ type ClusterArgs struct {
 	Cluster *spec.Cluster
 	// Now is the time of the run, for credentials that rotate on a calendar (the join token).
 	Now time.Time
+	// Replacing names the one etcd member whose VM this run may replace (`make roll`); every
+	// other etcd VM and NIC is protected. Empty outside a roll.
+	Replacing string
 }
 
 // PoolCapacity is a pool's entry in the stack outputs.
@@ -107,7 +110,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		}
 		if _, err := NewEtcdCluster(ctx, name+"-"+e.Role, &EtcdClusterArgs{
 			Cluster: c, Etcd: e, ResourceGroupName: rg.Name, SubnetID: net.SubnetIDs[SubnetEtcd],
-			IdentityID: id.ID, CustomData: CustomData(c, certs.Bundle, e.Role), Login: login,
+			IdentityID: id.ID, CustomData: CustomData(c, certs.Bundle, e.Role), Login: login, Replacing: args.Replacing,
 		}, parent); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,22 @@ type EtcdClusterArgs struct {
 	IdentityID        pulumi.StringInput
 	CustomData        pulumi.StringInput
 	Login             Login
+	// Replacing is the member whose VM a roll is replacing in this run, if any.
+	Replacing string
+}
+
+// memberVMImmutable are the VM properties Azure cannot change in place on a running member
+// (pulumi-azure-native#1117) or changes by wiping its local disk (a resize): only a roll,
+// which replaces one member at a time, applies them.
+var memberVMImmutable = []string{"osProfile.customData", "storageProfile.imageReference", "hardwareProfile.vmSize"}
+
+// memberVMOptions protect every member's VM, its data's only home besides the backups (L02),
+// except the one a roll is replacing.
+func memberVMOptions(a *EtcdClusterArgs, m spec.Member) []pulumi.ResourceOption {
+	if m.Name == a.Replacing {
+		return nil
+	}
+	return []pulumi.ResourceOption{pulumi.Protect(true), pulumi.IgnoreChanges(memberVMImmutable)}
 }
 
 // EtcdCluster is one etcd cluster of dedicated VMs (L01) with stable identities: a static private
@@ -78,11 +94,13 @@ func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opt
 	parent := pulumi.Parent(comp)
 	for _, m := range args.Etcd.Members {
 		role := m.Name[len(args.Cluster.Name)+1:] // e.g. etcd-main-0
-		nic, err := network.NewNetworkInterface(ctx, name+"-"+role+"-nic", EtcdNICArgs(args, m), parent)
+		// The NIC holds the member's static address, its identity in the cluster: never replaced.
+		nic, err := network.NewNetworkInterface(ctx, name+"-"+role+"-nic", EtcdNICArgs(args, m), parent, pulumi.Protect(true))
 		if err != nil {
 			return nil, err
 		}
-		if _, err := compute.NewVirtualMachine(ctx, name+"-"+role, EtcdVMArgs(args, m, nic.ID()), parent); err != nil {
+		opts := append([]pulumi.ResourceOption{parent}, memberVMOptions(args, m)...)
+		if _, err := compute.NewVirtualMachine(ctx, name+"-"+role, EtcdVMArgs(args, m, nic.ID()), opts...); err != nil {
 			return nil, err
 		}
 	}

@@ -137,18 +137,17 @@ func (c *Cluster) Default() {
 
 	setDefault(c.explicit, &c.DNS.Replicas, dnsReplicasFor(nodes))
 	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, parallelPullsWithinSNAT(nodes, max(c.Kubelet.MaxConcurrentDownloads, 1)))
-	c.defaultNetwork(nodes)
+	c.defaultNetworkAt(nodes, netip.MustParseAddr(defaultVNetBase))
 }
 
-// defaultNetwork derives the address plan: the node subnet (node + pod IPs, L29/L30) takes the
-// upper half of the VNet, the control-plane and etcd /24s sit at its start.
-func (c *Cluster) defaultNetwork(nodes int) {
+// defaultNetworkAt derives the address plan from base: the node subnet (node + pod IPs, L29/L30)
+// takes the upper half of the VNet, the control-plane and etcd /24s sit at its start.
+func (c *Cluster) defaultNetworkAt(nodes int, base netip.Addr) {
 	n := &c.Network
 	setDefault(c.explicit, &n.ServiceCIDR, DefaultServiceCIDR)
 	if n.AddressSpace == "" && !c.explicit[&n.AddressSpace] {
 		need := addressesFor(nodes, min(max(c.Kubelet.MaxPods, 0), 250)) + azureReservedAddresses
 		nodeBits := max(minNodeSubnetBits, bitsFor(need))
-		base := netip.MustParseAddr(defaultVNetBase)
 		n.AddressSpace = netip.PrefixFrom(base, 32-nodeBits-1).String()
 		setDefault(c.explicit, &n.NodeSubnet, netip.PrefixFrom(addrAdd(base, 1<<nodeBits), 32-nodeBits).String())
 	}
@@ -156,7 +155,7 @@ func (c *Cluster) defaultNetwork(nodes int) {
 	if err != nil || !vnet.Addr().Is4() {
 		return // Validate reports it.
 	}
-	base := vnet.Masked().Addr()
+	base = vnet.Masked().Addr()
 	setDefault(c.explicit, &n.ControlPlaneSubnet, netip.PrefixFrom(base, 24).String())
 	setDefault(c.explicit, &n.EtcdSubnet, netip.PrefixFrom(addrAdd(base, 256), 24).String())
 	if cp, err := netip.ParsePrefix(n.ControlPlaneSubnet); err == nil && cp.Addr().Is4() {

@@ -138,7 +138,7 @@ func (c *Cluster) validatePools(v *validator, countsOK bool) {
 		total += p.MaxNodes
 	}
 	if countsOK && c.TargetNodes < total {
-		v.fail("targetNodes", fmt.Sprintf("raise it to at least %d or leave it unset", total),
+		v.fail("targetNodes", fmt.Sprintf("raise it to at least %d (frozen sizes stay as they are: `make diff` shows what the sizing table suggests)", total),
 			"%d is below the pools' total maxNodes %d: the control plane would be sized too small (L09)", c.TargetNodes, total)
 	}
 	// One CoreDNS pod per VM (required anti-affinity, L13): more replicas than nodes stay Pending.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/azure"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/infra/program"
 )
 
 // Resource is one registered resource as `make plan` reports it.
@@ -21,8 +22,12 @@ type Resource struct {
 	// Provider names the explicit provider the resource is managed by, if any.
 	Provider string `json:"provider,omitempty"`
 	// RetainOnDelete: Pulumi leaves the real object in place when the resource goes.
-	RetainOnDelete bool           `json:"retainOnDelete,omitempty"`
-	Inputs         map[string]any `json:"inputs"`
+	RetainOnDelete bool `json:"retainOnDelete,omitempty"`
+	// Protect: Pulumi refuses to delete or replace it.
+	Protect bool `json:"protect,omitempty"`
+	// IgnoreChanges are the properties Pulumi leaves as they are on an update.
+	IgnoreChanges []string       `json:"ignoreChanges,omitempty"`
+	Inputs        map[string]any `json:"inputs"`
 }
 
 // mockSubscription is the subscription id every mocked Azure resource id lives in.
@@ -40,7 +45,9 @@ type recorder struct {
 	// bundle, when set, is the real PKI the TLS and random resources answer with, so the
 	// user-data and kubeconfigs work; otherwise they hold placeholder PEMs.
 	bundle *pki.Bundle
-	errs   []error
+	// applied is the appliedSpec output of the stack's last apply, "" for a new stack.
+	applied string
+	errs    []error
 }
 
 func newRecorder(bundle *pki.Bundle) *recorder {
@@ -50,12 +57,18 @@ func newRecorder(bundle *pki.Bundle) *recorder {
 func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	parent, retain := "", false
-	if args.RegisterRPC != nil {
-		parent, retain = urnName(args.RegisterRPC.GetParent()), args.RegisterRPC.GetRetainOnDelete()
+	if args.TypeToken == "pulumi:pulumi:StackReference" { // a read of the stack's own last outputs
+		outputs := resource.PropertyMap{}
+		if r.applied != "" {
+			outputs[program.AppliedOutput] = resource.NewProperty(r.applied)
+		}
+		return args.ID, resource.PropertyMap{"name": resource.NewProperty(args.ID), "outputs": resource.NewProperty(outputs)}, nil
 	}
-	r.resources = append(r.resources, Resource{Type: args.TypeToken, Name: args.Name, Parent: parent,
-		Provider: providerName(args.Provider), RetainOnDelete: retain, Inputs: redact(args.Inputs)})
+	res := Resource{Type: args.TypeToken, Name: args.Name, Provider: providerName(args.Provider), Inputs: redact(args.Inputs)}
+	if rpc := args.RegisterRPC; rpc != nil {
+		res.Parent, res.RetainOnDelete, res.Protect, res.IgnoreChanges = urnName(rpc.GetParent()), rpc.GetRetainOnDelete(), rpc.GetProtect(), rpc.GetIgnoreChanges()
+	}
+	r.resources = append(r.resources, res)
 	r.captureUserData(args.Inputs)
 	if kubeconfig := lookup(args.Inputs, "kubeconfig"); args.TypeToken == "pulumi:providers:kubernetes" && kubeconfig.IsString() {
 		r.kubeconfigs[args.Name] = kubeconfig.StringValue()
@@ -88,7 +101,7 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 		set("publicKeyPem", pem("PUBLIC KEY", args.Name))
 		set("privateKeyOpenssh", pem("OPENSSH PRIVATE KEY", args.Name))
 		set("publicKeyOpenssh", "ssh-rsa MOCK "+args.Name)
-		if pair, ok := r.pair(parent, args.Name, "-key"); ok {
+		if pair, ok := r.pair(res.Parent, args.Name, "-key"); ok {
 			set("privateKeyPem", pair.KeyPEM)
 			if strings.HasPrefix(pair.CertPEM, "-----BEGIN PUBLIC KEY") {
 				set("publicKeyPem", pair.CertPEM)
@@ -98,14 +111,14 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 		set("certRequestPem", pem("CERTIFICATE REQUEST", args.Name))
 	case "tls:index/selfSignedCert:SelfSignedCert", "tls:index/locallySignedCert:LocallySignedCert":
 		set("certPem", pem("CERTIFICATE", args.Name))
-		if pair, ok := r.pair(parent, args.Name, ""); ok {
+		if pair, ok := r.pair(res.Parent, args.Name, ""); ok {
 			set("certPem", pair.CertPEM)
 		}
 	case "random:index/randomString:RandomString":
 		n := int(args.Inputs["length"].NumberValue())
 		set("result", strings.Repeat("a", n))
 		if id, secret, ok := strings.Cut(r.bundleToken(), "."); ok {
-			switch strings.TrimPrefix(args.Name, parent+"-") {
+			switch strings.TrimPrefix(args.Name, res.Parent+"-") {
 			case "bootstrap-token-id":
 				set("result", id)
 			case "bootstrap-token-secret":
@@ -115,7 +128,7 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	case "random:index/randomBytes:RandomBytes":
 		n := int(args.Inputs["length"].NumberValue())
 		set("base64", base64.StdEncoding.EncodeToString(make([]byte, n)))
-		if r.bundle != nil && args.Name == parent+"-encryption-key" {
+		if r.bundle != nil && args.Name == res.Parent+"-encryption-key" {
 			set("base64", r.bundle.EncryptionKey)
 		}
 	}

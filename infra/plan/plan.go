@@ -39,6 +39,11 @@ type Result struct {
 // certificates, keys and tokens in the user-data and kubeconfigs are that PKI's, so the machines
 // the plan describes can boot (`make boot`); without, they are placeholders.
 func Run(stack, stackFile string, bundle *pki.Bundle) (*Result, error) {
+	return RunAfter(stack, stackFile, bundle, program.Previous{})
+}
+
+// RunAfter plans a stack that has been applied before.
+func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous) (*Result, error) {
 	cluster, err := spec.LoadStack(stackFile)
 	if err != nil {
 		return nil, err
@@ -52,8 +57,12 @@ func Run(stack, stackFile string, bundle *pki.Bundle) (*Result, error) {
 		return nil, fmt.Errorf("%s: %w", stackFile, err)
 	}
 	rec := newRecorder(bundle)
+	rec.applied = prev.AppliedSpec
 	err = pulumi.RunErr(program.Run, pulumi.WithMocks(Project, stack, rec), func(info *pulumi.RunInfo) {
 		info.Config = map[string]string{spec.ConfigKey: string(raw)}
+		if prev.RollStep != "" {
+			info.Config[program.RollStepKey] = prev.RollStep
+		}
 		info.DryRun = true
 	})
 	if err != nil {

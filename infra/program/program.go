@@ -6,6 +6,7 @@ package program
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -27,14 +28,31 @@ func Run(ctx *pulumi.Context) error {
 		return inStackFile(ctx, err)
 	}
 	if !ctx.DryRun() {
-		if err := deployable(c); err != nil {
+		if err := deployable(c, ctx.Stack()); err != nil {
 			return err
 		}
+	}
+	if err := sharesNoAddresses(ctx, c); err != nil {
+		return err
 	}
 	if err := machine.Preflight(c); err != nil {
 		return err
 	}
-	cluster, err := azure.NewCluster(ctx, c.Name, &azure.ClusterArgs{Cluster: c, Now: time.Now()})
+	last, err := lastApplied(ctx)
+	if err != nil {
+		return err
+	}
+	step, _ := ctx.GetConfig(RollStepKey)
+	record, err := guard(ctx.Stack(), last, c, step)
+	if err != nil {
+		return err
+	}
+	resolved, err := record.Resolved()
+	if err != nil {
+		return err
+	}
+	ctx.Export(AppliedOutput, pulumi.String(resolved))
+	cluster, err := azure.NewCluster(ctx, c.Name, &azure.ClusterArgs{Cluster: c, Now: time.Now(), Replacing: strings.TrimPrefix(step, RollMember)})
 	if err != nil {
 		return err
 	}
@@ -71,8 +89,37 @@ func inStackFile(ctx *pulumi.Context, err error) error {
 	return err
 }
 
+// sharesNoAddresses refuses a cluster whose address space overlaps another stack's on the same
+// hub: Azure would refuse the second peering halfway through the apply.
+func sharesNoAddresses(ctx *pulumi.Context, c *spec.Cluster) error {
+	if ctx.RootDirectory() == "" {
+		return nil
+	}
+	files, err := filepath.Glob(filepath.Join(ctx.RootDirectory(), spec.StackDir, "Pulumi.*.yaml"))
+	if err != nil {
+		return err
+	}
+	var others []*spec.Cluster
+	for _, f := range files {
+		if f == spec.StackFile(filepath.Join(ctx.RootDirectory(), spec.StackDir), ctx.Stack()) {
+			continue
+		}
+		other, err := spec.LoadStack(f)
+		if err != nil {
+			return fmt.Errorf("checking the address plans of the stacks beside this one: %w", err)
+		}
+		others = append(others, other)
+	}
+	return spec.CheckSharedHub(c, others)
+}
+
 // deployable refuses what `make plan` tolerates but a real deployment cannot use.
-func deployable(c *spec.Cluster) error {
+func deployable(c *spec.Cluster, stack string) error {
+	if unfrozen := c.Unfrozen(); len(unfrozen) > 0 {
+		return &spec.FieldError{Field: unfrozen[0],
+			Problem: fmt.Sprintf("is derived from targetNodes, as are %v: a running cluster's sizes and addresses would move when a pool grows", unfrozen[1:]),
+			Fix:     fmt.Sprintf("run `make freeze STACK=%s`, review and commit stacks/Pulumi.%s.yaml", stack, stack)}
+	}
 	if spec.IsPlaceholderImage(c.ControlPlaneImage) {
 		return &spec.FieldError{Field: "controlPlaneImage", Problem: "is the offline placeholder",
 			Fix: "set it to the control-plane image version `packer build images/control-plane.pkr.hcl` published"}

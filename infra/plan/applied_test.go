@@ -1,0 +1,117 @@
+package plan
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/program"
+)
+
+// editedDev is the dev stack with one line replaced, as a stack file in a temporary directory,
+// and the applied record of the unedited stack.
+func editedDev(t *testing.T, old, new string) (path string, prev program.Previous) {
+	t.Helper()
+	data, err := os.ReadFile(stackFile("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), old) {
+		t.Fatalf("the dev stack has no %q", old)
+	}
+	path = filepath.Join(t.TempDir(), "Pulumi.edited.yaml")
+	writeFile(t, path, strings.Replace(string(data), old, new, 1), 0o644)
+	c, err := spec.LoadStack(stackFile("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved, err := c.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, program.Previous{AppliedSpec: string(resolved)}
+}
+
+func etcdMachines(r *Result) (vms, nics []Resource) {
+	for _, res := range r.Resources {
+		if !strings.Contains(res.Name, "-etcd-") {
+			continue
+		}
+		switch res.Type {
+		case "azure-native:compute:VirtualMachine":
+			vms = append(vms, res)
+		case "azure-native:network:NetworkInterface":
+			nics = append(nics, res)
+		}
+	}
+	return vms, nics
+}
+
+// Every etcd VM and NIC and the backup store are protected; the VMs ignore what Azure cannot
+// change in place, so a plain `pulumi up` never replaces or half-updates a member.
+func TestEtcdIsProtected(t *testing.T) {
+	r := planAll(t)["dev"]
+	vms, nics := etcdMachines(r)
+	if len(vms) != 8 || len(nics) != 8 {
+		t.Fatalf("%d etcd VMs and %d NICs, want 8 of each", len(vms), len(nics))
+	}
+	for _, res := range append(vms, nics...) {
+		if !res.Protect {
+			t.Errorf("%s %s is not protected", res.Type, res.Name)
+		}
+	}
+	for _, vm := range vms {
+		for _, p := range []string{"osProfile.customData", "storageProfile.imageReference", "hardwareProfile.vmSize"} {
+			if !slices.Contains(vm.IgnoreChanges, p) {
+				t.Errorf("%s does not ignore %s", vm.Name, p)
+			}
+		}
+	}
+	for _, res := range append(byType(r, "azure-native:storage:StorageAccount"), byType(r, "azure-native:storage:BlobContainer")...) {
+		if !res.Protect {
+			t.Errorf("backup store %s is not protected", res.Name)
+		}
+	}
+}
+
+// A change that needs a roll is refused by a plain `pulumi up`, preview included, naming the
+// roll; `make roll`'s steps run it, lifting protection only from the member being replaced.
+func TestRollChangesNeedTheRoll(t *testing.T) {
+	path, prev := editedDev(t, "maxRequestsInflight: 400", "maxRequestsInflight: 500")
+	_, err := RunAfter("edited", path, nil, prev)
+	if err == nil || !strings.Contains(err.Error(), "make roll STACK=edited") || !strings.Contains(err.Error(), "apiServer.maxRequestsInflight") {
+		t.Fatalf("a plain run of a roll change: %v", err)
+	}
+	if _, err := RunAfter("edited", path, nil, program.Previous{AppliedSpec: prev.AppliedSpec, RollStep: program.RollModels}); err != nil {
+		t.Fatal(err)
+	}
+	member := "cf-dev-etcd-main-2"
+	r, err := RunAfter("edited", path, nil, program.Previous{AppliedSpec: prev.AppliedSpec, RollStep: program.RollMember + member})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vms, _ := etcdMachines(r)
+	for _, vm := range vms {
+		replacing := strings.HasSuffix(vm.Name, "-etcd-main-2")
+		if vm.Protect == replacing || (len(vm.IgnoreChanges) == 0) != replacing {
+			t.Errorf("%s: protect %v, ignoreChanges %v while the roll replaces %s", vm.Name, vm.Protect, vm.IgnoreChanges, member)
+		}
+	}
+}
+
+// An in-place change needs no roll; a refused one is refused even inside a roll.
+func TestInPlaceAppliesRefusedNever(t *testing.T) {
+	path, prev := editedDev(t, "maxNodes: 10\n", "maxNodes: 9\n")
+	if _, err := RunAfter("edited", path, nil, prev); err != nil {
+		t.Fatalf("an in-place change: %v", err)
+	}
+	path, prev = editedDev(t, "serviceCIDR: 172.16.0.0/16", "serviceCIDR: 172.17.0.0/16")
+	prev.RollStep = program.RollDone
+	_, err := RunAfter("edited", path, nil, prev)
+	if err == nil || !strings.Contains(err.Error(), "refused: network.serviceCIDR") {
+		t.Fatalf("a new service range: %v", err)
+	}
+}

@@ -1,0 +1,86 @@
+package program
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// AppliedOutput is the stack output holding the resolved spec of what runs (spec.Resolved): the
+// next run compares the stack file with it.
+const AppliedOutput = "appliedSpec"
+
+// RollStepKey is the config key `make roll` sets on the runs it makes: RollModels updates every
+// model (scale sets, add-ons) but replaces no etcd VM, RollMember+<name> replaces one etcd
+// member's VM, RollDone records the roll as applied. Plain `pulumi up` leaves it unset.
+const (
+	RollStepKey = "clusterforge:rollStep"
+	RollModels  = "models"
+	RollMember  = "member:"
+	RollDone    = "done"
+)
+
+// Previous is what a stack's last apply left (its appliedSpec output) and the roll step a run is
+// part of, if any: what `make plan`'s mock engine and `make roll` hand the program.
+type Previous struct {
+	AppliedSpec string
+	RollStep    string
+}
+
+// lastApplied reads the applied spec this stack last exported, through a reference to itself;
+// nil before the first apply.
+func lastApplied(ctx *pulumi.Context) (*spec.Cluster, error) {
+	self := fmt.Sprintf("%s/%s/%s", ctx.Organization(), ctx.Project(), ctx.Stack())
+	ref, err := pulumi.NewStackReference(ctx, "last-applied", &pulumi.StackReferenceArgs{Name: pulumi.String(self)})
+	if err != nil {
+		return nil, err
+	}
+	out, err := ref.GetOutputDetails(AppliedOutput)
+	if err != nil {
+		return nil, err
+	}
+	text, _ := out.Value.(string)
+	if text == "" {
+		return nil, nil
+	}
+	c, err := spec.ParseResolved([]byte(text))
+	if err != nil {
+		return nil, fmt.Errorf("stack output %s: %w", AppliedOutput, err)
+	}
+	return c, nil
+}
+
+// guard refuses, before anything is registered, what this run may not apply: a refused change
+// always, and a change that needs a roll unless `make roll` is running it. It returns the spec
+// to record as applied: the desired one once nothing is left to roll, else the last one.
+func guard(stack string, last, desired *spec.Cluster, step string) (*spec.Cluster, error) {
+	if last == nil {
+		return desired, nil
+	}
+	changes := change.Diff(last, desired)
+	var refused, rolls []string
+	for _, c := range changes {
+		switch c.Class {
+		case change.Refused:
+			refused = append(refused, fmt.Sprintf("%s (%s -> %s): %s", c.Field, c.From, c.To, c.Reason))
+		case change.Roll:
+			rolls = append(rolls, c.Field)
+		}
+	}
+	if len(refused) > 0 {
+		return nil, fmt.Errorf("refused: %s", strings.Join(refused, "; "))
+	}
+	switch {
+	case len(rolls) == 0 || step == RollDone:
+		return desired, nil
+	case step == "":
+		return nil, fmt.Errorf("%s changes what machines run (%s -> roles %v): a plain `pulumi up` would leave them stale "+
+			"or replace every etcd VM at once; run `make diff STACK=%s`, then `make roll STACK=%s`",
+			strings.Join(rolls, ", "), strings.Join(rolls, ", "), change.RolledRoles(desired, changes), stack, stack)
+	}
+	return last, nil
+}
