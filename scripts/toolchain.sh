@@ -15,6 +15,8 @@
 #                                 (machine.ImageBinaries), a subset of rehearsal
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 #   bench     → .tools/bin        the distribution registry, for the image pull benchmark
+#   upgrades  → .tools/versions   the Kubernetes and etcd releases before the pinned ones, where the
+#                                 upgrade drills start (versions/kubernetes-v1.33.4/, versions/etcd-v3.5.21/)
 # A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
 #
 # Usage: scripts/toolchain.sh [GROUP|TOOL...]      (default: rehearsal)
@@ -22,6 +24,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 KUBERNETES_VERSION=v1.34.2
+# The releases the upgrade drills start from (spec.Buildable lists them too).
+KUBERNETES_PREVIOUS=v1.33.4
+ETCD_PREVIOUS=v3.5.21
 KUBE_BENCH_VERSION=v0.12.0
 SCHEDULER_PLUGINS_VERSION=v0.33.5
 PROMETHEUS_VERSION=v3.5.0
@@ -76,6 +81,12 @@ declare -A TOOLS=(
   [packer]="packer github.com/hashicorp/packer - bin"
   [packer-plugin-azure]="packer github.com/hashicorp/packer-plugin-azure - bin"
   [registry]="registry github.com/distribution/distribution/v3/cmd/registry - bin"
+  # The releases before the pinned ones, where the upgrade drills start (tool@version → versions/<component>-<version>/tool).
+  [kube-apiserver@$KUBERNETES_PREVIOUS]="kubernetes-v1.33 k8s.io/kubernetes/cmd/kube-apiserver kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
+  [kube-controller-manager@$KUBERNETES_PREVIOUS]="kubernetes-v1.33 k8s.io/kubernetes/cmd/kube-controller-manager kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
+  [etcd@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/server/v3 - versions/etcd-$ETCD_PREVIOUS"
+  [etcdctl@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/etcdctl/v3 - versions/etcd-$ETCD_PREVIOUS"
+  [etcdutl@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/etcdutl/v3 - versions/etcd-$ETCD_PREVIOUS"
 )
 # Our own binaries the machines run, built from this repository's module (Go's cache keeps it quick).
 declare -A LOCAL_TOOLS=(
@@ -84,6 +95,7 @@ declare -A LOCAL_TOOLS=(
 )
 declare -A TOOL_GROUPS=(
   [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup azurite"
+  [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
   [checks]="promtool"
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback"
@@ -96,11 +108,12 @@ step() { printf '==> %s\n' "$*"; }
 
 # build TOOL: go build in its wrapper module, printing elapsed time every 30 s (cold builds take minutes).
 build() {
-  local tool=$1 module pkg kind dest ldflags tags="" cgo=0 stamp want out
+  local tool=$1 module pkg kind dest ldflags tags="" cgo=0 stamp want out name
   read -r module pkg kind dest <<<"${TOOLS[$tool]}"
   ldflags="-s -w"
   case "$kind" in
     kube) ldflags+="$(kube_ldflags "$KUBERNETES_VERSION")" ;;
+    kube@*) ldflags+="$(kube_ldflags "${kind#kube@}")" ;;
     # scheduler-plugins v0.33.x is built from Kubernetes v1.33 libraries: one minor behind the apiserver.
     scheduler-plugins) ldflags+="$(kube_ldflags "v1.${SCHEDULER_PLUGINS_VERSION#v0.}")" ;;
     prometheus) ldflags+=" -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" ;;
@@ -115,8 +128,9 @@ build() {
   out="$TOOLS_DIR/$dest"
   mkdir -p "$out"
   stamp="$out/.$tool.stamp"
+  name=${tool%@*}
   want="$(cat "scripts/toolchain/$module/go.mod" "scripts/toolchain/$module/go.sum" | sha256sum | cut -c1-16) $(go env GOVERSION) $ldflags $tags cgo=$cgo"
-  if [ -x "$out/$tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  if [ -x "$out/$name" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     step "$tool: up to date"
     return
   fi
@@ -125,8 +139,8 @@ build() {
   ( while sleep 30; do echo "    ... $tool still building ($((SECONDS - start)) s)"; done ) &
   local ticker=$!
   trap 'kill $ticker 2>/dev/null || true' RETURN
-  (cd "scripts/toolchain/$module" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$tool.new" "$pkg")
-  mv "$out/$tool.new" "$out/$tool"
+  (cd "scripts/toolchain/$module" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$name.new" "$pkg")
+  mv "$out/$name.new" "$out/$name"
   echo "$want" >"$stamp"
   step "$tool: built in $((SECONDS - start)) s"
 }

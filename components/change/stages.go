@@ -48,11 +48,11 @@ type Plan struct {
 var ErrRefused = errors.New("refused")
 
 // NewPlan computes the roll from the applied to the desired cluster over the machines running
-// now. Stage order: the events etcd (the canary of an etcd change), the main etcd, the
+// now; extra are changes the specs do not show (certificates due for renewal). Stage order: the events etcd (the canary of an etcd change), the main etcd, the
 // apiservers, then every pool in the stack's order, so kubelets are never newer than the
 // apiservers. It refuses, naming every refused change, when any is.
-func NewPlan(applied, desired *spec.Cluster, inv Inventory) (Plan, error) {
-	p := Plan{Changes: Diff(applied, desired)}
+func NewPlan(applied, desired *spec.Cluster, inv Inventory, extra ...Change) (Plan, error) {
+	p := Plan{Changes: append(Diff(applied, desired), extra...)}
 	var refused []string
 	for _, c := range p.Changes {
 		if c.Class == Refused {
@@ -116,4 +116,11 @@ func (p Plan) Machines() []string {
 		}
 	}
 	return out
+}
+
+// Renewal is the change a renewal of the leaf certificates makes, which the specs do not show:
+// every machine holds leaves in its user-data, so every role rolls. why says what is due.
+func Renewal(c *spec.Cluster, why string) Change {
+	return Change{Field: "certificates", From: why, To: "renewed", Class: Roll, Roles: rollOrder(c),
+		Reason: "leaves are re-issued from the same authorities and reach a machine only through its user-data: every machine is replaced"}
 }

@@ -32,10 +32,23 @@ func MayBootstrap(ctx context.Context, s *Store) error {
 // started, healthy and a voter, no alarm, and a verified snapshot younger than maxAge. It returns
 // every reason it is not.
 func SafeToTouch(ctx context.Context, cli *clientv3.Client, s *Store, maxAge time.Duration) error {
+	problems := MemberProblems(ctx, cli)
+	if err := freshVerifiedSnapshot(ctx, s, maxAge); err != nil {
+		problems = append(problems, err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("not safe to touch etcd: %w", errors.Join(problems...))
+	}
+	return nil
+}
+
+// MemberProblems lists why an etcd cluster is not whole: a member not started, unhealthy or a
+// learner, or an alarm raised. None for a cluster a roll may take a member from.
+func MemberProblems(ctx context.Context, cli *clientv3.Client) []error {
 	var problems []error
 	members, err := cli.MemberList(ctx)
 	if err != nil {
-		return fmt.Errorf("not safe to touch etcd: member list: %w", err)
+		return []error{fmt.Errorf("member list: %w", err)}
 	}
 	for _, m := range members.Members {
 		switch {
@@ -58,13 +71,7 @@ func SafeToTouch(ctx context.Context, cli *clientv3.Client, s *Store, maxAge tim
 	} else if len(alarms.Alarms) > 0 {
 		problems = append(problems, fmt.Errorf("alarm raised: %v", alarms.Alarms[0].Alarm))
 	}
-	if err := freshVerifiedSnapshot(ctx, s, maxAge); err != nil {
-		problems = append(problems, err)
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("not safe to touch etcd: %w", errors.Join(problems...))
-	}
-	return nil
+	return problems
 }
 
 func freshVerifiedSnapshot(ctx context.Context, s *Store, maxAge time.Duration) error {

@@ -48,6 +48,10 @@ func APIServerFlags(c *spec.Cluster) Flags {
 		"max-mutating-requests-inflight": strconv.Itoa(a.MaxMutatingRequestsInflight),
 		// Nudges long-lived HTTP/2 clients to reconnect so load spreads over all apiservers (L05).
 		"goaway-chance": "0.001",
+		// A stopping apiserver fails /readyz but serves on until the load balancer has taken it
+		// out, then answers 429 with Retry-After, which clients retry elsewhere: rolls lose no request.
+		"shutdown-delay-duration":   strconv.Itoa(spec.APIServerShutdownDelaySeconds) + "s",
+		"shutdown-send-retry-after": "true",
 
 		// Audit logs found the LIST storms (L06).
 		"audit-log-path":      AuditLogPath,

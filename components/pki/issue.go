@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"os"
@@ -25,11 +26,7 @@ import (
 // token is random too.
 func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 	b := Bundle{Pairs: map[string]KeyPair{}}
-	type ca struct {
-		cert *x509.Certificate
-		key  crypto.Signer
-	}
-	cas := map[string]ca{}
+	cas := map[string]signer{}
 	for _, a := range authorities {
 		key, keyPEM, err := newKey()
 		if err != nil {
@@ -42,25 +39,11 @@ func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 			return Bundle{}, fmt.Errorf("pki: issue %s: %w", a.Name, err)
 		}
 		cert, _ := x509.ParseCertificate(der)
-		cas[a.Name] = ca{cert, key}
+		cas[a.Name] = signer{cert, key}
 		b.Pairs[a.Name] = KeyPair{CertPEM: encode("CERTIFICATE", der), KeyPEM: keyPEM}
 	}
-	for _, p := range profiles {
-		issuer, ok := cas[p.Issuer]
-		if !ok {
-			return Bundle{}, fmt.Errorf("pki: profile %s names unknown issuer %s", p.Name, p.Issuer)
-		}
-		key, keyPEM, err := newKey()
-		if err != nil {
-			return Bundle{}, err
-		}
-		hours, _ := p.Validity()
-		tmpl := template(p.CommonName, p.Organization, p.DNSNames, p.IPAddresses, p.Usages, hours)
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer.cert, key.Public(), issuer.key)
-		if err != nil {
-			return Bundle{}, fmt.Errorf("pki: issue %s: %w", p.Name, err)
-		}
-		b.Pairs[p.Name] = KeyPair{CertPEM: encode("CERTIFICATE", der), KeyPEM: keyPEM}
+	if err := issueLeaves(b, cas, profiles); err != nil {
+		return Bundle{}, err
 	}
 	key, keyPEM, err := newKey()
 	if err != nil {
@@ -136,6 +119,80 @@ func randomToken(n int) string {
 		out[i] = alphabet[v.Int64()]
 	}
 	return string(out)
+}
+
+// signer is an authority that issues leaves.
+type signer struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+// issueLeaves issues every profile's certificate and a new key into b.
+func issueLeaves(b Bundle, cas map[string]signer, profiles []Profile) error {
+	for _, p := range profiles {
+		issuer, ok := cas[p.Issuer]
+		if !ok {
+			return fmt.Errorf("pki: profile %s names unknown issuer %s", p.Name, p.Issuer)
+		}
+		key, keyPEM, err := newKey()
+		if err != nil {
+			return err
+		}
+		hours, _ := p.Validity()
+		tmpl := template(p.CommonName, p.Organization, p.DNSNames, p.IPAddresses, p.Usages, hours)
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, issuer.cert, key.Public(), issuer.key)
+		if err != nil {
+			return fmt.Errorf("pki: issue %s: %w", p.Name, err)
+		}
+		b.Pairs[p.Name] = KeyPair{CertPEM: encode("CERTIFICATE", der), KeyPEM: keyPEM}
+	}
+	return nil
+}
+
+// Renew re-issues every leaf of b from b's own authorities, as the Pulumi TLS provider does when a
+// certificate enters its early-renewal window: the authorities, the service-account key, the join
+// token and the encryption key stay, so machines not yet rolled keep working beside renewed ones.
+func Renew(b Bundle, authorities []Authority, profiles []Profile) (Bundle, error) {
+	out := Bundle{Pairs: maps.Clone(b.Pairs), BootstrapToken: b.BootstrapToken, BootstrapTokenExpires: b.BootstrapTokenExpires, EncryptionKey: b.EncryptionKey}
+	cas := map[string]signer{}
+	for _, a := range authorities {
+		kp := b.Pair(a.Name)
+		certBlock, _ := pem.Decode([]byte(kp.CertPEM))
+		keyBlock, _ := pem.Decode([]byte(kp.KeyPEM))
+		if certBlock == nil || keyBlock == nil {
+			return Bundle{}, fmt.Errorf("pki: renew: authority %s has no certificate and key", a.Name)
+		}
+		cert, err := x509.ParseCertificate(certBlock.Bytes)
+		if err != nil {
+			return Bundle{}, fmt.Errorf("pki: renew: %s: %w", a.Name, err)
+		}
+		key, err := x509.ParsePKCS8PrivateKey(keyBlock.Bytes)
+		if err != nil {
+			return Bundle{}, fmt.Errorf("pki: renew: %s key: %w", a.Name, err)
+		}
+		k, ok := key.(crypto.Signer)
+		if !ok {
+			return Bundle{}, fmt.Errorf("pki: renew: %s key cannot sign", a.Name)
+		}
+		cas[a.Name] = signer{cert, k}
+	}
+	if err := issueLeaves(out, cas, profiles); err != nil {
+		return Bundle{}, err
+	}
+	return out, nil
+}
+
+// NotAfter is when a certificate of the bundle expires.
+func (b Bundle) NotAfter(name string) (time.Time, error) {
+	block, _ := pem.Decode([]byte(b.Pair(name).CertPEM))
+	if block == nil {
+		return time.Time{}, fmt.Errorf("pki: %s has no certificate", name)
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return cert.NotAfter, nil
 }
 
 // stored is a Bundle on disk with what it was issued for.

@@ -62,3 +62,37 @@ func TestProfilesVerify(t *testing.T) {
 		t.Errorf("bootstrap token %q is not <6>.<16>", b.BootstrapToken)
 	}
 }
+
+// TestRenewKeepsTheAuthorities: renewed leaves are new certificates and keys that verify
+// against the same authorities, which stay, so renewed and old machines trust each other.
+func TestRenewKeepsTheAuthorities(t *testing.T) {
+	c := &spec.Cluster{Name: "cf-test", Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3}}}
+	c.Default()
+	b, err := Issue(Authorities(c), Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Renew(b, Authorities(c), Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range Authorities(c) {
+		if r.Pair(a.Name) != b.Pair(a.Name) {
+			t.Errorf("authority %s changed on renewal", a.Name)
+		}
+	}
+	if r.Pair(ServiceAccountKey) != b.Pair(ServiceAccountKey) || r.BootstrapToken != b.BootstrapToken || r.EncryptionKey != b.EncryptionKey {
+		t.Error("renewal changed the service-account key, the token or the encryption key")
+	}
+	for _, p := range Profiles(c) {
+		old, renewed := parse(t, b.Pair(p.Name).CertPEM), parse(t, r.Pair(p.Name).CertPEM)
+		if renewed.SerialNumber.Cmp(old.SerialNumber) == 0 || r.Pair(p.Name).KeyPEM == b.Pair(p.Name).KeyPEM {
+			t.Errorf("%s was not re-issued", p.Name)
+		}
+		pool := x509.NewCertPool()
+		pool.AddCert(parse(t, b.Pair(p.Issuer).CertPEM))
+		if _, err := renewed.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+			t.Errorf("renewed %s does not verify against the original %s: %v", p.Name, p.Issuer, err)
+		}
+	}
+}

@@ -26,48 +26,6 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// ackedWriter creates ConfigMaps through the load balancer until stopped and records when each
-// create was acknowledged: only acknowledged writes are owed.
-type ackedWriter struct {
-	mu    sync.Mutex
-	acked map[string]time.Time
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-func startWriter(t *testing.T, ns string) *ackedWriter {
-	cs := clientset(t)
-	w := &ackedWriter{acked: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(w.done)
-		for i := 0; ; i++ {
-			select {
-			case <-w.stop:
-				return
-			default:
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			name := fmt.Sprintf("write-%d", i)
-			_, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-			cancel()
-			if err == nil {
-				w.mu.Lock()
-				w.acked[name] = time.Now()
-				w.mu.Unlock()
-			} else {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}
-	}()
-	return w
-}
-
-func (w *ackedWriter) Stop() map[string]time.Time {
-	close(w.stop)
-	<-w.done
-	return w.acked
-}
-
 // Check 8: the main etcd is backed up by its leader's agent; the gate needs a fresh verified
 // snapshot and a reachable store; after all five members lose their disks they refuse to start
 // an empty cluster, nothing serves, and the restore brings back every write acknowledged before
@@ -119,7 +77,7 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 
 	cs := clientset(t)
 	ns := drills.Namespace(t, cs, "drill-total-loss")
-	writer := startWriter(t, ns)
+	writer := drills.StartWriter(clientset(t), ns)
 	time.Sleep(3 * time.Second)
 	snap, err := running.BackupEtcd(ctx) // make etcd-backup
 	if err != nil {

@@ -40,18 +40,47 @@ func (p *Plan) materialize(in Instance) error {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return err
 	}
-	tools, err := os.ReadDir(p.Tools)
+	dirs, err := p.toolDirs(in.Versions)
 	if err != nil {
-		return fmt.Errorf("rehearsal: read the toolchain: %w (run `make tools`)", err)
+		return err
 	}
-	for _, t := range tools {
-		if !t.IsDir() && !strings.HasPrefix(t.Name(), ".") {
-			if err := os.Symlink(filepath.Join(p.Tools, t.Name()), filepath.Join(bin, t.Name())); err != nil {
+	for _, dir := range dirs { // the first directory that has a binary wins
+		tools, err := os.ReadDir(dir)
+		if err != nil {
+			return fmt.Errorf("rehearsal: read the toolchain: %w (run `make tools`)", err)
+		}
+		for _, t := range tools {
+			link := filepath.Join(bin, t.Name())
+			if _, err := os.Lstat(link); t.IsDir() || strings.HasPrefix(t.Name(), ".") || err == nil {
+				continue
+			}
+			if err := os.Symlink(filepath.Join(dir, t.Name()), link); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// toolDirs are where a machine's binaries come from: .tools/bin holds the pinned releases, and
+// .tools/versions/<component>-<version> (scripts/toolchain.sh upgrades) an older one a machine
+// still runs before a roll reaches it.
+func (p *Plan) toolDirs(v spec.Versions) ([]string, error) {
+	var dirs []string
+	for _, pin := range []struct{ component, version, pinned string }{
+		{"kubernetes", v.Kubernetes, spec.DefaultKubernetesVersion},
+		{"etcd", v.Etcd, spec.DefaultEtcdVersion},
+	} {
+		if pin.version == pin.pinned || pin.version == "" {
+			continue
+		}
+		dir := filepath.Join(filepath.Dir(p.Tools), "versions", pin.component+"-"+pin.version)
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("rehearsal: %s %s is not built (%v): run scripts/toolchain.sh upgrades", pin.component, pin.version, err)
+		}
+		dirs = append(dirs, dir)
+	}
+	return append(dirs, p.Tools), nil
 }
 
 // removeAllBut empties dir except the path keep and its parents: a machine's disks outlive a

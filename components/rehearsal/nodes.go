@@ -84,7 +84,8 @@ func (p *Plan) Nodes() ([]corev1.Node, error) {
 			nodes = append(nodes, corev1.Node{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{kwokAnnotation: "fake"}},
 				Spec:       corev1.NodeSpec{Taints: taints},
-				Status:     corev1.NodeStatus{Capacity: res, Allocatable: res},
+				Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
+					NodeInfo: corev1.NodeSystemInfo{KubeletVersion: p.Cluster.Versions.Kubernetes}}, // KWOK keeps it
 			})
 		}
 	}

@@ -43,13 +43,17 @@ type Instance struct {
 	// IP is its loopback address.
 	IP      string
 	Machine machine.Machine
+	// Versions are the binaries it runs: a roll changes them machine by machine.
+	Versions spec.Versions
 }
 
 // Plan is everything a rehearsal starts, rendered from the stack with the deviations applied.
 type Plan struct {
 	Options
 	// Cluster is the stack's cluster with the loopback network.
-	Cluster   *spec.Cluster
+	Cluster *spec.Cluster
+	// Stack is the stack's cluster as its file says, what `make roll` compares with.
+	Stack     *spec.Cluster
 	Bundle    pki.Bundle
 	Instances []Instance
 	// fresh is set when the PKI was issued now rather than kept from an earlier rehearsal: what
@@ -66,11 +70,8 @@ func NewPlan(c *spec.Cluster, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Options: o, Cluster: mapped}
-	var apiserverIPs []string
-	for i := range mapped.APIServer.Count {
-		apiserverIPs = append(apiserverIPs, apiserverMachineIP(o.Base, i))
-	}
+	p := &Plan{Options: o, Cluster: mapped, Stack: c}
+	apiserverIPs := p.apiserverIPs()
 	bundle, kept, err := p.loadIdentity()
 	if err == nil && !kept {
 		p.fresh = true
@@ -80,23 +81,38 @@ func NewPlan(c *spec.Cluster, o Options) (*Plan, error) {
 		return nil, err
 	}
 	p.Bundle = bundle
+	return p, p.render()
+}
+
+// render builds every control-plane instance from the plan's cluster and bundle.
+func (p *Plan) render() error {
+	mapped, apiserverIPs := p.Cluster, p.apiserverIPs()
+	p.Instances = nil
 	for _, e := range mapped.EtcdClusters() {
 		m, err := machine.Render(mapped, p.Bundle, e.Role)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for _, member := range e.Members {
-			p.Instances = append(p.Instances, Instance{Name: member.Name, Role: e.Role, IP: member.IP, Machine: m})
+			p.Instances = append(p.Instances, Instance{Name: member.Name, Role: e.Role, IP: member.IP, Machine: m, Versions: mapped.Versions})
 		}
 	}
 	m, err := machine.Render(mapped, p.Bundle, spec.RoleAPIServer)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i, ip := range apiserverIPs {
-		p.Instances = append(p.Instances, Instance{Name: fmt.Sprintf("%s-%s-%d", mapped.Name, spec.RoleAPIServer, i), Role: spec.RoleAPIServer, IP: ip, Machine: m})
+		p.Instances = append(p.Instances, Instance{Name: fmt.Sprintf("%s-%s-%d", mapped.Name, spec.RoleAPIServer, i), Role: spec.RoleAPIServer, IP: ip, Machine: m, Versions: mapped.Versions})
 	}
-	return p, nil
+	return nil
+}
+
+func (p *Plan) apiserverIPs() []string {
+	var ips []string
+	for i := range p.Cluster.APIServer.Count {
+		ips = append(ips, apiserverMachineIP(p.Base, i))
+	}
+	return ips
 }
 
 // Of returns the instances of one role, in order.

@@ -103,14 +103,19 @@ func (p *Plan) createContainer(ctx context.Context) error {
 // with the rendered cluster they belong to. With it a rehearsal brought up again is the same
 // cluster, so the store's history is its own.
 type identityFile struct {
-	Cluster string     `json:"cluster"` // sha256 of the rendered cluster
+	Cluster string     `json:"cluster"` // sha256 of what the PKI certifies
 	Bundle  pki.Bundle `json:"bundle"`
 }
 
 func (p *Plan) identityPath() string { return filepath.Join(p.Dir, "identity.json") }
 
-func clusterDigest(c *spec.Cluster) (string, error) {
-	data, err := json.Marshal(c)
+// identityDigest digests what the cluster's PKI certifies: names and addresses. A roll changes
+// versions and sizes, never these, so a rolled rehearsal keeps its identity.
+func (p *Plan) identityDigest() (string, error) {
+	data, err := json.Marshal(struct {
+		A []pki.Authority
+		P []pki.Profile
+	}{pki.Authorities(p.Cluster), rehearsalProfiles(p.Cluster, p.apiserverIPs())})
 	if err != nil {
 		return "", err
 	}
@@ -118,8 +123,8 @@ func clusterDigest(c *spec.Cluster) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// loadIdentity returns the bundle of an earlier rehearsal of the same rendered cluster, or false.
-// A rehearsal of a changed stack is a different cluster: it must be cleaned first.
+// loadIdentity returns the bundle of an earlier rehearsal that certified the same names and
+// addresses, or false. One that certified others is a different cluster: it must be cleaned first.
 func (p *Plan) loadIdentity() (pki.Bundle, bool, error) {
 	data, err := os.ReadFile(p.identityPath())
 	if errors.Is(err, os.ErrNotExist) {
@@ -132,18 +137,18 @@ func (p *Plan) loadIdentity() (pki.Bundle, bool, error) {
 	if err := json.Unmarshal(data, &id); err != nil {
 		return pki.Bundle{}, false, fmt.Errorf("%s: %w", p.identityPath(), err)
 	}
-	digest, err := clusterDigest(p.Cluster)
+	digest, err := p.identityDigest()
 	if err != nil {
 		return pki.Bundle{}, false, err
 	}
 	if id.Cluster != digest {
-		return pki.Bundle{}, false, fmt.Errorf("%s belongs to an earlier version of this stack; a changed stack is a new cluster here: run `make rehearse-clean STACK=<env>` (it deletes that rehearsal and its backups)", p.Dir)
+		return pki.Bundle{}, false, fmt.Errorf("%s belongs to a stack that certified other names or addresses: a new cluster here; run `make rehearse-clean STACK=<env>` (it deletes that rehearsal and its backups)", p.Dir)
 	}
 	return id.Bundle, true, nil
 }
 
 func (p *Plan) saveIdentity() error {
-	digest, err := clusterDigest(p.Cluster)
+	digest, err := p.identityDigest()
 	if err != nil {
 		return err
 	}

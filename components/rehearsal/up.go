@@ -81,6 +81,9 @@ func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err err
 	if err := r.startNodes(ctx); err != nil {
 		return r, err
 	}
+	if err := r.recordApplied(); err != nil {
+		return r, err
+	}
 	r.logf("up in %s", time.Since(began).Round(time.Second))
 	return r, nil
 }
@@ -181,18 +184,7 @@ func (r *Rehearsal) SetProgress(w io.Writer) {
 // prepare writes the client PKI, the kubeconfig, the deviations and every machine's files.
 func (r *Rehearsal) prepare() error {
 	p := r.Plan
-	for _, name := range []string{pki.ClusterCA, pki.EtcdCA, pki.Admin, pki.APIServerEtcdClient} {
-		kp := p.Bundle.Pair(name)
-		if err := writeFile(p.PKIFile(name, "crt"), kp.CertPEM, 0o644); err != nil {
-			return err
-		}
-		if err := writeFile(p.PKIFile(name, "key"), kp.KeyPEM, 0o600); err != nil {
-			return err
-		}
-	}
-	kubeconfig := machine.EmbeddedKubeconfig(p.Cluster.Name, p.Cluster.APIServerURL(), p.Bundle.Pair(pki.ClusterCA).CertPEM,
-		p.Bundle.Pair(pki.Admin).CertPEM, p.Bundle.Pair(pki.Admin).KeyPEM)
-	if err := writeFile(p.Kubeconfig(), kubeconfig, 0o600); err != nil {
+	if err := p.writeClientPKI(); err != nil {
 		return err
 	}
 	if err := writeFile(filepath.Join(p.Dir, "deviations.txt"), FormatDeviations(false), 0o644); err != nil {
@@ -222,6 +214,23 @@ func (r *Rehearsal) prepare() error {
 		}
 	}
 	return nil
+}
+
+// writeClientPKI writes what clients outside the machines use: the authorities, the admin's
+// kubeconfig and the etcd client pair.
+func (p *Plan) writeClientPKI() error {
+	for _, name := range []string{pki.ClusterCA, pki.EtcdCA, pki.Admin, pki.APIServerEtcdClient} {
+		kp := p.Bundle.Pair(name)
+		if err := writeFile(p.PKIFile(name, "crt"), kp.CertPEM, 0o644); err != nil {
+			return err
+		}
+		if err := writeFile(p.PKIFile(name, "key"), kp.KeyPEM, 0o600); err != nil {
+			return err
+		}
+	}
+	kubeconfig := machine.EmbeddedKubeconfig(p.Cluster.Name, p.Cluster.APIServerURL(), p.Bundle.Pair(pki.ClusterCA).CertPEM,
+		p.Bundle.Pair(pki.Admin).CertPEM, p.Bundle.Pair(pki.Admin).KeyPEM)
+	return writeFile(p.Kubeconfig(), kubeconfig, 0o600)
 }
 
 // FormatDeviations renders the deviation list for people: for the process rehearsal when boot

@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"golang.org/x/mod/semver"
 )
 
 // The binaries the toolchain builds are the versions the spec defaults to: the rehearsal and the
@@ -37,6 +39,7 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 		"RUNC_VERSION": DefaultRuncVersion, "CRICTL_VERSION": DefaultCrictlVersion,
 		"SCHEDULER_PLUGINS_VERSION": DefaultSchedulerPlugins, "PROMETHEUS_VERSION": DefaultPrometheusVersion,
 		"NODE_EXPORTER_VERSION": DefaultNodeExporterVersion,
+		"KUBERNETES_PREVIOUS": PreviousKubernetesVersion, "ETCD_PREVIOUS": PreviousEtcdVersion,
 	} {
 		if got := variable(name); got != want {
 			t.Errorf("scripts/toolchain.sh %s=%s, the spec's default is %s", name, got, want)
@@ -56,7 +59,7 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 			t.Errorf("Buildable[%s] names no wrapper module", key)
 			continue
 		}
-		for _, v := range versions {
+		for i, v := range versions {
 			if key == "prometheus" { // Prometheus vX.Y.Z is the Go module version v0.X0Y.Z
 				var major, minor, patch int
 				if _, err := fmt.Sscanf(v, "v%d.%d.%d", &major, &minor, &patch); err != nil {
@@ -64,7 +67,11 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 				}
 				v = fmt.Sprintf("v0.%d%02d.%d", major, minor, patch)
 			}
-			requires(w.wrapper, w.module, v)
+			wrapper := w.wrapper
+			if i > 0 { // an older release has a wrapper of its own: kubernetes-v1.33
+				wrapper += "-" + semver.MajorMinor(v)
+			}
+			requires(wrapper, w.module, v)
 		}
 	}
 }

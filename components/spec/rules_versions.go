@@ -15,8 +15,8 @@ import (
 // from these sources too (images/cmd/mkimages); clusterAutoscaler's tag comes from its registry
 // and need only be an exact release.
 var Buildable = map[string][]string{
-	"kubernetes":       {DefaultKubernetesVersion},
-	"etcd":             {DefaultEtcdVersion},
+	"kubernetes":       {DefaultKubernetesVersion, PreviousKubernetesVersion},
+	"etcd":             {DefaultEtcdVersion, PreviousEtcdVersion},
 	"containerd":       {DefaultContainerdVersion},
 	"runc":             {DefaultRuncVersion},
 	"crictl":           {DefaultCrictlVersion},
@@ -26,6 +26,14 @@ var Buildable = map[string][]string{
 	"coreDNS":          {DefaultCoreDNSVersion},
 	"nodeExporter":     {DefaultNodeExporterVersion},
 }
+
+// The releases before the pinned ones, which the toolchain's upgrades group builds: a cluster
+// may run them until a roll takes it to the pinned ones (the upgrade drills start there). etcd
+// v3.6 joins and upgrades only from v3.5.20 or later (etcd.io/docs/v3.6/upgrades).
+const (
+	PreviousKubernetesVersion = "v1.33.4"
+	PreviousEtcdVersion       = "v3.5.21"
+)
 
 // imageReference is the grammar of a pinned image reference, as containerd parses it
 // (github.com/distribution/reference): a registry host, a path, and a tag, with an optional digest.

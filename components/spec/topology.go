@@ -42,6 +42,9 @@ const APIServerProbePath = "/readyz?exclude=etcd-override-0&exclude=etcd-overrid
 const (
 	APIServerProbeIntervalSeconds = 5
 	APIServerProbeFailures        = 2
+	// APIServerShutdownDelaySeconds is how long a stopping apiserver keeps serving while failing
+	// its probe: long enough for the load balancer to take it out first, so no client sees it go.
+	APIServerShutdownDelaySeconds = APIServerProbeIntervalSeconds * (APIServerProbeFailures + 2)
 )
 
 // MaxScaleSetInstances is what one VMSS holds with singlePlacementGroup=false and a gallery image.

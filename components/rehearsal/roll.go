@@ -1,0 +1,229 @@
+package rehearsal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/roll"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// AppliedFile is where a rehearsal records the spec it runs (spec.Resolved), as the Pulumi
+// program records it in the appliedSpec stack output.
+func (p *Plan) AppliedFile() string { return filepath.Join(p.Dir, "applied.yaml") }
+
+// RollJournal is the journal of a roll of this rehearsal in progress.
+func (p *Plan) RollJournal() string { return filepath.Join(p.Dir, "roll.json") }
+
+// Applied reads the spec the rehearsal was last applied with.
+func (p *Plan) Applied() (*spec.Cluster, error) {
+	data, err := os.ReadFile(p.AppliedFile())
+	if err != nil {
+		return nil, err
+	}
+	return spec.ParseResolved(data)
+}
+
+func (p *Plan) recordApplied() error {
+	data, err := p.Stack.Resolved()
+	if err != nil {
+		return err
+	}
+	return writeFile(p.AppliedFile(), string(data), 0o644)
+}
+
+// RollTarget is a running rehearsal as a roll acts on it (roll.Target). A replaced machine is
+// stopped, its local disk emptied, and booted from the desired spec's rendering with the
+// desired versions' binaries, as a new Azure VM boots from new user-data and a new image; a
+// replaced worker is a KWOK node registered again with the new kubelet version.
+type RollTarget struct {
+	*Rehearsal
+	desired *Plan
+}
+
+var _ roll.Target = (*RollTarget)(nil)
+
+// RollTo prepares a roll of the running rehearsal to desired; renew re-issues every leaf
+// certificate from the same authorities.
+func (r *Rehearsal) RollTo(desired *spec.Cluster, renew bool) (*RollTarget, error) {
+	d, err := NewPlan(desired, r.Options)
+	if err != nil {
+		return nil, err
+	}
+	if d.fresh {
+		return nil, errors.New("the desired spec certifies other names or addresses than the rehearsal runs: that is a new cluster, not a roll")
+	}
+	if renew {
+		if d.Bundle, err = pki.Renew(r.Bundle, pki.Authorities(d.Cluster), rehearsalProfiles(d.Cluster, d.apiserverIPs())); err != nil {
+			return nil, err
+		}
+		if err := d.render(); err != nil {
+			return nil, err
+		}
+	}
+	return &RollTarget{Rehearsal: r, desired: d}, nil
+}
+
+// Inventory lists the control-plane machines and the nodes of every pool.
+func (t *RollTarget) Inventory(ctx context.Context) (change.Inventory, error) {
+	inv := change.Inventory{}
+	for _, in := range t.Instances {
+		inv[in.Role] = append(inv[in.Role], in.Name)
+	}
+	cs, err := t.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes.Items {
+		if pool := n.Labels[spec.PoolLabel]; pool != "" {
+			inv[spec.WorkerRole(pool)] = append(inv[spec.WorkerRole(pool)], n.Name)
+		}
+	}
+	for _, names := range inv {
+		slices.Sort(names)
+	}
+	return inv, nil
+}
+
+// APIServerVersion reads the machine's /version.
+func (t *RollTarget) APIServerVersion(ctx context.Context, name string) (string, error) {
+	in, err := t.Instance(name)
+	if err != nil {
+		return "", err
+	}
+	code, body, err := t.Get(ctx, fmt.Sprintf("https://%s:%d/version", in.IP, spec.APIServerPort))
+	if err != nil {
+		return "", err
+	}
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal([]byte(body), &v); err != nil || code != 200 {
+		return "", fmt.Errorf("%s /version: %d %s", name, code, body)
+	}
+	return v.GitVersion, nil
+}
+
+// InRotation reads the load balancer's view of the machine.
+func (t *RollTarget) InRotation(_ context.Context, name string) (bool, error) {
+	in, err := t.Instance(name)
+	if err != nil {
+		return false, err
+	}
+	return t.LBBackendHealthy(fmt.Sprintf("%s:%d", in.IP, spec.APIServerPort))
+}
+
+// apiserverStopGrace covers the shutdown delay and the drain of requests in flight after it.
+const apiserverStopGrace = (spec.APIServerShutdownDelaySeconds + 30) * time.Second
+
+// TakeOutOfRotation stops kube-apiserver cleanly, as systemd does when the VM shuts down: it
+// fails /readyz at once and serves on through its shutdown delay, so the probe takes it out.
+func (t *RollTarget) TakeOutOfRotation(_ context.Context, name string) error {
+	p := t.Proc(name, "kube-apiserver")
+	if p == nil || !p.Alive() {
+		return fmt.Errorf("%s runs no kube-apiserver", name)
+	}
+	go func() { _ = p.Stop(syscall.SIGTERM, apiserverStopGrace) }()
+	return nil
+}
+
+// Replace replaces a machine with one built from the desired spec.
+func (t *RollTarget) Replace(ctx context.Context, name string) error {
+	next, err := t.desired.Instance(name)
+	if err != nil {
+		return t.replaceNode(ctx, name)
+	}
+	if p := t.Proc(name, "kube-apiserver"); p != nil && p.stopping.Load() && !p.waitExit(apiserverStopGrace) {
+		return fmt.Errorf("%s: kube-apiserver did not stop within %s", name, apiserverStopGrace)
+	}
+	if err := t.StopMachine(ctx, name, false); err != nil {
+		return err
+	}
+	if err := t.WipeLocalDisk(name); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(t.Instances, func(in Instance) bool { return in.Name == name })
+	t.Instances[i] = next
+	if err := t.materialize(next); err != nil {
+		return err
+	}
+	return t.Boot(ctx, name)
+}
+
+// replaceNode registers a KWOK node again as a new VM's kubelet would, on the desired version.
+func (t *RollTarget) replaceNode(ctx context.Context, name string) error {
+	nodes, err := t.desired.Nodes()
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(nodes, func(n corev1.Node) bool { return n.Name == name })
+	if i < 0 {
+		return fmt.Errorf("rehearsal: no machine or node %q", name)
+	}
+	cs, err := t.Clientset()
+	if err != nil {
+		return err
+	}
+	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := poll(ctx, time.Minute, name+" deleted", func(ctx context.Context) error {
+		_, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	}); err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Nodes().Create(ctx, &nodes[i], metav1.CreateOptions{})
+	return err
+}
+
+// BackupStore is the rehearsal's Azurite store of the main etcd's snapshots.
+func (t *RollTarget) BackupStore() (*etcdbackup.Store, error) { return t.Plan.BackupStore() }
+
+// BackupNow takes a snapshot through clusterforge-etcd-backup, which verifies it.
+func (t *RollTarget) BackupNow(ctx context.Context) error {
+	_, err := t.BackupEtcd(ctx)
+	return err
+}
+
+// Prepare applies the desired add-ons: the in-place part of the change.
+func (t *RollTarget) Prepare(ctx context.Context) error {
+	objs, err := t.desired.Addons()
+	if err != nil {
+		return err
+	}
+	return t.Apply(ctx, objs...)
+}
+
+// Commit makes the desired spec and PKI the rehearsal's own and records it as applied.
+func (t *RollTarget) Commit(context.Context) error {
+	t.Cluster, t.Stack, t.Bundle = t.desired.Cluster, t.desired.Stack, t.desired.Bundle
+	if err := t.writeClientPKI(); err != nil {
+		return err
+	}
+	if err := t.saveIdentity(); err != nil {
+		return err
+	}
+	return t.recordApplied()
+}

@@ -1,0 +1,341 @@
+// Package rolldrills drills `make roll` on the process rehearsal: a cluster started on the
+// releases before the pinned ones is rolled to the pinned etcd, then the pinned Kubernetes,
+// then onto new etcd VM sizes (interrupted and resumed), then onto renewed certificates, each
+// under a writer that records every acknowledged write and a prober that reads through the load
+// balancer ten times a second. Its own package, so `go test ./...` runs it beside the others.
+package rolldrills_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
+	"github.com/clusterforge/clusterforge/components/roll"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// rollBase keeps this rehearsal's loopback addresses apart from the other tests' (1, 2) and a
+// `make rehearse` (0).
+const rollBase = 3
+
+var report = flag.String("report", "", "write the drills' per-member times and availability to this Markdown file")
+
+func TestMain(m *testing.M) {
+	if ran, err := rehearsal.Subcommand(os.Args[1:]); ran { // the load balancer is `<this binary> lb`
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	flag.Parse()
+	os.Exit(m.Run())
+}
+
+// drill is one roll and what it measured.
+type drill struct {
+	name      string
+	results   []roll.Result
+	ok, fail  int
+	failures  []string
+	lost      int
+	acked     int
+	took      time.Duration
+	perMember time.Duration
+}
+
+func TestRollDrills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: no rehearsal")
+	}
+	root := repoRoot(t)
+	tools := filepath.Join(root, ".tools", "bin")
+	stack, err := spec.LoadStack(spec.StackFile(filepath.Join(root, spec.StackDir), "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := variant(t, stack, func(c *spec.Cluster) {
+		c.Versions.Kubernetes, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
+	})
+	dir := filepath.Join(root, "build", "rehearse", "dev-roll")
+	if err := rehearsal.Clean(dir, os.Stderr); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := rehearsal.Options{Dir: dir, Tools: tools, Base: rollBase, NodesPerPool: 3, Self: []string{self}}
+	p, err := rehearsal.NewPlan(start, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	t.Logf("starting the rehearsal on Kubernetes %s and etcd %s", start.Versions.Kubernetes, start.Versions.Etcd)
+	r, err := rehearsal.Up(ctx, p, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Down() })
+	cs := drills.Clientset(t, r)
+	ns := drills.Namespace(t, cs, "drill-roll")
+	writer := drills.StartWriter(cs, ns)
+	defer writer.Stop()
+	prober := drills.StartProber(cs, 10, 2*time.Second)
+	defer prober.Stop()
+
+	var done []drill
+	rollTo := func(name string, desired *spec.Cluster, renew bool, stopAfter int) drill {
+		t.Helper()
+		applied, err := r.Applied()
+		if err != nil {
+			t.Fatal(err)
+		}
+		target, err := r.RollTo(desired, renew)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roller := &roll.Roller{Target: target, Applied: applied, Desired: desired, Journal: r.RollJournal(),
+			Progress: os.Stderr, ValidationPause: 2 * time.Second, StopAfter: stopAfter}
+		if renew {
+			roller.Extra = []change.Change{change.Renewal(desired, "renewal drill")}
+		}
+		prober.Window()
+		began := time.Now()
+		results, err := roller.Run(ctx)
+		d := drill{name: name, results: results, took: time.Since(began)}
+		if stopAfter > 0 {
+			if !errors.Is(err, roll.ErrStopped) {
+				t.Fatalf("%s: a roll stopped after %d machines returned %v", name, stopAfter, err)
+			}
+		} else if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		d.ok, d.fail, d.failures = prober.Window()
+		d.lost, d.acked = len(writer.Lost(t, cs)), writer.Acked()
+		var members time.Duration
+		n := 0
+		for _, res := range results {
+			if strings.HasPrefix(res.Role, "etcd-") {
+				members += res.Took
+				n++
+			}
+		}
+		if n > 0 {
+			d.perMember = members / time.Duration(n)
+		}
+		t.Logf("%s: %d machines in %s, etcd %s per member; API %d/%d probes answered; %d acknowledged writes so far, %d lost",
+			name, len(results), d.took.Round(time.Second), d.perMember.Round(100*time.Millisecond), d.ok, d.ok+d.fail, d.acked, d.lost)
+		if d.lost > 0 {
+			t.Errorf("%s lost %d acknowledged writes: %v", name, d.lost, writer.Lost(t, cs))
+		}
+		if avail := float64(d.ok) / float64(max(1, d.ok+d.fail)); avail < 0.999 {
+			t.Errorf("%s: API availability %.2f%% through the load balancer, want at least 99.9%%; failures: %v", name, 100*avail, d.failures)
+		}
+		done = append(done, d)
+		return d
+	}
+
+	// 1. etcd v3.5.21 to v3.6.4: events first, then main, each member replaced on an empty disk.
+	etcdUp := variant(t, start, func(c *spec.Cluster) { c.Versions.Etcd = spec.DefaultEtcdVersion })
+	rollTo("etcd "+spec.PreviousEtcdVersion+" to "+spec.DefaultEtcdVersion, etcdUp, false, 0)
+	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
+		for _, in := range r.Of(role) {
+			if v := etcdVersion(t, r, role, in.Name); v != strings.TrimPrefix(spec.DefaultEtcdVersion, "v") {
+				t.Errorf("%s runs etcd %s after the roll", in.Name, v)
+			}
+		}
+	}
+
+	// 2. Kubernetes v1.33.4 to v1.34.2: apiservers one at a time, then the kubelets.
+	kubeUp := variant(t, etcdUp, func(c *spec.Cluster) { c.Versions.Kubernetes = spec.DefaultKubernetesVersion })
+	rollTo("Kubernetes "+spec.PreviousKubernetesVersion+" to "+spec.DefaultKubernetesVersion, kubeUp, false, 0)
+	checkKubernetesVersion(t, r, cs, spec.DefaultKubernetesVersion)
+
+	// 3. A new etcd VM size: every main member replaced; interrupted after two, then resumed.
+	resized := variant(t, kubeUp, func(c *spec.Cluster) { c.EtcdMain.VMSize = "Standard_E2ds_v5" })
+	before := memberIDs(t, r)
+	rollTo("etcd-main size, interrupted", resized, false, 2)
+	first := changed(before, memberIDs(t, r))
+	resumed := rollTo("etcd-main size, resumed", resized, false, 0)
+	if len(first) != 2 || len(resumed.results) != len(before)-2 {
+		t.Errorf("interrupted after 2 members, %v were new; the resume replaced %d of %d, want %d", first, len(resumed.results), len(before), len(before)-2)
+	}
+	for _, res := range resumed.results {
+		if slices.Contains(first, res.Name) {
+			t.Errorf("the resume replaced %s again", res.Name)
+		}
+	}
+	if now := changed(before, memberIDs(t, r)); len(now) != len(before) {
+		t.Errorf("after the resumed roll %d of %d main members are new", len(now), len(before))
+	}
+
+	// 4. Leaf certificates renewed on every machine, from the same authorities.
+	serials := servingSerials(t, r)
+	rollTo("leaf certificate renewal", resized, true, 0)
+	for addr, serial := range servingSerials(t, r) {
+		if serial.Cmp(serials[addr]) == 0 {
+			t.Errorf("%s serves the certificate it served before the renewal", addr)
+		}
+	}
+
+	acked := writer.Stop()
+	if lost := writer.Lost(t, cs); len(lost) > 0 {
+		t.Errorf("%d of %d acknowledged writes lost over the drills: %v", len(lost), len(acked), lost)
+	}
+	writeReport(t, done, len(acked))
+}
+
+// variant is a copy of c (through the applied record's encoding) with edit applied.
+func variant(t *testing.T, c *spec.Cluster, edit func(*spec.Cluster)) *spec.Cluster {
+	t.Helper()
+	data, err := c.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := spec.ParseResolved(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(out)
+	return out
+}
+
+func etcdVersion(t *testing.T, r *rehearsal.Rehearsal, role, name string) string {
+	t.Helper()
+	cli, err := r.EtcdClient(role, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, cli.Endpoints()[0])
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return st.Version
+}
+
+func memberIDs(t *testing.T, r *rehearsal.Rehearsal) map[string]uint64 {
+	t.Helper()
+	cli, err := r.EtcdClient(spec.RoleEtcdMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return drills.MemberIDs(t, ctx, cli)
+}
+
+// changed lists the members whose id differs: removed and added again, a replaced machine.
+func changed(a, b map[string]uint64) []string {
+	var out []string
+	for name, id := range a {
+		if b[name] != id {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func checkKubernetesVersion(t *testing.T, r *rehearsal.Rehearsal, cs *kubernetes.Clientset, want string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, in := range r.Of(spec.RoleAPIServer) {
+		_, body, err := r.Get(ctx, fmt.Sprintf("https://%s:%d/version", in.IP, spec.APIServerPort))
+		if err != nil || !strings.Contains(body, `"gitVersion": "`+want+`"`) {
+			t.Errorf("%s /version after the roll: %v %s", in.Name, err, body)
+		}
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if n.Status.NodeInfo.KubeletVersion != want {
+			t.Errorf("node %s runs kubelet %s after the roll", n.Name, n.Status.NodeInfo.KubeletVersion)
+		}
+	}
+}
+
+// servingSerials reads, by TLS handshake, the serial of the certificate every etcd member and
+// apiserver serves: what the machine runs, not what was rendered for it.
+func servingSerials(t *testing.T, r *rehearsal.Rehearsal) map[string]*big.Int {
+	t.Helper()
+	out := map[string]*big.Int{}
+	for _, in := range r.Instances {
+		port := spec.EtcdClientPort
+		if in.Role == spec.RoleAPIServer {
+			port = spec.APIServerPort
+		}
+		addr := fmt.Sprintf("%s:%d", in.IP, port)
+		var leaf *x509.Certificate
+		conf := &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
+			leaf = cs.PeerCertificates[0]
+			return nil
+		}}
+		conn, err := tls.Dial("tcp", addr, conf)
+		if err == nil {
+			conn.Close()
+		}
+		if leaf == nil {
+			t.Fatalf("%s presented no certificate: %v", addr, err)
+		}
+		out[addr] = leaf.SerialNumber
+	}
+	return out
+}
+
+func writeReport(t *testing.T, done []drill, acked int) {
+	if *report == "" {
+		return
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| drill | machines | took | etcd per member | API probes answered | availability | lost writes |\n|---|---|---|---|---|---|---|\n")
+	for _, d := range done {
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %d/%d | %.2f%% | %d |\n", d.name, len(d.results), d.took.Round(time.Second),
+			d.perMember.Round(100*time.Millisecond), d.ok, d.ok+d.fail, 100*float64(d.ok)/float64(max(1, d.ok+d.fail)), d.lost)
+	}
+	fmt.Fprintf(&b, "\n%d acknowledged writes over the drills.\n", acked)
+	if err := os.WriteFile(*report, []byte(b.String()), 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}

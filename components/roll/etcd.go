@@ -1,0 +1,156 @@
+package roll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// leaderLast reorders an etcd stage so the member leading now goes last: each follower replaced
+// costs no election.
+func (r *Roller) leaderLast(ctx context.Context, stage change.Stage) change.Stage {
+	cli, err := r.Target.EtcdClient(stage.Role)
+	if err != nil {
+		return stage
+	}
+	defer cli.Close()
+	leader, _, err := leaderOf(ctx, cli)
+	if err != nil {
+		return stage
+	}
+	batches := slices.Clone(stage.Batches)
+	if i := slices.IndexFunc(batches, func(b []string) bool { return b[0] == leader.Name }); i >= 0 {
+		batches = append(slices.Delete(batches, i, i+1), batches[i])
+	}
+	stage.Batches = batches
+	return stage
+}
+
+// replaceMember replaces one etcd member: quorum re-checked, leadership moved off it, the member
+// removed, its machine replaced on an empty disk, and the replacement (added back by its own
+// etcd-join) caught up with the leader before the next.
+func (r *Roller) replaceMember(ctx context.Context, role, name string) error {
+	cli, err := r.Target.EtcdClient(role)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if problems := r.etcdProblems(ctx, role); len(problems) > 0 {
+		return fmt.Errorf("quorum check before %s: %w", name, errors.Join(problems...))
+	}
+	if role == spec.RoleEtcdMain {
+		if err := r.freshBackup(ctx); err != nil {
+			return err
+		}
+	}
+	leader, members, err := leaderOf(ctx, cli)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(members, func(m member) bool { return m.Name == name })
+	if i >= 0 {
+		if leader.Name == name {
+			if err := r.moveLeader(ctx, role, leader, members); err != nil {
+				return err
+			}
+		}
+		if _, err := cli.MemberRemove(ctx, members[i].ID); err != nil {
+			return fmt.Errorf("remove member %s: %w", name, err)
+		}
+		r.logf("%s: removed from %s (%d voters remain)", name, role, len(members)-1)
+	}
+	if err := r.Target.Replace(ctx, name); err != nil {
+		return fmt.Errorf("replace %s: %w", name, err)
+	}
+	r.logf("%s: replaced; waiting until it has joined and caught up", name)
+	return r.caughtUp(ctx, cli, role, name)
+}
+
+// member is one etcd member with its status.
+type member struct {
+	Name      string
+	ID        uint64
+	URL       string
+	RaftIndex uint64
+}
+
+// leaderOf finds the leader and lists the started members with their raft index.
+func leaderOf(ctx context.Context, cli *clientv3.Client) (member, []member, error) {
+	list, err := cli.MemberList(ctx)
+	if err != nil {
+		return member{}, nil, err
+	}
+	var members []member
+	var leaderID uint64
+	for _, m := range list.Members {
+		if len(m.ClientURLs) == 0 {
+			continue
+		}
+		st, err := cli.Status(ctx, m.ClientURLs[0])
+		if err != nil {
+			continue
+		}
+		leaderID = st.Leader
+		members = append(members, member{Name: m.Name, ID: m.ID, URL: m.ClientURLs[0], RaftIndex: st.RaftIndex})
+	}
+	i := slices.IndexFunc(members, func(m member) bool { return m.ID == leaderID })
+	if i < 0 {
+		return member{}, members, errors.New("no member reports a leader that answers")
+	}
+	return members[i], members, nil
+}
+
+// moveLeader hands leadership to the most caught-up follower, through the leader itself.
+func (r *Roller) moveLeader(ctx context.Context, role string, leader member, members []member) error {
+	var to member
+	for _, m := range members {
+		if m.ID != leader.ID && m.RaftIndex >= to.RaftIndex {
+			to = m
+		}
+	}
+	if to.ID == 0 {
+		return errors.New("no follower to hand leadership to")
+	}
+	c, err := r.Target.EtcdClient(role, leader.Name) // MoveLeader is the leader's to answer
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err := c.MoveLeader(ctx, to.ID); err != nil {
+		return fmt.Errorf("move leadership from %s to %s: %w", leader.Name, to.Name, err)
+	}
+	r.logf("%s: leadership moved to %s", leader.Name, to.Name)
+	return nil
+}
+
+// caughtUp waits until the named member has started, answers, is a voter and has applied the
+// leader's raft index as it was when the wait began, and no member reports a problem.
+func (r *Roller) caughtUp(ctx context.Context, cli *clientv3.Client, role, name string) error {
+	var target uint64
+	return poll(ctx, name+" to catch up", func() error {
+		leader, members, err := leaderOf(ctx, cli)
+		if err != nil {
+			return err
+		}
+		if target == 0 {
+			target = leader.RaftIndex
+		}
+		i := slices.IndexFunc(members, func(m member) bool { return m.Name == name })
+		if i < 0 {
+			return fmt.Errorf("%s has not started", name)
+		}
+		if members[i].RaftIndex < target {
+			return fmt.Errorf("%s is at raft index %d, the leader was at %d", name, members[i].RaftIndex, target)
+		}
+		if problems := r.etcdProblems(ctx, role); len(problems) > 0 {
+			return errors.Join(problems...)
+		}
+		return nil
+	})
+}

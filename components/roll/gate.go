@@ -1,0 +1,168 @@
+package roll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/mod/semver"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// gate runs before a stage of role ("" after the last): the cluster validated twice,
+// ValidationPause apart, then what the role asks for: a fresh verified snapshot before the
+// main etcd is touched, apiservers at least as new as the kubelets before a pool is.
+func (r *Roller) gate(ctx context.Context, role string) error {
+	for pass := 1; pass <= 2; pass++ {
+		if err := r.validate(ctx); err != nil {
+			return fmt.Errorf("gate before %s, validation %d of 2: %w", stageName(role), pass, err)
+		}
+		if pass == 1 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(r.ValidationPause):
+			}
+		}
+	}
+	switch {
+	case role == spec.RoleEtcdMain:
+		if err := r.freshBackup(ctx); err != nil {
+			return fmt.Errorf("gate before %s: %w", role, err)
+		}
+	case strings.HasPrefix(role, "worker-"):
+		if err := r.kubeletSkew(ctx); err != nil {
+			return fmt.Errorf("gate before %s: %w", role, err)
+		}
+	}
+	r.logf("gate passed before %s", stageName(role))
+	return nil
+}
+
+func stageName(role string) string {
+	if role == "" {
+		return "the end of the roll"
+	}
+	return role
+}
+
+// validate is kops' cluster validation, as this roll needs it: the API ready through the load
+// balancer, every apiserver in rotation, every node Ready, both etcd clusters whole.
+func (r *Roller) validate(ctx context.Context) error {
+	var problems []error
+	cs, err := r.Target.Clientset()
+	if err != nil {
+		return err
+	}
+	if body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+		problems = append(problems, fmt.Errorf("the API through the load balancer is not ready: %v %s", err, body))
+	}
+	inv, err := r.Target.Inventory(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range inv[spec.RoleAPIServer] {
+		if in, err := r.Target.InRotation(ctx, name); err != nil || !in {
+			problems = append(problems, fmt.Errorf("apiserver %s is out of the load balancer's rotation (%v)", name, err))
+		}
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		problems = append(problems, fmt.Errorf("list nodes: %v", err))
+	} else {
+		for _, n := range nodes.Items {
+			if !nodeReady(&n) {
+				problems = append(problems, fmt.Errorf("node %s is not Ready", n.Name))
+			}
+		}
+	}
+	for _, role := range []string{spec.RoleEtcdEvents, spec.RoleEtcdMain} {
+		problems = append(problems, r.etcdProblems(ctx, role)...)
+	}
+	return errors.Join(problems...)
+}
+
+func (r *Roller) etcdProblems(ctx context.Context, role string) []error {
+	cli, err := r.Target.EtcdClient(role)
+	if err != nil {
+		return []error{fmt.Errorf("%s: %v", role, err)}
+	}
+	defer cli.Close()
+	var out []error
+	for _, p := range etcdbackup.MemberProblems(ctx, cli) {
+		out = append(out, fmt.Errorf("%s: %v", role, p))
+	}
+	return out
+}
+
+// freshBackup passes when the newest verified snapshot of the main etcd is younger than
+// BackupMaxAge, taking one first when it is not.
+func (r *Roller) freshBackup(ctx context.Context) error {
+	store, err := r.Target.BackupStore()
+	if err != nil {
+		return err
+	}
+	cli, err := r.Target.EtcdClient(spec.RoleEtcdMain)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if etcdbackup.SafeToTouch(ctx, cli, store, r.BackupMaxAge) == nil {
+		return nil
+	}
+	r.logf("taking a verified snapshot of %s first", spec.RoleEtcdMain)
+	if err := r.Target.BackupNow(ctx); err != nil {
+		return fmt.Errorf("snapshot before the roll: %w", err)
+	}
+	return etcdbackup.SafeToTouch(ctx, cli, store, r.BackupMaxAge)
+}
+
+// kubeletSkew refuses to roll kubelets to a version newer than any apiserver serves: a kubelet
+// may not be newer than the apiserver it talks to (version skew policy).
+func (r *Roller) kubeletSkew(ctx context.Context) error {
+	inv, err := r.Target.Inventory(ctx)
+	if err != nil {
+		return err
+	}
+	want := semver.MajorMinor(r.Desired.Versions.Kubernetes)
+	for _, name := range inv[spec.RoleAPIServer] {
+		v, err := r.Target.APIServerVersion(ctx, name)
+		if err != nil {
+			return fmt.Errorf("apiserver %s: %v", name, err)
+		}
+		if semver.Compare(semver.MajorMinor(v), want) < 0 {
+			return fmt.Errorf("apiserver %s serves %s, older than the kubelets' %s would be: roll the apiservers first", name, v, r.Desired.Versions.Kubernetes)
+		}
+	}
+	return nil
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// poll calls check every half second until it passes or ctx ends, returning its last error.
+func poll(ctx context.Context, what string, check func() error) error {
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w (last: %v)", what, ctx.Err(), err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

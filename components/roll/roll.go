@@ -1,0 +1,272 @@
+// Package roll converges a running cluster on its stack file, machine by machine, through the
+// stages change.NewPlan computes: etcd members one at a time (followers first, leadership moved
+// off a member before it goes, the replacement caught up before the next), apiservers one at a
+// time out of the load balancer, worker pools in batches behind a canary, cordoned and drained.
+// Before every stage, and before every etcd member, the gates: the cluster validated twice, every
+// etcd member healthy and a voter, and for the main etcd a fresh verified backup. A journal makes
+// an interrupted roll resume where it stopped. The same Roller drives every Target: the process
+// rehearsal, booted machines and Azure. Nothing here imports Pulumi.
+package roll
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Target is one environment's machines as a roll acts on them.
+type Target interface {
+	// Inventory lists the machines running now, per role.
+	Inventory(ctx context.Context) (change.Inventory, error)
+	// EtcdClient is a client of one etcd cluster, of the named members or all of them.
+	EtcdClient(role string, members ...string) (*clientv3.Client, error)
+	// Clientset is the admin's Kubernetes client, through the load balancer.
+	Clientset() (*kubernetes.Clientset, error)
+	// APIServerVersion is the gitVersion one apiserver machine serves on /version.
+	APIServerVersion(ctx context.Context, name string) (string, error)
+	// InRotation reports whether the load balancer sends the apiserver machine requests.
+	InRotation(ctx context.Context, name string) (bool, error)
+	// LeaseMachine names the machine whose component holds a kube-system lease.
+	LeaseMachine(ctx context.Context, lease string) (string, error)
+	// TakeOutOfRotation makes the apiserver machine fail its probe, so the load balancer stops
+	// sending it requests while it still serves those it has.
+	TakeOutOfRotation(ctx context.Context, name string) error
+	// Replace stops the machine, empties its local disk and starts it again built from the
+	// desired spec, as a new VM would be; it returns once the machine's units have started.
+	Replace(ctx context.Context, name string) error
+	// BackupStore is the main etcd's snapshot store; BackupNow takes and verifies a snapshot.
+	BackupStore() (*etcdbackup.Store, error)
+	BackupNow(ctx context.Context) error
+	// Prepare applies, before any machine is replaced, what changes in place and the new models
+	// the replacements are built from.
+	Prepare(ctx context.Context) error
+	// Commit records the desired spec as what runs, once every machine runs it.
+	Commit(ctx context.Context) error
+}
+
+// Roller runs one roll.
+type Roller struct {
+	Target  Target
+	Applied *spec.Cluster
+	Desired *spec.Cluster
+	// Journal is the file that records finished machines, so an interrupted roll resumes.
+	Journal string
+	// Progress receives one line per step of every machine.
+	Progress io.Writer
+	// ValidationPause is the wait between the two validations of a gate. Default 10 s (kops).
+	ValidationPause time.Duration
+	// BackupMaxAge is how old the newest verified snapshot may be before a main etcd member goes.
+	// Default 5 minutes; an older one is replaced by a snapshot taken on the spot.
+	BackupMaxAge time.Duration
+	// MachineTimeout bounds each machine's replacement. Default 10 minutes.
+	MachineTimeout time.Duration
+	// Extra are changes the spec does not show (certificates due for renewal).
+	Extra []change.Change
+	// StopAfter stops the roll after that many machines, as an interruption would (drills).
+	StopAfter int
+}
+
+// Result is one replaced machine.
+type Result struct {
+	Name, Role string
+	Took       time.Duration
+}
+
+// ErrStopped is returned when StopAfter ends a roll early.
+var ErrStopped = errors.New("roll stopped before the end, as asked; run it again to resume")
+
+// Run computes the plan and executes it, skipping the machines the journal has finished.
+func (r *Roller) Run(ctx context.Context) ([]Result, error) {
+	r.defaults()
+	inv, err := r.Target.Inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := change.NewPlan(r.Applied, r.Desired, inv, r.Extra...)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range plan.Changes {
+		r.logf("change  %s", c)
+	}
+	j, err := r.openJournal()
+	if err != nil {
+		return nil, err
+	}
+	total := len(plan.Machines())
+	if len(j.Done) == 0 {
+		r.logf("preparing: in-place changes and the new models")
+		if err := r.Target.Prepare(ctx); err != nil {
+			return nil, fmt.Errorf("prepare: %w", err)
+		}
+	} else {
+		r.logf("resuming: %d of %d machines were replaced before", len(j.Done), total)
+	}
+	var results []Result
+	for _, stage := range plan.Stages {
+		if allDone(j, stage) {
+			continue
+		}
+		r.logf("stage %s (%s): %d machines in %d batches", stage.Role, stage.Kind, countMachines(stage), len(stage.Batches))
+		if err := r.gate(ctx, stage.Role); err != nil {
+			return results, err
+		}
+		if stage.Kind == change.EtcdMember {
+			stage = r.leaderLast(ctx, stage)
+		}
+		for b, batch := range stage.Batches {
+			batch = slices.DeleteFunc(slices.Clone(batch), func(m string) bool { return slices.Contains(j.Done, m) })
+			if len(batch) == 0 {
+				continue
+			}
+			if r.StopAfter > 0 && len(j.Done) >= r.StopAfter {
+				return results, ErrStopped
+			}
+			began := time.Now()
+			mctx, cancel := context.WithTimeout(ctx, r.MachineTimeout)
+			err := r.step(mctx, stage, batch)
+			cancel()
+			if err != nil {
+				return results, fmt.Errorf("%s %v: %w; the roll stopped here, fix the cause and run it again to resume", stage.Role, batch, err)
+			}
+			took := time.Since(began)
+			for _, m := range batch {
+				results = append(results, Result{Name: m, Role: stage.Role, Took: took})
+			}
+			j.Done = append(j.Done, batch...)
+			if err := j.save(r.Journal); err != nil {
+				return results, err
+			}
+			r.logf("[%d/%d] %s done in %s", len(j.Done), total, batch, took.Round(100*time.Millisecond))
+			if stage.Kind == change.Workers && b == 0 {
+				if err := r.validate(ctx); err != nil {
+					return results, fmt.Errorf("the canary %v of %s left the cluster invalid: %w", batch, stage.Role, err)
+				}
+				r.logf("canary %v of %s validated", batch, stage.Role)
+			}
+		}
+	}
+	if err := r.gate(ctx, ""); err != nil {
+		return results, err
+	}
+	if err := r.Target.Commit(ctx); err != nil {
+		return results, err
+	}
+	if err := os.Remove(r.Journal); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return results, err
+	}
+	r.logf("rolled %d machines; the cluster runs the stack file", len(results))
+	return results, nil
+}
+
+func (r *Roller) defaults() {
+	if r.ValidationPause == 0 {
+		r.ValidationPause = 10 * time.Second
+	}
+	if r.BackupMaxAge == 0 {
+		r.BackupMaxAge = 5 * time.Minute
+	}
+	if r.MachineTimeout == 0 {
+		r.MachineTimeout = 10 * time.Minute
+	}
+}
+
+func (r *Roller) step(ctx context.Context, stage change.Stage, batch []string) error {
+	switch stage.Kind {
+	case change.EtcdMember:
+		return r.replaceMember(ctx, stage.Role, batch[0])
+	case change.APIServer:
+		return r.replaceAPIServer(ctx, batch[0])
+	default:
+		return r.replaceWorkers(ctx, batch)
+	}
+}
+
+func (r *Roller) logf(format string, args ...any) {
+	if r.Progress != nil {
+		fmt.Fprintf(r.Progress, "==> "+format+"\n", args...)
+	}
+}
+
+func countMachines(s change.Stage) int {
+	n := 0
+	for _, b := range s.Batches {
+		n += len(b)
+	}
+	return n
+}
+
+func allDone(j *journal, s change.Stage) bool {
+	for _, b := range s.Batches {
+		for _, m := range b {
+			if !slices.Contains(j.Done, m) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// journal is the record of a roll in progress: which plan, and the machines it finished.
+type journal struct {
+	// Plan is a digest of the applied and desired specs: a journal of another roll is refused.
+	Plan string   `json:"plan"`
+	Done []string `json:"done"`
+}
+
+func (r *Roller) openJournal() (*journal, error) {
+	applied, err := r.Applied.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	desired, err := r.Desired.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	extra, _ := json.Marshal(r.Extra)
+	sum := sha256.Sum256(slices.Concat(applied, []byte{0}, desired, []byte{0}, extra))
+	digest := hex.EncodeToString(sum[:])
+	j := &journal{Plan: digest}
+	data, err := os.ReadFile(r.Journal)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return j, j.save(r.Journal)
+	case err != nil:
+		return nil, err
+	}
+	var old journal
+	if err := json.Unmarshal(data, &old); err != nil {
+		return nil, fmt.Errorf("roll journal %s: %w", r.Journal, err)
+	}
+	if old.Plan != digest {
+		return nil, fmt.Errorf("roll journal %s records an unfinished roll toward another spec (%d machines replaced): "+
+			"restore the stack file that roll was started from and run it to the end first", r.Journal, len(old.Done))
+	}
+	return &old, nil
+}
+
+func (j *journal) save(path string) error {
+	data, err := json.Marshal(j)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
