@@ -5,6 +5,8 @@ ROLE ?= worker
 # SNAPSHOT reaches `rehearse etcd-restore` through the environment, never through the shell's parser.
 SNAPSHOT ?=
 export SNAPSHOT
+# RENEW=1 makes `make roll` renew every leaf certificate, due or not.
+RENEW ?=
 GO    ?= go
 # managedidentity/v2 v2.80.0 is served by the proxy but missing from the checksum database; go.sum
 # pins it, so this matters only to `go get` and `go mod tidy`.
@@ -12,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: freeze diff roll help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -22,8 +24,8 @@ demo: plan rehearse ## For newcomers: plan the dev stack, rehearse it, leave it 
 setup: ## Install the pinned validators and Go modules (idempotent)
 	@scripts/setup.sh
 
-tools: ## Build every pinned binary (rehearsal, checks, node image, packer) into .tools (cached)
-	@scripts/toolchain.sh rehearsal checks node addons packer
+tools: ## Build every pinned binary (rehearsal, checks, node image, packer, the upgrade drills' older releases) into .tools (cached)
+	@scripts/toolchain.sh rehearsal checks node addons packer upgrades
 
 tools-rehearsal: ## Build what the rehearsal runs (etcd, the control plane, KWOK, kube-bench, the CSR approver)
 	@scripts/toolchain.sh rehearsal
@@ -33,6 +35,15 @@ tools-image: ## Build what an image bake needs (worker, add-on and control-plane
 
 plan: ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/, with a real PKI and the admin kubeconfig); installs nothing
 	$(GO) run ./infra/cmd/plan --stack $(STACK)
+
+freeze: ## Write the sizes and addresses derived from targetNodes into stacks/Pulumi.$(STACK).yaml (once, before the first pulumi up)
+	$(GO) run ./infra/cmd/forge freeze --stack $(STACK)
+
+diff: ## What the stack file changes against what $(STACK) last applied: each change in place, a roll or refused; what every machine runs
+	$(GO) run ./infra/cmd/forge diff --stack $(STACK)
+
+roll: ## Roll $(STACK)'s machines onto the stack file, one stage at a time behind the gates; resumes an interrupted roll (RENEW=1 renews certificates)
+	$(GO) run ./infra/cmd/forge roll --stack $(STACK) $(if $(RENEW),--renew-certificates)
 
 # The images `make boot` boots, baked when missing (`make image-local` rebakes one).
 build/images/node-%.tar: | setup tools-image

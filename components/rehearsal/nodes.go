@@ -102,6 +102,10 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 		"--kubeconfig=" + r.Kubeconfig(),
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
+		// Heartbeats through node leases, renewed every 10 s as a kubelet does: without them
+		// KWOK's status heartbeats come about a minute apart, past the node controller's grace,
+		// and every node flaps NotReady, which marks its pods unready for good.
+		"--node-lease-duration-seconds=40",
 		"--cidr=" + r.Cluster.Network.NodeSubnet,
 	}
 	proc, err := start(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "kwok.log"))

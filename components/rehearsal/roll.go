@@ -2,9 +2,13 @@ package rehearsal
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,13 +82,37 @@ func (r *Rehearsal) RollTo(desired *spec.Cluster, renew bool) (*RollTarget, erro
 	return &RollTarget{Rehearsal: r, desired: d}, nil
 }
 
+// Roll converges the running rehearsal on desired, machine by machine, resuming an interrupted
+// roll toward the same spec; renew also renews every leaf certificate.
+func (r *Rehearsal) Roll(ctx context.Context, desired *spec.Cluster, renew bool, progress io.Writer) ([]roll.Result, error) {
+	applied, err := r.Applied()
+	if err != nil {
+		return nil, fmt.Errorf("this rehearsal has no record of what it runs (%w): it predates `make roll`; rehearse it again", err)
+	}
+	var extra []change.Change
+	if renew {
+		extra = append(extra, change.Renewal(desired, "asked for"))
+	} else if machines, err := roll.Report(ctx, r.Plan, desired); err == nil {
+		// A roll renews leaves that expire within roll.RenewBefore, whatever else it changes.
+		if due, ok := roll.Due(machines, desired, time.Now()); ok {
+			extra, renew = append(extra, due), true
+		}
+	}
+	target, err := r.RollTo(desired, renew)
+	if err != nil {
+		return nil, err
+	}
+	roller := &roll.Roller{Target: target, Applied: applied, Desired: desired, Journal: r.RollJournal(), Progress: progress, Extra: extra}
+	return roller.Run(ctx)
+}
+
 // Inventory lists the control-plane machines and the nodes of every pool.
-func (t *RollTarget) Inventory(ctx context.Context) (change.Inventory, error) {
+func (p *Plan) Inventory(ctx context.Context) (change.Inventory, error) {
 	inv := change.Inventory{}
-	for _, in := range t.Instances {
+	for _, in := range p.Instances {
 		inv[in.Role] = append(inv[in.Role], in.Name)
 	}
-	cs, err := t.Clientset()
+	cs, err := p.Clientset()
 	if err != nil {
 		return nil, err
 	}
@@ -104,12 +132,12 @@ func (t *RollTarget) Inventory(ctx context.Context) (change.Inventory, error) {
 }
 
 // APIServerVersion reads the machine's /version.
-func (t *RollTarget) APIServerVersion(ctx context.Context, name string) (string, error) {
-	in, err := t.Instance(name)
+func (p *Plan) APIServerVersion(ctx context.Context, name string) (string, error) {
+	in, err := p.Instance(name)
 	if err != nil {
 		return "", err
 	}
-	code, body, err := t.Get(ctx, fmt.Sprintf("https://%s:%d/version", in.IP, spec.APIServerPort))
+	code, body, err := p.Get(ctx, fmt.Sprintf("https://%s:%d/version", in.IP, spec.APIServerPort))
 	if err != nil {
 		return "", err
 	}
@@ -123,12 +151,44 @@ func (t *RollTarget) APIServerVersion(ctx context.Context, name string) (string,
 }
 
 // InRotation reads the load balancer's view of the machine.
-func (t *RollTarget) InRotation(_ context.Context, name string) (bool, error) {
-	in, err := t.Instance(name)
+func (p *Plan) InRotation(_ context.Context, name string) (bool, error) {
+	in, err := p.Instance(name)
 	if err != nil {
 		return false, err
 	}
-	return t.LBBackendHealthy(fmt.Sprintf("%s:%d", in.IP, spec.APIServerPort))
+	return p.LBBackendHealthy(fmt.Sprintf("%s:%d", in.IP, spec.APIServerPort))
+}
+
+// ServingCertificate is the certificate a control-plane machine serves (etcd's client port, the
+// apiserver's), read by a TLS handshake: what the machine runs, not what was rendered for it.
+func (p *Plan) ServingCertificate(ctx context.Context, name string) (*x509.Certificate, error) {
+	in, err := p.Instance(name)
+	if err != nil {
+		return nil, err
+	}
+	port := spec.EtcdClientPort
+	if in.Role == spec.RoleAPIServer {
+		port = spec.APIServerPort
+	}
+	dial := p.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	raw, err := dial(ctx, "tcp", fmt.Sprintf("%s:%d", in.IP, port))
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	var leaf *x509.Certificate
+	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
+		leaf = cs.PeerCertificates[0] // only read: the handshake may fail after, for want of a client certificate
+		return nil
+	}})
+	err = conn.HandshakeContext(ctx)
+	if leaf == nil {
+		return nil, fmt.Errorf("%s presented no certificate: %v", name, err)
+	}
+	return leaf, nil
 }
 
 // apiserverStopGrace covers the shutdown delay and the drain of requests in flight after it.
@@ -226,4 +286,31 @@ func (t *RollTarget) Commit(context.Context) error {
 		return err
 	}
 	return t.recordApplied()
+}
+
+// Attach plans the rehearsal in dir as it was last applied, to read from it (`make diff`); it
+// starts and writes nothing.
+func Attach(dir, tools string) (*Plan, error) {
+	p := &Plan{Options: Options{Dir: dir}}
+	applied, err := p.Applied()
+	if err != nil {
+		return nil, fmt.Errorf("no rehearsal of this stack has been applied in %s: %w", dir, err)
+	}
+	attached, err := NewPlan(applied, Options{Dir: dir, Tools: tools, NodesPerPool: 3})
+	if err != nil {
+		return nil, err
+	}
+	if attached.fresh {
+		return nil, fmt.Errorf("%s has no identity of its own: rehearse it again", dir)
+	}
+	return attached, nil
+}
+
+// Running reports whether the rehearsal's supervisor answers.
+func Running(dir string) bool {
+	conn, err := net.Dial("unix", ControlSocket(dir))
+	if err == nil {
+		conn.Close()
+	}
+	return err == nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterforge/clusterforge/components/change"
@@ -26,7 +27,8 @@ func (r *Roller) leaderLast(ctx context.Context, stage change.Stage) change.Stag
 	}
 	batches := slices.Clone(stage.Batches)
 	if i := slices.IndexFunc(batches, func(b []string) bool { return b[0] == leader.Name }); i >= 0 {
-		batches = append(slices.Delete(batches, i, i+1), batches[i])
+		last := batches[i]
+		batches = append(slices.Delete(batches, i, i+1), last)
 	}
 	stage.Batches = batches
 	return stage
@@ -60,8 +62,32 @@ func (r *Roller) replaceMember(ctx context.Context, role, name string) error {
 				return err
 			}
 		}
-		if _, err := cli.MemberRemove(ctx, members[i].ID); err != nil {
-			return fmt.Errorf("remove member %s: %w", name, err)
+		// Through the other members: the one removed stops as the removal applies, and would
+		// answer its own request with "server stopped".
+		var others []string
+		for _, m := range members {
+			if m.Name != name {
+				others = append(others, m.Name)
+			}
+		}
+		rest, err := r.Target.EtcdClient(role, others...)
+		if err != nil {
+			return err
+		}
+		defer rest.Close()
+		// etcd itself refuses a removal that would leave fewer members active than a quorum, as
+		// while the last replacement has been connected for under its health interval: wait.
+		if err := poll(ctx, "remove member "+name, func() error {
+			_, err := rest.MemberRemove(ctx, members[i].ID)
+			switch {
+			case errors.Is(err, rpctypes.ErrMemberNotFound):
+				return nil // an earlier attempt did it
+			case err != nil && !errors.Is(err, rpctypes.ErrUnhealthy):
+				return permanent{err}
+			}
+			return err
+		}); err != nil {
+			return err
 		}
 		r.logf("%s: removed from %s (%d voters remain)", name, role, len(members)-1)
 	}

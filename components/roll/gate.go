@@ -143,6 +143,9 @@ func (r *Roller) kubeletSkew(ctx context.Context) error {
 	return nil
 }
 
+// permanent is an error poll does not retry.
+type permanent struct{ error }
+
 func nodeReady(n *corev1.Node) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -152,12 +155,15 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// poll calls check every half second until it passes or ctx ends, returning its last error.
+// poll calls check every half second until it passes, fails for good, or ctx ends.
 func poll(ctx context.Context, what string, check func() error) error {
 	for {
 		err := check()
+		var stop permanent
 		if err == nil {
 			return nil
+		} else if errors.As(err, &stop) {
+			return fmt.Errorf("%s: %w", what, stop.error)
 		}
 		select {
 		case <-ctx.Done():

@@ -11,6 +11,7 @@ package roll
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -28,8 +29,8 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// Target is one environment's machines as a roll acts on them.
-type Target interface {
+// Observer reads what an environment's machines run.
+type Observer interface {
 	// Inventory lists the machines running now, per role.
 	Inventory(ctx context.Context) (change.Inventory, error)
 	// EtcdClient is a client of one etcd cluster, of the named members or all of them.
@@ -38,6 +39,13 @@ type Target interface {
 	Clientset() (*kubernetes.Clientset, error)
 	// APIServerVersion is the gitVersion one apiserver machine serves on /version.
 	APIServerVersion(ctx context.Context, name string) (string, error)
+	// ServingCertificate is the certificate a control-plane machine serves.
+	ServingCertificate(ctx context.Context, name string) (*x509.Certificate, error)
+}
+
+// Target is one environment's machines as a roll acts on them.
+type Target interface {
+	Observer
 	// InRotation reports whether the load balancer sends the apiserver machine requests.
 	InRotation(ctx context.Context, name string) (bool, error)
 	// LeaseMachine names the machine whose component holds a kube-system lease.
@@ -158,6 +166,11 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 				}
 				r.logf("canary %v of %s validated", batch, stage.Role)
 			}
+		}
+	}
+	for _, m := range plan.Machines() {
+		if !slices.Contains(j.Done, m) {
+			return results, fmt.Errorf("internal error: the roll ended with %s not replaced; nothing recorded as applied", m)
 		}
 	}
 	if err := r.gate(ctx, ""); err != nil {

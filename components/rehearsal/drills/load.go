@@ -3,6 +3,7 @@ package drills
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -16,8 +17,9 @@ import (
 // Writer creates ConfigMaps through the load balancer until stopped and records when each create
 // was acknowledged: only acknowledged writes are owed, and a drill owes every one.
 type Writer struct {
-	ns    string
-	mu    sync.Mutex
+	ns      string
+	stopped sync.Once
+	mu      sync.Mutex
 	acked map[string]time.Time
 	stop  chan struct{}
 	done  chan struct{}
@@ -52,7 +54,7 @@ func StartWriter(cs *kubernetes.Clientset, ns string) *Writer {
 
 // Stop stops writing and returns every acknowledged write with its time.
 func (w *Writer) Stop() map[string]time.Time {
-	close(w.stop)
+	w.stopped.Do(func() { close(w.stop) })
 	<-w.done
 	return w.acked
 }
@@ -64,9 +66,13 @@ func (w *Writer) Acked() int {
 	return len(w.acked)
 }
 
-// Lost lists the acknowledged writes the cluster no longer has.
+// Lost lists the acknowledged writes the cluster no longer has: those acknowledged before it
+// looks, so a write acknowledged during the list is not counted.
 func (w *Writer) Lost(t testing.TB, cs *kubernetes.Clientset) []string {
 	t.Helper()
+	w.mu.Lock()
+	owed := maps.Clone(w.acked)
+	w.mu.Unlock()
 	list, err := cs.CoreV1().ConfigMaps(w.ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +81,8 @@ func (w *Writer) Lost(t testing.TB, cs *kubernetes.Clientset) []string {
 	for _, cm := range list.Items {
 		stored[cm.Name] = true
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var lost []string
-	for name := range w.acked {
+	for name := range owed {
 		if !stored[name] {
 			lost = append(lost, name)
 		}
@@ -90,6 +94,7 @@ func (w *Writer) Lost(t testing.TB, cs *kubernetes.Clientset) []string {
 // Prober reads the default namespace through the load balancer at a fixed rate, each read
 // bounded by a timeout, and counts the answers: the API's availability as a client sees it.
 type Prober struct {
+	stopped  sync.Once
 	mu       sync.Mutex
 	ok, fail int
 	failures []string
@@ -143,6 +148,6 @@ func (p *Prober) Window() (ok, fail int, failures []string) {
 
 // Stop stops probing.
 func (p *Prober) Stop() {
-	close(p.stop)
+	p.stopped.Do(func() { close(p.stop) })
 	<-p.done
 }

@@ -57,7 +57,46 @@ type drill struct {
 	lost      int
 	acked     int
 	took      time.Duration
-	perMember time.Duration
+	// mean is the mean time per machine of each kind that was rolled.
+	mean map[string]time.Duration
+}
+
+// kinds are the report's columns: a machine's kind by its role.
+var kinds = []string{"etcd member", "apiserver", "worker"}
+
+func kindOf(role string) string {
+	switch {
+	case strings.HasPrefix(role, "etcd-"):
+		return kinds[0]
+	case role == spec.RoleAPIServer:
+		return kinds[1]
+	}
+	return kinds[2]
+}
+
+func means(results []roll.Result) map[string]time.Duration {
+	sum, n := map[string]time.Duration{}, map[string]int{}
+	for _, res := range results {
+		sum[kindOf(res.Role)] += res.Took
+		n[kindOf(res.Role)]++
+	}
+	for k := range sum {
+		sum[k] /= time.Duration(n[k])
+	}
+	return sum
+}
+
+// perKind is the mean time per machine of each kind, "-" for kinds not rolled.
+func (d drill) perKind() []string {
+	var cells []string
+	for _, k := range kinds {
+		cell := "-"
+		if m, ok := d.mean[k]; ok {
+			cell = m.Round(100 * time.Millisecond).String()
+		}
+		cells = append(cells, cell)
+	}
+	return cells
 }
 
 func TestRollDrills(t *testing.T) {
@@ -129,22 +168,13 @@ func TestRollDrills(t *testing.T) {
 			t.Fatalf("%s: %v", name, err)
 		}
 		d.ok, d.fail, d.failures = prober.Window()
-		d.lost, d.acked = len(writer.Lost(t, cs)), writer.Acked()
-		var members time.Duration
-		n := 0
-		for _, res := range results {
-			if strings.HasPrefix(res.Role, "etcd-") {
-				members += res.Took
-				n++
-			}
-		}
-		if n > 0 {
-			d.perMember = members / time.Duration(n)
-		}
-		t.Logf("%s: %d machines in %s, etcd %s per member; API %d/%d probes answered; %d acknowledged writes so far, %d lost",
-			name, len(results), d.took.Round(time.Second), d.perMember.Round(100*time.Millisecond), d.ok, d.ok+d.fail, d.acked, d.lost)
+		lost := writer.Lost(t, cs)
+		d.lost, d.acked = len(lost), writer.Acked()
+		d.mean = means(results)
+		t.Logf("%s: %d machines in %s (mean per etcd member, apiserver, worker: %s); API %d/%d probes answered; %d acknowledged writes so far, %d lost",
+			name, len(results), d.took.Round(time.Second), strings.Join(d.perKind(), ", "), d.ok, d.ok+d.fail, d.acked, d.lost)
 		if d.lost > 0 {
-			t.Errorf("%s lost %d acknowledged writes: %v", name, d.lost, writer.Lost(t, cs))
+			t.Errorf("%s lost %d acknowledged writes: %v", name, d.lost, lost)
 		}
 		if avail := float64(d.ok) / float64(max(1, d.ok+d.fail)); avail < 0.999 {
 			t.Errorf("%s: API availability %.2f%% through the load balancer, want at least 99.9%%; failures: %v", name, 100*avail, d.failures)
@@ -311,10 +341,10 @@ func writeReport(t *testing.T, done []drill, acked int) {
 		return
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "| drill | machines | took | etcd per member | API probes answered | availability | lost writes |\n|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| drill | machines | took | per etcd member | per apiserver | per worker | API probes answered | availability | lost writes |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, d := range done {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %d/%d | %.2f%% | %d |\n", d.name, len(d.results), d.took.Round(time.Second),
-			d.perMember.Round(100*time.Millisecond), d.ok, d.ok+d.fail, 100*float64(d.ok)/float64(max(1, d.ok+d.fail)), d.lost)
+			strings.Join(d.perKind(), " | "), d.ok, d.ok+d.fail, 100*float64(d.ok)/float64(max(1, d.ok+d.fail)), d.lost)
 	}
 	fmt.Fprintf(&b, "\n%d acknowledged writes over the drills.\n", acked)
 	if err := os.WriteFile(*report, []byte(b.String()), 0o644); err != nil {

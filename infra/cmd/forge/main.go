@@ -18,11 +18,16 @@ func main() {
 	cmd := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
 	stack := cmd.String("stack", "dev", "stack name: stacks/Pulumi.<stack>.yaml")
 	stacks := cmd.String("stacks", spec.StackDir, "directory of stack files")
+	renew := cmd.Bool("renew-certificates", false, "roll: renew every leaf certificate, due or not")
 	_ = cmd.Parse(os.Args[2:])
 	var err error
 	switch os.Args[1] {
 	case "freeze":
 		err = freeze(*stacks, *stack, os.Stdout)
+	case "diff":
+		err = diff(*stacks, *stack, os.Stdout)
+	case "roll":
+		err = rollStack(*stacks, *stack, *renew)
 	default:
 		usage()
 	}
@@ -33,6 +38,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: forge freeze --stack <env> [--stacks dir]")
+	fmt.Fprintln(os.Stderr, "usage: forge freeze|diff|roll --stack <env> [--stacks dir] [--renew-certificates]")
 	os.Exit(2)
 }

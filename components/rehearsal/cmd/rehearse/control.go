@@ -1,62 +1,23 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/spec"
 )
-
-// request is one operation the supervisor carries out on its machines.
-type request struct {
-	Op       string `json:"op"`
-	Snapshot string `json:"snapshot,omitempty"`
-}
-
-const okLine, errorPrefix = "OK", "ERROR: "
-
-func controlSocket(dir string) string { return filepath.Join(dir, "control.sock") }
-
-// errNotRunning: no supervisor answers on the control socket.
-var errNotRunning = errors.New("no rehearsal runs here: start it with make rehearse")
-
-// control sends a request to the running rehearsal and relays its progress.
-func control(dir string, req request) error {
-	conn, err := net.Dial("unix", controlSocket(dir))
-	if err != nil {
-		return fmt.Errorf("%s (%v): %w", dir, err, errNotRunning)
-	}
-	defer conn.Close()
-	if err := json.NewEncoder(conn).Encode(req); err != nil {
-		return err
-	}
-	lines := bufio.NewScanner(conn)
-	for lines.Scan() {
-		switch line := lines.Text(); {
-		case line == okLine:
-			return nil
-		case strings.HasPrefix(line, errorPrefix):
-			return errors.New(strings.TrimPrefix(line, errorPrefix))
-		default:
-			fmt.Println(line)
-		}
-	}
-	return fmt.Errorf("the rehearsal's supervisor hung up (see %s)", filepath.Join(dir, "rehearse.log"))
-}
 
 // listenControl serves requests on the control socket, one at a time, until ctx ends.
 func listenControl(ctx context.Context, dir string, r *rehearsal.Rehearsal) (net.Listener, error) {
-	_ = os.Remove(controlSocket(dir))
-	ln, err := net.Listen("unix", controlSocket(dir))
+	_ = os.Remove(rehearsal.ControlSocket(dir))
+	ln, err := net.Listen("unix", rehearsal.ControlSocket(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -71,31 +32,38 @@ func listenControl(ctx context.Context, dir string, r *rehearsal.Rehearsal) (net
 				defer conn.Close()
 				one.Lock()
 				defer one.Unlock()
-				var req request
+				var req rehearsal.Request
 				if err := json.NewDecoder(conn).Decode(&req); err != nil {
-					fmt.Fprintf(conn, "%s%v\n", errorPrefix, err)
+					fmt.Fprintf(conn, "%s%v\n", rehearsal.ErrorPrefix, err)
 					return
 				}
 				r.SetProgress(io.MultiWriter(conn, os.Stdout))
 				defer r.SetProgress(os.Stdout)
 				if err := serveRequest(ctx, r, req, conn); err != nil {
-					fmt.Fprintf(conn, "%s%s\n", errorPrefix, strings.ReplaceAll(err.Error(), "\n", " | "))
+					fmt.Fprintf(conn, "%s%s\n", rehearsal.ErrorPrefix, strings.ReplaceAll(err.Error(), "\n", " | "))
 					return
 				}
-				fmt.Fprintln(conn, okLine)
+				fmt.Fprintln(conn, rehearsal.OKLine)
 			}()
 		}
 	}()
 	return ln, nil
 }
 
-func serveRequest(ctx context.Context, r *rehearsal.Rehearsal, req request, out io.Writer) error {
+func serveRequest(ctx context.Context, r *rehearsal.Rehearsal, req rehearsal.Request, out io.Writer) error {
 	switch req.Op {
 	case "etcd-backup":
 		snap, err := r.BackupEtcd(ctx)
 		if err == nil {
 			fmt.Fprintf(out, "==> snapshot %s: revision %d, %d bytes, sha256 %s, verified\n", snap.Name, snap.Revision, snap.Size, snap.SHA256)
 		}
+		return err
+	case "roll":
+		desired, err := spec.LoadStack(req.Stack)
+		if err != nil {
+			return err
+		}
+		_, err = r.Roll(ctx, desired, req.Renew, out)
 		return err
 	case "etcd-restore":
 		snap, err := r.RestoreEtcd(ctx, req.Snapshot)

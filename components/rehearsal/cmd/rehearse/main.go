@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -91,10 +92,10 @@ func run(args []string) error {
 		fmt.Printf("==> deleting %s (machines, PKI, backup store)\n", dir)
 		return rehearsal.Clean(dir, os.Stdout)
 	case "etcd-backup":
-		return control(dir, request{Op: verb})
+		return rehearsal.Control(dir, rehearsal.Request{Op: verb})
 	case "etcd-restore":
-		err := control(dir, request{Op: verb, Snapshot: *snapshot})
-		if errors.Is(err, errNotRunning) {
+		err := rehearsal.Control(dir, rehearsal.Request{Op: verb, Snapshot: *snapshot})
+		if errors.Is(err, rehearsal.ErrNotRunning) {
 			return restoreStopped(*stack, dir, *tools, *nodes, *snapshot)
 		}
 		return err
@@ -194,6 +195,14 @@ func plan(stack, dir, tools string, nodes int) (*rehearsal.Plan, error) {
 	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
 	if err != nil {
 		return nil, err
+	}
+	// Machines keep what they were last applied with until a roll replaces them, as on Azure.
+	if applied, err := (&rehearsal.Plan{Options: rehearsal.Options{Dir: dir}}).Applied(); err == nil {
+		if changes := change.Diff(applied, c); change.Worst(changes) >= change.Roll {
+			fmt.Printf("==> the stack file changes what machines run (%d changes); starting the rehearsal as last applied: see make diff STACK=%s, then make roll STACK=%s\n",
+				len(changes), stack, stack)
+			c = applied
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -1,0 +1,131 @@
+package roll
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// RenewBefore is how long before expiry a leaf certificate is due: the roll renews it and the
+// CertificateExpiring alert fires (30 days).
+const RenewBefore = 30 * 24 * time.Hour
+
+// Machine is what one machine reports it runs, beside what the spec asks of it.
+type Machine struct {
+	Name, Role string
+	// Runs and Want are the component version it serves and the one the spec pins.
+	Runs, Want string
+	// CertificateExpires is when its serving certificate expires; zero for workers, whose
+	// kubelets renew their own (serverTLSBootstrap).
+	CertificateExpires time.Time
+	// Problem is why it could not report, if it could not.
+	Problem string
+}
+
+// Stale reports whether the machine runs other than the spec asks.
+func (m Machine) Stale() bool { return m.Problem != "" || m.Runs != m.Want }
+
+// Report asks every machine what it runs: each etcd member its server version, each apiserver
+// its /version, each node its kubelet version, and the control plane its serving certificate.
+func Report(ctx context.Context, o Observer, desired *spec.Cluster) ([]Machine, error) {
+	inv, err := o.Inventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []Machine
+	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
+		cli, err := o.EtcdClient(role)
+		if err != nil {
+			return nil, err
+		}
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("%s: %w", role, err)
+		}
+		urls := map[string]string{}
+		for _, m := range list.Members {
+			if len(m.ClientURLs) > 0 {
+				urls[m.Name] = m.ClientURLs[0]
+			}
+		}
+		for _, name := range inv[role] {
+			m := Machine{Name: name, Role: role, Want: strings.TrimPrefix(desired.Versions.Etcd, "v")}
+			if st, err := cli.Status(ctx, urls[name]); err != nil {
+				m.Problem = err.Error()
+			} else {
+				m.Runs = st.Version
+			}
+			out = append(out, withCertificate(ctx, o, m))
+		}
+		cli.Close()
+	}
+	for _, name := range inv[spec.RoleAPIServer] {
+		m := Machine{Name: name, Role: spec.RoleAPIServer, Want: desired.Versions.Kubernetes}
+		if m.Runs, err = o.APIServerVersion(ctx, name); err != nil {
+			m.Problem = err.Error()
+		}
+		out = append(out, withCertificate(ctx, o, m))
+	}
+	cs, err := o.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes.Items {
+		out = append(out, Machine{Name: n.Name, Role: spec.WorkerRole(n.Labels[spec.PoolLabel]),
+			Runs: n.Status.NodeInfo.KubeletVersion, Want: desired.Versions.Kubernetes})
+	}
+	return out, nil
+}
+
+func withCertificate(ctx context.Context, o Observer, m Machine) Machine {
+	cert, err := o.ServingCertificate(ctx, m.Name)
+	if err == nil {
+		m.CertificateExpires = cert.NotAfter
+	} else if m.Problem == "" {
+		m.Problem = err.Error()
+	}
+	return m
+}
+
+// Due returns the renewal change when a machine's certificate expires within RenewBefore of now.
+func Due(machines []Machine, desired *spec.Cluster, now time.Time) (change.Change, bool) {
+	for _, m := range machines {
+		if !m.CertificateExpires.IsZero() && m.CertificateExpires.Sub(now) < RenewBefore {
+			return change.Renewal(desired, fmt.Sprintf("%s's certificate expires %s", m.Name, m.CertificateExpires.Format(time.DateOnly))), true
+		}
+	}
+	return change.Change{}, false
+}
+
+// PrintMachines writes the report as a table, stale machines marked.
+func PrintMachines(w io.Writer, machines []Machine, now time.Time) {
+	fmt.Fprintf(w, "%-28s %-12s %-10s %-10s %-12s %s\n", "MACHINE", "ROLE", "RUNS", "WANT", "CERT EXPIRES", "STATE")
+	for _, m := range machines {
+		state, expires := "current", "-"
+		if !m.CertificateExpires.IsZero() {
+			expires = m.CertificateExpires.Format(time.DateOnly)
+			if m.CertificateExpires.Sub(now) < RenewBefore {
+				state = "certificate due"
+			}
+		}
+		switch {
+		case m.Problem != "":
+			state = "unreachable: " + m.Problem
+		case m.Runs != m.Want:
+			state = "stale"
+		}
+		fmt.Fprintf(w, "%-28s %-12s %-10s %-10s %-12s %s\n", m.Name, m.Role, m.Runs, m.Want, expires, state)
+	}
+}
