@@ -51,4 +51,3 @@ func Control(dir string, req Request) error {
 	}
 	return fmt.Errorf("the rehearsal's supervisor hung up (see %s)", filepath.Join(dir, "rehearse.log"))
 }
-

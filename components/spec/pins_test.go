@@ -39,7 +39,7 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 		"RUNC_VERSION": DefaultRuncVersion, "CRICTL_VERSION": DefaultCrictlVersion,
 		"SCHEDULER_PLUGINS_VERSION": DefaultSchedulerPlugins, "PROMETHEUS_VERSION": DefaultPrometheusVersion,
 		"NODE_EXPORTER_VERSION": DefaultNodeExporterVersion,
-		"KUBERNETES_PREVIOUS": PreviousKubernetesVersion, "ETCD_PREVIOUS": PreviousEtcdVersion,
+		"KUBERNETES_PREVIOUS":   PreviousKubernetesVersion, "ETCD_PREVIOUS": PreviousEtcdVersion,
 	} {
 		if got := variable(name); got != want {
 			t.Errorf("scripts/toolchain.sh %s=%s, the spec's default is %s", name, got, want)

@@ -20,9 +20,9 @@ type Writer struct {
 	ns      string
 	stopped sync.Once
 	mu      sync.Mutex
-	acked map[string]time.Time
-	stop  chan struct{}
-	done  chan struct{}
+	acked   map[string]time.Time
+	stop    chan struct{}
+	done    chan struct{}
 }
 
 // StartWriter starts writing into namespace ns.

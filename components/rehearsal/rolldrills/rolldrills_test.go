@@ -50,13 +50,13 @@ func TestMain(m *testing.M) {
 
 // drill is one roll and what it measured.
 type drill struct {
-	name      string
-	results   []roll.Result
-	ok, fail  int
-	failures  []string
-	lost      int
-	acked     int
-	took      time.Duration
+	name     string
+	results  []roll.Result
+	ok, fail int
+	failures []string
+	lost     int
+	acked    int
+	took     time.Duration
 	// mean is the mean time per machine of each kind that was rolled.
 	mean map[string]time.Duration
 }

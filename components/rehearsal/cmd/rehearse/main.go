@@ -30,8 +30,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
