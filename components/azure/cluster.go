@@ -52,7 +52,7 @@ type Cluster struct {
 // NewCluster builds the cluster.
 func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
 	comp := &Cluster{Pools: map[string]PoolCapacity{}}
-	if err := ctx.RegisterComponentResource("clusterforge:azure:Cluster", name, comp, opts...); err != nil {
+	if err := ctx.RegisterComponentResource(ClusterType, name, comp, opts...); err != nil {
 		return nil, err
 	}
 	c, parent := args.Cluster, pulumi.Parent(comp)

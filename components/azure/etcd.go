@@ -1,11 +1,20 @@
 package azure
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
 	"github.com/pulumi/pulumi-azure-native-sdk/network/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Component types, which URNs spell.
+const (
+	ClusterType     = "clusterforge:azure:Cluster"
+	EtcdClusterType = "clusterforge:azure:EtcdCluster"
 )
 
 // EtcdClusterArgs configures NewEtcdCluster.
@@ -27,12 +36,26 @@ type EtcdClusterArgs struct {
 var memberVMImmutable = []string{"osProfile.customData", "storageProfile.imageReference", "hardwareProfile.vmSize"}
 
 // memberVMOptions protect every member's VM, its data's only home besides the backups (L02),
-// except the one a roll is replacing.
+// except the one a roll is replacing. A member's VM has a fixed name, so its replacement can
+// only be created once it is deleted.
 func memberVMOptions(a *EtcdClusterArgs, m spec.Member) []pulumi.ResourceOption {
 	if m.Name == a.Replacing {
-		return nil
+		return []pulumi.ResourceOption{pulumi.DeleteBeforeReplace(true)}
 	}
-	return []pulumi.ResourceOption{pulumi.Protect(true), pulumi.IgnoreChanges(memberVMImmutable)}
+	return []pulumi.ResourceOption{pulumi.DeleteBeforeReplace(true), pulumi.Protect(true), pulumi.IgnoreChanges(memberVMImmutable)}
+}
+
+// EtcdMemberVMName is the Pulumi name of a member's VM under the EtcdCluster component named
+// component: "<component>-<role>-<i>", e.g. cf-dev-etcd-main-etcd-main-0.
+func EtcdMemberVMName(c *spec.Cluster, component string, m spec.Member) string {
+	return component + "-" + strings.TrimPrefix(m.Name, c.Name+"-")
+}
+
+// EtcdMemberVMURN is the URN of a member's VM in a stack of the project, which a roll targets.
+func EtcdMemberVMURN(stack, project string, c *spec.Cluster, role string, m spec.Member) string {
+	component := c.Name + "-" + role
+	return fmt.Sprintf("urn:pulumi:%s::%s::%s$%s$%s::%s", stack, project, ClusterType, EtcdClusterType, "azure-native:compute:VirtualMachine",
+		EtcdMemberVMName(c, component, m))
 }
 
 // EtcdCluster is one etcd cluster of dedicated VMs (L01) with stable identities: a static private
@@ -75,7 +98,8 @@ func EtcdVMArgs(a *EtcdClusterArgs, m spec.Member, nicID pulumi.StringInput) *co
 		StorageProfile: &compute.StorageProfileArgs{
 			ImageReference: &compute.ImageReferenceArgs{Id: pulumi.String(c.ControlPlaneImage)},
 			OsDisk: &compute.OSDiskArgs{
-				CreateOption: pulumi.String("FromImage"), Caching: compute.CachingTypesReadWrite,
+				// A roll replaces the VM: its OS disk goes with it rather than lingering.
+				CreateOption: pulumi.String("FromImage"), Caching: compute.CachingTypesReadWrite, DeleteOption: pulumi.String("Delete"),
 				ManagedDisk: &compute.ManagedDiskParametersArgs{StorageAccountType: pulumi.String("Premium_LRS")},
 			},
 		},
@@ -88,19 +112,19 @@ func EtcdVMArgs(a *EtcdClusterArgs, m spec.Member, nicID pulumi.StringInput) *co
 // NewEtcdCluster builds the members of one etcd cluster.
 func NewEtcdCluster(ctx *pulumi.Context, name string, args *EtcdClusterArgs, opts ...pulumi.ResourceOption) (*EtcdCluster, error) {
 	comp := &EtcdCluster{}
-	if err := ctx.RegisterComponentResource("clusterforge:azure:EtcdCluster", name, comp, opts...); err != nil {
+	if err := ctx.RegisterComponentResource(EtcdClusterType, name, comp, opts...); err != nil {
 		return nil, err
 	}
 	parent := pulumi.Parent(comp)
 	for _, m := range args.Etcd.Members {
-		role := m.Name[len(args.Cluster.Name)+1:] // e.g. etcd-main-0
+		vmName := EtcdMemberVMName(args.Cluster, name, m)
 		// The NIC holds the member's static address, its identity in the cluster: never replaced.
-		nic, err := network.NewNetworkInterface(ctx, name+"-"+role+"-nic", EtcdNICArgs(args, m), parent, pulumi.Protect(true))
+		nic, err := network.NewNetworkInterface(ctx, vmName+"-nic", EtcdNICArgs(args, m), parent, pulumi.Protect(true))
 		if err != nil {
 			return nil, err
 		}
 		opts := append([]pulumi.ResourceOption{parent}, memberVMOptions(args, m)...)
-		if _, err := compute.NewVirtualMachine(ctx, name+"-"+role, EtcdVMArgs(args, m, nic.ID()), opts...); err != nil {
+		if _, err := compute.NewVirtualMachine(ctx, vmName, EtcdVMArgs(args, m, nic.ID()), opts...); err != nil {
 			return nil, err
 		}
 	}

@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/change"
-	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -258,8 +257,8 @@ func (t *RollTarget) replaceNode(ctx context.Context, name string) error {
 	return err
 }
 
-// BackupStore is the rehearsal's Azurite store of the main etcd's snapshots.
-func (t *RollTarget) BackupStore() (*etcdbackup.Store, error) { return t.Plan.BackupStore() }
+// FreshBackup runs clusterforge-etcd-backup gate on a main member, as the Azure target does.
+func (t *RollTarget) FreshBackup(ctx context.Context) error { return t.EtcdGate(ctx) }
 
 // BackupNow takes a snapshot through clusterforge-etcd-backup, which verifies it.
 func (t *RollTarget) BackupNow(ctx context.Context) error {

@@ -101,26 +101,17 @@ func (r *Roller) etcdProblems(ctx context.Context, role string) []error {
 	return out
 }
 
-// freshBackup passes when the newest verified snapshot of the main etcd is younger than
-// BackupMaxAge, taking one first when it is not.
+// freshBackup passes the backup gate, taking a snapshot first when the newest verified one is
+// older than the backup interval.
 func (r *Roller) freshBackup(ctx context.Context) error {
-	store, err := r.Target.BackupStore()
-	if err != nil {
-		return err
-	}
-	cli, err := r.Target.EtcdClient(spec.RoleEtcdMain)
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	if etcdbackup.SafeToTouch(ctx, cli, store, r.BackupMaxAge) == nil {
+	if r.Target.FreshBackup(ctx) == nil {
 		return nil
 	}
 	r.logf("taking a verified snapshot of %s first", spec.RoleEtcdMain)
 	if err := r.Target.BackupNow(ctx); err != nil {
 		return fmt.Errorf("snapshot before the roll: %w", err)
 	}
-	return etcdbackup.SafeToTouch(ctx, cli, store, r.BackupMaxAge)
+	return r.Target.FreshBackup(ctx)
 }
 
 // kubeletSkew refuses to roll kubelets to a version newer than any apiserver serves: a kubelet

@@ -25,7 +25,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/change"
-	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -56,8 +55,10 @@ type Target interface {
 	// Replace stops the machine, empties its local disk and starts it again built from the
 	// desired spec, as a new VM would be; it returns once the machine's units have started.
 	Replace(ctx context.Context, name string) error
-	// BackupStore is the main etcd's snapshot store; BackupNow takes and verifies a snapshot.
-	BackupStore() (*etcdbackup.Store, error)
+	// FreshBackup passes when the main etcd may be touched: every member healthy and a voter,
+	// no alarm, and a verified snapshot younger than the backup interval (clusterforge-etcd-backup
+	// gate, run on a member). BackupNow takes and verifies a snapshot.
+	FreshBackup(ctx context.Context) error
 	BackupNow(ctx context.Context) error
 	// Prepare applies, before any machine is replaced, what changes in place and the new models
 	// the replacements are built from.
@@ -77,9 +78,6 @@ type Roller struct {
 	Progress io.Writer
 	// ValidationPause is the wait between the two validations of a gate. Default 10 s (kops).
 	ValidationPause time.Duration
-	// BackupMaxAge is how old the newest verified snapshot may be before a main etcd member goes.
-	// Default 5 minutes; an older one is replaced by a snapshot taken on the spot.
-	BackupMaxAge time.Duration
 	// MachineTimeout bounds each machine's replacement. Default 10 minutes.
 	MachineTimeout time.Duration
 	// Extra are changes the spec does not show (certificates due for renewal).
@@ -189,9 +187,6 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 func (r *Roller) defaults() {
 	if r.ValidationPause == 0 {
 		r.ValidationPause = 10 * time.Second
-	}
-	if r.BackupMaxAge == 0 {
-		r.BackupMaxAge = 5 * time.Minute
 	}
 	if r.MachineTimeout == 0 {
 		r.MachineTimeout = 10 * time.Minute

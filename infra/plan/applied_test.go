@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/components/azure"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/program"
 )
@@ -64,6 +65,9 @@ func TestEtcdIsProtected(t *testing.T) {
 		}
 	}
 	for _, vm := range vms {
+		if !vm.DeleteBeforeReplace {
+			t.Errorf("%s, whose name is fixed, is not deleted before its replacement is created", vm.Name)
+		}
 		for _, p := range []string{"osProfile.customData", "storageProfile.imageReference", "hardwareProfile.vmSize"} {
 			if !slices.Contains(vm.IgnoreChanges, p) {
 				t.Errorf("%s does not ignore %s", vm.Name, p)
@@ -73,6 +77,23 @@ func TestEtcdIsProtected(t *testing.T) {
 	for _, res := range append(byType(r, "azure-native:storage:StorageAccount"), byType(r, "azure-native:storage:BlobContainer")...) {
 		if !res.Protect {
 			t.Errorf("backup store %s is not protected", res.Name)
+		}
+	}
+}
+
+// The URN make roll targets is the one the engine gives each member's VM.
+func TestRollTargetsTheMembersURNs(t *testing.T) {
+	r := planAll(t)["dev"]
+	vms, _ := etcdMachines(r)
+	var urns []string
+	for _, vm := range vms {
+		urns = append(urns, vm.URN)
+	}
+	for _, e := range r.Cluster.EtcdClusters() {
+		for _, m := range e.Members {
+			if urn := azure.EtcdMemberVMURN("dev", Project, r.Cluster, e.Role, m); !slices.Contains(urns, urn) {
+				t.Errorf("make roll would target %s; the VMs' URNs are %v", urn, urns)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
+	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/azure"
@@ -26,7 +27,11 @@ type Resource struct {
 	// Protect: Pulumi refuses to delete or replace it.
 	Protect bool `json:"protect,omitempty"`
 	// IgnoreChanges are the properties Pulumi leaves as they are on an update.
-	IgnoreChanges []string       `json:"ignoreChanges,omitempty"`
+	IgnoreChanges []string `json:"ignoreChanges,omitempty"`
+	// DeleteBeforeReplace: a replacement is created only once the old one is deleted.
+	DeleteBeforeReplace bool `json:"deleteBeforeReplace,omitempty"`
+	// URN is the resource's URN in the stack, as the engine would form it.
+	URN string `json:"urn"`
 	Inputs        map[string]any `json:"inputs"`
 }
 
@@ -47,6 +52,7 @@ type recorder struct {
 	bundle *pki.Bundle
 	// applied is the appliedSpec output of the stack's last apply, "" for a new stack.
 	applied string
+	stack   string
 	errs    []error
 }
 
@@ -67,6 +73,12 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	res := Resource{Type: args.TypeToken, Name: args.Name, Provider: providerName(args.Provider), Inputs: redact(args.Inputs)}
 	if rpc := args.RegisterRPC; rpc != nil {
 		res.Parent, res.RetainOnDelete, res.Protect, res.IgnoreChanges = urnName(rpc.GetParent()), rpc.GetRetainOnDelete(), rpc.GetProtect(), rpc.GetIgnoreChanges()
+		res.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
+		var parentType tokens.Type
+		if parent := resource.URN(rpc.GetParent()); parent != "" && parent.Type() != "pulumi:pulumi:Stack" {
+			parentType = parent.QualifiedType()
+		}
+		res.URN = string(resource.NewURN(tokens.QName(r.stack), tokens.PackageName(Project), parentType, tokens.Type(args.TypeToken), args.Name))
 	}
 	r.resources = append(r.resources, res)
 	r.captureUserData(args.Inputs)

@@ -57,7 +57,7 @@ func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous
 		return nil, fmt.Errorf("%s: %w", stackFile, err)
 	}
 	rec := newRecorder(bundle)
-	rec.applied = prev.AppliedSpec
+	rec.applied, rec.stack = prev.AppliedSpec, stack
 	err = pulumi.RunErr(program.Run, pulumi.WithMocks(Project, stack, rec), func(info *pulumi.RunInfo) {
 		info.Config = map[string]string{spec.ConfigKey: string(raw)}
 		if prev.RollStep != "" {
