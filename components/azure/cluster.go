@@ -1,6 +1,7 @@
 package azure
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -21,6 +22,13 @@ type ClusterArgs struct {
 	// Replacing names the one etcd member whose VM this run may replace (`make roll`); every
 	// other etcd VM and NIC is protected. Empty outside a roll.
 	Replacing string
+}
+
+// EtcdClientAccess is the etcdClient stack output: PEMs of the etcd CA and a client pair.
+type EtcdClientAccess struct {
+	CA   string `json:"ca"`
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
 }
 
 // PoolCapacity is a pool's entry in the stack outputs.
@@ -44,6 +52,9 @@ type Cluster struct {
 	SubscriptionID pulumi.StringOutput
 	// AutoscalerClientID is the client id of the system pool's identity, which cluster-autoscaler uses (L19).
 	AutoscalerClientID pulumi.StringOutput
+	// EtcdClient is the etcd client pair and CA as JSON (EtcdClientAccess, secret): `make roll`
+	// moves leadership and replaces members with it from the hub.
+	EtcdClient pulumi.StringOutput
 	// BootstrapToken is the workers' join token (secret), valid until BootstrapTokenExpires.
 	BootstrapToken        pulumi.StringOutput
 	BootstrapTokenExpires time.Time
@@ -165,13 +176,18 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	comp.BootstrapToken = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string { return v.(pki.Bundle).BootstrapToken })).(pulumi.StringOutput)
 	_, comp.BootstrapTokenExpires = pki.BootstrapTokenWindow(args.Now)
 	comp.APIEndpoint = api.Endpoint
+	comp.EtcdClient = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) (string, error) {
+		b := v.(pki.Bundle)
+		data, err := json.Marshal(EtcdClientAccess{CA: b.Pair(pki.EtcdCA).CertPEM, Cert: b.Pair(pki.APIServerEtcdClient).CertPEM, Key: b.Pair(pki.APIServerEtcdClient).KeyPEM})
+		return string(data), err
+	})).(pulumi.StringOutput)
 	comp.Kubeconfig = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string {
 		b := v.(pki.Bundle)
 		return machine.EmbeddedKubeconfig(c.Name, c.APIServerURL(), b.Pair(pki.ClusterCA).CertPEM, b.Pair(pki.Admin).CertPEM, b.Pair(pki.Admin).KeyPEM)
 	})).(pulumi.StringOutput)
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
 		"apiEndpoint": comp.APIEndpoint, "kubeconfig": comp.Kubeconfig, "adminSshPrivateKey": comp.AdminSSHPrivateKey,
-		"subscriptionId": comp.SubscriptionID, "autoscalerClientId": comp.AutoscalerClientID,
+		"subscriptionId": comp.SubscriptionID, "autoscalerClientId": comp.AutoscalerClientID, "etcdClient": comp.EtcdClient,
 	}); err != nil {
 		return nil, err
 	}

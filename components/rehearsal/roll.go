@@ -2,7 +2,6 @@ package rehearsal
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -169,25 +168,7 @@ func (p *Plan) ServingCertificate(ctx context.Context, name string) (*x509.Certi
 	if in.Role == spec.RoleAPIServer {
 		port = spec.APIServerPort
 	}
-	dial := p.Dial
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	raw, err := dial(ctx, "tcp", fmt.Sprintf("%s:%d", in.IP, port))
-	if err != nil {
-		return nil, err
-	}
-	defer raw.Close()
-	var leaf *x509.Certificate
-	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
-		leaf = cs.PeerCertificates[0] // only read: the handshake may fail after, for want of a client certificate
-		return nil
-	}})
-	err = conn.HandshakeContext(ctx)
-	if leaf == nil {
-		return nil, fmt.Errorf("%s presented no certificate: %v", name, err)
-	}
-	return leaf, nil
+	return roll.PeerCertificate(ctx, p.Dial, fmt.Sprintf("%s:%d", in.IP, port))
 }
 
 // apiserverStopGrace covers the shutdown delay and the drain of requests in flight after it.

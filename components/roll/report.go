@@ -2,8 +2,11 @@ package roll
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"time"
 
@@ -25,12 +28,21 @@ type Machine struct {
 	// CertificateExpires is when its serving certificate expires; zero for workers, whose
 	// kubelets renew their own (serverTLSBootstrap).
 	CertificateExpires time.Time
+	// OldModel is set when the machine does not run its scale set's latest model (Azure's
+	// latestModelApplied): a new image or user-data has not reached it.
+	OldModel bool
 	// Problem is why it could not report, if it could not.
 	Problem string
 }
 
 // Stale reports whether the machine runs other than the spec asks.
-func (m Machine) Stale() bool { return m.Problem != "" || m.Runs != m.Want }
+func (m Machine) Stale() bool { return m.Problem != "" || m.Runs != m.Want || m.OldModel }
+
+// ModelReporter is an Observer that knows which machines run their scale set's latest model.
+type ModelReporter interface {
+	// Models maps machine (and node) names to whether they run the latest model.
+	Models(ctx context.Context) (map[string]bool, error)
+}
 
 // Report asks every machine what it runs: each etcd member its server version, each apiserver
 // its /version, each node its kubelet version, and the control plane its serving certificate.
@@ -86,6 +98,17 @@ func Report(ctx context.Context, o Observer, desired *spec.Cluster) ([]Machine, 
 		out = append(out, Machine{Name: n.Name, Role: spec.WorkerRole(n.Labels[spec.PoolLabel]),
 			Runs: n.Status.NodeInfo.KubeletVersion, Want: desired.Versions.Kubernetes})
 	}
+	if mr, ok := o.(ModelReporter); ok {
+		models, err := mr.Models(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i := range out {
+			if latest, known := models[out[i].Name]; known {
+				out[i].OldModel = !latest
+			}
+		}
+	}
 	return out, nil
 }
 
@@ -125,7 +148,35 @@ func PrintMachines(w io.Writer, machines []Machine, now time.Time) {
 			state = "unreachable: " + m.Problem
 		case m.Runs != m.Want:
 			state = "stale"
+		case m.OldModel:
+			state = "stale: not on its scale set's latest model"
 		}
 		fmt.Fprintf(w, "%-28s %-12s %-10s %-10s %-12s %s\n", m.Name, m.Role, m.Runs, m.Want, expires, state)
 	}
+}
+
+// Dialer opens a connection, as net.Dialer.DialContext does.
+type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// PeerCertificate reads the certificate a TLS server at addr presents, without trusting or
+// authenticating: what the machine serves, not what was rendered for it.
+func PeerCertificate(ctx context.Context, dial Dialer, addr string) (*x509.Certificate, error) {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	raw, err := dial(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer raw.Close()
+	var leaf *x509.Certificate
+	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
+		leaf = cs.PeerCertificates[0] // only read: the handshake may fail after, for want of a client certificate
+		return nil
+	}})
+	err = conn.HandshakeContext(ctx)
+	if leaf == nil {
+		return nil, fmt.Errorf("%s presented no certificate: %v", addr, err)
+	}
+	return leaf, nil
 }

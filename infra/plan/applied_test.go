@@ -136,3 +136,14 @@ func TestInPlaceAppliesRefusedNever(t *testing.T) {
 		t.Fatalf("a new service range: %v", err)
 	}
 }
+
+// URNs spell the project's name: the one Pulumi.yaml gives.
+func TestProjectIsPulumis(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "Pulumi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "\nname: "+program.Project+"\n") && !strings.HasPrefix(string(data), "name: "+program.Project+"\n") {
+		t.Errorf("Pulumi.yaml does not name the project %q:\n%s", program.Project, data)
+	}
+}

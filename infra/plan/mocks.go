@@ -31,8 +31,8 @@ type Resource struct {
 	// DeleteBeforeReplace: a replacement is created only once the old one is deleted.
 	DeleteBeforeReplace bool `json:"deleteBeforeReplace,omitempty"`
 	// URN is the resource's URN in the stack, as the engine would form it.
-	URN string `json:"urn"`
-	Inputs        map[string]any `json:"inputs"`
+	URN    string         `json:"urn"`
+	Inputs map[string]any `json:"inputs"`
 }
 
 // mockSubscription is the subscription id every mocked Azure resource id lives in.

@@ -22,7 +22,7 @@ import (
 )
 
 // Project is the Pulumi project name (Pulumi.yaml).
-const Project = "clusterforge"
+const Project = program.Project
 
 // Result is what the program registered.
 type Result struct {

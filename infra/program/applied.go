@@ -10,6 +10,9 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
+// Project is the Pulumi project's name (Pulumi.yaml), which URNs spell.
+const Project = "clusterforge"
+
 // AppliedOutput is the stack output holding the resolved spec of what runs (spec.Resolved): the
 // next run compares the stack file with it.
 const AppliedOutput = "appliedSpec"

@@ -67,6 +67,8 @@ func Run(ctx *pulumi.Context) error {
 	ctx.Export("addons", addons.Objects)
 	ctx.Export("apiEndpoint", cluster.APIEndpoint)
 	ctx.Export("kubeconfig", cluster.Kubeconfig)
+	ctx.Export("etcdClient", cluster.EtcdClient)
+	ctx.Export("subscriptionId", cluster.SubscriptionID)
 	ctx.Export("adminSshPrivateKey", cluster.AdminSSHPrivateKey)
 	pools := pulumi.Map{}
 	for name, p := range cluster.Pools {

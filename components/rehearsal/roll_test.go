@@ -1,20 +1,12 @@
-// Package rolldrills drills `make roll` on the process rehearsal: a cluster started on the
-// releases before the pinned ones is rolled to the pinned etcd, then the pinned Kubernetes,
-// then onto new etcd VM sizes (interrupted and resumed), then onto renewed certificates, each
-// under a writer that records every acknowledged write and a prober that reads through the load
-// balancer ten times a second. Its own package, so `go test ./...` runs it beside the others.
-package rolldrills_test
+package rehearsal_test
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"math/big"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,23 +22,11 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// rollBase keeps this rehearsal's loopback addresses apart from the other tests' (1, 2) and a
-// `make rehearse` (0).
+// rollBase keeps the roll drills' rehearsal apart from the checks' (1), the other drills' (2)
+// and a `make rehearse` (0).
 const rollBase = 3
 
-var report = flag.String("report", "", "write the drills' per-member times and availability to this Markdown file")
-
-func TestMain(m *testing.M) {
-	if ran, err := rehearsal.Subcommand(os.Args[1:]); ran { // the load balancer is `<this binary> lb`
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	flag.Parse()
-	os.Exit(m.Run())
-}
+var rollReport = flag.String("roll-report", "", "write the roll drills' times per machine and API availability to this Markdown file")
 
 // drill is one roll and what it measured.
 type drill struct {
@@ -99,29 +79,16 @@ func (d drill) perKind() []string {
 	return cells
 }
 
+// TestRollDrills drills `make roll` on a rehearsal of its own: started on the releases before the
+// pinned ones, rolled to the pinned etcd, then the pinned Kubernetes, then onto new etcd VM sizes
+// (interrupted and resumed), then onto renewed certificates, each under a writer that records
+// every acknowledged write and a prober reading through the load balancer ten times a second.
 func TestRollDrills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: no rehearsal")
-	}
-	root := repoRoot(t)
-	tools := filepath.Join(root, ".tools", "bin")
-	stack, err := spec.LoadStack(spec.StackFile(filepath.Join(root, spec.StackDir), "dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := variant(t, stack, func(c *spec.Cluster) {
+	needRehearsal(t)
+	start := variant(t, cluster, func(c *spec.Cluster) {
 		c.Versions.Kubernetes, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
 	})
-	dir := filepath.Join(root, "build", "rehearse", "dev-roll")
-	if err := rehearsal.Clean(dir, os.Stderr); err != nil {
-		t.Fatal(err)
-	}
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := rehearsal.Options{Dir: dir, Tools: tools, Base: rollBase, NodesPerPool: 3, Self: []string{self}}
-	p, err := rehearsal.NewPlan(start, opts)
+	p, err := newPlan(*stackName+"-roll", start, rollBase)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,30 +281,17 @@ func servingSerials(t *testing.T, r *rehearsal.Rehearsal) map[string]*big.Int {
 	t.Helper()
 	out := map[string]*big.Int{}
 	for _, in := range r.Instances {
-		port := spec.EtcdClientPort
-		if in.Role == spec.RoleAPIServer {
-			port = spec.APIServerPort
+		cert, err := r.ServingCertificate(context.Background(), in.Name)
+		if err != nil {
+			t.Fatal(err)
 		}
-		addr := fmt.Sprintf("%s:%d", in.IP, port)
-		var leaf *x509.Certificate
-		conf := &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
-			leaf = cs.PeerCertificates[0]
-			return nil
-		}}
-		conn, err := tls.Dial("tcp", addr, conf)
-		if err == nil {
-			conn.Close()
-		}
-		if leaf == nil {
-			t.Fatalf("%s presented no certificate: %v", addr, err)
-		}
-		out[addr] = leaf.SerialNumber
+		out[in.Name] = cert.SerialNumber
 	}
 	return out
 }
 
 func writeReport(t *testing.T, done []drill, acked int) {
-	if *report == "" {
+	if *rollReport == "" {
 		return
 	}
 	var b strings.Builder
@@ -347,25 +301,7 @@ func writeReport(t *testing.T, done []drill, acked int) {
 			strings.Join(d.perKind(), " | "), d.ok, d.ok+d.fail, 100*float64(d.ok)/float64(max(1, d.ok+d.fail)), d.lost)
 	}
 	fmt.Fprintf(&b, "\n%d acknowledged writes over the drills.\n", acked)
-	if err := os.WriteFile(*report, []byte(b.String()), 0o644); err != nil {
+	if err := os.WriteFile(*rollReport, []byte(b.String()), 0o644); err != nil {
 		t.Error(err)
-	}
-}
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the working directory")
-		}
-		dir = parent
 	}
 }

@@ -1,0 +1,458 @@
+// Package rollazure is `make roll`'s Azure executor: the roll.Roller the rehearsal drills, acting
+// on Azure. An etcd member's VM is replaced by a Pulumi update through the Automation API that
+// targets that VM alone, with parallelism 1 and the member's protection lifted by the rollStep
+// config; scale-set instances (apiservers, workers) are brought to their scale set's latest
+// model and reimaged through armcompute, latestModelApplied being the drift signal. The
+// cluster itself (etcd, the API, the nodes) is reached from the hub with the stack's outputs.
+package rollazure
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/clusterforge/clusterforge/components/azure"
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/roll"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/program"
+)
+
+// Stack is what a roll does with the Pulumi stack; *auto.Stack is one.
+type Stack interface {
+	SetConfig(ctx context.Context, key string, val auto.ConfigValue) error
+	RemoveConfig(ctx context.Context, key string) error
+	Up(ctx context.Context, opts ...optup.Option) (auto.UpResult, error)
+}
+
+// Clients are the Azure APIs the executor calls.
+type Clients struct {
+	ScaleSets   *armcompute.VirtualMachineScaleSetsClient
+	ScaleSetVMs *armcompute.VirtualMachineScaleSetVMsClient
+	VMs         *armcompute.VirtualMachinesClient
+	NICs        *armnetwork.InterfacesClient
+}
+
+// Access is how the executor reaches the cluster from the hub, from the stack's outputs.
+type Access struct {
+	// REST is the admin's client configuration (the kubeconfig output), through the load balancer.
+	REST *rest.Config
+	// Etcd is the etcd client pair (the etcdClient output); APIServer trusts the cluster CA
+	// and presents the admin's pair, to ask one apiserver machine directly.
+	Etcd, APIServer *tls.Config
+	// Dial opens connections; nil is the host's network.
+	Dial roll.Dialer
+}
+
+// Target is one Azure cluster as a roll acts on it.
+type Target struct {
+	// Cluster is the desired spec.
+	Cluster *spec.Cluster
+	// StackName and Project form the URNs a member's replacement targets.
+	StackName, Project string
+	Stack              Stack
+	Azure              Clients
+	Access             Access
+	// Progress receives the Pulumi updates' output.
+	Progress io.Writer
+}
+
+var _ roll.Target = (*Target)(nil)
+
+// Inventory lists the etcd members by their fixed names, the apiserver scale set's instances by
+// VM name, and each pool's nodes.
+func (t *Target) Inventory(ctx context.Context) (change.Inventory, error) {
+	inv := change.Inventory{}
+	for _, e := range t.Cluster.EtcdClusters() {
+		for _, m := range e.Members {
+			inv[e.Role] = append(inv[e.Role], m.Name)
+		}
+	}
+	vms, err := t.instances(ctx, apiserverScaleSet(t.Cluster))
+	if err != nil {
+		return nil, err
+	}
+	for _, vm := range vms {
+		inv[spec.RoleAPIServer] = append(inv[spec.RoleAPIServer], *vm.Name)
+	}
+	cs, err := t.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range nodes.Items {
+		if pool := n.Labels[spec.PoolLabel]; pool != "" {
+			inv[spec.WorkerRole(pool)] = append(inv[spec.WorkerRole(pool)], n.Name)
+		}
+	}
+	for _, names := range inv {
+		slices.Sort(names)
+	}
+	return inv, nil
+}
+
+func apiserverScaleSet(c *spec.Cluster) string { return c.Name + "-" + spec.RoleAPIServer }
+
+// scaleSets are every scale set of the cluster: the apiservers' and the pools'.
+func scaleSets(c *spec.Cluster) []string {
+	out := []string{apiserverScaleSet(c)}
+	for _, s := range c.ScaleSets() {
+		out = append(out, s.AzureName)
+	}
+	return out
+}
+
+func (t *Target) instances(ctx context.Context, scaleSet string) ([]*armcompute.VirtualMachineScaleSetVM, error) {
+	var out []*armcompute.VirtualMachineScaleSetVM
+	pager := t.Azure.ScaleSetVMs.NewListPager(t.Cluster.ResourceGroup(), scaleSet, nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", scaleSet, err)
+		}
+		out = append(out, page.Value...)
+	}
+	return out, nil
+}
+
+// instance finds a scale-set instance by VM name or by computer name (a node's name).
+func (t *Target) instance(ctx context.Context, name string) (scaleSet string, vm *armcompute.VirtualMachineScaleSetVM, err error) {
+	for _, set := range scaleSets(t.Cluster) {
+		vms, err := t.instances(ctx, set)
+		if err != nil {
+			return "", nil, err
+		}
+		for _, vm := range vms {
+			if *vm.Name == name || computerName(vm) != "" && strings.EqualFold(computerName(vm), name) {
+				return set, vm, nil
+			}
+		}
+	}
+	return "", nil, fmt.Errorf("no scale-set instance named %s in %s", name, t.Cluster.ResourceGroup())
+}
+
+func computerName(vm *armcompute.VirtualMachineScaleSetVM) string {
+	if vm.Properties == nil || vm.Properties.OSProfile == nil || vm.Properties.OSProfile.ComputerName == nil {
+		return ""
+	}
+	return *vm.Properties.OSProfile.ComputerName
+}
+
+// member returns the etcd member of that name.
+func (t *Target) member(name string) (string, spec.Member, bool) {
+	for _, e := range t.Cluster.EtcdClusters() {
+		for _, m := range e.Members {
+			if m.Name == name {
+				return e.Role, m, true
+			}
+		}
+	}
+	return "", spec.Member{}, false
+}
+
+// address is host:port of a control-plane machine: a member's static IP, or the NIC of an
+// apiserver instance.
+func (t *Target) address(ctx context.Context, name string) (string, error) {
+	if _, m, ok := t.member(name); ok {
+		return net.JoinHostPort(m.IP, fmt.Sprint(spec.EtcdClientPort)), nil
+	}
+	set, vm, err := t.instance(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	pager := t.Azure.NICs.NewListVirtualMachineScaleSetVMNetworkInterfacesPager(t.Cluster.ResourceGroup(), set, *vm.InstanceID, nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, nic := range page.Value {
+			for _, ip := range nic.Properties.IPConfigurations {
+				if ip.Properties != nil && ip.Properties.PrivateIPAddress != nil && (ip.Properties.Primary == nil || *ip.Properties.Primary) {
+					return net.JoinHostPort(*ip.Properties.PrivateIPAddress, fmt.Sprint(spec.APIServerPort)), nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("%s has no private address", name)
+}
+
+// EtcdClient reaches the members at their static addresses with the etcdClient pair.
+func (t *Target) EtcdClient(role string, members ...string) (*clientv3.Client, error) {
+	var endpoints []string
+	for _, e := range t.Cluster.EtcdClusters() {
+		for _, m := range e.Members {
+			if e.Role == role && (len(members) == 0 || slices.Contains(members, m.Name)) {
+				endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", m.IP, spec.EtcdClientPort))
+			}
+		}
+	}
+	cfg := clientv3.Config{Endpoints: endpoints, TLS: t.Access.Etcd, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if dial := t.Access.Dial; dial != nil {
+		cfg.DialOptions = []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+			return dial(ctx, "tcp", addr)
+		})}
+	}
+	return clientv3.New(cfg)
+}
+
+// Clientset is the admin's client through the load balancer.
+func (t *Target) Clientset() (*kubernetes.Clientset, error) {
+	return kubernetes.NewForConfig(t.Access.REST)
+}
+
+func (t *Target) get(ctx context.Context, name, path string) (int, []byte, error) {
+	addr, err := t.address(ctx, name)
+	if err != nil {
+		return 0, nil, err
+	}
+	transport := &http.Transport{TLSClientConfig: t.Access.APIServer, DialContext: t.Access.Dial}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := (&http.Client{Transport: transport}).Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	return resp.StatusCode, body, err
+}
+
+// APIServerVersion reads the instance's /version.
+func (t *Target) APIServerVersion(ctx context.Context, name string) (string, error) {
+	code, body, err := t.get(ctx, name, "/version")
+	if err != nil {
+		return "", err
+	}
+	var v struct {
+		GitVersion string `json:"gitVersion"`
+	}
+	if err := json.Unmarshal(body, &v); err != nil || code != http.StatusOK {
+		return "", fmt.Errorf("%s /version: %d %s", name, code, body)
+	}
+	return v.GitVersion, nil
+}
+
+// InRotation asks the instance what the load balancer's probe asks it.
+func (t *Target) InRotation(ctx context.Context, name string) (bool, error) {
+	code, _, err := t.get(ctx, name, spec.APIServerProbePath)
+	if err != nil {
+		return false, nil // refused or unreachable: the probe fails too
+	}
+	return code == http.StatusOK, nil
+}
+
+// ServingCertificate reads the certificate the machine serves.
+func (t *Target) ServingCertificate(ctx context.Context, name string) (*x509.Certificate, error) {
+	addr, err := t.address(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return roll.PeerCertificate(ctx, t.Access.Dial, addr)
+}
+
+// LeaseMachine maps a lease's holder, "<computer name>_<id>", to its instance.
+func (t *Target) LeaseMachine(ctx context.Context, lease string) (string, error) {
+	cs, err := t.Clientset()
+	if err != nil {
+		return "", err
+	}
+	l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		return "", fmt.Errorf("lease %s has no holder", lease)
+	}
+	host, _, _ := strings.Cut(*l.Spec.HolderIdentity, "_")
+	_, vm, err := t.instance(ctx, host)
+	if err != nil {
+		return "", err
+	}
+	return *vm.Name, nil
+}
+
+// TakeOutOfRotation stops kube-apiserver on the instance (Run Command): it fails its probe at
+// once and serves through its shutdown delay while the load balancer takes it out.
+func (t *Target) TakeOutOfRotation(ctx context.Context, name string) error {
+	set, vm, err := t.instance(ctx, name)
+	if err != nil {
+		return err
+	}
+	poller, err := t.Azure.ScaleSetVMs.BeginRunCommand(ctx, t.Cluster.ResourceGroup(), set, *vm.InstanceID, shellCommand("systemctl stop kube-apiserver"), nil)
+	if err != nil {
+		return fmt.Errorf("stop kube-apiserver on %s: %w", name, err)
+	}
+	_, err = poller.PollUntilDone(ctx, nil)
+	return err
+}
+
+// Replace replaces an etcd member's VM through Pulumi, or reimages a scale-set instance on its
+// scale set's latest model.
+func (t *Target) Replace(ctx context.Context, name string) error {
+	if role, m, ok := t.member(name); ok {
+		return t.replaceMemberVM(ctx, role, m)
+	}
+	set, vm, err := t.instance(ctx, name)
+	if err != nil {
+		return err
+	}
+	rg, id := t.Cluster.ResourceGroup(), *vm.InstanceID
+	update, err := t.Azure.ScaleSets.BeginUpdateInstances(ctx, rg, set, armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: []*string{to.Ptr(id)}}, nil)
+	if err != nil {
+		return fmt.Errorf("update %s to the latest model: %w", name, err)
+	}
+	if _, err := update.PollUntilDone(ctx, nil); err != nil {
+		return fmt.Errorf("update %s to the latest model: %w", name, err)
+	}
+	// cloud-init runs the new user-data only on a fresh OS disk.
+	reimage, err := t.Azure.ScaleSetVMs.BeginReimage(ctx, rg, set, id, nil)
+	if err != nil {
+		return fmt.Errorf("reimage %s: %w", name, err)
+	}
+	_, err = reimage.PollUntilDone(ctx, nil)
+	return err
+}
+
+// replaceMemberVM runs the Pulumi update that replaces one member's VM: the program lifts that
+// VM's protection for this run only (rollStep member:<name>), and the update targets it alone.
+func (t *Target) replaceMemberVM(ctx context.Context, role string, m spec.Member) error {
+	if err := t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: program.RollMember + m.Name}); err != nil {
+		return err
+	}
+	urn := azure.EtcdMemberVMURN(t.StackName, t.Project, t.Cluster, role, m)
+	if _, err := t.Stack.Up(ctx, optup.Target([]string{urn}), optup.Replace([]string{urn}), optup.Parallel(1), t.progress()); err != nil {
+		return fmt.Errorf("replace %s's VM: %w", m.Name, err)
+	}
+	return t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: program.RollModels})
+}
+
+func (t *Target) progress() optup.Option {
+	if t.Progress == nil {
+		return optup.ProgressStreams()
+	}
+	return optup.ProgressStreams(t.Progress)
+}
+
+// shellCommand is a Run Command script.
+func shellCommand(script string) armcompute.RunCommandInput {
+	return armcompute.RunCommandInput{CommandID: to.Ptr("RunShellScript"), Script: []*string{to.Ptr(script)}}
+}
+
+// doneMarker ends the output of a Run Command script that succeeded: Run Command reports no exit status.
+const doneMarker = "CLUSTERFORGE-DONE"
+
+// onMember runs a clusterforge-etcd-backup verb on the first main member where it succeeds.
+func (t *Target) onMember(ctx context.Context, verb string) error {
+	var errs []error
+	for _, e := range t.Cluster.EtcdClusters() {
+		if e.Role != spec.RoleEtcdMain {
+			continue
+		}
+		for _, m := range e.Members {
+			script := fmt.Sprintf("%s %s --config=%s && echo %s", machine.EtcdBackupBinary, verb, machine.EtcdBackupConfig, doneMarker)
+			if verb == "snapshot" {
+				script = fmt.Sprintf("%s %s --config=%s --endpoint=https://%s:%d && echo %s", machine.EtcdBackupBinary, verb, machine.EtcdBackupConfig, m.IP, spec.EtcdClientPort, doneMarker)
+			}
+			poller, err := t.Azure.VMs.BeginRunCommand(ctx, t.Cluster.ResourceGroup(), m.Name, shellCommand(script), nil)
+			if err == nil {
+				var resp armcompute.VirtualMachinesClientRunCommandResponse
+				if resp, err = poller.PollUntilDone(ctx, nil); err == nil {
+					out := runOutput(resp.RunCommandResult)
+					if strings.Contains(out, doneMarker) {
+						return nil
+					}
+					err = errors.New(strings.TrimSpace(out))
+				}
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", m.Name, err))
+		}
+	}
+	return fmt.Errorf("clusterforge-etcd-backup %s: %w", verb, errors.Join(errs...))
+}
+
+func runOutput(r armcompute.RunCommandResult) string {
+	var b strings.Builder
+	for _, s := range r.Value {
+		if s != nil && s.Message != nil {
+			b.WriteString(*s.Message)
+		}
+	}
+	return b.String()
+}
+
+// FreshBackup runs the backup gate on a main member, with its managed identity: the store is
+// reachable only from the cluster's network.
+func (t *Target) FreshBackup(ctx context.Context) error { return t.onMember(ctx, "gate") }
+
+// BackupNow takes and verifies a snapshot on a main member.
+func (t *Target) BackupNow(ctx context.Context) error { return t.onMember(ctx, "snapshot") }
+
+// Prepare runs `pulumi up` with rollStep models: scale-set models, add-ons and everything else
+// in place; no etcd VM is replaced (their immutable properties are ignored outside a member's step).
+func (t *Target) Prepare(ctx context.Context) error {
+	return t.upWith(ctx, program.RollModels)
+}
+
+// Commit runs `pulumi up` with rollStep done, which records the desired spec as applied.
+func (t *Target) Commit(ctx context.Context) error {
+	if err := t.upWith(ctx, program.RollDone); err != nil {
+		return err
+	}
+	return t.Stack.RemoveConfig(ctx, program.RollStepKey)
+}
+
+func (t *Target) upWith(ctx context.Context, step string) error {
+	if err := t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: step}); err != nil {
+		return err
+	}
+	_, err := t.Stack.Up(ctx, t.progress())
+	return err
+}
+
+// Models reports, per scale-set instance, whether it runs its scale set's latest model: Azure's
+// own drift signal under upgradePolicy Manual.
+func (t *Target) Models(ctx context.Context) (map[string]bool, error) {
+	out := map[string]bool{}
+	for _, set := range scaleSets(t.Cluster) {
+		vms, err := t.instances(ctx, set)
+		if err != nil {
+			return nil, err
+		}
+		for _, vm := range vms {
+			latest := vm.Properties != nil && vm.Properties.LatestModelApplied != nil && *vm.Properties.LatestModelApplied
+			out[*vm.Name] = latest
+			if name := computerName(vm); name != "" {
+				out[strings.ToLower(name)] = latest
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,218 @@
+package rollazure
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	computefake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
+	networkfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6/fake"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto"
+	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
+
+	"github.com/clusterforge/clusterforge/components/azure"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/program"
+)
+
+// calls records what the fake ARM servers and the fake stack were asked, in order.
+type calls struct {
+	mu  sync.Mutex
+	log []string
+}
+
+func (c *calls) add(s string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = append(c.log, s)
+}
+
+// fakeStack records the Automation API calls a roll makes.
+type fakeStack struct {
+	calls *calls
+	ups   []optup.Options
+}
+
+func (s *fakeStack) SetConfig(_ context.Context, key string, val auto.ConfigValue) error {
+	s.calls.add("config " + key + "=" + val.Value)
+	return nil
+}
+
+func (s *fakeStack) RemoveConfig(_ context.Context, key string) error {
+	s.calls.add("config -" + key)
+	return nil
+}
+
+func (s *fakeStack) Up(_ context.Context, opts ...optup.Option) (auto.UpResult, error) {
+	var o optup.Options
+	for _, opt := range opts {
+		opt.ApplyOption(&o)
+	}
+	s.ups = append(s.ups, o)
+	s.calls.add("up")
+	return auto.UpResult{}, nil
+}
+
+// scaleSetVM is an instance the fake ARM servers list.
+func scaleSetVM(name, id, computer string, latest bool) *armcompute.VirtualMachineScaleSetVM {
+	return &armcompute.VirtualMachineScaleSetVM{Name: to.Ptr(name), InstanceID: to.Ptr(id), Properties: &armcompute.VirtualMachineScaleSetVMProperties{
+		LatestModelApplied: to.Ptr(latest), OSProfile: &armcompute.OSProfile{ComputerName: to.Ptr(computer)},
+	}}
+}
+
+// newTarget is a Target of the dev stack over fake ARM servers (the SDK's own, armcompute/fake
+// and armnetwork/fake): the apiserver scale set has two instances, the cpu pool two, one of them
+// not on the latest model; runOutput is what a VM's Run Command prints.
+func newTarget(t *testing.T, runOutput string) (*Target, *calls, *fakeStack) {
+	t.Helper()
+	c, err := spec.LoadStack(filepath.Join("..", "..", spec.StackDir, "Pulumi.dev.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &calls{}
+	sets := map[string][]*armcompute.VirtualMachineScaleSetVM{
+		"cf-dev-apiserver": {scaleSetVM("cf-dev-apiserver_0", "0", "cf-dev-apiserver000000", true), scaleSetVM("cf-dev-apiserver_1", "1", "cf-dev-apiserver000001", true)},
+		"cf-dev-cpu":       {scaleSetVM("cf-dev-cpu_0", "0", "cf-dev-cpu000000", true), scaleSetVM("cf-dev-cpu_3", "3", "cf-dev-cpu000003", false)},
+	}
+	compute := computefake.ServerFactory{
+		VirtualMachineScaleSetVMsServer: computefake.VirtualMachineScaleSetVMsServer{
+			NewListPager: func(rg, set string, _ *armcompute.VirtualMachineScaleSetVMsClientListOptions) (resp azfake.PagerResponder[armcompute.VirtualMachineScaleSetVMsClientListResponse]) {
+				resp.AddPage(http.StatusOK, armcompute.VirtualMachineScaleSetVMsClientListResponse{VirtualMachineScaleSetVMListResult: armcompute.VirtualMachineScaleSetVMListResult{Value: sets[set]}}, nil)
+				return resp
+			},
+			BeginReimage: func(_ context.Context, rg, set, id string, _ *armcompute.VirtualMachineScaleSetVMsClientBeginReimageOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetVMsClientReimageResponse], errResp azfake.ErrorResponder) {
+				rec.add("reimage " + rg + "/" + set + "/" + id)
+				resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetVMsClientReimageResponse{}, nil)
+				return resp, errResp
+			},
+			BeginRunCommand: func(_ context.Context, rg, set, id string, in armcompute.RunCommandInput, _ *armcompute.VirtualMachineScaleSetVMsClientBeginRunCommandOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetVMsClientRunCommandResponse], errResp azfake.ErrorResponder) {
+				rec.add("run " + rg + "/" + set + "/" + id + ": " + *in.Script[0])
+				resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetVMsClientRunCommandResponse{}, nil)
+				return resp, errResp
+			},
+		},
+		VirtualMachineScaleSetsServer: computefake.VirtualMachineScaleSetsServer{
+			BeginUpdateInstances: func(_ context.Context, rg, set string, ids armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs, _ *armcompute.VirtualMachineScaleSetsClientBeginUpdateInstancesOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateInstancesResponse], errResp azfake.ErrorResponder) {
+				rec.add("update-instances " + rg + "/" + set + "/" + *ids.InstanceIDs[0])
+				resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientUpdateInstancesResponse{}, nil)
+				return resp, errResp
+			},
+		},
+		VirtualMachinesServer: computefake.VirtualMachinesServer{
+			BeginRunCommand: func(_ context.Context, rg, vm string, in armcompute.RunCommandInput, _ *armcompute.VirtualMachinesClientBeginRunCommandOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientRunCommandResponse], errResp azfake.ErrorResponder) {
+				rec.add("run " + rg + "/" + vm + ": " + *in.Script[0])
+				resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachinesClientRunCommandResponse{RunCommandResult: armcompute.RunCommandResult{
+					Value: []*armcompute.InstanceViewStatus{{Message: to.Ptr(runOutput)}}}}, nil)
+				return resp, errResp
+			},
+		},
+	}
+	network := networkfake.ServerFactory{InterfacesServer: networkfake.InterfacesServer{
+		NewListVirtualMachineScaleSetVMNetworkInterfacesPager: func(rg, set, id string, _ *armnetwork.InterfacesClientListVirtualMachineScaleSetVMNetworkInterfacesOptions) (resp azfake.PagerResponder[armnetwork.InterfacesClientListVirtualMachineScaleSetVMNetworkInterfacesResponse]) {
+			ip := &armnetwork.InterfaceIPConfiguration{Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{Primary: to.Ptr(true), PrivateIPAddress: to.Ptr("10.0.0.1" + id)}}
+			resp.AddPage(http.StatusOK, armnetwork.InterfacesClientListVirtualMachineScaleSetVMNetworkInterfacesResponse{InterfaceListResult: armnetwork.InterfaceListResult{
+				Value: []*armnetwork.Interface{{Properties: &armnetwork.InterfacePropertiesFormat{IPConfigurations: []*armnetwork.InterfaceIPConfiguration{ip}}}}}}, nil)
+			return resp
+		},
+	}}
+	opts := func(tr policy.Transporter) *arm.ClientOptions {
+		return &arm.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
+	}
+	cf, err := armcompute.NewClientFactory("00000000-0000-0000-0000-000000000000", &azfake.TokenCredential{}, opts(computefake.NewServerFactoryTransport(&compute)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nf, err := armnetwork.NewClientFactory("00000000-0000-0000-0000-000000000000", &azfake.TokenCredential{}, opts(networkfake.NewServerFactoryTransport(&network)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stack := &fakeStack{calls: rec}
+	return &Target{Cluster: c, StackName: "dev", Project: "clusterforge", Stack: stack,
+		Azure: Clients{ScaleSets: cf.NewVirtualMachineScaleSetsClient(), ScaleSetVMs: cf.NewVirtualMachineScaleSetVMsClient(),
+			VMs: cf.NewVirtualMachinesClient(), NICs: nf.NewInterfacesClient()}}, rec, stack
+}
+
+// A worker, named as its node is (the computer name), is brought to the latest model, then
+// reimaged so cloud-init runs its new user-data.
+func TestReplaceWorkerUpdatesThenReimages(t *testing.T) {
+	target, rec, _ := newTarget(t, "")
+	if err := target.Replace(context.Background(), "cf-dev-cpu000003"); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"update-instances cf-dev/cf-dev-cpu/3", "reimage cf-dev/cf-dev-cpu/3"}
+	if !slices.Equal(rec.log, want) {
+		t.Errorf("calls %q, want %q", rec.log, want)
+	}
+}
+
+// An etcd member's VM is replaced by one targeted update, parallelism 1, with the rollStep that
+// lifts that VM's protection, and the step reset after.
+func TestReplaceMemberIsOneTargetedUpdate(t *testing.T) {
+	target, rec, stack := newTarget(t, "")
+	if err := target.Replace(context.Background(), "cf-dev-etcd-main-2"); err != nil {
+		t.Fatal(err)
+	}
+	urn := azure.EtcdMemberVMURN("dev", "clusterforge", target.Cluster, spec.RoleEtcdMain, target.Cluster.EtcdClusters()[0].Members[2])
+	want := []string{"config " + program.RollStepKey + "=" + program.RollMember + "cf-dev-etcd-main-2", "up", "config " + program.RollStepKey + "=" + program.RollModels}
+	if !slices.Equal(rec.log, want) {
+		t.Fatalf("calls %q, want %q", rec.log, want)
+	}
+	up := stack.ups[0]
+	if !slices.Equal(up.Target, []string{urn}) || !slices.Equal(up.Replace, []string{urn}) || up.Parallel != 1 {
+		t.Errorf("the update targets %v, replaces %v with parallelism %d; want %s alone, parallelism 1", up.Target, up.Replace, up.Parallel, urn)
+	}
+}
+
+// Taking an apiserver out of rotation stops its kube-apiserver through Run Command.
+func TestTakeOutOfRotationStopsTheAPIServer(t *testing.T) {
+	target, rec, _ := newTarget(t, "")
+	if err := target.TakeOutOfRotation(context.Background(), "cf-dev-apiserver_1"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"run cf-dev/cf-dev-apiserver/1: systemctl stop kube-apiserver"}; !slices.Equal(rec.log, want) {
+		t.Errorf("calls %q, want %q", rec.log, want)
+	}
+	if addr, err := target.address(context.Background(), "cf-dev-apiserver_1"); err != nil || addr != "10.0.0.11:6443" {
+		t.Errorf("apiserver address %q, %v: want the NIC's 10.0.0.11:6443", addr, err)
+	}
+}
+
+// The backup gate runs on a member; output without the done marker is a refusal, with the
+// member's words.
+func TestBackupGateRunsOnAMember(t *testing.T) {
+	target, rec, _ := newTarget(t, "safe to touch etcd\n"+doneMarker)
+	if err := target.FreshBackup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.log) != 1 || !strings.HasPrefix(rec.log[0], "run cf-dev/cf-dev-etcd-main-0: /usr/local/bin/clusterforge-etcd-backup gate --config=/etc/kubernetes/etcd-backup.json") {
+		t.Errorf("calls %q", rec.log)
+	}
+	refusing, _, _ := newTarget(t, "not safe to touch etcd: the newest verified snapshot is 9m old")
+	err := refusing.FreshBackup(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "9m old") {
+		t.Errorf("a refusing gate: %v", err)
+	}
+}
+
+// Azure's latestModelApplied is the drift signal: by VM name and by node name.
+func TestModelsReportStaleInstances(t *testing.T) {
+	target, _, _ := newTarget(t, "")
+	models, err := target.Models(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if models["cf-dev-cpu000003"] || models["cf-dev-cpu_3"] || !models["cf-dev-cpu000000"] || !models["cf-dev-apiserver_0"] {
+		t.Errorf("models %v: cpu_3 is the one instance off the latest model", models)
+	}
+}
