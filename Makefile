@@ -14,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: freeze diff roll help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: freeze diff roll bench-roll help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -108,7 +108,8 @@ etcd-backup: $(REHEARSE) ## Snapshot $(STACK)'s main etcd to its backup store no
 etcd-restore: $(REHEARSE) ## Restore $(STACK)'s main etcd from SNAPSHOT=<name> or the latest verified snapshot (docs/runbooks/etcd.md)
 	@$(REHEARSE) etcd-restore --stack $(STACK)
 
-rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark and the baked worker's join, stop it; fails on any failure
+rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark, the roll drills and the baked worker's join, stop it; fails on any failure
+	@scripts/toolchain.sh upgrades
 	$(GO) test -count=1 -v -timeout 30m ./components/rehearsal -args -stack=$(STACK)
 
 bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
@@ -116,6 +117,10 @@ bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our
 
 bench-quickstart: ## Time `make demo` and `make test` cold (fresh clone, empty Go caches) and warm (build/bench/quickstart.md; an hour or more)
 	@scripts/bench-quickstart.sh
+
+bench-roll: setup tools-rehearsal ## The roll drills three times: time per etcd member, apiserver and worker, API availability, lost writes (build/bench/roll.md; about half an hour)
+	@scripts/toolchain.sh upgrades
+	@scripts/bench-roll.sh $(STACK)
 
 bench-etcd-backup: ## Benchmark etcd snapshot, upload and restore times and sizes; the default RPO (build/bench/etcd-backup.md)
 	@scripts/bench-etcd-backup.sh

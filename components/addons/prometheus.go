@@ -2,10 +2,12 @@ package addons
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/clusterforge/clusterforge/components/certexpiry"
 	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -157,6 +159,13 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 				RelabelConfigs:       []RelabelConfig{keep("__meta_kubernetes_service_name", "kubernetes"), keep("__meta_kubernetes_endpointslice_port_name", "https")},
 				MetricRelabelConfigs: dropSeries("apiserver"),
 			},
+			{
+				// Each apiserver machine's certificate expiry, served by its clusterforge-csr-approver.
+				JobName: "certificates", Scheme: "http",
+				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{"default"}}}},
+				RelabelConfigs: []RelabelConfig{keep("__meta_kubernetes_service_name", "kubernetes"), keep("__meta_kubernetes_endpointslice_port_name", "https"),
+					{SourceLabels: []string{"__address__"}, Regex: `(.+):\d+`, TargetLabel: "__address__", Replacement: fmt.Sprintf("${1}:%d", spec.CertificateMetricsPort)}},
+			},
 			{JobName: "etcd", Scheme: "http", StaticConfigs: etcd, MetricRelabelConfigs: dropSeries("etcd")},
 			{JobName: "etcd-backup", Scheme: "http", StaticConfigs: []StaticConfig{backupAgents}},
 			{
@@ -204,6 +213,16 @@ func AlertRules() RuleFile {
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "etcd's database is above 80% of its backend quota",
 					"description": "Compact and defragment before NOSPACE stops writes (L04).", "runbook": runbook}},
+		}},
+		{Name: "certificates", Rules: []Rule{
+			{Alert: "CertificateExpiringSoon", Expr: `min by (source, subject) (` + certexpiry.Metric + `{job="certificates"}) - time() < ` + strconv.Itoa(int(spec.CertificateRenewBefore.Seconds())),
+				Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "A control-plane certificate expires within 30 days",
+					"description": "Renew it onto the machines: `make diff` lists it, `make roll` renews leaves due within 30 days (README: Changing a running cluster)."}},
+			{Alert: "CertificateUnreadable", Expr: `max(clusterforge_certificate_read_errors{job="certificates"}) > 0`, For: "15m",
+				Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "An apiserver machine cannot read one of the certificates it reports",
+					"description": "A certificate file is unreadable or an etcd member presents none: its expiry is not watched."}},
 		}},
 		{Name: "etcd-backup", Rules: []Rule{
 			{Alert: "EtcdBackupStale", Expr: `time() - max(` + etcdbackup.MetricLastSuccess + `{job="etcd-backup"}) > 2 * max(` + etcdbackup.MetricInterval + `{job="etcd-backup"})`,

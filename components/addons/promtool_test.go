@@ -1,6 +1,7 @@
 package addons
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"os/exec"
@@ -57,12 +58,16 @@ func writePrometheusFiles(t *testing.T, c *spec.Cluster) string {
 }
 
 func TestPromtoolChecksConfigAndRules(t *testing.T) {
+	rules := 0
+	for _, g := range AlertRules().Groups {
+		rules += len(g.Rules)
+	}
 	for name, c := range stacks(t) {
 		dir := writePrometheusFiles(t, c)
 		// --syntax-only: the service account token and CA exist only inside the pod.
 		out := runPromtool(t, dir, "check", "config", "--syntax-only", PrometheusConfigFile)
 		out += runPromtool(t, dir, "check", "rules", PrometheusRulesFile)
-		if !strings.Contains(out, "SUCCESS: "+PrometheusConfigFile+" is valid prometheus config file syntax") || !strings.Contains(out, "SUCCESS: 7 rules found") {
+		if !strings.Contains(out, "SUCCESS: "+PrometheusConfigFile+" is valid prometheus config file syntax") || !strings.Contains(out, fmt.Sprintf("SUCCESS: %d rules found", rules)) {
 			t.Errorf("%s: promtool did not accept the files:\n%s", name, out)
 		}
 	}
@@ -141,6 +146,26 @@ var alertScenarios = []alertScenario{
 			"7m":  {"EtcdBackupFailing": {}},
 			"14m": {"EtcdBackupFailing": {}, "EtcdBackupStale": {}},
 		},
+	},
+	{
+		name: "a certificate comes within 30 days of expiry at minute 5",
+		series: map[string]string{
+			// At minute 0 one expires in 30 days and 4 minutes, another in a year.
+			`clusterforge_certificate_expiry_timestamp_seconds{job="certificates",instance="10.0.0.4:2383",source="/etc/kubernetes/pki/apiserver.crt",subject="kube-apiserver"}`: "2592240x10",
+			`clusterforge_certificate_expiry_timestamp_seconds{job="certificates",instance="10.0.0.4:2383",source="tls://10.0.1.10:2379",subject="etcd-main"}`:                   "31536000x10",
+			`clusterforge_certificate_read_errors{job="certificates",instance="10.0.0.4:2383"}`:                                                                                  "0x10",
+		},
+		fire: map[string]map[string]map[string]string{
+			"3m": {},
+			"6m": {"CertificateExpiringSoon": {"source": "/etc/kubernetes/pki/apiserver.crt", "subject": "kube-apiserver"}},
+		},
+	},
+	{
+		name: "an etcd member presents no certificate for 20 minutes",
+		series: map[string]string{
+			`clusterforge_certificate_read_errors{job="certificates",instance="10.0.0.4:2383"}`: "0x4 1x25",
+		},
+		fire: map[string]map[string]map[string]string{"10m": {}, "25m": {"CertificateUnreadable": {}}},
 	},
 	{
 		name: "a wiped member refuses to bootstrap from minute 4",

@@ -167,6 +167,8 @@ func TestInboundRules(t *testing.T) {
 		{SubnetControlPlane, hub, "", "", ssh, true},
 		{SubnetControlPlane, node, GroupNodes, "", ssh, false},
 		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(spec.ControllerManagerPort), false},
+		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(spec.CertificateMetricsPort), true},
+		{SubnetControlPlane, node, GroupNodes, "", strconv.Itoa(spec.CertificateMetricsPort), false},
 		{SubnetEtcd, cp, "", "", "2379", true},
 		{SubnetEtcd, cp, "", "", "2381", false},
 		{SubnetEtcd, etcd, "", "", "2380", true},

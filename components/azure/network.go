@@ -71,6 +71,8 @@ func InboundRules(c *spec.Cluster) map[string][]Rule {
 				Consumer: "kube-apiserver: kubelets and pods, operators from the hub, the control plane itself"},
 			{Name: "api-probe", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{"AzureLoadBalancer"}, Ports: []string{port(spec.APIServerPort)},
 				Consumer: "the load balancer's /readyz probe"},
+			{Name: "certificates-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, Ports: []string{port(spec.CertificateMetricsPort)},
+				Consumer: "Prometheus reading certificate expiry from clusterforge-csr-approver"},
 			ssh, deny,
 		},
 		SubnetEtcd: {

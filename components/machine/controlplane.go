@@ -1,7 +1,9 @@
 package machine
 
 import (
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -145,11 +147,22 @@ const CSRApproverLease = "clusterforge-csr-approver"
 
 // CSRApproverFlags are clusterforge-csr-approver's flags.
 func CSRApproverFlags(c *spec.Cluster) Flags {
+	var members []string
+	for _, e := range c.EtcdClusters() {
+		for _, m := range e.Members {
+			members = append(members, fmt.Sprintf("%s:%d", m.IP, spec.EtcdClientPort))
+		}
+	}
 	return Flags{
 		"kubeconfig":  CSRApproverKubeconfig,
 		"node-subnet": c.Network.NodeSubnet,
 		"identity":    "${NODE_NAME}",
 		"lease":       CSRApproverLease,
+		// Certificate expiry for Prometheus (CertificateExpiringSoon): this machine's files and the
+		// serving certificates of every etcd member, which only the apiservers may reach.
+		"metrics-address":       fmt.Sprintf("${NODE_IP}:%d", spec.CertificateMetricsPort),
+		"certificates-dir":      PKIDir,
+		"certificate-endpoints": strings.Join(members, ","),
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/clusterforge/clusterforge/components/certexpiry"
 	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/roll"
@@ -168,7 +169,7 @@ func (p *Plan) ServingCertificate(ctx context.Context, name string) (*x509.Certi
 	if in.Role == spec.RoleAPIServer {
 		port = spec.APIServerPort
 	}
-	return roll.PeerCertificate(ctx, p.Dial, fmt.Sprintf("%s:%d", in.IP, port))
+	return certexpiry.PeerCertificate(ctx, p.Dial, fmt.Sprintf("%s:%d", in.IP, port))
 }
 
 // apiserverStopGrace covers the shutdown delay and the drain of requests in flight after it.

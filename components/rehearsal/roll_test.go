@@ -26,7 +26,7 @@ import (
 // and a `make rehearse` (0).
 const rollBase = 3
 
-var rollReport = flag.String("roll-report", "", "write the roll drills' times per machine and API availability to this Markdown file")
+var rollReport = flag.String("roll-report", "", "append the roll drills' times per machine and API availability to this file (scripts/bench-roll.sh)")
 
 // drill is one roll and what it measured.
 type drill struct {
@@ -290,18 +290,27 @@ func servingSerials(t *testing.T, r *rehearsal.Rehearsal) map[string]*big.Int {
 	return out
 }
 
-func writeReport(t *testing.T, done []drill, acked int) {
+// writeReport appends one tab-separated row per drill to -roll-report, for scripts/bench-roll.sh:
+// drill, machines, seconds, mean seconds per etcd member, apiserver and worker (-1: none
+// rolled), probes answered, probes sent, acknowledged writes lost.
+func writeReport(t *testing.T, done []drill, _ int) {
 	if *rollReport == "" {
 		return
 	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "| drill | machines | took | per etcd member | per apiserver | per worker | API probes answered | availability | lost writes |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, d := range done {
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %d/%d | %.2f%% | %d |\n", d.name, len(d.results), d.took.Round(time.Second),
-			strings.Join(d.perKind(), " | "), d.ok, d.ok+d.fail, 100*float64(d.ok)/float64(max(1, d.ok+d.fail)), d.lost)
+	f, err := os.OpenFile(*rollReport, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
 	}
-	fmt.Fprintf(&b, "\n%d acknowledged writes over the drills.\n", acked)
-	if err := os.WriteFile(*rollReport, []byte(b.String()), 0o644); err != nil {
-		t.Error(err)
+	defer f.Close()
+	for _, d := range done {
+		fmt.Fprintf(f, "%s\t%d\t%.1f", d.name, len(d.results), d.took.Seconds())
+		for _, k := range kinds {
+			mean, ok := d.mean[k]
+			if !ok {
+				mean = -time.Second
+			}
+			fmt.Fprintf(f, "\t%.1f", mean.Seconds())
+		}
+		fmt.Fprintf(f, "\t%d\t%d\t%d\n", d.ok, d.ok+d.fail, d.lost)
 	}
 }

@@ -2,11 +2,8 @@ package roll
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
-	"net"
 	"strings"
 	"time"
 
@@ -17,8 +14,8 @@ import (
 )
 
 // RenewBefore is how long before expiry a leaf certificate is due: the roll renews it and the
-// CertificateExpiring alert fires (30 days).
-const RenewBefore = 30 * 24 * time.Hour
+// CertificateExpiringSoon alert fires.
+const RenewBefore = spec.CertificateRenewBefore
 
 // Machine is what one machine reports it runs, beside what the spec asks of it.
 type Machine struct {
@@ -153,30 +150,4 @@ func PrintMachines(w io.Writer, machines []Machine, now time.Time) {
 		}
 		fmt.Fprintf(w, "%-28s %-12s %-10s %-10s %-12s %s\n", m.Name, m.Role, m.Runs, m.Want, expires, state)
 	}
-}
-
-// Dialer opens a connection, as net.Dialer.DialContext does.
-type Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
-
-// PeerCertificate reads the certificate a TLS server at addr presents, without trusting or
-// authenticating: what the machine serves, not what was rendered for it.
-func PeerCertificate(ctx context.Context, dial Dialer, addr string) (*x509.Certificate, error) {
-	if dial == nil {
-		dial = (&net.Dialer{}).DialContext
-	}
-	raw, err := dial(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	defer raw.Close()
-	var leaf *x509.Certificate
-	conn := tls.Client(raw, &tls.Config{InsecureSkipVerify: true, VerifyConnection: func(cs tls.ConnectionState) error {
-		leaf = cs.PeerCertificates[0] // only read: the handshake may fail after, for want of a client certificate
-		return nil
-	}})
-	err = conn.HandshakeContext(ctx)
-	if leaf == nil {
-		return nil, fmt.Errorf("%s presented no certificate: %v", addr, err)
-	}
-	return leaf, nil
 }

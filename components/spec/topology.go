@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 )
 
 // Machine roles. Workers are "worker-<pool>".
@@ -27,6 +28,9 @@ const (
 	SSHPort               = 22
 	// EtcdBackupMetricsPort is where the main etcd members' backup agent serves its metrics.
 	EtcdBackupMetricsPort = 2382
+	// CertificateMetricsPort is where each apiserver machine's clusterforge-csr-approver serves
+	// certificate expiry: its own files and what every etcd member presents.
+	CertificateMetricsPort = 2383
 	// NodeExporterPort is node-exporter's, on every worker's host network.
 	NodeExporterPort = 9100
 )
@@ -46,6 +50,10 @@ const (
 	// its probe: long enough for the load balancer to take it out first, so no client sees it go.
 	APIServerShutdownDelaySeconds = APIServerProbeIntervalSeconds * (APIServerProbeFailures + 2)
 )
+
+// CertificateRenewBefore is how long before expiry a leaf certificate is due: the
+// CertificateExpiringSoon alert fires and `make roll` renews it.
+const CertificateRenewBefore = 30 * 24 * time.Hour
 
 // MaxScaleSetInstances is what one VMSS holds with singlePlacementGroup=false and a gallery image.
 const MaxScaleSetInstances = 1000

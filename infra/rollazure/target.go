@@ -33,6 +33,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/clusterforge/clusterforge/components/azure"
+	"github.com/clusterforge/clusterforge/components/certexpiry"
 	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/roll"
@@ -63,7 +64,7 @@ type Access struct {
 	// and presents the admin's pair, to ask one apiserver machine directly.
 	Etcd, APIServer *tls.Config
 	// Dial opens connections; nil is the host's network.
-	Dial roll.Dialer
+	Dial certexpiry.Dialer
 }
 
 // Target is one Azure cluster as a roll acts on it.
@@ -275,7 +276,7 @@ func (t *Target) ServingCertificate(ctx context.Context, name string) (*x509.Cer
 	if err != nil {
 		return nil, err
 	}
-	return roll.PeerCertificate(ctx, t.Access.Dial, addr)
+	return certexpiry.PeerCertificate(ctx, t.Access.Dial, addr)
 }
 
 // LeaseMachine maps a lease's holder, "<computer name>_<id>", to its instance.

@@ -10,9 +10,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -367,7 +369,7 @@ func TestPrometheusScrapesTheControlPlaneAndNodes(t *testing.T) {
 	for _, p := range prom {
 		url = "http://" + net.JoinHostPort(p.Status.PodIP, "9090") + "/api/v1/targets?state=active"
 	}
-	want := map[string]int{"apiserver": booted.Cluster.APIServer.Count, "node": len(cl)}
+	want := map[string]int{"apiserver": booted.Cluster.APIServer.Count, "certificates": booted.Cluster.APIServer.Count, "node": len(cl)}
 	for _, e := range booted.Cluster.EtcdClusters() {
 		want["etcd/"+e.Role] = len(e.Members)
 	}
@@ -407,6 +409,50 @@ func TestPrometheusScrapesTheControlPlaneAndNodes(t *testing.T) {
 			if up[job] != n {
 				return fmt.Errorf("%d of %d %s targets up; not up: %v", up[job], n, job, down)
 			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every apiserver machine reports its files and every etcd member's serving certificate, none
+	// unreadable, the soonest far from the CertificateExpiringSoon threshold.
+	base := strings.TrimSuffix(url, "/api/v1/targets?state=active")
+	query := func(q string) (float64, error) {
+		resp, err := hc.Get(base + "/api/v1/query?query=" + neturl.QueryEscape(q))
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		var r struct {
+			Data struct {
+				Result []struct{ Value []any }
+			}
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+			return 0, err
+		}
+		if len(r.Data.Result) != 1 {
+			return 0, fmt.Errorf("%s: %d results", q, len(r.Data.Result))
+		}
+		return strconv.ParseFloat(r.Data.Result[0].Value[1].(string), 64)
+	}
+	members := 0
+	for _, e := range booted.Cluster.EtcdClusters() {
+		members += len(e.Members)
+	}
+	err = drills.WaitUntil(time.Minute, func() error {
+		endpoints, err := query(`count(count by (source) (clusterforge_certificate_expiry_timestamp_seconds{source=~"tls://.*"}))`)
+		if err != nil || int(endpoints) != members {
+			return fmt.Errorf("%v etcd members' certificates reported, want %d (%v)", endpoints, members, err)
+		}
+		unreadable, err := query(`max(clusterforge_certificate_read_errors)`)
+		if err != nil || unreadable != 0 {
+			return fmt.Errorf("%v certificates unreadable (%v)", unreadable, err)
+		}
+		left, err := query(`min(clusterforge_certificate_expiry_timestamp_seconds) - time()`)
+		if err != nil || left < spec.CertificateRenewBefore.Seconds() {
+			return fmt.Errorf("the soonest certificate expires in %v s (%v)", left, err)
 		}
 		return nil
 	})

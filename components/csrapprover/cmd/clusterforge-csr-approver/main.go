@@ -1,19 +1,24 @@
 // Command clusterforge-csr-approver approves kubelet serving certificates whose names are the
 // requesting node's own (package csrapprover). The apiserver machines run it, one leader at a time.
+// Every one, leader or not, also serves its machine's certificate expiry (package certexpiry).
 package main
 
 import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/clusterforge/clusterforge/components/certexpiry"
 	"github.com/clusterforge/clusterforge/components/csrapprover"
 )
 
@@ -22,7 +27,23 @@ func main() {
 	subnet := flag.String("node-subnet", "", "CIDR every serving certificate's addresses must lie in")
 	identity := flag.String("identity", "", "this candidate's name in the leader election (default: the host name)")
 	lease := flag.String("lease", "clusterforge-csr-approver", "leader election lease in kube-system")
+	metrics := flag.String("metrics-address", "", "host:port to serve certificate expiry on (/metrics); empty: none")
+	certDir := flag.String("certificates-dir", "", "directory of this machine's certificate files (*.crt) to report")
+	endpoints := flag.String("certificate-endpoints", "", "comma-separated host:port of TLS servers whose certificates to report")
 	flag.Parse()
+	if *metrics != "" {
+		source := certexpiry.Source{Dir: *certDir}
+		if *endpoints != "" {
+			source.Endpoints = strings.Split(*endpoints, ",")
+		}
+		srv := &http.Server{Addr: *metrics, Handler: certexpiry.Handler(source), ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil {
+				fmt.Fprintln(os.Stderr, "clusterforge-csr-approver: metrics:", err)
+				os.Exit(1)
+			}
+		}()
+	}
 	if err := run(*kubeconfig, *subnet, *identity, *lease); err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(1)
