@@ -28,11 +28,7 @@ func applied(t *testing.T) *spec.Cluster {
 // copyOf is a deep copy through the applied record's encoding.
 func copyOf(t *testing.T, c *spec.Cluster) *spec.Cluster {
 	t.Helper()
-	data, err := c.Resolved()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := spec.ParseResolved(data)
+	out, err := c.Clone()
 	if err != nil {
 		t.Fatal(err)
 	}

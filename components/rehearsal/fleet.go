@@ -9,12 +9,12 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -156,16 +156,12 @@ func (b *Booted) LeaseMachine(ctx context.Context, lease string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+	host, err := roll.LeaseHolderHost(ctx, cs, lease)
 	if err != nil {
 		return "", err
 	}
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-		return "", fmt.Errorf("lease %s has no holder", lease)
-	}
-	host, _, _ := strings.Cut(*l.Spec.HolderIdentity, "_")
 	if _, err := b.Machine(host); err != nil {
-		return "", fmt.Errorf("lease %s is held by %q, no machine of this boot", lease, *l.Spec.HolderIdentity)
+		return "", fmt.Errorf("lease %s is held by %q, no machine of this boot", lease, host)
 	}
 	return host, nil
 }

@@ -3,7 +3,6 @@ package rehearsal
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -111,23 +110,7 @@ func (p *Plan) Inventory(ctx context.Context) (change.Inventory, error) {
 	for _, in := range p.Instances {
 		inv[in.Role] = append(inv[in.Role], in.Name)
 	}
-	cs, err := p.Clientset()
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range nodes.Items {
-		if pool := n.Labels[spec.PoolLabel]; pool != "" {
-			inv[spec.WorkerRole(pool)] = append(inv[spec.WorkerRole(pool)], n.Name)
-		}
-	}
-	for _, names := range inv {
-		slices.Sort(names)
-	}
-	return inv, nil
+	return roll.AddNodes(ctx, p, inv)
 }
 
 // APIServerVersion reads the machine's /version.
@@ -140,13 +123,7 @@ func (p *Plan) APIServerVersion(ctx context.Context, name string) (string, error
 	if err != nil {
 		return "", err
 	}
-	var v struct {
-		GitVersion string `json:"gitVersion"`
-	}
-	if err := json.Unmarshal([]byte(body), &v); err != nil || code != 200 {
-		return "", fmt.Errorf("%s /version: %d %s", name, code, body)
-	}
-	return v.GitVersion, nil
+	return roll.GitVersion(name, code, []byte(body))
 }
 
 // InRotation reads the load balancer's view of the machine.

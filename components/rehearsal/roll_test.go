@@ -203,11 +203,7 @@ func TestRollDrills(t *testing.T) {
 // variant is a copy of c (through the applied record's encoding) with edit applied.
 func variant(t *testing.T, c *spec.Cluster, edit func(*spec.Cluster)) *spec.Cluster {
 	t.Helper()
-	data, err := c.Resolved()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := spec.ParseResolved(data)
+	out, err := c.Clone()
 	if err != nil {
 		t.Fatal(err)
 	}

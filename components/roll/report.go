@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -83,15 +81,11 @@ func Report(ctx context.Context, o Observer, desired *spec.Cluster) ([]Machine, 
 		}
 		out = append(out, withCertificate(ctx, o, m))
 	}
-	cs, err := o.Clientset()
+	nodes, err := listNodes(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range nodes.Items {
+	for _, n := range nodes {
 		out = append(out, Machine{Name: n.Name, Role: spec.WorkerRole(n.Labels[spec.PoolLabel]),
 			Runs: n.Status.NodeInfo.KubeletVersion, Want: desired.Versions.Kubernetes})
 	}

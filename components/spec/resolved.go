@@ -27,3 +27,13 @@ func ParseResolved(data []byte) (*Cluster, error) {
 	}
 	return c, nil
 }
+
+// Clone is a deep copy through the applied record's encoding: what was applied, as a next run
+// would read it.
+func (c *Cluster) Clone() (*Cluster, error) {
+	data, err := c.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	return ParseResolved(data)
+}

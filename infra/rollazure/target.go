@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +27,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -98,23 +96,7 @@ func (t *Target) Inventory(ctx context.Context) (change.Inventory, error) {
 	for _, vm := range vms {
 		inv[spec.RoleAPIServer] = append(inv[spec.RoleAPIServer], *vm.Name)
 	}
-	cs, err := t.Clientset()
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for _, n := range nodes.Items {
-		if pool := n.Labels[spec.PoolLabel]; pool != "" {
-			inv[spec.WorkerRole(pool)] = append(inv[spec.WorkerRole(pool)], n.Name)
-		}
-	}
-	for _, names := range inv {
-		slices.Sort(names)
-	}
-	return inv, nil
+	return roll.AddNodes(ctx, t, inv)
 }
 
 func apiserverScaleSet(c *spec.Cluster) string { return c.Name + "-" + spec.RoleAPIServer }
@@ -252,13 +234,7 @@ func (t *Target) APIServerVersion(ctx context.Context, name string) (string, err
 	if err != nil {
 		return "", err
 	}
-	var v struct {
-		GitVersion string `json:"gitVersion"`
-	}
-	if err := json.Unmarshal(body, &v); err != nil || code != http.StatusOK {
-		return "", fmt.Errorf("%s /version: %d %s", name, code, body)
-	}
-	return v.GitVersion, nil
+	return roll.GitVersion(name, code, body)
 }
 
 // InRotation asks the instance what the load balancer's probe asks it.
@@ -285,14 +261,10 @@ func (t *Target) LeaseMachine(ctx context.Context, lease string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	l, err := cs.CoordinationV1().Leases("kube-system").Get(ctx, lease, metav1.GetOptions{})
+	host, err := roll.LeaseHolderHost(ctx, cs, lease)
 	if err != nil {
 		return "", err
 	}
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-		return "", fmt.Errorf("lease %s has no holder", lease)
-	}
-	host, _, _ := strings.Cut(*l.Spec.HolderIdentity, "_")
 	_, vm, err := t.instance(ctx, host)
 	if err != nil {
 		return "", err
