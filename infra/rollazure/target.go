@@ -410,10 +410,22 @@ func (t *Target) upWith(ctx context.Context, step string) error {
 	return err
 }
 
-// Models reports, per scale-set instance, whether it runs its scale set's latest model: Azure's
-// own drift signal under upgradePolicy Manual.
+// Models reports, per machine, whether it runs its latest model: for a scale-set instance
+// Azure's own drift signal under upgradePolicy Manual (latestModelApplied), for an etcd member's
+// VM whether it boots the control-plane image the spec names (its image changes only by a roll).
 func (t *Target) Models(ctx context.Context) (map[string]bool, error) {
 	out := map[string]bool{}
+	for _, e := range t.Cluster.EtcdClusters() {
+		for _, m := range e.Members {
+			vm, err := t.Azure.VMs.Get(ctx, t.Cluster.ResourceGroup(), m.Name, nil)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", m.Name, err)
+			}
+			p := vm.Properties
+			out[m.Name] = p != nil && p.StorageProfile != nil && p.StorageProfile.ImageReference != nil &&
+				p.StorageProfile.ImageReference.ID != nil && strings.EqualFold(*p.StorageProfile.ImageReference.ID, t.Cluster.ControlPlaneImage)
+		}
+	}
 	for _, set := range scaleSets(t.Cluster) {
 		vms, err := t.instances(ctx, set)
 		if err != nil {

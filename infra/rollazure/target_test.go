@@ -110,6 +110,15 @@ func newTarget(t *testing.T, runOutput string) (*Target, *calls, *fakeStack) {
 			},
 		},
 		VirtualMachinesServer: computefake.VirtualMachinesServer{
+			Get: func(_ context.Context, rg, vm string, _ *armcompute.VirtualMachinesClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachinesClientGetResponse], errResp azfake.ErrorResponder) {
+				image := c.ControlPlaneImage
+				if vm == "cf-dev-etcd-events-1" { // still on the image before
+					image = strings.Replace(image, "0.0.0", "0.0.1", 1)
+				}
+				resp.SetResponse(http.StatusOK, armcompute.VirtualMachinesClientGetResponse{VirtualMachine: armcompute.VirtualMachine{Properties: &armcompute.VirtualMachineProperties{
+					StorageProfile: &armcompute.StorageProfile{ImageReference: &armcompute.ImageReference{ID: to.Ptr(image)}}}}}, nil)
+				return resp, errResp
+			},
 			BeginRunCommand: func(_ context.Context, rg, vm string, in armcompute.RunCommandInput, _ *armcompute.VirtualMachinesClientBeginRunCommandOptions) (resp azfake.PollerResponder[armcompute.VirtualMachinesClientRunCommandResponse], errResp azfake.ErrorResponder) {
 				rec.add("run " + rg + "/" + vm + ": " + *in.Script[0])
 				resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachinesClientRunCommandResponse{RunCommandResult: armcompute.RunCommandResult{
@@ -205,14 +214,18 @@ func TestBackupGateRunsOnAMember(t *testing.T) {
 	}
 }
 
-// Azure's latestModelApplied is the drift signal: by VM name and by node name.
+// Azure's latestModelApplied is the drift signal of scale-set instances, by VM name and by node
+// name; an etcd VM is stale when it boots another image than the spec's.
 func TestModelsReportStaleInstances(t *testing.T) {
 	target, _, _ := newTarget(t, "")
 	models, err := target.Models(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if models["cf-dev-cpu000003"] || models["cf-dev-cpu_3"] || !models["cf-dev-cpu000000"] || !models["cf-dev-apiserver_0"] {
-		t.Errorf("models %v: cpu_3 is the one instance off the latest model", models)
+	for name, latest := range map[string]bool{"cf-dev-cpu000003": false, "cf-dev-cpu_3": false, "cf-dev-cpu000000": true,
+		"cf-dev-apiserver_0": true, "cf-dev-etcd-main-0": true, "cf-dev-etcd-events-1": false} {
+		if got, ok := models[name]; !ok || got != latest {
+			t.Errorf("%s: latest model %v (reported: %v), want %v", name, got, ok, latest)
+		}
 	}
 }
