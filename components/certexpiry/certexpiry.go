@@ -56,12 +56,12 @@ func (s Source) Collect(ctx context.Context) ([]Certificate, []error) {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".crt") {
 				return err
 			}
-			c, err := readFile(path)
+			c, ok, err := readFile(path)
 			if err != nil {
 				errs = append(errs, err)
-				return nil
+			} else if ok {
+				out = append(out, c)
 			}
-			out = append(out, c)
 			return nil
 		})
 		if err != nil {
@@ -82,20 +82,25 @@ func (s Source) Collect(ctx context.Context) ([]Certificate, []error) {
 	return out, errs
 }
 
-func readFile(path string) (Certificate, error) {
+// readFile reads a file's first certificate; a PEM file of another kind (the service-account
+// key's public half is kept as a .crt) is no certificate and not an error.
+func readFile(path string) (Certificate, bool, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Certificate{}, err
+		return Certificate{}, false, err
 	}
 	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "CERTIFICATE" {
-		return Certificate{}, fmt.Errorf("%s: no PEM certificate", path)
+	switch {
+	case block == nil:
+		return Certificate{}, false, fmt.Errorf("%s: not PEM", path)
+	case block.Type != "CERTIFICATE":
+		return Certificate{}, false, nil
 	}
 	cert, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
-		return Certificate{}, fmt.Errorf("%s: %w", path, err)
+		return Certificate{}, false, fmt.Errorf("%s: %w", path, err)
 	}
-	return Certificate{Source: path, Subject: cert.Subject.CommonName, NotAfter: cert.NotAfter}, nil
+	return Certificate{Source: path, Subject: cert.Subject.CommonName, NotAfter: cert.NotAfter}, true, nil
 }
 
 // PeerCertificate reads the certificate a TLS server at addr presents, without trusting or

@@ -44,6 +44,14 @@ func TestCollectsFilesAndServers(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "apiserver.key"), []byte(apiserver.KeyPEM), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The service-account key's public half sits in a .crt as the apiserver machines keep it: no
+	// certificate, no error. A .crt that is not PEM at all is an error.
+	if err := os.WriteFile(filepath.Join(dir, "service-account.crt"), []byte(b.Pair(pki.ServiceAccountKey).CertPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "broken.crt"), []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	etcd := b.Pair(pki.EtcdServer(spec.RoleEtcdMain))
 	pair, err := tls.X509KeyPair([]byte(etcd.CertPEM), []byte(etcd.KeyPEM))
 	if err != nil {
@@ -68,8 +76,8 @@ func TestCollectsFilesAndServers(t *testing.T) {
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
 	closed.Close()
 	certs, errs := Source{Dir: dir, Endpoints: []string{ln.Addr().String(), closed.Addr().String()}}.Collect(context.Background())
-	if len(certs) != 2 || len(errs) != 1 {
-		t.Fatalf("certificates %v, errors %v: want the file and the server, and the closed port as an error", certs, errs)
+	if len(certs) != 2 || len(errs) != 2 {
+		t.Fatalf("certificates %v, errors %v: want the certificate file and the server; the closed port and the broken file as errors", certs, errs)
 	}
 	want := map[string]int64{filepath.Join(dir, "apiserver.crt"): notAfter(t, apiserver.CertPEM), "tls://" + ln.Addr().String(): notAfter(t, etcd.CertPEM)}
 	for _, got := range certs {
