@@ -163,6 +163,11 @@ func (t *RollTarget) TakeOutOfRotation(_ context.Context, name string) error {
 	return nil
 }
 
+// StopEtcd stops the member's etcd with SIGTERM, as systemctl stop does.
+func (t *RollTarget) StopEtcd(_ context.Context, name string) error {
+	return t.Stop(name, "etcd", syscall.SIGTERM)
+}
+
 // Replace replaces a machine with one built from the desired spec.
 func (t *RollTarget) Replace(ctx context.Context, name string) error {
 	next, err := t.desired.Instance(name)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -61,6 +62,9 @@ func (r *Roller) replaceMember(ctx context.Context, role, name string) error {
 			if err := r.moveLeader(ctx, role, leader, members); err != nil {
 				return err
 			}
+		}
+		if err := r.Target.StopEtcd(ctx, name); err != nil {
+			return fmt.Errorf("stop etcd on %s: %w", name, err)
 		}
 		// Through the other members: the one removed stops as the removal applies, and would
 		// answer its own request with "server stopped".
@@ -159,7 +163,7 @@ func (r *Roller) moveLeader(ctx context.Context, role string, leader member, mem
 // leader's raft index as it was when the wait began, and no member reports a problem.
 func (r *Roller) caughtUp(ctx context.Context, cli *clientv3.Client, role, name string) error {
 	var target uint64
-	return poll(ctx, name+" to catch up", func() error {
+	if err := poll(ctx, name+" to catch up", func() error {
 		leader, members, err := leaderOf(ctx, cli)
 		if err != nil {
 			return err
@@ -178,5 +182,18 @@ func (r *Roller) caughtUp(ctx context.Context, cli *clientv3.Client, role, name 
 			return errors.Join(problems...)
 		}
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
+	// etcd counts a member as active, for the quorum check of the next removal, once it has been
+	// connected for its health interval.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(etcdHealthInterval):
+	}
+	return nil
 }
+
+// etcdHealthInterval is etcd's HealthInterval, how long a member must have been active to count.
+const etcdHealthInterval = 5 * time.Second

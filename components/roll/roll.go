@@ -52,6 +52,10 @@ type Target interface {
 	// TakeOutOfRotation makes the apiserver machine fail its probe, so the load balancer stops
 	// sending it requests while it still serves those it has.
 	TakeOutOfRotation(ctx context.Context, name string) error
+	// StopEtcd stops a member's etcd cleanly before it is removed: it finishes the requests it
+	// has and refuses new ones, which clients then send to the other members. Removing a member
+	// that still serves aborts its requests ("etcdserver: server stopped").
+	StopEtcd(ctx context.Context, name string) error
 	// Replace stops the machine, empties its local disk and starts it again built from the
 	// desired spec, as a new VM would be; it returns once the machine's units have started.
 	Replace(ctx context.Context, name string) error

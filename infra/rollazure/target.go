@@ -287,6 +287,16 @@ func (t *Target) TakeOutOfRotation(ctx context.Context, name string) error {
 	return err
 }
 
+// StopEtcd stops etcd on the member's VM (Run Command).
+func (t *Target) StopEtcd(ctx context.Context, name string) error {
+	poller, err := t.Azure.VMs.BeginRunCommand(ctx, t.Cluster.ResourceGroup(), name, shellCommand("systemctl stop etcd"), nil)
+	if err != nil {
+		return err
+	}
+	_, err = poller.PollUntilDone(ctx, nil)
+	return err
+}
+
 // Replace replaces an etcd member's VM through Pulumi, or reimages a scale-set instance on its
 // scale set's latest model.
 func (t *Target) Replace(ctx context.Context, name string) error {

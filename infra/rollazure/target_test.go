@@ -183,6 +183,17 @@ func TestReplaceMemberIsOneTargetedUpdate(t *testing.T) {
 	}
 }
 
+// A member's etcd is stopped through Run Command on its VM before it is removed.
+func TestStopEtcdRunsOnTheMember(t *testing.T) {
+	target, rec, _ := newTarget(t, "")
+	if err := target.StopEtcd(context.Background(), "cf-dev-etcd-main-3"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"run cf-dev/cf-dev-etcd-main-3: systemctl stop etcd"}; !slices.Equal(rec.log, want) {
+		t.Errorf("calls %q, want %q", rec.log, want)
+	}
+}
+
 // Taking an apiserver out of rotation stops its kube-apiserver through Run Command.
 func TestTakeOutOfRotationStopsTheAPIServer(t *testing.T) {
 	target, rec, _ := newTarget(t, "")
