@@ -66,7 +66,7 @@ bench-dataplane: setup tools build/images/node-$(STACK).tar build/images/control
 test: setup tools test-images image-validate images-local ## Run every test: rehearsal, CIS, a local image bake, the baked-image and end-to-end checks (CI runs this)
 	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -timeout 45m ./...
 
 test-images: ## Test the Packer plugin (its own module) and fail if its generated HCL2 specs are stale
 	@cd images && sha256sum $$(find . -name '*.hcl2spec.go') > /tmp/clusterforge-hcl2spec.sum && $(GO) generate ./... && \
@@ -110,7 +110,7 @@ etcd-restore: $(REHEARSE) ## Restore $(STACK)'s main etcd from SNAPSHOT=<name> o
 
 rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark, the roll drills and the baked worker's join, stop it; fails on any failure
 	@scripts/toolchain.sh upgrades
-	$(GO) test -count=1 -v -timeout 30m ./components/rehearsal -args -stack=$(STACK)
+	$(GO) test -count=1 -v -timeout 45m ./components/rehearsal -args -stack=$(STACK)
 
 bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
 	@scripts/bench-pull.sh

@@ -84,6 +84,7 @@ declare -A TOOLS=(
   # The releases before the pinned ones, where the upgrade drills start (tool@version → versions/<component>-<version>/tool).
   [kube-apiserver@$KUBERNETES_PREVIOUS]="kubernetes-v1.33 k8s.io/kubernetes/cmd/kube-apiserver kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
   [kube-controller-manager@$KUBERNETES_PREVIOUS]="kubernetes-v1.33 k8s.io/kubernetes/cmd/kube-controller-manager kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
+  [kubelet@$KUBERNETES_PREVIOUS]="kubernetes-v1.33 k8s.io/kubernetes/cmd/kubelet kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
   [etcd@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/server/v3 - versions/etcd-$ETCD_PREVIOUS"
   [etcdctl@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/etcdctl/v3 - versions/etcd-$ETCD_PREVIOUS"
   [etcdutl@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/etcdutl/v3 - versions/etcd-$ETCD_PREVIOUS"
@@ -95,7 +96,7 @@ declare -A LOCAL_TOOLS=(
 )
 declare -A TOOL_GROUPS=(
   [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup azurite"
-  [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
+  [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS kubelet@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
   [checks]="promtool"
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback"
@@ -139,7 +140,11 @@ build() {
   ( while sleep 30; do echo "    ... $tool still building ($((SECONDS - start)) s)"; done ) &
   local ticker=$!
   trap 'kill $ticker 2>/dev/null || true' RETURN
-  (cd "scripts/toolchain/$module" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$name.new" "$pkg")
+  if ! (cd "scripts/toolchain/$module" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$name.new" "$pkg"); then
+    kill $ticker 2>/dev/null || true   # set -e exits without running the RETURN trap
+    echo "toolchain: building $tool failed" >&2
+    exit 1
+  fi
   mv "$out/$name.new" "$out/$name"
   echo "$want" >"$stamp"
   step "$tool: built in $((SECONDS - start)) s"

@@ -10,11 +10,11 @@ import (
 
 // Files of the apiserver machines.
 const (
-	AuditPolicyPath   = KubeDir + "/audit-policy.yaml"
-	AuthnConfigPath   = KubeDir + "/authentication.yaml"
-	EncryptionConfig  = KubeDir + "/encryption.yaml"
-	AdmissionConfig   = KubeDir + "/admission.yaml"
-	apiserverUnitName = "kube-apiserver.service"
+	AuditPolicyPath  = KubeDir + "/audit-policy.yaml"
+	AuthnConfigPath  = KubeDir + "/authentication.yaml"
+	EncryptionConfig = KubeDir + "/encryption.yaml"
+	AdmissionConfig  = KubeDir + "/admission.yaml"
+	APIServerUnit    = "kube-apiserver.service"
 )
 
 // APIServerFlags are the kube-apiserver flags.

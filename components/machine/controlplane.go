@@ -56,7 +56,7 @@ func controllerManager(c *spec.Cluster, b pki.Bundle) part {
 	files := localClient(b, pki.ControllerManager, ControllerManagerKubeconfig)
 	return part{files: files, units: []Unit{service{
 		name: "kube-controller-manager", description: "Kubernetes controller manager",
-		after: []string{apiserverUnitName}, binary: BinDir + "/kube-controller-manager",
+		after: []string{APIServerUnit}, binary: BinDir + "/kube-controller-manager",
 		flags: ControllerManagerFlags(c),
 	}.unit()}}
 }
@@ -137,7 +137,7 @@ func scheduler(c *spec.Cluster, b pki.Bundle) part {
 	files := append(localClient(b, pki.Scheduler, SchedulerKubeconfig), File{Path: SchedulerConfigPath, Content: SchedulerConfig(), Mode: 0o644})
 	return part{files: files, units: []Unit{service{
 		name: "kube-scheduler", description: "Kubernetes scheduler (scheduler-plugins " + c.Versions.SchedulerPlugins + ", Coscheduling)",
-		after: []string{apiserverUnitName}, binary: BinDir + "/kube-scheduler",
+		after: []string{APIServerUnit}, binary: BinDir + "/kube-scheduler",
 		flags: SchedulerFlags(),
 	}.unit()}}
 }
@@ -171,7 +171,7 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 func csrApprover(c *spec.Cluster, b pki.Bundle) part {
 	return part{files: localClient(b, pki.CSRApprover, CSRApproverKubeconfig), units: []Unit{service{
 		name: "clusterforge-csr-approver", description: "clusterforge: approve kubelet serving certificates of real nodes",
-		after: []string{identityUnit, apiserverUnitName}, requires: []string{identityUnit},
+		after: []string{identityUnit, APIServerUnit}, requires: []string{identityUnit},
 		binary: BinDir + "/clusterforge-csr-approver", flags: CSRApproverFlags(c), envFiles: []string{NodeEnvFile},
 	}.unit()}}
 }

@@ -14,7 +14,7 @@ const (
 	etcdPKIDir   = "etcd"
 	etcdEnvFile  = RunDir + "/etcd.env"
 	etcdJoinUnit = "etcd-join.service"
-	etcdUnit     = "etcd.service"
+	EtcdUnit     = "etcd.service"
 	// etcdDiskUnit mounts the local SSD at the data dir; etcd-join requires it, so a failed mount
 	// stops etcd from starting on the OS disk.
 	etcdDiskUnit   = "etcd-disk.service"
@@ -86,7 +86,7 @@ RemainAfterExit=yes
 EnvironmentFile=` + NodeEnvFile + `
 ExecStart=` + ExecArg(LibexecDir+"/etcd-join") + `
 # systemd drops etcd's start job when an attempt fails; a retry that succeeds starts it again.
-ExecStartPost=/usr/bin/systemctl start --no-block ` + etcdUnit + `
+ExecStartPost=/usr/bin/systemctl start --no-block ` + EtcdUnit + `
 Restart=on-failure
 RestartSec=5
 
@@ -94,7 +94,7 @@ RestartSec=5
 WantedBy=multi-user.target
 `},
 			service{
-				name: strings.TrimSuffix(etcdUnit, ".service"), description: "etcd " + e.Role + " member",
+				name: strings.TrimSuffix(EtcdUnit, ".service"), description: "etcd " + e.Role + " member",
 				after: []string{etcdJoinUnit}, requires: []string{etcdJoinUnit},
 				binary: BinDir + "/etcd", flags: EtcdFlags(e),
 				envFiles: []string{NodeEnvFile, etcdEnvFile}, limitNoFile: true,

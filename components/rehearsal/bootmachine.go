@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,7 +61,23 @@ func (b *Booted) unpackImages(ctx context.Context) error {
 	for range images {
 		<-done
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if needed[machine.ImageWorker] {
+		sysctls, err := os.ReadFile(filepath.Join(b.imageDir(machine.ImageWorker), machine.SysctlPath))
+		if err != nil {
+			return err
+		}
+		changed, err := setHostKernel(string(sysctls))
+		if len(changed) > 0 {
+			b.logf("this host's kernel, which the machines share, now has the kubelet's settings: %s (deviation \"kernel\")", strings.Join(changed, ", "))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *Booted) unpack(ctx context.Context, image string) error {
@@ -175,6 +192,38 @@ func (b *Booted) machineDeviations(m *BootedMachine) ([]machine.File, error) {
 const kubeletNodefsDropIn = `[Service]
 ExecStartPre=/bin/sed -i -e '/^  nodefs[.]/d' ` + machine.KubeletConfigPath + `
 `
+
+// protectedKernelSettings are what the kubelet's protectKernelDefaults compares with its defaults
+// (pkg/kubelet/cm's setupKernelTunables).
+var protectedKernelSettings = []string{"vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
+	"kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes"}
+
+// setHostKernel gives this host's kernel, which every machine shares, the image's values of the
+// settings the kubelet's protectKernelDefaults checks (deviation "kernel"): these are the
+// kubelet's own defaults, which it sets itself on any host it runs on, but a machine's /proc/sys
+// is read-only. It returns what it changed, as "key: host → image".
+func setHostKernel(imageSysctls string) ([]string, error) {
+	var changed []string
+	for _, line := range strings.Split(imageSysctls, "\n") {
+		key, value, ok := strings.Cut(line, "=")
+		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
+		if !ok || !slices.Contains(protectedKernelSettings, key) {
+			continue
+		}
+		path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+		host, err := os.ReadFile(path)
+		if err != nil {
+			return changed, err
+		}
+		if got := strings.TrimSpace(string(host)); got != value {
+			if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+				return changed, fmt.Errorf("set %s to %s, as the kubelet needs: %w", key, value, err)
+			}
+			changed = append(changed, fmt.Sprintf("%s: %s → %s", key, got, value))
+		}
+	}
+	return changed, nil
+}
 
 // attachDisk backs the machine's local disk with a new sparse file on a loop device, whose node
 // the machine sees as /dev/disk/azure/resource, the name azure-vm-utils gives the SCSI resource disk.

@@ -92,7 +92,7 @@ func TestRollDrills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	t.Logf("starting the rehearsal on Kubernetes %s and etcd %s", start.Versions.Kubernetes, start.Versions.Etcd)
 	r, err := rehearsal.Up(ctx, p, os.Stderr)

@@ -24,6 +24,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -114,63 +115,69 @@ func dataPlaneClients(t testing.TB) ([]client, string) {
 		t.Skip("no boot under -short")
 	}
 	clientsOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cs := drills.Clientset(t, booted)
 		// Shared by every check, so it outlives the test that made it; the boot goes after them all.
 		clientsNS = "boot-dataplane"
-		if _, clientsErr = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: clientsNS}}, metav1.CreateOptions{}); clientsErr != nil {
-			return
-		}
-		labels := map[string]string{"app": headlessService}
-		if _, clientsErr = cs.CoreV1().Services(clientsNS).Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: headlessService},
-			Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: labels},
-		}, metav1.CreateOptions{}); clientsErr != nil {
-			return
-		}
-		for _, m := range booted.Machines {
-			if m.Image != machine.ImageWorker {
-				continue
-			}
-			pod := &corev1.Pod{
-				ObjectMeta: metav1.ObjectMeta{Name: "client-" + m.Name, Labels: labels},
-				Spec: corev1.PodSpec{NodeName: m.Name, TerminationGracePeriodSeconds: new(int64),
-					Containers: []corev1.Container{{Name: "pause", Image: booted.Cluster.Versions.PauseImage}}},
-			}
-			if _, clientsErr = cs.CoreV1().Pods(clientsNS).Create(ctx, pod, metav1.CreateOptions{}); clientsErr != nil {
-				return
-			}
-			clients = append(clients, client{node: m.Name, name: pod.Name})
-		}
-		for i := range clients {
-			c := &clients[i]
-			if clientsErr = drills.WaitUntil(2*time.Minute, func() error {
-				p, err := cs.CoreV1().Pods(clientsNS).Get(ctx, c.name, metav1.GetOptions{})
-				if err == nil && (p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "") {
-					err = fmt.Errorf("pod %s is %s", c.name, p.Status.Phase)
-				}
-				if err == nil {
-					c.ip = p.Status.PodIP
-				}
-				return err
-			}); clientsErr != nil {
-				return
-			}
-			netns, err := booted.PodNetns(ctx, c.node, clientsNS, c.name)
-			if clientsErr = err; err != nil {
-				return
-			}
-			c.dial = rehearsal.DialerIn(netns)
-		}
+		clients, clientsErr = startClients(drills.Clientset(t, booted), clientsNS)
 	})
 	if clientsErr != nil {
 		t.Fatal(clientsErr)
 	}
-	if len(clients) < 2 {
-		t.Fatalf("the data-plane checks need two workers, the stack boots %d", len(clients))
-	}
 	return clients, clientsNS
+}
+
+// startClients starts, in a new namespace ns, one client pod per worker behind a headless Service.
+func startClients(cs *kubernetes.Clientset, ns string) ([]client, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	labels := map[string]string{"app": headlessService}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: headlessService},
+		Spec:       corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: labels},
+	}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	var out []client
+	for _, m := range booted.Machines {
+		if m.Image != machine.ImageWorker {
+			continue
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "client-" + m.Name, Labels: labels},
+			Spec: corev1.PodSpec{NodeName: m.Name, TerminationGracePeriodSeconds: new(int64),
+				Containers: []corev1.Container{{Name: "pause", Image: booted.Cluster.Versions.PauseImage}}},
+		}
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
+		out = append(out, client{node: m.Name, name: pod.Name})
+	}
+	if len(out) < 2 {
+		return nil, fmt.Errorf("the data-plane checks need two workers, the stack boots %d", len(out))
+	}
+	for i := range out {
+		c := &out[i]
+		if err := drills.WaitUntil(2*time.Minute, func() error {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, c.name, metav1.GetOptions{})
+			if err == nil && (p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "") {
+				err = fmt.Errorf("pod %s is %s", c.name, p.Status.Phase)
+			}
+			if err == nil {
+				c.ip = p.Status.PodIP
+			}
+			return err
+		}); err != nil {
+			return nil, err
+		}
+		netns, err := booted.PodNetns(ctx, c.node, ns, c.name)
+		if err != nil {
+			return nil, err
+		}
+		c.dial = rehearsal.DialerIn(netns)
+	}
+	return out, nil
 }
 
 // httpFrom is an HTTP client whose connections leave from the client pod; tlsConfig may be nil.
@@ -218,20 +225,29 @@ func get(t *testing.T, hc *http.Client, url string) (int, string) {
 // stand-in between the nodes), and the CoreDNS Service's ClusterIP (kube-proxy's nftables rules).
 func TestPodReachesPodsAndServices(t *testing.T) {
 	cl, _ := dataPlaneClients(t)
+	checkPodsReachPodsAndServices(t, cl)
+}
+
+// checkPodsReachPodsAndServices has every client reach every CoreDNS pod by its pod IP, at
+// least one of them from another node, and the CoreDNS Service's ClusterIP.
+func checkPodsReachPodsAndServices(t *testing.T, cl []client) {
+	t.Helper()
 	dns := addOnPods(t, addons.SystemNamespace, addons.DNSAppLabel+"="+addons.DNSService)
-	for i, c := range cl {
-		other := cl[(i+1)%len(cl)]
-		target, ok := dns[other.node]
-		if !ok {
-			t.Fatalf("no CoreDNS pod runs on %s", other.node)
-		}
+	across := false
+	for _, c := range cl {
 		hc := httpFrom(c, nil)
-		if code, body := get(t, hc, "http://"+net.JoinHostPort(target.Status.PodIP, "8080")+"/health"); code != http.StatusOK {
-			t.Errorf("%s (%s) → CoreDNS %s on %s: %d %s", c.name, c.ip, target.Status.PodIP, other.node, code, body)
+		for node, target := range dns {
+			across = across || node != c.node
+			if code, body := get(t, hc, "http://"+net.JoinHostPort(target.Status.PodIP, "8080")+"/health"); code != http.StatusOK {
+				t.Errorf("%s (%s) → CoreDNS %s on %s: %d %s", c.name, c.ip, target.Status.PodIP, node, code, body)
+			}
 		}
 		if code, body := get(t, hc, "http://"+net.JoinHostPort(booted.Cluster.DNSServiceIP(), "9153")+"/metrics"); code != http.StatusOK || !strings.Contains(body, "coredns_build_info") {
 			t.Errorf("%s → the %s Service's ClusterIP: %d", c.name, addons.DNSService, code)
 		}
+	}
+	if !across {
+		t.Errorf("no client and CoreDNS pod on different nodes (CoreDNS on %d nodes): the VNet between nodes went unchecked", len(dns))
 	}
 }
 
@@ -239,6 +255,12 @@ func TestPodReachesPodsAndServices(t *testing.T) {
 // Service's name gives every ready pod behind it.
 func TestPodDNSThroughCoreDNS(t *testing.T) {
 	cl, ns := dataPlaneClients(t)
+	checkPodDNS(t, cl, ns)
+}
+
+// checkPodDNS resolves, from every client, the kubernetes Service and the clients' headless one in ns.
+func checkPodDNS(t *testing.T, cl []client, ns string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var want []string
