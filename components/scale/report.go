@@ -1,0 +1,177 @@
+package scale
+
+import (
+	"bufio"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// PodStartupSLO is the upstream pod start-up SLO: p99 within 5 s for stateless pods created at a
+// steady rate, from creation to Running as a client's watch sees it.
+const PodStartupSLO = 5 * time.Second
+
+// PodStartup is the pod start-up latency of a hold.
+type PodStartup struct {
+	Pods       int     `json:"pods"`
+	P50Seconds float64 `json:"p50Seconds"`
+	P99Seconds float64 `json:"p99Seconds"`
+	Pass       bool    `json:"pass"`
+}
+
+// PodStartupOf summarizes start-up latencies (creation to Running, as watched).
+func PodStartupOf(latencies []time.Duration) PodStartup {
+	secs := make([]float64, len(latencies))
+	for i, l := range latencies {
+		secs[i] = l.Seconds()
+	}
+	p := PodStartup{Pods: len(latencies)}
+	if len(secs) > 0 {
+		p.P50Seconds, p.P99Seconds = QuantileOverTime(0.5, secs), QuantileOverTime(0.99, secs)
+	}
+	p.Pass = p.P99Seconds <= PodStartupSLO.Seconds()
+	return p
+}
+
+// Usage is one component's resource use over a hold.
+type Usage struct {
+	Component string `json:"component"`
+	// CPUCores is the mean CPU use in cores; RSSBytes the resident memory at the end.
+	CPUCores float64 `json:"cpuCores"`
+	RSSBytes int64   `json:"rssBytes"`
+}
+
+// Step is one step of the ramp: its node count and everything measured during its hold.
+type Step struct {
+	Nodes       int             `json:"nodes"`
+	Pods        int             `json:"pods"`
+	WarmUp      string          `json:"warmUp"`
+	Hold        string          `json:"hold"`
+	Calls       []CallResult    `json:"calls"`
+	PodStartup  PodStartup      `json:"podStartup"`
+	APIServers  APIServerTotals `json:"apiservers"`
+	Etcd        []EtcdMember    `json:"etcd"`
+	Usage       []Usage         `json:"usage"`
+	LeaseWrites float64         `json:"leaseWritesPerSecond"`
+	// ClientLatency is the load generator's own p99 per operation, in seconds.
+	ClientLatency map[string]float64 `json:"clientP99Seconds"`
+	// Failing names each SLO the step missed; empty when it passed.
+	Failing []string `json:"failing"`
+}
+
+// Verdict fills in Failing from the step's calls and pod start-up.
+func (s *Step) Verdict() {
+	s.Failing = nil
+	for _, c := range s.Calls {
+		if !c.Pass {
+			s.Failing = append(s.Failing, c.Call.String()+": p99 "+strconv.FormatFloat(c.P99, 'f', 3, 64)+" s > "+strconv.FormatFloat(c.Threshold, 'f', 0, 64)+" s")
+		}
+	}
+	if s.PodStartup.P99Seconds > PodStartupSLO.Seconds() {
+		s.Failing = append(s.Failing, "pod start-up: p99 "+strconv.FormatFloat(s.PodStartup.P99Seconds, 'f', 3, 64)+" s > 5 s")
+	}
+}
+
+// Passed reports whether every SLO held.
+func (s *Step) Passed() bool { return len(s.Failing) == 0 }
+
+// Machine is the host a benchmark ran on.
+type Machine struct {
+	Cores     int    `json:"cores"`
+	MemoryGiB int    `json:"memoryGiB"`
+	Kernel    string `json:"kernel"`
+	CPU       string `json:"cpu"`
+	// Disk is the filesystem the benchmark's data lives on and its backing device.
+	Disk string `json:"disk"`
+}
+
+// ThisMachine describes the host; dir is where the benchmark writes its data.
+func ThisMachine(dir string) Machine {
+	m := Machine{Cores: runtime.NumCPU()}
+	var u unix.Utsname
+	if unix.Uname(&u) == nil {
+		m.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		m.MemoryGiB = int((uint64(si.Totalram)*uint64(si.Unit) + 1<<29) >> 30)
+	}
+	m.CPU = firstField("/proc/cpuinfo", "model name")
+	m.Disk = mountOf(dir)
+	return m
+}
+
+// firstField is the value of the first "key : value" line of file with that key.
+func firstField(file, key string) string {
+	f, err := os.Open(file)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// mountOf names the filesystem holding dir: "<device> <fstype> on <mount point>".
+func mountOf(dir string) string {
+	data, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	best := ""
+	var bestFields []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		if (dir == f[1] || strings.HasPrefix(dir, strings.TrimSuffix(f[1], "/")+"/")) && len(f[1]) >= len(best) {
+			best, bestFields = f[1], f
+		}
+	}
+	if bestFields == nil {
+		return ""
+	}
+	return bestFields[0] + " " + bestFields[2] + " on " + bestFields[1]
+}
+
+// Summary is the benchmark's headline: summary.json.
+type Summary struct {
+	Stack               string  `json:"stack"`
+	Machine             Machine `json:"machine"`
+	StepsTried          []int   `json:"stepsTried"`
+	LargestPassingNodes int     `json:"largestPassingNodes"`
+	// FirstFailing is the first step that missed an SLO, with what it missed; empty when every
+	// step passed.
+	FirstFailing     []string `json:"firstFailing,omitempty"`
+	FirstFailingStep int      `json:"firstFailingNodes,omitempty"`
+	// StormRatio is main-etcd p99 during the storm ÷ quiet, with the events split and without.
+	StormRatio map[string]float64 `json:"stormRatio"`
+	Started    time.Time          `json:"started"`
+	Took       string             `json:"took"`
+}
+
+// Summarize fills the ramp's verdict from its steps, in ramp order: the ramp stops at the first
+// failing step.
+func (s *Summary) Summarize(steps []Step) {
+	s.StepsTried, s.LargestPassingNodes, s.FirstFailing, s.FirstFailingStep = nil, 0, nil, 0
+	for _, st := range steps {
+		s.StepsTried = append(s.StepsTried, st.Nodes)
+		if !st.Passed() {
+			s.FirstFailing, s.FirstFailingStep = slices.Clone(st.Failing), st.Nodes
+			return
+		}
+		s.LargestPassingNodes = st.Nodes
+	}
+}
