@@ -53,11 +53,13 @@ func (t *BootRollTarget) TakeOutOfRotation(ctx context.Context, name string) err
 	return err
 }
 
-// StopEtcd stops the member's etcd unit.
-func (t *BootRollTarget) StopEtcd(ctx context.Context, name string) error {
-	_, err := t.Exec(ctx, name, "systemctl", "stop", machine.EtcdUnit)
-	return err
-}
+// errEtcdNotRolled refuses, before any member is stopped or removed, a roll that would replace
+// booted etcd members: that path (stop, remove through the others, new disks, etcd-join) is
+// drilled on the process rehearsal (TestRollDrills), not on booted machines.
+var errEtcdNotRolled = errors.New("booted etcd members are not rolled: roll etcd on the process rehearsal (make rehearse, make roll) or on Azure")
+
+// StopEtcd refuses: see errEtcdNotRolled.
+func (t *BootRollTarget) StopEtcd(context.Context, string) error { return errEtcdNotRolled }
 
 // Replace shuts the machine down, gives it new disks and boots it; it returns once cloud-init
 // has finished without errors.
@@ -65,6 +67,9 @@ func (t *BootRollTarget) Replace(ctx context.Context, name string) error {
 	m, err := t.Machine(name)
 	if err != nil {
 		return err
+	}
+	if m.Role == spec.RoleEtcdMain || m.Role == spec.RoleEtcdEvents {
+		return errEtcdNotRolled
 	}
 	if err := t.Stop(name, false); err != nil {
 		return err
@@ -105,34 +110,18 @@ func (b *Booted) WriteOSDisk(name, path string, content []byte, mode os.FileMode
 	return writeFile(filepath.Join(m.Root, path), string(content), mode)
 }
 
-// FreshBackup runs clusterforge-etcd-backup gate on a main member, as the Azure target does.
-func (t *BootRollTarget) FreshBackup(ctx context.Context) error { return t.onMainMember(ctx, "gate") }
+// FreshBackup and BackupNow are asked for only before the main etcd is touched: they refuse.
+func (t *BootRollTarget) FreshBackup(context.Context) error { return errEtcdNotRolled }
+func (t *BootRollTarget) BackupNow(context.Context) error   { return errEtcdNotRolled }
 
-// BackupNow takes and verifies a snapshot on a main member.
-func (t *BootRollTarget) BackupNow(ctx context.Context) error {
-	return t.onMainMember(ctx, "snapshot")
-}
-
-// onMainMember runs clusterforge-etcd-backup on the first main member that succeeds, with the
-// backup store the boot's drop-in gives its units (deviation "backup store").
-func (t *BootRollTarget) onMainMember(ctx context.Context, verb string) error {
-	var errs []error
-	for _, in := range t.Of(spec.RoleEtcdMain) {
-		argv := []string{"env", "AZURE_STORAGE_CONNECTION_STRING=" + t.StoreConnectionString(), machine.EtcdBackupBinary, verb, "--config=" + machine.EtcdBackupConfig}
-		if verb == "snapshot" {
-			argv = append(argv, fmt.Sprintf("--endpoint=https://%s:%d", in.IP, spec.EtcdClientPort))
-		}
-		_, err := t.Exec(ctx, in.Name, argv...)
-		if err == nil {
-			return nil
-		}
-		errs = append(errs, err)
-	}
-	return fmt.Errorf("clusterforge-etcd-backup %s: %w", verb, errors.Join(errs...))
-}
-
-// Prepare makes the desired plan the model new machines boot from, and applies its add-ons.
+// Prepare refuses a change that rolls etcd members, then makes the desired plan the model new
+// machines boot from and applies its add-ons.
 func (t *BootRollTarget) Prepare(ctx context.Context) error {
+	for _, role := range change.RolledRoles(t.desired, change.Diff(t.Cluster, t.desired)) {
+		if role == spec.RoleEtcdMain || role == spec.RoleEtcdEvents {
+			return fmt.Errorf("%s: %w", role, errEtcdNotRolled)
+		}
+	}
 	t.Cluster, t.opts.PlanDir = t.desired, t.planDir
 	return t.applyAddons(ctx)
 }
