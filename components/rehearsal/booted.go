@@ -185,12 +185,12 @@ func Boot(ctx context.Context, c *spec.Cluster, o BootOptions, progress io.Write
 	defer func() {
 		if err != nil && o.KeepOnFailure {
 			b.SaveJournals()
-			b.logf("failed: %v; the machines stay for inspection (journals in %s); remove them with `make boot-down`", err, b.logDir())
+			b.logf("failed; the machines stay for inspection (journals in %s); remove them with `make boot-down`", b.logDir())
 			return
 		}
 		if err != nil {
 			b.SaveJournals()
-			b.logf("failed: %v; removing what was made (journals and logs stay in %s)", err, b.logDir())
+			b.logf("failed; removing what was made (journals and logs stay in %s)", b.logDir())
 			_ = b.Down()
 			b = nil
 		}
@@ -437,7 +437,8 @@ func (b *Booted) Exec(ctx context.Context, name string, args ...string) (string,
 
 // WaitCloudInit waits until cloud-init has finished on a machine and fails if it reported errors.
 func (b *Booted) WaitCloudInit(ctx context.Context, name string) error {
-	return poll(ctx, 5*time.Minute, name+" cloud-init", func(ctx context.Context) error {
+	var running bool
+	err := poll(ctx, 5*time.Minute, name+" cloud-init", func(ctx context.Context) error {
 		out, err := b.Exec(ctx, name, "cloud-init", "status", "--long")
 		if strings.Contains(out, "status: done") || strings.Contains(out, "status: error") {
 			return cloudInitResult(out)
@@ -445,8 +446,39 @@ func (b *Booted) WaitCloudInit(ctx context.Context, name string) error {
 		if err != nil && !strings.Contains(out, "status:") {
 			return err
 		}
-		return fmt.Errorf("cloud-init still running: %s", firstLine(out))
+		running = true
+		return fmt.Errorf("cloud-init still running: %s", strings.Join(strings.Fields(out), " "))
 	})
+	if err != nil && running {
+		return fmt.Errorf("%w\n%s", err, b.whyStuck(name))
+	}
+	return err
+}
+
+// whyStuck says what a machine whose boot does not finish waits for (systemd's queued jobs, the
+// end of cloud-init's log) and how loaded this host is, so that a failed run's output names the
+// cause even where its logs are gone.
+func (b *Booted) whyStuck(name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out strings.Builder
+	for _, probe := range []struct {
+		what string
+		argv []string
+	}{
+		{"queued jobs", []string{"systemctl", "list-jobs", "--no-pager", "--no-legend"}},
+		{"failed units", []string{"systemctl", "--failed", "--no-pager", "--no-legend"}},
+		{"cloud-init.log", []string{"tail", "-n", "3", "/var/log/cloud-init.log"}},
+	} {
+		text, err := b.Exec(ctx, name, probe.argv...)
+		if err != nil {
+			text = err.Error()
+		}
+		fmt.Fprintf(&out, "    %s %s: %s\n", name, probe.what, strings.ReplaceAll(strings.TrimSpace(text), "\n", "\n      "))
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(&out, "    this host: load %s", strings.TrimSpace(string(load)))
+	return out.String()
 }
 
 // errPermanent ends a poll at once.
@@ -464,11 +496,6 @@ func cloudInitResult(out string) error {
 		}
 	}
 	return nil
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return line
 }
 
 // SaveJournals writes each running machine's journal and failed units to logs/<machine>.journal.log.
