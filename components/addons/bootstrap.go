@@ -56,9 +56,9 @@ func bootstrap(*spec.Cluster) []Object {
 	return []Object{
 		binding("clusterforge:node-bootstrapper", "system:node-bootstrapper", rbacv1.GroupKind, BootstrapGroup),
 		binding("clusterforge:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", rbacv1.GroupKind, BootstrapGroup),
-		binding("clusterforge:node-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, "system:nodes"),
+		binding("clusterforge:node-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, pki.NodesGroup),
 		// kube-proxy runs on each worker with the node's client certificate (machine.kubeProxy).
-		binding("clusterforge:node-proxier", "system:node-proxier", rbacv1.GroupKind, "system:nodes"),
+		binding("clusterforge:node-proxier", "system:node-proxier", rbacv1.GroupKind, pki.NodesGroup),
 		binding("clusterforge:apiserver-kubelet-client", "system:kubelet-api-admin", rbacv1.UserKind, pki.APIServerKubeletUser),
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: approver}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},

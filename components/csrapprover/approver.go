@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+
+	"github.com/clusterforge/clusterforge/components/pki"
 )
 
 // Reason is the condition reason the approver sets, approving or denying.
@@ -43,7 +45,7 @@ func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet
 	switch {
 	case csr.Spec.SignerName != certv1.KubeletServingSignerName:
 		return false, "not a kubelet serving certificate"
-	case !ok || !slices.Contains(csr.Spec.Groups, "system:nodes"):
+	case !ok || !slices.Contains(csr.Spec.Groups, pki.NodesGroup):
 		return false, fmt.Sprintf("requested by %q, not a node", csr.Spec.Username)
 	case node == nil || node.Name != name:
 		return false, fmt.Sprintf("no Node %q", name)
@@ -70,7 +72,7 @@ func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet
 	switch {
 	case req.Subject.CommonName != csr.Spec.Username:
 		return false, fmt.Sprintf("subject %q is not the requester", req.Subject.CommonName)
-	case !slices.Equal(req.Subject.Organization, []string{"system:nodes"}):
+	case !slices.Equal(req.Subject.Organization, []string{pki.NodesGroup}):
 		return false, fmt.Sprintf("organization %q, want system:nodes", req.Subject.Organization)
 	case len(req.EmailAddresses) > 0 || len(req.URIs) > 0:
 		return false, "e-mail or URI names"

@@ -17,6 +17,9 @@ const (
 	APIServerUnit    = "kube-apiserver.service"
 )
 
+// EventsOverrideFlag is the kube-apiserver flag that stores Events in their own etcd (L03).
+const EventsOverrideFlag = "etcd-servers-overrides"
+
 // APIServerFlags are the kube-apiserver flags.
 func APIServerFlags(c *spec.Cluster) Flags {
 	var main, events spec.EtcdCluster
@@ -37,7 +40,7 @@ func APIServerFlags(c *spec.Cluster) Flags {
 
 		"etcd-servers": strings.Join(main.ClientURLs(), ","),
 		// Events live in their own etcd cluster (L03); servers are separated by ';'.
-		"etcd-servers-overrides":   "/events#" + strings.Join(events.ClientURLs(), ";"),
+		EventsOverrideFlag:         "/events#" + strings.Join(events.ClientURLs(), ";"),
 		"etcd-cafile":              CertPath(etcdPKIDir, pki.EtcdCA),
 		"etcd-certfile":            CertPath(etcdPKIDir, pki.APIServerEtcdClient),
 		"etcd-keyfile":             KeyPath(etcdPKIDir, pki.APIServerEtcdClient),

@@ -73,6 +73,8 @@ const (
 	CSRApproverUser = "clusterforge:csr-approver"
 	// APIServerKubeletUser is the apiserver when it calls kubelets (logs, exec).
 	APIServerKubeletUser = "kube-apiserver-kubelet-client"
+	// NodesGroup is the group of every kubelet's client certificate (its Organization).
+	NodesGroup = "system:nodes"
 )
 
 // Authority is a self-signed certificate authority.
@@ -146,6 +148,12 @@ func Profiles(c *spec.Cluster) []Profile {
 		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: "system:masters", Usages: clientUsages,
 			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
 	)
+}
+
+// ClientOf is a client certificate of the cluster CA for user cn, in group org when org is not
+// empty: for the identities the rehearsal gives its own clients (Renew issues it from a bundle).
+func ClientOf(name, cn, org string) Profile {
+	return Profile{Name: name, Issuer: ClusterCA, CommonName: cn, Organization: org, Usages: clientUsages}
 }
 
 // KeyPair is PEM-encoded material for one name: a certificate (CAs and leaves) and its private key.

@@ -208,6 +208,9 @@ func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err erro
 	applied := map[string]bool{}
 	for _, word := range u.exec {
 		word = machine.ExpandEnv(word, vars)
+		if p.EventsInMainEtcd && strings.HasPrefix(word, "--"+machine.EventsOverrideFlag+"=") {
+			continue
+		}
 		if name, _, ok := strings.Cut(strings.TrimPrefix(word, "--"), "="); ok && strings.HasPrefix(word, "--") {
 			if v, ok := overrides[name]; ok {
 				word, applied[name] = "--"+name+"="+v, true

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -57,6 +58,40 @@ func (p *Plan) RESTConfig() (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst, cfg.Dial = 100, 200, p.Dial
 	return cfg, nil
+}
+
+// RESTConfigAs is a client configuration through the load balancer for an identity of its own:
+// user, in group when group is not empty, by a client certificate the cluster CA issues now.
+func (p *Plan) RESTConfigAs(user, group string) (*rest.Config, error) {
+	kubeconfig, err := p.kubeconfigAs(user, group)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig([]byte(kubeconfig))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Dial = p.Dial
+	return cfg, nil
+}
+
+// writeKubeconfigAs writes a kubeconfig of RESTConfigAs's identity, for a process.
+func (p *Plan) writeKubeconfigAs(path, user, group string) error {
+	kubeconfig, err := p.kubeconfigAs(user, group)
+	if err != nil {
+		return err
+	}
+	return writeFile(path, kubeconfig, 0o600)
+}
+
+func (p *Plan) kubeconfigAs(user, group string) (string, error) {
+	profile := pki.ClientOf("client", user, group)
+	b, err := pki.Renew(p.Bundle, pki.Authorities(p.Cluster), []pki.Profile{profile})
+	if err != nil {
+		return "", err
+	}
+	kp := b.Pair(profile.Name)
+	return machine.EmbeddedKubeconfig(p.Cluster.Name, p.Cluster.APIServerURL(), p.Bundle.Pair(pki.ClusterCA).CertPEM, kp.CertPEM, kp.KeyPEM), nil
 }
 
 // Clientset is a Kubernetes client of the admin, through the load balancer.

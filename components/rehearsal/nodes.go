@@ -11,10 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -48,48 +52,108 @@ func (r *Rehearsal) startLB() error {
 	return r.track(proc)
 }
 
-// Nodes are the simulated worker nodes: per pool, up to NodesPerPool of its maxNodes, with the
-// labels and taints its kubelets register and its VM size's capacity.
+// Nodes are the simulated worker nodes: per pool, up to NodesPerPool of its maxNodes.
 func (p *Plan) Nodes() ([]corev1.Node, error) {
 	var nodes []corev1.Node
 	for i, pool := range p.Cluster.Pools {
-		capacity, ok := spec.VMCapacity(pool.VMSize)
-		if !ok {
-			return nil, &spec.FieldError{Field: fmt.Sprintf("pools[%d].vmSize", i),
-				Problem: fmt.Sprintf("the rehearsal does not know the capacity of %s", pool.VMSize),
-				Fix:     "add the size to spec.VMCapacity's table"}
-		}
-		res := corev1.ResourceList{
-			corev1.ResourceCPU:    *resource.NewQuantity(int64(capacity.CPUs), resource.DecimalSI),
-			corev1.ResourceMemory: *resource.NewQuantity(int64(capacity.MemoryGiB)<<30, resource.BinarySI),
-			corev1.ResourcePods:   *resource.NewQuantity(int64(p.Cluster.Kubelet.MaxPods), resource.DecimalSI),
-		}
-		if capacity.GPUs > 0 {
-			res[machine.GPUResource] = *resource.NewQuantity(int64(capacity.GPUs), resource.DecimalSI)
-		}
-		var taints []corev1.Taint
-		for _, t := range machine.NodeTaints(pool) {
-			taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
-		}
 		for n := range min(pool.MaxNodes, p.NodesPerPool) {
-			name := fmt.Sprintf("%s-%s-%d", p.Cluster.Name, pool.Name, n)
-			labels := machine.NodeLabels(pool)
-			maps.Copy(labels, map[string]string{
-				corev1.LabelHostname:           name,
-				corev1.LabelOSStable:           "linux",
-				corev1.LabelArchStable:         "amd64",
-				corev1.LabelInstanceTypeStable: pool.VMSize,
-				corev1.LabelTopologyZone:       p.Cluster.Location + "-" + p.Cluster.Zones[n%len(p.Cluster.Zones)],
-			})
-			nodes = append(nodes, corev1.Node{
-				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{kwokAnnotation: "fake"}},
-				Spec:       corev1.NodeSpec{Taints: taints},
-				Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
-					NodeInfo: corev1.NodeSystemInfo{KubeletVersion: p.Cluster.Versions.Kubernetes}}, // KWOK keeps it
-			})
+			node, err := p.PoolNode(i, n)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, node)
 		}
 	}
 	return nodes, nil
+}
+
+// PoolNode is the n-th simulated node of pool i, named <cluster>-<pool>-<n>, with the labels and
+// taints its kubelet registers and its VM size's capacity.
+func (p *Plan) PoolNode(i, n int) (corev1.Node, error) {
+	pool := p.Cluster.Pools[i]
+	capacity, ok := spec.VMCapacity(pool.VMSize)
+	if !ok {
+		return corev1.Node{}, &spec.FieldError{Field: fmt.Sprintf("pools[%d].vmSize", i),
+			Problem: fmt.Sprintf("the rehearsal does not know the capacity of %s", pool.VMSize),
+			Fix:     "add the size to spec.VMCapacity's table"}
+	}
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(capacity.CPUs), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(capacity.MemoryGiB)<<30, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(p.Cluster.Kubelet.MaxPods), resource.DecimalSI),
+	}
+	if capacity.GPUs > 0 {
+		res[machine.GPUResource] = *resource.NewQuantity(int64(capacity.GPUs), resource.DecimalSI)
+	}
+	var taints []corev1.Taint
+	for _, t := range machine.NodeTaints(pool) {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	name := fmt.Sprintf("%s-%s-%d", p.Cluster.Name, pool.Name, n)
+	labels := machine.NodeLabels(pool)
+	maps.Copy(labels, map[string]string{
+		corev1.LabelHostname:           name,
+		corev1.LabelOSStable:           "linux",
+		corev1.LabelArchStable:         "amd64",
+		corev1.LabelInstanceTypeStable: pool.VMSize,
+		corev1.LabelTopologyZone:       p.Cluster.Location + "-" + p.Cluster.Zones[n%len(p.Cluster.Zones)],
+	})
+	return corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{kwokAnnotation: "fake"}},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: p.Cluster.Versions.Kubernetes}}, // KWOK keeps it
+	}, nil
+}
+
+// kwokConfig lets KWOK renew leases and play node and pod stages in parallel, as thousands of
+// kubelets do on their own: its default of 4 at a time falls behind a lease every 10 s past a few
+// thousand nodes, and nodes would go NotReady for want of KWOK, not of the control plane.
+const kwokConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodeLeaseParallelism: 64
+  nodePlayStageParallelism: 16
+  podPlayStageParallelism: 16
+`
+
+// KWOKUser is who KWOK acts as: a member of system:nodes, so that priority and fairness classes
+// its node heartbeats and lease renewals as it classes kubelets' (flow schemas system-node-high
+// and system-nodes), not as an exempt administrator's. It is not named system:node:<node>: the
+// Node authorizer and NodeRestriction would confine it to that one node, and KWOK acts for all;
+// RBAC grants it what their kubelets do together (kwokAccess).
+const KWOKUser = "clusterforge:kwok"
+
+// kwokAccess is KWOK's role and its binding: the nodes it registers and heartbeats, their
+// leases, the pods bound to them and their events.
+func kwokAccess() []addons.Object {
+	return userAccess(KWOKUser,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status", "pods/status"}, Verbs: []string{"update", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+	)
+}
+
+// userAccess is a ClusterRole of rules, named as the user it is bound to.
+func userAccess(user string, rules ...rbacv1.PolicyRule) []addons.Object {
+	role := &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules:      rules,
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	return []addons.Object{role, binding}
+}
+
+// KWOKRESTConfig is KWOK's identity as a client: what registers the simulated nodes.
+func (p *Plan) KWOKRESTConfig() (*rest.Config, error) {
+	return p.RESTConfigAs(KWOKUser, pki.NodesGroup)
 }
 
 // startNodes starts KWOK and registers the simulated nodes, waiting until they are Ready.
@@ -98,8 +162,19 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := r.Apply(ctx, kwokAccess()...); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(r.Dir, "kwok.kubeconfig")
+	if err := r.writeKubeconfigAs(kubeconfig, KWOKUser, pki.NodesGroup); err != nil {
+		return err
+	}
+	config := filepath.Join(r.Dir, "kwok.yaml")
+	if err := writeFile(config, kwokConfig, 0o644); err != nil {
+		return err
+	}
 	argv := []string{filepath.Join(r.Tools, "kwok"),
-		"--kubeconfig=" + r.Kubeconfig(),
+		"--kubeconfig=" + kubeconfig, "--config=" + config, "--v=WARN",
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
 		// Heartbeats through node leases, renewed every 10 s as a kubelet does: without them
@@ -116,7 +191,11 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 	if err := r.track(proc); err != nil {
 		return err
 	}
-	cs, err := r.Clientset()
+	cfg, err := r.KWOKRESTConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}

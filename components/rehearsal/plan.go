@@ -33,6 +33,9 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// StoreHost is the address the backup store listens on. Default 127.0.0.1.
 	StoreHost string
+	// EventsInMainEtcd starts the apiservers without the events override: Events in the main etcd,
+	// as a cluster without the split (L03) keeps them. Only the scale benchmark's A/B storm sets it.
+	EventsInMainEtcd bool
 }
 
 // Instance is one rehearsed machine.

@@ -20,6 +20,7 @@ const PodStartupSLO = 5 * time.Second
 type PodStartup struct {
 	Pods       int     `json:"pods"`
 	P50Seconds float64 `json:"p50Seconds"`
+	P90Seconds float64 `json:"p90Seconds"`
 	P99Seconds float64 `json:"p99Seconds"`
 	Pass       bool    `json:"pass"`
 }
@@ -32,47 +33,60 @@ func PodStartupOf(latencies []time.Duration) PodStartup {
 	}
 	p := PodStartup{Pods: len(latencies)}
 	if len(secs) > 0 {
-		p.P50Seconds, p.P99Seconds = QuantileOverTime(0.5, secs), QuantileOverTime(0.99, secs)
+		p.P50Seconds, p.P90Seconds, p.P99Seconds = QuantileOverTime(0.5, secs), QuantileOverTime(0.9, secs), QuantileOverTime(0.99, secs)
 	}
 	p.Pass = p.P99Seconds <= PodStartupSLO.Seconds()
 	return p
 }
 
-// Usage is one component's resource use over a hold.
-type Usage struct {
-	Component string `json:"component"`
-	// CPUCores is the mean CPU use in cores; RSSBytes the resident memory at the end.
-	CPUCores float64 `json:"cpuCores"`
-	RSSBytes int64   `json:"rssBytes"`
-}
-
 // Step is one step of the ramp: its node count and everything measured during its hold.
 type Step struct {
-	Nodes       int             `json:"nodes"`
-	Pods        int             `json:"pods"`
-	WarmUp      string          `json:"warmUp"`
-	Hold        string          `json:"hold"`
-	Calls       []CallResult    `json:"calls"`
-	PodStartup  PodStartup      `json:"podStartup"`
-	APIServers  APIServerTotals `json:"apiservers"`
-	Etcd        []EtcdMember    `json:"etcd"`
-	Usage       []Usage         `json:"usage"`
-	LeaseWrites float64         `json:"leaseWritesPerSecond"`
-	// ClientLatency is the load generator's own p99 per operation, in seconds.
+	Nodes int `json:"nodes"`
+	// Pods are the base pods, one per node; churned pods come and go beside them.
+	Pods int `json:"pods"`
+	// SetupSeconds is how long registering the nodes and placing the base pods took; SetupError
+	// says why they did not finish, which fails the step.
+	SetupSeconds float64 `json:"setupSeconds"`
+	SetupError   string  `json:"setupError,omitempty"`
+	WarmUp       string  `json:"warmUp"`
+	Hold         string  `json:"hold"`
+	// HeldSeconds is how long the hold took.
+	HeldSeconds float64 `json:"heldSeconds"`
+	// TaintedNodes counts the Ready nodes the node lifecycle controller still tainted not-ready
+	// at the start and the end of the hold: new nodes it has not caught up with.
+	TaintedNodes [2]int          `json:"taintedNodes"`
+	Calls        []CallResult    `json:"calls"`
+	PodStartup   PodStartup      `json:"podStartup"`
+	APIServers   APIServerTotals `json:"apiservers"`
+	Etcd         []EtcdMember    `json:"etcd"`
+	Usage        []Usage         `json:"usage"`
+	// LeaseWrites is the rate of Lease updates the apiservers served (nodes' heartbeats, and
+	// leader elections' few), per second.
+	LeaseWrites float64 `json:"leaseWritesPerSecond"`
+	// ClientLatency is the load generator's own p99 per operation, in seconds; ClientErrors
+	// counts its failed calls.
 	ClientLatency map[string]float64 `json:"clientP99Seconds"`
+	ClientErrors  map[string]int     `json:"clientErrors"`
 	// Failing names each SLO the step missed; empty when it passed.
 	Failing []string `json:"failing"`
 }
 
-// Verdict fills in Failing from the step's calls and pod start-up.
+// Verdict fills in Failing from the step's set-up, calls and pod start-up.
 func (s *Step) Verdict() {
 	s.Failing = nil
+	if s.SetupError != "" {
+		s.Failing = append(s.Failing, "set-up: "+s.SetupError)
+		return
+	}
 	for _, c := range s.Calls {
 		if !c.Pass {
 			s.Failing = append(s.Failing, c.Call.String()+": p99 "+strconv.FormatFloat(c.P99, 'f', 3, 64)+" s > "+strconv.FormatFloat(c.Threshold, 'f', 0, 64)+" s")
 		}
 	}
-	if s.PodStartup.P99Seconds > PodStartupSLO.Seconds() {
+	switch {
+	case s.PodStartup.Pods == 0:
+		s.Failing = append(s.Failing, "pod start-up: no churned pod started during the hold")
+	case !s.PodStartup.Pass:
 		s.Failing = append(s.Failing, "pod start-up: p99 "+strconv.FormatFloat(s.PodStartup.P99Seconds, 'f', 3, 64)+" s > 5 s")
 	}
 }
@@ -156,7 +170,11 @@ type Summary struct {
 	// step passed.
 	FirstFailing     []string `json:"firstFailing,omitempty"`
 	FirstFailingStep int      `json:"firstFailingNodes,omitempty"`
-	// StormRatio is main-etcd p99 during the storm ÷ quiet, with the events split and without.
+	// StormNodes is the node count the storm ran at, StormEventsPerSecond the storm's rate.
+	StormNodes           int     `json:"stormNodes"`
+	StormEventsPerSecond float64 `json:"stormEventsPerSecond"`
+	// StormRatio is the main etcd's write probe p99 during the storm ÷ quiet, with the events
+	// split ("split") and without ("unsplit"): the median over the rounds.
 	StormRatio map[string]float64 `json:"stormRatio"`
 	Started    time.Time          `json:"started"`
 	Took       string             `json:"took"`

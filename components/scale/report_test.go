@@ -8,7 +8,8 @@ import (
 
 func TestSummarizeStopsAtTheFirstFailingStep(t *testing.T) {
 	pass := func(n int) Step { return Step{Nodes: n} }
-	slow := Step{Nodes: 2500, Calls: []CallResult{{Call: Call{"nodes", "", "LIST", "cluster"}, Threshold: 30, P99: 31}}}
+	slow := Step{Nodes: 2500, Calls: []CallResult{{Call: Call{"nodes", "", "LIST", "cluster"}, Threshold: 30, P99: 31}},
+		PodStartup: PodStartup{Pods: 10, P99Seconds: 1, Pass: true}}
 	slow.Verdict()
 	var s Summary
 	s.Summarize([]Step{pass(500), pass(1000), slow})

@@ -30,12 +30,12 @@ type Class struct {
 	Threshold time.Duration
 }
 
-// The upstream API call latency SLOs (kubernetes/community sig-scalability/slos): mutating and
-// single-object reads within 1 s, namespace LISTs within 5 s, cluster LISTs within 30 s.
+// The upstream API call latency SLOs (kubernetes/community sig-scalability/slos/api_call_latency.md):
+// mutating and single-object reads within 1 s, namespace and cluster LISTs within 30 s.
 var (
 	Mutating      = Class{"mutating", time.Second}
 	ReadResource  = Class{"read resource", time.Second}
-	ReadNamespace = Class{"read namespace", 5 * time.Second}
+	ReadNamespace = Class{"read namespace", 30 * time.Second}
 	ReadCluster   = Class{"read cluster", 30 * time.Second}
 )
 
@@ -93,7 +93,9 @@ type CallResult struct {
 	Threshold float64 `json:"thresholdSeconds"`
 	// P99 is clusterloader2's figure: the 99th percentile of the per-minute p99s (seconds).
 	P99 float64 `json:"p99Seconds"`
-	// HoldP99 is one p99 over the whole hold (seconds).
+	// HoldP50, HoldP90 and HoldP99 are quantiles over the whole hold (seconds).
+	HoldP50 float64 `json:"holdP50Seconds"`
+	HoldP90 float64 `json:"holdP90Seconds"`
 	HoldP99 float64 `json:"holdP99Seconds"`
 	Count   float64 `json:"count"`
 	// Above1s, Above5s and Above30s count the calls slower than 1, 5 and 30 seconds.
@@ -136,7 +138,7 @@ func Judge(scrapes []Scrape) []CallResult {
 			}
 		}
 		r := CallResult{Call: call, Class: class.Name, Threshold: class.Threshold.Seconds(),
-			P99: QuantileOverTime(0.99, minuteP99s), HoldP99: hold.Quantile(0.99), Count: hold.Total()}
+			P99: QuantileOverTime(0.99, minuteP99s), HoldP50: hold.Quantile(0.5), HoldP90: hold.Quantile(0.9), HoldP99: hold.Quantile(0.99), Count: hold.Total()}
 		if len(minuteP99s) == 0 { // a hold shorter than the window
 			r.P99 = r.HoldP99
 		}

@@ -8,6 +8,7 @@
 //	rehearse deviations               list every difference from Azure
 //	rehearse boot --stack dev         boot every machine of the plan from its image (systemd-nspawn), leave it running
 //	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
+//	rehearse bench-scale --stack dev  the scale benchmark on a rehearsal of its own (build/bench/scale)
 //
 // `up` leaves a supervisor behind (`rehearse serve`, pid in <dir>/rehearse.pid) that restarts
 // failed services as systemd would, until `down`; etcd-backup and etcd-restore ask it to act on
@@ -66,6 +67,8 @@ func run(args []string) error {
 	planDir := fs.String("plan-dir", "build/plan", "boot: where `make plan` wrote <stack>/ and <stack>.pki.json")
 	keep := fs.Bool("keep-on-failure", false, "boot: leave a boot that failed running, to look at")
 	images := fs.String("images", "build/images", "boot: where the baked images are: node-<stack>.tar, control-plane-<stack>.tar")
+	var bench benchFlags
+	bench.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -103,8 +106,10 @@ func run(args []string) error {
 		return up(*stack, dir, *tools, args)
 	case "serve":
 		return serve(*stack, dir, *tools, *nodes)
+	case "bench-scale":
+		return benchScale(*stack, dir+"-scale", *tools, bench)
 	}
-	return fmt.Errorf("unknown verb %q: use up, down, clean, etcd-backup, etcd-restore, boot, boot-down, deviations, lb or imds", verb)
+	return fmt.Errorf("unknown verb %q: use up, down, clean, etcd-backup, etcd-restore, boot, boot-down, bench-scale, deviations, lb or imds", verb)
 }
 
 // up starts `rehearse serve` in its own session and relays its progress until it is ready.

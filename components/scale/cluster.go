@@ -1,0 +1,55 @@
+package scale
+
+import (
+	"context"
+	"net/http"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+)
+
+// Cluster is a running control plane as the benchmark drives it; the rehearsal is one
+// (rehearsal.ScaleCluster).
+type Cluster interface {
+	// NodeConfig is a client as the nodes' agents are (the identity KWOK acts as, in
+	// system:nodes); LoadConfig is the load generator's, an ordinary user. Neither is exempt from
+	// priority and fairness.
+	NodeConfig() (*rest.Config, error)
+	LoadConfig() (*rest.Config, error)
+	// Node is the n-th simulated worker node as its kubelet registers it, with its capacity.
+	Node(n int) (corev1.Node, error)
+	// Targets are the /metrics endpoints of every apiserver and every etcd member.
+	Targets() ([]Target, error)
+	// Processes are the cluster's processes, whose CPU and memory each step reports.
+	Processes() []Process
+	// MainEtcd is a client of the main etcd, for the write probe.
+	MainEtcd() (*clientv3.Client, error)
+	// SplitEvents restarts the apiservers with Events in their own etcd, as rendered (true), or in
+	// the main etcd (false), and returns when the API is ready again.
+	SplitEvents(ctx context.Context, split bool) error
+}
+
+// Target kinds.
+const (
+	KindAPIServer  = "apiserver"
+	KindEtcdMain   = "etcd-main"
+	KindEtcdEvents = "etcd-events"
+)
+
+// Target is one /metrics endpoint.
+type Target struct {
+	// Name is the machine; Kind is KindAPIServer or an etcd role.
+	Name, Kind string
+	URL        string
+	Client     *http.Client
+}
+
+// Process is one process of the cluster.
+type Process struct {
+	// Component groups processes in the reports: "kube-apiserver", "etcd-main", "kwok"...
+	Component string
+	// Name is the machine and unit, for people.
+	Name string
+	PID  int
+}

@@ -1,0 +1,103 @@
+package scale
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Markdown is report.md: the headline, a row per step, the storm's runs and what saturated.
+func Markdown(s Summary, steps []Step, storm StormReport) string {
+	var b strings.Builder
+	m := s.Machine
+	fmt.Fprintf(&b, "# Scale benchmark: stack %s\n\n", s.Stack)
+	fmt.Fprintf(&b, "Machine: %d cores (%s), %d GiB, kernel %s, data on %s. Started %s, took %s.\n\n",
+		m.Cores, m.CPU, m.MemoryGiB, m.Kernel, m.Disk, s.Started.UTC().Format("2006-01-02 15:04 UTC"), s.Took)
+	fmt.Fprintf(&b, "**Largest node count within the SLOs: %d.**", s.LargestPassingNodes)
+	if s.FirstFailingStep > 0 {
+		fmt.Fprintf(&b, " The first failing step, %d nodes, missed: %s.", s.FirstFailingStep, strings.Join(s.FirstFailing, "; "))
+	}
+	fmt.Fprintf(&b, "\n\n**Event storm (%d nodes, %.0f events/s), main etcd write probe p99 storm ÷ quiet:** split %.2f, unsplit %.2f (median of %d rounds; target ≤ 1.2 split). %s.\n\n",
+		s.StormNodes, s.StormEventsPerSecond, s.StormRatio["split"], s.StormRatio["unsplit"], len(storm.Runs)/2, storm.Note)
+	if line := Saturation(s.Machine, steps); line != "" {
+		b.WriteString(line + "\n\n")
+	}
+
+	b.WriteString("| nodes | result | set-up | not-ready taints (hold start → end) | mutating p99 | read resource p99 | read namespace p99 | read cluster p99 | pod start-up p99 | requests/s | 429 | 5xx | lease writes/s | CPU cores used | etcd-main DB |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, st := range steps {
+		result := "pass"
+		if !st.Passed() {
+			result = "**fail**"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %.0f s | %d → %d |", st.Nodes, result, st.SetupSeconds, st.TaintedNodes[0], st.TaintedNodes[1])
+		for _, class := range Classes {
+			if v, ok := worstP99(st, class); ok {
+				fmt.Fprintf(&b, " %s |", seconds(v))
+			} else {
+				b.WriteString(" - |")
+			}
+		}
+		cpu, dbSize := 0.0, 0.0
+		for _, u := range st.Usage {
+			cpu += u.CPUCores
+		}
+		for _, e := range st.Etcd {
+			if e.Role == KindEtcdMain {
+				dbSize = math.Max(dbSize, e.DBSizeBytes)
+			}
+		}
+		fmt.Fprintf(&b, " %s | %.0f | %.0f | %.0f | %.0f | %.2f | %.0f MiB |\n", seconds(st.PodStartup.P99Seconds),
+			st.APIServers.Requests/math.Max(1, st.HeldSeconds), st.APIServers.Throttled, st.APIServers.Failed, st.LeaseWrites, cpu, dbSize/(1<<20))
+	}
+	b.WriteString("\nEach step: the nodes registered, a base pod on each, a warm-up discarded, then the hold judged. p99 by clusterloader2's method (the 99th percentile of per-minute p99s of `apiserver_request_sli_duration_seconds`, worst call of the class); pod start-up from creation to Running on the client's watch.\n\n")
+
+	b.WriteString("| storm run | quiet p99 | storm p99 | recovery p99 | probe ratio | WAL fsync ratio | commit ratio | events/s | 429 |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range storm.Runs {
+		if len(r.Phases) != 3 {
+			continue
+		}
+		q, st, rec := r.Phases[0], r.Phases[1], r.Phases[2]
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.2f | %.2f | %.0f | %d |\n", r.Name,
+			seconds(q.ProbeP99), seconds(st.ProbeP99), seconds(rec.ProbeP99), r.ProbeRatio, r.FsyncRatio, r.CommitRatio, st.EventsPerSecond, st.Throttled)
+	}
+	b.WriteString("\nCharts: `slo.svg`, `cpu.svg`, `memory.svg`, `etcd-size.svg`, `storm.svg`.\n")
+	return b.String()
+}
+
+// Saturation says which components used the machine's CPU at the last step tried, and whether
+// the machine was saturated there.
+func Saturation(m Machine, steps []Step) string {
+	if len(steps) == 0 {
+		return ""
+	}
+	last := steps[len(steps)-1]
+	usage := slices.Clone(last.Usage)
+	slices.SortFunc(usage, func(a, b Usage) int { return int(math.Copysign(1, b.CPUCores-a.CPUCores)) })
+	total := 0.0
+	var parts []string
+	for _, u := range usage {
+		total += u.CPUCores
+		if len(parts) < 4 {
+			parts = append(parts, fmt.Sprintf("%s %.2f", u.Component, u.CPUCores))
+		}
+	}
+	verdict := "the CPU was not saturated"
+	if total >= 0.9*float64(m.Cores) {
+		verdict = "the CPU was saturated: every component competes for the same cores"
+	}
+	return fmt.Sprintf("At %d nodes (the last step tried) the processes used %.2f of %d cores, most %s; %s.",
+		last.Nodes, total, m.Cores, strings.Join(parts, ", "), verdict)
+}
+
+func seconds(v float64) string {
+	if math.IsNaN(v) || v == 0 {
+		return "-"
+	}
+	if v < 1 {
+		return fmt.Sprintf("%.0f ms", 1e3*v)
+	}
+	return fmt.Sprintf("%.2f s", v)
+}

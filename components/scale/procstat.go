@@ -1,0 +1,127 @@
+package scale
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's CPU times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
+
+// ProcSample is a process's CPU time so far and its resident memory, read at one moment.
+type ProcSample struct {
+	At       time.Time
+	CPU      time.Duration
+	RSSBytes int64
+}
+
+// ReadProc reads a process's CPU time (user and system) and resident set from /proc.
+func ReadProc(pid int) (ProcSample, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ProcSample{}, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces: count fields after it.
+	i := strings.LastIndexByte(string(stat), ')')
+	if i < 0 {
+		return ProcSample{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	// Fields 14 and 15 of stat (utime, stime) are the 12th and 13th after the name; 24 (rss, in
+	// pages) the 22nd.
+	if len(fields) < 22 {
+		return ProcSample{}, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(fields))
+	}
+	var ticks [2]int64
+	for j, f := range fields[11:13] {
+		if ticks[j], err = strconv.ParseInt(f, 10, 64); err != nil {
+			return ProcSample{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+	}
+	pages, err := strconv.ParseInt(fields[21], 10, 64)
+	if err != nil {
+		return ProcSample{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return ProcSample{At: time.Now(), CPU: time.Duration(ticks[0]+ticks[1]) * time.Second / clockTicks,
+		RSSBytes: pages * int64(os.Getpagesize())}, nil
+}
+
+// Usage is one component's resource use over a hold.
+type Usage struct {
+	Component string `json:"component"`
+	// Processes counts the component's processes.
+	Processes int `json:"processes"`
+	// CPUCores is the mean CPU use over the hold, in cores, summed over the processes.
+	CPUCores float64 `json:"cpuCores"`
+	// RSSBytes is the resident memory at the end of the hold, summed; PeakRSSBytes the highest sum
+	// seen at any sample.
+	RSSBytes     int64 `json:"rssBytes"`
+	PeakRSSBytes int64 `json:"peakRssBytes"`
+}
+
+// UsageMeter samples the cluster's processes over a hold.
+type UsageMeter struct {
+	procs []Process
+	first map[int]ProcSample
+	last  map[int]ProcSample
+	peak  map[string]int64
+}
+
+// NewUsageMeter starts measuring procs now.
+func NewUsageMeter(procs []Process) *UsageMeter {
+	u := &UsageMeter{procs: procs, first: map[int]ProcSample{}, last: map[int]ProcSample{}, peak: map[string]int64{}}
+	u.Sample()
+	for pid, s := range u.last {
+		u.first[pid] = s
+	}
+	return u
+}
+
+// Sample reads every process once; a process that has exited keeps its last reading.
+func (u *UsageMeter) Sample() {
+	rss := map[string]int64{}
+	for _, p := range u.procs {
+		s, err := ReadProc(p.PID)
+		if err != nil {
+			continue
+		}
+		u.last[p.PID] = s
+		rss[p.Component] += s.RSSBytes
+	}
+	for c, v := range rss {
+		u.peak[c] = max(u.peak[c], v)
+	}
+}
+
+// Usage is each component's use from the meter's start to its last sample, by component name.
+func (u *UsageMeter) Usage() []Usage {
+	by := map[string]*Usage{}
+	for _, p := range u.procs {
+		first, ok1 := u.first[p.PID]
+		last, ok2 := u.last[p.PID]
+		if !ok1 || !ok2 {
+			continue
+		}
+		c := by[p.Component]
+		if c == nil {
+			c = &Usage{Component: p.Component, PeakRSSBytes: u.peak[p.Component]}
+			by[p.Component] = c
+		}
+		c.Processes++
+		if wall := last.At.Sub(first.At); wall > 0 {
+			c.CPUCores += (last.CPU - first.CPU).Seconds() / wall.Seconds()
+		}
+		c.RSSBytes += last.RSSBytes
+	}
+	var out []Usage
+	for _, c := range by {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Usage) int { return strings.Compare(a.Component, b.Component) })
+	return out
+}
