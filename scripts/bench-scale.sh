@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The scale benchmark: a rehearsal of STACK of its own, KWOK nodes ramped through the steps, each
+# hold judged against Kubernetes' API SLOs, then the event storm with the events etcd split and
+# unsplit (components/scale). Reports in build/bench/scale: summary.json, step-NNNNN/*.json,
+# storm.json, report.md and the charts. ARGS are rehearse bench-scale's flags (--long: 20-minute
+# holds and 10-minute storm phases). PUBLISH=1 copies the charts and the report into
+# docs/bench/scale and the report's headline into README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STACK="${1:-dev}"
+out=build/bench/scale
+# shellcheck disable=SC2086 # ARGS are flags, split on purpose
+build/bin/rehearse bench-scale --stack "$STACK" --out "$out" ${ARGS:-} 2>&1 | grep --line-buffered -v '^E[0-9]\{4\} '
+if [ "${PUBLISH:-}" = 1 ]; then
+  mkdir -p docs/bench/scale
+  cp "$out"/*.svg "$out"/report.md "$out"/summary.json docs/bench/scale/
+  { echo '<!-- scale-bench:start -->'
+    sed -n '/^\*\*Largest/,/^Charts:/p' "$out/report.md" | grep -v '^Charts:'
+    for c in slo cpu memory etcd-size storm; do echo "![$c](docs/bench/scale/$c.svg)"; done
+    echo '<!-- scale-bench:end -->'
+  } >"$out/readme-block.md"
+  awk -v block="$out/readme-block.md" '
+    /<!-- scale-bench:start -->/ { while ((getline line < block) > 0) print line; skip = 1; next }
+    /<!-- scale-bench:end -->/ { skip = 0; next }
+    !skip' README.md >README.md.new && mv README.md.new README.md
+  echo "==> published to docs/bench/scale and README.md"
+fi
