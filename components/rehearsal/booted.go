@@ -435,6 +435,9 @@ func (b *Booted) Exec(ctx context.Context, name string, args ...string) (string,
 	return string(out), nil
 }
 
+// ErrCloudInitStuck is a boot whose cloud-init was still running when the wait ended.
+var ErrCloudInitStuck = errors.New("cloud-init did not finish")
+
 // WaitCloudInit waits until cloud-init has finished on a machine and fails if it reported errors.
 func (b *Booted) WaitCloudInit(ctx context.Context, name string) error {
 	var running bool
@@ -450,7 +453,7 @@ func (b *Booted) WaitCloudInit(ctx context.Context, name string) error {
 		return fmt.Errorf("cloud-init still running: %s", strings.Join(strings.Fields(out), " "))
 	})
 	if err != nil && running {
-		return fmt.Errorf("%w\n%s", err, b.whyStuck(name))
+		return fmt.Errorf("%w: %w\n%s", ErrCloudInitStuck, err, b.whyStuck(name))
 	}
 	return err
 }

@@ -178,3 +178,15 @@ func Subcommand(args []string) (ran bool, err error) {
 	}
 	return false, nil
 }
+
+// ServeSubcommand is Subcommand for a test binary's TestMain: when the binary was started as the
+// load balancer or the metadata service, it serves and exits.
+func ServeSubcommand() {
+	if ran, err := Subcommand(os.Args[1:]); ran {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+}

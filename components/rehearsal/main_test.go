@@ -33,13 +33,7 @@ var (
 
 func TestMain(m *testing.M) {
 	// The rehearsal starts its load balancer as `<this binary> lb ...`.
-	if ran, err := rehearsal.Subcommand(os.Args[1:]); ran {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	rehearsal.ServeSubcommand()
 	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run())

@@ -106,15 +106,17 @@ func (p *Plan) PoolNode(i, n int) (corev1.Node, error) {
 	}, nil
 }
 
-// kwokConfig lets KWOK renew leases and play node and pod stages in parallel, as thousands of
-// kubelets do on their own: its default of 4 at a time falls behind a lease every 10 s past a few
-// thousand nodes, and nodes would go NotReady for want of KWOK, not of the control plane.
+// kwokConfig lets KWOK renew leases, play node and pod stages and take up the pods of new nodes
+// in parallel, as thousands of kubelets do on their own: its defaults (4 at a time, and one node's
+// pods at a time) fall behind a lease every 10 s past a few thousand nodes and take minutes to
+// start the pods of a few hundred new ones, for want of KWOK, not of the control plane.
 const kwokConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
   nodeLeaseParallelism: 64
   nodePlayStageParallelism: 16
   podPlayStageParallelism: 16
+  podsOnNodeSyncParallelism: 16
 `
 
 // KWOKUser is who KWOK acts as: a member of system:nodes, so that priority and fairness classes

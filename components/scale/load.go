@@ -138,7 +138,8 @@ func (l *Load) observe(ctx context.Context, obj any) {
 	if waiting {
 		go func() {
 			began := time.Now()
-			err := l.cs.CoreV1().Pods(ChurnNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			// A graceful delete, which the node's agent (KWOK) completes, as a kubelet does.
+			err := l.cs.CoreV1().Pods(ChurnNamespace).Delete(ctx, pod.Name, metav1.DeleteOptions{})
 			l.record("delete pod", began, err)
 		}()
 	}

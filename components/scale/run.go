@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -76,6 +77,9 @@ type runner struct {
 // the event storm split and unsplit; it writes every report into o.Out as it goes and returns the
 // summary.
 func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Writer) (Summary, error) {
+	if len(o.Steps) == 0 {
+		return Summary{}, errors.New("scale: no steps to ramp through")
+	}
 	began := time.Now()
 	summary := Summary{Stack: stack, Machine: ThisMachine(o.Out), Started: began}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {

@@ -13,7 +13,10 @@ const SLIMetric = "apiserver_request_sli_duration_seconds"
 
 // Call is what the API call SLIs are grouped by.
 type Call struct {
-	Resource, Subresource, Verb, Scope string
+	Resource    string `json:"resource"`
+	Subresource string `json:"subresource"`
+	Verb        string `json:"verb"`
+	Scope       string `json:"scope"`
 }
 
 func (c Call) String() string {

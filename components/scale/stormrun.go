@@ -49,7 +49,9 @@ type StormRun struct {
 type StormPhase struct {
 	Name    string  `json:"name"`
 	Seconds float64 `json:"seconds"`
-	Probes  int     `json:"probes"`
+	// Probes counts the probe's writes, ProbeFailures those that failed or timed out.
+	Probes        int `json:"probes"`
+	ProbeFailures int `json:"probeFailures"`
 	// ProbeP50 and ProbeP99 are the write probe's; FsyncP99 and CommitP99 the main etcd members'
 	// histograms summed (seconds).
 	ProbeP50  float64 `json:"probeP50Seconds"`
@@ -234,6 +236,9 @@ func (r *runner) stormRun(ctx context.Context, name string, split bool, probe *P
 		secs := make([]float64, len(samples))
 		for i, x := range samples {
 			secs[i] = x.Latency.Seconds()
+			if x.Failed {
+				p.ProbeFailures++
+			}
 		}
 		p.ProbeP50 = zeroNaN(QuantileOverTime(0.5, secs))
 		if s != nil {

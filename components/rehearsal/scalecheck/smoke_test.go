@@ -25,13 +25,7 @@ const smokeBase = 4
 
 func TestMain(m *testing.M) {
 	// The rehearsal starts its load balancer as `<this binary> lb ...`.
-	if ran, err := rehearsal.Subcommand(os.Args[1:]); ran {
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	rehearsal.ServeSubcommand()
 	os.Exit(m.Run())
 }
 

@@ -14,7 +14,6 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/rehearsal"
 	"github.com/clusterforge/clusterforge/components/scale"
-	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // benchBase keeps the benchmark's rehearsal beside `make rehearse`'s (0) and the tests' (1-4).
@@ -90,11 +89,7 @@ func benchScale(stack, dir, tools string, b benchFlags) error {
 	if err != nil {
 		return err
 	}
-	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
-	if err != nil {
-		return err
-	}
-	self, err := os.Executable()
+	c, self, err := loadStack(stack)
 	if err != nil {
 		return err
 	}

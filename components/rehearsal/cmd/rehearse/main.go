@@ -195,9 +195,20 @@ func serve(stack, dir, tools string, nodes int) error {
 	return r.Down()
 }
 
+// loadStack reads the stack's file and names this binary, which the rehearsal runs again as its
+// load balancer and metadata service.
+func loadStack(stack string) (*spec.Cluster, string, error) {
+	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
+	if err != nil {
+		return nil, "", err
+	}
+	self, err := os.Executable()
+	return c, self, err
+}
+
 // plan renders the stack's rehearsal in dir.
 func plan(stack, dir, tools string, nodes int) (*rehearsal.Plan, error) {
-	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
+	c, self, err := loadStack(stack)
 	if err != nil {
 		return nil, err
 	}
@@ -208,10 +219,6 @@ func plan(stack, dir, tools string, nodes int) (*rehearsal.Plan, error) {
 				len(changes), stack, stack)
 			c = applied
 		}
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
 	}
 	toolsAbs, err := filepath.Abs(tools)
 	if err != nil {
@@ -302,11 +309,7 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("boot needs root: it mounts, makes loop devices and network namespaces, and runs systemd-nspawn")
 	}
-	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
-	if err != nil {
-		return err
-	}
-	self, err := os.Executable()
+	c, self, err := loadStack(stack)
 	if err != nil {
 		return err
 	}
