@@ -30,8 +30,9 @@ func Charts(steps []Step, storm StormReport) map[string]Chart {
 	}
 	slo.Series = append(slo.Series, pods)
 
-	cpu := Chart{Title: "CPU per component against nodes", XLabel: "nodes", YLabel: "cores (mean over the hold)"}
-	memory := Chart{Title: "Memory per component against nodes", XLabel: "nodes", YLabel: "resident GiB (end of hold)"}
+	const summed = "each component summed over its processes (every apiserver, every member), this machine's cores shared"
+	cpu := Chart{Title: "CPU per component against nodes", Subtitle: summed, XLabel: "nodes", YLabel: "cores (mean over the hold)"}
+	memory := Chart{Title: "Memory per component against nodes", Subtitle: summed, XLabel: "nodes", YLabel: "resident GiB (end of hold)"}
 	for _, component := range components(steps) {
 		c, m := Series{Name: component}, Series{Name: component}
 		for _, st := range steps {

@@ -94,6 +94,7 @@ func (r *runner) stormClients(n int) ([]*kubernetes.Clientset, error) {
 			return nil, err
 		}
 		cfg.QPS = -1
+		protobuf(cfg)
 		// A Proxy function keeps client-go from sharing one cached transport between them.
 		cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
 		cs, err := kubernetes.NewForConfig(cfg)
