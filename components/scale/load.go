@@ -221,8 +221,9 @@ func (l *Load) runningBasePods() int {
 }
 
 // SetNodes registers nodes up to want (at most qps a second, as their kubelets would, under the
-// nodes' identity), each with its base pod bound to it, or deletes the ones beyond want and their
-// pods; then waits until the pool has want schedulable nodes and want base pods running.
+// nodes' identity) and, once they are Ready, gives each a base pod bound to it; or deletes the
+// nodes beyond want and their pods. It returns when the pool has want Ready nodes, each running
+// its base pod.
 func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 	cfg, err := l.cluster.NodeConfig()
 	if err != nil {
@@ -235,6 +236,34 @@ func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 		return err
 	}
 	lo, hi := min(have, want), max(have, want)
+	// The new nodes' base pods are made once the nodes are Ready, as a DaemonSet's are. Base pods are
+	// bound, so they run before the node lifecycle controller lifts the new nodes' not-ready
+	// taints: that goes on during the step (Step.TaintedNodes).
+	timeout := 3*time.Minute + time.Duration(hi-lo)*50*time.Millisecond
+	ready := func() (int, int) { r, _ := l.readyNodes(); return r, want }
+	running := func() (int, int) { return l.runningBasePods(), want }
+	equal := func(got, want int) bool { return got == want }
+	if want > have {
+		if err := parallel(lo, hi, func(n int) error { return l.addNode(ctx, nodes, n) }); err != nil {
+			return err
+		}
+		if err := waitFor(ctx, timeout, l.progress, "Ready nodes", ready, equal); err != nil {
+			return err
+		}
+		if err := parallel(lo, hi, func(n int) error { return l.addBasePod(ctx, n) }); err != nil {
+			return err
+		}
+	} else if err := parallel(lo, hi, func(n int) error { return l.removeNode(ctx, nodes, n) }); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, timeout, l.progress, "Ready nodes", ready, equal); err != nil {
+		return err
+	}
+	return waitFor(ctx, timeout, l.progress, "running base pods", running, equal)
+}
+
+// parallel runs f for every n in [lo, hi) on 16 workers and returns the first error.
+func parallel(lo, hi int, f func(n int) error) error {
 	work := make(chan int)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -243,13 +272,7 @@ func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 		go func() {
 			defer wg.Done()
 			for n := range work {
-				var err error
-				if want > have {
-					err = l.addNode(ctx, nodes, n)
-				} else {
-					err = l.removeNode(ctx, nodes, n)
-				}
-				if err != nil {
+				if err := f(n); err != nil {
 					select {
 					case errs <- fmt.Errorf("node %d: %w", n, err):
 					default:
@@ -267,26 +290,26 @@ func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 	case err := <-errs:
 		return err
 	default:
+		return nil
 	}
-	// Base pods are bound to their nodes, so they run before the node lifecycle controller lifts
-	// the new nodes' not-ready taints: that goes on during the step (Step.TaintedNodes).
-	timeout := 3*time.Minute + time.Duration(hi-lo)*50*time.Millisecond
-	return waitFor(ctx, timeout, l.progress, "Ready nodes with a running base pod", func() (int, int) {
-		ready, _ := l.readyNodes()
-		return min(ready, l.runningBasePods()), want
-	}, func(got, want int) bool {
-		ready, _ := l.readyNodes()
-		return ready == want && l.runningBasePods() == want
-	})
 }
 
-// addNode registers node n and creates its base pod, bound to it.
+// addNode registers node n.
 func (l *Load) addNode(ctx context.Context, nodes *kubernetes.Clientset, n int) error {
 	node, err := l.cluster.Node(n)
 	if err != nil {
 		return err
 	}
 	if _, err := nodes.CoreV1().Nodes().Create(ctx, &node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
+}
+
+// addBasePod creates node n's base pod, bound to it.
+func (l *Load) addBasePod(ctx context.Context, n int) error {
+	node, err := l.cluster.Node(n)
+	if err != nil {
 		return err
 	}
 	cpu := node.Status.Allocatable.Cpu().MilliValue() * int64(baseShare*100) / 100
