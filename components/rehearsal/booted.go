@@ -17,10 +17,10 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -453,31 +453,36 @@ func (b *Booted) WaitCloudInit(ctx context.Context, name string) error {
 		return fmt.Errorf("cloud-init still running: %s", strings.Join(strings.Fields(out), " "))
 	})
 	if err != nil && running {
-		return fmt.Errorf("%w: %w\n%s", ErrCloudInitStuck, err, b.whyStuck(name))
+		return fmt.Errorf("%w: %w\n%s", ErrCloudInitStuck, err, b.Diagnose(name))
 	}
 	return err
 }
 
-// whyStuck says what a machine whose boot does not finish waits for (systemd's queued jobs, the
-// end of cloud-init's log) and how loaded this host is, so that a failed run's output names the
-// cause even where its logs are gone.
-func (b *Booted) whyStuck(name string) string {
+// Diagnose says what a machine that does not come up waits for (systemd's queued jobs, failed
+// units, the end of cloud-init's log and of each named unit's journal) and how loaded this host
+// is, so that a failed run's output names the cause even where its logs are gone.
+func (b *Booted) Diagnose(name string, units ...string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var out strings.Builder
-	for _, probe := range []struct {
+	type probe struct {
 		what string
 		argv []string
-	}{
+	}
+	probes := []probe{
 		{"queued jobs", []string{"systemctl", "list-jobs", "--no-pager", "--no-legend"}},
 		{"failed units", []string{"systemctl", "--failed", "--no-pager", "--no-legend"}},
 		{"cloud-init.log", []string{"tail", "-n", "3", "/var/log/cloud-init.log"}},
-	} {
-		text, err := b.Exec(ctx, name, probe.argv...)
+	}
+	for _, u := range units {
+		probes = append(probes, probe{u, []string{"journalctl", "--no-pager", "--output=short-precise", "-n", "12", "-u", u}})
+	}
+	var out strings.Builder
+	for _, p := range probes {
+		text, err := b.Exec(ctx, name, p.argv...)
 		if err != nil {
 			text = err.Error()
 		}
-		fmt.Fprintf(&out, "    %s %s: %s\n", name, probe.what, strings.ReplaceAll(strings.TrimSpace(text), "\n", "\n      "))
+		fmt.Fprintf(&out, "    %s %s: %s\n", name, p.what, strings.ReplaceAll(strings.TrimSpace(text), "\n", "\n      "))
 	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Fprintf(&out, "    this host: load %s", strings.TrimSpace(string(load)))
@@ -578,11 +583,6 @@ func (b *Booted) WaitNodeReady(ctx context.Context, name string) error {
 		if got := n.Labels[spec.PoolLabel]; got != pool.Name {
 			return errPermanent{fmt.Errorf("node label %s=%q, want %q", spec.PoolLabel, got, pool.Name)}
 		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return fmt.Errorf("not Ready")
+		return nodestatus.Ready(n, time.Now())
 	})
 }

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"golang.org/x/mod/semver"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -77,8 +77,8 @@ func (r *Roller) validate(ctx context.Context) error {
 		problems = append(problems, fmt.Errorf("list nodes: %v", err))
 	} else {
 		for _, n := range nodes.Items {
-			if !nodeReady(&n) {
-				problems = append(problems, fmt.Errorf("node %s is not Ready", n.Name))
+			if err := nodestatus.Ready(&n, time.Now()); err != nil {
+				problems = append(problems, fmt.Errorf("node %s is %v", n.Name, err))
 			}
 		}
 	}
@@ -136,15 +136,6 @@ func (r *Roller) kubeletSkew(ctx context.Context) error {
 
 // permanent is an error poll does not retry.
 type permanent struct{ error }
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
 
 // poll calls check every half second until it passes, fails for good, or ctx ends.
 func poll(ctx context.Context, what string, check func() error) error {

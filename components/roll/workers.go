@@ -2,8 +2,8 @@ package roll
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/components/nodestatus"
 )
 
 // replaceWorkers rolls one batch of a pool: every node cordoned and drained through the
@@ -28,33 +30,38 @@ func (r *Roller) replaceWorkers(ctx context.Context, nodes []string) error {
 		}
 	}
 	for _, n := range nodes {
+		began := time.Now()
 		evicted, err := drain(ctx, cs, n)
 		if err != nil {
 			return err
 		}
-		r.logf("%s: cordoned and drained (%d pods evicted)", n, evicted)
+		r.logf("%s: cordoned and drained in %s (%d pods evicted)", n, time.Since(began).Round(100*time.Millisecond), evicted)
 	}
+	replaced := time.Now()
 	for _, n := range nodes {
 		if err := r.Target.Replace(ctx, n); err != nil {
 			return fmt.Errorf("replace %s: %w", n, err)
 		}
+		r.logf("%s: replaced, booted in %s", n, time.Since(replaced).Round(100*time.Millisecond))
 	}
 	want := r.Desired.Versions.Kubernetes
 	for _, n := range nodes {
 		if err := poll(ctx, n+" to be Ready on "+want, func() error {
 			node, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
-			switch {
-			case err != nil:
+			if err != nil {
 				return err
-			case !nodeReady(node):
-				return errors.New("not Ready")
-			case node.Status.NodeInfo.KubeletVersion != want:
-				return fmt.Errorf("kubelet %s", node.Status.NodeInfo.KubeletVersion)
+			}
+			if err := nodestatus.Ready(node, time.Now()); err != nil {
+				return err
+			}
+			if v := node.Status.NodeInfo.KubeletVersion; v != want {
+				return fmt.Errorf("kubelet %s", v)
 			}
 			return nil
 		}); err != nil {
 			return err
 		}
+		r.logf("%s: Ready on %s %s after the replacement began", n, want, time.Since(replaced).Round(100*time.Millisecond))
 		if err := setUnschedulable(ctx, cs, n, false); err != nil {
 			return err
 		}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -183,7 +184,7 @@ func (w Measured) ClientP99() map[string]float64 {
 func (l *Load) readyNodes() (ready, tainted int) {
 	for _, obj := range l.nodes.List() {
 		node, ok := obj.(*corev1.Node)
-		if !ok || !nodeReady(node) {
+		if !ok || !nodestatus.IsReady(node) {
 			continue
 		}
 		ready++
@@ -198,15 +199,6 @@ func (l *Load) readyNodes() (ready, tainted int) {
 func (l *Load) TaintedNodes() int {
 	_, tainted := l.readyNodes()
 	return tainted
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // runningBasePods counts the base pods KWOK reports running.

@@ -88,7 +88,11 @@ func TestKubeletUpgradeRoll(t *testing.T) {
 	began := time.Now()
 	results, err := roller.Run(ctx)
 	if err != nil {
-		t.Fatal(err)
+		var why []string
+		for _, w := range workers {
+			why = append(why, booted.Diagnose(w, "clusterforge-identity.service", "containerd.service", "kubelet.service"))
+		}
+		t.Fatalf("%v\n%s", err, strings.Join(why, "\n"))
 	}
 	ok, fail, failures := prober.Window()
 	acked := writer.Stop()
