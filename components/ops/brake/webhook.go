@@ -1,0 +1,78 @@
+package brake
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Ledger keeps the removals the brake admitted, shared by every replica of the webhook: a
+// replica's memory would let two replicas each admit the last slot.
+type Ledger interface {
+	// Load returns the recorded removals and the version they were read at.
+	Load(ctx context.Context) ([]Removal, string, error)
+	// Save replaces the record if it is still at version, else returns ErrConflict.
+	Save(ctx context.Context, version string, removals []Removal) error
+}
+
+// ErrConflict: another writer saved the ledger since it was loaded.
+var ErrConflict = errors.New("brake: the ledger changed since it was read")
+
+// Webhook answers the apiserver's admission reviews of Nodes.
+type Webhook struct {
+	Policy Policy
+	Ledger Ledger
+	// Fleet returns the nodes present now (from the controller's shared informer cache).
+	Fleet func() Fleet
+	// Refused is told of each refusal (an Event, a metric); may be nil.
+	Refused func(*Refusal)
+	Now     func() time.Time
+}
+
+// Review admits a request that removes no node, or removes one within the brake's budget and
+// records it; it refuses the rest with the brake's reason. A ledger it cannot read or write
+// refuses too: a brake that fails open is no brake.
+func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	allow := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
+	now := w.Now()
+	removal, isRemoval, err := RemovalOf(req, now)
+	if err != nil {
+		return deny(req, http.StatusBadRequest, err)
+	}
+	if !isRemoval {
+		return allow
+	}
+	for range 5 {
+		recent, version, err := w.Ledger.Load(ctx)
+		if err != nil {
+			return deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: read the ledger: %w", err))
+		}
+		if err := w.Policy.Allow(now, recent, removal, w.Fleet()); err != nil {
+			var refusal *Refusal
+			if errors.As(err, &refusal) && w.Refused != nil {
+				w.Refused(refusal)
+			}
+			return deny(req, http.StatusForbidden, err)
+		}
+		kept := slices.DeleteFunc(w.Policy.Prune(now, recent), func(r Removal) bool { return r.Node == removal.Node })
+		err = w.Ledger.Save(ctx, version, append(kept, removal))
+		if err == nil {
+			return allow
+		}
+		if !errors.Is(err, ErrConflict) {
+			return deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: record the removal: %w", err))
+		}
+	}
+	return deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: the ledger kept changing; retry"))
+}
+
+func deny(req *admissionv1.AdmissionRequest, code int32, err error) *admissionv1.AdmissionResponse {
+	return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: false, Result: &metav1.Status{
+		Status: metav1.StatusFailure, Code: code, Reason: metav1.StatusReasonForbidden, Message: err.Error()}}
+}
