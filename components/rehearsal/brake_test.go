@@ -2,19 +2,28 @@ package rehearsal_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
 
 	"github.com/clusterforge/clusterforge/components/ops/brake"
+	"github.com/clusterforge/clusterforge/components/ops/remediation"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -90,4 +99,170 @@ func TestBrakeLedgerIsACompareAndSwapOnTheAPIServer(t *testing.T) {
 	if n == 0 || n > 5 || len(recorded) != n {
 		t.Errorf("two replicas admitted %d deletions of a 10-node pool and recorded %d; want 1 to 5, each recorded", n, len(recorded))
 	}
+}
+
+// recordedRemovals stands in for the machines behind bare Node objects: it records what the
+// remediation controller removed.
+type recordedRemovals struct {
+	mu    sync.Mutex
+	nodes []string
+}
+
+func (r *recordedRemovals) Remove(_ context.Context, n *corev1.Node) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.nodes = append(r.nodes, n.Name)
+	return nil
+}
+
+func (r *recordedRemovals) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.nodes)
+}
+
+// The seeds' cascade (L14, L35) on the rehearsal's apiserver: every node of a pool fails its health
+// check at once; the remediation controller wants them all replaced, and the scale-down brake,
+// registered as a real admission webhook, lets half of the pool go and holds the rest.
+func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
+	needRehearsal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := clientset(t)
+	ns := drills.Namespace(t, cs, "drill-remediation")
+	const pool, size = "drill-brake", 10
+	selector := spec.PoolLabel + "=" + pool
+
+	bundle, err := pki.Issue([]pki.Authority{{Name: "brake-ca", CommonName: "drill brake CA", Usages: []pki.Usage{pki.CertSigning, pki.DigitalSignature}}},
+		[]pki.Profile{{Name: "brake", Issuer: "brake-ca", CommonName: "brake", IPAddresses: []string{"127.0.0.1"},
+			Usages: []pki.Usage{pki.DigitalSignature, pki.KeyEncipherment, pki.ServerAuth}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := tls.X509KeyPair([]byte(bundle.Pair("brake").CertPEM), []byte(bundle.Pair("brake").KeyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
+	nodeInformer := factory.Core().V1().Nodes().Informer()
+	var refusals atomic.Int32
+	webhook := &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now,
+		Ledger:  &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-ledger"},
+		Refused: func(*brake.Refusal) { refusals.Add(1) },
+		Fleet: func() brake.Fleet {
+			f := brake.Fleet{}
+			for _, obj := range nodeInformer.GetStore().List() {
+				n := obj.(*corev1.Node)
+				f[n.Name] = n.Labels[spec.PoolLabel]
+			}
+			return f
+		}}
+	var reviews atomic.Int32
+	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reviews.Add(1)
+		webhook.ServeHTTP(w, r)
+	}))
+	server.TLS = &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12}
+	server.StartTLS()
+	defer server.Close()
+
+	var names []string
+	for i := range size {
+		name := fmt.Sprintf("%s-%d", pool, i)
+		names = append(names, name)
+		if _, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{spec.PoolLabel: pool}}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, name := range names {
+			_ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	url := server.URL + "/"
+	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "drill-scale-down-brake"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+			Name:                    "scale-down-brake.clusterforge.io",
+			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: []byte(bundle.Pair("brake-ca").CertPEM)},
+			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update, admissionregistrationv1.Delete}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}}}},
+			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{spec.PoolLabel: pool}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
+	})
+	// Each apiserver learns of the webhook from its own watch: dry-run deletes (reviewed, never
+	// recorded) until both have sent one.
+	if err := drills.WaitUntil(30*time.Second, func() error {
+		before := reviews.Load()
+		for range 4 {
+			_ = cs.CoreV1().Nodes().Delete(ctx, names[0], metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		}
+		if got := reviews.Load() - before; got < 4 {
+			return fmt.Errorf("%d of 4 dry-run deletes reviewed", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every node fails its health check, as all did in the seeds' etcd-full cascade.
+	for _, name := range names {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "DrillHealthCheckFailed",
+			Message: "the drill failed every node's health check", LastTransitionTime: metav1.NewTime(time.Now().Add(-10 * time.Minute)), LastHeartbeatTime: metav1.Now()}}
+		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	machines := &recordedRemovals{}
+	policy := remediation.DefaultPolicy()
+	policy.Grace = time.Minute
+	controller := &remediation.Controller{Client: cs, Policy: policy, Machines: machines, Logf: t.Logf}
+	factory.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() { done <- controller.Run(ctx, nodeInformer) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+
+	var left *corev1.NodeList
+	if err := drills.WaitUntil(time.Minute, func() error {
+		if left, err = cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector}); err != nil {
+			return err
+		}
+		if len(left.Items) > size/2 || int(refusals.Load()) < size/2 {
+			return fmt.Errorf("%d nodes left, %d refusals", len(left.Items), refusals.Load())
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // a controller that ignored the brake would go on removing
+	if left, err = cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector}); err != nil {
+		t.Fatal(err)
+	}
+	removed := machines.names()
+	if len(left.Items) != size/2 || len(removed) != size/2 {
+		t.Fatalf("%d of %d nodes left and %d machines removed; the brake allows %d to go", len(left.Items), size, len(removed), size/2)
+	}
+	for _, n := range left.Items {
+		if n.Spec.Unschedulable || slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == brake.ReplaceTaint }) {
+			t.Errorf("%s was marked though the brake refused it", n.Name)
+		}
+	}
+	t.Logf("%d nodes failed their health check: %d removed (%v), %d held by the brake (%d refusals)", size, len(removed), removed, len(left.Items), refusals.Load())
 }

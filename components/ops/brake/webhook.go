@@ -2,6 +2,7 @@ package brake
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -60,6 +61,9 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 			}
 			return deny(req, http.StatusForbidden, err)
 		}
+		if req.DryRun != nil && *req.DryRun {
+			return allow // a dry run removes nothing, so it records nothing
+		}
 		kept := slices.DeleteFunc(w.Policy.Prune(now, recent), func(r Removal) bool { return r.Node == removal.Node })
 		err = w.Ledger.Save(ctx, version, append(kept, removal))
 		if err == nil {
@@ -70,6 +74,19 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		}
 	}
 	return deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: the ledger kept changing; retry"))
+}
+
+// ServeHTTP answers an AdmissionReview posted by the apiserver.
+func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	var review admissionv1.AdmissionReview
+	if err := json.NewDecoder(http.MaxBytesReader(rw, r.Body, 4<<20)).Decode(&review); err != nil || review.Request == nil {
+		http.Error(rw, fmt.Sprintf("scale-down brake: want an AdmissionReview: %v", err), http.StatusBadRequest)
+		return
+	}
+	review.Response = w.Review(r.Context(), review.Request)
+	review.Request = nil
+	rw.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(rw).Encode(review)
 }
 
 func deny(req *admissionv1.AdmissionRequest, code int32, err error) *admissionv1.AdmissionResponse {

@@ -110,6 +110,23 @@ func TestWebhookAdmitsTheSixthOnceTheWindowPassed(t *testing.T) {
 	}
 }
 
+func TestWebhookRecordsNoDryRun(t *testing.T) {
+	pool := fleet(map[string]int{"cpu": 2})
+	ledger := &memLedger{}
+	w := &Webhook{Policy: DefaultPolicy(), Ledger: ledger, Fleet: func() Fleet { return pool }, Now: time.Now}
+	dry := true
+	for i := range 3 {
+		req := deleteNode(t, fmt.Sprintf("cpu-%d", i%2))
+		req.DryRun = &dry
+		if r := w.Review(context.Background(), req); !r.Allowed {
+			t.Fatalf("dry run %d refused: %s", i, r.Result.Message)
+		}
+	}
+	if len(ledger.removals) != 0 {
+		t.Errorf("dry runs recorded: %+v", ledger.removals)
+	}
+}
+
 func TestWebhookFailsClosed(t *testing.T) {
 	pool := fleet(map[string]int{"cpu": 10})
 	w := &Webhook{Policy: DefaultPolicy(), Ledger: &memLedger{broken: errors.New("configmap: connection refused")},

@@ -1,0 +1,75 @@
+// Package drain empties a node through the eviction API, as `kubectl drain` does: every pod but
+// DaemonSets' and static pods is evicted, and an eviction a PodDisruptionBudget refuses is asked
+// again, never forced. The roller and the remediation controller drain the same way.
+package drain
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Node evicts the node's pods until none that may be evicted is left, and returns how many
+// evictions the apiserver accepted. It ends with ctx.
+func Node(ctx context.Context, cs kubernetes.Interface, node string) (int, error) {
+	evicted := 0
+	for {
+		left, n, err := evictOnce(ctx, cs, node)
+		evicted += n
+		if err != nil || left == 0 {
+			return evicted, err
+		}
+		select {
+		case <-ctx.Done():
+			return evicted, fmt.Errorf("drain %s: %w (%d pods left)", node, ctx.Err(), left)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// evictOnce asks once for every evictable pod of the node to be evicted.
+func evictOnce(ctx context.Context, cs kubernetes.Interface, node string) (left, evicted int, err error) {
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, p := range pods.Items {
+		if !Evictable(&p) {
+			continue
+		}
+		left++
+		err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
+		switch {
+		case err == nil:
+			evicted++
+		case apierrors.IsNotFound(err):
+		case apierrors.IsTooManyRequests(err): // a PodDisruptionBudget says not now
+		default:
+			return left, evicted, err
+		}
+	}
+	return left, evicted, nil
+}
+
+// Evictable: a pod a drain must move. Finished pods, mirror pods and DaemonSets' pods stay.
+func Evictable(p *corev1.Pod) bool {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,193 @@
+package remediation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/clusterforge/clusterforge/components/drain"
+	"github.com/clusterforge/clusterforge/components/ops/brake"
+)
+
+// Machines takes a broken node's machine away.
+type Machines interface {
+	// Remove stops the machine behind node for good and is idempotent. On Azure the scale-set
+	// instance its provider ID names is deleted; the autoscaler brings a new one when pods need it.
+	Remove(ctx context.Context, node *corev1.Node) error
+}
+
+// Controller runs the policy over every node, from one shared node informer (L07: no per-node
+// polling; the drain lists the pods of one node at a time, by field selector).
+type Controller struct {
+	Client   kubernetes.Interface
+	Policy   Policy
+	Machines Machines
+	// Logf reports each step; may be nil.
+	Logf func(format string, args ...any)
+	// Now is the clock (tests); default time.Now.
+	Now func() time.Time
+
+	nodes cache.Store
+	queue workqueue.TypedRateLimitingInterface[string]
+}
+
+// errRefused is a mark the scale-down brake turned away: the node waits for the brake's window.
+var errRefused = errors.New("refused by the scale-down brake")
+
+// retryRefused is how soon a node the brake held back is looked at again.
+const retryRefused = time.Minute
+
+// Run watches nodes through informer (already registered with its factory) and works until ctx
+// ends.
+func (c *Controller) Run(ctx context.Context, informer cache.SharedIndexInformer) error {
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	c.nodes = informer.GetStore()
+	c.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer c.queue.ShutDown()
+	enqueue := func(obj any) {
+		if n, ok := obj.(*corev1.Node); ok {
+			c.queue.Add(n.Name)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+	}); err != nil {
+		return err
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		return ctx.Err()
+	}
+	go func() {
+		<-ctx.Done()
+		c.queue.ShutDown()
+	}()
+	for c.work(ctx) {
+	}
+	return ctx.Err()
+}
+
+func (c *Controller) work(ctx context.Context) bool {
+	name, shutdown := c.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer c.queue.Done(name)
+	again, err := c.sync(ctx, name)
+	switch {
+	case errors.Is(err, errRefused):
+		c.queue.Forget(name)
+		c.queue.AddAfter(name, retryRefused)
+	case err != nil:
+		c.logf("%s: %v", name, err)
+		c.queue.AddRateLimited(name)
+	default:
+		c.queue.Forget(name)
+		if again > 0 {
+			c.queue.AddAfter(name, again)
+		}
+	}
+	return true
+}
+
+// sync takes one step for the node and says when to look at it again.
+func (c *Controller) sync(ctx context.Context, name string) (time.Duration, error) {
+	obj, exists, err := c.nodes.GetByKey(name)
+	if err != nil || !exists {
+		return 0, err
+	}
+	node := obj.(*corev1.Node)
+	now := c.Now()
+	step, reason, again := c.Policy.Next(node, now)
+	switch step {
+	case Mark:
+		return 0, c.mark(ctx, name, reason, now)
+	case Drain:
+		left, err := c.drain(ctx, name)
+		if err != nil || left {
+			return min(30*time.Second, again.Sub(now)), err
+		}
+		return 0, c.handBack(ctx, node, "drained")
+	case HandBack:
+		return 0, c.handBack(ctx, node, "hand-back time reached")
+	}
+	if again.IsZero() {
+		return 0, nil
+	}
+	return again.Sub(now), nil
+}
+
+// mark cordons the node and sets the replace taint and annotations, in one update the brake's
+// webhook reviews.
+func (c *Controller) mark(ctx context.Context, name, reason string, now time.Time) error {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if marked(node) {
+		return nil
+	}
+	node.Spec.Unschedulable = true
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: brake.ReplaceTaint, Effect: corev1.TaintEffectNoSchedule})
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[ReasonAnnotation] = reason
+	node.Annotations[SinceAnnotation] = now.UTC().Format(time.RFC3339)
+	_, err = c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
+	if apierrors.IsForbidden(err) {
+		c.logf("%s: not marked for replacement (%s): %v", name, reason, err)
+		return errRefused
+	}
+	if err == nil {
+		c.logf("%s: marked for replacement: %s", name, reason)
+	}
+	return err
+}
+
+// drain evicts what it can within a minute; left says pods remain.
+func (c *Controller) drain(ctx context.Context, name string) (left bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	evicted, err := drain.Node(ctx, c.Client, name)
+	if evicted > 0 {
+		c.logf("%s: %d pods evicted", name, evicted)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true, nil
+	}
+	return false, err
+}
+
+// handBack removes the machine, then its Node object: in that order a failure leaves the node
+// marked and retried, and no kubelet is left running without its Node.
+func (c *Controller) handBack(ctx context.Context, node *corev1.Node, why string) error {
+	if err := c.Machines.Remove(ctx, node); err != nil {
+		return fmt.Errorf("remove the machine: %w", err)
+	}
+	err := c.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	c.logf("%s: machine removed (%s)", node.Name, why)
+	return nil
+}
+
+func (c *Controller) logf(format string, args ...any) {
+	if c.Logf != nil {
+		c.Logf(format, args...)
+	}
+}
