@@ -15,6 +15,8 @@ if [ "${PUBLISH:-}" = 1 ]; then
   mkdir -p docs/bench/scale
   cp "$out"/*.svg "$out"/report.md "$out"/summary.json docs/bench/scale/
   { echo '<!-- scale-bench:start -->'
+    echo "\`make bench-scale\` at $(git rev-parse --short HEAD), $(date -u +%F), on $(nproc) cores: one ramp, each step its own hold."
+    echo
     sed -n '/^\*\*Largest/,/^Charts:/p' "$out/report.md" | grep -v '^Charts:'
     for c in slo cpu memory etcd-size storm; do echo "![$c](docs/bench/scale/$c.svg)"; done
     echo '<!-- scale-bench:end -->'

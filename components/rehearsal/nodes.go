@@ -154,6 +154,24 @@ func userAccess(user string, rules ...rbacv1.PolicyRule) []addons.Object {
 	return []addons.Object{role, binding}
 }
 
+// whileForbidden retries call while it is refused for 30 s at most: RBAC applied just now reaches
+// each apiserver's authorizer through that apiserver's own watch, and the load balancer may send
+// the call to one that has not seen it yet.
+func whileForbidden(ctx context.Context, call func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := call()
+		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
 // KWOKRESTConfig is KWOK's identity as a client: what registers the simulated nodes.
 func (p *Plan) KWOKRESTConfig() (*rest.Config, error) {
 	return p.RESTConfigAs(KWOKUser, pki.NodesGroup)
@@ -203,7 +221,11 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 		return err
 	}
 	for _, n := range nodes {
-		if _, err := cs.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := whileForbidden(ctx, func() error {
+			_, err := cs.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("register node %s: %w", n.Name, err)
 		}
 	}
