@@ -37,6 +37,9 @@ type Controller struct {
 
 	nodes cache.Store
 	queue workqueue.TypedRateLimitingInterface[string]
+	// held are the nodes the brake refused, until when they are not asked for again: a node's
+	// every status change would otherwise ask the webhook again, fleet-wide in a cascade.
+	held map[string]time.Time
 }
 
 // errRefused is a mark the scale-down brake turned away: the node waits for the brake's window.
@@ -55,6 +58,7 @@ func (c *Controller) Run(ctx context.Context, informer cache.SharedIndexInformer
 		c.Now = time.Now
 	}
 	c.nodes = informer.GetStore()
+	c.held = map[string]time.Time{}
 	c.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer c.queue.ShutDown()
 	enqueue := func(obj any) {
@@ -114,7 +118,16 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	step, reason, again := c.Policy.Next(node, now)
 	switch step {
 	case Mark:
-		return 0, c.mark(ctx, name, reason, now)
+		if until, ok := c.held[name]; ok && now.Before(until) {
+			return until.Sub(now), nil
+		}
+		err := c.mark(ctx, name, reason, now)
+		if errors.Is(err, errRefused) {
+			c.held[name] = now.Add(retryRefused)
+		} else {
+			delete(c.held, name)
+		}
+		return 0, err
 	case Drain:
 		left, err := c.drain(ctx, name)
 		if err != nil || left {
