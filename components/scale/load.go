@@ -248,10 +248,20 @@ func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 	} else if err := parallel(lo, hi, func(n int) error { return l.removeNode(ctx, nodes, n) }); err != nil {
 		return err
 	}
-	if err := waitFor(ctx, timeout, l.progress, "Ready nodes", ready, equal); err != nil {
+	settled := func(what string, count func() (int, int)) error {
+		err := waitFor(ctx, timeout, l.progress, what, count, equal)
+		// A shrink follows an overloaded step (the storm's set-up): KWOK brings the last nodes back
+		// slowly, and a handful of stragglers changes nothing the storm measures.
+		if got, want := count(); err != nil && ctx.Err() == nil && want < have && got*100 >= want*99 {
+			fmt.Fprintf(l.progress, "==>   %s: %d of %d after %s; a shrink goes on at 99%%\n", what, got, want, timeout.Round(time.Second))
+			return nil
+		}
 		return err
 	}
-	return waitFor(ctx, timeout, l.progress, "running base pods", running, equal)
+	if err := settled("Ready nodes", ready); err != nil {
+		return err
+	}
+	return settled("running base pods", running)
 }
 
 // parallel runs f for every n in [lo, hi) on 16 workers and returns the first error.
