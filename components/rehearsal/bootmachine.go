@@ -69,9 +69,9 @@ func (b *Booted) unpackImages(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		changed, err := setHostKernel(string(sysctls))
+		changed, err := setHostKernel("/proc/sys", string(sysctls))
 		if len(changed) > 0 {
-			b.logf("this host's kernel, which the machines share, now has the kubelet's settings: %s (deviation \"kernel\")", strings.Join(changed, ", "))
+			b.logf("this host's kernel, which the machines share, now has the image's settings the machines need: %s (deviation \"kernel\")", strings.Join(changed, ", "))
 		}
 		if err != nil {
 			return err
@@ -194,33 +194,52 @@ ExecStartPre=/bin/sed -i -e '/^  nodefs[.]/d' ` + machine.KubeletConfigPath + `
 `
 
 // protectedKernelSettings are what the kubelet's protectKernelDefaults compares with its defaults
-// (pkg/kubelet/cm's setupKernelTunables).
+// (pkg/kubelet/cm's setupKernelTunables): this host must hold the image's values exactly.
 var protectedKernelSettings = []string{"vm.overcommit_memory", "vm.panic_on_oom", "kernel.panic", "kernel.panic_on_oops",
 	"kernel.keys.root_maxkeys", "kernel.keys.root_maxbytes"}
 
+// sharedLimits are the image's limits that count for every machine together here, since all run
+// as this host's root in its user namespace: this host must hold at least the image's values. With
+// the default 128 inotify instances, a worker's containerd started without its CRI plugin ("failed
+// to create fsnotify watcher: too many open files") and its kubelet never came back.
+var sharedLimits = []string{"fs.inotify.max_user_instances", "fs.inotify.max_user_watches"}
+
 // setHostKernel gives this host's kernel, which every machine shares, the image's values of the
-// settings the kubelet's protectKernelDefaults checks (deviation "kernel"): these are the
-// kubelet's own defaults, which it sets itself on any host it runs on, but a machine's /proc/sys
-// is read-only. It returns what it changed, as "key: host → image".
-func setHostKernel(imageSysctls string) ([]string, error) {
+// settings the kubelet's protectKernelDefaults checks and at least the image's shared limits
+// (deviation "kernel"): a machine's /proc/sys is read-only. It returns what it changed, as
+// "key: host → image".
+func setHostKernel(procSys, imageSysctls string) ([]string, error) {
 	var changed []string
 	for _, line := range strings.Split(imageSysctls, "\n") {
 		key, value, ok := strings.Cut(line, "=")
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
-		if !ok || !slices.Contains(protectedKernelSettings, key) {
+		exact, atLeast := slices.Contains(protectedKernelSettings, key), slices.Contains(sharedLimits, key)
+		if !ok || !exact && !atLeast {
 			continue
 		}
-		path := "/proc/sys/" + strings.ReplaceAll(key, ".", "/")
+		path := filepath.Join(procSys, strings.ReplaceAll(key, ".", "/"))
 		host, err := os.ReadFile(path)
 		if err != nil {
 			return changed, err
 		}
-		if got := strings.TrimSpace(string(host)); got != value {
-			if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
-				return changed, fmt.Errorf("set %s to %s, as the kubelet needs: %w", key, value, err)
-			}
-			changed = append(changed, fmt.Sprintf("%s: %s → %s", key, got, value))
+		got := strings.TrimSpace(string(host))
+		if got == value {
+			continue
 		}
+		if atLeast {
+			have, err1 := strconv.ParseInt(got, 10, 64)
+			want, err2 := strconv.ParseInt(value, 10, 64)
+			if err := errors.Join(err1, err2); err != nil {
+				return changed, fmt.Errorf("%s: %w", key, err)
+			}
+			if have >= want {
+				continue
+			}
+		}
+		if err := os.WriteFile(path, []byte(value), 0o644); err != nil {
+			return changed, fmt.Errorf("set %s to %s, as the machines need: %w", key, value, err)
+		}
+		changed = append(changed, fmt.Sprintf("%s: %s → %s", key, got, value))
 	}
 	return changed, nil
 }
