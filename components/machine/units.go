@@ -83,8 +83,7 @@ func identity() part {
 # Writes this machine's identity for the clusterforge units (NODE_NAME, NODE_IP, PROVIDER_ID).
 set -eu
 imds=http://169.254.169.254/metadata/instance
-# A hung connection is cut and retried: the metadata service answers in milliseconds.
-query() { curl -fsS --connect-timeout 2 --max-time 5 --retry 30 --retry-delay 2 --retry-connrefused -H Metadata:true "$imds/$1?api-version=2021-02-01&format=text"; }
+query() { curl -fsS --retry 30 --retry-delay 2 --retry-connrefused -H Metadata:true "$imds/$1?api-version=2021-02-01&format=text"; }
 # The resource id becomes the kubelet's --provider-id (azure://<id>, as cloud-provider-azure and
 # cluster-autoscaler read it): only an Azure compute resource id may land in the environment file.
 id=$(query compute/resourceId)
