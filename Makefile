@@ -14,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: freeze diff roll bench-roll bench-scale help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: freeze diff roll bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -124,6 +124,9 @@ bench-roll: setup tools-rehearsal ## The roll drills three times: time per etcd 
 
 bench-scale: setup tools-rehearsal $(REHEARSE) ## How many KWOK nodes $(STACK)'s control plane holds within the API SLOs, and the event storm split vs unsplit (build/bench/scale; about an hour; ARGS=--long for 20-minute holds)
 	@ARGS="$(ARGS)" PUBLISH="$(PUBLISH)" scripts/bench-scale.sh $(STACK)
+
+bench-joins: setup tools-rehearsal $(REHEARSE) ## 1,000 KWOK nodes joining $(STACK)'s control plane all at once vs in its join steps, 3 rounds each: mutating p99 (build/bench/joins; about 40 minutes)
+	@ARGS="$(ARGS)" PUBLISH="$(PUBLISH)" scripts/bench-joins.sh $(STACK)
 
 bench-etcd-backup: ## Benchmark etcd snapshot, upload and restore times and sizes; the default RPO (build/bench/etcd-backup.md)
 	@scripts/bench-etcd-backup.sh

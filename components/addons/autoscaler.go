@@ -42,6 +42,7 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 		"--max-scale-down-parallelism=" + strconv.Itoa(a.MaxScaleDownParallelism),
 		"--max-node-provision-time=" + a.MaxNodeProvisionTime,
 		"--max-nodes-total=" + strconv.Itoa(c.TargetNodes),
+		"--max-nodes-per-scaleup=" + strconv.Itoa(c.Joins.Step), // L11: one step of joins per loop
 		// DNS and balloons live in kube-system; their PDBs and priority decide, not their namespace.
 		"--skip-nodes-with-system-pods=false",
 		"--skip-nodes-with-local-storage=false",

@@ -16,6 +16,10 @@ const (
 	SystemPriority  = "clusterforge-system"
 	DefaultPriority = "clusterforge-default"
 	BalloonPriority = "clusterforge-balloon"
+	// BorrowPriority is the class of pods that may borrow other teams' idle nodes (L17): below
+	// every owner's pod, so the owner's pods preempt them; above balloons.
+	BorrowPriority      = "clusterforge-borrow"
+	BorrowPriorityValue = 100
 	// BalloonPriorityValue sits above cluster-autoscaler's expendable cutoff (ExpendablePodsCutoff),
 	// so the autoscaler counts balloon pods and keeps their nodes, and below every real pod, so
 	// real work preempts them at once.
@@ -43,6 +47,8 @@ func priorityClasses(*spec.Cluster) []Object {
 			Description: "Cluster add-ons that are not node-critical: monitoring and its like."},
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: DefaultPriority}, Value: 1000, GlobalDefault: true,
 			Description: "Every pod that names no class: above balloons, so it preempts them (L15)."},
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: BorrowPriority}, Value: BorrowPriorityValue,
+			Description: "Pods that may run on other teams' idle nodes; the owners' pods preempt them (L17)."},
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: BalloonPriority}, Value: BalloonPriorityValue,
 			PreemptionPolicy: &never,
 			Description:      "Balloon pods: keep warm nodes from looking idle to the autoscaler; preempted by any real pod (L15)."},

@@ -160,12 +160,32 @@ func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 	if size, _ := spec.VMCapacity(pool.VMSize); size.NVSwitch {
 		files = append(files, File{Path: UnitDir + "/kubelet.service.d/20-fabricmanager.conf", Content: fabricManagerDropIn, Mode: unitMode})
 	}
+	jitter := joinJitter(c.Joins.JitterSeconds())
 	return part{
-		files: files,
-		units: []Unit{service{
+		files: append(files, jitter.files...),
+		units: []Unit{jitter.units[0], service{
 			name: "kubelet", description: "Kubernetes node agent (pool " + pool.Name + ")",
-			after: []string{identityUnit, ContainerdUnit}, requires: []string{identityUnit},
+			after: []string{identityUnit, ContainerdUnit, joinJitterUnit}, requires: []string{identityUnit, joinJitterUnit},
 			binary: BinDir + "/kubelet", flags: KubeletFlags(pool), envFiles: []string{NodeEnvFile},
 		}.unit()},
+	}
+}
+
+// joinJitterUnit delays the kubelet's first start of each boot by a random 0 to Joins.Jitter
+// seconds: a pool's new step, or a fleet rebooted at once, registers over that span instead of in
+// the same second (L11). Restarts of the kubelet itself are not delayed.
+const joinJitterUnit = "clusterforge-join-jitter.service"
+
+func joinJitter(seconds int) part {
+	script := fmt.Sprintf(`#!/bin/sh
+# Sleeps a random 0 to %d seconds before the kubelet's first start this boot (L11).
+set -eu
+n=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+sleep $((n %% %d))
+`, seconds, seconds+1)
+	path := LibexecDir + "/join-jitter"
+	return part{
+		files: []File{{Path: path, Content: script, Mode: 0o755}},
+		units: []Unit{bootStep(joinJitterUnit, "spread kubelet registrations over a random delay", "After="+identityUnit, path)},
 	}
 }

@@ -2,12 +2,9 @@ package rehearsal_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -23,7 +20,6 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/ops/brake"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
-	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -133,16 +129,6 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	const pool, size = "drill-brake", 10
 	selector := spec.PoolLabel + "=" + pool
 
-	bundle, err := pki.Issue([]pki.Authority{{Name: "brake-ca", CommonName: "drill brake CA", Usages: []pki.Usage{pki.CertSigning, pki.DigitalSignature}}},
-		[]pki.Profile{{Name: "brake", Issuer: "brake-ca", CommonName: "brake", IPAddresses: []string{"127.0.0.1"},
-			Usages: []pki.Usage{pki.DigitalSignature, pki.KeyEncipherment, pki.ServerAuth}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := tls.X509KeyPair([]byte(bundle.Pair("brake").CertPEM), []byte(bundle.Pair("brake").KeyPEM))
-	if err != nil {
-		t.Fatal(err)
-	}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector }))
 	nodeInformer := factory.Core().V1().Nodes().Informer()
 	var refusals atomic.Int32
@@ -157,14 +143,7 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 			}
 			return f
 		}}
-	var reviews atomic.Int32
-	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		reviews.Add(1)
-		webhook.ServeHTTP(w, r)
-	}))
-	server.TLS = &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12}
-	server.StartTLS()
-	defer server.Close()
+	server := serveWebhook(t, webhook)
 
 	var names []string
 	for i := range size {
@@ -181,12 +160,11 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	})
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
-	url := server.URL + "/"
 	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "drill-scale-down-brake"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 			Name:                    "scale-down-brake.clusterforge.io",
-			ClientConfig:            admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: []byte(bundle.Pair("brake-ca").CertPEM)},
+			ClientConfig:            server.Client,
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update, admissionregistrationv1.Delete}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}}}},
 			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{spec.PoolLabel: pool}},
 			FailurePolicy:           &fail,
@@ -203,11 +181,11 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	// Each apiserver learns of the webhook from its own watch: dry-run deletes (reviewed, never
 	// recorded) until both have sent one.
 	if err := drills.WaitUntil(30*time.Second, func() error {
-		before := reviews.Load()
+		before := server.Reviews.Load()
 		for range 4 {
 			_ = cs.CoreV1().Nodes().Delete(ctx, names[0], metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
 		}
-		if got := reviews.Load() - before; got < 4 {
+		if got := server.Reviews.Load() - before; got < 4 {
 			return fmt.Errorf("%d of 4 dry-run deletes reviewed", got)
 		}
 		return nil
@@ -240,6 +218,7 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	}()
 
 	var left *corev1.NodeList
+	var err error
 	if err := drills.WaitUntil(time.Minute, func() error {
 		if left, err = cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector}); err != nil {
 			return err

@@ -127,18 +127,45 @@ func (s *scaleCluster) SplitEvents(ctx context.Context, split bool) error {
 	return s.r.WaitAPIHealthy(ctx)
 }
 
-// BenchScale rehearses the stack in dir (emptied first), runs the scale benchmark on it and stops it.
+// BenchScale runs the scale benchmark on a rehearsal of its own in o.Dir, started clean and
+// stopped at the end.
 func BenchScale(ctx context.Context, c *spec.Cluster, stack string, o Options, bench scale.Options, progress io.Writer) (scale.Summary, error) {
+	var s scale.Summary
+	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
+		bench.PodImage = c.Versions.PauseImage
+		fmt.Fprintf(progress, "==> scale benchmark on %s: steps %v, warm-up %s, hold %s; reports in %s\n", stack, bench.Steps, bench.WarmUp, bench.Hold, filepath.Clean(bench.Out))
+		s, err = scale.Run(ctx, sc, stack, bench, progress)
+		return err
+	})
+	return s, err
+}
+
+// BenchJoins runs the joins benchmark (scale.Joins) on a rehearsal of its own in o.Dir, with the
+// stack's join plan.
+func BenchJoins(ctx context.Context, c *spec.Cluster, o Options, bench scale.JoinOptions, progress io.Writer) (scale.JoinReport, error) {
+	var rep scale.JoinReport
+	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
+		bench.PodImage = c.Versions.PauseImage
+		fmt.Fprintf(progress, "==> joins benchmark: %d nodes, %d rounds; stepper %d nodes a step, pause %s, jitter %s; reports in %s\n",
+			bench.Nodes, bench.Rounds, bench.Plan.Step, bench.Plan.Pause, bench.Jitter, filepath.Clean(bench.Out))
+		rep, err = scale.Joins(ctx, sc, bench, progress)
+		return err
+	})
+	return rep, err
+}
+
+// onBenchRehearsal starts a clean rehearsal in o.Dir, runs bench on it and stops it.
+func onBenchRehearsal(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer, bench func(scale.Cluster) error) error {
 	if err := Clean(o.Dir, progress); err != nil {
-		return scale.Summary{}, err
+		return err
 	}
 	p, err := NewPlan(c, o)
 	if err != nil {
-		return scale.Summary{}, err
+		return err
 	}
 	r, err := Up(ctx, p, progress)
 	if err != nil {
-		return scale.Summary{}, err
+		return err
 	}
 	defer func() {
 		if err := r.Down(); err != nil {
@@ -147,9 +174,7 @@ func BenchScale(ctx context.Context, c *spec.Cluster, stack string, o Options, b
 	}()
 	sc, err := r.ScaleCluster(ctx)
 	if err != nil {
-		return scale.Summary{}, err
+		return err
 	}
-	bench.PodImage = c.Versions.PauseImage
-	fmt.Fprintf(progress, "==> scale benchmark on %s: steps %v, warm-up %s, hold %s; reports in %s\n", stack, bench.Steps, bench.WarmUp, bench.Hold, filepath.Clean(bench.Out))
-	return scale.Run(ctx, sc, stack, bench, progress)
+	return bench(sc)
 }

@@ -29,6 +29,8 @@ const (
 	DefaultScaleDownDelayAfterAdd  = "10m"
 	DefaultMaxScaleDownParallelism = 10
 	DefaultMaxNodeProvisionTime    = "20m"
+	DefaultJoinPause               = "30s"
+	DefaultJoinJitter              = "30s"
 	DefaultMaxConcurrentDownloads  = 10 // L24: containerd's default is 3.
 	// DefaultImagePullProgressTimeout cancels a pull that stalls, not one that is slow (L23).
 	DefaultImagePullProgressTimeout = "5m"
@@ -134,6 +136,9 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &a.AuditLogMaxBackup, DefaultAuditLogMaxBackup)
 	setDefault(c.explicit, &a.AuditLogMaxSizeMB, DefaultAuditLogMaxSizeMB)
 	setDefault(c.explicit, &a.EtcdCompactionInterval, DefaultEtcdCompactionInterval)
+	setDefault(c.explicit, &c.Joins.Step, joinStepFor(min(max(a.Count, 1), MaxAPIServers), min(max(a.MaxMutatingRequestsInflight, 1), 20000)))
+	setDefault(c.explicit, &c.Joins.Pause, DefaultJoinPause)
+	setDefault(c.explicit, &c.Joins.Jitter, DefaultJoinJitter)
 
 	setDefault(c.explicit, &c.DNS.Replicas, dnsReplicasFor(nodes))
 	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, parallelPullsWithinSNAT(nodes, max(c.Kubelet.MaxConcurrentDownloads, 1)))

@@ -106,6 +106,16 @@ func (c *Cluster) validateAutoscaler(v *validator) {
 	v.duration("autoscaler.maxNodeProvisionTime", a.MaxNodeProvisionTime, time.Minute, 24*time.Hour)
 }
 
+// MaxJoinStep bounds joins.step: cluster-autoscaler's own --max-nodes-per-scaleup default is 1,000.
+const MaxJoinStep = 5000
+
+func (c *Cluster) validateJoins(v *validator) {
+	j := c.Joins
+	v.between("joins.step", int64(j.Step), 1, MaxJoinStep, "leave it unset to size it from the apiservers (L11)")
+	v.duration("joins.pause", j.Pause, 0, 30*time.Minute)
+	v.duration("joins.jitter", j.Jitter, 0, 10*time.Minute)
+}
+
 func (c *Cluster) validatePools(v *validator, countsOK bool) {
 	if len(c.Pools) == 0 {
 		v.fail("pools", "declare at least one worker pool", "the cluster has no worker pools")

@@ -55,6 +55,13 @@ func tierFor(nodes int) sizeTier {
 	return sizeTiers[len(sizeTiers)-1]
 }
 
+// joinStepFor is the most nodes a pool grows by at once: a quarter of the apiservers' mutating
+// seats, since each joining kubelet makes a handful of writes (certificate request, node, status,
+// lease, its DaemonSets' pods) within seconds (L11). Bounded to Joins.Step's valid range.
+func joinStepFor(apiservers, maxMutatingInflight int) int {
+	return min(max(apiservers*maxMutatingInflight/4, 1), MaxJoinStep)
+}
+
 // dnsReplicasFor gives one CoreDNS replica per 100 nodes, at least 2: with required anti-affinity
 // each lands on its own VM, staying under Azure's per-VM DNS rate limit (L13).
 func dnsReplicasFor(nodes int) int {

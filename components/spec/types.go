@@ -6,6 +6,8 @@
 // ever see a validated Cluster. This package imports nothing from Pulumi.
 package spec
 
+import "time"
+
 // Cluster is the value of a stack's `clusterforge:cluster` config key.
 type Cluster struct {
 	// Name is the cluster's name and the prefix of every Azure resource and machine name.
@@ -68,6 +70,9 @@ type Cluster struct {
 
 	// Autoscaler configures cluster-autoscaler's Azure provider over every pool (L19).
 	Autoscaler Autoscaler `yaml:"autoscaler"`
+
+	// Joins paces new nodes so their registrations do not swamp the apiservers (L11).
+	Joins Joins `yaml:"joins"`
 
 	// Pools are the worker pools; each becomes one or more scale sets. At most 16.
 	Pools []Pool `yaml:"pools"`
@@ -222,6 +227,22 @@ type Autoscaler struct {
 	MaxNodeProvisionTime string `yaml:"maxNodeProvisionTime"`
 }
 
+// Joins paces node joins: a pool grows in steps, and each new node's kubelet starts after a random
+// delay, so thousands of registrations do not reach the apiservers in the same second (L11).
+type Joins struct {
+	// Step is the most nodes a pool grows by at once: cluster-autoscaler's --max-nodes-per-scaleup
+	// and `forge grow`'s increment, 1 to 5,000. Default: apiServer.count ×
+	// maxMutatingRequestsInflight / 4, so a step's registrations (a handful of writes each, within
+	// seconds) hold at most a quarter of the apiservers' mutating seats.
+	Step int `yaml:"step"`
+	// Pause is how long `forge grow` waits after a step's nodes are Ready before the next step, as a
+	// Go duration from "0s" to "30m". Default "30s".
+	Pause string `yaml:"pause"`
+	// Jitter is the longest random delay before a worker's kubelet starts at boot, as a Go duration
+	// from "0s" to "10m"; it spreads a step's (or a mass reboot's) registrations. Default "30s".
+	Jitter string `yaml:"jitter"`
+}
+
 // Pool is one worker pool.
 type Pool struct {
 	// Name is the pool's name; machines of the pool have role `worker-<name>`. Required; lowercase letters and digits, at most 12.
@@ -258,3 +279,15 @@ type Taint struct {
 
 // IsGPU reports whether the pool runs GPU nodes.
 func (p Pool) IsGPU() bool { return p.GPU != nil && *p.GPU }
+
+// PauseDuration is Pause, parsed; valid once Validate passed.
+func (j Joins) PauseDuration() time.Duration {
+	d, _ := time.ParseDuration(j.Pause)
+	return d
+}
+
+// JitterSeconds is Jitter in whole seconds, rounded down; valid once Validate passed.
+func (j Joins) JitterSeconds() int {
+	d, _ := time.ParseDuration(j.Jitter)
+	return int(d / time.Second)
+}

@@ -103,6 +103,7 @@ func (c *Cluster) Validate() error {
 	c.validateBackup(v)
 	c.validateKubelet(v)
 	c.validateAutoscaler(v)
+	c.validateJoins(v)
 	c.validatePools(v, countsOK)
 	if countsOK {
 		c.validateNetwork(v)

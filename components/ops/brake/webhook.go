@@ -2,7 +2,6 @@ package brake
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,7 +9,8 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/ops/admission"
 )
 
 // Ledger keeps the removals the brake admitted, shared by every replica of the webhook: a
@@ -44,7 +44,7 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	now := w.Now()
 	removal, isRemoval, err := RemovalOf(req, now)
 	if err != nil {
-		return deny(req, http.StatusBadRequest, err)
+		return admission.Deny(req, http.StatusBadRequest, err)
 	}
 	if !isRemoval {
 		return allow
@@ -52,14 +52,14 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 	for range 5 {
 		recent, version, err := w.Ledger.Load(ctx)
 		if err != nil {
-			return deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: read the ledger: %w", err))
+			return admission.Deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: read the ledger: %w", err))
 		}
 		if err := w.Policy.Allow(now, recent, removal, w.Fleet()); err != nil {
 			var refusal *Refusal
 			if errors.As(err, &refusal) && w.Refused != nil {
 				w.Refused(refusal)
 			}
-			return deny(req, http.StatusForbidden, err)
+			return admission.Deny(req, http.StatusForbidden, err)
 		}
 		if req.DryRun != nil && *req.DryRun {
 			return allow // a dry run removes nothing, so it records nothing
@@ -70,26 +70,13 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 			return allow
 		}
 		if !errors.Is(err, ErrConflict) {
-			return deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: record the removal: %w", err))
+			return admission.Deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: record the removal: %w", err))
 		}
 	}
-	return deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: the ledger kept changing; retry"))
+	return admission.Deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: the ledger kept changing; retry"))
 }
 
 // ServeHTTP answers an AdmissionReview posted by the apiserver.
 func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(http.MaxBytesReader(rw, r.Body, 4<<20)).Decode(&review); err != nil || review.Request == nil {
-		http.Error(rw, fmt.Sprintf("scale-down brake: want an AdmissionReview: %v", err), http.StatusBadRequest)
-		return
-	}
-	review.Response = w.Review(r.Context(), review.Request)
-	review.Request = nil
-	rw.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(rw).Encode(review)
-}
-
-func deny(req *admissionv1.AdmissionRequest, code int32, err error) *admissionv1.AdmissionResponse {
-	return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: false, Result: &metav1.Status{
-		Status: metav1.StatusFailure, Code: code, Reason: metav1.StatusReasonForbidden, Message: err.Error()}}
+	admission.Serve("scale-down brake", w.Review, rw, r)
 }

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/ops/joins"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
 	"github.com/clusterforge/clusterforge/components/scale"
 )
@@ -26,10 +27,11 @@ type benchFlags struct {
 	warmUp, hold, stormPhase time.Duration
 	stormRounds, stormNodes  int
 	churn                    float64
+	joinNodes, joinRounds    int
 }
 
 func (b *benchFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&b.out, "out", "build/bench/scale", "bench-scale: report directory")
+	fs.StringVar(&b.out, "out", "build/bench/scale", "bench-scale, bench-joins: report directory")
 	fs.StringVar(&b.steps, "steps", "", "bench-scale: node counts of the ramp, comma-separated (default 500,1000,2500,5000,7500,10000)")
 	fs.BoolVar(&b.long, "long", false, "bench-scale: the full run: 20-minute holds, 10-minute storm phases")
 	fs.DurationVar(&b.warmUp, "warm-up", 0, "bench-scale: warm-up discarded before each hold")
@@ -38,6 +40,8 @@ func (b *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&b.stormRounds, "storm-rounds", 0, "bench-scale: split/unsplit pairs of storm runs")
 	fs.IntVar(&b.stormNodes, "storm-nodes", 0, "bench-scale: node count of the storm (default: the largest passing step)")
 	fs.Float64Var(&b.churn, "churn", 0, "bench-scale: pods created (and deleted once running) a second")
+	fs.IntVar(&b.joinNodes, "join-nodes", 0, "bench-joins: nodes each run joins (default 1000)")
+	fs.IntVar(&b.joinRounds, "join-rounds", 0, "bench-joins: rounds of each mode (default 3)")
 }
 
 // options are scale.Options with the flags applied.
@@ -105,5 +109,39 @@ func benchScale(stack, dir, tools string, b benchFlags) error {
 	}
 	fmt.Printf("==> largest node count within the SLOs: %d; storm ratio split %.2f, unsplit %.2f; took %s\n==> %s\n",
 		s.LargestPassingNodes, s.StormRatio["split"], s.StormRatio["unsplit"], s.Took, filepath.Join(o.Out, "report.md"))
+	return nil
+}
+
+// benchJoins runs the joins benchmark on a rehearsal of the stack in dir, stopped at the end.
+func benchJoins(stack, dir, tools string, b benchFlags) error {
+	c, self, err := loadStack(stack)
+	if err != nil {
+		return err
+	}
+	out, err := filepath.Abs(b.out)
+	if err != nil {
+		return err
+	}
+	toolsAbs, err := filepath.Abs(tools)
+	if err != nil {
+		return err
+	}
+	o := scale.DefaultJoinOptions(out, joins.PlanFor(c), time.Duration(c.Joins.JitterSeconds())*time.Second)
+	if b.joinNodes > 0 {
+		o.Nodes = b.joinNodes
+	}
+	if b.joinRounds > 0 {
+		o.Rounds = b.joinRounds
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	rep, err := rehearsal.BenchJoins(ctx, c, rehearsal.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}}, o, os.Stdout)
+	if err != nil {
+		return err
+	}
+	for _, s := range rep.Summary {
+		fmt.Printf("==> %s: mutating p99 median %.2f s (%.2f–%.2f), %d of %d runs within 1 s\n", s.Mode, s.MedianP99, s.MinP99, s.MaxP99, s.Passed, s.Runs)
+	}
+	fmt.Printf("==> %s\n", filepath.Join(o.Out, "joins.md"))
 	return nil
 }

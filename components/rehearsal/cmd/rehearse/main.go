@@ -9,6 +9,7 @@
 //	rehearse boot --stack dev         boot every machine of the plan from its image (systemd-nspawn), leave it running
 //	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
 //	rehearse bench-scale --stack dev  the scale benchmark on a rehearsal of its own (build/bench/scale)
+//	rehearse bench-joins --stack dev  1,000 nodes joining all at once vs in the stack's steps (build/bench/joins)
 //
 // `up` leaves a supervisor behind (`rehearse serve`, pid in <dir>/rehearse.pid) that restarts
 // failed services as systemd would, until `down`; etcd-backup and etcd-restore ask it to act on
@@ -108,8 +109,10 @@ func run(args []string) error {
 		return serve(*stack, dir, *tools, *nodes)
 	case "bench-scale":
 		return benchScale(*stack, dir+"-scale", *tools, bench)
+	case "bench-joins":
+		return benchJoins(*stack, dir+"-scale", *tools, bench)
 	}
-	return fmt.Errorf("unknown verb %q: use up, down, clean, etcd-backup, etcd-restore, boot, boot-down, bench-scale, deviations, lb or imds", verb)
+	return fmt.Errorf("unknown verb %q: use up, down, clean, etcd-backup, etcd-restore, boot, boot-down, bench-scale, bench-joins, deviations, lb or imds", verb)
 }
 
 // up starts `rehearse serve` in its own session and relays its progress until it is ready.

@@ -1,0 +1,115 @@
+package scaleset
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	computefake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6/fake"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/clusterforge/clusterforge/components/ops/joins"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+func TestSpread(t *testing.T) {
+	sets := []spec.ScaleSet{{MaxNodes: 100}, {MaxNodes: 100}, {MaxNodes: 30}}
+	for _, tc := range []struct {
+		n    int
+		want []int
+	}{
+		{0, []int{0, 0, 0}},
+		{2, []int{1, 1, 0}},
+		{90, []int{30, 30, 30}},
+		{100, []int{35, 35, 30}},
+		{230, []int{100, 100, 30}},
+	} {
+		if got := spread(tc.n, sets); !slices.Equal(got, tc.want) {
+			t.Errorf("spread(%d) = %v, want %v", tc.n, got, tc.want)
+		}
+	}
+}
+
+// TestGrowStepsAScaleSetOnTheFakeARMServer grows a pool of two scale sets through joins.Grow:
+// every update ARM receives raises the pool by at most a step, and each comes after the
+// previous step's nodes are Ready. Nodes "join" when the fake server accepts an update.
+func TestGrowStepsAScaleSetOnTheFakeARMServer(t *testing.T) {
+	c := &spec.Cluster{Name: "cf-dev", Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 2, MaxNodes: 2000}}}
+	c.Default()
+	c.Pools[0].MaxNodes = 2000
+	sets := c.ScaleSets()
+	// Two sets of 1,000 stand in for a pool past one scale set's limit.
+	sets = []spec.ScaleSet{sets[0], sets[0]}
+	sets[0].AzureName, sets[1].AzureName = "cf-dev-cpu-0", "cf-dev-cpu-1"
+	sets[0].MaxNodes, sets[1].MaxNodes = 1000, 1000
+
+	kube := fake.NewSimpleClientset()
+	var mu sync.Mutex
+	capacity := map[string]int64{"cf-dev-cpu-0": 1, "cf-dev-cpu-1": 1}
+	var totals []int64
+	joinAll := func() {
+		total := capacity["cf-dev-cpu-0"] + capacity["cf-dev-cpu-1"]
+		for n := range total {
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cpu%06d", n), Labels: map[string]string{spec.PoolLabel: "cpu"}},
+				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}}}
+			_, _ = kube.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{})
+		}
+	}
+	srv := computefake.VirtualMachineScaleSetsServer{
+		Get: func(_ context.Context, rg, name string, _ *armcompute.VirtualMachineScaleSetsClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachineScaleSetsClientGetResponse], errResp azfake.ErrorResponder) {
+			mu.Lock()
+			defer mu.Unlock()
+			n, ok := capacity[name]
+			if !ok || rg != "cf-dev" {
+				errResp.SetResponseError(http.StatusNotFound, "NotFound")
+				return resp, errResp
+			}
+			resp.SetResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientGetResponse{VirtualMachineScaleSet: armcompute.VirtualMachineScaleSet{
+				Name: to.Ptr(name), SKU: &armcompute.SKU{Capacity: to.Ptr(n)}}}, nil)
+			return resp, errResp
+		},
+		BeginUpdate: func(_ context.Context, rg, name string, update armcompute.VirtualMachineScaleSetUpdate, _ *armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateResponse], errResp azfake.ErrorResponder) {
+			mu.Lock()
+			defer mu.Unlock()
+			if update.Properties != nil || update.SKU == nil || update.SKU.Name != nil {
+				errResp.SetResponseError(http.StatusBadRequest, "the update must carry only the SKU's capacity")
+				return resp, errResp
+			}
+			capacity[name] = *update.SKU.Capacity
+			if name == "cf-dev-cpu-1" { // the pool's update is done: its nodes join
+				totals = append(totals, capacity["cf-dev-cpu-0"]+capacity["cf-dev-cpu-1"])
+				joinAll()
+			}
+			resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientUpdateResponse{}, nil)
+			return resp, errResp
+		},
+	}
+	client, err := armcompute.NewVirtualMachineScaleSetsClient(sub, &azfake.TokenCredential{},
+		&arm.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: computefake.NewVirtualMachineScaleSetsServerTransport(&srv)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinAll()
+	pool := &Pool{ScaleSets: client, ResourceGroup: "cf-dev", Sets: sets, Nodes: kube}
+	if err := joins.Grow(context.Background(), pool, 1250, joins.Plan{Step: 500, StepTimeout: time.Minute}, time.Millisecond, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if want := []int64{502, 1002, 1250}; !slices.Equal(totals, want) {
+		t.Errorf("pool capacities ARM received %v, want %v", totals, want)
+	}
+	if err := pool.SetCapacity(context.Background(), 2001); err == nil {
+		t.Error("a capacity past the scale sets' maxima was accepted")
+	}
+}
