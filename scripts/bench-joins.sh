@@ -9,13 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 STACK="${1:-dev}"
 out=build/bench/joins
+dirty=""; [ -z "$(git status --porcelain)" ] || dirty=" with uncommitted changes" # what the README block says it measured
 # shellcheck disable=SC2086 # ARGS are flags, split on purpose
 build/bin/rehearse bench-joins --stack "$STACK" --out "$out" ${ARGS:-} 2>&1 | grep --line-buffered -v '^E[0-9]\{4\} '
 if [ "${PUBLISH:-}" = 1 ]; then
   mkdir -p docs/bench
   cp "$out/joins.md" docs/bench/joins.md
   { echo '<!-- joins-bench:start -->'
-    echo "\`make bench-joins\` at $(git rev-parse --short HEAD), $(date -u +%F), on $(nproc) cores ([full report](docs/bench/joins.md)):"
+    echo "\`make bench-joins\` at $(git rev-parse --short HEAD)$dirty, $(date -u +%F), on $(nproc) cores ([full report](docs/bench/joins.md)):"
     echo
     sed -n '/^| mode /,/^$/p' "$out/joins.md"
     echo '<!-- joins-bench:end -->'

@@ -4,13 +4,14 @@
 #   rehearsal → .tools/bin        what `make demo` runs: etcd, Kubernetes control plane, kubectl, KWOK,
 #                                 kube-bench; kube-scheduler is scheduler-plugins' build (Coscheduling,
 #                                 L16), as the apiserver machines run it, with its PodGroup controller;
-#                                 our own clusterforge-csr-approver and clusterforge-etcd-backup, built
-#                                 from this repository; Azurite (npm), the blob store the backups go to
+#                                 our own clusterforge-csr-approver, clusterforge-etcd-backup and
+#                                 clusterforge-ops, built from this repository; Azurite (npm), the blob
+#                                 store the backups go to
 #   checks    → .tools/bin        what only the tests run: promtool
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
 #   addons    → .tools/addons     the add-ons' binaries, which images/cmd/mkimages puts in the OCI
-#                                 images a worker preloads: CoreDNS, Prometheus, node_exporter, and
-#                                 scheduler-plugins' PodGroup controller (from .tools/bin)
+#                                 images a worker preloads: CoreDNS, Prometheus, node_exporter,
+#                                 scheduler-plugins' PodGroup controller and clusterforge-ops (from .tools/bin)
 #   control-plane → .tools/bin    what the Packer plugin installs on the etcd and apiserver machines
 #                                 (machine.ImageBinaries), a subset of rehearsal
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
@@ -93,16 +94,17 @@ declare -A TOOLS=(
 declare -A LOCAL_TOOLS=(
   [clusterforge-csr-approver]="./components/csrapprover/cmd/clusterforge-csr-approver"
   [clusterforge-etcd-backup]="./components/etcdbackup/cmd/clusterforge-etcd-backup"
+  [clusterforge-ops]="./components/ops/cmd/clusterforge-ops"
 )
 declare -A TOOL_GROUPS=(
-  [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup azurite"
+  [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup clusterforge-ops azurite"
   [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS kubelet@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
   [checks]="promtool"
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
-  [addons]="coredns prometheus node_exporter scheduler-plugins-controller"
+  [addons]="coredns prometheus node_exporter scheduler-plugins-controller clusterforge-ops"
 )
 
 step() { printf '==> %s\n' "$*"; }

@@ -3,6 +3,7 @@ package addons
 import (
 	"fmt"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -49,6 +50,7 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		{autoscalerAddon, autoscaler},
 		{"monitoring", monitoring},
 		{"gpu", nvidiaDevicePlugin},
+		{opsAddon, ops},
 	} {
 		for _, o := range addon.objects(c) {
 			if err := finish(o, addon.name); err != nil {
@@ -91,6 +93,9 @@ func podTemplate(o Object) *corev1.PodTemplateSpec {
 var Scheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := scheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := admissionregistrationv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := apiextensionsv1.AddToScheme(s); err != nil {

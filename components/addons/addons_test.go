@@ -165,33 +165,56 @@ func TestDaemonSetsFitInNodeReserve(t *testing.T) {
 	}
 }
 
-// The static half of L07: no DaemonSet mounts an API token or is bound to any role. The rehearsal
-// asks the apiserver's authorizer the same question.
-func TestDaemonSetsHaveNoAPIAccess(t *testing.T) {
+// The static half of L07: a DaemonSet's service account may be bound only to roles that neither
+// list nor watch anything (an agent reads and writes its own Node by name), and only such a
+// DaemonSet mounts an API token. The rehearsal asks the apiserver's authorizer the same question.
+func TestDaemonSetsNeverListOrWatch(t *testing.T) {
 	for name, c := range stacks(t) {
 		objs := objectsOf(t, c)
+		rules := map[string][]rbacv1.PolicyRule{}
+		for _, o := range objs {
+			switch r := o.(type) {
+			case *rbacv1.ClusterRole:
+				rules["ClusterRole/"+r.Name] = r.Rules
+			case *rbacv1.Role:
+				rules["Role/"+r.Namespace+"/"+r.Name] = r.Rules
+			}
+		}
 		for _, o := range objs {
 			ds, ok := o.(*appsv1.DaemonSet)
 			if !ok {
 				continue
 			}
 			pod := ds.Spec.Template.Spec
-			if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-				t.Errorf("%s: DaemonSet %s mounts an API token", name, ds.Name)
-			}
+			bound := false
 			for _, b := range objs {
 				var subjects []rbacv1.Subject
+				var role string
 				switch rb := b.(type) {
 				case *rbacv1.ClusterRoleBinding:
-					subjects = rb.Subjects
+					subjects, role = rb.Subjects, "ClusterRole/"+rb.RoleRef.Name
 				case *rbacv1.RoleBinding:
-					subjects = rb.Subjects
-				}
-				for _, s := range subjects {
-					if s.Kind == rbacv1.ServiceAccountKind && s.Namespace == ds.Namespace && s.Name == pod.ServiceAccountName {
-						t.Errorf("%s: %s binds DaemonSet %s's service account (L07)", name, Key(b), ds.Name)
+					subjects, role = rb.Subjects, rb.RoleRef.Kind+"/"+rb.Namespace+"/"+rb.RoleRef.Name
+					if rb.RoleRef.Kind == "ClusterRole" {
+						role = "ClusterRole/" + rb.RoleRef.Name
 					}
 				}
+				if !slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+					return s.Kind == rbacv1.ServiceAccountKind && s.Namespace == ds.Namespace && s.Name == pod.ServiceAccountName
+				}) {
+					continue
+				}
+				bound = true
+				for _, r := range rules[role] {
+					for _, verb := range r.Verbs {
+						if verb == "list" || verb == "watch" || verb == rbacv1.VerbAll {
+							t.Errorf("%s: %s lets DaemonSet %s %s %v: per-node pollers (L07)", name, Key(b), ds.Name, verb, r.Resources)
+						}
+					}
+				}
+			}
+			if mounts := pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken; mounts && !bound {
+				t.Errorf("%s: DaemonSet %s mounts an API token it has no use for", name, ds.Name)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -43,6 +44,7 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 		"--max-node-provision-time=" + a.MaxNodeProvisionTime,
 		"--max-nodes-total=" + strconv.Itoa(c.TargetNodes),
 		"--max-nodes-per-scaleup=" + strconv.Itoa(c.Joins.Step), // L11: one step of joins per loop
+		"--startup-taint=" + machine.PreflightTaint.Key,         // L36: a node under test is coming, not unusable
 		// DNS and balloons live in kube-system; their PDBs and priority decide, not their namespace.
 		"--skip-nodes-with-system-pods=false",
 		"--skip-nodes-with-local-storage=false",

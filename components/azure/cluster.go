@@ -58,6 +58,8 @@ type Cluster struct {
 	// BootstrapToken is the workers' join token (secret), valid until BootstrapTokenExpires.
 	BootstrapToken        pulumi.StringOutput
 	BootstrapTokenExpires time.Time
+	// PKI is the cluster's pki.Bundle (secret): the add-ons take the ops webhooks' pair from it.
+	PKI pulumi.AnyOutput
 }
 
 // NewCluster builds the cluster.
@@ -175,6 +177,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 
 	comp.BootstrapToken = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string { return v.(pki.Bundle).BootstrapToken })).(pulumi.StringOutput)
 	_, comp.BootstrapTokenExpires = pki.BootstrapTokenWindow(args.Now)
+	comp.PKI = certs.Bundle
 	comp.APIEndpoint = api.Endpoint
 	comp.EtcdClient = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) (string, error) {
 		b := v.(pki.Bundle)

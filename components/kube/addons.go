@@ -11,11 +11,13 @@ import (
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -30,6 +32,9 @@ type AddonsArgs struct {
 	// BootstrapToken (secret) and BootstrapTokenExpires fill the workers' join token Secret.
 	BootstrapToken        pulumi.StringInput
 	BootstrapTokenExpires time.Time
+	// PKI is the cluster's pki.Bundle (secret): the ops webhooks' serving pair and the cluster CA
+	// their configurations trust.
+	PKI pulumi.AnyOutput
 }
 
 // Addons is every add-on object of the cluster, registered through its own provider.
@@ -99,6 +104,27 @@ func joinToken(component string, args *AddonsArgs) (Resource, error) {
 	return r, nil
 }
 
+// trustClusterCA fills the webhook configurations' caBundle with the cluster CA: their "webhooks"
+// become an output of the PKI (the CA certificate is public, so not a secret).
+func trustClusterCA(resources []Resource, objs []addons.Object, bundle pulumi.AnyOutput) {
+	for i, o := range objs {
+		switch o.(type) {
+		case *admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration:
+		default:
+			continue
+		}
+		trusting := o.DeepCopyObject().(addons.Object)
+		resources[i].Args["webhooks"] = pulumi.Unsecret(bundle.ApplyT(func(v any) (any, error) {
+			addons.TrustCA([]addons.Object{trusting}, v.(pki.Bundle).Pair(pki.ClusterCA).CertPEM)
+			u, err := addons.Unstructured(trusting)
+			if err != nil {
+				return nil, err
+			}
+			return u.Object["webhooks"], nil
+		}))
+	}
+}
+
 // TypeToken is pulumi-kubernetes' token of a kind: the core group is spelled "core".
 func TypeToken(gvk schema.GroupVersionKind) string {
 	group := gvk.Group
@@ -108,8 +134,9 @@ func TypeToken(gvk schema.GroupVersionKind) string {
 	return fmt.Sprintf("kubernetes:%s/%s:%s", group, gvk.Version, gvk.Kind)
 }
 
-// NewAddons registers every add-on object of the cluster, plus the Secrets whose values are known
-// only at deploy time: cluster-autoscaler's cloud config and the workers' join token.
+// NewAddons registers every add-on object of the cluster, plus what is known only at deploy time:
+// cluster-autoscaler's cloud config, the ops webhooks' serving pair and the CA their
+// configurations trust, and the workers' join token.
 func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulumi.ResourceOption) (*Addons, error) {
 	comp := &Addons{}
 	if err := ctx.RegisterComponentResource("clusterforge:kube:Addons", name, comp, opts...); err != nil {
@@ -131,18 +158,31 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	if err != nil {
 		return nil, err
 	}
-	objs = append(objs, secret)
+	opsTLS, err := addons.OpsTLS("", "") // its shape; the values follow
+	if err != nil {
+		return nil, err
+	}
+	objs = append(objs, secret, opsTLS)
 	resources, err := Resources(name, objs)
 	if err != nil {
 		return nil, err
 	}
-	resources[len(resources)-1].Args["stringData"] = pulumi.All(args.SubscriptionID, args.AutoscalerClientID).ApplyT(func(v []any) (map[string]string, error) {
+	resources[len(resources)-2].Args["stringData"] = pulumi.All(args.SubscriptionID, args.AutoscalerClientID).ApplyT(func(v []any) (map[string]string, error) {
 		s, err := addons.AutoscalerCloudConfig(c, v[0].(string), v[1].(string))
 		if err != nil {
 			return nil, err
 		}
 		return s.StringData, nil
 	}).(pulumi.StringMapOutput)
+	resources[len(resources)-1].Args["stringData"] = pulumi.ToSecret(args.PKI.ApplyT(func(v any) (map[string]string, error) {
+		pair := v.(pki.Bundle).Pair(pki.OpsWebhook)
+		s, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM)
+		if err != nil {
+			return nil, err
+		}
+		return s.StringData, nil
+	})).(pulumi.StringMapOutput)
+	trustClusterCA(resources, objs, args.PKI)
 	token, err := joinToken(name, args)
 	if err != nil {
 		return nil, err

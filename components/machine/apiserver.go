@@ -63,6 +63,10 @@ func APIServerFlags(c *spec.Cluster) Flags {
 		"audit-log-maxage":    "30", // CIS 1.2.17
 		"audit-policy-file":   AuditPolicyPath,
 
+		// Admission webhooks (clusterforge-ops) are dialled at their pods' VNet addresses: the
+		// apiserver machines run no kube-proxy to reach a Service's cluster IP.
+		"enable-aggregator-routing": "true",
+
 		"authentication-config":         AuthnConfigPath,
 		"authorization-mode":            "Node,RBAC",
 		"enable-bootstrap-token-auth":   "true",

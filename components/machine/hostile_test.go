@@ -160,7 +160,7 @@ func TestHostileTaintsStayValues(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(KubeletConfig(c, c.Pools[0])), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if want := NodeTaints(c.Pools[0]); cfg.Authorization.Mode != "Webhook" || !slices.Equal(cfg.Taints, want) {
+	if want := RegisterTaints(c.Pools[0]); cfg.Authorization.Mode != "Webhook" || !slices.Equal(cfg.Taints, want) {
 		t.Errorf("authorization %q, taints %q; want Webhook and %q", cfg.Authorization.Mode, cfg.Taints, want)
 	}
 }

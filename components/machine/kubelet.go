@@ -24,7 +24,7 @@ const (
 // KubeletConfig is the worker KubeletConfiguration.
 func KubeletConfig(c *spec.Cluster, pool spec.Pool) string {
 	var taints strings.Builder
-	for _, t := range NodeTaints(pool) {
+	for _, t := range RegisterTaints(pool) {
 		fmt.Fprintf(&taints, "- key: %s\n  value: %s\n  effect: %s\n", yamlString(t.Key), yamlString(t.Value), yamlString(t.Effect))
 	}
 	size, _ := spec.VMCapacity(pool.VMSize) // Validate refuses sizes it does not know
@@ -131,6 +131,20 @@ func NodeTaints(pool spec.Pool) []spec.Taint {
 	taints := slices.Clone(pool.Taints)
 	if pool.IsGPU() && !slices.ContainsFunc(taints, func(t spec.Taint) bool { return t.Key == GPUResource }) {
 		taints = append(taints, spec.Taint{Key: GPUResource, Value: "present", Effect: "NoSchedule"})
+	}
+	return taints
+}
+
+// PreflightTaint keeps work off a GPU node from its registration until its preflight tests pass
+// and the preflight agent removes it (L36). cluster-autoscaler counts it as a startup taint.
+var PreflightTaint = spec.Taint{Key: "clusterforge.io/preflight", Value: "pending", Effect: "NoSchedule"}
+
+// RegisterTaints are the taints the kubelet registers with: the pool's (NodeTaints), plus the
+// preflight taint on GPU pools. Pods pinned to a pool tolerate NodeTaints only.
+func RegisterTaints(pool spec.Pool) []spec.Taint {
+	taints := NodeTaints(pool)
+	if pool.IsGPU() {
+		taints = append(taints, PreflightTaint)
 	}
 	return taints
 }

@@ -28,6 +28,10 @@ const (
 	// kubeconfig output) and the rehearsal's directory, never on a machine.
 	Admin = "admin"
 
+	// OpsWebhook is the serving pair of clusterforge-ops's admission webhooks, held in a Secret,
+	// not on a machine; the apiservers trust it through the cluster CA in the webhooks' caBundle.
+	OpsWebhook = "ops-webhook"
+
 	// ServiceAccountKey is the key pair that signs service-account tokens (no certificate).
 	ServiceAccountKey = "service-account"
 )
@@ -114,8 +118,8 @@ func Authorities(c *spec.Cluster) []Authority {
 	}
 }
 
-// Profiles are every leaf certificate the cluster's machines hold. Workers hold none: kubelets
-// get theirs through TLS bootstrap.
+// Profiles are every leaf certificate the cluster's machines hold, and the ops webhooks' serving
+// pair. Workers hold none: kubelets get theirs through TLS bootstrap.
 func Profiles(c *spec.Cluster) []Profile {
 	var profiles []Profile
 	for _, e := range c.EtcdClusters() {
@@ -147,6 +151,9 @@ func Profiles(c *spec.Cluster) []Profile {
 		Profile{Name: CSRApprover, Issuer: ClusterCA, CommonName: CSRApproverUser, Usages: clientUsages},
 		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: "system:masters", Usages: clientUsages,
 			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
+		// The Service clusterforge-ops in kube-system, as the apiservers dial a webhook's service.
+		Profile{Name: OpsWebhook, Issuer: ClusterCA, CommonName: "clusterforge-ops",
+			DNSNames: []string{"clusterforge-ops.kube-system.svc", "clusterforge-ops.kube-system.svc.cluster.local"}, Usages: serverUsages},
 	)
 }
 

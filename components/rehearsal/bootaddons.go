@@ -18,7 +18,8 @@ import (
 
 // applyAddons applies every add-on once the workers are Ready, as `pulumi up` does, with the
 // boot's deviation "add-ons": cluster-autoscaler at zero replicas, and CPU requests scaled to this
-// host. It returns once CoreDNS, Prometheus, the PodGroup controller and node-exporter run.
+// host. It returns once CoreDNS, Prometheus, the PodGroup controller, clusterforge-ops and the
+// node agents (node-exporter, clusterforge-ops-agent) run.
 func (b *Booted) applyAddons(ctx context.Context) error {
 	objs, err := b.Addons()
 	if err != nil {
@@ -39,13 +40,23 @@ func (b *Booted) applyAddons(ctx context.Context) error {
 	if err := b.Apply(ctx, objs...); err != nil {
 		return err
 	}
+	if err := b.WaitAddons(ctx); err != nil {
+		return err
+	}
+	b.logf("add-ons applied; CoreDNS, Prometheus, the PodGroup controller, clusterforge-ops and the node agents run from the preloaded images (CPU requests × %.2f)", share)
+	return nil
+}
+
+// WaitAddons returns once CoreDNS, Prometheus, the PodGroup controller and clusterforge-ops have
+// all their replicas available and node-exporter and clusterforge-ops-agent are ready everywhere.
+func (b *Booted) WaitAddons(ctx context.Context) error {
 	cs, err := b.Clientset()
 	if err != nil {
 		return err
 	}
 	for _, d := range []struct{ namespace, name string }{
 		{addons.SystemNamespace, addons.DNSName}, {addons.MonitoringNamespace, addons.PrometheusName},
-		{addons.SystemNamespace, addons.PodGroupControllerName},
+		{addons.SystemNamespace, addons.PodGroupControllerName}, {addons.SystemNamespace, addons.OpsName},
 	} {
 		if err := poll(ctx, 3*time.Minute, d.name, func(ctx context.Context) error {
 			dep, err := cs.AppsV1().Deployments(d.namespace).Get(ctx, d.name, metav1.GetOptions{})
@@ -57,16 +68,19 @@ func (b *Booted) applyAddons(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := poll(ctx, 3*time.Minute, addons.NodeExporterName, func(ctx context.Context) error {
-		ds, err := cs.AppsV1().DaemonSets(addons.MonitoringNamespace).Get(ctx, addons.NodeExporterName, metav1.GetOptions{})
-		if err == nil && (ds.Status.NumberReady < ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled == 0) {
-			err = fmt.Errorf("%d of %d ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+	for _, d := range []struct{ namespace, name string }{
+		{addons.MonitoringNamespace, addons.NodeExporterName}, {addons.SystemNamespace, addons.OpsAgentName},
+	} {
+		if err := poll(ctx, 3*time.Minute, d.name, func(ctx context.Context) error {
+			ds, err := cs.AppsV1().DaemonSets(d.namespace).Get(ctx, d.name, metav1.GetOptions{})
+			if err == nil && (ds.Status.NumberReady < ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled == 0) {
+				err = fmt.Errorf("%d of %d ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+			}
+			return err
+		}); err != nil {
+			return err
 		}
-		return err
-	}); err != nil {
-		return err
 	}
-	b.logf("add-ons applied; CoreDNS, Prometheus, the PodGroup controller and node-exporter run from the preloaded images (CPU requests × %.2f)", share)
 	return nil
 }
 

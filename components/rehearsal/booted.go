@@ -282,6 +282,10 @@ func (b *Booted) userData(role string) string {
 	return filepath.Join(b.opts.PlanDir, "machines", role, "user-data")
 }
 
+// ScheduledEventsFile is what the metadata stand-in serves as each machine's scheduled events:
+// JSON, machine address → maintenance.Document, read at each request; absent means none.
+func (b *Booted) ScheduledEventsFile() string { return filepath.Join(b.Dir, "scheduled-events.json") }
+
 // startServices starts, in the hub namespace, the stand-ins for Azure's platform: the instance
 // metadata service, the internal load balancer and the backup store.
 func (b *Booted) startServices(ctx context.Context) error {
@@ -297,7 +301,8 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := writeFile(metaFile, string(data)+"\n", 0o644); err != nil {
 		return err
 	}
-	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+machine.IMDSAddress+":80", "--machines="+metaFile)); err != nil {
+	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+machine.IMDSAddress+":80", "--machines="+metaFile,
+		"--events="+b.ScheduledEventsFile())); err != nil {
 		return err
 	}
 	if err := b.startService("lb", b.lbCommand()); err != nil {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -79,8 +81,8 @@ var Deviations = []Deviation{
 		"no pod runs: KWOK nodes",
 		"azure-vnet and azure-vnet-ipam run as baked, but the boot writes each worker a conflist whose IPAM environment is the plugin's own file source (fileIpam) and /etc/kubernetes/interfaces.json listing its NIC (MAC, subnet, primary and secondary addresses); the hub routes each secondary address to its worker, as the VNet does"},
 	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
-		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token",
-		"the foundation (join RBAC and token, the scheduler's CRDs) once the API answers, every other add-on once the workers are Ready, all server-side applied; their pods run for real from the images the worker image preloads, except cluster-autoscaler, applied at zero replicas (it needs Azure's compute API and its image is not built here); every add-on container's CPU request and limit is scaled by this host's CPUs over the smallest worker size's (the machines share this host's CPUs)"},
+		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token; the operations layer's webhook configurations are left out (their backend would be a KWOK pod, and the roll drill deletes and re-registers KWOK nodes where Azure reimages a VM in place, which the scale-down brake would count as removals): the brake and team drills register them against handlers served from the test process",
+		"the foundation (join RBAC and token, the scheduler's CRDs) once the API answers, every other add-on once the workers are Ready, all server-side applied; their pods run for real from the images the worker image preloads, except cluster-autoscaler, applied at zero replicas (it needs Azure's compute API and its image is not built here); clusterforge-ops serves its webhooks to the booted apiservers, which reach its pods' addresses through aggregator routing as on Azure, and its agents read the metadata stand-in, whose scheduled events the drills write; every add-on container's CPU request and limit is scaled by this host's CPUs over the smallest worker size's (the machines share this host's CPUs)"},
 }
 
 // Placeholder Azure ids of the rehearsal's cluster-autoscaler cloud config (deviation "add-ons").
@@ -89,8 +91,30 @@ const (
 	rehearsalClientID       = "11111111-1111-1111-1111-111111111111"
 )
 
-// Addons are every add-on object with the rehearsal's cloud config (deviation "add-ons").
+// Addons are the add-on objects the KWOK rehearsal applies (deviation "add-ons"): all but the
+// operations layer's webhook configurations, whose backend would be a KWOK pod that serves nothing;
+// the brake and team drills register them with handlers served from the test process.
 func (p *Plan) Addons() ([]addons.Object, error) {
+	objs, err := p.allAddons()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(objs, func(o addons.Object) bool {
+		switch o.(type) {
+		case *admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration:
+			return true
+		}
+		return false
+	}), nil
+}
+
+// Addons are every add-on object, webhook configurations included: the booted workers run the
+// operations layer's pods for real.
+func (b *Booted) Addons() ([]addons.Object, error) { return b.allAddons() }
+
+// allAddons are every add-on object with the rehearsal's cloud config (deviation "add-ons") and,
+// as the Pulumi program gives them, the ops webhooks' serving pair and the cluster CA they trust.
+func (p *Plan) allAddons() ([]addons.Object, error) {
 	objs, err := addons.Objects(p.Cluster)
 	if err != nil {
 		return nil, err
@@ -99,7 +123,13 @@ func (p *Plan) Addons() ([]addons.Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(objs, secret), nil
+	pair := p.Bundle.Pair(pki.OpsWebhook)
+	tls, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	addons.TrustCA(objs, p.Bundle.Pair(pki.ClusterCA).CertPEM)
+	return append(objs, secret, tls), nil
 }
 
 // nicInterfaces is the worker NIC as azure-vnet-ipam's file source reads it (deviation "pod IPs"):

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 )
 
 // InstanceMetadata is what the stand-in for Azure's instance metadata service knows of one
@@ -51,10 +52,13 @@ func (m InstanceMetadata) document() map[string]any {
 }
 
 // IMDS serves /metadata/instance to each machine about itself, telling machines apart by their
-// source address, as Azure's service answers each VM (deviation "instance metadata").
+// source address, as Azure's service answers each VM (deviation "instance metadata"), and
+// /metadata/scheduledevents, the events a drill has planned for it.
 type IMDS struct {
 	// Machines maps a machine's address to its metadata.
 	Machines map[string]InstanceMetadata
+	// ScheduledEvents are the events of the machine at an address; nil serves none.
+	ScheduledEvents func(address string) (maintenance.Document, error)
 }
 
 // ServeHTTP answers like Azure's service: the Metadata: true header is required and a proxied
@@ -77,6 +81,19 @@ func (s *IMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m, ok := s.Machines[host]
 	if !ok {
 		fail(http.StatusNotFound, "no machine has address "+host)
+		return
+	}
+	if r.URL.Path == "/metadata/scheduledevents" {
+		doc := maintenance.Document{Events: []maintenance.Event{}}
+		if s.ScheduledEvents != nil {
+			var err error
+			if doc, err = s.ScheduledEvents(host); err != nil {
+				fail(http.StatusInternalServerError, err.Error())
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_ = json.NewEncoder(w).Encode(doc)
 		return
 	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/metadata/instance")
@@ -137,6 +154,7 @@ func IMDSMain(args []string) error {
 	fs := flag.NewFlagSet("imds", flag.ContinueOnError)
 	listen := fs.String("listen", machine.IMDSAddress+":80", "host:port to serve")
 	machines := fs.String("machines", "", "JSON file: address → InstanceMetadata")
+	events := fs.String("events", "", "JSON file, read at each request: address → scheduled events document (none when absent)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -147,6 +165,9 @@ func IMDSMain(args []string) error {
 	s := &IMDS{}
 	if err := json.Unmarshal(data, &s.Machines); err != nil {
 		return fmt.Errorf("imds: %s: %w", *machines, err)
+	}
+	if *events != "" {
+		s.ScheduledEvents = eventsFromFile(*events)
 	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
@@ -161,6 +182,29 @@ func IMDSMain(args []string) error {
 		return err
 	}
 	return nil
+}
+
+// eventsFromFile reads the planned events of every machine from file at each request, so a drill
+// plans a reboot by writing the file.
+func eventsFromFile(file string) func(string) (maintenance.Document, error) {
+	return func(address string) (maintenance.Document, error) {
+		data, err := os.ReadFile(file)
+		if errors.Is(err, os.ErrNotExist) {
+			return maintenance.Document{Events: []maintenance.Event{}}, nil
+		}
+		if err != nil {
+			return maintenance.Document{}, err
+		}
+		var all map[string]maintenance.Document
+		if err := json.Unmarshal(data, &all); err != nil {
+			return maintenance.Document{}, fmt.Errorf("%s: %w", file, err)
+		}
+		doc := all[address]
+		if doc.Events == nil {
+			doc.Events = []maintenance.Event{}
+		}
+		return doc, nil
+	}
 }
 
 // Subcommand runs the stand-ins the rehearsals start as `<self> lb ...` and `<self> imds ...`,

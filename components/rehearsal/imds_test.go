@@ -4,8 +4,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 )
 
 // The metadata stand-in answers each machine about itself, in Azure's shapes, and refuses what
@@ -47,5 +52,41 @@ func TestIMDSAnswersEachMachineAboutItself(t *testing.T) {
 		if code != tc.code || !strings.Contains(body, tc.body) {
 			t.Errorf("%s from %s: HTTP %d %q, want %d with %q", tc.path, tc.from, code, body, tc.code, tc.body)
 		}
+	}
+}
+
+// Scheduled events come from the drill's file, read at each request, each machine getting its own;
+// the watcher's parser reads what the stand-in serves.
+func TestIMDSServesEachMachineItsScheduledEvents(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "events.json")
+	s := &IMDS{Machines: map[string]InstanceMetadata{"10.0.1.4": {Name: "a"}, "10.0.1.5": {Name: "b"}}, ScheduledEvents: eventsFromFile(file)}
+	get := func(from string) maintenance.Document {
+		req := httptest.NewRequest(http.MethodGet, "http://169.254.169.254"+maintenance.Path, nil)
+		req.RemoteAddr, req.Header = from+":41000", http.Header{"Metadata": {"true"}}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("HTTP %d: %s", w.Code, w.Body)
+		}
+		doc, err := maintenance.Parse(w.Result().Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	if doc := get("10.0.1.4"); len(doc.Events) != 0 {
+		t.Fatalf("no file yet: %+v", doc)
+	}
+	events := `{"10.0.1.4": {"DocumentIncarnation": 2, "Events": [{"EventId": "e1", "EventType": "Reboot", "ResourceType": "VirtualMachine",
+		"Resources": ["cf-dev-cpu_3"], "EventStatus": "Scheduled", "NotBefore": "Wed, 25 Nov 2026 18:00:00 GMT", "EventSource": "Platform"}]}}`
+	if err := os.WriteFile(file, []byte(events), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	doc := get("10.0.1.4")
+	if c := maintenance.ConditionFor(doc, "cf-dev-cpu_3", time.Date(2026, 11, 25, 17, 0, 0, 0, time.UTC)); c.Status != "True" || c.Reason != "Reboot" {
+		t.Errorf("the planned reboot read back: %+v", c)
+	}
+	if doc := get("10.0.1.5"); len(doc.Events) != 0 {
+		t.Errorf("another machine got %+v", doc)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/addons"
-	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/ops/teams"
 	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -50,26 +49,7 @@ func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Four KWOK nodes of 4 CPUs: one 3-CPU pod fits on each.
-	cpuPool := slices.IndexFunc(running.Cluster.Pools, func(p spec.Pool) bool { return !p.IsGPU() && len(p.Taints) == 0 })
-	var names []string
-	for i := range 4 {
-		n, err := running.PoolNode(cpuPool, 900+i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Name = fmt.Sprintf("%s-%d", pool, i)
-		n.Labels[corev1.LabelHostname], n.Labels[spec.PoolLabel] = n.Name, pool
-		if _, err := cs.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n.Name)
-	}
-	t.Cleanup(func() {
-		for _, name := range names {
-			_ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
-	})
+	names := drillNodes(t, cs, pool, 4) // one 3-CPU pod fits on each
 	allocations := fmt.Sprintf("- team: a\n  nodeSelector: {%s: %s}\n  nodes: 2\n- team: b\n  nodeSelector: {%s: %s}\n  nodes: 2\n", spec.PoolLabel, pool, spec.PoolLabel, pool)
 	if _, err := cs.CoreV1().ConfigMaps(ops).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: teams.ConfigMapName},
 		Data: map[string]string{teams.ConfigMapKey: allocations}}, metav1.CreateOptions{}); err != nil {
@@ -90,14 +70,14 @@ func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
 	}()
 	var owned map[string][]string
 	if err := drills.WaitUntil(time.Minute, func() error {
+		if err := readyNodes(ctx, cs, names); err != nil {
+			return err
+		}
 		owned = map[string][]string{}
 		for _, name := range names {
 			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
-			}
-			if !nodestatus.IsReady(n) {
-				return fmt.Errorf("node %s is not Ready yet", name)
 			}
 			owned[teams.TeamOf(n)] = append(owned[teams.TeamOf(n)], name)
 		}

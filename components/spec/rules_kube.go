@@ -67,6 +67,8 @@ func (v *validator) nodeTaint(field string, t Taint) {
 		v.fail(field+".key", "use a Kubernetes key such as example.com/dedicated", "%s: %s", Excerpt(t.Key), errs[0])
 	} else if kubernetesNamespace(t.Key) {
 		v.fail(field+".key", "use your own prefix, e.g. example.com/: kubernetes.io and k8s.io taints belong to Kubernetes' controllers", "%s is reserved", t.Key)
+	} else if strings.HasPrefix(t.Key, "clusterforge.io/") {
+		v.fail(field+".key", "use your own prefix, e.g. example.com/: clusterforge.io taints belong to its controllers (team quotas, preflight, remediation)", "%s is reserved", t.Key)
 	}
 	if errs := validation.IsValidLabelValue(t.Value); len(errs) > 0 {
 		v.fail(field+".value", "use at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit", "%s: %s", Excerpt(t.Value), errs[0])

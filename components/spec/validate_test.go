@@ -189,6 +189,9 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "kubernetes.io taint", edit: func(c *Cluster) {
 			c.Pools[0].Taints = []Taint{{Key: "node.kubernetes.io/unschedulable", Effect: "NoSchedule"}}
 		}, field: "pools[0].taints[0].key"},
+		{name: "clusterforge.io taint", edit: func(c *Cluster) {
+			c.Pools[0].Taints = []Taint{{Key: "clusterforge.io/preflight", Effect: "NoSchedule"}}
+		}, field: "pools[0].taints[0].key", inText: "reserved"},
 		{name: "taint value", edit: func(c *Cluster) { c.Pools[0].Taints = []Taint{{Key: "a", Value: "x\ny", Effect: "NoSchedule"}} }, field: "pools[0].taints[0].value"},
 		{name: "bad taint effect", edit: func(c *Cluster) { c.Pools[0].Taints = []Taint{{Key: "a", Effect: "Never"}} }, field: "pools[0].taints[0].effect"},
 		{name: "taint twice", edit: func(c *Cluster) {

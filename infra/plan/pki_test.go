@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -47,6 +48,58 @@ func TestPlanWithPKIWritesWorkingCertificates(t *testing.T) {
 	for name, kubeconfig := range r.Kubeconfigs {
 		if ca == "" || !strings.Contains(kubeconfig, "certificate-authority-data: "+base64.StdEncoding.EncodeToString([]byte(ca))) {
 			t.Errorf("kubeconfig of %s does not trust the cluster CA of the apiserver machines", name)
+		}
+	}
+}
+
+// The ops webhooks' serving pair goes into its Secret as a secret, and the webhook configurations
+// trust the CA that signed it, for the name the apiservers dial (the Service's): crypto/x509 checks.
+func TestOpsWebhooksTrustTheirServingPair(t *testing.T) {
+	c, err := spec.LoadStack(stackFile("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run("dev", stackFile("dev"), &bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secret, webhooks []Resource
+	for _, res := range r.Resources {
+		switch {
+		case res.Name == c.Name+"-addons-secret-kube-system-"+addons.OpsTLSSecret:
+			secret = append(secret, res)
+		case strings.HasSuffix(res.Type, "WebhookConfiguration"):
+			webhooks = append(webhooks, res)
+		}
+	}
+	if len(secret) != 1 || len(webhooks) != 2 {
+		t.Fatalf("%d serving Secrets and %d webhook configurations registered, want 1 and 2", len(secret), len(webhooks))
+	}
+	if data := field(secret[0].Inputs, "stringData"); data != "[secret]" {
+		t.Errorf("the serving pair's Secret data is %v, want a Pulumi secret", data)
+	}
+	ops := bundle.Pair(pki.OpsWebhook)
+	pair, err := tls.X509KeyPair([]byte(ops.CertPEM), []byte(ops.KeyPEM))
+	if err != nil {
+		t.Fatalf("the serving pair: %v", err)
+	}
+	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
+	for _, w := range webhooks {
+		list, _ := field(w.Inputs, "webhooks").([]any)
+		for _, hook := range list {
+			caBundle, _ := field(hook, "clientConfig", "caBundle").(string)
+			ca, err := base64.StdEncoding.DecodeString(caBundle)
+			roots := x509.NewCertPool()
+			if err != nil || !roots.AppendCertsFromPEM(ca) {
+				t.Fatalf("%s: caBundle %q is not a base64 PEM certificate", w.Name, caBundle)
+			}
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: addons.OpsName + "." + addons.SystemNamespace + ".svc"}); err != nil {
+				t.Errorf("%s: its caBundle does not verify the serving certificate for the Service's name: %v", w.Name, err)
+			}
 		}
 	}
 }

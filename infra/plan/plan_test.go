@@ -498,7 +498,7 @@ func TestResourceCountIndependentOfNodes(t *testing.T) {
 	}
 	// Beyond each scale set and the autoscaler's grant on it (100 instances a set for InfiniBand
 	// pools), the count is the cluster's.
-	if others := len(base.Resources) - 2*len(byType(base, "azure-native:compute:VirtualMachineScaleSet")); others > base.Cluster.TargetNodes/50 {
+	if others := len(base.Resources) - 2*len(byType(base, "azure-native:compute:VirtualMachineScaleSet")); others > base.Cluster.TargetNodes/40 {
 		t.Errorf("prod-10k plans %d resources besides its scale sets; a 10,000-node cluster should need far fewer than one per node", others)
 	}
 }
@@ -546,7 +546,11 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := kube.Resources(c.Name+"-addons", append(objs, secret))
+			opsTLS, err := addons.OpsTLS("", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := kube.Resources(c.Name+"-addons", append(objs, secret, opsTLS))
 			if err != nil {
 				t.Fatal(err)
 			}

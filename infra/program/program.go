@@ -60,6 +60,7 @@ func Run(ctx *pulumi.Context) error {
 		Cluster: c, Kubeconfig: cluster.Kubeconfig,
 		SubscriptionID: cluster.SubscriptionID, AutoscalerClientID: cluster.AutoscalerClientID,
 		BootstrapToken: cluster.BootstrapToken, BootstrapTokenExpires: cluster.BootstrapTokenExpires,
+		PKI: cluster.PKI,
 	}, pulumi.DependsOn([]pulumi.Resource{cluster}))
 	if err != nil {
 		return err

@@ -136,6 +136,17 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, c.handBack(ctx, node, "drained")
 	case HandBack:
 		return 0, c.handBack(ctx, node, "hand-back time reached")
+	case Evacuate:
+		if err := c.setEvacuated(ctx, name, reason); err != nil {
+			return 0, err
+		}
+		left, err := c.drain(ctx, name)
+		if err != nil || left {
+			return 30 * time.Second, err
+		}
+		return 0, nil
+	case Restore:
+		return 0, c.setEvacuated(ctx, name, "")
 	}
 	if again.IsZero() {
 		return 0, nil
@@ -169,6 +180,38 @@ func (c *Controller) mark(ctx context.Context, name, reason string, now time.Tim
 		c.logf("%s: marked for replacement: %s", name, reason)
 	}
 	return err
+}
+
+// setEvacuated cordons the node for maintenance with the reason, or with "" lifts the cordon it
+// set. Not a removal: the brake is not asked, the machine comes back.
+func (c *Controller) setEvacuated(ctx context.Context, name, reason string) error {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	_, evacuated := node.Annotations[EvacuateAnnotation]
+	if evacuated == (reason != "") {
+		return nil
+	}
+	if reason == "" {
+		delete(node.Annotations, EvacuateAnnotation)
+		node.Spec.Unschedulable = false
+	} else {
+		if node.Annotations == nil {
+			node.Annotations = map[string]string{}
+		}
+		node.Annotations[EvacuateAnnotation] = reason
+		node.Spec.Unschedulable = true
+	}
+	if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	if reason == "" {
+		c.logf("%s: maintenance over, uncordoned", name)
+	} else {
+		c.logf("%s: cordoned and draining ahead of maintenance: %s", name, reason)
+	}
+	return nil
 }
 
 // drain evicts what it can within a minute; left says pods remain.

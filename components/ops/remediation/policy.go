@@ -14,10 +14,13 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/brake"
 )
 
-// Annotations the controller writes on a node it marks: why, and since when.
+// Annotations the controller writes on a node it marks: why, and since when. EvacuateAnnotation
+// says the controller cordoned the node ahead of maintenance, and why: only such a cordon is lifted
+// when the maintenance is over.
 const (
-	ReasonAnnotation = "clusterforge.io/replace-reason"
-	SinceAnnotation  = "clusterforge.io/replace-since"
+	ReasonAnnotation   = "clusterforge.io/replace-reason"
+	SinceAnnotation    = "clusterforge.io/replace-since"
+	EvacuateAnnotation = "clusterforge.io/maintenance-drain"
 )
 
 // Problem is a node condition that means the machine is broken when it has Status.
@@ -39,6 +42,10 @@ type Policy struct {
 	// PodDisruptionBudget protects are still on it. Default 24 hours (the seeds waited 7 days for
 	// jobs to finish; a fleet of spot-priced GPUs waits less).
 	HandBack time.Duration
+	// Maintenance are the conditions of planned maintenance (L37): the node is cordoned and
+	// drained at once, and uncordoned when the condition clears; the machine stays. Default:
+	// MaintenanceScheduled=True, set from Azure's Scheduled Events.
+	Maintenance []Problem
 }
 
 // DefaultPolicy is L35's remediation.
@@ -53,8 +60,9 @@ func DefaultPolicy() Policy {
 			{corev1.NodeReady, corev1.ConditionFalse},
 			{corev1.NodeReady, corev1.ConditionUnknown},
 		},
-		Grace:    5 * time.Minute,
-		HandBack: 24 * time.Hour,
+		Grace:       5 * time.Minute,
+		HandBack:    24 * time.Hour,
+		Maintenance: []Problem{{"MaintenanceScheduled", corev1.ConditionTrue}},
 	}
 }
 
@@ -83,9 +91,15 @@ const (
 	Drain
 	// HandBack: remove the machine now, drained or not.
 	HandBack
+	// Evacuate: cordon the node ahead of planned maintenance and drain it.
+	Evacuate
+	// Restore: the maintenance is over; lift the cordon Evacuate set.
+	Restore
 )
 
-// Next is the step for node at now, with the reason for Mark and, for Wait, when to look again.
+// Next is the step for node at now, with the reason for Mark and Evacuate and, for Wait, when to
+// look again. A broken node is replaced even while maintenance is due; a node someone else
+// cordoned (the roller replacing it, an operator) is left alone until they uncordon it.
 func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, again time.Time) {
 	if marked(n) {
 		since, err := time.Parse(time.RFC3339, n.Annotations[SinceAnnotation])
@@ -93,6 +107,9 @@ func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, a
 			return HandBack, "", time.Time{}
 		}
 		return Drain, "", since.Add(p.HandBack)
+	}
+	if _, evacuated := n.Annotations[EvacuateAnnotation]; n.Spec.Unschedulable && !evacuated {
+		return Wait, "", time.Time{} // cordoned by someone else (a roll, an operator): theirs to finish
 	}
 	for _, c := range n.Status.Conditions {
 		if !slices.Contains(p.Problems, Problem{c.Type, c.Status}) {
@@ -105,6 +122,14 @@ func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, a
 		if again.IsZero() || due.Before(again) {
 			again = due
 		}
+	}
+	for _, c := range n.Status.Conditions {
+		if slices.Contains(p.Maintenance, Problem{c.Type, c.Status}) {
+			return Evacuate, fmt.Sprintf("%s=%s: %s", c.Type, c.Status, c.Message), time.Time{}
+		}
+	}
+	if _, ok := n.Annotations[EvacuateAnnotation]; ok {
+		return Restore, "", time.Time{}
 	}
 	return Wait, "", again
 }

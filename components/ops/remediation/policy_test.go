@@ -44,6 +44,25 @@ func TestNextWaitsOutTheGraceThenMarksDrainsAndHandsBack(t *testing.T) {
 		{"marked an hour ago", markedAt(time.Hour), Drain, "", now.Add(23 * time.Hour)},
 		{"marked a day ago", markedAt(24 * time.Hour), HandBack, "", time.Time{}},
 		{"marked without a time", func() *corev1.Node { n := markedAt(0); n.Annotations = nil; return n }(), HandBack, "", time.Time{}},
+		{"a reboot scheduled", node(cond("MaintenanceScheduled", corev1.ConditionTrue, 0)), Evacuate, "MaintenanceScheduled=True: m", time.Time{}},
+		{"a reboot scheduled on a node broken past the grace", node(cond("MaintenanceScheduled", corev1.ConditionTrue, 0), cond("KernelDeadlock", corev1.ConditionTrue, time.Hour)),
+			Mark, "KernelDeadlock=True since 2026-11-25T11:00:00Z: m", time.Time{}},
+		{"evacuated, the reboot done", func() *corev1.Node {
+			n := node(cond("MaintenanceScheduled", corev1.ConditionFalse, 0))
+			n.Annotations = map[string]string{EvacuateAnnotation: "r"}
+			return n
+		}(), Restore, "", time.Time{}},
+		{"cordoned by a roll, not Ready past the grace", func() *corev1.Node {
+			n := node(cond(corev1.NodeReady, corev1.ConditionUnknown, time.Hour))
+			n.Spec.Unschedulable = true
+			return n
+		}(), Wait, "", time.Time{}},
+		{"cordoned by someone else, no maintenance", func() *corev1.Node {
+			n := node(cond("MaintenanceScheduled", corev1.ConditionFalse, 0))
+			n.Spec.Unschedulable = true
+			return n
+		}(),
+			Wait, "", time.Time{}},
 	} {
 		step, reason, again := p.Next(tc.node, now)
 		if step != tc.step || reason != tc.reason || !again.Equal(tc.again) {

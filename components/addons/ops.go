@@ -1,0 +1,236 @@
+package addons
+
+import (
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Names of the fleet operations layer's objects (components/ops, docs/design/fleet-operations.md).
+const (
+	// OpsName is the controller's Deployment, Service, service account and leader lease.
+	OpsName = "clusterforge-ops"
+	// OpsAgentName is the node agent's DaemonSet; OpsRetestName the preflight re-test CronJob.
+	OpsAgentName  = "clusterforge-ops-agent"
+	OpsRetestName = "clusterforge-ops-retest"
+	// OpsTLSSecret holds the webhooks' serving pair; the Pulumi program fills it (and every
+	// webhook's caBundle) from pki.OpsWebhook.
+	OpsTLSSecret = "clusterforge-ops-tls"
+	// OpsBrakeLedger is the scale-down brake's ConfigMap of admitted removals.
+	OpsBrakeLedger = "clusterforge-brake-ledger"
+	// OpsBrakePath and OpsTeamsPath are the webhooks' paths on the controller.
+	OpsBrakePath = "/brake"
+	OpsTeamsPath = "/teams"
+	// OpsBrakeWebhook and OpsTeamsWebhook name the webhook configurations.
+	OpsBrakeWebhook = "clusterforge-scale-down-brake"
+	OpsTeamsWebhook = "clusterforge-team-tolerations"
+	// OpsVersion is the tag of clusterforge's own images, raised with each release.
+	OpsVersion = "v0.1.0"
+	opsPort    = 9443
+	opsAddon   = "operations"
+)
+
+func opsImage() BuiltImage {
+	return BuiltImage{"clusterforge.local/clusterforge-ops:" + OpsVersion, "bin/clusterforge-ops", "/clusterforge-ops"}
+}
+
+// OpsAgentResources are the node agent's requests and limits; NodeReserve leaves room for them.
+var OpsAgentResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
+}
+
+// ops is the operations layer: the controller (webhooks on both replicas, remediation and team
+// taints on the leader), the node agent, the preflight re-test and the webhook configurations.
+func ops(c *spec.Cluster) []Object {
+	return append(append(append(opsController(c), opsAgent(c)...), opsRetest(c)...), opsWebhooks()...)
+}
+
+func opsController(c *spec.Cluster) []Object {
+	var sets []string
+	for _, s := range c.ScaleSets() {
+		sets = append(sets, s.AzureName)
+	}
+	objs := serviceAccount(SystemNamespace, OpsName, []rbacv1.PolicyRule{
+		// One shared cache of nodes and namespaces; marking, cordoning, tainting and handing back nodes.
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		// Drains: one node's pods at a time, by field selector, through the eviction API.
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	}, append(leaderElection(OpsName),
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{OpsBrakeLedger}, Verbs: []string{"get", "update"}},
+	))
+	d := systemDeployment(c, SystemNamespace, OpsName, ClusterCriticalPriority, corev1.PodSpec{
+		Containers: []corev1.Container{{
+			Name:  OpsName,
+			Image: opsImage().Ref,
+			Args: []string{"controller", "--namespace=" + SystemNamespace, "--listen=:9443", "--tls-dir=/etc/clusterforge-ops/tls",
+				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(sets, ",")},
+			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: opsPort}},
+			Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+			},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(opsPort), Scheme: corev1.URISchemeHTTPS}}},
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: "tls", MountPath: "/etc/clusterforge-ops/tls", ReadOnly: true},
+				{Name: "cloud-config", MountPath: autoscalerCloudConfigDir, ReadOnly: true},
+			},
+		}},
+		Volumes: []corev1.Volume{
+			{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: OpsTLSSecret}}},
+			{Name: "cloud-config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: AutoscalerCloudConfigSecret}}},
+		},
+	})
+	d.Spec.Replicas = ptr(int32(2)) // the webhooks are served by both; one leads
+	d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: d.Spec.Selector.MatchLabels}, TopologyKey: corev1.LabelHostname}}}}
+	return append(objs, d, &corev1.Service{
+		ObjectMeta: meta(SystemNamespace, OpsName, nil),
+		Spec: corev1.ServiceSpec{Selector: d.Spec.Selector.MatchLabels,
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(opsPort)}}},
+	})
+}
+
+// opsAgent runs on every worker: it reads and writes its own Node only (preflight's taint and
+// condition, MaintenanceScheduled), never lists or watches (L07). It reads the metadata service,
+// so it runs in the host's network.
+func opsAgent(*spec.Cluster) []Object {
+	objs := nodeAgent(SystemNamespace, OpsAgentName, corev1.PodSpec{
+		HostNetwork: true,
+		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		Containers: []corev1.Container{{
+			Name:  OpsAgentName,
+			Image: opsImage().Ref,
+			Args: []string{"agent", "--node=$(NODE_NAME)", "--imds=http://" + machine.IMDSAddress,
+				"--preflight-command=dcgm=dcgmi diag -r 1"},
+			Env:       []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+			Resources: OpsAgentResources,
+		}},
+	})
+	objs[0].(*corev1.ServiceAccount).AutomountServiceAccountToken = ptr(true)
+	podTemplate(objs[1]).Spec.AutomountServiceAccountToken = ptr(true)
+	access := serviceAccount(SystemNamespace, OpsAgentName, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
+	}, nil)
+	return append(objs, access[1:]...) // its own account is nodeAgent's
+}
+
+// opsRetest puts idle GPU nodes back under preflight every six hours, 5% of them at a time (L36).
+func opsRetest(c *spec.Cluster) []Object {
+	hasGPU := false
+	for _, p := range c.Pools {
+		hasGPU = hasGPU || p.IsGPU()
+	}
+	if !hasGPU {
+		return nil
+	}
+	objs := serviceAccount(SystemNamespace, OpsRetestName, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+	}, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "delete", "deletecollection"}},
+	})
+	pool := c.SystemPool()
+	pod := corev1.PodSpec{
+		ServiceAccountName: OpsRetestName, PriorityClassName: SystemPriority, RestartPolicy: corev1.RestartPolicyOnFailure,
+		NodeSelector: map[string]string{spec.PoolLabel: pool.Name}, Tolerations: poolTolerations(pool),
+		Containers: []corev1.Container{{
+			Name: OpsRetestName, Image: opsImage().Ref,
+			Args: []string{"retest", "--nodes=" + spec.GPULabel + "=true", "--agents=app=" + OpsAgentName,
+				"--namespace=" + SystemNamespace, "--max-fraction=0.05"},
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
+		}},
+	}
+	return append(objs, &batchv1.CronJob{
+		ObjectMeta: meta(SystemNamespace, OpsRetestName, nil),
+		Spec: batchv1.CronJobSpec{Schedule: "17 */6 * * *", ConcurrencyPolicy: batchv1.ForbidConcurrent,
+			JobTemplate: batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{BackoffLimit: ptr(int32(2)),
+				Template: corev1.PodTemplateSpec{Spec: pod}}}},
+	})
+}
+
+// brakeRemovals is the brake's match condition: a node DELETE, or an update that adds a removal
+// taint; the nodes' other updates never reach the webhook.
+const brakeRemovals = `request.operation == 'DELETE' || ` +
+	`(has(object.spec.taints) && object.spec.taints.exists(t, t.key in ['ToBeDeletedByClusterAutoscaler', 'clusterforge.io/replace']) && ` +
+	`!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key in ['ToBeDeletedByClusterAutoscaler', 'clusterforge.io/replace'])))`
+
+// opsWebhooks register the controller's webhooks. The brake fails closed: a removal it cannot
+// judge is refused. The team tolerations fail open: without them a team's pods still run on
+// shared nodes. The Pulumi program fills each caBundle.
+func opsWebhooks() []Object {
+	service := func(path string) admissionregistrationv1.WebhookClientConfig {
+		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
+			Namespace: SystemNamespace, Name: OpsName, Path: ptr(path), Port: ptr(int32(443))}}
+	}
+	fail, ignore := admissionregistrationv1.Fail, admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	rule := func(resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
+		return []admissionregistrationv1.RuleWithOperations{{Operations: ops,
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{resource}}}}
+	}
+	return []Object{
+		&admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: OpsBrakeWebhook},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name: "scale-down-brake.clusterforge.io", ClientConfig: service(OpsBrakePath),
+				Rules:           rule("nodes", admissionregistrationv1.Update, admissionregistrationv1.Delete),
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "removals-only", Expression: brakeRemovals}},
+				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: ptr(int32(5)), AdmissionReviewVersions: []string{"v1"},
+			}},
+		},
+		&admissionregistrationv1.MutatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: OpsTeamsWebhook},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{
+				Name: "team-tolerations.clusterforge.io", ClientConfig: service(OpsTeamsPath),
+				Rules: rule("pods", admissionregistrationv1.Create),
+				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "clusterforge.io/team", Operator: metav1.LabelSelectorOpExists}}},
+				FailurePolicy: &ignore, SideEffects: &none, TimeoutSeconds: ptr(int32(3)), AdmissionReviewVersions: []string{"v1"},
+			}},
+		},
+	}
+}
+
+// OpsTLS is the webhooks' serving pair Secret (pki.OpsWebhook).
+func OpsTLS(certPEM, keyPEM string) (*corev1.Secret, error) {
+	s := &corev1.Secret{
+		ObjectMeta: meta(SystemNamespace, OpsTLSSecret, nil),
+		Type:       corev1.SecretTypeTLS,
+		StringData: map[string]string{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+	}
+	return s, finish(s, opsAddon)
+}
+
+// TrustCA sets the caBundle of every webhook configuration among objs: the apiservers verify
+// clusterforge-ops's serving certificate against caPEM (the cluster CA).
+func TrustCA(objs []Object, caPEM string) {
+	for _, o := range objs {
+		switch w := o.(type) {
+		case *admissionregistrationv1.ValidatingWebhookConfiguration:
+			for i := range w.Webhooks {
+				w.Webhooks[i].ClientConfig.CABundle = []byte(caPEM)
+			}
+		case *admissionregistrationv1.MutatingWebhookConfiguration:
+			for i := range w.Webhooks {
+				w.Webhooks[i].ClientConfig.CABundle = []byte(caPEM)
+			}
+		}
+	}
+}

@@ -1,0 +1,61 @@
+// Command clusterforge-ops is the fleet operations layer (docs/design/fleet-operations.md), one
+// binary in three roles:
+//
+//	clusterforge-ops controller   the Deployment: the scale-down brake and team toleration webhooks
+//	                              (every replica), remediation and team taints (the leader)
+//	clusterforge-ops agent        the DaemonSet: its own node's preflight tests and scheduled events
+//	clusterforge-ops retest       the CronJob: idle GPU nodes back under preflight
+//
+// Every role reads its flags, then works until SIGTERM.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: clusterforge-ops controller|agent|retest [flags]")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var err error
+	switch role, args := os.Args[1], os.Args[2:]; role {
+	case "controller":
+		err = controller(ctx, args)
+	case "agent":
+		err = agent(ctx, args)
+	case "retest":
+		err = retest(ctx, args)
+	default:
+		err = fmt.Errorf("unknown role %q: use controller, agent or retest", role)
+	}
+	if err != nil && ctx.Err() == nil {
+		fmt.Fprintf(os.Stderr, "clusterforge-ops %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+// client is the in-cluster client, or kubeconfig's when given (tests, operators).
+func client(kubeconfig string) (*kubernetes.Clientset, error) {
+	var cfg *rest.Config
+	var err error
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}

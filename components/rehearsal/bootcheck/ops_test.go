@@ -1,0 +1,108 @@
+package bootcheck_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/ops/maintenance"
+	"github.com/clusterforge/clusterforge/components/ops/remediation"
+	"github.com/clusterforge/clusterforge/components/ops/teams"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
+)
+
+// The operations layer runs from the worker image's preloaded clusterforge-ops image: the
+// apiservers call its webhook at its pod's address over TLS the cluster CA signs (a team pod gets
+// its toleration), and a reboot the metadata stand-in schedules for a worker makes that worker's
+// agent set MaintenanceScheduled, the leading controller cordon and drain it, and uncordon it
+// once the event is gone (L17, L37).
+func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
+	needBoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cs := drills.Clientset(t, booted)
+
+	ns := drills.Namespace(t, cs, "drill-ops-team")
+	n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Labels[teams.NamespaceLabel] = "research"
+	if _, err := cs.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: booted.Cluster.Versions.PauseImage}}}}
+	want := teams.Tolerations("research", false)[0]
+	if err := drills.WaitUntil(time.Minute, func() error {
+		created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil && !slices.Contains(created.Spec.Tolerations, want) {
+			err = fmt.Errorf("tolerations %v: the webhook was not called", created.Spec.Tolerations)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("the team webhook in clusterforge-ops: %v", err)
+	}
+
+	var worker, address string
+	for _, m := range booted.Machines {
+		if m.Image == machine.ImageWorker {
+			worker, address = m.Name, m.Address
+			break
+		}
+	}
+	condition := func() (*corev1.Node, corev1.ConditionStatus, error) {
+		node, err := cs.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{})
+		if err != nil {
+			return nil, "", err
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == maintenance.Condition {
+				return node, c.Status, nil
+			}
+		}
+		return node, "", nil
+	}
+	expect := func(what string, status corev1.ConditionStatus, cordoned bool) {
+		t.Helper()
+		if err := drills.WaitUntil(2*time.Minute, func() error {
+			node, got, err := condition()
+			if err == nil && (got != status || node.Spec.Unschedulable != cordoned || (node.Annotations[remediation.EvacuateAnnotation] != "") != cordoned) {
+				err = fmt.Errorf("%s=%q, unschedulable %v", maintenance.Condition, got, node.Spec.Unschedulable)
+			}
+			return err
+		}); err != nil {
+			t.Fatalf("%s: %s: %v", what, worker, err)
+		}
+	}
+	expect("no event yet", corev1.ConditionFalse, false)
+
+	events := map[string]maintenance.Document{address: {DocumentIncarnation: 1, Events: []maintenance.Event{{
+		EventID: "drill-reboot", EventType: "Reboot", ResourceType: "VirtualMachine", Resources: []string{worker},
+		EventStatus: "Scheduled", NotBefore: time.Now().Add(15 * time.Minute).UTC().Format(time.RFC1123), EventSource: "Platform"}}}}
+	data, err := json.Marshal(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(booted.ScheduledEventsFile(), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Remove(booted.ScheduledEventsFile()) })
+	expect("a reboot scheduled", corev1.ConditionTrue, true)
+	if err := os.Remove(booted.ScheduledEventsFile()); err != nil {
+		t.Fatal(err)
+	}
+	expect("the reboot done", corev1.ConditionFalse, false)
+	// What the drain evicted comes back on the uncordoned worker before the next check.
+	if err := booted.WaitAddons(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,117 @@
+package rehearsal_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+
+	"github.com/clusterforge/clusterforge/components/ops/maintenance"
+	"github.com/clusterforge/clusterforge/components/ops/remediation"
+	"github.com/clusterforge/clusterforge/components/rehearsal"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// A planned reboot (L37) on the rehearsal's apiservers: the metadata stand-in announces an Azure
+// Scheduled Event for the node's VM; the node's watcher turns it into the MaintenanceScheduled
+// condition, the remediation controller cordons and drains the node ahead of the reboot, and
+// uncordons it when the event is gone. The machine is never removed.
+func TestScheduledRebootDrainsTheNodeAhead(t *testing.T) {
+	needRehearsal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := clientset(t)
+	const pool, vm = "drill-maint", "cf-dev-cpu_7"
+	ns := drills.Namespace(t, cs, "drill-maintenance")
+	node := drillNodes(t, cs, pool, 1)[0]
+	if err := drills.WaitUntil(time.Minute, func() error { return readyNodes(ctx, cs, []string{node}) }); err != nil {
+		t.Fatal(err)
+	}
+	work := teamPod("work", pool, "")
+	work.Spec.NodeName = node
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, work, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var planned atomic.Pointer[maintenance.Document]
+	planned.Store(&maintenance.Document{})
+	imds := httptest.NewServer(&rehearsal.IMDS{Machines: map[string]rehearsal.InstanceMetadata{"127.0.0.1": {Name: vm}},
+		ScheduledEvents: func(string) (maintenance.Document, error) { return *planned.Load(), nil }})
+	defer imds.Close()
+	watcher := &maintenance.Watcher{Client: cs, NodeName: node, VMName: vm, Endpoint: imds.URL, HTTP: imds.Client(), Every: time.Second, Logf: t.Logf}
+
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = spec.PoolLabel + "=" + pool }))
+	nodeInformer := factory.Core().V1().Nodes().Informer()
+	machines := &recordedRemovals{}
+	controller := &remediation.Controller{Client: cs, Policy: remediation.DefaultPolicy(), Machines: machines, Logf: t.Logf}
+	factory.Start(ctx.Done())
+	done := make(chan error, 2)
+	go func() { done <- controller.Run(ctx, nodeInformer) }()
+	go func() { done <- watcher.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+		<-done
+	}()
+
+	state := func() (*corev1.Node, corev1.ConditionStatus, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return nil, "", err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == maintenance.Condition {
+				return n, c.Status, nil
+			}
+		}
+		return n, "", nil
+	}
+	if err := drills.WaitUntil(30*time.Second, func() error {
+		n, status, err := state()
+		if err == nil && (status != corev1.ConditionFalse || n.Spec.Unschedulable) {
+			err = fmt.Errorf("%s=%q, unschedulable %v", maintenance.Condition, status, n.Spec.Unschedulable)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("before any event: %v", err)
+	}
+
+	notBefore := time.Now().Add(10 * time.Minute).UTC().Format(time.RFC1123)
+	planned.Store(&maintenance.Document{DocumentIncarnation: 1, Events: []maintenance.Event{{EventID: "drill-1", EventType: "Reboot",
+		ResourceType: "VirtualMachine", Resources: []string{vm}, EventStatus: "Scheduled", NotBefore: notBefore, EventSource: "Platform"}}})
+	if err := drills.WaitUntil(time.Minute, func() error {
+		n, status, err := state()
+		if err != nil {
+			return err
+		}
+		_, err = cs.CoreV1().Pods(ns).Get(ctx, work.Name, metav1.GetOptions{})
+		if status != corev1.ConditionTrue || !n.Spec.Unschedulable || n.Annotations[remediation.EvacuateAnnotation] == "" || !apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s=%q, unschedulable %v, the work pod: %v", maintenance.Condition, status, n.Spec.Unschedulable, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("a reboot planned at %s: %v", notBefore, err)
+	}
+
+	planned.Store(&maintenance.Document{DocumentIncarnation: 2}) // the reboot happened
+	if err := drills.WaitUntil(time.Minute, func() error {
+		n, status, err := state()
+		if err == nil && (status != corev1.ConditionFalse || n.Spec.Unschedulable || n.Annotations[remediation.EvacuateAnnotation] != "") {
+			err = fmt.Errorf("%s=%q, unschedulable %v", maintenance.Condition, status, n.Spec.Unschedulable)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("after the reboot: %v", err)
+	}
+	if removed := machines.names(); len(removed) != 0 {
+		t.Errorf("maintenance removed machines %v", removed)
+	}
+}
