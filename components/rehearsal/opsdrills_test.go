@@ -18,6 +18,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -79,6 +80,24 @@ func serveWebhook(t *testing.T, handler http.Handler) *drillWebhook {
 	url := server.URL + "/"
 	w.Client = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: []byte(bundle.Pair("webhook-ca").CertPEM)}
 	return w
+}
+
+// awaitRegistered repeats probe, a request the webhook reviews, until four in a row were
+// reviewed: each apiserver learns of a new webhook configuration from its own watch.
+func (w *drillWebhook) awaitRegistered(t *testing.T, probe func(i int)) {
+	t.Helper()
+	if err := drills.WaitUntil(30*time.Second, func() error {
+		before := w.Reviews.Load()
+		for i := range 4 {
+			probe(i)
+		}
+		if got := w.Reviews.Load() - before; got < 4 {
+			return fmt.Errorf("%d of 4 probes reviewed", got)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the webhook is not called: %v", err)
+	}
 }
 
 // readyNodes fails until every node is Ready.

@@ -118,19 +118,9 @@ func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), config.Name, metav1.DeleteOptions{})
 	})
-	// Each apiserver learns of the webhook from its own watch: dry-run creates until both call it.
-	if err := drills.WaitUntil(30*time.Second, func() error {
-		before := server.Reviews.Load()
-		for i := range 4 {
-			_, _ = cs.CoreV1().Pods(nsA).Create(ctx, teamPod(fmt.Sprintf("probe-%d", i), pool, ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		}
-		if got := server.Reviews.Load() - before; got < 4 {
-			return fmt.Errorf("%d of 4 dry-run creates reviewed", got)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	server.awaitRegistered(t, func(i int) {
+		_, _ = cs.CoreV1().Pods(nsA).Create(ctx, teamPod(fmt.Sprintf("probe-%d", i), pool, ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	})
 
 	// Team b fills the pool with borrowers: two on its own nodes, two on a's idle ones.
 	for i := range 4 {

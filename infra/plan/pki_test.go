@@ -18,18 +18,7 @@ import (
 // pair (the key matches the certificate) that the etcd CA in the same user-data verifies, and the
 // admin kubeconfig trusts the cluster CA the apiserver machines get.
 func TestPlanWithPKIWritesWorkingCertificates(t *testing.T) {
-	c, err := spec.LoadStack(stackFile("dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bundle, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Run("dev", stackFile("dev"), &bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, r := planDevWithPKI(t)
 	files := writtenFiles(t, r.UserData[spec.RoleEtcdMain])
 	pair, err := tls.X509KeyPair([]byte(files["/etc/kubernetes/pki/etcd/etcd-main-server.crt"]), []byte(files["/etc/kubernetes/pki/etcd/etcd-main-server.key"]))
 	if err != nil {
@@ -55,18 +44,7 @@ func TestPlanWithPKIWritesWorkingCertificates(t *testing.T) {
 // The ops webhooks' serving pair goes into its Secret as a secret, and the webhook configurations
 // trust the CA that signed it, for the name the apiservers dial (the Service's): crypto/x509 checks.
 func TestOpsWebhooksTrustTheirServingPair(t *testing.T) {
-	c, err := spec.LoadStack(stackFile("dev"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bundle, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Run("dev", stackFile("dev"), &bundle)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, bundle, r := planDevWithPKI(t)
 	var secret, webhooks []Resource
 	for _, res := range r.Resources {
 		switch {
@@ -102,6 +80,24 @@ func TestOpsWebhooksTrustTheirServingPair(t *testing.T) {
 			}
 		}
 	}
+}
+
+// planDevWithPKI plans the dev stack with a real PKI, issued here.
+func planDevWithPKI(t *testing.T) (*spec.Cluster, pki.Bundle, *Result) {
+	t.Helper()
+	c, err := spec.LoadStack(stackFile("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundle, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := Run("dev", stackFile("dev"), &bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, bundle, r
 }
 
 // writtenFiles are the write_files of a #cloud-config document, by path.

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/clusterforge/clusterforge/components/ops/admission"
+	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // Ledger keeps the removals the brake admitted, shared by every replica of the webhook: a
@@ -79,4 +82,17 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 // ServeHTTP answers an AdmissionReview posted by the apiserver.
 func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	admission.Serve("scale-down brake", w.Review, rw, r)
+}
+
+// FleetOf reads the fleet from a node informer's store: each node's pool label.
+func FleetOf(nodes cache.Store) func() Fleet {
+	return func() Fleet {
+		f := Fleet{}
+		for _, obj := range nodes.List() {
+			if n, ok := obj.(*corev1.Node); ok {
+				f[n.Name] = n.Labels[spec.PoolLabel]
+			}
+		}
+		return f
+	}
 }

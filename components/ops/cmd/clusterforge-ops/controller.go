@@ -28,7 +28,6 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/ops/teams"
-	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // controller serves the webhooks on every replica and, while it holds the lease, runs remediation
@@ -69,15 +68,8 @@ func controller(ctx context.Context, args []string) error {
 
 	refusals := &refusalCounter{byPool: map[string]int{}}
 	brakeHook := &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now,
-		Ledger: &brake.ConfigMapLedger{Client: cs, Namespace: *namespace, Name: addons.OpsBrakeLedger},
-		Fleet: func() brake.Fleet {
-			f := brake.Fleet{}
-			for _, obj := range nodeInformer.GetStore().List() {
-				n := obj.(*corev1.Node)
-				f[n.Name] = n.Labels[spec.PoolLabel]
-			}
-			return f
-		},
+		Ledger:  &brake.ConfigMapLedger{Client: cs, Namespace: *namespace, Name: addons.OpsBrakeLedger},
+		Fleet:   brake.FleetOf(nodeInformer.GetStore()),
 		Refused: func(r *brake.Refusal) { refusals.add(r); log.Printf("refused: %v", r) }}
 	teamHook := &teams.Webhook{BorrowPriorityClass: addons.BorrowPriority, NamespaceTeam: func(name string) (string, error) {
 		ns, err := namespaces.Lister().Get(name)
