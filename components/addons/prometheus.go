@@ -175,6 +175,13 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 				MetricRelabelConfigs: dropSeries("coredns"),
 			},
 			{
+				// clusterforge-ops's replicas: the scale-down brake's refusals (L14).
+				JobName: OpsName, Scheme: "https",
+				TLSConfig:           &TLSConfig{CAFile: serviceAccountDir + "/ca.crt", ServerName: OpsName + "." + SystemNamespace + ".svc"},
+				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{SystemNamespace}}}},
+				RelabelConfigs:      []RelabelConfig{keep("__meta_kubernetes_service_name", OpsName), keep("__meta_kubernetes_endpointslice_port_name", "https")},
+			},
+			{
 				JobName:             "node",
 				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "node"}},
 				RelabelConfigs: []RelabelConfig{{SourceLabels: []string{"__address__"}, Regex: `(.+):\d+`,
@@ -186,8 +193,9 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 }
 
 // AlertRules fire on the apiservers' throttling (429) and server errors (5xx) as a share of all
-// requests (L10), on etcd's NOSPACE alarm and its approach (L04), and on the main etcd's backups:
-// too old, failing, or a member waiting for a restore (L02).
+// requests (L10), on etcd's NOSPACE alarm and its approach (L04), on the main etcd's backups:
+// too old, failing, or a member waiting for a restore (L02), and on the scale-down brake holding
+// back removals (L14).
 func AlertRules() RuleFile {
 	ratio := func(codes string) string {
 		return fmt.Sprintf(`sum(rate(apiserver_request_total{job="apiserver",code=~"%s"}[5m])) / sum(rate(apiserver_request_total{job="apiserver"}[5m]))`, codes)
@@ -223,6 +231,12 @@ func AlertRules() RuleFile {
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "An apiserver machine cannot read one of the certificates it reports",
 					"description": "A certificate file is unreadable or an etcd member presents none: its expiry is not watched."}},
+		}},
+		{Name: "fleet", Rules: []Rule{
+			{Alert: "ScaleDownBrakeEngaged", Expr: `sum by (scope) (increase(clusterforge_brake_refusals_total{job="` + OpsName + `"}[10m])) > 0`,
+				Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "The scale-down brake refused node removals in the last 10 minutes",
+					"description": "Something wants to remove more than half of a pool (or of the cluster) at once: a fleet-wide failure, a bad health check or a runaway autoscaler. Find out which before removing more (L14, README: Fleet operations)."}},
 		}},
 		{Name: "etcd-backup", Rules: []Rule{
 			{Alert: "EtcdBackupStale", Expr: `time() - max(` + etcdbackup.MetricLastSuccess + `{job="etcd-backup"}) > 2 * max(` + etcdbackup.MetricInterval + `{job="etcd-backup"})`,

@@ -168,6 +168,13 @@ var alertScenarios = []alertScenario{
 		fire: map[string]map[string]map[string]string{"10m": {}, "25m": {"CertificateUnreadable": {}}},
 	},
 	{
+		name: "the brake refuses removals from pool gpu at minute 5",
+		series: map[string]string{
+			`clusterforge_brake_refusals_total{job="clusterforge-ops",instance="10.0.4.20:9443",scope="gpu"}`: "_x5 1+1x5 6x20",
+		},
+		fire: map[string]map[string]map[string]string{"3m": {}, "7m": {"ScaleDownBrakeEngaged": {"scope": "gpu"}}, "25m": {}},
+	},
+	{
 		name: "a wiped member refuses to bootstrap from minute 4",
 		series: map[string]string{
 			`clusterforge_etcd_backup_last_success_timestamp_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`: "0+60x10",

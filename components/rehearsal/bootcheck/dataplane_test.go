@@ -391,12 +391,17 @@ func TestPrometheusScrapesTheControlPlaneAndNodes(t *testing.T) {
 	for _, p := range prom {
 		url = "http://" + net.JoinHostPort(p.Status.PodIP, "9090") + "/api/v1/targets?state=active"
 	}
-	want := map[string]int{"apiserver": booted.Cluster.APIServer.Count, "certificates": booted.Cluster.APIServer.Count, "node": len(cl)}
+	ops, err := drills.Clientset(t, booted).AppsV1().Deployments(addons.SystemNamespace).Get(context.Background(), addons.OpsName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"apiserver": booted.Cluster.APIServer.Count, "certificates": booted.Cluster.APIServer.Count, "node": len(cl),
+		addons.OpsName: int(*ops.Spec.Replicas)} // the brake's refusals, over TLS the cluster CA verifies
 	for _, e := range booted.Cluster.EtcdClusters() {
 		want["etcd/"+e.Role] = len(e.Members)
 	}
 	hc := httpFrom(cl[0], nil)
-	err := drills.WaitUntil(2*time.Minute, func() error {
+	err = drills.WaitUntil(2*time.Minute, func() error {
 		var targets struct {
 			Data struct {
 				ActiveTargets []struct {
