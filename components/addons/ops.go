@@ -116,8 +116,9 @@ func opsAgent(*spec.Cluster) []Object {
 		Containers: []corev1.Container{{
 			Name:  OpsAgentName,
 			Image: opsImage().Ref,
-			Args: []string{"agent", "--node=$(NODE_NAME)", "--imds=http://" + machine.IMDSAddress,
-				"--preflight-command=dcgm=dcgmi diag -r 1"},
+			// Preflight runs the CPU stand-in only: the image carries no DCGM, so a GPU test is a
+			// --preflight-command in an image that has it.
+			Args:      []string{"agent", "--node=$(NODE_NAME)", "--imds=http://" + machine.IMDSAddress},
 			Env:       []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
 			Resources: OpsAgentResources,
 		}},

@@ -85,12 +85,16 @@ func NewUsageMeter(procs []Process) *UsageMeter {
 // Sample reads every process once; a process that has exited keeps its last reading.
 func (u *UsageMeter) Sample() {
 	rss := map[string]int64{}
+	read := map[int]bool{} // a process listed twice is read once, so the peak sums what Usage sums
 	for _, p := range u.procs {
-		s, err := ReadProc(p.PID)
-		if err != nil {
-			continue
+		s, seen := u.last[p.PID], read[p.PID]
+		if !seen {
+			var err error
+			if s, err = ReadProc(p.PID); err != nil {
+				continue
+			}
+			u.last[p.PID], read[p.PID] = s, true
 		}
-		u.last[p.PID] = s
 		rss[p.Component] += s.RSSBytes
 	}
 	for c, v := range rss {

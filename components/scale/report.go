@@ -186,10 +186,12 @@ func (s *Summary) Summarize(steps []Step) {
 	s.StepsTried, s.LargestPassingNodes, s.FirstFailing, s.FirstFailingStep = nil, 0, nil, 0
 	for _, st := range steps {
 		s.StepsTried = append(s.StepsTried, st.Nodes)
-		if !st.Passed() {
+		switch {
+		case s.FirstFailingStep > 0: // a smoke run ramps on past a failure; the verdict stands
+		case !st.Passed():
 			s.FirstFailing, s.FirstFailingStep = slices.Clone(st.Failing), st.Nodes
-			return
+		default:
+			s.LargestPassingNodes = st.Nodes
 		}
-		s.LargestPassingNodes = st.Nodes
 	}
 }

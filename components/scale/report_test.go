@@ -19,6 +19,11 @@ func TestSummarizeStopsAtTheFirstFailingStep(t *testing.T) {
 	if len(s.FirstFailing) != 1 || s.FirstFailing[0] != "LIST nodes (cluster): p99 31.000 s > 30 s" {
 		t.Errorf("failing: %q", s.FirstFailing)
 	}
+	// A smoke run ramps on: a step passing after the failure counts as tried, not as passing.
+	s.Summarize([]Step{pass(500), slow, pass(5000)})
+	if s.LargestPassingNodes != 500 || s.FirstFailingStep != 2500 || !slices.Equal(s.StepsTried, []int{500, 2500, 5000}) {
+		t.Errorf("ramped past the failure: %+v", s)
+	}
 }
 
 func TestPodStartupOf(t *testing.T) {

@@ -31,7 +31,10 @@ type Options struct {
 	NodeQPS int
 	// PodImage is what every pod names (KWOK runs none).
 	PodImage string
-	Storm    StormOptions
+	// RampPastFailure goes on to the next step after a failing one: for a smoke run, which checks the
+	// benchmark's outputs, not this machine's SLOs. The benchmark itself stops at the first failure.
+	RampPastFailure bool
+	Storm           StormOptions
 }
 
 // StormOptions shape the event storm.
@@ -106,7 +109,10 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 		}
 		if !st.Passed() {
 			r.logf("step %d nodes failed: %v", nodes, st.Failing)
-			break
+			if !r.RampPastFailure {
+				break
+			}
+			continue
 		}
 		r.logf("step %d nodes passed", nodes)
 	}

@@ -66,12 +66,14 @@ func (c *Controller) Run(ctx context.Context, informer cache.SharedIndexInformer
 			c.queue.Add(n.Name)
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
+	defer func() { _ = informer.RemoveEventHandler(reg) }() // a leader that stands again adds its own
 	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		return ctx.Err()
 	}

@@ -41,9 +41,11 @@ func (c *Controller) Run(ctx context.Context, nodes, configs cache.SharedIndexIn
 		DeleteFunc: func(any) { c.queue.Add(fleet) },
 	}
 	for _, inf := range []cache.SharedIndexInformer{nodes, configs} {
-		if _, err := inf.AddEventHandler(changed); err != nil {
+		reg, err := inf.AddEventHandler(changed)
+		if err != nil {
 			return err
 		}
+		defer func() { _ = inf.RemoveEventHandler(reg) }() // a leader that stands again adds its own
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), nodes.HasSynced, configs.HasSynced) {
 		return ctx.Err()

@@ -55,6 +55,9 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	}
 	o := scale.DefaultOptions(out)
 	o.Steps, o.WarmUp, o.Hold = []int{150, 300}, 10*time.Second, time.Minute
+	// Both steps, whatever the first one's verdict: under `make test`'s other packages this
+	// machine may miss an SLO at 150 nodes, and the charts need two points.
+	o.RampPastFailure = true
 	o.Storm.Quiet, o.Storm.Storm, o.Storm.Recovery, o.Storm.Rounds, o.Storm.Level = 15*time.Second, 15*time.Second, 15*time.Second, 1, 15*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()

@@ -112,16 +112,27 @@ func controller(ctx context.Context, args []string) error {
 		}()
 		wg.Wait()
 	}
-	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+	if *identity == "" {
+		if *identity, err = os.Hostname(); err != nil {
+			return err
+		}
+	}
+	election := leaderelection.LeaderElectionConfig{
 		Lock: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: *namespace, Name: addons.OpsName},
 			Client: cs.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: *identity}},
 		ReleaseOnCancel: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: lead, OnStoppedLeading: func() { log.Print("lost the lease") }},
-	})
-	if err != nil {
+	}
+	if _, err := leaderelection.NewLeaderElector(election); err != nil {
 		return err
 	}
-	go elector.Run(ctx)
+	// A replica that lost the lease stands again: Run returns when leadership ends.
+	go func() {
+		for ctx.Err() == nil {
+			elector, _ := leaderelection.NewLeaderElector(election)
+			elector.Run(ctx)
+		}
+	}()
 	select {
 	case <-ctx.Done():
 		return nil
