@@ -1,6 +1,7 @@
 package addons
 
 import (
+	"fmt"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -168,9 +169,12 @@ func opsRetest(c *spec.Cluster) []Object {
 
 // brakeRemovals is the brake's match condition: a node DELETE, or an update that adds a removal
 // taint; the nodes' other updates never reach the webhook.
-const brakeRemovals = `request.operation == 'DELETE' || ` +
-	`(has(object.spec.taints) && object.spec.taints.exists(t, t.key in ['ToBeDeletedByClusterAutoscaler', 'clusterforge.io/replace']) && ` +
-	`!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key in ['ToBeDeletedByClusterAutoscaler', 'clusterforge.io/replace'])))`
+var brakeRemovals = func() string {
+	keys := fmt.Sprintf("['%s', '%s']", spec.AutoscalerDeletionTaint, spec.ReplaceTaint)
+	return `request.operation == 'DELETE' || ` +
+		`(has(object.spec.taints) && object.spec.taints.exists(t, t.key in ` + keys + `) && ` +
+		`!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key in ` + keys + `)))`
+}()
 
 // opsWebhooks register the controller's webhooks. The brake fails closed: a removal it cannot
 // judge is refused. The team tolerations fail open: without them a team's pods still run on
@@ -202,7 +206,7 @@ func opsWebhooks() []Object {
 				Name: "team-tolerations.clusterforge.io", ClientConfig: service(OpsTeamsPath),
 				Rules: rule("pods", admissionregistrationv1.Create),
 				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: "clusterforge.io/team", Operator: metav1.LabelSelectorOpExists}}},
+					{Key: spec.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
 				FailurePolicy: &ignore, SideEffects: &none, TimeoutSeconds: ptr(int32(3)), AdmissionReviewVersions: []string{"v1"},
 			}},
 		},

@@ -32,6 +32,17 @@ const (
 	GPULabel = "clusterforge.io/gpu"
 )
 
+// Taints and labels of the fleet operations layer (components/ops), named once here so the add-ons
+// that register its webhooks and the code that acts on them agree.
+const (
+	// ReplaceTaint is remediation's mark on a node it hands back; AutoscalerDeletionTaint is
+	// cluster-autoscaler's before it deletes a VM. The scale-down brake reviews both (L14).
+	ReplaceTaint            = "clusterforge.io/replace"
+	AutoscalerDeletionTaint = "ToBeDeletedByClusterAutoscaler"
+	// TeamKey is the team taint's key on owned nodes and the team label on namespaces (L17).
+	TeamKey = "clusterforge.io/team"
+)
+
 // inNamespace reports whether key's prefix is ns or a subdomain of it.
 func inNamespace(key, ns string) bool {
 	prefix, _, ok := strings.Cut(key, "/")

@@ -239,7 +239,8 @@ type Joins struct {
 	// Go duration from "0s" to "30m". Default "30s".
 	Pause string `yaml:"pause"`
 	// Jitter is the longest random delay before a worker's kubelet starts at boot, as a Go duration
-	// from "0s" to "10m"; it spreads a step's (or a mass reboot's) registrations. Default "30s".
+	// from "0s" to "10m", used in whole seconds (rounded down); it spreads a step's (or a mass
+	// reboot's) registrations. Default "30s".
 	Jitter string `yaml:"jitter"`
 }
 

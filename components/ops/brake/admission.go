@@ -15,8 +15,8 @@ import (
 // Taints that say a node is on its way out: cluster-autoscaler sets its own before it deletes the
 // VM; the remediation controller sets ReplaceTaint before it drains a node for replacement.
 const (
-	AutoscalerDeletionTaint = "ToBeDeletedByClusterAutoscaler"
-	ReplaceTaint            = "clusterforge.io/replace"
+	AutoscalerDeletionTaint = spec.AutoscalerDeletionTaint
+	ReplaceTaint            = spec.ReplaceTaint
 )
 
 // RemovalOf reads an admission request on a Node: a DELETE, or an UPDATE that adds a removal
