@@ -11,7 +11,8 @@
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
 #   addons    → .tools/addons     the add-ons' binaries, which images/cmd/mkimages puts in the OCI
 #                                 images a worker preloads: CoreDNS, Prometheus, node_exporter,
-#                                 scheduler-plugins' PodGroup controller and clusterforge-ops (from .tools/bin)
+#                                 node-problem-detector, scheduler-plugins' PodGroup controller and
+#                                 clusterforge-ops (from .tools/bin)
 #   control-plane → .tools/bin    what the Packer plugin installs on the etcd and apiserver machines
 #                                 (machine.ImageBinaries), a subset of rehearsal
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
@@ -32,6 +33,7 @@ KUBE_BENCH_VERSION=v0.12.0
 SCHEDULER_PLUGINS_VERSION=v0.33.5
 PROMETHEUS_VERSION=v3.5.0
 NODE_EXPORTER_VERSION=v1.9.1
+NODE_PROBLEM_DETECTOR_VERSION=v0.8.20
 CONTAINERD_VERSION=v1.7.28
 RUNC_VERSION=v1.3.0
 CRICTL_VERSION=v1.34.0
@@ -41,7 +43,7 @@ SHARE="$PWD/.tools/share"
 # The modules the proxy serves but the checksum database does not know (its lookup answers 404 or
 # 403; checked 2026-11-23). Each wrapper's go.sum pins them, so this matters only when a wrapper
 # is re-tidied; every other module is still checked against the database.
-export GONOSUMDB="github.com/Azure/azure-container-networking,sigs.k8s.io/cri-tools,k8s.io/cloud-provider,k8s.io/cri-api,k8s.io/cri-client,k8s.io/csi-translation-lib,k8s.io/endpointslice,k8s.io/externaljwt,k8s.io/kube-controller-manager,k8s.io/sample-apiserver"
+export GONOSUMDB="github.com/Azure/azure-container-networking,sigs.k8s.io/cri-tools,k8s.io/cloud-provider,k8s.io/node-problem-detector,k8s.io/cri-api,k8s.io/cri-client,k8s.io/csi-translation-lib,k8s.io/endpointslice,k8s.io/externaljwt,k8s.io/kube-controller-manager,k8s.io/sample-apiserver"
 
 # kube_ldflags VERSION: the version Kubernetes binaries report (else "v0.0.0-master").
 kube_ldflags() {
@@ -68,6 +70,7 @@ declare -A TOOLS=(
   [promtool]="prometheus github.com/prometheus/prometheus/cmd/promtool prometheus bin"
   [prometheus]="prometheus github.com/prometheus/prometheus/cmd/prometheus prometheus addons"
   [node_exporter]="node-exporter github.com/prometheus/node_exporter node-exporter addons"
+  [node-problem-detector]="node-problem-detector k8s.io/node-problem-detector/cmd/nodeproblemdetector npd addons"
   [coredns]="coredns github.com/coredns/coredns - addons"
   [kubelet]="kubernetes k8s.io/kubernetes/cmd/kubelet kube node"
   [containerd]="containerd github.com/containerd/containerd/cmd/containerd containerd node"
@@ -104,7 +107,7 @@ declare -A TOOL_GROUPS=(
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
-  [addons]="coredns prometheus node_exporter scheduler-plugins-controller clusterforge-ops"
+  [addons]="coredns prometheus node_exporter node-problem-detector scheduler-plugins-controller clusterforge-ops"
 )
 
 step() { printf '==> %s\n' "$*"; }
@@ -121,6 +124,8 @@ build() {
     scheduler-plugins) ldflags+="$(kube_ldflags "v1.${SCHEDULER_PLUGINS_VERSION#v0.}")" ;;
     prometheus) ldflags+=" -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" ;;
     node-exporter) ldflags+=" -X github.com/prometheus/common/version.Version=${NODE_EXPORTER_VERSION#v}" ;;
+    # No Stackdriver exporter: clusterforge reports to the apiserver and Prometheus only.
+    npd) ldflags+=" -X k8s.io/node-problem-detector/pkg/version.version=$NODE_PROBLEM_DETECTOR_VERSION"; tags="disable_stackdriver_exporter" ;;
     bench) ldflags+=" -X github.com/aquasecurity/kube-bench/cmd.KubeBenchVersion=$KUBE_BENCH_VERSION" ;;
     containerd) ldflags+=" -X github.com/containerd/containerd/version.Version=$CONTAINERD_VERSION"; tags="no_btrfs" ;;
     # As runc's release binaries: static, with seccomp (containerd gives sandboxes a seccomp profile,

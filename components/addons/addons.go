@@ -51,6 +51,7 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		{"monitoring", monitoring},
 		{"gpu", nvidiaDevicePlugin},
 		{opsAddon, ops},
+		{nodeHealthAddon, nodeProblemDetector},
 	} {
 		for _, o := range addon.objects(c) {
 			if err := finish(o, addon.name); err != nil {

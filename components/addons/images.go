@@ -34,5 +34,6 @@ func podGroupControllerImage(c *spec.Cluster) BuiltImage {
 // BuiltImages are every add-on image clusterforge builds. cluster-autoscaler's is pulled: it runs
 // on the system pool only and needs Azure's API to do anything.
 func BuiltImages(c *spec.Cluster) []BuiltImage {
-	return []BuiltImage{coreDNSImage(c), prometheusImage(c), nodeExporterImage(c), podGroupControllerImage(c), opsImage()}
+	return []BuiltImage{coreDNSImage(c), prometheusImage(c), nodeExporterImage(c), nodeProblemDetectorImage(c),
+		podGroupControllerImage(c), opsImage()}
 }

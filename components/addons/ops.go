@@ -2,6 +2,7 @@ package addons
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -108,8 +109,9 @@ func opsController(c *spec.Cluster) []Object {
 }
 
 // opsAgent runs on every worker: it reads and writes its own Node only (preflight's taint and
-// condition, MaintenanceScheduled), never lists or watches (L07). It reads the metadata service,
-// so it runs in the host's network.
+// condition, MaintenanceScheduled), never lists or watches (L07). It reads the metadata service
+// and counts the pods' bytes in the host's nftables (L32), so it runs in the host's network with
+// NET_ADMIN; the pods' names come from the CNI result cache, mounted read-only.
 func opsAgent(*spec.Cluster) []Object {
 	objs := nodeAgent(SystemNamespace, OpsAgentName, corev1.PodSpec{
 		HostNetwork: true,
@@ -119,10 +121,16 @@ func opsAgent(*spec.Cluster) []Object {
 			Image: opsImage().Ref,
 			// Preflight runs the CPU stand-in only: the image carries no DCGM, so a GPU test is a
 			// --preflight-command in an image that has it.
-			Args:      []string{"agent", "--node=$(NODE_NAME)", "--imds=http://" + machine.IMDSAddress},
-			Env:       []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
-			Resources: OpsAgentResources,
+			Args: []string{"agent", "--node=$(NODE_NAME)", "--imds=http://" + machine.IMDSAddress,
+				"--traffic-listen=:" + strconv.Itoa(spec.TrafficMetricsPort), "--cni-results=" + machine.CNIResultsDir},
+			Env:             []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+			Ports:           []corev1.ContainerPort{{Name: "traffic", ContainerPort: spec.TrafficMetricsPort}},
+			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}},
+			Resources:       OpsAgentResources,
+			VolumeMounts:    []corev1.VolumeMount{{Name: "cni-results", MountPath: machine.CNIResultsDir, ReadOnly: true}},
 		}},
+		Volumes: []corev1.Volume{{Name: "cni-results", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: machine.CNIResultsDir, Type: ptr(corev1.HostPathDirectoryOrCreate)}}}},
 	})
 	objs[0].(*corev1.ServiceAccount).AutomountServiceAccountToken = ptr(true)
 	podTemplate(objs[1]).Spec.AutomountServiceAccountToken = ptr(true)

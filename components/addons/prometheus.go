@@ -181,14 +181,24 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{SystemNamespace}}}},
 				RelabelConfigs:      []RelabelConfig{keep("__meta_kubernetes_service_name", OpsName), keep("__meta_kubernetes_endpointslice_port_name", "https")},
 			},
-			{
-				JobName:             "node",
-				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "node"}},
-				RelabelConfigs: []RelabelConfig{{SourceLabels: []string{"__address__"}, Regex: `(.+):\d+`,
-					TargetLabel: "__address__", Replacement: fmt.Sprintf("${1}:%d", spec.NodeExporterPort)}},
-				MetricRelabelConfigs: dropSeries("node"),
-			},
+			onEveryNode("node", spec.NodeExporterPort, dropSeries("node")),
+			// The ops agents' per-pod byte counters (L32).
+			onEveryNode(PodTrafficJob, spec.TrafficMetricsPort, nil),
 		},
+	}
+}
+
+// PodTrafficJob scrapes every worker's pod traffic counters.
+const PodTrafficJob = "pod-traffic"
+
+// onEveryNode is a job scraping port on every node's host network, found through the API's nodes.
+func onEveryNode(job string, port int, drop []RelabelConfig) ScrapeConfig {
+	return ScrapeConfig{
+		JobName:             job,
+		KubernetesSDConfigs: []KubernetesSDConfig{{Role: "node"}},
+		RelabelConfigs: []RelabelConfig{{SourceLabels: []string{"__address__"}, Regex: `(.+):\d+`,
+			TargetLabel: "__address__", Replacement: fmt.Sprintf("${1}:%d", port)}},
+		MetricRelabelConfigs: drop,
 	}
 }
 

@@ -15,15 +15,18 @@ import (
 )
 
 // promtool is the pinned Prometheus v3.5.0 promtool that `make tools` builds.
-func promtool(t *testing.T) string {
+func promtool(t *testing.T) string { return toolchainBinary(t, "bin/promtool") }
+
+// toolchainBinary is a binary `make tools` builds, by its path under .tools.
+func toolchainBinary(t *testing.T, path string) string {
 	t.Helper()
-	bin, err := filepath.Abs("../../.tools/bin/promtool")
+	bin, err := filepath.Abs("../../.tools/" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); err != nil {
 		if testing.Short() {
-			t.Skip("-short: promtool is not built")
+			t.Skipf("-short: %s is not built", path)
 		}
 		t.Fatalf("%s is missing: run `make tools`", bin)
 	}

@@ -190,6 +190,8 @@ func TestInboundRules(t *testing.T) {
 		{SubnetNodes, hub, "", GroupPods, "8888", true},
 		{SubnetNodes, node, GroupNodes, GroupNodes, "29500", true},
 		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(spec.NodeExporterPort), true},
+		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(spec.TrafficMetricsPort), true},
+		{SubnetNodes, hub, "", GroupNodes, strconv.Itoa(spec.TrafficMetricsPort), false},
 		{SubnetNodes, pod, GroupPods, GroupNodes, "30000", false},
 		{SubnetNodes, hub, "", GroupNodes, "30000", false},
 	}

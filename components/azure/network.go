@@ -99,6 +99,8 @@ func InboundRules(c *spec.Cluster) map[string][]Rule {
 				Consumer: "host-network training pods talking to each other at full speed (L33)"},
 			{Name: "node-exporter-from-pods", Priority: 160, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(spec.NodeExporterPort)},
 				Consumer: "Prometheus, a pod, scraping node-exporter on the host network"},
+			{Name: "traffic-metrics-from-pods", Priority: 170, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(spec.TrafficMetricsPort)},
+				Consumer: "Prometheus, a pod, scraping the ops agents' pod traffic counters on the host network (L32)"},
 			nodeSSH, deny,
 		},
 	}

@@ -23,6 +23,9 @@ const (
 	AzureCNICloudInitPath = "/etc/cloud/cloud.cfg.d/95-clusterforge-azure-cni.cfg"
 	CNIBinDir             = "/opt/cni/bin"
 	CNIConfDir            = "/etc/cni/net.d"
+	// CNIResultsDir is where containerd's CNI library caches each pod's network setup (libcni's
+	// cacheAdd), until the pod's network is torn down: the traffic counters read the pods there.
+	CNIResultsDir = "/var/lib/cni/results"
 	// ImageManifestPath records what the image was baked with (versions, image digests).
 	ImageManifestPath = "/etc/clusterforge/image-manifest.json"
 	// ContainerdDiskLabel marks a local disk containerd-disk.service has formatted and seeded.

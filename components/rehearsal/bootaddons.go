@@ -70,6 +70,7 @@ func (b *Booted) WaitAddons(ctx context.Context) error {
 	}
 	for _, d := range []struct{ namespace, name string }{
 		{addons.MonitoringNamespace, addons.NodeExporterName}, {addons.SystemNamespace, addons.OpsAgentName},
+		{addons.SystemNamespace, addons.NodeProblemDetectorName},
 	} {
 		if err := poll(ctx, 3*time.Minute, d.name, func(ctx context.Context) error {
 			ds, err := cs.AppsV1().DaemonSets(d.namespace).Get(ctx, d.name, metav1.GetOptions{})

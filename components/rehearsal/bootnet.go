@@ -180,6 +180,16 @@ func DialerIn(path string) func(ctx context.Context, network, addr string) (net.
 	}
 }
 
+// ListenerIn listens on addr in the network namespace at path: a socket of that namespace, which
+// accepts from any thread.
+func ListenerIn(path, network, addr string) (l net.Listener, err error) {
+	err = inNetns(path, func() (err error) {
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	return l, err
+}
+
 // PodNetns is the path, from this host, of the network namespace of a pod running on a booted
 // worker: the one containerd's CNI set up, seen through the machine's root.
 func (b *Booted) PodNetns(ctx context.Context, node, namespace, pod string) (string, error) {

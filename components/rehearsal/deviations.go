@@ -67,7 +67,7 @@ var Deviations = []Deviation{
 		"", "systemd-nspawn mounts cgroup v1 controllers read-only, so the machine's PID 1 is a boot script that remounts them writable and execs systemd; each machine's cgroups are its own subtree (cfboot-<env>/<machine>) of this process's"},
 	{"kernel", "each VM has its own kernel: the image's sysctls are applied at boot",
 		"the processes run on this host's kernel",
-		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied, except the net.* ones each machine's own network namespace holds, which the boot script applies before systemd starts (with /proc/sys/net writable, as systemd-nspawn leaves it for a private network); the settings the kubelet's protectKernelDefaults checks (vm.overcommit_memory 1, vm.panic_on_oom 0, kernel.panic 10, kernel.panic_on_oops 1, kernel.keys.root_max*) are not namespaced, so the boot sets them on this host as the image does (the kubelet's own defaults, which it sets on any host it runs on) and logs what it changed; the image's inotify limits (fs.inotify.max_user_instances 8192, max_user_watches 1048576) count for all machines together, which run as this host's root, so the boot raises this host's to at least those; /dev/kmsg is bound read-only for the kubelet (with CAP_SYSLOG), and keyring system calls are allowed for runc; this host grants no CAP_SYS_RESOURCE, so the workers' containerd config gets restrict_oom_score_adj = true"},
+		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied, except the net.* ones each machine's own network namespace holds, which the boot script applies before systemd starts (with /proc/sys/net writable, as systemd-nspawn leaves it for a private network); the settings the kubelet's protectKernelDefaults checks (vm.overcommit_memory 1, vm.panic_on_oom 0, kernel.panic 10, kernel.panic_on_oops 1, kernel.keys.root_max*) are not namespaced, so the boot sets them on this host as the image does (the kubelet's own defaults, which it sets on any host it runs on) and logs what it changed; the image's inotify limits (fs.inotify.max_user_instances 8192, max_user_watches 1048576) count for all machines together, which run as this host's root, so the boot raises this host's to at least those; /dev/kmsg is bound read-only for the kubelet (with CAP_SYSLOG), and node-problem-detector reads each worker's /var/log/clusterforge-kernel.log instead (its filelog watcher, the same rules), which the drills write, since a line in the shared kernel log would be every worker's; keyring system calls are allowed for runc; this host grants no CAP_SYS_RESOURCE, so the workers' containerd config gets restrict_oom_score_adj = true"},
 	{"workers", "VMSS instances running kubelet and containerd",
 		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool (GPU nodes without the preflight taint, as if their tests had passed: no agent runs on a KWOK node; the preflight drill gives its own nodes the taint); KWOK acts for every node as one user in system:nodes (clusterforge:kwok), so priority and fairness classes its heartbeats and leases as kubelets', and RBAC grants it what the Node authorizer grants each kubelet for its own node",
 		"each pool's `nodes` instances booted from the worker image: its containerd and kubelet, TLS bootstrap through the load balancer"},
@@ -108,9 +108,21 @@ func (p *Plan) Addons() ([]addons.Object, error) {
 	}), nil
 }
 
+// BootKernelLog is the file each booted worker's node-problem-detector reads kernel lines from
+// (deviation "kernel"): the machines share this host's /dev/kmsg, so a line a drill wrote there
+// would be every worker's.
+const BootKernelLog = "/var/log/clusterforge-kernel.log"
+
 // Addons are every add-on object, webhook configurations included: the booted workers run the
-// operations layer's pods for real.
-func (b *Booted) Addons() ([]addons.Object, error) { return b.allAddons() }
+// operations layer's pods for real, and node-problem-detector reads each worker's BootKernelLog.
+func (b *Booted) Addons() ([]addons.Object, error) {
+	objs, err := b.allAddons()
+	if err != nil {
+		return nil, err
+	}
+	addons.ReadKernelLogFrom(objs, addons.KernelLogFile(BootKernelLog))
+	return objs, nil
+}
 
 // allAddons are every add-on object with the rehearsal's cloud config (deviation "add-ons") and,
 // as the Pulumi program gives them, the ops webhooks' serving pair and the cluster CA they trust.

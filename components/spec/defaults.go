@@ -21,6 +21,7 @@ const (
 	DefaultAutoscalerVersion   = "v1.34.0"
 	DefaultPrometheusVersion   = "v3.5.0"
 	DefaultNodeExporterVersion = "v1.9.1"
+	DefaultNodeProblemDetector = "v0.8.20"
 	DefaultNvidiaDevicePlugin  = "v0.17.2"
 	// Autoscaler: a tight unready brake for fleets of thousands (cluster-autoscaler's own default is 45%).
 	DefaultMaxUnreadyPercentage    = 10
@@ -79,6 +80,7 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &c.Versions.ClusterAutoscaler, DefaultAutoscalerVersion)
 	setDefault(c.explicit, &c.Versions.Prometheus, DefaultPrometheusVersion)
 	setDefault(c.explicit, &c.Versions.NodeExporter, DefaultNodeExporterVersion)
+	setDefault(c.explicit, &c.Versions.NodeProblemDetector, DefaultNodeProblemDetector)
 	setDefault(c.explicit, &c.Versions.NvidiaDevicePlugin, DefaultNvidiaDevicePlugin)
 	as := &c.Autoscaler
 	setDefault(c.explicit, &as.MaxUnreadyPercentage, DefaultMaxUnreadyPercentage)

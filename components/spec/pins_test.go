@@ -38,8 +38,8 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 		"KUBERNETES_VERSION": DefaultKubernetesVersion, "CONTAINERD_VERSION": DefaultContainerdVersion,
 		"RUNC_VERSION": DefaultRuncVersion, "CRICTL_VERSION": DefaultCrictlVersion,
 		"SCHEDULER_PLUGINS_VERSION": DefaultSchedulerPlugins, "PROMETHEUS_VERSION": DefaultPrometheusVersion,
-		"NODE_EXPORTER_VERSION": DefaultNodeExporterVersion,
-		"KUBERNETES_PREVIOUS":   PreviousKubernetesVersion, "ETCD_PREVIOUS": PreviousEtcdVersion,
+		"NODE_EXPORTER_VERSION": DefaultNodeExporterVersion, "NODE_PROBLEM_DETECTOR_VERSION": DefaultNodeProblemDetector,
+		"KUBERNETES_PREVIOUS": PreviousKubernetesVersion, "ETCD_PREVIOUS": PreviousEtcdVersion,
 	} {
 		if got := variable(name); got != want {
 			t.Errorf("scripts/toolchain.sh %s=%s, the spec's default is %s", name, got, want)
@@ -52,6 +52,7 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 		"crictl": {"cri-tools", "sigs.k8s.io/cri-tools"}, "azureCNI": {"azure-cni", "github.com/Azure/azure-container-networking"},
 		"schedulerPlugins": {"scheduler-plugins", "sigs.k8s.io/scheduler-plugins"}, "prometheus": {"prometheus", "github.com/prometheus/prometheus"},
 		"coreDNS": {"coredns", "github.com/coredns/coredns"}, "nodeExporter": {"node-exporter", "github.com/prometheus/node_exporter"},
+		"nodeProblemDetector": {"node-problem-detector", "k8s.io/node-problem-detector"},
 	}
 	for key, versions := range Buildable {
 		w, ok := wrappers[key]

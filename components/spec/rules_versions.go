@@ -11,20 +11,21 @@ import (
 
 // Buildable are the versions scripts/toolchain.sh builds, per versions.* key: the rehearsal and
 // the image bake run exactly these, so a stack may pin no other (a test ties this table to the
-// toolchain's wrapper modules). The add-on images CoreDNS, Prometheus and node_exporter are built
+// toolchain's wrapper modules). The add-on images CoreDNS, Prometheus, node_exporter and node-problem-detector are built
 // from these sources too (images/cmd/mkimages); clusterAutoscaler's tag comes from its registry
 // and need only be an exact release.
 var Buildable = map[string][]string{
-	"kubernetes":       {DefaultKubernetesVersion, PreviousKubernetesVersion},
-	"etcd":             {DefaultEtcdVersion, PreviousEtcdVersion},
-	"containerd":       {DefaultContainerdVersion},
-	"runc":             {DefaultRuncVersion},
-	"crictl":           {DefaultCrictlVersion},
-	"azureCNI":         {DefaultAzureCNIVersion},
-	"schedulerPlugins": {DefaultSchedulerPlugins},
-	"prometheus":       {DefaultPrometheusVersion},
-	"coreDNS":          {DefaultCoreDNSVersion},
-	"nodeExporter":     {DefaultNodeExporterVersion},
+	"kubernetes":          {DefaultKubernetesVersion, PreviousKubernetesVersion},
+	"etcd":                {DefaultEtcdVersion, PreviousEtcdVersion},
+	"containerd":          {DefaultContainerdVersion},
+	"runc":                {DefaultRuncVersion},
+	"crictl":              {DefaultCrictlVersion},
+	"azureCNI":            {DefaultAzureCNIVersion},
+	"schedulerPlugins":    {DefaultSchedulerPlugins},
+	"prometheus":          {DefaultPrometheusVersion},
+	"coreDNS":             {DefaultCoreDNSVersion},
+	"nodeExporter":        {DefaultNodeExporterVersion},
+	"nodeProblemDetector": {DefaultNodeProblemDetector},
 }
 
 // The releases before the pinned ones, which the toolchain's upgrades group builds: a cluster
@@ -53,7 +54,7 @@ func (c *Cluster) validateVersions(v *validator) {
 		{"kubernetes", vs.Kubernetes}, {"etcd", vs.Etcd}, {"containerd", vs.Containerd}, {"runc", vs.Runc},
 		{"crictl", vs.Crictl}, {"azureCNI", vs.AzureCNI}, {"schedulerPlugins", vs.SchedulerPlugins},
 		{"coreDNS", vs.CoreDNS}, {"clusterAutoscaler", vs.ClusterAutoscaler}, {"prometheus", vs.Prometheus},
-		{"nodeExporter", vs.NodeExporter},
+		{"nodeExporter", vs.NodeExporter}, {"nodeProblemDetector", vs.NodeProblemDetector},
 		{"nvidiaDevicePlugin", vs.NvidiaDevicePlugin},
 	} {
 		field := "versions." + f.key

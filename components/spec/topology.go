@@ -33,6 +33,9 @@ const (
 	CertificateMetricsPort = 2383
 	// NodeExporterPort is node-exporter's, on every worker's host network.
 	NodeExporterPort = 9100
+	// TrafficMetricsPort is where each worker's clusterforge-ops agent serves its pods' traffic
+	// counters (L32), on the host network.
+	TrafficMetricsPort = 9102
 )
 
 // APIServerProbePath is the load balancer's health probe. Since Kubernetes 1.34 /readyz also

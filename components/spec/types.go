@@ -111,6 +111,9 @@ type Versions struct {
 	Prometheus string `yaml:"prometheus"`
 	// NodeExporter is the Prometheus node-exporter image tag. Default "v1.9.1".
 	NodeExporter string `yaml:"nodeExporter"`
+	// NodeProblemDetector is the node-problem-detector image tag, the node health agent (L35).
+	// Default "v0.8.20".
+	NodeProblemDetector string `yaml:"nodeProblemDetector"`
 	// NvidiaDevicePlugin is the NVIDIA device plugin image tag, which GPU nodes pull (it needs a
 	// GPU to do anything, so clusterforge does not build it). Default "v0.17.2".
 	NvidiaDevicePlugin string `yaml:"nvidiaDevicePlugin"`

@@ -94,8 +94,8 @@ func scaleSetNamed(c *spec.Cluster, name string) *spec.ScaleSet {
 // client is a pause pod on one worker whose network namespace the checks dial from: every packet
 // they send leaves through the pod's veth, as the pod's own would.
 type client struct {
-	node, name, ip string
-	dial           func(ctx context.Context, network, addr string) (net.Conn, error)
+	node, name, ip, netns string
+	dial                  func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 var (
@@ -175,7 +175,7 @@ func startClients(cs *kubernetes.Clientset, ns string) ([]client, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.dial = rehearsal.DialerIn(netns)
+		c.netns, c.dial = netns, rehearsal.DialerIn(netns)
 	}
 	return out, nil
 }
@@ -383,20 +383,15 @@ func TestPodsCannotReachTheMetadataEndpoints(t *testing.T) {
 // every node's exporter.
 func TestPrometheusScrapesTheControlPlaneAndNodes(t *testing.T) {
 	cl, _ := dataPlaneClients(t)
-	prom := addOnPods(t, addons.MonitoringNamespace, "app="+addons.PrometheusName)
-	if len(prom) != 1 {
-		t.Fatalf("%d Prometheus pods run", len(prom))
-	}
-	var url string
-	for _, p := range prom {
-		url = "http://" + net.JoinHostPort(p.Status.PodIP, "9090") + "/api/v1/targets?state=active"
-	}
+	base := prometheusURL(t)
+	url := base + "/api/v1/targets?state=active"
 	ops, err := drills.Clientset(t, booted).AppsV1().Deployments(addons.SystemNamespace).Get(context.Background(), addons.OpsName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]int{"apiserver": booted.Cluster.APIServer.Count, "certificates": booted.Cluster.APIServer.Count, "node": len(cl),
-		addons.OpsName: int(*ops.Spec.Replicas)} // the brake's refusals, over TLS the cluster CA verifies
+		addons.PodTrafficJob: len(cl),
+		addons.OpsName:       int(*ops.Spec.Replicas)} // the brake's refusals, over TLS the cluster CA verifies
 	for _, e := range booted.Cluster.EtcdClusters() {
 		want["etcd/"+e.Role] = len(e.Members)
 	}
@@ -444,26 +439,7 @@ func TestPrometheusScrapesTheControlPlaneAndNodes(t *testing.T) {
 	}
 	// Every apiserver machine reports its files and every etcd member's serving certificate, none
 	// unreadable, the soonest far from the CertificateExpiringSoon threshold.
-	base := strings.TrimSuffix(url, "/api/v1/targets?state=active")
-	query := func(q string) (float64, error) {
-		resp, err := hc.Get(base + "/api/v1/query?query=" + neturl.QueryEscape(q))
-		if err != nil {
-			return 0, err
-		}
-		defer resp.Body.Close()
-		var r struct {
-			Data struct {
-				Result []struct{ Value []any }
-			}
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-			return 0, err
-		}
-		if len(r.Data.Result) != 1 {
-			return 0, fmt.Errorf("%s: %d results", q, len(r.Data.Result))
-		}
-		return strconv.ParseFloat(r.Data.Result[0].Value[1].(string), 64)
-	}
+	query := func(q string) (float64, error) { return promQuery(hc, base, q) }
 	members := 0
 	for _, e := range booted.Cluster.EtcdClusters() {
 		members += len(e.Members)
@@ -486,4 +462,38 @@ func TestPrometheusScrapesTheControlPlaneAndNodes(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
+}
+
+// prometheusURL is the base URL of the one Prometheus pod, at its pod IP.
+func prometheusURL(t *testing.T) string {
+	t.Helper()
+	prom := addOnPods(t, addons.MonitoringNamespace, "app="+addons.PrometheusName)
+	if len(prom) != 1 {
+		t.Fatalf("%d Prometheus pods run", len(prom))
+	}
+	for _, p := range prom {
+		return "http://" + net.JoinHostPort(p.Status.PodIP, "9090")
+	}
+	return ""
+}
+
+// promQuery is the value of an instant query that has one result.
+func promQuery(hc *http.Client, base, q string) (float64, error) {
+	resp, err := hc.Get(base + "/api/v1/query?query=" + neturl.QueryEscape(q))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Result []struct{ Value []any }
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return 0, err
+	}
+	if len(r.Data.Result) != 1 {
+		return 0, fmt.Errorf("%s: %d results", q, len(r.Data.Result))
+	}
+	return strconv.ParseFloat(r.Data.Result[0].Value[1].(string), 64)
 }

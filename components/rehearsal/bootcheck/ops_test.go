@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -12,10 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/ops/teams"
+	"github.com/clusterforge/clusterforge/components/rehearsal"
 	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 )
 
@@ -105,4 +108,77 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	if err := booted.WaitAddons(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// node-problem-detector runs on every worker from the preloaded image and reports only its own
+// node: a hung containerd in one worker's kernel log makes that node KernelDeadlock=True and no
+// other; its log emptied and its agent restarted, the node is healthy again before remediation's
+// grace runs out (L35).
+func TestNodeProblemDetectorReportsItsOwnNode(t *testing.T) {
+	needBoot(t)
+	ctx := context.Background() // the cleanup needs it too; every wait below is bounded
+	cs := drills.Clientset(t, booted)
+	var workers []*rehearsal.BootedMachine
+	for _, in := range booted.Machines {
+		if in.Image == machine.ImageWorker {
+			m, err := booted.Machine(in.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			workers = append(workers, m)
+		}
+	}
+	if len(workers) < 2 {
+		t.Fatalf("%d workers: the drill needs two", len(workers))
+	}
+	sick, healthy := workers[0], workers[1]
+	expect := func(node string, status corev1.ConditionStatus, reason string) {
+		t.Helper()
+		if err := drills.WaitUntil(2*time.Minute, func() error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range n.Status.Conditions {
+				if c.Type == addons.KernelDeadlockCondition {
+					if c.Status != status || c.Reason != reason {
+						return fmt.Errorf("%s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("no %s condition yet", addons.KernelDeadlockCondition)
+		}); err != nil {
+			t.Fatalf("%s: %v", node, err)
+		}
+	}
+	for _, m := range workers {
+		expect(m.Name, corev1.ConditionFalse, "KernelHasNoDeadlock")
+	}
+
+	log := filepath.Join(sick.Root, rehearsal.BootKernelLog)
+	t.Cleanup(func() {
+		// An empty log and a new agent: the node's conditions start healthy again.
+		if err := os.WriteFile(log, nil, 0o644); err != nil {
+			t.Error(err)
+		}
+		if err := cs.CoreV1().Pods(addons.SystemNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{
+			LabelSelector: "app=" + addons.NodeProblemDetectorName, FieldSelector: "spec.nodeName=" + sick.Name}); err != nil {
+			t.Error(err)
+		}
+		expect(sick.Name, corev1.ConditionFalse, "KernelHasNoDeadlock")
+	})
+	f, err := os.OpenFile(log, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fmt.Fprintf(f, "%s kernel: INFO: task containerd:4242 blocked for more than 120 seconds.\n", time.Now().UTC().Format(time.RFC3339Nano))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	expect(sick.Name, corev1.ConditionTrue, "ContainerdHung")
+	expect(healthy.Name, corev1.ConditionFalse, "KernelHasNoDeadlock")
 }

@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/google/nftables"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 	"github.com/clusterforge/clusterforge/components/ops/preflight"
+	"github.com/clusterforge/clusterforge/components/ops/traffic"
 )
 
 // commandTests are --preflight-command values, "name=argv...": a test whose program is absent
@@ -37,8 +41,9 @@ func (c *commandTests) Set(v string) error {
 	return nil
 }
 
-// agent tests its own node once if it waits for preflight, then keeps its MaintenanceScheduled
-// condition from the metadata service's scheduled events.
+// agent counts its node's pods' traffic from the start, tests its own node once if it waits for
+// preflight, then keeps its MaintenanceScheduled condition from the metadata service's scheduled
+// events.
 func agent(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
@@ -49,11 +54,18 @@ func agent(ctx context.Context, args []string) error {
 	perTest := fs.Duration("preflight-timeout", 10*time.Minute, "preflight: limit of each test")
 	var commands commandTests
 	fs.Var(&commands, "preflight-command", "preflight: an extra test, name=program [args...] (repeatable; skipped where the program is absent)")
+	trafficListen := fs.String("traffic-listen", "", "host:port of the pods' traffic counters' /metrics (HTTP; empty: no counting)")
+	cniResults := fs.String("cni-results", machine.CNIResultsDir, "traffic: the CNI result cache the node's pods are read from")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *node == "" {
 		return fmt.Errorf("--node: required")
+	}
+	if *trafficListen != "" {
+		if err := countTraffic(ctx, *trafficListen, *cniResults); err != nil {
+			return err
+		}
 	}
 	cs, err := client(*kubeconfig)
 	if err != nil {
@@ -75,6 +87,32 @@ func agent(ctx context.Context, args []string) error {
 	}
 	w := &maintenance.Watcher{Client: cs, NodeName: *node, VMName: vm, Endpoint: *imds, HTTP: httpClient, Every: *poll, Logf: log.Printf}
 	return w.Run(ctx)
+}
+
+// countTraffic keeps this node's pods' counters (L32) and serves them until ctx ends.
+func countTraffic(ctx context.Context, listen, cniResults string) error {
+	conn, err := nftables.New()
+	if err != nil {
+		return fmt.Errorf("traffic: nftables: %w", err)
+	}
+	a := &traffic.Accountant{Counters: &traffic.Counters{Conn: conn}, CNIResults: cniResults}
+	if err := a.Refresh(); err != nil {
+		return fmt.Errorf("traffic: %w", err)
+	}
+	go a.Run(ctx, 5*time.Second, log.Printf)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", a)
+	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return fmt.Errorf("traffic: %w", err)
+	}
+	go func() { log.Printf("traffic: %v", srv.Serve(l)) }()
+	return nil
 }
 
 // vmName is the VM's name as scheduled events spell it: the metadata service's compute/name.

@@ -1,0 +1,199 @@
+package addons
+
+import (
+	"encoding/json"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// node-problem-detector is the node health agent (L35): it reads its node's kernel log and turns
+// the lines that mean a broken machine into node conditions, which remediation acts on, and the
+// passing ones into events.
+const (
+	NodeProblemDetectorName = "node-problem-detector"
+	// KernelMonitorKey is the kernel log monitor's file in the ConfigMap, mounted at nodeHealthConfigDir.
+	KernelMonitorKey    = "kernel-monitor.json"
+	nodeHealthConfigDir = "/config"
+	nodeHealthAddon     = "node-health"
+)
+
+// Node conditions node-problem-detector sets; remediation.DefaultPolicy marks a node on each.
+const (
+	KernelDeadlockCondition     = "KernelDeadlock"
+	ReadonlyFilesystemCondition = "ReadonlyFilesystem"
+	NetworkProblemCondition     = "NetworkProblem"
+	GPUProblemCondition         = "GPUProblem"
+)
+
+func nodeProblemDetectorImage(c *spec.Cluster) BuiltImage {
+	return BuiltImage{"registry.k8s.io/node-problem-detector/node-problem-detector:" + c.Versions.NodeProblemDetector,
+		"addons/node-problem-detector", "/node-problem-detector"}
+}
+
+// NodeProblemDetectorResources are its requests and limits; NodeReserve leaves room for them.
+var NodeProblemDetectorResources = corev1.ResourceRequirements{
+	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("40Mi")},
+	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100Mi")},
+}
+
+// KernelLog is where node-problem-detector reads kernel lines from.
+type KernelLog struct {
+	// Plugin is node-problem-detector's log watcher: "kmsg" or "filelog".
+	Plugin string
+	// Path is the device or file, on the node and in the container.
+	Path string
+	// PluginConfig is filelog's line grammar (timestamp and message expressions, time layout).
+	PluginConfig map[string]string
+}
+
+// Kmsg is a machine's own kernel log, as every Azure VM has it.
+var Kmsg = KernelLog{Plugin: "kmsg", Path: "/dev/kmsg"}
+
+// KernelLogFile is a file of kernel lines, one per line: an RFC 3339 time, " kernel: ", the
+// message. It stands in for /dev/kmsg where machines share one kernel (the booted rehearsal).
+func KernelLogFile(path string) KernelLog {
+	return KernelLog{Plugin: "filelog", Path: path, PluginConfig: map[string]string{
+		"timestamp": `^(\S+) kernel: `, "message": `^\S+ kernel: (.*)$`, "timestampFormat": time.RFC3339Nano}}
+}
+
+// kernelRule is one line of node-problem-detector's kernel monitor. A permanent rule sets its
+// condition True until the agent restarts; a temporary one is an event. Patterns are Go regular
+// expressions matched up to the end of the message.
+type kernelRule struct {
+	Type      string `json:"type"`
+	Condition string `json:"condition,omitempty"`
+	Reason    string `json:"reason"`
+	Pattern   string `json:"pattern"`
+}
+
+// nvidiaXid is the driver's report of a GPU error: "NVRM: Xid (PCI:0000:3b:00): 79, pid=...".
+const nvidiaXid = `NVRM: Xid \(PCI:[0-9a-fA-F:.]+\): `
+
+// kernelRules are what the kernel log says about a broken machine. Conditions only for what a
+// reboot or a new machine fixes; the rest are events for the record.
+var kernelRules = []kernelRule{
+	{"temporary", "", "OOMKilling", `Killed process \d+ (.+) total-vm:\d+kB, anon-rss:\d+kB, file-rss:\d+kB.*`},
+	{"temporary", "", "TaskHung", `task \S+:\w+ blocked for more than \w+ seconds\.`},
+	{"temporary", "", "KernelOops", `BUG: unable to handle kernel .*`},
+	{"temporary", "", "KernelOops", `divide error: 0000 \[#\d+\] SMP.*`},
+	{"temporary", "", "IOError", `Buffer I/O error .*`},
+	{"temporary", "", "Ext4Error", `EXT4-fs error .*`},
+	// The conntrack table drops new flows while full; the node recovers as flows end.
+	{"temporary", "", "ConntrackFull", `nf_conntrack: (nf_conntrack: )?table full, dropping packet.*`},
+	// The driver resets a NIC whose queue stalls; a NIC that stays broken says so below.
+	{"temporary", "", "TransmitQueueTimedOut", `NETDEV WATCHDOG: \S+ \(\S+\): transmit queue \d+ timed out.*`},
+	{"temporary", "", "GPUXid", nvidiaXid + `\d+,.*`},
+	// The container runtime stuck in the kernel: no pod on the node starts or stops.
+	{"permanent", KernelDeadlockCondition, "ContainerdHung", `task containerd:\w+ blocked for more than \w+ seconds\.`},
+	{"permanent", KernelDeadlockCondition, "DockerHung", `task docker:\w+ blocked for more than \w+ seconds\.`},
+	{"permanent", ReadonlyFilesystemCondition, "FilesystemIsReadOnly", `.*Remounting filesystem read-only.*`},
+	// The Mellanox NIC (Azure's accelerated networking and InfiniBand) gave up after its health checks.
+	{"permanent", NetworkProblemCondition, "NICHealthCompromised", `mlx5_core \S+: .*device's health compromised.*`},
+	// Xids that need a GPU reset or a new machine (NVIDIA's Xid catalog): 48 double-bit ECC,
+	// 74 NVLink, 79 fallen off the bus, 95 uncontained ECC, 119 and 120 GSP firmware.
+	{"permanent", GPUProblemCondition, "GPUXidFatal", nvidiaXid + `(48|74|79|95|119|120),.*`},
+}
+
+// kernelConditions are the conditions' healthy states, which the agent sets when it starts.
+var kernelConditions = []map[string]string{
+	{"type": KernelDeadlockCondition, "reason": "KernelHasNoDeadlock", "message": "kernel has no deadlock"},
+	{"type": ReadonlyFilesystemCondition, "reason": "FilesystemIsNotReadOnly", "message": "Filesystem is not read-only"},
+	{"type": NetworkProblemCondition, "reason": "NICIsHealthy", "message": "no NIC reported a compromised health"},
+	{"type": GPUProblemCondition, "reason": "NoFatalGPUXid", "message": "no GPU reported a fatal Xid"},
+}
+
+// kernelMonitor is node-problem-detector's system log monitor configuration (its MonitorConfig).
+type kernelMonitor struct {
+	Plugin       string              `json:"plugin"`
+	PluginConfig map[string]string   `json:"pluginConfig,omitempty"`
+	LogPath      string              `json:"logPath"`
+	Lookback     string              `json:"lookback"`
+	BufferSize   int                 `json:"bufferSize"`
+	Source       string              `json:"source"`
+	Conditions   []map[string]string `json:"conditions"`
+	Rules        []kernelRule        `json:"rules"`
+}
+
+// KernelMonitor is the kernel log monitor's configuration, reading log. Lines from up to five
+// minutes before the agent started count, so a restarted agent finds again what its predecessor
+// saw; the buffer joins up to 10 lines for a rule to match.
+func KernelMonitor(log KernelLog) string {
+	data, err := json.MarshalIndent(kernelMonitor{Plugin: log.Plugin, PluginConfig: log.PluginConfig, LogPath: log.Path,
+		Lookback: "5m", BufferSize: 10, Source: "kernel-monitor", Conditions: kernelConditions, Rules: kernelRules}, "", "  ")
+	if err != nil {
+		panic(err) // strings and maps of strings always encode
+	}
+	return string(data) + "\n"
+}
+
+// nodeProblemDetector is the agent's DaemonSet on every worker. It gets its own node and patches
+// its status (conditions), and writes events; it never lists or watches (L07).
+func nodeProblemDetector(c *spec.Cluster) []Object {
+	const config, kernelLog = "config", "kernel-log"
+	objs := nodeAgent(SystemNamespace, NodeProblemDetectorName, corev1.PodSpec{
+		Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		Containers: []corev1.Container{{
+			Name:    NodeProblemDetectorName,
+			Image:   nodeProblemDetectorImage(c).Ref,
+			Command: []string{nodeProblemDetectorImage(c).Path},
+			Args: []string{"--logtostderr", "--config.system-log-monitor=" + nodeHealthConfigDir + "/" + KernelMonitorKey,
+				"--enable-k8s-exporter=true"},
+			Env: []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+			// /dev/kmsg is a device: only a privileged container may open it.
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr(true)},
+			Resources:       NodeProblemDetectorResources,
+			VolumeMounts: []corev1.VolumeMount{
+				{Name: config, MountPath: nodeHealthConfigDir, ReadOnly: true},
+				{Name: kernelLog, MountPath: Kmsg.Path, ReadOnly: true},
+			},
+		}},
+		Volumes: []corev1.Volume{
+			{Name: config, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: NodeProblemDetectorName}}}},
+			hostPath(kernelLog, Kmsg.Path),
+		},
+	})
+	objs[0].(*corev1.ServiceAccount).AutomountServiceAccountToken = ptr(true)
+	podTemplate(objs[1]).Spec.AutomountServiceAccountToken = ptr(true)
+	access := serviceAccount(SystemNamespace, NodeProblemDetectorName, []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	}, nil)
+	return append(append(objs, access[1:]...), // its own account is nodeAgent's
+		&corev1.ConfigMap{ObjectMeta: meta(SystemNamespace, NodeProblemDetectorName, nil),
+			Data: map[string]string{KernelMonitorKey: KernelMonitor(Kmsg)}})
+}
+
+// ReadKernelLogFrom points node-problem-detector at another kernel log: its monitor's
+// configuration and the host path mounted where it reads.
+func ReadKernelLogFrom(objs []Object, log KernelLog) {
+	for _, o := range objs {
+		if o.GetNamespace() != SystemNamespace || o.GetName() != NodeProblemDetectorName {
+			continue
+		}
+		if cm, ok := o.(*corev1.ConfigMap); ok {
+			cm.Data[KernelMonitorKey] = KernelMonitor(log)
+		}
+		t := podTemplate(o)
+		if t == nil {
+			continue
+		}
+		file := corev1.HostPathFileOrCreate // the agent opens it before anything writes a line
+		for i, v := range t.Spec.Volumes {
+			if v.HostPath != nil && v.HostPath.Path == Kmsg.Path {
+				t.Spec.Volumes[i].HostPath = &corev1.HostPathVolumeSource{Path: log.Path, Type: &file}
+			}
+		}
+		for i, m := range t.Spec.Containers[0].VolumeMounts {
+			if m.MountPath == Kmsg.Path {
+				t.Spec.Containers[0].VolumeMounts[i].MountPath = log.Path
+			}
+		}
+	}
+}
