@@ -97,9 +97,11 @@ func TestPodTrafficIsCountedByNamespace(t *testing.T) {
 
 	within := func(what string, before, after map[string]uint64, key string) {
 		t.Helper()
-		if d := after[key] - before[key]; d < payload || d > payload+payload/10+64<<10 {
+		d := after[key] - before[key]
+		if d < payload || d > payload+payload/10+64<<10 {
 			t.Errorf("%s: %s counted %d bytes for a %d-byte payload", what, key, d, payload)
 		}
+		t.Logf("%s: %s counted %d bytes for a %d-byte payload", what, key, d, payload)
 	}
 	afterSent, afterReceived := counters(sender.node), counters(receiver.node)
 	within(sender.node, beforeSent, afterSent, ns+"/"+sender.name+" transmit")
