@@ -51,7 +51,7 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		{"monitoring", monitoring},
 		{"gpu", nvidiaDevicePlugin},
 		{opsAddon, ops},
-		{nodeHealthAddon, nodeProblemDetector},
+		{nodeHealthAddon, nodeHealth},
 	} {
 		for _, o := range addon.objects(c) {
 			if err := finish(o, addon.name); err != nil {

@@ -2,11 +2,14 @@ package addons
 
 import (
 	"encoding/json"
+	"strings"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -129,6 +132,53 @@ func KernelMonitor(log KernelLog) string {
 		panic(err) // strings and maps of strings always encode
 	}
 	return string(data) + "\n"
+}
+
+// NodeAgentsOwnNodePolicy names the admission policy that keeps each node agent to its own Node.
+const NodeAgentsOwnNodePolicy = "clusterforge-node-agents-own-node"
+
+// nodeHealth is node-problem-detector and the policy that holds the node agents to their nodes.
+func nodeHealth(c *spec.Cluster) []Object {
+	return append(nodeProblemDetector(c), nodeAgentsOwnNode()...)
+}
+
+// nodeAgentsOwnNode: RBAC cannot say "your own node" to a service account (the Node authorizer
+// does it only for kubelets), so the agents' right to update Nodes would reach every Node. A
+// pod's token names the node the pod was bound to (the authentication.kubernetes.io/node-name
+// extra), and this policy refuses an agent's update or patch of any other Node or its status.
+func nodeAgentsOwnNode() []Object {
+	agents := []string{}
+	for _, name := range []string{OpsAgentName, NodeProblemDetectorName} {
+		agents = append(agents, "'system:serviceaccount:"+SystemNamespace+":"+name+"'")
+	}
+	const nodeName = "'authentication.kubernetes.io/node-name'"
+	fail := admissionregistrationv1.Fail
+	return []Object{
+		&admissionregistrationv1.ValidatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: NodeAgentsOwnNodePolicy},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: &fail,
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
+							Resources: []string{"nodes", "nodes/status"}}}}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "node-agents",
+					Expression: "request.userInfo.username in [" + strings.Join(agents, ", ") + "]"}},
+				Validations: []admissionregistrationv1.Validation{{
+					Expression: "has(request.userInfo.extra) && " + nodeName + " in request.userInfo.extra && " +
+						"object.metadata.name in request.userInfo.extra[" + nodeName + "]",
+					Message: "a node agent may change only the Node its pod runs on",
+					Reason:  ptr(metav1.StatusReasonForbidden),
+				}},
+			},
+		},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: NodeAgentsOwnNodePolicy},
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: NodeAgentsOwnNodePolicy,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
+		},
+	}
 }
 
 // nodeProblemDetector is the agent's DaemonSet on every worker. It gets its own node and patches

@@ -7,11 +7,16 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -182,3 +187,62 @@ func TestNodeProblemDetectorReportsItsOwnNode(t *testing.T) {
 	expect(sick.Name, corev1.ConditionTrue, "ContainerdHung")
 	expect(healthy.Name, corev1.ConditionFalse, "KernelHasNoDeadlock")
 }
+
+// A node agent's token names the node its pod runs on, and the admission policy holds the agent
+// to that Node: with the token of the clusterforge-ops agent on one worker, that worker's Node
+// may be updated and its status patched, the other worker's may not (RBAC alone would allow both).
+func TestNodeAgentsChangeOnlyTheirOwnNode(t *testing.T) {
+	needBoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs := drills.Clientset(t, booted)
+	var workers []string
+	for _, m := range booted.Machines {
+		if m.Image == machine.ImageWorker {
+			workers = append(workers, m.Name)
+		}
+	}
+	own, other := workers[0], workers[1]
+	pods, err := cs.CoreV1().Pods(addons.SystemNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "app=" + addons.OpsAgentName, FieldSelector: "spec.nodeName=" + own})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("the agent pod on %s: %d pods, %v", own, len(pods.Items), err)
+	}
+	pod := pods.Items[0]
+	token, err := cs.CoreV1().ServiceAccounts(addons.SystemNamespace).CreateToken(ctx, addons.OpsAgentName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(600)),
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := booted.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = rest.AnonymousClientConfig(cfg)
+	cfg.BearerToken = token.Status.Token
+	agent, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	change := func(node string) (update, patchStatus error) {
+		n, err := agent.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("the agent reads %s: %v", node, err)
+		}
+		_, update = agent.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{})
+		_, patchStatus = agent.CoreV1().Nodes().PatchStatus(ctx, node, []byte(`{"status":{}}`))
+		return update, patchStatus
+	}
+	if update, patch := change(own); update != nil || patch != nil {
+		t.Errorf("the agent on %s changing its own Node: update %v, status patch %v", own, update, patch)
+	}
+	update, patch := change(other)
+	for what, err := range map[string]error{"update": update, "status patch": patch} {
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), addons.NodeAgentsOwnNodePolicy) {
+			t.Errorf("the agent on %s, %s of %s: %v; want the policy's refusal", own, what, other, err)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

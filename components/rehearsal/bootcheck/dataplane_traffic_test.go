@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/clusterforge/clusterforge/components/ops/traffic"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
 	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
@@ -23,7 +25,15 @@ import (
 // by the receiver, neither much more than the payload; no other namespace's pod is charged a
 // share of it; and Prometheus, scraping every agent, sums it under the senders' namespace.
 func TestPodTrafficIsCountedByNamespace(t *testing.T) {
-	cl, ns := dataPlaneClients(t)
+	needBoot(t)
+	// Clients of its own: the shared ones may be gone by now (drains and rolls replace pods).
+	const ns = "boot-traffic"
+	cs := drills.Clientset(t, booted)
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	cl, err := startClients(cs, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
 	sender, receiver := cl[0], cl[1]
 	if sender.node == receiver.node {
 		t.Fatalf("both clients on %s", sender.node)
