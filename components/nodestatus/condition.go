@@ -26,3 +26,13 @@ func SetCondition(ctx context.Context, client kubernetes.Interface, node string,
 	_, err = client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	return err
 }
+
+// Condition is the node's condition of type t, and whether it has one.
+func Condition(n *corev1.Node, t corev1.NodeConditionType) (corev1.NodeCondition, bool) {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return corev1.NodeCondition{Type: t}, false
+}

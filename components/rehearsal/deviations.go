@@ -42,7 +42,7 @@ var Deviations = []Deviation{
 		"the set `make plan` issued from the same profiles into the user-data, kept in build/plan/<env>.pki.json as state keeps it"},
 	{"instance metadata", "the instance metadata service at 169.254.169.254 answers each VM about itself; clusterforge-identity.service reads NODE_NAME and NODE_IP from it",
 		"the rehearsal writes the same node.env; the unit is not run",
-		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, zone, location, size and NIC address; it issues no managed-identity tokens"},
+		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, zone, location, size and NIC address, and with the scheduled events a drill writes (a machine's start of one of its events marks it Started, nothing reboots); it issues no managed-identity tokens"},
 	{"cloud-init datasource", "cloud-init's Azure datasource: customData, the VM's name, DHCP networking",
 		"no cloud-init: the rehearsal writes the rendered files under the machine's root",
 		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set)"},

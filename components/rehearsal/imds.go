@@ -6,14 +6,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,12 +57,23 @@ func (m InstanceMetadata) document() map[string]any {
 
 // IMDS serves /metadata/instance to each machine about itself, telling machines apart by their
 // source address, as Azure's service answers each VM (deviation "instance metadata"), and
-// /metadata/scheduledevents, the events a drill has planned for it.
+// /metadata/scheduledevents, the events a drill has planned for it. A machine may start one of its
+// events early (a POST of StartRequests); the event is then served Started, without NotBefore.
 type IMDS struct {
 	// Machines maps a machine's address to its metadata.
 	Machines map[string]InstanceMetadata
 	// ScheduledEvents are the events of the machine at an address; nil serves none.
 	ScheduledEvents func(address string) (maintenance.Document, error)
+
+	mu      sync.Mutex
+	started map[string]time.Time
+}
+
+// Started says which events machines started early, and when.
+func (s *IMDS) Started() map[string]time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.started)
 }
 
 // ServeHTTP answers like Azure's service: the Metadata: true header is required and a proxied
@@ -84,13 +99,16 @@ func (s *IMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == "/metadata/scheduledevents" {
-		doc := maintenance.Document{Events: []maintenance.Event{}}
-		if s.ScheduledEvents != nil {
-			var err error
-			if doc, err = s.ScheduledEvents(host); err != nil {
-				fail(http.StatusInternalServerError, err.Error())
-				return
+		doc, err := s.scheduledEvents(host)
+		if err != nil {
+			fail(http.StatusInternalServerError, err.Error())
+			return
+		}
+		if r.Method == http.MethodPost {
+			if err := s.start(doc, r.Body); err != nil {
+				fail(http.StatusBadRequest, err.Error())
 			}
+			return
 		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		_ = json.NewEncoder(w).Encode(doc)
@@ -147,6 +165,51 @@ func (s *IMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		fmt.Fprint(w, n)
 	}
+}
+
+// scheduledEvents is the machine's document with the events it started marked Started.
+func (s *IMDS) scheduledEvents(address string) (maintenance.Document, error) {
+	doc := maintenance.Document{Events: []maintenance.Event{}}
+	if s.ScheduledEvents != nil {
+		var err error
+		if doc, err = s.ScheduledEvents(address); err != nil {
+			return doc, err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range doc.Events {
+		if _, ok := s.started[e.EventID]; ok {
+			doc.Events[i].EventStatus, doc.Events[i].NotBefore = "Started", ""
+			doc.DocumentIncarnation++ // Azure counts every change of the document
+		}
+	}
+	return doc, nil
+}
+
+// start records a POST of StartRequests for events of the machine's document.
+func (s *IMDS) start(doc maintenance.Document, body io.Reader) error {
+	var req maintenance.StartRequests
+	if err := json.NewDecoder(io.LimitReader(body, 1<<20)).Decode(&req); err != nil || len(req.StartRequests) == 0 {
+		return fmt.Errorf("Bad request. want {\"StartRequests\": [{\"EventId\": ...}]}")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range req.StartRequests {
+		if !slices.ContainsFunc(doc.Events, func(e maintenance.Event) bool { return e.EventID == r.EventID }) {
+			return fmt.Errorf("Bad request. no event %q is scheduled for this machine", r.EventID)
+		}
+	}
+	if s.started == nil {
+		s.started = map[string]time.Time{}
+	}
+	for _, r := range req.StartRequests {
+		if _, ok := s.started[r.EventID]; !ok {
+			s.started[r.EventID] = time.Now()
+			log.Printf("scheduled event %s started early", r.EventID)
+		}
+	}
+	return nil
 }
 
 // IMDSMain runs the stand-in from command-line flags until SIGTERM: `rehearse imds ...`.

@@ -89,4 +89,35 @@ func TestIMDSServesEachMachineItsScheduledEvents(t *testing.T) {
 	if doc := get("10.0.1.5"); len(doc.Events) != 0 {
 		t.Errorf("another machine got %+v", doc)
 	}
+
+	post := func(from, body string) int {
+		req := httptest.NewRequest(http.MethodPost, "http://169.254.169.254"+maintenance.Path, strings.NewReader(body))
+		req.RemoteAddr, req.Header = from+":41000", http.Header{"Metadata": {"true"}}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		return w.Code
+	}
+	for _, refused := range []struct{ from, body string }{
+		{"10.0.1.5", `{"StartRequests": [{"EventId": "e1"}]}`}, // not that machine's event
+		{"10.0.1.4", `{"StartRequests": [{"EventId": "e2"}]}`},
+		{"10.0.1.4", `{"StartRequests": []}`},
+		{"10.0.1.4", `{"StartRequests": [`},
+	} {
+		if code := post(refused.from, refused.body); code != http.StatusBadRequest {
+			t.Errorf("%s from %s: HTTP %d, want 400", refused.body, refused.from, code)
+		}
+	}
+	if len(s.Started()) != 0 {
+		t.Fatalf("refused requests started %v", s.Started())
+	}
+	if code := post("10.0.1.4", `{"StartRequests": [{"EventId": "e1"}]}`); code != http.StatusOK {
+		t.Fatalf("start e1: HTTP %d", code)
+	}
+	doc = get("10.0.1.4")
+	if e := doc.Events[0]; e.EventStatus != "Started" || e.NotBefore != "" || doc.DocumentIncarnation != 3 {
+		t.Errorf("after the start: %+v", doc)
+	}
+	if _, ok := s.Started()["e1"]; !ok {
+		t.Errorf("started: %v", s.Started())
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 
+	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/rehearsal"
@@ -43,8 +45,9 @@ func TestScheduledRebootDrainsTheNodeAhead(t *testing.T) {
 
 	var planned atomic.Pointer[maintenance.Document]
 	planned.Store(&maintenance.Document{})
-	imds := httptest.NewServer(&rehearsal.IMDS{Machines: map[string]rehearsal.InstanceMetadata{"127.0.0.1": {Name: vm}},
-		ScheduledEvents: func(string) (maintenance.Document, error) { return *planned.Load(), nil }})
+	standIn := &rehearsal.IMDS{Machines: map[string]rehearsal.InstanceMetadata{"127.0.0.1": {Name: vm}},
+		ScheduledEvents: func(string) (maintenance.Document, error) { return *planned.Load(), nil }}
+	imds := httptest.NewServer(standIn)
 	defer imds.Close()
 	watcher := &maintenance.Watcher{Client: cs, NodeName: node, VMName: vm, Endpoint: imds.URL, HTTP: imds.Client(), Every: time.Second, Logf: t.Logf}
 
@@ -67,12 +70,8 @@ func TestScheduledRebootDrainsTheNodeAhead(t *testing.T) {
 		if err != nil {
 			return nil, "", err
 		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == maintenance.Condition {
-				return n, c.Status, nil
-			}
-		}
-		return n, "", nil
+		c, _ := nodestatus.Condition(n, maintenance.Condition)
+		return n, c.Status, nil
 	}
 	if err := drills.WaitUntil(30*time.Second, func() error {
 		n, status, err := state()
@@ -84,9 +83,15 @@ func TestScheduledRebootDrainsTheNodeAhead(t *testing.T) {
 		t.Fatalf("before any event: %v", err)
 	}
 
+	// The node's own reboot, and one its VM shares with another: starting that would reboot the
+	// other VM undrained.
 	notBefore := time.Now().Add(10 * time.Minute).UTC().Format(time.RFC1123)
-	planned.Store(&maintenance.Document{DocumentIncarnation: 1, Events: []maintenance.Event{{EventID: "drill-1", EventType: "Reboot",
-		ResourceType: "VirtualMachine", Resources: []string{vm}, EventStatus: "Scheduled", NotBefore: notBefore, EventSource: "Platform"}}})
+	planned.Store(&maintenance.Document{DocumentIncarnation: 1, Events: []maintenance.Event{
+		{EventID: "drill-1", EventType: "Reboot", ResourceType: "VirtualMachine", Resources: []string{vm}, EventStatus: "Scheduled",
+			NotBefore: notBefore, EventSource: "Platform"},
+		{EventID: "drill-shared", EventType: "Reboot", ResourceType: "VirtualMachine", Resources: []string{vm, "cf-dev-cpu_8"},
+			EventStatus: "Scheduled", NotBefore: notBefore, EventSource: "Platform"}}})
+	var drainedAt time.Time
 	if err := drills.WaitUntil(time.Minute, func() error {
 		n, status, err := state()
 		if err != nil {
@@ -96,15 +101,39 @@ func TestScheduledRebootDrainsTheNodeAhead(t *testing.T) {
 		if status != corev1.ConditionTrue || !n.Spec.Unschedulable || n.Annotations[remediation.EvacuateAnnotation] == "" || !apierrors.IsNotFound(err) {
 			return fmt.Errorf("%s=%q, unschedulable %v, the work pod: %v", maintenance.Condition, status, n.Spec.Unschedulable, err)
 		}
-		return nil
+		drainedAt, err = time.Parse(time.RFC3339, n.Annotations[maintenance.DrainedAnnotation])
+		return err
 	}); err != nil {
 		t.Fatalf("a reboot planned at %s: %v", notBefore, err)
+	}
+	// The watcher starts the node's own reboot once the node is drained, and the node's condition
+	// says so; the shared one waits for its time.
+	if err := drills.WaitUntil(90*time.Second, func() error {
+		n, _, err := state()
+		if err != nil {
+			return err
+		}
+		_, ok := standIn.Started()["drill-1"]
+		if c, _ := nodestatus.Condition(n, maintenance.Condition); !ok || !strings.Contains(c.Message, "Reboot started (event drill-1") {
+			return fmt.Errorf("not started: %v, %s", standIn.Started(), c.Message)
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("after the drain: %v", err)
+	}
+	started := standIn.Started()
+	if startedAt := started["drill-1"]; startedAt.Before(drainedAt) {
+		t.Errorf("the reboot started at %s, before the drain ended at %s", startedAt, drainedAt)
+	}
+	if _, ok := started["drill-shared"]; ok {
+		t.Errorf("the event shared with another VM was started: %v", started)
 	}
 
 	planned.Store(&maintenance.Document{DocumentIncarnation: 2}) // the reboot happened
 	if err := drills.WaitUntil(time.Minute, func() error {
 		n, status, err := state()
-		if err == nil && (status != corev1.ConditionFalse || n.Spec.Unschedulable || n.Annotations[remediation.EvacuateAnnotation] != "") {
+		if err == nil && (status != corev1.ConditionFalse || n.Spec.Unschedulable || n.Annotations[remediation.EvacuateAnnotation] != "" ||
+			n.Annotations[maintenance.DrainedAnnotation] != "") {
 			err = fmt.Errorf("%s=%q, unschedulable %v", maintenance.Condition, status, n.Spec.Unschedulable)
 		}
 		return err

@@ -23,6 +23,10 @@ const Condition corev1.NodeConditionType = "MaintenanceScheduled"
 // Path is the metadata service's Scheduled Events endpoint, with the API version read here.
 const Path = "/metadata/scheduledevents?api-version=2020-07-01"
 
+// DrainedAnnotation is the remediation controller's word to the node's watcher: the node it
+// cordoned for maintenance is drained (the value is when), so its events may start early.
+const DrainedAnnotation = "clusterforge.io/maintenance-drained"
+
 // Document is the endpoint's answer.
 type Document struct {
 	DocumentIncarnation int
@@ -42,6 +46,16 @@ type Event struct {
 	Description       string
 	EventSource       string // Platform or User
 	DurationInSeconds int
+}
+
+// StartRequests is the body of a POST to Path that starts events before their NotBefore.
+type StartRequests struct {
+	StartRequests []StartRequest
+}
+
+// StartRequest names one event to start.
+type StartRequest struct {
+	EventID string `json:"EventId"`
 }
 
 // Parse reads a document, refusing one whose NotBefore does not parse: a watcher that misread
@@ -76,7 +90,7 @@ func ConditionFor(doc Document, vm string, now time.Time) corev1.NodeCondition {
 	var soonest *Event
 	var soonestAt time.Time
 	for i, e := range doc.Events {
-		if !Disruptive(e.EventType) || !slices.ContainsFunc(e.Resources, func(r string) bool { return strings.EqualFold(r, vm) }) {
+		if !Disruptive(e.EventType) || !slices.ContainsFunc(e.Resources, isVM(vm)) {
 			continue
 		}
 		at := now // Started, or no time given: now
@@ -89,8 +103,30 @@ func ConditionFor(doc Document, vm string, now time.Time) corev1.NodeCondition {
 	}
 	if soonest != nil {
 		c.Status, c.Reason = corev1.ConditionTrue, soonest.EventType
-		c.Message = fmt.Sprintf("%s %s not before %s (event %s, from %s)", soonest.EventType, strings.ToLower(soonest.EventStatus),
-			soonestAt.UTC().Format(time.RFC3339), soonest.EventID, soonest.EventSource)
+		when := "" // a started event has no time: the message stays the same from poll to poll
+		if soonest.NotBefore != "" {
+			when = " not before " + soonestAt.UTC().Format(time.RFC3339)
+		}
+		c.Message = fmt.Sprintf("%s %s%s (event %s, from %s)", soonest.EventType, strings.ToLower(soonest.EventStatus),
+			when, soonest.EventID, soonest.EventSource)
 	}
 	return c
+}
+
+// Startable are the events this VM may start early once its node is drained: disruptive, still
+// Scheduled, and naming this VM alone. Starting an event starts it for every VM it names (Azure's
+// documentation), and the others' nodes may still run pods.
+func Startable(doc Document, vm string) []string {
+	var ids []string
+	for _, e := range doc.Events {
+		if Disruptive(e.EventType) && e.EventStatus == "Scheduled" && len(e.Resources) == 1 && isVM(vm)(e.Resources[0]) {
+			ids = append(ids, e.EventID)
+		}
+	}
+	return ids
+}
+
+// isVM matches a resource name to the VM's: Azure spells names without regard to case.
+func isVM(vm string) func(string) bool {
+	return func(r string) bool { return strings.EqualFold(r, vm) }
 }

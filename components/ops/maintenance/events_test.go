@@ -1,6 +1,7 @@
 package maintenance
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,8 +54,12 @@ func TestAStartedEventHasNoTimeAndCountsNow(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	if c := ConditionFor(doc, "cf-dev-gpu_0", now); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "Preempt started not before 2026-11-25T12:00:00Z") {
+	c := ConditionFor(doc, "cf-dev-gpu_0", now)
+	if c.Status != corev1.ConditionTrue || c.Message != "Preempt started (event E1, from Platform)" {
 		t.Errorf("%+v", c)
+	}
+	if later := ConditionFor(doc, "cf-dev-gpu_0", now.Add(time.Minute)); later.Message != c.Message {
+		t.Errorf("the message changed with the clock: %q, then %q", c.Message, later.Message)
 	}
 }
 
@@ -65,6 +70,24 @@ func TestParseRefusesATimeItCannotRead(t *testing.T) {
 	} {
 		if _, err := Parse(strings.NewReader(doc)); err == nil {
 			t.Errorf("%s parsed", doc)
+		}
+	}
+}
+
+func TestStartableEventsNameThisVMAlone(t *testing.T) {
+	doc, err := Parse(strings.NewReader(documented))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Events = append(doc.Events, Event{EventID: "D1", EventType: "Reboot", EventStatus: "Started", Resources: []string{"cf-dev-cpu_6"}})
+	for vm, want := range map[string][]string{
+		"cf-dev-cpu_3": nil, // its reboot names cf-dev-cpu_4 too: starting it would reboot that VM undrained
+		"CF-DEV-CPU_4": {"C0FFEE00-0000-4000-8000-000000000002"},
+		"cf-dev-cpu_5": nil, // a freeze is not drained for
+		"cf-dev-cpu_6": nil, // already started
+	} {
+		if got := Startable(doc, vm); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", vm, got, want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/drain"
 	"github.com/clusterforge/clusterforge/components/ops/brake"
+	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 )
 
 // Machines takes a broken node's machine away.
@@ -146,7 +147,7 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		if err != nil || left {
 			return 30 * time.Second, err
 		}
-		return 0, nil
+		return 0, c.setDrained(ctx, name, now)
 	case Restore:
 		return 0, c.setEvacuated(ctx, name, "")
 	}
@@ -197,6 +198,7 @@ func (c *Controller) setEvacuated(ctx context.Context, name, reason string) erro
 	}
 	if reason == "" {
 		delete(node.Annotations, EvacuateAnnotation)
+		delete(node.Annotations, maintenance.DrainedAnnotation)
 		node.Spec.Unschedulable = false
 	} else {
 		if node.Annotations == nil {
@@ -213,6 +215,24 @@ func (c *Controller) setEvacuated(ctx context.Context, name, reason string) erro
 	} else {
 		c.logf("%s: cordoned and draining ahead of maintenance: %s", name, reason)
 	}
+	return nil
+}
+
+// setDrained tells the node's scheduled events watcher that the node it evacuated is empty, so
+// the watcher may start the maintenance now instead of at its NotBefore.
+func (c *Controller) setDrained(ctx context.Context, name string, now time.Time) error {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if _, drained := node.Annotations[maintenance.DrainedAnnotation]; drained || node.Annotations[EvacuateAnnotation] == "" {
+		return nil
+	}
+	node.Annotations[maintenance.DrainedAnnotation] = now.UTC().Format(time.RFC3339)
+	if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	c.logf("%s: drained ahead of maintenance", name)
 	return nil
 }
 

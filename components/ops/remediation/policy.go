@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/clusterforge/clusterforge/components/ops/brake"
+	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 )
 
 // Annotations the controller writes on a node it marks: why, and since when. EvacuateAnnotation
@@ -62,7 +63,7 @@ func DefaultPolicy() Policy {
 		},
 		Grace:       5 * time.Minute,
 		HandBack:    24 * time.Hour,
-		Maintenance: []Problem{{"MaintenanceScheduled", corev1.ConditionTrue}},
+		Maintenance: []Problem{{maintenance.Condition, corev1.ConditionTrue}},
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/ops/teams"
@@ -30,8 +31,9 @@ import (
 // The operations layer runs from the worker image's preloaded clusterforge-ops image: the
 // apiservers call its webhook at its pod's address over TLS the cluster CA signs (a team pod gets
 // its toleration), and a reboot the metadata stand-in schedules for a worker makes that worker's
-// agent set MaintenanceScheduled, the leading controller cordon and drain it, and uncordon it
-// once the event is gone (L17, L37).
+// agent set MaintenanceScheduled, the leading controller cordon and drain it, the agent start the
+// reboot early once the worker is drained, and the controller uncordon it once the event is gone
+// (L17, L37).
 func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	needBoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -67,31 +69,26 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 			break
 		}
 	}
-	condition := func() (*corev1.Node, corev1.ConditionStatus, error) {
-		node, err := cs.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{})
-		if err != nil {
-			return nil, "", err
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == maintenance.Condition {
-				return node, c.Status, nil
-			}
-		}
-		return node, "", nil
-	}
-	expect := func(what string, status corev1.ConditionStatus, cordoned bool) {
+	// expect waits for the worker's MaintenanceScheduled status, a message containing message, and
+	// a cordon by the controller or none.
+	expect := func(what string, status corev1.ConditionStatus, message string, cordoned bool) {
 		t.Helper()
 		if err := drills.WaitUntil(2*time.Minute, func() error {
-			node, got, err := condition()
-			if err == nil && (got != status || node.Spec.Unschedulable != cordoned || (node.Annotations[remediation.EvacuateAnnotation] != "") != cordoned) {
-				err = fmt.Errorf("%s=%q, unschedulable %v", maintenance.Condition, got, node.Spec.Unschedulable)
+			node, err := cs.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{})
+			if err != nil {
+				return err
 			}
-			return err
+			c, _ := nodestatus.Condition(node, maintenance.Condition)
+			if c.Status != status || !strings.Contains(c.Message, message) || node.Spec.Unschedulable != cordoned ||
+				(node.Annotations[remediation.EvacuateAnnotation] != "") != cordoned {
+				return fmt.Errorf("%s=%q %q, unschedulable %v", c.Type, c.Status, c.Message, node.Spec.Unschedulable)
+			}
+			return nil
 		}); err != nil {
 			t.Fatalf("%s: %s: %v", what, worker, err)
 		}
 	}
-	expect("no event yet", corev1.ConditionFalse, false)
+	expect("no event yet", corev1.ConditionFalse, "", false)
 
 	events := map[string]maintenance.Document{address: {DocumentIncarnation: 1, Events: []maintenance.Event{{
 		EventID: "drill-reboot", EventType: "Reboot", ResourceType: "VirtualMachine", Resources: []string{worker},
@@ -104,11 +101,12 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Remove(booted.ScheduledEventsFile()) })
-	expect("a reboot scheduled", corev1.ConditionTrue, true)
+	// The agent starts the reboot early once the controller has drained the worker.
+	expect("a reboot scheduled", corev1.ConditionTrue, "Reboot started (event drill-reboot", true)
 	if err := os.Remove(booted.ScheduledEventsFile()); err != nil {
 		t.Fatal(err)
 	}
-	expect("the reboot done", corev1.ConditionFalse, false)
+	expect("the reboot done", corev1.ConditionFalse, "", false)
 	// What the drain evicted comes back on the uncordoned worker before the next check.
 	if err := booted.WaitAddons(ctx); err != nil {
 		t.Fatal(err)
@@ -144,15 +142,14 @@ func TestNodeProblemDetectorReportsItsOwnNode(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			for _, c := range n.Status.Conditions {
-				if c.Type == addons.KernelDeadlockCondition {
-					if c.Status != status || c.Reason != reason {
-						return fmt.Errorf("%s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
-					}
-					return nil
-				}
+			c, ok := nodestatus.Condition(n, addons.KernelDeadlockCondition)
+			if !ok {
+				return fmt.Errorf("no %s condition yet", c.Type)
 			}
-			return fmt.Errorf("no %s condition yet", addons.KernelDeadlockCondition)
+			if c.Status != status || c.Reason != reason {
+				return fmt.Errorf("%s=%s (%s): %s", c.Type, c.Status, c.Reason, c.Message)
+			}
+			return nil
 		}); err != nil {
 			t.Fatalf("%s: %v", node, err)
 		}
