@@ -2,7 +2,6 @@ package bootcheck_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/rehearsal/drills"
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -146,12 +145,7 @@ func nodeOn(ctx context.Context, cs *kubernetes.Clientset, name, version string)
 		if got := n.Status.NodeInfo.KubeletVersion; got != version {
 			return fmt.Errorf("kubelet %s", got)
 		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				return nil
-			}
-		}
-		return errors.New("not Ready")
+		return nodestatus.Ready(n, time.Now())
 	})
 }
 
