@@ -73,11 +73,7 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	// a cordon by the controller or none.
 	expect := func(what string, status corev1.ConditionStatus, message string, cordoned bool) {
 		t.Helper()
-		if err := drills.WaitUntil(2*time.Minute, func() error {
-			node, err := cs.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
+		if err := drills.WaitNode(ctx, cs, worker, 2*time.Minute, func(node *corev1.Node) error {
 			c, _ := nodestatus.Condition(node, maintenance.Condition)
 			if c.Status != status || !strings.Contains(c.Message, message) || node.Spec.Unschedulable != cordoned ||
 				(node.Annotations[remediation.EvacuateAnnotation] != "") != cordoned {
@@ -137,11 +133,7 @@ func TestNodeProblemDetectorReportsItsOwnNode(t *testing.T) {
 	sick, healthy := workers[0], workers[1]
 	expect := func(node string, status corev1.ConditionStatus, reason string) {
 		t.Helper()
-		if err := drills.WaitUntil(2*time.Minute, func() error {
-			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
+		if err := drills.WaitNode(ctx, cs, node, 2*time.Minute, func(n *corev1.Node) error {
 			c, ok := nodestatus.Condition(n, addons.KernelDeadlockCondition)
 			if !ok {
 				return fmt.Errorf("no %s condition yet", c.Type)

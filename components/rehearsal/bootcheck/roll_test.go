@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -137,11 +137,7 @@ func TestKubeletUpgradeRoll(t *testing.T) {
 
 // nodeOn waits until the node is Ready with its kubelet on version.
 func nodeOn(ctx context.Context, cs *kubernetes.Clientset, name, version string) error {
-	return drills.WaitUntil(3*time.Minute, func() error {
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
+	return drills.WaitNode(ctx, cs, name, 3*time.Minute, func(n *corev1.Node) error {
 		if got := n.Status.NodeInfo.KubeletVersion; got != version {
 			return fmt.Errorf("kubelet %s", got)
 		}

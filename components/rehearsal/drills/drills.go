@@ -204,6 +204,17 @@ func WaitUntil(timeout time.Duration, check func() error) error {
 	}
 }
 
+// WaitNode reads the node every half second until check accepts it or timeout passes.
+func WaitNode(ctx context.Context, cs kubernetes.Interface, name string, timeout time.Duration, check func(*corev1.Node) error) error {
+	return WaitUntil(timeout, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return check(n)
+	})
+}
+
 // Clientset is the fleet's admin client.
 func Clientset(t testing.TB, f rehearsal.Fleet) *kubernetes.Clientset {
 	t.Helper()
