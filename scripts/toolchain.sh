@@ -169,14 +169,15 @@ install_azurite() {
   want="$(cat scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json | sha256sum | cut -c1-16) $(node --version)"
   if [ -x "$dir/node_modules/.bin/azurite-blob" ] && [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then
     step "azurite: up to date"
-    return
+  else
+    step "azurite: installing $(sed -n 's/.*"azurite": "\(.*\)".*/\1/p' scripts/toolchain/azurite/package.json) from npm (lock file scripts/toolchain/azurite)"
+    rm -rf "$dir" && mkdir -p "$dir"
+    cp scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json "$dir/"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$want" >"$dir/.stamp"
   fi
-  step "azurite: installing $(sed -n 's/.*"azurite": "\(.*\)".*/\1/p' scripts/toolchain/azurite/package.json) from npm (lock file scripts/toolchain/azurite)"
-  rm -rf "$dir" && mkdir -p "$dir"
-  cp scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json "$dir/"
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
-  ln -sfn "$dir/node_modules/.bin/azurite-blob" "$BIN/azurite-blob"
-  echo "$want" >"$dir/.stamp"
+  # Relative, so a moved or copied checkout keeps a working link.
+  ln -sfn ../azurite/node_modules/.bin/azurite-blob "$BIN/azurite-blob"
 }
 
 # kube-bench reads its CIS checks from the cfg/ folder of its own module.

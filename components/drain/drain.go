@@ -45,12 +45,17 @@ func evictOnce(ctx context.Context, cs kubernetes.Interface, node string) (left,
 			continue
 		}
 		left++
+		if p.DeletionTimestamp != nil {
+			continue // already going: wait for it
+		}
 		err := cs.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}})
 		switch {
 		case err == nil:
 			evicted++
 		case apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err): // a PodDisruptionBudget says not now
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// No eviction is created in a namespace being deleted; its controller deletes the pod.
 		default:
 			return left, evicted, err
 		}

@@ -1,10 +1,18 @@
 package drain
 
 import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 func TestEvictableLeavesDaemonSetsMirrorsAndFinishedPods(t *testing.T) {
@@ -23,5 +31,49 @@ func TestEvictableLeavesDaemonSetsMirrorsAndFinishedPods(t *testing.T) {
 		if got := Evictable(&tc.pod); got != tc.want {
 			t.Errorf("%s: Evictable = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A pod already being deleted is waited for, not evicted again, and a pod in a namespace being
+// deleted (where the apiserver creates no eviction) is waited for, not an error: the drain ends
+// once both are gone.
+func TestDrainWaitsForPodsAlreadyGoing(t *testing.T) {
+	now := metav1.Now()
+	pod := func(ns, name string, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Finalizers: []string{"test/hold"}}, Spec: corev1.PodSpec{NodeName: "n1"}}
+		if deleting {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	cs := fake.NewClientset(pod("a", "terminating", true), pod("gone-ns", "stays", false), pod("b", "evictable", false))
+	var evictions []string
+	cs.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		evictions = append(evictions, action.GetNamespace())
+		if action.GetNamespace() == "gone-ns" {
+			err := apierrors.NewForbidden(corev1.Resource("pods"), "stays", errors.New("namespace gone-ns is being terminated"))
+			err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
+			return true, nil, err
+		}
+		return true, nil, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), action.GetNamespace(), "evictable")
+	})
+	left, evicted, err := evictOnce(context.Background(), cs, "n1")
+	if err != nil || left != 3 || evicted != 1 {
+		t.Fatalf("evictOnce: %d left, %d evicted, %v; want 3 left, 1 evicted, no error", left, evicted, err)
+	}
+	if !slices.Equal(evictions, []string{"gone-ns", "b"}) && !slices.Equal(evictions, []string{"b", "gone-ns"}) {
+		t.Errorf("evictions asked in %v, want gone-ns and b (never the pod already going)", evictions)
+	}
+	for _, p := range []string{"a/terminating", "gone-ns/stays"} { // their controllers finish them
+		ns, name, _ := strings.Cut(p, "/")
+		if err := cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), ns, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Node(context.Background(), cs, "n1"); err != nil {
+		t.Errorf("drain after they went: %v", err)
 	}
 }

@@ -36,7 +36,7 @@ import (
 // (L17, L37).
 func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	needBoot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	cs := drills.Clientset(t, booted)
 
@@ -70,10 +70,11 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 		}
 	}
 	// expect waits for the worker's MaintenanceScheduled status, a message containing message, and
-	// a cordon by the controller or none.
+	// a cordon by the controller or none. The drain it may wait for evicts with grace periods, on a
+	// host that runs other packages' tests beside this one.
 	expect := func(what string, status corev1.ConditionStatus, message string, cordoned bool) {
 		t.Helper()
-		if err := drills.WaitNode(ctx, cs, worker, 2*time.Minute, func(node *corev1.Node) error {
+		if err := drills.WaitNode(ctx, cs, worker, 3*time.Minute, func(node *corev1.Node) error {
 			c, _ := nodestatus.Condition(node, maintenance.Condition)
 			if c.Status != status || !strings.Contains(c.Message, message) || node.Spec.Unschedulable != cordoned ||
 				(node.Annotations[remediation.EvacuateAnnotation] != "") != cordoned {
@@ -81,7 +82,7 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 			}
 			return nil
 		}); err != nil {
-			t.Fatalf("%s: %s: %v", what, worker, err)
+			t.Fatalf("%s: %s: %v\n%s", what, worker, err, opsDiagnosis(cs, worker))
 		}
 	}
 	expect("no event yet", corev1.ConditionFalse, "", false)
@@ -97,8 +98,9 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.Remove(booted.ScheduledEventsFile()) })
+	expect("a reboot scheduled", corev1.ConditionTrue, "(event drill-reboot", true)
 	// The agent starts the reboot early once the controller has drained the worker.
-	expect("a reboot scheduled", corev1.ConditionTrue, "Reboot started (event drill-reboot", true)
+	expect("the worker drained", corev1.ConditionTrue, "Reboot started (event drill-reboot", true)
 	if err := os.Remove(booted.ScheduledEventsFile()); err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +109,37 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	if err := booted.WaitAddons(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// opsDiagnosis is what a failed maintenance drill needs to be read: the node's annotations, the pods
+// still on it, and the end of the logs of the clusterforge-ops controllers and of the node's agent.
+func opsDiagnosis(cs kubernetes.Interface, node string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out strings.Builder
+	if n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err == nil {
+		fmt.Fprintf(&out, "  annotations: %v\n", n.Annotations)
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return out.String() + "  pods: " + err.Error()
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == node {
+			fmt.Fprintf(&out, "  on %s: %s/%s %s deleting since %v\n", node, p.Namespace, p.Name, p.Status.Phase, p.DeletionTimestamp)
+		}
+		agent := strings.HasPrefix(p.Name, addons.OpsAgentName+"-") && p.Spec.NodeName == node
+		controller := strings.HasPrefix(p.Name, addons.OpsName+"-") && !strings.HasPrefix(p.Name, addons.OpsAgentName)
+		if p.Namespace != addons.SystemNamespace || (!agent && !controller) {
+			continue
+		}
+		logs, err := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptr(int64(25))}).DoRaw(ctx)
+		if err != nil {
+			logs = []byte(err.Error())
+		}
+		fmt.Fprintf(&out, "  %s on %s:\n    %s\n", p.Name, p.Spec.NodeName, strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "\n    "))
+	}
+	return out.String()
 }
 
 // node-problem-detector runs on every worker from the preloaded image and reports only its own
