@@ -15,21 +15,13 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// gate runs before a stage of role ("" after the last): the cluster validated twice,
-// ValidationPause apart, then what the role asks for: a fresh verified snapshot before the
-// main etcd is touched, apiservers at least as new as the kubelets before a pool is.
+// gate runs before a stage of role ("" after the last): the cluster validated twice in a row,
+// ValidationPause apart, within ValidationTimeout, then what the role asks for: a fresh verified
+// snapshot before the main etcd is touched, apiservers at least as new as the kubelets before a
+// pool is.
 func (r *Roller) gate(ctx context.Context, role string) error {
-	for pass := 1; pass <= 2; pass++ {
-		if err := r.validate(ctx); err != nil {
-			return fmt.Errorf("gate before %s, validation %d of 2: %w", stageName(role), pass, err)
-		}
-		if pass == 1 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(r.ValidationPause):
-			}
-		}
+	if err := r.validateTwice(ctx, r.validate); err != nil {
+		return fmt.Errorf("gate before %s: %w", stageName(role), err)
 	}
 	switch {
 	case role == spec.RoleEtcdMain:
@@ -43,6 +35,34 @@ func (r *Roller) gate(ctx context.Context, role string) error {
 	}
 	r.logf("gate passed before %s", stageName(role))
 	return nil
+}
+
+// validateTwice passes once validate has passed twice in a row, ValidationPause apart, as kops'
+// rolling update validates: a blip (an apiserver's probe timing out on a busy host) is waited
+// out, and a cluster still failing after ValidationTimeout is refused with its last problem.
+func (r *Roller) validateTwice(ctx context.Context, validate func(context.Context) error) error {
+	deadline := time.Now().Add(r.ValidationTimeout)
+	passes := 0
+	for {
+		err := validate(ctx)
+		if err == nil {
+			passes++
+		} else {
+			passes = 0
+			if !time.Now().Before(deadline) {
+				return fmt.Errorf("the cluster did not validate within %s: %w", r.ValidationTimeout, err)
+			}
+			r.logf("cluster not valid yet, validating again in %s: %v", r.ValidationPause, err)
+		}
+		if passes == 2 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.ValidationPause):
+		}
+	}
 }
 
 func stageName(role string) string {

@@ -80,8 +80,11 @@ type Roller struct {
 	Journal string
 	// Progress receives one line per step of every machine.
 	Progress io.Writer
-	// ValidationPause is the wait between the two validations of a gate. Default 10 s (kops).
+	// ValidationPause is the wait between a gate's validations. Default 10 s (kops).
 	ValidationPause time.Duration
+	// ValidationTimeout is how long a gate waits for two validations in a row before it refuses
+	// the stage. Default 5 minutes (kops waits 15; a roll that stops early loses nothing).
+	ValidationTimeout time.Duration
 	// MachineTimeout bounds each machine's replacement. Default 10 minutes.
 	MachineTimeout time.Duration
 	// Extra are changes the spec does not show (certificates due for renewal).
@@ -191,6 +194,9 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 func (r *Roller) defaults() {
 	if r.ValidationPause == 0 {
 		r.ValidationPause = 10 * time.Second
+	}
+	if r.ValidationTimeout == 0 {
+		r.ValidationTimeout = 5 * time.Minute
 	}
 	if r.MachineTimeout == 0 {
 		r.MachineTimeout = 10 * time.Minute
