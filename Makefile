@@ -14,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: freeze diff roll bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: check e2e freeze diff roll bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -34,16 +34,21 @@ tools-image: ## Build what an image bake needs (worker, add-on and control-plane
 	@scripts/toolchain.sh node addons control-plane packer
 
 plan: ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/, with a real PKI and the admin kubeconfig); installs nothing
-	$(GO) run ./infra/cmd/plan --stack $(STACK)
+	$(GO) run ./cmd/forge plan --stack $(STACK)
 
 freeze: ## Write the sizes and addresses derived from targetNodes into stacks/Pulumi.$(STACK).yaml (once, before the first pulumi up)
-	$(GO) run ./infra/cmd/forge freeze --stack $(STACK)
+	$(GO) run ./cmd/forge freeze --stack $(STACK)
 
-diff: ## What the stack file changes against what $(STACK) last applied: each change in place, a roll or refused; what every machine runs
-	$(GO) run ./infra/cmd/forge diff --stack $(STACK)
+# diff and roll act on $(STACK)'s rehearsal when one runs here (the development CLI), else on its
+# Azure cluster (the operator's CLI).
+RUNNING = [ -S build/rehearse/$(STACK)/control.sock ]
 
-roll: ## Roll $(STACK)'s machines onto the stack file, one stage at a time behind the gates; resumes an interrupted roll (RENEW=1 renews certificates)
-	$(GO) run ./infra/cmd/forge roll --stack $(STACK) $(if $(RENEW),--renew-certificates)
+diff: $(REHEARSE) ## What the stack file changes against what $(STACK) last applied: each change in place, a roll or refused; what every machine runs
+	@if $(RUNNING); then $(REHEARSE) diff --stack $(STACK); else $(GO) run ./cmd/forge diff --stack $(STACK); fi
+
+roll: $(REHEARSE) ## Roll $(STACK)'s machines onto the stack file, one stage at a time behind the gates; resumes an interrupted roll (RENEW=1 renews certificates)
+	@if $(RUNNING); then $(REHEARSE) roll --stack $(STACK) $(if $(RENEW),--renew-certificates); \
+	else $(GO) run ./cmd/forge roll --stack $(STACK) $(if $(RENEW),--renew-certificates); fi
 
 # The images `make boot` boots, baked when missing (`make image-local` rebakes one).
 build/images/node-%.tar: | setup tools-image
@@ -63,10 +68,19 @@ bench-boot: setup tools-rehearsal $(REHEARSE) build/images/node-$(STACK).tar bui
 bench-dataplane: setup tools build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar ## Pod start-up and DNS latency on booted workers, several runs (build/bench/dataplane.md; root)
 	@scripts/bench-dataplane.sh $(STACK)
 
-test: setup tools test-images image-validate images-local ## Run every test: rehearsal, CIS, a local image bake, the baked-image and end-to-end checks (CI runs this)
-	@test -z "$$(gofmt -l components infra images)" || { echo "gofmt needed:"; gofmt -l components infra images; exit 1; }
+# The two tiers. The end-to-end packages run one at a time (-p 1): each brings up a cluster of
+# its own, and two of them on two cores starve each other's API availability and SLO checks.
+E2E_PACKAGES = ./test/rehearsal ./test/e2e/...
+
+test: check e2e ## Every test, both tiers (CI runs this)
+
+check: setup tools test-images image-validate ## Fast tier, no root needed: gofmt, vet, every unit, table and golden test, hostile stack files, promtool, systemd and cloud-init validators, the import rules
+	@test -z "$$(gofmt -l cmd components infra images test)" || { echo "gofmt needed:"; gofmt -l cmd components infra images test; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 45m ./...
+	$(GO) test -count=1 -short -timeout 15m ./...
+
+e2e: setup tools images-local ## End-to-end tier (root): the rehearsal and its drills, the CIS benchmark, both images booted, the scale smoke run
+	$(GO) test -count=1 -p 1 -timeout 60m $(E2E_PACKAGES)
 
 test-images: ## Test the Packer plugin (its own module) and fail if its generated HCL2 specs are stale
 	@cd images && sha256sum $$(find . -name '*.hcl2spec.go') > /tmp/clusterforge-hcl2spec.sum && $(GO) generate ./... && \
@@ -84,14 +98,14 @@ images-local: setup tools-image ## Bake both images (worker and control-plane) f
 	@ROLE=control-plane scripts/image.sh local $(STACK)
 
 image-check: tools-rehearsal image-local ## Check the baked worker image alone: its disk unit, containerd, preloaded digests, sysctls (`make boot` boots it as a worker)
-	$(GO) test -count=1 -v -run 'TestBaked' ./components/rehearsal -args -stack=$(STACK)
+	$(GO) test -count=1 -v -run 'TestBaked' ./test/rehearsal -args -stack=$(STACK)
 
 generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc) and the PodGroup CRD copied from scheduler-plugins
 	cd images && $(GO) generate ./...
 	$(GO) generate ./components/addons
 
 $(REHEARSE):
-	@$(GO) build -o $@ ./components/rehearsal/cmd/rehearse
+	@$(GO) build -o $@ ./cmd/rehearse
 
 rehearse: setup tools-rehearsal $(REHEARSE) ## Start $(STACK)'s control plane for real on loopback and leave it running
 	@$(REHEARSE) up --stack $(STACK)
@@ -110,7 +124,7 @@ etcd-restore: $(REHEARSE) ## Restore $(STACK)'s main etcd from SNAPSHOT=<name> o
 
 rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark, the roll drills and the baked worker's join, stop it; fails on any failure
 	@scripts/toolchain.sh upgrades
-	$(GO) test -count=1 -v -timeout 45m ./components/rehearsal -args -stack=$(STACK)
+	$(GO) test -count=1 -v -timeout 45m ./test/rehearsal -args -stack=$(STACK)
 
 bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
 	@scripts/bench-pull.sh

@@ -10,9 +10,9 @@ STACK="${1:-dev}"
 RUNS="${RUNS:-3}"
 out="$PWD/build/bench"
 mkdir -p "$out"
-printf '==> BenchmarkPodStartup and BenchmarkDNSQuery, %s runs each, on a boot of %s (components/rehearsal/bootcheck)\n' "$RUNS" "$STACK"
+printf '==> BenchmarkPodStartup and BenchmarkDNSQuery, %s runs each, on a boot of %s (test/e2e/booted)\n' "$RUNS" "$STACK"
 go test -count=1 -run '^$' -bench 'PodStartup|DNSQuery' -benchtime 1x -count "$RUNS" -timeout 60m \
-  ./components/rehearsal/bootcheck -args -stack "$STACK" | tee "$out/dataplane.txt" | grep --line-buffered -E '^(Benchmark|==> (phase|up in))'
+  ./test/e2e/booted -args -stack "$STACK" | tee "$out/dataplane.txt" | grep --line-buffered -E '^(Benchmark|==> (phase|up in))'
 
 awk -v runs="$RUNS" -v stack="$STACK" -v fmt="%g (%g-%g)" -f scripts/stats.awk -f /dev/stdin "$out/dataplane.txt" >"$out/dataplane.md" <<'AWK'
   /^Benchmark/ {

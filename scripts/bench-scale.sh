@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The scale benchmark: a rehearsal of STACK of its own, KWOK nodes ramped through the steps, each
 # hold judged against Kubernetes' API SLOs, then the event storm with the events etcd split and
-# unsplit (components/scale). Reports in build/bench/scale: summary.json, step-NNNNN/*.json,
+# unsplit (test/scale). Reports in build/bench/scale: summary.json, step-NNNNN/*.json,
 # storm.json, report.md and the charts. ARGS are rehearse bench-scale's flags (--long: 20-minute
 # holds and 10-minute storm phases). PUBLISH=1 copies the charts and the report into
-# docs/bench/scale and the report's headline into README.md.
+# docs/bench/scale and the report's headline into docs/bench/scale.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STACK="${1:-dev}"
@@ -18,12 +18,12 @@ if [ "${PUBLISH:-}" = 1 ]; then
     echo "\`make bench-scale\` at $(git rev-parse --short HEAD), $(date -u +%F), on $(nproc) cores: one ramp, each step its own hold."
     echo
     sed -n '/^\*\*Largest/,/^Charts:/p' "$out/report.md" | grep -v '^Charts:'
-    for c in slo cpu memory etcd-size storm; do echo "![$c](docs/bench/scale/$c.svg)"; done
+    for c in slo cpu memory etcd-size storm; do echo "![$c](scale/$c.svg)"; done
     echo '<!-- scale-bench:end -->'
   } >"$out/readme-block.md"
   awk -v block="$out/readme-block.md" '
     /<!-- scale-bench:start -->/ { while ((getline line < block) > 0) print line; skip = 1; next }
     /<!-- scale-bench:end -->/ { skip = 0; next }
-    !skip' README.md >README.md.new && mv README.md.new README.md
-  echo "==> published to docs/bench/scale and README.md"
+    !skip' docs/bench/scale.md >docs/bench/scale.md.new && mv docs/bench/scale.md.new docs/bench/scale.md
+  echo "==> published to docs/bench/scale and docs/bench/scale.md"
 fi

@@ -95,9 +95,9 @@ declare -A TOOLS=(
 )
 # Our own binaries the machines run, built from this repository's module (Go's cache keeps it quick).
 declare -A LOCAL_TOOLS=(
-  [clusterforge-csr-approver]="./components/csrapprover/cmd/clusterforge-csr-approver"
-  [clusterforge-etcd-backup]="./components/etcdbackup/cmd/clusterforge-etcd-backup"
-  [clusterforge-ops]="./components/ops/cmd/clusterforge-ops"
+  [clusterforge-csr-approver]="./cmd/clusterforge-csr-approver"
+  [clusterforge-etcd-backup]="./cmd/clusterforge-etcd-backup"
+  [clusterforge-ops]="./cmd/clusterforge-ops"
 )
 declare -A TOOL_GROUPS=(
   [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup clusterforge-ops azurite"

@@ -19,6 +19,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // stacks are every stack of stacks/, loaded and validated.
@@ -130,7 +131,7 @@ func TestBalloonsHoldWholeNodesAtTheLowestPriority(t *testing.T) {
 			pod := d.Spec.Template.Spec
 			capacity, _ := spec.VMCapacity(pool.VMSize)
 			req := pod.Containers[0].Resources.Requests
-			if int(*d.Spec.Replicas) != pool.Nodes || pod.PriorityClassName != BalloonPriority || pod.NodeSelector[spec.PoolLabel] != pool.Name {
+			if int(*d.Spec.Replicas) != pool.Nodes || pod.PriorityClassName != BalloonPriority || pod.NodeSelector[wellknown.PoolLabel] != pool.Name {
 				t.Errorf("%s: balloon of %s: %d replicas, class %q, selector %v", name, pool.Name, *d.Spec.Replicas, pod.PriorityClassName, pod.NodeSelector)
 			}
 			// Whole node: more than half of it, so two never share one; the GPUs all of them.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // DNS names the cluster DNS objects; the kubelets' clusterDNS points at its Service.
@@ -27,7 +28,7 @@ const corefile = `.:53 {
         lameduck 5s
     }
     ready
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
+    kubernetes ` + wellknown.ClusterDomain + ` in-addr.arpa ip6.arpa {
         pods disabled
         fallthrough in-addr.arpa ip6.arpa
         ttl 30

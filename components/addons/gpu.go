@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // NvidiaDevicePluginName names NVIDIA's device plugin, which advertises each GPU node's GPUs to
@@ -19,7 +20,7 @@ var NvidiaDevicePluginResources = corev1.ResourceRequirements{
 	Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
 }
 
-// nvidiaDevicePlugin runs on GPU nodes only (spec.GPULabel), tolerating their taint, with the
+// nvidiaDevicePlugin runs on GPU nodes only (wellknown.GPULabel), tolerating their taint, with the
 // pinned upstream image: it needs a GPU and NVIDIA's driver to do anything, so nothing here builds
 // or runs it. A GPU that fails to initialise fails the pod rather than advertising fewer GPUs.
 func nvidiaDevicePlugin(c *spec.Cluster) []Object {
@@ -27,7 +28,7 @@ func nvidiaDevicePlugin(c *spec.Cluster) []Object {
 		return nil
 	}
 	return nodeAgent(SystemNamespace, NvidiaDevicePluginName, corev1.PodSpec{
-		NodeSelector: map[string]string{spec.GPULabel: "true"},
+		NodeSelector: map[string]string{wellknown.GPULabel: "true"},
 		Tolerations:  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
 		Containers: []corev1.Container{{
 			Name:  NvidiaDevicePluginName,

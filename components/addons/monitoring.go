@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Names of the monitoring objects.
@@ -94,9 +95,9 @@ func monitoring(c *spec.Cluster) []Object {
 			Image: nodeExporterImage(c).Ref,
 			Args: []string{
 				"--path.procfs=/host/proc", "--path.sysfs=/host/sys", "--path.rootfs=/host/root",
-				"--web.listen-address=:" + strconv.Itoa(spec.NodeExporterPort),
+				"--web.listen-address=:" + strconv.Itoa(wellknown.NodeExporterPort),
 			},
-			Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: spec.NodeExporterPort}},
+			Ports:     []corev1.ContainerPort{{Name: "metrics", ContainerPort: wellknown.NodeExporterPort}},
 			Resources: NodeExporterResources,
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: "proc", MountPath: "/host/proc", ReadOnly: true},

@@ -15,29 +15,22 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-// Names of the fleet operations layer's objects (components/ops, docs/design/fleet-operations.md).
+// Names of the fleet operations layer's objects only the add-ons use (shared ones: package wellknown).
 const (
-	// OpsName is the controller's Deployment, Service, service account and leader lease.
-	OpsName = "clusterforge-ops"
 	// OpsAgentName is the node agent's DaemonSet; OpsRetestName the preflight re-test CronJob.
 	OpsAgentName  = "clusterforge-ops-agent"
 	OpsRetestName = "clusterforge-ops-retest"
 	// OpsTLSSecret holds the webhooks' serving pair; the Pulumi program fills it (and every
 	// webhook's caBundle) from pki.OpsWebhook.
 	OpsTLSSecret = "clusterforge-ops-tls"
-	// OpsBrakeLedger is the scale-down brake's ConfigMap of admitted removals.
-	OpsBrakeLedger = "clusterforge-brake-ledger"
-	// OpsBrakePath and OpsTeamsPath are the webhooks' paths on the controller.
-	OpsBrakePath = "/brake"
-	OpsTeamsPath = "/teams"
 	// OpsBrakeWebhook and OpsTeamsWebhook name the webhook configurations.
 	OpsBrakeWebhook = "clusterforge-scale-down-brake"
 	OpsTeamsWebhook = "clusterforge-team-tolerations"
 	// OpsVersion is the tag of clusterforge's own images, raised with each release.
 	OpsVersion = "v0.1.0"
-	opsPort    = 9443
 	opsAddon   = "operations"
 )
 
@@ -62,7 +55,7 @@ func opsController(c *spec.Cluster) []Object {
 	for _, s := range c.ScaleSets() {
 		sets = append(sets, s.AzureName)
 	}
-	objs := serviceAccount(SystemNamespace, OpsName, []rbacv1.PolicyRule{
+	objs := serviceAccount(SystemNamespace, wellknown.OpsName, []rbacv1.PolicyRule{
 		// One shared cache of nodes and namespaces; marking, cordoning, tainting and handing back nodes.
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
@@ -70,23 +63,23 @@ func opsController(c *spec.Cluster) []Object {
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-	}, append(leaderElection(OpsName),
+	}, append(leaderElection(wellknown.OpsName),
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch", "create"}},
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{OpsBrakeLedger}, Verbs: []string{"get", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{wellknown.OpsBrakeLedger}, Verbs: []string{"get", "update"}},
 	))
-	d := systemDeployment(c, SystemNamespace, OpsName, ClusterCriticalPriority, corev1.PodSpec{
+	d := systemDeployment(c, SystemNamespace, wellknown.OpsName, ClusterCriticalPriority, corev1.PodSpec{
 		Containers: []corev1.Container{{
-			Name:  OpsName,
+			Name:  wellknown.OpsName,
 			Image: opsImage().Ref,
 			Args: []string{"controller", "--namespace=" + SystemNamespace, "--listen=:9443", "--tls-dir=/etc/clusterforge-ops/tls",
 				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(sets, ",")},
 			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: opsPort}},
+			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: wellknown.OpsWebhookPort}},
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
 			},
-			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(opsPort), Scheme: corev1.URISchemeHTTPS}}},
+			ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(wellknown.OpsWebhookPort), Scheme: corev1.URISchemeHTTPS}}},
 			VolumeMounts: []corev1.VolumeMount{
 				{Name: "tls", MountPath: "/etc/clusterforge-ops/tls", ReadOnly: true},
 				{Name: "cloud-config", MountPath: autoscalerCloudConfigDir, ReadOnly: true},
@@ -102,9 +95,9 @@ func opsController(c *spec.Cluster) []Object {
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: d.Spec.Selector.MatchLabels}, TopologyKey: corev1.LabelHostname}}}}
 	return append(objs, d, &corev1.Service{
-		ObjectMeta: meta(SystemNamespace, OpsName, nil),
+		ObjectMeta: meta(SystemNamespace, wellknown.OpsName, nil),
 		Spec: corev1.ServiceSpec{Selector: d.Spec.Selector.MatchLabels,
-			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(opsPort)}}},
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(wellknown.OpsWebhookPort)}}},
 	})
 }
 
@@ -122,15 +115,15 @@ func opsAgent(*spec.Cluster) []Object {
 			// Preflight runs the CPU stand-in only: the image carries no DCGM, so a GPU test is a
 			// --preflight-command in an image that has it.
 			Args: []string{"agent", "--node=$(NODE_NAME)", "--imds=http://" + machine.IMDSAddress,
-				"--traffic-listen=:" + strconv.Itoa(spec.TrafficMetricsPort), "--cni-results=" + machine.CNIResultsDir},
+				"--traffic-listen=:" + strconv.Itoa(wellknown.TrafficMetricsPort), "--cni-results=" + wellknown.CNIResultsDir},
 			Env:             []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
-			Ports:           []corev1.ContainerPort{{Name: "traffic", ContainerPort: spec.TrafficMetricsPort}},
+			Ports:           []corev1.ContainerPort{{Name: "traffic", ContainerPort: wellknown.TrafficMetricsPort}},
 			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_ADMIN"}}},
 			Resources:       OpsAgentResources,
-			VolumeMounts:    []corev1.VolumeMount{{Name: "cni-results", MountPath: machine.CNIResultsDir, ReadOnly: true}},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "cni-results", MountPath: wellknown.CNIResultsDir, ReadOnly: true}},
 		}},
 		Volumes: []corev1.Volume{{Name: "cni-results", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-			Path: machine.CNIResultsDir, Type: ptr(corev1.HostPathDirectoryOrCreate)}}}},
+			Path: wellknown.CNIResultsDir, Type: ptr(corev1.HostPathDirectoryOrCreate)}}}},
 	})
 	objs[0].(*corev1.ServiceAccount).AutomountServiceAccountToken = ptr(true)
 	podTemplate(objs[1]).Spec.AutomountServiceAccountToken = ptr(true)
@@ -159,10 +152,10 @@ func opsRetest(c *spec.Cluster) []Object {
 	pool := c.SystemPool()
 	pod := corev1.PodSpec{
 		ServiceAccountName: OpsRetestName, PriorityClassName: SystemPriority, RestartPolicy: corev1.RestartPolicyOnFailure,
-		NodeSelector: map[string]string{spec.PoolLabel: pool.Name}, Tolerations: poolTolerations(pool),
+		NodeSelector: map[string]string{wellknown.PoolLabel: pool.Name}, Tolerations: poolTolerations(pool),
 		Containers: []corev1.Container{{
 			Name: OpsRetestName, Image: opsImage().Ref,
-			Args: []string{"retest", "--nodes=" + spec.GPULabel + "=true", "--agents=app=" + OpsAgentName,
+			Args: []string{"retest", "--nodes=" + wellknown.GPULabel + "=true", "--agents=app=" + OpsAgentName,
 				"--namespace=" + SystemNamespace, "--max-fraction=0.05"},
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("64Mi")}},
 		}},
@@ -178,7 +171,7 @@ func opsRetest(c *spec.Cluster) []Object {
 // brakeRemovals is the brake's match condition: a node DELETE, or an update that adds a removal
 // taint; the nodes' other updates never reach the webhook.
 var brakeRemovals = func() string {
-	keys := fmt.Sprintf("['%s', '%s']", spec.AutoscalerDeletionTaint, spec.ReplaceTaint)
+	keys := fmt.Sprintf("['%s', '%s']", wellknown.AutoscalerDeletionTaint, wellknown.ReplaceTaint)
 	return `request.operation == 'DELETE' || ` +
 		`(has(object.spec.taints) && object.spec.taints.exists(t, t.key in ` + keys + `) && ` +
 		`!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key in ` + keys + `)))`
@@ -190,7 +183,7 @@ var brakeRemovals = func() string {
 func opsWebhooks() []Object {
 	service := func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: SystemNamespace, Name: OpsName, Path: ptr(path), Port: ptr(int32(443))}}
+			Namespace: SystemNamespace, Name: wellknown.OpsName, Path: ptr(path), Port: ptr(int32(443))}}
 	}
 	fail, ignore := admissionregistrationv1.Fail, admissionregistrationv1.Ignore
 	none := admissionregistrationv1.SideEffectClassNone
@@ -202,7 +195,7 @@ func opsWebhooks() []Object {
 		&admissionregistrationv1.ValidatingWebhookConfiguration{
 			ObjectMeta: metav1.ObjectMeta{Name: OpsBrakeWebhook},
 			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-				Name: "scale-down-brake.clusterforge.io", ClientConfig: service(OpsBrakePath),
+				Name: "scale-down-brake.clusterforge.io", ClientConfig: service(wellknown.OpsBrakePath),
 				Rules:           rule("nodes", admissionregistrationv1.Update, admissionregistrationv1.Delete),
 				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "removals-only", Expression: brakeRemovals}},
 				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: ptr(int32(5)), AdmissionReviewVersions: []string{"v1"},
@@ -211,10 +204,10 @@ func opsWebhooks() []Object {
 		&admissionregistrationv1.MutatingWebhookConfiguration{
 			ObjectMeta: metav1.ObjectMeta{Name: OpsTeamsWebhook},
 			Webhooks: []admissionregistrationv1.MutatingWebhook{{
-				Name: "team-tolerations.clusterforge.io", ClientConfig: service(OpsTeamsPath),
+				Name: "team-tolerations.clusterforge.io", ClientConfig: service(wellknown.OpsTeamsPath),
 				Rules: rule("pods", admissionregistrationv1.Create),
 				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
-					{Key: spec.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
+					{Key: wellknown.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
 				FailurePolicy: &ignore, SideEffects: &none, TimeoutSeconds: ptr(int32(3)), AdmissionReviewVersions: []string{"v1"},
 			}},
 		},

@@ -9,16 +9,14 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // PriorityClasses of the add-ons and workloads (L15).
 const (
-	SystemPriority  = "clusterforge-system"
-	DefaultPriority = "clusterforge-default"
-	BalloonPriority = "clusterforge-balloon"
-	// BorrowPriority is the class of pods that may borrow other teams' idle nodes (L17): below
-	// every owner's pod, so the owner's pods preempt them; above balloons.
-	BorrowPriority      = "clusterforge-borrow"
+	SystemPriority      = "clusterforge-system"
+	DefaultPriority     = "clusterforge-default"
+	BalloonPriority     = "clusterforge-balloon"
 	BorrowPriorityValue = 100
 	// BalloonPriorityValue sits above cluster-autoscaler's expendable cutoff (ExpendablePodsCutoff),
 	// so the autoscaler counts balloon pods and keeps their nodes, and below every real pod, so
@@ -47,7 +45,7 @@ func priorityClasses(*spec.Cluster) []Object {
 			Description: "Cluster add-ons that are not node-critical: monitoring and its like."},
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: DefaultPriority}, Value: 1000, GlobalDefault: true,
 			Description: "Every pod that names no class: above balloons, so it preempts them (L15)."},
-		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: BorrowPriority}, Value: BorrowPriorityValue,
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: wellknown.BorrowPriority}, Value: BorrowPriorityValue,
 			Description: "Pods that may run on other teams' idle nodes; the owners' pods preempt them (L17)."},
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: BalloonPriority}, Value: BalloonPriorityValue,
 			PreemptionPolicy: &never,
@@ -94,7 +92,7 @@ func balloons(c *spec.Cluster) []Object {
 						PriorityClassName:             BalloonPriority,
 						TerminationGracePeriodSeconds: ptr(int64(0)), // make room for the preemptor at once
 						AutomountServiceAccountToken:  ptr(false),
-						NodeSelector:                  map[string]string{spec.PoolLabel: pool.Name},
+						NodeSelector:                  map[string]string{wellknown.PoolLabel: pool.Name},
 						Tolerations:                   poolTolerations(pool),
 						Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 							RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{

@@ -8,8 +8,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/clusterforge/clusterforge/components/certexpiry"
-	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // The subset of Prometheus' configuration clusterforge writes; promtool checks the result.
@@ -137,13 +137,13 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 	for _, e := range c.EtcdClusters() {
 		sc := StaticConfig{Labels: map[string]string{"etcd_cluster": e.Role}}
 		for _, m := range e.Members {
-			sc.Targets = append(sc.Targets, fmt.Sprintf("%s:%d", m.IP, spec.EtcdMetricsPort))
+			sc.Targets = append(sc.Targets, fmt.Sprintf("%s:%d", m.IP, wellknown.EtcdMetricsPort))
 		}
 		etcd = append(etcd, sc)
 	}
 	backupAgents := StaticConfig{Labels: map[string]string{"etcd_cluster": spec.RoleEtcdMain}}
 	for _, m := range c.EtcdClusters()[0].Members {
-		backupAgents.Targets = append(backupAgents.Targets, fmt.Sprintf("%s:%d", m.IP, spec.EtcdBackupMetricsPort))
+		backupAgents.Targets = append(backupAgents.Targets, fmt.Sprintf("%s:%d", m.IP, wellknown.EtcdBackupMetricsPort))
 	}
 	keep := func(label, regex string) RelabelConfig {
 		return RelabelConfig{SourceLabels: []string{label}, Regex: regex, Action: "keep"}
@@ -164,7 +164,7 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 				JobName: "certificates", Scheme: "http",
 				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{"default"}}}},
 				RelabelConfigs: []RelabelConfig{keep("__meta_kubernetes_service_name", "kubernetes"), keep("__meta_kubernetes_endpointslice_port_name", "https"),
-					{SourceLabels: []string{"__address__"}, Regex: `(.+):\d+`, TargetLabel: "__address__", Replacement: fmt.Sprintf("${1}:%d", spec.CertificateMetricsPort)}},
+					{SourceLabels: []string{"__address__"}, Regex: `(.+):\d+`, TargetLabel: "__address__", Replacement: fmt.Sprintf("${1}:%d", wellknown.CertificateMetricsPort)}},
 			},
 			{JobName: "etcd", Scheme: "http", StaticConfigs: etcd, MetricRelabelConfigs: dropSeries("etcd")},
 			{JobName: "etcd-backup", Scheme: "http", StaticConfigs: []StaticConfig{backupAgents}},
@@ -176,14 +176,14 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 			},
 			{
 				// clusterforge-ops's replicas: the scale-down brake's refusals (L14).
-				JobName: OpsName, Scheme: "https",
-				TLSConfig:           &TLSConfig{CAFile: serviceAccountDir + "/ca.crt", ServerName: OpsName + "." + SystemNamespace + ".svc"},
+				JobName: wellknown.OpsName, Scheme: "https",
+				TLSConfig:           &TLSConfig{CAFile: serviceAccountDir + "/ca.crt", ServerName: wellknown.OpsName + "." + SystemNamespace + ".svc"},
 				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{SystemNamespace}}}},
-				RelabelConfigs:      []RelabelConfig{keep("__meta_kubernetes_service_name", OpsName), keep("__meta_kubernetes_endpointslice_port_name", "https")},
+				RelabelConfigs:      []RelabelConfig{keep("__meta_kubernetes_service_name", wellknown.OpsName), keep("__meta_kubernetes_endpointslice_port_name", "https")},
 			},
-			onEveryNode("node", spec.NodeExporterPort, dropSeries("node")),
+			onEveryNode("node", wellknown.NodeExporterPort, dropSeries("node")),
 			// The ops agents' per-pod byte counters (L32).
-			onEveryNode(PodTrafficJob, spec.TrafficMetricsPort, nil),
+			onEveryNode(PodTrafficJob, wellknown.TrafficMetricsPort, nil),
 		},
 	}
 }
@@ -236,28 +236,28 @@ func AlertRules() RuleFile {
 			{Alert: "CertificateExpiringSoon", Expr: `min by (source, subject) (` + certexpiry.Metric + `{job="certificates"}) - time() < ` + strconv.Itoa(int(spec.CertificateRenewBefore.Seconds())),
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "A control-plane certificate expires within 30 days",
-					"description": "Renew it onto the machines: `make diff` lists it, `make roll` renews leaves due within 30 days (README: Changing a running cluster)."}},
+					"description": "Renew it onto the machines: `make diff` lists it, `make roll` renews leaves due within 30 days (docs/operations/rolling-update.md)."}},
 			{Alert: "CertificateUnreadable", Expr: `max(clusterforge_certificate_read_errors{job="certificates"}) > 0`, For: "15m",
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "An apiserver machine cannot read one of the certificates it reports",
 					"description": "A certificate file is unreadable or an etcd member presents none: its expiry is not watched."}},
 		}},
 		{Name: "fleet", Rules: []Rule{
-			{Alert: "ScaleDownBrakeEngaged", Expr: `sum by (scope) (increase(clusterforge_brake_refusals_total{job="` + OpsName + `"}[10m])) > 0`,
+			{Alert: "ScaleDownBrakeEngaged", Expr: `sum by (scope) (increase(clusterforge_brake_refusals_total{job="` + wellknown.OpsName + `"}[10m])) > 0`,
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "The scale-down brake refused node removals in the last 10 minutes",
-					"description": "Something wants to remove more than half of a pool (or of the cluster) at once: a fleet-wide failure, a bad health check or a runaway autoscaler. Find out which before removing more (L14, README: Fleet operations)."}},
+					"description": "Something wants to remove more than half of a pool (or of the cluster) at once: a fleet-wide failure, a bad health check or a runaway autoscaler. Find out which before removing more (L14, docs/operations/fleet-operations.md)."}},
 		}},
 		{Name: "etcd-backup", Rules: []Rule{
-			{Alert: "EtcdBackupStale", Expr: `time() - max(` + etcdbackup.MetricLastSuccess + `{job="etcd-backup"}) > 2 * max(` + etcdbackup.MetricInterval + `{job="etcd-backup"})`,
+			{Alert: "EtcdBackupStale", Expr: `time() - max(` + wellknown.EtcdBackupLastSuccessMetric + `{job="etcd-backup"}) > 2 * max(` + wellknown.EtcdBackupIntervalMetric + `{job="etcd-backup"})`,
 				Labels: map[string]string{"severity": "critical"},
 				Annotations: map[string]string{"summary": "The main etcd's newest verified snapshot is older than twice the backup interval",
 					"description": "The recovery point is growing: check the backup agents' logs and the store (L02).", "runbook": runbook}},
-			{Alert: "EtcdBackupFailing", Expr: `sum(increase(` + etcdbackup.MetricFailures + `{job="etcd-backup"}[10m])) > 0`,
+			{Alert: "EtcdBackupFailing", Expr: `sum(increase(` + wellknown.EtcdBackupFailuresMetric + `{job="etcd-backup"}[10m])) > 0`,
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "A snapshot or its upload to the backup store failed in the last 10 minutes",
 					"runbook": runbook}},
-			{Alert: "EtcdRestoreNeeded", Expr: `max(` + etcdbackup.MetricRestoreNeeded + `{job="etcd-backup"}) > 0`,
+			{Alert: "EtcdRestoreNeeded", Expr: `max(` + wellknown.EtcdRestoreNeededMetric + `{job="etcd-backup"}) > 0`,
 				Labels: map[string]string{"severity": "critical"},
 				Annotations: map[string]string{"summary": "An etcd-main member has an empty data dir, no quorum answers, and the store shows the cluster existed",
 					"description": "It waits instead of starting an empty cluster. If a majority lost their disks, restore (make etcd-restore).", "runbook": runbook}},

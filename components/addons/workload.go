@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // serviceAccount is a workload's account: its cluster-wide rules in the ClusterRole
@@ -44,7 +45,7 @@ func systemDeployment(c *spec.Cluster, namespace, name, priority string, pod cor
 	labels := map[string]string{"app": name}
 	pool := c.SystemPool()
 	pod.ServiceAccountName, pod.PriorityClassName = name, priority
-	pod.NodeSelector = map[string]string{spec.PoolLabel: pool.Name}
+	pod.NodeSelector = map[string]string{wellknown.PoolLabel: pool.Name}
 	pod.Tolerations = poolTolerations(pool)
 	return &appsv1.Deployment{
 		ObjectMeta: meta(namespace, name, labels),

@@ -6,6 +6,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // APIServerGroupArgs configures NewAPIServerGroup.
@@ -51,12 +52,12 @@ func LoadBalancerArgs(a *APIServerGroupArgs, lbName string) *network.LoadBalance
 		}},
 		BackendAddressPools: network.BackendAddressPoolArray{network.BackendAddressPoolArgs{Name: pulumi.String(lbBackend)}},
 		Probes: network.ProbeArray{network.ProbeArgs{
-			Name: pulumi.String(lbProbe), Protocol: pulumi.String("Https"), Port: pulumi.Int(spec.APIServerPort),
+			Name: pulumi.String(lbProbe), Protocol: pulumi.String("Https"), Port: pulumi.Int(wellknown.APIServerPort),
 			RequestPath: pulumi.String(spec.APIServerProbePath), IntervalInSeconds: pulumi.Int(spec.APIServerProbeIntervalSeconds), NumberOfProbes: pulumi.Int(spec.APIServerProbeFailures),
 		}},
 		LoadBalancingRules: network.LoadBalancingRuleArray{network.LoadBalancingRuleArgs{
 			Name: pulumi.String("apiserver"), Protocol: pulumi.String("Tcp"),
-			FrontendPort: pulumi.Int(spec.APIServerPort), BackendPort: pulumi.Int(spec.APIServerPort),
+			FrontendPort: pulumi.Int(wellknown.APIServerPort), BackendPort: pulumi.Int(wellknown.APIServerPort),
 			FrontendIPConfiguration: ref("frontendIPConfigurations", lbFrontend),
 			BackendAddressPool:      ref("backendAddressPools", lbBackend),
 			Probe:                   ref("probes", lbProbe),

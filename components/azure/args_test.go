@@ -12,6 +12,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 func testCluster(t *testing.T) *spec.Cluster {
@@ -157,7 +158,7 @@ func TestInboundRules(t *testing.T) {
 	n := c.Network
 	at := func(cidr string, i int) string { return addr(t, cidr, i) }
 	hub, cp, etcd, node, pod := at(n.Hub.AddressSpace, 7), at(n.ControlPlaneSubnet, 5), at(n.EtcdSubnet, 11), at(n.NodeSubnet, 6), at(n.NodeSubnet, 9)
-	api, kubelet, ssh := strconv.Itoa(spec.APIServerPort), strconv.Itoa(spec.KubeletPort), strconv.Itoa(spec.SSHPort)
+	api, kubelet, ssh := strconv.Itoa(wellknown.APIServerPort), strconv.Itoa(wellknown.KubeletPort), strconv.Itoa(wellknown.SSHPort)
 	flows := []flow{
 		{SubnetControlPlane, hub, "", "", api, true},
 		{SubnetControlPlane, node, GroupNodes, "", api, true},
@@ -166,9 +167,9 @@ func TestInboundRules(t *testing.T) {
 		{SubnetControlPlane, "AzureLoadBalancer", "", "", api, true},
 		{SubnetControlPlane, hub, "", "", ssh, true},
 		{SubnetControlPlane, node, GroupNodes, "", ssh, false},
-		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(spec.ControllerManagerPort), false},
-		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(spec.CertificateMetricsPort), true},
-		{SubnetControlPlane, node, GroupNodes, "", strconv.Itoa(spec.CertificateMetricsPort), false},
+		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(wellknown.ControllerManagerPort), false},
+		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(wellknown.CertificateMetricsPort), true},
+		{SubnetControlPlane, node, GroupNodes, "", strconv.Itoa(wellknown.CertificateMetricsPort), false},
 		{SubnetEtcd, cp, "", "", "2379", true},
 		{SubnetEtcd, cp, "", "", "2381", false},
 		{SubnetEtcd, etcd, "", "", "2380", true},
@@ -189,9 +190,9 @@ func TestInboundRules(t *testing.T) {
 		{SubnetNodes, node, GroupNodes, GroupPods, "8080", true},
 		{SubnetNodes, hub, "", GroupPods, "8888", true},
 		{SubnetNodes, node, GroupNodes, GroupNodes, "29500", true},
-		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(spec.NodeExporterPort), true},
-		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(spec.TrafficMetricsPort), true},
-		{SubnetNodes, hub, "", GroupNodes, strconv.Itoa(spec.TrafficMetricsPort), false},
+		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(wellknown.NodeExporterPort), true},
+		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(wellknown.TrafficMetricsPort), true},
+		{SubnetNodes, hub, "", GroupNodes, strconv.Itoa(wellknown.TrafficMetricsPort), false},
 		{SubnetNodes, pod, GroupPods, GroupNodes, "30000", false},
 		{SubnetNodes, hub, "", GroupNodes, "30000", false},
 	}

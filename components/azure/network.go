@@ -8,6 +8,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Subnet roles of the spoke VNet.
@@ -59,7 +60,7 @@ func InboundRules(c *spec.Cluster) map[string][]Rule {
 	hub, cp, etcd, nodes := n.Hub.AddressSpace, n.ControlPlaneSubnet, n.EtcdSubnet, n.NodeSubnet
 	port := strconv.Itoa
 	all := []string{"*"}
-	ssh := Rule{Name: "ssh-from-hub", Priority: 200, Access: "Allow", Protocol: "Tcp", Sources: []string{hub}, Ports: []string{port(spec.SSHPort)},
+	ssh := Rule{Name: "ssh-from-hub", Priority: 200, Access: "Allow", Protocol: "Tcp", Sources: []string{hub}, Ports: []string{port(wellknown.SSHPort)},
 		Consumer: "break-glass SSH from the hub (L31)"}
 	deny := Rule{Name: "deny-other-vnet", Priority: denyVNetPriority, Access: "Deny", Protocol: "*", Sources: []string{"VirtualNetwork"}, Ports: all,
 		Consumer: "everything not listed above"}
@@ -67,25 +68,25 @@ func InboundRules(c *spec.Cluster) map[string][]Rule {
 	nodeSSH.DestinationGroups = []string{GroupNodes}
 	return map[string][]Rule{
 		SubnetControlPlane: {
-			{Name: "api-from-clients", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{hub, nodes, cp}, Ports: []string{port(spec.APIServerPort)},
+			{Name: "api-from-clients", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{hub, nodes, cp}, Ports: []string{port(wellknown.APIServerPort)},
 				Consumer: "kube-apiserver: kubelets and pods, operators from the hub, the control plane itself"},
-			{Name: "api-probe", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{"AzureLoadBalancer"}, Ports: []string{port(spec.APIServerPort)},
+			{Name: "api-probe", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{"AzureLoadBalancer"}, Ports: []string{port(wellknown.APIServerPort)},
 				Consumer: "the load balancer's /readyz probe"},
-			{Name: "certificates-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, Ports: []string{port(spec.CertificateMetricsPort)},
+			{Name: "certificates-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, Ports: []string{port(wellknown.CertificateMetricsPort)},
 				Consumer: "Prometheus reading certificate expiry from clusterforge-csr-approver"},
 			ssh, deny,
 		},
 		SubnetEtcd: {
-			{Name: "etcd-client-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, Ports: []string{port(spec.EtcdClientPort)},
+			{Name: "etcd-client-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, Ports: []string{port(wellknown.EtcdClientPort)},
 				Consumer: "kube-apiserver's etcd client"},
-			{Name: "etcd-from-peers", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{etcd}, Ports: []string{port(spec.EtcdClientPort), port(spec.EtcdPeerPort)},
+			{Name: "etcd-from-peers", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{etcd}, Ports: []string{port(wellknown.EtcdClientPort), port(wellknown.EtcdPeerPort)},
 				Consumer: "etcd peers, and etcd-join.service's member add/remove"},
-			{Name: "etcd-metrics-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, Ports: []string{port(spec.EtcdMetricsPort), port(spec.EtcdBackupMetricsPort)},
+			{Name: "etcd-metrics-from-pods", Priority: 120, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, Ports: []string{port(wellknown.EtcdMetricsPort), port(wellknown.EtcdBackupMetricsPort)},
 				Consumer: "Prometheus, a pod, scraping etcd's metrics port and the backup agent's (never the client port)"},
 			ssh, deny,
 		},
 		SubnetNodes: {
-			{Name: "kubelet-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(spec.KubeletPort)},
+			{Name: "kubelet-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(wellknown.KubeletPort)},
 				Consumer: "kube-apiserver: logs, exec, port-forward"},
 			{Name: "pods-from-control-plane", Priority: 110, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, DestinationGroups: []string{GroupPods}, Ports: all,
 				Consumer: "kube-apiserver: admission webhooks, aggregated APIs and the pod proxy"},
@@ -97,9 +98,9 @@ func InboundRules(c *spec.Cluster) map[string][]Rule {
 				Consumer: "researchers reaching pod IPs through the hub (L31)"},
 			{Name: "nodes-from-nodes", Priority: 150, Access: "Allow", Protocol: "*", SourceGroups: []string{GroupNodes}, DestinationGroups: []string{GroupNodes}, Ports: all,
 				Consumer: "host-network training pods talking to each other at full speed (L33)"},
-			{Name: "node-exporter-from-pods", Priority: 160, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(spec.NodeExporterPort)},
+			{Name: "node-exporter-from-pods", Priority: 160, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(wellknown.NodeExporterPort)},
 				Consumer: "Prometheus, a pod, scraping node-exporter on the host network"},
-			{Name: "traffic-metrics-from-pods", Priority: 170, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(spec.TrafficMetricsPort)},
+			{Name: "traffic-metrics-from-pods", Priority: 170, Access: "Allow", Protocol: "Tcp", SourceGroups: []string{GroupPods}, DestinationGroups: []string{GroupNodes}, Ports: []string{port(wellknown.TrafficMetricsPort)},
 				Consumer: "Prometheus, a pod, scraping the ops agents' pod traffic counters on the host network (L32)"},
 			nodeSSH, deny,
 		},

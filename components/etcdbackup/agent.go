@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -143,14 +144,6 @@ func (a *Agent) setLeader(v bool) {
 
 func clusterIDString(id uint64) string { return fmt.Sprintf("%016x", id) }
 
-// Metric names the agent exports and the alerts read.
-const (
-	MetricLastSuccess   = "clusterforge_etcd_backup_last_success_timestamp_seconds"
-	MetricFailures      = "clusterforge_etcd_backup_failures_total"
-	MetricInterval      = "clusterforge_etcd_backup_interval_seconds"
-	MetricRestoreNeeded = "clusterforge_etcd_restore_needed"
-)
-
 // ServeHTTP writes the agent's metrics in Prometheus' text format.
 func (a *Agent) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	a.mu.Lock()
@@ -171,13 +164,13 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	metric := func(name, kind, help string, value any) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, kind, name, value)
 	}
-	metric(MetricLastSuccess, "gauge", "Time this agent last uploaded and verified a snapshot; 0 if never.", lastSuccess)
-	metric(MetricFailures, "counter", "Snapshots or uploads that failed.", a.failures)
-	metric(MetricInterval, "gauge", "Age at which the newest snapshot is replaced.", a.Interval.Seconds())
+	metric(wellknown.EtcdBackupLastSuccessMetric, "gauge", "Time this agent last uploaded and verified a snapshot; 0 if never.", lastSuccess)
+	metric(wellknown.EtcdBackupFailuresMetric, "counter", "Snapshots or uploads that failed.", a.failures)
+	metric(wellknown.EtcdBackupIntervalMetric, "gauge", "Age at which the newest snapshot is replaced.", a.Interval.Seconds())
 	metric("clusterforge_etcd_backup_leader", "gauge", "1 if this member leads and so writes the snapshots.", leader)
 	metric("clusterforge_etcd_backup_last_size_bytes", "gauge", "Size of the last snapshot.", a.lastSize)
 	metric("clusterforge_etcd_backup_last_duration_seconds", "gauge", "Time the last snapshot took to take, upload and verify.", a.lastSeconds)
-	metric(MetricRestoreNeeded, "gauge", "1 if this member's data dir is empty, no quorum answers and the store shows the cluster existed.", restoreNeeded)
+	metric(wellknown.EtcdRestoreNeededMetric, "gauge", "1 if this member's data dir is empty, no quorum answers and the store shows the cluster existed.", restoreNeeded)
 }
 
 // WriteStatus records this member's state for people and for the restore-needed metric.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Files of the apiserver machines.
@@ -34,7 +35,7 @@ func APIServerFlags(c *spec.Cluster) Flags {
 	return Flags{
 		"advertise-address": "${NODE_IP}",
 		"bind-address":      "0.0.0.0", // the load balancer probes NODE_IP; local components dial 127.0.0.1
-		"secure-port":       strconv.Itoa(spec.APIServerPort),
+		"secure-port":       strconv.Itoa(wellknown.APIServerPort),
 		// Each apiserver holds a lease and publishes itself; replaces --apiserver-count (L05).
 		"endpoint-reconciler-type": "lease",
 
@@ -95,7 +96,7 @@ func APIServerFlags(c *spec.Cluster) Flags {
 		"requestheader-group-headers":        "X-Remote-Group",
 		"requestheader-username-headers":     "X-Remote-User",
 
-		"service-account-issuer":           "https://kubernetes.default.svc.cluster.local",
+		"service-account-issuer":           "https://kubernetes.default.svc." + wellknown.ClusterDomain,
 		"service-account-key-file":         CertPath("", pki.ServiceAccountKey),
 		"service-account-signing-key-file": KeyPath("", pki.ServiceAccountKey),
 		"service-cluster-ip-range":         c.Network.ServiceCIDR,

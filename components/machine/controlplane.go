@@ -7,6 +7,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Files of the controller-manager and scheduler, colocated with the apiserver (L05).
@@ -150,7 +151,7 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 	var members []string
 	for _, e := range c.EtcdClusters() {
 		for _, m := range e.Members {
-			members = append(members, fmt.Sprintf("%s:%d", m.IP, spec.EtcdClientPort))
+			members = append(members, fmt.Sprintf("%s:%d", m.IP, wellknown.EtcdClientPort))
 		}
 	}
 	return Flags{
@@ -160,7 +161,7 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 		"lease":       CSRApproverLease,
 		// Certificate expiry for Prometheus (CertificateExpiringSoon): this machine's files and the
 		// serving certificates of every etcd member, which only the apiservers may reach.
-		"metrics-address":       fmt.Sprintf("${NODE_IP}:%d", spec.CertificateMetricsPort),
+		"metrics-address":       fmt.Sprintf("${NODE_IP}:%d", wellknown.CertificateMetricsPort),
 		"certificates-dir":      PKIDir,
 		"certificate-endpoints": strings.Join(members, ","),
 	}

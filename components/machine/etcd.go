@@ -7,6 +7,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // etcd-side files and units.
@@ -38,11 +39,11 @@ func EtcdFlags(e spec.EtcdCluster) Flags {
 	return Flags{
 		"name":                        "${NODE_NAME}",
 		"data-dir":                    EtcdDataDir, // on the local SSD (L02), mounted by etcd-disk.service
-		"listen-client-urls":          fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdClientPort),
-		"advertise-client-urls":       fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdClientPort),
-		"listen-peer-urls":            fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdPeerPort),
-		"initial-advertise-peer-urls": fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdPeerPort),
-		"listen-metrics-urls":         fmt.Sprintf("http://${NODE_IP}:%d", spec.EtcdMetricsPort),
+		"listen-client-urls":          fmt.Sprintf("https://${NODE_IP}:%d", wellknown.EtcdClientPort),
+		"advertise-client-urls":       fmt.Sprintf("https://${NODE_IP}:%d", wellknown.EtcdClientPort),
+		"listen-peer-urls":            fmt.Sprintf("https://${NODE_IP}:%d", wellknown.EtcdPeerPort),
+		"initial-advertise-peer-urls": fmt.Sprintf("https://${NODE_IP}:%d", wellknown.EtcdPeerPort),
+		"listen-metrics-urls":         fmt.Sprintf("http://${NODE_IP}:%d", wellknown.EtcdMetricsPort),
 		"initial-cluster":             e.InitialCluster(),
 		"initial-cluster-token":       e.Role,
 		"initial-cluster-state":       "${INITIAL_CLUSTER_STATE}",
@@ -156,7 +157,7 @@ set -eu
 mkdir -p "$(dirname ` + etcdEnvFile + `)"
 state=new
 if [ ! -d ` + EtcdDataDir + `/member ]; then
-  peer_url=https://$NODE_IP:` + strconv.Itoa(spec.EtcdPeerPort) + `
+  peer_url=https://$NODE_IP:` + strconv.Itoa(wellknown.EtcdPeerPort) + `
   endpoints=$(echo "` + strings.Join(e.ClientURLs(), " ") + `" | tr ' ' '\n' | grep -v "//$NODE_IP:" | paste -sd, -)
   ctl() {
     ` + BinDir + `/etcdctl --endpoints="$endpoints" --command-timeout=` + etcdctlTimeout + ` \

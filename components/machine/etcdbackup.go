@@ -6,6 +6,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Paths of the main etcd's backup agent.
@@ -58,8 +59,8 @@ func EtcdBackupFor(c *spec.Cluster, e spec.EtcdCluster) EtcdBackupSettings {
 func EtcdBackupAgentFlags() Flags {
 	return Flags{
 		"config":          EtcdBackupConfig,
-		"endpoint":        fmt.Sprintf("https://${NODE_IP}:%d", spec.EtcdClientPort),
-		"metrics-address": fmt.Sprintf("${NODE_IP}:%d", spec.EtcdBackupMetricsPort),
+		"endpoint":        fmt.Sprintf("https://${NODE_IP}:%d", wellknown.EtcdClientPort),
+		"metrics-address": fmt.Sprintf("${NODE_IP}:%d", wellknown.EtcdBackupMetricsPort),
 	}
 }
 

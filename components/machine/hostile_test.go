@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // hostile are values an attacker or a careless operator might put in a stack, each trying to
@@ -134,8 +135,8 @@ func TestSplittingLabelsAreRefused(t *testing.T) {
 			t.Errorf("labels %q: %v, want the split refused", labels, err)
 		}
 	}
-	c.Pools[0].Labels = map[string]string{"example.com/x": "a=b", spec.PoolLabel: "other"}
-	if got := NodeLabels(c.Pools[0]); got[spec.PoolLabel] != c.Pools[0].Name || got["example.com/x"] != "a=b" {
+	c.Pools[0].Labels = map[string]string{"example.com/x": "a=b", wellknown.PoolLabel: "other"}
+	if got := NodeLabels(c.Pools[0]); got[wellknown.PoolLabel] != c.Pools[0].Name || got["example.com/x"] != "a=b" {
 		t.Errorf("NodeLabels %v: the pool label must be clusterforge's and '=' in a value is the kubelet's too", got)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 
-	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Kubeconfig renders a kubeconfig that points at server and authenticates with files on disk.
@@ -35,7 +35,7 @@ current-context: default
 }
 
 // localAPIServer is how components on an apiserver machine reach their own apiserver.
-var localAPIServer = fmt.Sprintf("https://127.0.0.1:%d", spec.APIServerPort)
+var localAPIServer = fmt.Sprintf("https://127.0.0.1:%d", wellknown.APIServerPort)
 
 // EmbeddedKubeconfig is a self-contained kubeconfig (certificates inline), for handing to users.
 func EmbeddedKubeconfig(clusterName, server, caPEM, certPEM, keyPEM string) string {

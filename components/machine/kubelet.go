@@ -8,6 +8,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Files of the worker kubelet.
@@ -16,7 +17,6 @@ const (
 	KubeletConfigPath          = KubeletDir + "/config.yaml"
 	KubeletBootstrapKubeconfig = KubeDir + "/bootstrap-kubelet.kubeconfig"
 	KubeletKubeconfig          = KubeletDir + "/kubeconfig"
-	ContainerdSocket           = "unix:///run/containerd/containerd.sock"
 	// GPUResource is the extended resource and taint key of GPU nodes.
 	GPUResource = "nvidia.com/gpu"
 )
@@ -47,7 +47,7 @@ authorization:
 cgroupDriver: systemd
 clusterDNS:
 - %s
-clusterDomain: cluster.local
+clusterDomain: %s
 containerRuntimeEndpoint: %s
 maxPods: %d
 # Pulls run in parallel so one huge image does not block every other pod (L20).
@@ -75,7 +75,7 @@ eventRecordQPS: 5
 streamingConnectionIdleTimeout: 5m
 tlsMinVersion: VersionTLS12
 tlsCipherSuites: [%s]
-%s`, CertPath("", pki.ClusterCA), c.DNSServiceIP(), ContainerdSocket, c.Kubelet.MaxPods,
+%s`, CertPath("", pki.ClusterCA), c.DNSServiceIP(), wellknown.ClusterDomain, wellknown.ContainerdEndpoint, c.Kubelet.MaxPods,
 		c.Kubelet.MaxParallelImagePulls, r.KubeCPUMilli, r.KubeMemory>>20, r.SystemCPUMilli, r.SystemMemory>>20,
 		r.EvictionMemory>>20, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
 }
@@ -87,9 +87,9 @@ func NodeLabels(pool spec.Pool) map[string]string {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[spec.PoolLabel] = pool.Name
+	labels[wellknown.PoolLabel] = pool.Name
 	if pool.IsGPU() {
-		labels[spec.GPULabel] = "true"
+		labels[wellknown.GPULabel] = "true"
 	}
 	return labels
 }
@@ -137,7 +137,7 @@ func NodeTaints(pool spec.Pool) []spec.Taint {
 
 // PreflightTaint keeps work off a GPU node from its registration until its preflight tests pass
 // and the preflight agent removes it (L36). cluster-autoscaler counts it as a startup taint.
-var PreflightTaint = spec.Taint{Key: "clusterforge.io/preflight", Value: "pending", Effect: "NoSchedule"}
+var PreflightTaint = spec.Taint{Key: wellknown.PreflightTaint, Value: wellknown.PreflightPending, Effect: "NoSchedule"}
 
 // RegisterTaints are the taints the kubelet registers with: the pool's (NodeTaints), plus the
 // preflight taint on GPU pools. Pods pinned to a pool tolerate NodeTaints only.

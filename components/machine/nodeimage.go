@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Files the Packer plugin (images/) bakes into every worker image. They depend on the stack's
@@ -13,8 +14,6 @@ import (
 const (
 	ContainerdConfigPath = "/etc/containerd/config.toml"
 	ContainerdRoot       = "/var/lib/containerd"
-	ContainerdState      = "/run/containerd"
-	ContainerdSocketPath = ContainerdState + "/containerd.sock"
 	SysctlPath           = "/etc/sysctl.d/90-clusterforge.conf"
 	CrictlConfigPath     = "/etc/crictl.yaml"
 	ModulesPath          = "/etc/modules-load.d/clusterforge.conf"
@@ -23,9 +22,6 @@ const (
 	AzureCNICloudInitPath = "/etc/cloud/cloud.cfg.d/95-clusterforge-azure-cni.cfg"
 	CNIBinDir             = "/opt/cni/bin"
 	CNIConfDir            = "/etc/cni/net.d"
-	// CNIResultsDir is where containerd's CNI library caches each pod's network setup (libcni's
-	// cacheAdd), until the pod's network is torn down: the traffic counters read the pods there.
-	CNIResultsDir = "/var/lib/cni/results"
 	// ImageManifestPath records what the image was baked with (versions, image digests).
 	ImageManifestPath = "/etc/clusterforge/image-manifest.json"
 	// ContainerdDiskLabel marks a local disk containerd-disk.service has formatted and seeded.
@@ -78,7 +74,7 @@ state = %[3]s
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[9]s
     conf_dir = %[10]s
-`, ContainerdDiskUnit, tomlString(ContainerdRoot), tomlString(ContainerdState), tomlString(ContainerdSocketPath),
+`, ContainerdDiskUnit, tomlString(ContainerdRoot), tomlString(wellknown.ContainerdState), tomlString(wellknown.ContainerdSocketPath),
 		tomlString(c.Versions.PauseImage), c.Kubelet.MaxConcurrentDownloads, tomlString(timeout.String()), tomlString(binary),
 		tomlString(CNIBinDir), tomlString(CNIConfDir), tomlString(runtime), runtime)
 }
@@ -107,7 +103,7 @@ fs.inotify.max_user_instances = 8192
 `
 
 // crictlConfig points crictl, the operator's tool on a node, at containerd.
-var crictlConfig = "runtime-endpoint: unix://" + ContainerdSocketPath + "\nimage-endpoint: unix://" + ContainerdSocketPath + "\n"
+var crictlConfig = "runtime-endpoint: " + wellknown.ContainerdEndpoint + "\nimage-endpoint: " + wellknown.ContainerdEndpoint + "\n"
 
 // kernelModules are loaded at boot: overlayfs for the snapshotter, nf_conntrack before its sysctl.
 const kernelModules = "overlay\nnf_conntrack\n"

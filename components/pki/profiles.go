@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Names of the authorities and leaf certificates. A name is also the file stem on the machine.
@@ -139,7 +140,7 @@ func Profiles(c *spec.Cluster) []Profile {
 		Profile{
 			Name: APIServer, Issuer: ClusterCA, CommonName: "kube-apiserver",
 			DNSNames: []string{"kubernetes", "kubernetes.default", "kubernetes.default.svc",
-				"kubernetes.default.svc.cluster.local", "localhost", c.Name + "-apiserver"},
+				"kubernetes.default.svc." + wellknown.ClusterDomain, "localhost", c.Name + "-apiserver"},
 			IPAddresses: []string{c.Network.APIServerIP, c.KubernetesServiceIP(), "127.0.0.1"},
 			Usages:      serverUsages,
 		},
@@ -153,7 +154,7 @@ func Profiles(c *spec.Cluster) []Profile {
 			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
 		// The Service clusterforge-ops in kube-system, as the apiservers dial a webhook's service.
 		Profile{Name: OpsWebhook, Issuer: ClusterCA, CommonName: "clusterforge-ops",
-			DNSNames: []string{"clusterforge-ops.kube-system.svc", "clusterforge-ops.kube-system.svc.cluster.local"}, Usages: serverUsages},
+			DNSNames: []string{wellknown.OpsName + ".kube-system.svc", wellknown.OpsName + ".kube-system.svc." + wellknown.ClusterDomain}, Usages: serverUsages},
 	)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // listNodes lists every node.
@@ -37,7 +38,7 @@ func AddNodes(ctx context.Context, o Observer, inv change.Inventory) (change.Inv
 		return nil, err
 	}
 	for _, n := range nodes {
-		if pool := n.Labels[spec.PoolLabel]; pool != "" {
+		if pool := n.Labels[wellknown.PoolLabel]; pool != "" {
 			inv[spec.WorkerRole(pool)] = append(inv[spec.WorkerRole(pool)], n.Name)
 		}
 	}

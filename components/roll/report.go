@@ -9,6 +9,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // RenewBefore is how long before expiry a leaf certificate is due: the roll renews it and the
@@ -86,7 +87,7 @@ func Report(ctx context.Context, o Observer, desired *spec.Cluster) ([]Machine, 
 		return nil, err
 	}
 	for _, n := range nodes {
-		out = append(out, Machine{Name: n.Name, Role: spec.WorkerRole(n.Labels[spec.PoolLabel]),
+		out = append(out, Machine{Name: n.Name, Role: spec.WorkerRole(n.Labels[wellknown.PoolLabel]),
 			Runs: n.Status.NodeInfo.KubeletVersion, Want: desired.Versions.Kubernetes})
 	}
 	if mr, ok := o.(ModelReporter); ok {

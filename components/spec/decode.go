@@ -79,7 +79,7 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 
 func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 	if n.Kind != yaml.MappingNode {
-		d.fail(n, orRoot(path), "write it as a mapping of keys, see docs/stack-reference.md", "is %s, not a mapping", describe(n))
+		d.fail(n, orRoot(path), "write it as a mapping of keys, see docs/reference/stack.md", "is %s, not a mapping", describe(n))
 		return
 	}
 	fields := map[string]int{}
@@ -103,7 +103,7 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 		seen[key.Value] = true
 		idx, ok := fields[key.Value]
 		if !ok {
-			d.fail(key, name, "check its spelling against docs/stack-reference.md or remove it", "unknown key %s", strconv.Quote(key.Value))
+			d.fail(key, name, "check its spelling against docs/reference/stack.md or remove it", "unknown key %s", strconv.Quote(key.Value))
 			continue
 		}
 		d.decode(value, name, v.Field(idx))
@@ -173,13 +173,13 @@ func (d *decoder) scalar(n *yaml.Node, path string, v reflect.Value) bool {
 		case "!!int":
 			i, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
 			if err != nil {
-				d.fail(n, path, "use a number clusterforge's limits accept (docs/stack-reference.md)", "%s is out of range", strconv.Quote(n.Value))
+				d.fail(n, path, "use a number clusterforge's limits accept (docs/reference/stack.md)", "%s is out of range", strconv.Quote(n.Value))
 				return false
 			}
 			v.SetInt(i)
 		case "!!float":
 			if f, err := strconv.ParseFloat(n.Value, 64); err == nil && f == math.Trunc(f) && !strings.ContainsAny(n.Value, ".eE") {
-				d.fail(n, path, "use a number clusterforge's limits accept (docs/stack-reference.md)", "%s is out of range", strconv.Quote(n.Value))
+				d.fail(n, path, "use a number clusterforge's limits accept (docs/reference/stack.md)", "%s is out of range", strconv.Quote(n.Value))
 			} else {
 				d.fail(n, path, "write a whole number", "%s is not a whole number", strconv.Quote(n.Value))
 			}

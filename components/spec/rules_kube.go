@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -24,25 +25,6 @@ var kubeletOwnedLabels = []string{
 // kubernetes.io or k8s.io label in --node-labels.
 var kubeletLabelNamespaces = []string{"kubelet.kubernetes.io", "node.kubernetes.io"}
 
-// Labels clusterforge sets on every node of a pool.
-const (
-	// PoolLabel names the pool a node belongs to.
-	PoolLabel = "clusterforge.io/pool"
-	// GPULabel marks the nodes of GPU pools.
-	GPULabel = "clusterforge.io/gpu"
-)
-
-// Taints and labels of the fleet operations layer (components/ops), named once here so the add-ons
-// that register its webhooks and the code that acts on them agree.
-const (
-	// ReplaceTaint is remediation's mark on a node it hands back; AutoscalerDeletionTaint is
-	// cluster-autoscaler's before it deletes a VM. The scale-down brake reviews both (L14).
-	ReplaceTaint            = "clusterforge.io/replace"
-	AutoscalerDeletionTaint = "ToBeDeletedByClusterAutoscaler"
-	// TeamKey is the team taint's key on owned nodes and the team label on namespaces (L17).
-	TeamKey = "clusterforge.io/team"
-)
-
 // inNamespace reports whether key's prefix is ns or a subdomain of it.
 func inNamespace(key, ns string) bool {
 	prefix, _, ok := strings.Cut(key, "/")
@@ -59,7 +41,7 @@ func (v *validator) nodeLabel(field, key, value string) {
 		return
 	}
 	switch {
-	case key == PoolLabel, key == GPULabel, slices.Contains(kubeletOwnedLabels, key):
+	case key == wellknown.PoolLabel, key == wellknown.GPULabel, slices.Contains(kubeletOwnedLabels, key):
 		v.fail(field, "remove it: clusterforge, the kubelet or Azure sets it on every node", "%s is reserved", key)
 	case kubernetesNamespace(key) && !slices.ContainsFunc(kubeletLabelNamespaces, func(ns string) bool { return inNamespace(key, ns) }):
 		v.fail(field, "use your own prefix, e.g. example.com/, or node.kubernetes.io/: the kubelet refuses other kubernetes.io and k8s.io labels",

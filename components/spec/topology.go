@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Machine roles. Workers are "worker-<pool>".
@@ -13,29 +15,6 @@ const (
 	RoleEtcdEvents = "etcd-events"
 	RoleAPIServer  = "apiserver"
 	workerPrefix   = "worker-"
-)
-
-// Ports the machines listen on; production and rehearsal alike.
-const (
-	EtcdClientPort  = 2379
-	EtcdPeerPort    = 2380
-	EtcdMetricsPort = 2381
-	APIServerPort   = 6443
-	// ControllerManagerPort and SchedulerPort are the components' default secure (health) ports.
-	ControllerManagerPort = 10257
-	SchedulerPort         = 10259
-	KubeletPort           = 10250
-	SSHPort               = 22
-	// EtcdBackupMetricsPort is where the main etcd members' backup agent serves its metrics.
-	EtcdBackupMetricsPort = 2382
-	// CertificateMetricsPort is where each apiserver machine's clusterforge-csr-approver serves
-	// certificate expiry: its own files and what every etcd member presents.
-	CertificateMetricsPort = 2383
-	// NodeExporterPort is node-exporter's, on every worker's host network.
-	NodeExporterPort = 9100
-	// TrafficMetricsPort is where each worker's clusterforge-ops agent serves its pods' traffic
-	// counters (L32), on the host network.
-	TrafficMetricsPort = 9102
 )
 
 // APIServerProbePath is the load balancer's health probe. Since Kubernetes 1.34 /readyz also
@@ -109,7 +88,7 @@ type EtcdCluster struct {
 func (e EtcdCluster) ClientURLs() []string {
 	urls := make([]string, len(e.Members))
 	for i, m := range e.Members {
-		urls[i] = fmt.Sprintf("https://%s:%d", m.IP, EtcdClientPort)
+		urls[i] = fmt.Sprintf("https://%s:%d", m.IP, wellknown.EtcdClientPort)
 	}
 	return urls
 }
@@ -118,7 +97,7 @@ func (e EtcdCluster) ClientURLs() []string {
 func (e EtcdCluster) InitialCluster() string {
 	parts := make([]string, len(e.Members))
 	for i, m := range e.Members {
-		parts[i] = fmt.Sprintf("%s=https://%s:%d", m.Name, m.IP, EtcdPeerPort)
+		parts[i] = fmt.Sprintf("%s=https://%s:%d", m.Name, m.IP, wellknown.EtcdPeerPort)
 	}
 	return strings.Join(parts, ",")
 }
@@ -224,7 +203,7 @@ func (c *Cluster) DNSServiceIP() string {
 
 // APIServerURL is the address clients and kubelets use: the internal load balancer.
 func (c *Cluster) APIServerURL() string {
-	return fmt.Sprintf("https://%s:%d", c.Network.APIServerIP, APIServerPort)
+	return fmt.Sprintf("https://%s:%d", c.Network.APIServerIP, wellknown.APIServerPort)
 }
 
 // Roles lists every machine role of the cluster in a stable order.

@@ -117,7 +117,7 @@ func HasLocalDisk(size string) bool { return vmSizes[size].LocalDiskGiB > 0 }
 func (v *validator) vmSize(field, size string) (Capacity, bool) {
 	c, ok := VMCapacity(size)
 	if !ok {
-		v.fail(field, "use a size from spec.vmSizes (docs/stack-reference.md), or add its row there from Azure's size page: vCPUs, memory, local disk, GPUs",
+		v.fail(field, "use a size from spec.vmSizes (docs/reference/stack.md), or add its row there from Azure's size page: vCPUs, memory, local disk, GPUs",
 			"the facts of %s are unknown", Excerpt(size))
 	}
 	return c, ok

@@ -12,6 +12,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // With a real PKI, the user-data carries it: the etcd member's serving pair is a working TLS key
@@ -75,7 +76,7 @@ func TestOpsWebhooksTrustTheirServingPair(t *testing.T) {
 			if err != nil || !roots.AppendCertsFromPEM(ca) {
 				t.Fatalf("%s: caBundle %q is not a base64 PEM certificate", w.Name, caBundle)
 			}
-			if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: addons.OpsName + "." + addons.SystemNamespace + ".svc"}); err != nil {
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: wellknown.OpsName + "." + addons.SystemNamespace + ".svc"}); err != nil {
 				t.Errorf("%s: its caBundle does not verify the serving certificate for the Service's name: %v", w.Name, err)
 			}
 		}

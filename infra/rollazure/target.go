@@ -36,6 +36,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/infra/program"
 )
 
@@ -162,7 +163,7 @@ func (t *Target) member(name string) (string, spec.Member, bool) {
 // apiserver instance.
 func (t *Target) address(ctx context.Context, name string) (string, error) {
 	if _, m, ok := t.member(name); ok {
-		return net.JoinHostPort(m.IP, fmt.Sprint(spec.EtcdClientPort)), nil
+		return net.JoinHostPort(m.IP, fmt.Sprint(wellknown.EtcdClientPort)), nil
 	}
 	set, vm, err := t.instance(ctx, name)
 	if err != nil {
@@ -177,7 +178,7 @@ func (t *Target) address(ctx context.Context, name string) (string, error) {
 		for _, nic := range page.Value {
 			for _, ip := range nic.Properties.IPConfigurations {
 				if ip.Properties != nil && ip.Properties.PrivateIPAddress != nil && (ip.Properties.Primary == nil || *ip.Properties.Primary) {
-					return net.JoinHostPort(*ip.Properties.PrivateIPAddress, fmt.Sprint(spec.APIServerPort)), nil
+					return net.JoinHostPort(*ip.Properties.PrivateIPAddress, fmt.Sprint(wellknown.APIServerPort)), nil
 				}
 			}
 		}
@@ -191,7 +192,7 @@ func (t *Target) EtcdClient(role string, members ...string) (*clientv3.Client, e
 	for _, e := range t.Cluster.EtcdClusters() {
 		for _, m := range e.Members {
 			if e.Role == role && (len(members) == 0 || slices.Contains(members, m.Name)) {
-				endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", m.IP, spec.EtcdClientPort))
+				endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", m.IP, wellknown.EtcdClientPort))
 			}
 		}
 	}
@@ -362,7 +363,7 @@ func (t *Target) onMember(ctx context.Context, verb string) error {
 		for _, m := range e.Members {
 			script := fmt.Sprintf("%s %s --config=%s && echo %s", machine.EtcdBackupBinary, verb, machine.EtcdBackupConfig, doneMarker)
 			if verb == "snapshot" {
-				script = fmt.Sprintf("%s %s --config=%s --endpoint=https://%s:%d && echo %s", machine.EtcdBackupBinary, verb, machine.EtcdBackupConfig, m.IP, spec.EtcdClientPort, doneMarker)
+				script = fmt.Sprintf("%s %s --config=%s --endpoint=https://%s:%d && echo %s", machine.EtcdBackupBinary, verb, machine.EtcdBackupConfig, m.IP, wellknown.EtcdClientPort, doneMarker)
 			}
 			poller, err := t.Azure.VMs.BeginRunCommand(ctx, t.Cluster.ResourceGroup(), m.Name, shellCommand(script), nil)
 			if err == nil {

@@ -6,17 +6,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-
-	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // Taints that say a node is on its way out: cluster-autoscaler sets its own before it deletes the
 // VM; the remediation controller sets ReplaceTaint before it drains a node for replacement.
 const (
-	AutoscalerDeletionTaint = spec.AutoscalerDeletionTaint
-	ReplaceTaint            = spec.ReplaceTaint
+	AutoscalerDeletionTaint = wellknown.AutoscalerDeletionTaint
+	ReplaceTaint            = wellknown.ReplaceTaint
 )
 
 // RemovalOf reads an admission request on a Node: a DELETE, or an UPDATE that adds a removal
@@ -41,7 +40,7 @@ func RemovalOf(req *admissionv1.AdmissionRequest, now time.Time) (Removal, bool,
 	if err := decode(req.Object.Raw, &next); err != nil {
 		return Removal{}, false, err
 	}
-	removal := Removal{Node: req.Name, Pool: old.Labels[spec.PoolLabel], By: req.UserInfo.Username, At: now}
+	removal := Removal{Node: req.Name, Pool: old.Labels[wellknown.PoolLabel], By: req.UserInfo.Username, At: now}
 	switch req.Operation {
 	case admissionv1.Delete:
 		return removal, true, nil

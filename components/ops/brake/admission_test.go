@@ -5,18 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-
-	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 func TestRemovalOfReadsDeletesAndRemovalTaints(t *testing.T) {
 	node := func(taints ...string) runtime.RawExtension {
-		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cf-dev-cpu000003", Labels: map[string]string{spec.PoolLabel: "cpu"}}}
+		n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cf-dev-cpu000003", Labels: map[string]string{wellknown.PoolLabel: "cpu"}}}
 		for _, k := range taints {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: k, Effect: corev1.TaintEffectNoSchedule})
 		}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/clusterforge/clusterforge/components/ops/admission"
-	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Ledger keeps the removals the brake admitted, shared by every replica of the webhook: a
@@ -90,7 +90,7 @@ func FleetOf(nodes cache.Store) func() Fleet {
 		f := Fleet{}
 		for _, obj := range nodes.List() {
 			if n, ok := obj.(*corev1.Node); ok {
-				f[n.Name] = n.Labels[spec.PoolLabel]
+				f[n.Name] = n.Labels[wellknown.PoolLabel]
 			}
 		}
 		return f

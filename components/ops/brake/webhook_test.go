@@ -10,13 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // memLedger is a Ledger with the apiserver's optimistic concurrency: a save at a stale version
@@ -49,7 +48,7 @@ func (l *memLedger) Save(_ context.Context, version string, removals []Removal) 
 }
 
 func deleteNode(t *testing.T, name string) *admissionv1.AdmissionRequest {
-	raw, err := json.Marshal(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{spec.PoolLabel: "cpu"}}})
+	raw, err := json.Marshal(corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{wellknown.PoolLabel: "cpu"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,10 +23,6 @@ const Condition corev1.NodeConditionType = "MaintenanceScheduled"
 // Path is the metadata service's Scheduled Events endpoint, with the API version read here.
 const Path = "/metadata/scheduledevents?api-version=2020-07-01"
 
-// DrainedAnnotation is the remediation controller's word to the node's watcher: the node it
-// cordoned for maintenance is drained (the value is when), so its events may start early.
-const DrainedAnnotation = "clusterforge.io/maintenance-drained"
-
 // Document is the endpoint's answer.
 type Document struct {
 	DocumentIncarnation int

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/nodestatus"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Watcher runs on every node (in the node agent's pod): it polls this machine's metadata service,
@@ -83,7 +84,7 @@ func (w *Watcher) Poll(ctx context.Context) error {
 	return w.startIfDrained(ctx, doc)
 }
 
-// startIfDrained starts this VM's startable events once its node carries DrainedAnnotation. The
+// startIfDrained starts this VM's startable events once its node carries wellknown.DrainedAnnotation. The
 // node is read only while such an event waits, from the apiserver's cache, and at most every
 // drainedReadEvery.
 func (w *Watcher) startIfDrained(ctx context.Context, doc Document) error {
@@ -104,7 +105,7 @@ func (w *Watcher) startIfDrained(ctx context.Context, doc Document) error {
 	if err != nil {
 		return err
 	}
-	if _, drained := node.Annotations[DrainedAnnotation]; !drained {
+	if _, drained := node.Annotations[wellknown.DrainedAnnotation]; !drained {
 		return nil
 	}
 	data, err := json.Marshal(body)

@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// The watcher starts its VM's own event only once its node carries DrainedAnnotation, exactly
+// The watcher starts its VM's own event only once its node carries wellknown.DrainedAnnotation, exactly
 // once, and never an event that names other VMs too.
 func TestWatcherStartsItsEventOnceTheNodeIsDrained(t *testing.T) {
 	const vm = "cf-dev-cpu_4"
@@ -58,7 +59,7 @@ func TestWatcherStartsItsEventOnceTheNodeIsDrained(t *testing.T) {
 	if got := sent(); len(got) != 0 {
 		t.Fatalf("started before the drain: %v", got)
 	}
-	node.Annotations[DrainedAnnotation] = "2026-11-25T12:00:00Z"
+	node.Annotations[wellknown.DrainedAnnotation] = "2026-11-25T12:00:00Z"
 	if _, err := client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/nodestatus"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // FailedCondition is the node condition a failed pass sets True (and a passing one False);
@@ -60,7 +60,7 @@ func (a *Agent) Pass(ctx context.Context) error {
 
 // Pending says whether the node waits for its preflight tests.
 func Pending(n *corev1.Node) bool {
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == machine.PreflightTaint.Key })
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == wellknown.PreflightTaint })
 }
 
 // removeTaint takes the preflight taint off, retrying on a conflicting write.
@@ -73,7 +73,7 @@ func (a *Agent) removeTaint(ctx context.Context) error {
 		if !Pending(node) {
 			return nil
 		}
-		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == machine.PreflightTaint.Key })
+		node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == wellknown.PreflightTaint })
 		_, err = a.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 		if !apierrors.IsConflict(err) {
 			return err

@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
-
-	"github.com/clusterforge/clusterforge/components/machine"
 )
 
 // Retest is the periodic re-test (a CronJob, one pod for the cluster): idle nodes the selector
@@ -49,7 +48,7 @@ func (r *Retest) Run(ctx context.Context) ([]string, error) {
 		if !idle {
 			continue
 		}
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: machine.PreflightTaint.Key, Value: machine.PreflightTaint.Value, Effect: corev1.TaintEffect(machine.PreflightTaint.Effect)})
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: wellknown.PreflightTaint, Value: wellknown.PreflightPending, Effect: corev1.TaintEffectNoSchedule})
 		if _, err := r.Client.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); apierrors.IsConflict(err) {
 			continue // it changed since the list: the next run looks again
 		} else if err != nil {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/drain"
 	"github.com/clusterforge/clusterforge/components/ops/brake"
-	"github.com/clusterforge/clusterforge/components/ops/maintenance"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Machines takes a broken node's machine away.
@@ -172,8 +172,8 @@ func (c *Controller) mark(ctx context.Context, name, reason string, now time.Tim
 	if node.Annotations == nil {
 		node.Annotations = map[string]string{}
 	}
-	node.Annotations[ReasonAnnotation] = reason
-	node.Annotations[SinceAnnotation] = now.UTC().Format(time.RFC3339)
+	node.Annotations[wellknown.ReasonAnnotation] = reason
+	node.Annotations[wellknown.SinceAnnotation] = now.UTC().Format(time.RFC3339)
 	_, err = c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{})
 	if apierrors.IsForbidden(err) {
 		c.logf("%s: not marked for replacement (%s): %v", name, reason, err)
@@ -192,19 +192,19 @@ func (c *Controller) setEvacuated(ctx context.Context, name, reason string) erro
 	if err != nil {
 		return err
 	}
-	_, evacuated := node.Annotations[EvacuateAnnotation]
+	_, evacuated := node.Annotations[wellknown.EvacuateAnnotation]
 	if evacuated == (reason != "") {
 		return nil
 	}
 	if reason == "" {
-		delete(node.Annotations, EvacuateAnnotation)
-		delete(node.Annotations, maintenance.DrainedAnnotation)
+		delete(node.Annotations, wellknown.EvacuateAnnotation)
+		delete(node.Annotations, wellknown.DrainedAnnotation)
 		node.Spec.Unschedulable = false
 	} else {
 		if node.Annotations == nil {
 			node.Annotations = map[string]string{}
 		}
-		node.Annotations[EvacuateAnnotation] = reason
+		node.Annotations[wellknown.EvacuateAnnotation] = reason
 		node.Spec.Unschedulable = true
 	}
 	if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
@@ -225,10 +225,10 @@ func (c *Controller) setDrained(ctx context.Context, name string, now time.Time)
 	if err != nil {
 		return err
 	}
-	if _, drained := node.Annotations[maintenance.DrainedAnnotation]; drained || node.Annotations[EvacuateAnnotation] == "" {
+	if _, drained := node.Annotations[wellknown.DrainedAnnotation]; drained || node.Annotations[wellknown.EvacuateAnnotation] == "" {
 		return nil
 	}
-	node.Annotations[maintenance.DrainedAnnotation] = now.UTC().Format(time.RFC3339)
+	node.Annotations[wellknown.DrainedAnnotation] = now.UTC().Format(time.RFC3339)
 	if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 		return err
 	}

@@ -13,15 +13,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/ops/brake"
 	"github.com/clusterforge/clusterforge/components/ops/maintenance"
-)
-
-// Annotations the controller writes on a node it marks: why, and since when. EvacuateAnnotation
-// says the controller cordoned the node ahead of maintenance, and why: only such a cordon is lifted
-// when the maintenance is over.
-const (
-	ReasonAnnotation   = "clusterforge.io/replace-reason"
-	SinceAnnotation    = "clusterforge.io/replace-since"
-	EvacuateAnnotation = "clusterforge.io/maintenance-drain"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Problem is a node condition that means the machine is broken when it has Status.
@@ -103,13 +95,13 @@ const (
 // cordoned (the roller replacing it, an operator) is left alone until they uncordon it.
 func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, again time.Time) {
 	if marked(n) {
-		since, err := time.Parse(time.RFC3339, n.Annotations[SinceAnnotation])
+		since, err := time.Parse(time.RFC3339, n.Annotations[wellknown.SinceAnnotation])
 		if err != nil || now.Sub(since) >= p.HandBack {
 			return HandBack, "", time.Time{}
 		}
 		return Drain, "", since.Add(p.HandBack)
 	}
-	if _, evacuated := n.Annotations[EvacuateAnnotation]; n.Spec.Unschedulable && !evacuated {
+	if _, evacuated := n.Annotations[wellknown.EvacuateAnnotation]; n.Spec.Unschedulable && !evacuated {
 		return Wait, "", time.Time{} // cordoned by someone else (a roll, an operator): theirs to finish
 	}
 	for _, c := range n.Status.Conditions {
@@ -129,7 +121,7 @@ func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, a
 			return Evacuate, fmt.Sprintf("%s=%s: %s", c.Type, c.Status, c.Message), time.Time{}
 		}
 	}
-	if _, ok := n.Annotations[EvacuateAnnotation]; ok {
+	if _, ok := n.Annotations[wellknown.EvacuateAnnotation]; ok {
 		return Restore, "", time.Time{}
 	}
 	return Wait, "", again

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/ops/brake"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 func TestNextWaitsOutTheGraceThenMarksDrainsAndHandsBack(t *testing.T) {
@@ -22,7 +23,7 @@ func TestNextWaitsOutTheGraceThenMarksDrainsAndHandsBack(t *testing.T) {
 	markedAt := func(ago time.Duration) *corev1.Node {
 		n := node(cond(corev1.NodeReady, corev1.ConditionTrue, time.Hour))
 		n.Spec.Taints = []corev1.Taint{{Key: brake.ReplaceTaint, Effect: corev1.TaintEffectNoSchedule}}
-		n.Annotations = map[string]string{SinceAnnotation: now.Add(-ago).Format(time.RFC3339)}
+		n.Annotations = map[string]string{wellknown.SinceAnnotation: now.Add(-ago).Format(time.RFC3339)}
 		return n
 	}
 	healthy := node(cond(corev1.NodeReady, corev1.ConditionTrue, time.Hour), cond("KernelDeadlock", corev1.ConditionFalse, time.Hour))
@@ -49,7 +50,7 @@ func TestNextWaitsOutTheGraceThenMarksDrainsAndHandsBack(t *testing.T) {
 			Mark, "KernelDeadlock=True since 2026-11-25T11:00:00Z: m", time.Time{}},
 		{"evacuated, the reboot done", func() *corev1.Node {
 			n := node(cond("MaintenanceScheduled", corev1.ConditionFalse, 0))
-			n.Annotations = map[string]string{EvacuateAnnotation: "r"}
+			n.Annotations = map[string]string{wellknown.EvacuateAnnotation: "r"}
 			return n
 		}(), Restore, "", time.Time{}},
 		{"cordoned by a roll, not Ready past the grace", func() *corev1.Node {

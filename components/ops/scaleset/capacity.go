@@ -12,6 +12,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/ops/joins"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Pool is one worker pool's scale sets as joins.Grow drives them: its capacity is the sum of its
@@ -103,7 +104,7 @@ func spread(n int, sets []spec.ScaleSet) []int {
 // Joined counts the pool's Ready nodes, read from the apiservers' watch cache.
 func (p *Pool) Joined(ctx context.Context) (int, error) {
 	list, err := p.Nodes.CoreV1().Nodes().List(ctx, metav1.ListOptions{
-		LabelSelector: spec.PoolLabel + "=" + p.Sets[0].Pool.Name, ResourceVersion: "0",
+		LabelSelector: wellknown.PoolLabel + "=" + p.Sets[0].Pool.Name, ResourceVersion: "0",
 	})
 	if err != nil {
 		return 0, err

@@ -22,6 +22,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/ops/joins"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 func TestSpread(t *testing.T) {
@@ -62,7 +63,7 @@ func TestGrowStepsAScaleSetOnTheFakeARMServer(t *testing.T) {
 	joinAll := func() {
 		total := capacity["cf-dev-cpu-0"] + capacity["cf-dev-cpu-1"]
 		for n := range total {
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cpu%06d", n), Labels: map[string]string{spec.PoolLabel: "cpu"}},
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cpu%06d", n), Labels: map[string]string{wellknown.PoolLabel: "cpu"}},
 				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastHeartbeatTime: metav1.Now()}}}}
 			_, _ = kube.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{})
 		}

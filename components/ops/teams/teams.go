@@ -14,17 +14,16 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
-
-	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 const (
 	// TaintKey marks a node owned by the team in its value; pods need the toleration to land there.
-	TaintKey = spec.TeamKey
+	TaintKey = wellknown.TeamKey
 	// NamespaceLabel names the team a namespace's pods belong to.
 	NamespaceLabel = TaintKey
 	// ConfigMapName is the allocations' ConfigMap, in kube-system; ConfigMapKey its entry.

@@ -10,17 +10,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
-
-// MetricName is the counter the agent serves, per pod and direction; `sum by (namespace)` is the
-// seeds' question.
-const MetricName = "clusterforge_pod_network_bytes_total"
 
 // Accountant keeps the counters in step with the node's pods and serves them.
 type Accountant struct {
 	Counters *Counters
-	// CNIResults is the CNI cache directory the pods are read from. Default machine.CNIResultsDir.
+	// CNIResults is the CNI cache directory the pods are read from. Default wellknown.CNIResultsDir.
 	CNIResults string
 
 	mu   sync.Mutex
@@ -31,7 +27,7 @@ type Accountant struct {
 func (a *Accountant) Refresh() error {
 	dir := a.CNIResults
 	if dir == "" {
-		dir = machine.CNIResultsDir
+		dir = wellknown.CNIResultsDir
 	}
 	pods, err := CachedPods(dir)
 	if err != nil {
@@ -81,15 +77,15 @@ func (a *Accountant) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		return strings.Compare(x.Namespace+"/"+x.Name, y.Namespace+"/"+y.Name)
 	})
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "# HELP %s Bytes of IPv4 packets a pod on this node sent (transmit) or was sent (receive), as nftables counts them.\n", MetricName)
-	fmt.Fprintf(w, "# TYPE %s counter\n", MetricName)
+	fmt.Fprintf(w, "# HELP %s Bytes of IPv4 packets a pod on this node sent (transmit) or was sent (receive), as nftables counts them.\n", wellknown.PodNetworkBytesMetric)
+	fmt.Fprintf(w, "# TYPE %s counter\n", wellknown.PodNetworkBytesMetric)
 	for _, p := range pods {
 		counted, ok := bytes[p.IP]
 		if !ok {
 			continue // its counters are made at the next refresh
 		}
 		for _, d := range []Direction{Transmit, Receive} {
-			fmt.Fprintf(w, "%s{namespace=%q,pod=%q,direction=%q} %d\n", MetricName, p.Namespace, p.Name, directionLabel[d], counted[d])
+			fmt.Fprintf(w, "%s{namespace=%q,pod=%q,direction=%q} %d\n", wellknown.PodNetworkBytesMetric, p.Namespace, p.Name, directionLabel[d], counted[d])
 		}
 	}
 }

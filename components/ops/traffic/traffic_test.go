@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 )
@@ -158,7 +159,7 @@ func TestCountersCountThePodsBytes(t *testing.T) {
 			rec := httptest.NewRecorder()
 			a.ServeHTTP(rec, nil)
 			got := map[string]uint64{}
-			sample := regexp.MustCompile(`^` + MetricName + `\{namespace="([^"]+)",pod="([^"]+)",direction="(\w+)"\} (\d+)$`)
+			sample := regexp.MustCompile(`^` + wellknown.PodNetworkBytesMetric + `\{namespace="([^"]+)",pod="([^"]+)",direction="(\w+)"\} (\d+)$`)
 			for s := bufio.NewScanner(rec.Body); s.Scan(); {
 				if m := sample.FindStringSubmatch(s.Text()); m != nil {
 					v, _ := strconv.ParseUint(m[4], 10, 64)

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // preloadImages puts every preload_image into containerd's k8s.io namespace, imported from its
@@ -20,7 +21,7 @@ func (b *bake) preloadImages(ctx context.Context) error {
 	pid, log := q(b.StagingDir+"/containerd.pid"), q(b.StagingDir+"/containerd.log")
 	start := fmt.Sprintf("%s --config %s >%s 2>&1 & echo $! >%s; "+
 		"for i in $(seq 100); do [ -S %s ] && exit 0; sleep 0.1; done; echo containerd did not start >&2; cat %s >&2; exit 1",
-		q(machine.BinDir+"/containerd"), q(machine.ContainerdConfigPath), log, pid, q(machine.ContainerdSocketPath), log)
+		q(machine.BinDir+"/containerd"), q(machine.ContainerdConfigPath), log, pid, q(wellknown.ContainerdSocketPath), log)
 	if err := b.run(ctx, start); err != nil {
 		return err
 	}
@@ -28,7 +29,7 @@ func (b *bake) preloadImages(ctx context.Context) error {
 	defer func() {
 		_ = b.run(context.Background(), fmt.Sprintf(`pid=$(cat %[1]s); kill "$pid"; while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done; rm -f %[1]s`, pid))
 	}()
-	ctr := fmt.Sprintf("%s --address %s -n k8s.io", q(machine.BinDir+"/ctr"), q(machine.ContainerdSocketPath))
+	ctr := fmt.Sprintf("%s --address %s -n k8s.io", q(machine.BinDir+"/ctr"), q(wellknown.ContainerdSocketPath))
 	for _, img := range b.PreloadImages {
 		if err := b.fetchImage(ctx, ctr, img); err != nil {
 			return err

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/clusterforge/clusterforge/components/ops/brake"
+	"github.com/clusterforge/clusterforge/components/ops/remediation"
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
+	"github.com/clusterforge/clusterforge/components/ops/teams"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// controller serves the webhooks on every replica and, while it holds the lease, runs remediation
+// and the team taints; all from one shared cache of nodes, namespaces and its own ConfigMaps.
+func controller(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
+	namespace := fs.String("namespace", metav1.NamespaceSystem, "namespace of the lease, the brake's ledger and the teams' ConfigMap")
+	listen := fs.String("listen", ":9443", "host:port of the webhooks (HTTPS), /healthz and /metrics")
+	tlsDir := fs.String("tls-dir", "", "directory of the serving pair, tls.crt and tls.key (re-read when they change)")
+	identity := fs.String("identity", os.Getenv("POD_NAME"), "this replica's name in the leader election")
+	cloudConfig := fs.String("cloud-config", "", "cluster-autoscaler's Azure cloud config: remediation hands machines back through it; empty: remediation only marks and drains")
+	scaleSets := fs.String("worker-scale-sets", "", "comma-separated worker scale sets remediation may delete instances of")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cs, err := client(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	machines, err := machinesFrom(*cloudConfig, strings.Split(*scaleSets, ","))
+	if err != nil {
+		return err
+	}
+	cluster := informers.NewSharedInformerFactory(cs, 0)
+	nodes, namespaces := cluster.Core().V1().Nodes(), cluster.Core().V1().Namespaces()
+	nodeInformer := nodes.Informer()
+	namespaces.Informer() // registered before Start: the teams webhook reads namespaces from the cache
+	own := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(*namespace))
+	configInformer := own.Core().V1().ConfigMaps().Informer()
+	cluster.Start(ctx.Done())
+	own.Start(ctx.Done())
+	for _, synced := range cluster.WaitForCacheSync(ctx.Done()) {
+		if !synced {
+			return errors.New("the node and namespace caches did not sync")
+		}
+	}
+
+	refusals := &refusalCounter{byPool: map[string]int{}}
+	brakeHook := &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now,
+		Ledger:  &brake.ConfigMapLedger{Client: cs, Namespace: *namespace, Name: wellknown.OpsBrakeLedger},
+		Fleet:   brake.FleetOf(nodeInformer.GetStore()),
+		Refused: func(r *brake.Refusal) { refusals.add(r); log.Printf("refused: %v", r) }}
+	teamHook := &teams.Webhook{BorrowPriorityClass: wellknown.BorrowPriority, NamespaceTeam: func(name string) (string, error) {
+		ns, err := namespaces.Lister().Get(name)
+		if err != nil {
+			// A namespace created this instant may not be cached yet.
+			if ns, err = cs.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return "", err
+			}
+		}
+		return ns.Labels[teams.NamespaceLabel], nil
+	}}
+	mux := http.NewServeMux()
+	mux.Handle(wellknown.OpsBrakePath, brakeHook)
+	mux.Handle(wellknown.OpsTeamsPath, teamHook)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/metrics", refusals)
+	pair := &reloadingPair{dir: *tlsDir}
+	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.get}}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.ListenAndServeTLS("", "") }()
+	defer srv.Close()
+
+	lead := func(ctx context.Context) {
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			c := &remediation.Controller{Client: cs, Policy: remediation.DefaultPolicy(), Machines: machines, Logf: log.Printf}
+			if err := c.Run(ctx, nodeInformer); err != nil && ctx.Err() == nil {
+				log.Printf("remediation: %v", err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			c := &teams.Controller{Client: cs, Namespace: *namespace, Logf: log.Printf}
+			if err := c.Run(ctx, nodeInformer, configInformer); err != nil && ctx.Err() == nil {
+				log.Printf("teams: %v", err)
+			}
+		}()
+		wg.Wait()
+	}
+	if *identity == "" {
+		if *identity, err = os.Hostname(); err != nil {
+			return err
+		}
+	}
+	election := leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: *namespace, Name: wellknown.OpsName},
+			Client: cs.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: *identity}},
+		ReleaseOnCancel: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
+		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: lead, OnStoppedLeading: func() { log.Print("lost the lease") }},
+	}
+	if _, err := leaderelection.NewLeaderElector(election); err != nil {
+		return err
+	}
+	// A replica that lost the lease stands again: Run returns when leadership ends.
+	go func() {
+		for ctx.Err() == nil {
+			elector, _ := leaderelection.NewLeaderElector(election)
+			elector.Run(ctx)
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-serveErr:
+		return err
+	}
+}
+
+// machinesFrom is remediation's way to hand machines back: the worker scale sets through the
+// autoscaler's managed identity; without a cloud config, a Node is deleted and its VM left to the
+// autoscaler, which removes what no longer registers.
+func machinesFrom(cloudConfig string, scaleSets []string) (remediation.Machines, error) {
+	if cloudConfig == "" {
+		return nodeOnly{}, nil
+	}
+	data, err := os.ReadFile(cloudConfig)
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		SubscriptionID         string `json:"subscriptionId"`
+		ResourceGroup          string `json:"resourceGroup"`
+		UserAssignedIdentityID string `json:"userAssignedIdentityID"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", cloudConfig, err)
+	}
+	cred, err := azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ID: azidentity.ClientID(cfg.UserAssignedIdentityID)})
+	if err != nil {
+		return nil, err
+	}
+	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(cfg.SubscriptionID, cred, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &scaleset.Machines{VMs: vms, Subscription: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, ScaleSets: scaleSets}, nil
+}
+
+// nodeOnly removes nothing but the Node (deleted by the controller after Remove).
+type nodeOnly struct{}
+
+func (nodeOnly) Remove(context.Context, *corev1.Node) error { return nil }
+
+// reloadingPair serves the newest serving pair in dir: `pulumi up` renews the Secret and the
+// kubelet updates the mounted files; the pair is re-read at most once a minute.
+type reloadingPair struct {
+	dir    string
+	mu     sync.Mutex
+	cert   *tls.Certificate
+	loaded time.Time
+}
+
+func (p *reloadingPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cert == nil || time.Since(p.loaded) > time.Minute {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(p.dir, "tls.crt"), filepath.Join(p.dir, "tls.key"))
+		if err != nil && p.cert == nil {
+			return nil, err
+		}
+		if err == nil {
+			p.cert = &cert
+		}
+		p.loaded = time.Now()
+	}
+	return p.cert, nil
+}
+
+// refusalCounter is clusterforge_brake_refusals_total by scope (a pool, or "cluster"), in
+// Prometheus' text format.
+type refusalCounter struct {
+	mu     sync.Mutex
+	byPool map[string]int
+}
+
+func (r *refusalCounter) add(refusal *brake.Refusal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.byPool[refusal.Scope]++
+}
+
+func (r *refusalCounter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintln(w, "# HELP clusterforge_brake_refusals_total Node removals the scale-down brake refused (L14).")
+	fmt.Fprintln(w, "# TYPE clusterforge_brake_refusals_total counter")
+	for scope, n := range r.byPool {
+		fmt.Fprintf(w, "clusterforge_brake_refusals_total{scope=%q} %d\n", scope, n)
+	}
+}

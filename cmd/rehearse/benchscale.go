@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/ops/joins"
+	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/scale"
+)
+
+// benchBase keeps the benchmark's rehearsal beside `make rehearse`'s (0) and the tests' (1-4).
+const benchBase = 5
+
+// benchFlags are bench-scale's flags; zero values keep scale.DefaultOptions (or LongOptions).
+type benchFlags struct {
+	out, steps               string
+	long                     bool
+	warmUp, hold, stormPhase time.Duration
+	stormRounds, stormNodes  int
+	churn                    float64
+	joinNodes, joinRounds    int
+}
+
+func (b *benchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&b.out, "out", "build/bench/scale", "bench-scale, bench-joins: report directory")
+	fs.StringVar(&b.steps, "steps", "", "bench-scale: node counts of the ramp, comma-separated (default 500,1000,2500,5000,7500,10000)")
+	fs.BoolVar(&b.long, "long", false, "bench-scale: the full run: 20-minute holds, 10-minute storm phases")
+	fs.DurationVar(&b.warmUp, "warm-up", 0, "bench-scale: warm-up discarded before each hold")
+	fs.DurationVar(&b.hold, "hold", 0, "bench-scale: hold each step is judged on")
+	fs.DurationVar(&b.stormPhase, "storm-phase", 0, "bench-scale: length of each storm phase (quiet, storm, recovery)")
+	fs.IntVar(&b.stormRounds, "storm-rounds", 0, "bench-scale: split/unsplit pairs of storm runs")
+	fs.IntVar(&b.stormNodes, "storm-nodes", 0, "bench-scale: node count of the storm (default: the largest passing step)")
+	fs.Float64Var(&b.churn, "churn", 0, "bench-scale: pods created (and deleted once running) a second")
+	fs.IntVar(&b.joinNodes, "join-nodes", 0, "bench-joins: nodes each run joins (default 1000)")
+	fs.IntVar(&b.joinRounds, "join-rounds", 0, "bench-joins: rounds of each mode (default 3)")
+}
+
+// options are scale.Options with the flags applied.
+func (b benchFlags) options() (scale.Options, error) {
+	out, err := filepath.Abs(b.out)
+	if err != nil {
+		return scale.Options{}, err
+	}
+	o := scale.DefaultOptions(out)
+	if b.long {
+		o = scale.LongOptions(out)
+	}
+	if b.steps != "" {
+		o.Steps = nil
+		for _, f := range strings.Split(b.steps, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 20000 {
+				return o, fmt.Errorf("--steps: %q is not a node count from 1 to 20,000", f)
+			}
+			o.Steps = append(o.Steps, n)
+		}
+	}
+	for _, set := range []struct {
+		flag time.Duration
+		into []*time.Duration
+	}{{b.warmUp, []*time.Duration{&o.WarmUp}}, {b.hold, []*time.Duration{&o.Hold}},
+		{b.stormPhase, []*time.Duration{&o.Storm.Quiet, &o.Storm.Storm, &o.Storm.Recovery}}} {
+		if set.flag > 0 {
+			for _, d := range set.into {
+				*d = set.flag
+			}
+		}
+	}
+	if b.stormRounds > 0 {
+		o.Storm.Rounds = b.stormRounds
+	}
+	if b.stormNodes > 0 {
+		o.Storm.Nodes = b.stormNodes
+	}
+	if b.churn > 0 {
+		o.ChurnPerSecond = b.churn
+	}
+	return o, nil
+}
+
+// benchScale runs the scale benchmark on a rehearsal of the stack in dir, stopped at the end.
+func benchScale(stack, dir, tools string, b benchFlags) error {
+	o, err := b.options()
+	if err != nil {
+		return err
+	}
+	c, self, err := loadStack(stack)
+	if err != nil {
+		return err
+	}
+	toolsAbs, err := filepath.Abs(tools)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	s, err := rehearsal.BenchScale(ctx, c, stack, rehearsal.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}}, o, os.Stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("==> largest node count within the SLOs: %d; storm ratio split %.2f, unsplit %.2f; took %s\n==> %s\n",
+		s.LargestPassingNodes, s.StormRatio["split"], s.StormRatio["unsplit"], s.Took, filepath.Join(o.Out, "report.md"))
+	return nil
+}
+
+// benchJoins runs the joins benchmark on a rehearsal of the stack in dir, stopped at the end.
+func benchJoins(stack, dir, tools string, b benchFlags) error {
+	c, self, err := loadStack(stack)
+	if err != nil {
+		return err
+	}
+	out, err := filepath.Abs(b.out)
+	if err != nil {
+		return err
+	}
+	toolsAbs, err := filepath.Abs(tools)
+	if err != nil {
+		return err
+	}
+	o := scale.DefaultJoinOptions(out, joins.PlanFor(c), time.Duration(c.Joins.JitterSeconds())*time.Second)
+	if b.joinNodes > 0 {
+		o.Nodes = b.joinNodes
+	}
+	if b.joinRounds > 0 {
+		o.Rounds = b.joinRounds
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	rep, err := rehearsal.BenchJoins(ctx, c, rehearsal.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}}, o, os.Stdout)
+	if err != nil {
+		return err
+	}
+	for _, s := range rep.Summary {
+		fmt.Printf("==> %s: mutating p99 median %.2f s (%.2f–%.2f), %d of %d runs within 1 s\n", s.Mode, s.MedianP99, s.MinP99, s.MaxP99, s.Passed, s.Runs)
+	}
+	fmt.Printf("==> %s\n", filepath.Join(o.Out, "joins.md"))
+	return nil
+}

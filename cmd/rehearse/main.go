@@ -1,0 +1,385 @@
+// Command rehearse starts a stack's control plane for real on this machine (see package rehearsal):
+//
+//	rehearse up --stack dev           start it, wait until healthy, leave it running
+//	rehearse down --stack dev         stop everything `up` started; keep its disks, PKI and backups
+//	rehearse clean --stack dev        stop it and delete everything, backups included
+//	rehearse etcd-backup --stack dev  snapshot the main etcd to the backup store now
+//	rehearse etcd-restore --stack dev [--snapshot NAME]   restore the main etcd (latest snapshot by default)
+//	rehearse diff --stack dev         what the stack file changes against what the rehearsal last applied
+//	rehearse roll --stack dev [--renew-certificates]   roll the rehearsal's machines onto the stack file
+//	rehearse deviations               list every difference from Azure
+//	rehearse boot --stack dev         boot every machine of the plan from its image (systemd-nspawn), leave it running
+//	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
+//	rehearse bench-scale --stack dev  the scale benchmark on a rehearsal of its own (build/bench/scale)
+//	rehearse bench-joins --stack dev  1,000 nodes joining all at once vs in the stack's steps (build/bench/joins)
+//
+// `up` leaves a supervisor behind (`rehearse serve`, pid in <dir>/rehearse.pid) that restarts
+// failed services as systemd would, until `down`; etcd-backup and etcd-restore ask it to act on
+// its machines through <dir>/control.sock.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/roll"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/rehearsal"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "rehearse:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: rehearse up|down|deviations|lb [flags]")
+	}
+	if ran, err := rehearsal.Subcommand(args); ran {
+		return err
+	}
+	verb, args := args[0], args[1:]
+	switch verb {
+	case "deviations":
+		fmt.Print(rehearsal.FormatDeviations(false) + "\n" + rehearsal.FormatDeviations(true))
+		return nil
+	}
+	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
+	stack := fs.String("stack", "dev", "stack name: stacks/Pulumi.<stack>.yaml")
+	build := fs.String("build", "build/rehearse", "directory for rehearsals; each stack gets <build>/<stack>")
+	tools := fs.String("tools", ".tools/bin", "directory of the pinned binaries (make tools)")
+	nodes := fs.Int("nodes-per-pool", 3, "KWOK nodes simulated per pool, at most the pool's maxNodes")
+	snapshot := fs.String("snapshot", os.Getenv("SNAPSHOT"), "etcd-restore: the snapshot to restore (default: $SNAPSHOT, else the latest)")
+	bootDir := fs.String("boot-dir", "build/boot", "boot, boot-down: directory for booted stacks; each gets <boot-dir>/<stack>")
+	planDir := fs.String("plan-dir", "build/plan", "boot: where `make plan` wrote <stack>/ and <stack>.pki.json")
+	keep := fs.Bool("keep-on-failure", false, "boot: leave a boot that failed running, to look at")
+	images := fs.String("images", "build/images", "boot: where the baked images are: node-<stack>.tar, control-plane-<stack>.tar")
+	renew := fs.Bool("renew-certificates", false, "roll: renew every leaf certificate, due or not")
+	var bench benchFlags
+	bench.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := filepath.Abs(filepath.Join(*build, *stack))
+	if err != nil {
+		return err
+	}
+	switch verb {
+	case "boot", "boot-down":
+		bootDir, err := filepath.Abs(filepath.Join(*bootDir, *stack))
+		if err != nil {
+			return err
+		}
+		if verb == "boot-down" {
+			return rehearsal.BootDown(*stack, bootDir, os.Stdout)
+		}
+		return boot(*stack, bootDir, *planDir, *images, *tools, *keep)
+	case "down":
+		return down(dir)
+	case "clean":
+		if err := down(dir); err != nil {
+			return err
+		}
+		fmt.Printf("==> deleting %s (machines, PKI, backup store)\n", dir)
+		return rehearsal.Clean(dir, os.Stdout)
+	case "etcd-backup":
+		return rehearsal.Control(dir, rehearsal.Request{Op: verb})
+	case "diff":
+		return diff(*stack, dir, *tools)
+	case "roll":
+		// The supervisor owns the machines, so it rolls them.
+		return rehearsal.Control(dir, rehearsal.Request{Op: verb, Stack: spec.StackFile(spec.StackDir, *stack), Renew: *renew})
+	case "etcd-restore":
+		err := rehearsal.Control(dir, rehearsal.Request{Op: verb, Snapshot: *snapshot})
+		if errors.Is(err, rehearsal.ErrNotRunning) {
+			return restoreStopped(*stack, dir, *tools, *nodes, *snapshot)
+		}
+		return err
+	case "up":
+		return up(*stack, dir, *tools, args)
+	case "serve":
+		return serve(*stack, dir, *tools, *nodes)
+	case "bench-scale":
+		return benchScale(*stack, dir+"-scale", *tools, bench)
+	case "bench-joins":
+		return benchJoins(*stack, dir+"-scale", *tools, bench)
+	}
+	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, etcd-backup, etcd-restore, boot, boot-down, bench-scale, bench-joins, deviations, lb or imds", verb)
+}
+
+// diff prints what the stack file changes against what the running rehearsal last applied.
+func diff(stack, dir, tools string) error {
+	if !rehearsal.Running(dir) {
+		return fmt.Errorf("no rehearsal of %s runs in %s: start one with make rehearse STACK=%s", stack, dir, stack)
+	}
+	desired, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
+	if err != nil {
+		return err
+	}
+	p, err := rehearsal.Attach(dir, tools)
+	if err != nil {
+		return err
+	}
+	applied, err := p.Applied()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	return roll.Diff(ctx, os.Stdout, p, applied, desired, spec.StackFile(spec.StackDir, stack),
+		"the rehearsal in "+dir, "make roll STACK="+stack)
+}
+
+// up starts `rehearse serve` in its own session and relays its progress until it is ready.
+func up(stack, dir, tools string, args []string) error {
+	if err := down(dir); err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logFile, err := os.Create(filepath.Join(dir, "rehearse.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	progress, progressW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, append([]string{"serve"}, args...)...)
+	cmd.Stdout, cmd.Stderr, cmd.ExtraFiles = logFile, logFile, []*os.File{progressW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	progressW.Close()
+	if err := os.WriteFile(pidFile(dir), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+		return err
+	}
+	lines := bufio.NewScanner(progress)
+	for lines.Scan() {
+		if lines.Text() == readyLine {
+			printTry(stack, dir, tools)
+			return nil
+		}
+		fmt.Println(lines.Text())
+	}
+	_ = cmd.Wait()
+	return fmt.Errorf("the rehearsal did not come up; see %s and %s", logFile.Name(), filepath.Join(dir, "logs"))
+}
+
+const readyLine = "READY"
+
+func pidFile(dir string) string { return filepath.Join(dir, "rehearse.pid") }
+
+// down stops the supervisor, which stops its processes, then sweeps whatever is left.
+func down(dir string) error {
+	if data, err := os.ReadFile(pidFile(dir)); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && syscall.Kill(pid, syscall.SIGTERM) == nil {
+			fmt.Printf("==> stopping the rehearsal in %s (supervisor pid %d)\n", dir, pid)
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline) && syscall.Kill(pid, 0) == nil; {
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+		_ = os.Remove(pidFile(dir))
+	}
+	return rehearsal.Down(dir, os.Stdout)
+}
+
+// serve brings the rehearsal up, reports on fd 3, and supervises it until SIGTERM.
+func serve(stack, dir, tools string, nodes int) error {
+	progress := os.NewFile(3, "progress")
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	r, err := start(ctx, stack, dir, tools, nodes, io.MultiWriter(progress, os.Stdout))
+	if err != nil {
+		fmt.Fprintln(progress, "error:", err)
+		return err
+	}
+	ln, err := listenControl(ctx, dir, r)
+	if err != nil {
+		_ = r.Down()
+		return err
+	}
+	defer ln.Close()
+	fmt.Fprintln(progress, readyLine)
+	progress.Close()
+	<-ctx.Done()
+	return r.Down()
+}
+
+// loadStack reads the stack's file and names this binary, which the rehearsal runs again as its
+// load balancer and metadata service.
+func loadStack(stack string) (*spec.Cluster, string, error) {
+	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
+	if err != nil {
+		return nil, "", err
+	}
+	self, err := os.Executable()
+	return c, self, err
+}
+
+// plan renders the stack's rehearsal in dir.
+func plan(stack, dir, tools string, nodes int) (*rehearsal.Plan, error) {
+	c, self, err := loadStack(stack)
+	if err != nil {
+		return nil, err
+	}
+	// Machines keep what they were last applied with until a roll replaces them, as on Azure.
+	if applied, err := (&rehearsal.Plan{Options: rehearsal.Options{Dir: dir}}).Applied(); err == nil {
+		if changes := change.Diff(applied, c); change.Worst(changes) >= change.Roll {
+			fmt.Printf("==> the stack file changes what machines run (%d changes); starting the rehearsal as last applied: see make diff STACK=%s, then make roll STACK=%s\n",
+				len(changes), stack, stack)
+			c = applied
+		}
+	}
+	toolsAbs, err := filepath.Abs(tools)
+	if err != nil {
+		return nil, err
+	}
+	return rehearsal.NewPlan(c, rehearsal.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
+}
+
+// restoreStopped restores the main etcd of a rehearsal that is down, for the next `up`.
+func restoreStopped(stack, dir, tools string, nodes int, snapshot string) error {
+	p, err := plan(stack, dir, tools, nodes)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	fmt.Printf("==> no rehearsal of %s runs: restoring its stopped machines\n", stack)
+	snap, err := rehearsal.RestoreStopped(ctx, p, snapshot, os.Stdout)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("==> restored from %s (revision %d); start it with: make rehearse STACK=%s\n", snap.Name, snap.Revision, stack)
+	return nil
+}
+
+func start(ctx context.Context, stack, dir, tools string, nodes int, progress io.Writer) (*rehearsal.Rehearsal, error) {
+	p, err := plan(stack, dir, tools, nodes)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprint(progress, rehearsal.FormatDeviations(false))
+	upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	r, err := rehearsal.Up(upCtx, p, progress)
+	if err != nil {
+		return nil, err
+	}
+	results, err := p.CIS(upCtx)
+	if err != nil {
+		_ = r.Down()
+		return nil, err
+	}
+	counts := map[string]int{}
+	for _, res := range results {
+		counts[res.Status]++
+	}
+	fmt.Fprintf(progress, "==> CIS %s (kube-bench, master and etcd): %d pass, %d fail, %d warn; report in %s (docs/reference/cis-exceptions.md lists the accepted exceptions)\n",
+		rehearsal.CISBenchmark, counts["PASS"], counts["FAIL"], counts["WARN"], filepath.Join(dir, "cis.txt"))
+	objs, err := p.Addons()
+	if err == nil {
+		err = r.Apply(upCtx, objs...)
+	}
+	if err == nil {
+		err = r.StartPodGroupController(upCtx)
+	}
+	if err != nil {
+		_ = r.Down()
+		return nil, err
+	}
+	fmt.Fprintf(progress, "==> applied %d add-on objects (server-side apply, as the Pulumi program registers them)\n", len(objs))
+	return r, nil
+}
+
+func printTry(stack, dir, tools string) {
+	kubeconfig, endpoints := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "endpoints.json")
+	rel := func(path string) string {
+		if wd, err := os.Getwd(); err == nil {
+			if r, err := filepath.Rel(wd, path); err == nil {
+				return r
+			}
+		}
+		return path
+	}
+	fmt.Printf(`
+Stack %s is running on loopback.
+  kubeconfig:  %s
+  processes:   %s   (logs in %s)
+Try:
+  export KUBECONFIG=%s
+  %s/kubectl get nodes -L clusterforge.io/pool
+  %s/kubectl -n kube-system get leases
+Stop it with: make rehearse-down STACK=%s
+`, stack, rel(kubeconfig), rel(endpoints), rel(filepath.Join(dir, "logs")), rel(kubeconfig), tools, tools, stack)
+}
+
+// boot boots every machine of the stack's plan and leaves them running.
+func boot(stack, dir, planDir, images, tools string, keep bool) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("boot needs root: it mounts, makes loop devices and network namespaces, and runs systemd-nspawn")
+	}
+	c, self, err := loadStack(stack)
+	if err != nil {
+		return err
+	}
+	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
+	o := rehearsal.BootOptions{
+		Stack: stack, Dir: dir, Tools: abs(tools), Self: []string{self}, KeepOnFailure: keep,
+		PlanDir: abs(filepath.Join(planDir, stack)), PKIFile: abs(filepath.Join(planDir, stack+".pki.json")),
+		Images: map[string]string{
+			machine.ImageWorker:       abs(filepath.Join(images, "node-"+stack+".tar")),
+			machine.ImageControlPlane: abs(filepath.Join(images, "control-plane-"+stack+".tar")),
+		},
+	}
+	fmt.Print(rehearsal.FormatDeviations(true))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancelTimeout()
+	b, err := rehearsal.Boot(ctx, c, o, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if usage, err := b.MemoryUsage(); err == nil {
+		for _, m := range b.Machines {
+			fmt.Printf("==> memory %s %s %d MiB\n", m.Role, m.Name, usage[m.Name]>>20)
+		}
+	}
+	rel := func(path string) string {
+		if wd, err := os.Getwd(); err == nil {
+			if r, err := filepath.Rel(wd, path); err == nil {
+				return r
+			}
+		}
+		return path
+	}
+	fmt.Printf("\nStack %s is booted: %d machines, listed in %s.\nTry: ip netns exec %s %s/kubectl --kubeconfig %s get nodes -o wide\nRemove it with: make boot-down STACK=%s\n",
+		stack, len(b.Machines), rel(rehearsal.MachinesFile(dir)), rehearsal.BootHub(stack), tools, rel(b.Kubeconfig()), stack)
+	return nil
+}

@@ -1,0 +1,37 @@
+package wellknown
+
+// Labels clusterforge sets on every node of a pool.
+const (
+	// PoolLabel names the pool a node belongs to.
+	PoolLabel = "clusterforge.io/pool"
+	// GPULabel marks the nodes of GPU pools.
+	GPULabel = "clusterforge.io/gpu"
+)
+
+// Taints of the fleet operations layer (components/ops), which the add-ons that register its
+// webhooks and the code that acts on them must agree on.
+const (
+	// ReplaceTaint is remediation's mark on a node it hands back; AutoscalerDeletionTaint is
+	// cluster-autoscaler's before it deletes a VM. The scale-down brake reviews both (L14).
+	ReplaceTaint            = "clusterforge.io/replace"
+	AutoscalerDeletionTaint = "ToBeDeletedByClusterAutoscaler"
+	// TeamKey is the team taint's key on owned nodes and the team label on namespaces (L17).
+	TeamKey = "clusterforge.io/team"
+	// PreflightTaint (NoSchedule, value PreflightPending) keeps work off a GPU node from its
+	// registration until its preflight tests pass and the preflight agent removes it (L36).
+	// cluster-autoscaler counts it as a startup taint.
+	PreflightTaint   = "clusterforge.io/preflight"
+	PreflightPending = "pending"
+)
+
+// Annotations the remediation controller writes on a node it marks: why, and since when.
+// EvacuateAnnotation says the controller cordoned the node ahead of maintenance, and why: only
+// such a cordon is lifted when the maintenance is over. DrainedAnnotation is the controller's
+// word to the node's maintenance watcher: the node is drained (the value is when), so its events
+// may start early.
+const (
+	ReasonAnnotation   = "clusterforge.io/replace-reason"
+	SinceAnnotation    = "clusterforge.io/replace-since"
+	EvacuateAnnotation = "clusterforge.io/maintenance-drain"
+	DrainedAnnotation  = "clusterforge.io/maintenance-drained"
+)

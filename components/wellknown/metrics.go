@@ -1,0 +1,14 @@
+package wellknown
+
+// Metric names the binaries export and the alerts read.
+const (
+	// The etcd backup agent's (clusterforge-etcd-backup).
+	EtcdBackupLastSuccessMetric = "clusterforge_etcd_backup_last_success_timestamp_seconds"
+	EtcdBackupFailuresMetric    = "clusterforge_etcd_backup_failures_total"
+	EtcdBackupIntervalMetric    = "clusterforge_etcd_backup_interval_seconds"
+	EtcdRestoreNeededMetric     = "clusterforge_etcd_restore_needed"
+	// BrakeRefusalsMetric counts the node removals the scale-down brake refused, by scope.
+	BrakeRefusalsMetric = "clusterforge_brake_refusals_total"
+	// PodNetworkBytesMetric is the node agent's byte counter per pod and direction (L32).
+	PodNetworkBytesMetric = "clusterforge_pod_network_bytes_total"
+)

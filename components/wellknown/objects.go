@@ -1,0 +1,16 @@
+package wellknown
+
+// Objects of the fleet operations layer (components/ops, docs/design/fleet-operations.md) that
+// the add-ons create and clusterforge-ops reads or serves.
+const (
+	// OpsName is the controller's Deployment, Service, service account and leader lease.
+	OpsName = "clusterforge-ops"
+	// OpsBrakeLedger is the scale-down brake's ConfigMap of admitted removals.
+	OpsBrakeLedger = "clusterforge-brake-ledger"
+	// OpsBrakePath and OpsTeamsPath are the webhooks' paths on the controller.
+	OpsBrakePath = "/brake"
+	OpsTeamsPath = "/teams"
+	// BorrowPriority is the class of pods that may borrow other teams' idle nodes (L17): below
+	// every owner's pod, so the owner's pods preempt them; above balloons.
+	BorrowPriority = "clusterforge-borrow"
+)

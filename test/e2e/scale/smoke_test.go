@@ -1,0 +1,229 @@
+// The scale benchmark's smoke run: a few hundred KWOK nodes, a minute of hold, one split and one
+// unsplit storm run on a rehearsal of the dev stack. It checks that the harness works end to end
+// and that its report is complete; it asserts no latency.
+package scale_test
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/scale"
+)
+
+// smokeBase keeps this rehearsal apart from the rehearsal package's (1-3) and `make rehearse`'s (0).
+const smokeBase = 4
+
+func TestMain(m *testing.M) {
+	// The rehearsal starts its load balancer as `<this binary> lb ...`.
+	rehearsal.ServeSubcommand()
+	os.Exit(m.Run())
+}
+
+func TestScaleBenchmarkSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a rehearsal")
+	}
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := filepath.Join(root, ".tools", "bin")
+	if _, err := os.Stat(filepath.Join(tools, "kwok")); err != nil {
+		t.Fatalf("the pinned binaries are missing from %s: run `make tools` (or `go test -short`)", tools)
+	}
+	c, err := spec.LoadStack(spec.StackFile(filepath.Join(root, spec.StackDir), "dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(root, "build", "scale-check", "report")
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	o := scale.DefaultOptions(out)
+	o.Steps, o.WarmUp, o.Hold = []int{150, 300}, 10*time.Second, time.Minute
+	// Both steps, whatever the first one's verdict: under `make test`'s other packages this
+	// machine may miss an SLO at 150 nodes, and the charts need two points.
+	o.RampPastFailure = true
+	o.Storm.Quiet, o.Storm.Storm, o.Storm.Recovery, o.Storm.Rounds, o.Storm.Level = 15*time.Second, 15*time.Second, 15*time.Second, 1, 15*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	summary, err := rehearsal.BenchScale(ctx, c, "dev", rehearsal.Options{
+		Dir: filepath.Join(root, "build", "scale-check", "rehearsal"), Tools: tools, Base: smokeBase, Self: []string{self},
+	}, o, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var got map[string]any
+	readJSON(t, filepath.Join(out, "summary.json"), &got)
+	for _, key := range []string{"largestPassingNodes", "stormRatio", "machine", "stepsTried"} {
+		if _, ok := got[key]; !ok {
+			t.Errorf("summary.json has no %q", key)
+		}
+	}
+	if _, ok := got["largestPassingNodes"].(float64); !ok {
+		t.Errorf("largestPassingNodes is %T, want a number", got["largestPassingNodes"])
+	}
+	if summary.StormRatio["split"] <= 0 || summary.StormRatio["unsplit"] <= 0 {
+		t.Errorf("stormRatio %v: both runs must have a ratio", summary.StormRatio)
+	}
+	if m := summary.Machine; m.Cores < 1 || m.MemoryGiB < 1 || m.Kernel == "" || m.Disk == "" {
+		t.Errorf("machine %+v incomplete", m)
+	}
+	if len(summary.StepsTried) == 0 || summary.StepsTried[0] != 150 {
+		t.Fatalf("steps tried %v, want the ramp from 150", summary.StepsTried)
+	}
+	for _, nodes := range summary.StepsTried {
+		checkStep(t, filepath.Join(out, fmt.Sprintf("step-%05d", nodes)), nodes)
+	}
+
+	var storm scale.StormReport
+	readJSON(t, filepath.Join(out, "storm.json"), &storm)
+	if len(storm.Calibration) == 0 || storm.Rate <= 0 || storm.Note == "" {
+		t.Errorf("storm calibration %+v, rate %v, note %q", storm.Calibration, storm.Rate, storm.Note)
+	}
+	var names []string
+	for _, run := range storm.Runs {
+		names = append(names, run.Name)
+		if len(run.Phases) != 3 || len(run.Series) == 0 {
+			t.Errorf("storm run %s: %d phases, %d points", run.Name, len(run.Phases), len(run.Series))
+			continue
+		}
+		for _, p := range run.Phases {
+			if p.Probes == 0 || p.ProbeP99 <= 0 {
+				t.Errorf("storm run %s, %s: %d probes, p99 %v", run.Name, p.Name, p.Probes, p.ProbeP99)
+			}
+		}
+		if run.Phases[1].EventsPerSecond <= 0 {
+			t.Errorf("storm run %s created no events", run.Name)
+		}
+	}
+	if !slices.Equal(names, []string{"A1 split", "B1 unsplit"}) {
+		t.Errorf("storm runs %v, want A1 split, B1 unsplit", names)
+	}
+
+	for _, chart := range []string{"slo.svg", "cpu.svg", "memory.svg", "etcd-size.svg", "storm.svg"} {
+		checkChart(t, filepath.Join(out, chart))
+	}
+	report, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Largest node count within the SLOs", "| 150 |", "A1 split", "B1 unsplit", "cores"} {
+		if !strings.Contains(string(report), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+}
+
+// checkStep checks one step's files: every SLO class measured, pod start-ups seen, every component's
+// use, every etcd member, the nodes' lease writes, and the identities' priority levels.
+func checkStep(t *testing.T, dir string, nodes int) {
+	t.Helper()
+	var st scale.Step
+	readJSON(t, filepath.Join(dir, "step.json"), &st)
+	if st.Nodes != nodes || st.SetupError != "" {
+		t.Errorf("step %d: nodes %d, set-up error %q", nodes, st.Nodes, st.SetupError)
+		return
+	}
+	classes := map[string]bool{}
+	for _, c := range st.Calls {
+		classes[c.Class] = true
+	}
+	for _, class := range scale.Classes {
+		if !classes[class.Name] {
+			t.Errorf("step %d: no call of class %q measured", nodes, class.Name)
+		}
+	}
+	if st.PodStartup.Pods == 0 {
+		t.Errorf("step %d: no pod start-up measured", nodes)
+	}
+	used := map[string]bool{}
+	for _, u := range st.Usage {
+		used[u.Component] = u.CPUCores > 0 && u.RSSBytes > 0
+	}
+	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", spec.RoleEtcdMain, spec.RoleEtcdEvents, "kwok", "lb"} {
+		if !used[c] {
+			t.Errorf("step %d: no CPU and memory of %s in %v", nodes, c, st.Usage)
+		}
+	}
+	if len(st.Etcd) != 8 {
+		t.Errorf("step %d: %d etcd members reported, want 5 main and 3 events", nodes, len(st.Etcd))
+	}
+	// A lease every 10 s per node; the leader elections add a few.
+	if low := float64(nodes) / 10 * 0.5; st.LeaseWrites < low {
+		t.Errorf("step %d: %.1f lease writes/s, want at least %.0f", nodes, st.LeaseWrites, low)
+	}
+	// KWOK's leases go through priority and fairness as a node's (node-high), the load as an
+	// ordinary user's (global-default): neither is exempt.
+	for _, level := range []string{"node-high", "global-default"} {
+		if _, ok := st.APIServers.APFWaitP99[level]; !ok {
+			t.Errorf("step %d: no request queued at priority level %s: %v", nodes, level, st.APIServers.APFWaitP99)
+		}
+	}
+	for _, f := range []string{"APIResponsivenessPrometheus.json", "PodStartupLatency.json"} {
+		var perf struct {
+			Version   string `json:"version"`
+			DataItems []struct {
+				Data map[string]float64 `json:"data"`
+			} `json:"dataItems"`
+		}
+		readJSON(t, filepath.Join(dir, f), &perf)
+		if perf.Version != "v1" || len(perf.DataItems) == 0 {
+			t.Errorf("step %d: %s has no data items", nodes, f)
+			continue
+		}
+		if _, ok := perf.DataItems[0].Data["Perc99"]; !ok {
+			t.Errorf("step %d: %s has no Perc99", nodes, f)
+		}
+	}
+}
+
+// checkChart checks a chart is well-formed SVG with at least one line.
+func checkChart(t *testing.T, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	d := xml.NewDecoder(strings.NewReader(string(data)))
+	lines := 0
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			break
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "polyline" {
+			lines++
+		}
+	}
+	if lines == 0 {
+		t.Errorf("%s draws no line", path)
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}

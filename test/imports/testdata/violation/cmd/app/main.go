@@ -1,0 +1,5 @@
+package main
+
+import "example.com/violation/lib"
+
+func main() { _ = lib.Uses }

@@ -1,0 +1,3 @@
+module example.com/violation
+
+go 1.24.0

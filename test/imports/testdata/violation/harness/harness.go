@@ -1,0 +1,4 @@
+package harness
+
+// Fake stands in for a test environment.
+const Fake = true

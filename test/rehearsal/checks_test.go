@@ -1,0 +1,472 @@
+package rehearsal_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/rehearsal"
+)
+
+// Check 1: the API answers through the load balancer and lists the simulated pools.
+func TestAPIThroughLoadBalancerListsPools(t *testing.T) {
+	needRehearsal(t)
+	ctx := context.Background()
+	code, body, err := running.Get(ctx, running.Cluster.APIServerURL()+spec.APIServerProbePath)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("load balancer %s: HTTP %d %v %s", running.Cluster.APIServerURL(), code, err, body)
+	}
+	out, err := exec.Command(filepath.Join(running.Tools, "kubectl"), "--kubeconfig", running.Kubeconfig(),
+		"get", "nodes", "--no-headers", "-L", wellknown.PoolLabel).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl get nodes: %v\n%s", err, out)
+	}
+	want, err := running.Nodes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	perPool := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 2 || fields[1] != "Ready" {
+			t.Errorf("node not Ready: %q", line)
+			continue
+		}
+		perPool[fields[len(fields)-1]]++
+	}
+	for _, pool := range running.Cluster.Pools {
+		if n := min(pool.MaxNodes, *nodesPerPool); perPool[pool.Name] != n {
+			t.Errorf("kubectl get nodes shows %d nodes of pool %s, want %d:\n%s", perPool[pool.Name], pool.Name, n, out)
+		}
+	}
+	cs := clientset(t)
+	for _, w := range want {
+		got, err := cs.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range w.Labels {
+			if got.Labels[k] != v {
+				t.Errorf("node %s label %s = %q, want %q", w.Name, k, got.Labels[k], v)
+			}
+		}
+		var taints []corev1.Taint
+		for _, taint := range got.Spec.Taints {
+			if !strings.HasPrefix(taint.Key, "node.kubernetes.io/") { // set by the node controller
+				taints = append(taints, taint)
+			}
+		}
+		if len(taints) != len(w.Spec.Taints) {
+			t.Errorf("node %s taints %v, want %v", w.Name, got.Spec.Taints, w.Spec.Taints)
+		}
+		for name, q := range w.Status.Capacity {
+			if c := got.Status.Capacity[name]; c.Cmp(q) != 0 {
+				t.Errorf("node %s capacity %s = %s, want %s", w.Name, name, c.String(), q.String())
+			}
+		}
+	}
+}
+
+// Check 2: Events live only in the events etcd (L03).
+func TestEventsOnlyInEventsEtcd(t *testing.T) {
+	needRehearsal(t)
+	ctx := context.Background()
+	name := drills.CreateEvent(t, ctx, clientset(t), 30*time.Second)
+	if keys := drills.EtcdKeys(t, running, spec.RoleEtcdMain, "/registry/events"); len(keys) != 0 {
+		t.Errorf("etcd-main holds %d event keys, e.g. %s; events belong in etcd-events", len(keys), keys[0])
+	}
+	keys := drills.EtcdKeys(t, running, spec.RoleEtcdEvents, "/registry/")
+	if !slices.Contains(keys, "/registry/events/default/"+name) {
+		t.Errorf("etcd-events lacks /registry/events/default/%s; it holds %d keys", name, len(keys))
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "/registry/events/") {
+			t.Errorf("etcd-events holds %s; only events belong there", k)
+		}
+	}
+}
+
+// Secrets reach etcd encrypted with the rendered secretbox key (CIS 1.2.27, 1.2.28).
+func TestSecretsEncryptedAtRest(t *testing.T) {
+	needRehearsal(t)
+	ctx := context.Background()
+	const plaintext = "rehearsal-plaintext-marker"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "encryption-check"}, StringData: map[string]string{"value": plaintext}}
+	if _, err := clientset(t).CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := running.EtcdClient(spec.RoleEtcdMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	resp, err := cli.Get(ctx, "/registry/secrets/default/encryption-check")
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("read the secret from etcd: %v", err)
+	}
+	raw := string(resp.Kvs[0].Value)
+	if !strings.HasPrefix(raw, "k8s:enc:secretbox:v1:key1:") || strings.Contains(raw, plaintext) {
+		t.Errorf("the secret is stored unencrypted in etcd-main: %.60q", raw)
+	}
+}
+
+// TLS everywhere: etcd's client and peer ports and the apiserver refuse plain HTTP, and etcd
+// refuses TLS clients without a certificate from its CA.
+func TestTLSEverywhere(t *testing.T) {
+	needRehearsal(t)
+	plain := &http.Client{Timeout: 5 * time.Second}
+	var targets []string
+	for _, in := range append(running.Of(spec.RoleEtcdMain), running.Of(spec.RoleEtcdEvents)...) {
+		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, wellknown.EtcdClientPort), fmt.Sprintf("%s:%d", in.IP, wellknown.EtcdPeerPort))
+		// Trusting the CA but presenting no client certificate.
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM([]byte(running.Bundle.Pair(pki.EtcdCA).CertPEM))
+		anonymous := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+		if resp, err := anonymous.Get(fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.EtcdClientPort)); err == nil {
+			resp.Body.Close()
+			t.Errorf("%s answered a TLS client without a certificate: HTTP %d", in.Name, resp.StatusCode)
+		}
+	}
+	for _, in := range running.Of(spec.RoleAPIServer) {
+		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
+	}
+	for _, target := range targets {
+		resp, err := plain.Get("http://" + target + "/version")
+		if err != nil {
+			continue // refused outright
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "HTTPS") {
+			t.Errorf("%s answered plain HTTP: %d %s", target, resp.StatusCode, body)
+		}
+	}
+}
+
+// Check 3: each member runs with the rendered quota, and a cluster with a tiny quota raises
+// NOSPACE and recovers with the documented procedure (L04).
+func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
+	needRehearsal(t)
+	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
+		want := running.Cluster.EtcdMain.QuotaBackendBytes
+		if role == spec.RoleEtcdEvents {
+			want = running.Cluster.EtcdEvents.QuotaBackendBytes
+		}
+		for _, in := range running.Of(role) {
+			if got := quotaMetric(t, in.IP); got != want {
+				t.Errorf("%s reports quota %d bytes, the stack renders %d", in.Name, got, want)
+			}
+		}
+	}
+
+	const tinyQuota = 8 << 20
+	drill := *cluster
+	drill.EtcdEvents.QuotaBackendBytes = tinyQuota
+	p, err := newPlan(*stackName+"-quota-drill", &drill, drillBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, err := rehearsal.UpEtcd(ctx, p, spec.RoleEtcdEvents, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Down(); err != nil {
+			t.Error(err)
+		}
+	})
+	if got := quotaMetric(t, p.Of(spec.RoleEtcdEvents)[0].IP); got != tinyQuota {
+		t.Fatalf("drill etcd quota %d, want %d", got, tinyQuota)
+	}
+	cli, err := p.EtcdClient(spec.RoleEtcdEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	blob := make([]byte, 512<<10)
+	var nospace error
+	for i := 0; i < 200 && nospace == nil; i++ {
+		_, _ = rand.Read(blob)
+		if _, err := cli.Put(ctx, "/drill/blob", string(blob)); err != nil {
+			if !strings.Contains(err.Error(), "database space exceeded") {
+				t.Fatalf("put %d: %v, want NOSPACE", i, err)
+			}
+			nospace = err
+		}
+	}
+	if nospace == nil {
+		t.Fatal("200 puts of 512 KiB never raised NOSPACE")
+	}
+	alarms, err := cli.AlarmList(ctx)
+	if err != nil || len(alarms.Alarms) == 0 {
+		t.Fatalf("alarm list after NOSPACE: %v %v", alarms, err)
+	}
+	if _, err := cli.Put(ctx, "/drill/small", "x"); err == nil {
+		t.Fatal("a write succeeded while the NOSPACE alarm was raised")
+	}
+	var endpoints []string
+	for _, in := range p.Of(spec.RoleEtcdEvents) {
+		endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort))
+	}
+	recover := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "etcd-nospace-recover.sh"))
+	recover.Env = append(os.Environ(),
+		"ETCDCTL="+filepath.Join(p.Tools, "etcdctl"),
+		"ETCDCTL_ENDPOINTS="+strings.Join(endpoints, ","),
+		"ETCDCTL_CACERT="+p.PKIFile(pki.EtcdCA, "crt"),
+		"ETCDCTL_CERT="+p.PKIFile(pki.APIServerEtcdClient, "crt"),
+		"ETCDCTL_KEY="+p.PKIFile(pki.APIServerEtcdClient, "key"))
+	if out, err := recover.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/etcd-nospace-recover.sh: %v\n%s", err, out)
+	} else {
+		t.Logf("recovery:\n%s", out)
+	}
+	if _, err := cli.Put(ctx, "/drill/small", "x"); err != nil {
+		t.Fatalf("write after recovery: %v", err)
+	}
+	if alarms, err := cli.AlarmList(ctx); err != nil || len(alarms.Alarms) != 0 {
+		t.Fatalf("alarms after recovery: %v %v", alarms.Alarms, err)
+	}
+}
+
+// Check 4: etcd-main keeps serving writes with a minority of members down, refuses them
+// without quorum, and loses no acknowledged write when the members return.
+func TestEtcdQuorumLossAndRestore(t *testing.T) {
+	needRehearsal(t)
+	members := running.Of(spec.RoleEtcdMain)
+	tolerated := (len(members) - 1) / 2
+	if tolerated < 1 {
+		t.Skipf("etcd-main has %d members: no minority to lose", len(members))
+	}
+	ctx := context.Background()
+	cs := clientset(t)
+	ns := drills.Namespace(t, cs, "drill-quorum")
+	// A write that times out may still commit later; only acknowledged writes are owed.
+	var acked []string
+	attempts := 0
+	write := func(timeout time.Duration) error {
+		attempts++
+		name := fmt.Sprintf("write-%d", attempts)
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		_, err := cs.CoreV1().ConfigMaps(ns).Create(wctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err == nil {
+			acked = append(acked, name)
+		}
+		return err
+	}
+	down := members[len(members)-tolerated:]
+	t.Cleanup(func() { drills.Restart(t, running, members, spec.RoleEtcdMain) })
+	stopAll(t, down, "etcd")
+	// Losing the leader costs an election; writes are owed only once the survivors have one.
+	if err := drills.WaitUntil(30*time.Second, func() error { return hasLeader(members[:len(members)-tolerated]) }); err != nil {
+		t.Fatalf("the %d surviving members elected no leader: %v", len(members)-tolerated, err)
+	}
+	for i := 0; i < 10; i++ {
+		if err := write(20 * time.Second); err != nil {
+			t.Fatalf("write with %d of %d members down: %v", tolerated, len(members), err)
+		}
+	}
+	stopAll(t, members[len(members)-tolerated-1:len(members)-tolerated], "etcd")
+	err := write(20 * time.Second)
+	if err == nil {
+		t.Fatalf("a write succeeded with %d of %d members down", tolerated+1, len(members))
+	}
+	t.Logf("without quorum, a write fails with: %v", err)
+	drills.Restart(t, running, members, spec.RoleEtcdMain)
+	if err := drills.WaitUntil(2*time.Minute, func() error { return write(10 * time.Second) }); err != nil {
+		t.Fatalf("writes did not come back after the members restarted: %v", err)
+	}
+	list, err := cs.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored []string
+	for _, cm := range list.Items {
+		stored = append(stored, cm.Name)
+	}
+	for _, name := range acked {
+		if !slices.Contains(stored, name) {
+			t.Errorf("acknowledged write %s is lost", name)
+		}
+	}
+	t.Logf("%d acknowledged writes, all present after the restore", len(acked))
+}
+
+// Check 5: a member whose local disk came back empty rejoins (drills.WipedMemberRejoins).
+func TestWipedMemberRejoins(t *testing.T) {
+	needRehearsal(t)
+	drills.WipedMemberRejoins(t, running)
+}
+
+// Check 6: an apiserver machine lost (drills.APIServerLoss).
+func TestAPIServerFailover(t *testing.T) {
+	needRehearsal(t)
+	drills.APIServerLoss(t, running)
+}
+
+// Check 7: the events etcd lost (drills.EventsEtcdLoss).
+func TestEventsEtcdOutage(t *testing.T) {
+	needRehearsal(t)
+	drills.EventsEtcdLoss(t, running)
+}
+
+// Check 8: the scheduler bin-packs: pods fill the most-allocated node first (L12).
+func TestSchedulerBinPacks(t *testing.T) {
+	needRehearsal(t)
+	var pool spec.Pool
+	for _, p := range running.Cluster.Pools {
+		if !p.IsGPU() && min(p.MaxNodes, *nodesPerPool) >= 2 {
+			pool = p
+			break
+		}
+	}
+	if pool.Name == "" {
+		t.Skip("no CPU pool with two simulated nodes")
+	}
+	capacity, _ := spec.VMCapacity(pool.VMSize)
+	ctx := context.Background()
+	cs := clientset(t)
+	ns := drills.Namespace(t, cs, "drill-binpack")
+	placed := map[string]int{}
+	var order []string
+	for i := range capacity.CPUs + 2 {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("packed-%d", i)},
+			Spec: corev1.PodSpec{
+				NodeSelector: map[string]string{wellknown.PoolLabel: pool.Name},
+				Containers: []corev1.Container{{Name: "work", Image: "registry.k8s.io/pause:3.10.1",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
+			},
+		}
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var node string
+		if err := drills.WaitUntil(30*time.Second, func() error {
+			got, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if node = got.Spec.NodeName; node == "" {
+				return fmt.Errorf("pod %s not scheduled", pod.Name)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		placed[node]++
+		order = append(order, node)
+	}
+	if len(placed) != 2 || placed[order[0]] != capacity.CPUs {
+		t.Fatalf("%d one-CPU pods on %d-CPU nodes landed %v (in order %v); bin-packing fills one node, then the next", len(order), capacity.CPUs, placed, order)
+	}
+}
+
+// helpers
+
+func clientset(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	cs, err := running.Clientset()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// quotaMetric reads etcd_server_quota_backend_bytes from a member's metrics listener.
+func quotaMetric(t *testing.T, ip string) int64 {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", ip, wellknown.EtcdMetricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "etcd_server_quota_backend_bytes "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int64(f)
+		}
+	}
+	t.Fatalf("%s exposes no etcd_server_quota_backend_bytes", ip)
+	return 0
+}
+
+// stopAll kills a unit on several machines at once, as a VM loss would (no restart).
+func stopAll(t *testing.T, ins []rehearsal.Instance, unit string) {
+	t.Helper()
+	for _, in := range ins {
+		if err := running.Stop(in.Name, unit, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func leaseHolder(t *testing.T, cs *kubernetes.Clientset, name string) string {
+	t.Helper()
+	lease, err := cs.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("lease %s: %v", name, err)
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+// hasLeader reports whether the given etcd members agree on a leader among themselves (right
+// after a kill, followers still name the dead leader until the election timeout).
+func hasLeader(members []rehearsal.Instance) error {
+	names := make([]string, len(members))
+	for i, m := range members {
+		names[i] = m.Name
+	}
+	cli, err := running.EtcdClient(spec.RoleEtcdMain, names...)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ids, leaders := map[uint64]bool{}, map[uint64]bool{}
+	for _, ep := range cli.Endpoints() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		st, err := cli.Status(ctx, ep)
+		cancel()
+		if err != nil {
+			return err
+		}
+		ids[st.Header.MemberId], leaders[st.Leader] = true, true
+	}
+	for leader := range leaders {
+		if len(leaders) != 1 || !ids[leader] {
+			return fmt.Errorf("members %v name leaders %v", names, leaders)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package rehearsal
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/nodestatus"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// kwokAnnotation marks the nodes KWOK simulates.
+const kwokAnnotation = "kwok.x-k8s.io/node"
+
+// startLB starts the load balancer on the apiserver address, in front of every apiserver machine,
+// probing as the Azure program configures it.
+func (r *Rehearsal) startLB() error {
+	var backends []string
+	for _, in := range r.Of(spec.RoleAPIServer) {
+		backends = append(backends, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
+	}
+	argv := append(append([]string(nil), r.Self...), "lb",
+		"--listen="+fmt.Sprintf("%s:%d", r.Cluster.Network.APIServerIP, wellknown.APIServerPort),
+		"--backends="+strings.Join(backends, ","),
+		"--probe-path="+spec.APIServerProbePath,
+		"--interval="+(spec.APIServerProbeIntervalSeconds*time.Second).String(),
+		"--failures="+strconv.Itoa(spec.APIServerProbeFailures),
+		"--state="+r.LBStateFile(),
+	)
+	proc, err := start(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "lb.log"))
+	if err != nil {
+		return err
+	}
+	proc.Role, proc.Machine, proc.Name = "load-balancer", "lb", "lb"
+	proc.URL = r.Cluster.APIServerURL()
+	proc.CA, proc.Cert, proc.Key = r.PKIFile(pki.ClusterCA, "crt"), r.PKIFile(pki.Admin, "crt"), r.PKIFile(pki.Admin, "key")
+	return r.track(proc)
+}
+
+// Nodes are the simulated worker nodes: per pool, up to NodesPerPool of its maxNodes.
+func (p *Plan) Nodes() ([]corev1.Node, error) {
+	var nodes []corev1.Node
+	for i, pool := range p.Cluster.Pools {
+		for n := range min(pool.MaxNodes, p.NodesPerPool) {
+			node, err := p.PoolNode(i, n)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, node)
+		}
+	}
+	return nodes, nil
+}
+
+// PoolNode is the n-th simulated node of pool i, named <cluster>-<pool>-<n>, with the labels and
+// taints its kubelet registers and its VM size's capacity.
+func (p *Plan) PoolNode(i, n int) (corev1.Node, error) {
+	pool := p.Cluster.Pools[i]
+	capacity, ok := spec.VMCapacity(pool.VMSize)
+	if !ok {
+		return corev1.Node{}, &spec.FieldError{Field: fmt.Sprintf("pools[%d].vmSize", i),
+			Problem: fmt.Sprintf("the rehearsal does not know the capacity of %s", pool.VMSize),
+			Fix:     "add the size to spec.VMCapacity's table"}
+	}
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(capacity.CPUs), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(capacity.MemoryGiB)<<30, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(p.Cluster.Kubelet.MaxPods), resource.DecimalSI),
+	}
+	if capacity.GPUs > 0 {
+		res[machine.GPUResource] = *resource.NewQuantity(int64(capacity.GPUs), resource.DecimalSI)
+	}
+	var taints []corev1.Taint
+	for _, t := range machine.NodeTaints(pool) {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	name := fmt.Sprintf("%s-%s-%d", p.Cluster.Name, pool.Name, n)
+	labels := machine.NodeLabels(pool)
+	maps.Copy(labels, map[string]string{
+		corev1.LabelHostname:           name,
+		corev1.LabelOSStable:           "linux",
+		corev1.LabelArchStable:         "amd64",
+		corev1.LabelInstanceTypeStable: pool.VMSize,
+		corev1.LabelTopologyZone:       p.Cluster.Location + "-" + p.Cluster.Zones[n%len(p.Cluster.Zones)],
+	})
+	return corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{kwokAnnotation: "fake"}},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: p.Cluster.Versions.Kubernetes}}, // KWOK keeps it
+	}, nil
+}
+
+// kwokConfig lets KWOK renew leases, play node and pod stages and take up the pods of new nodes
+// in parallel, as thousands of kubelets do on their own: its defaults (4 at a time, and one node's
+// pods at a time) fall behind a lease every 10 s past a few thousand nodes and take minutes to
+// start the pods of a few hundred new ones, for want of KWOK, not of the control plane.
+const kwokConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokConfiguration
+options:
+  nodeLeaseParallelism: 64
+  nodePlayStageParallelism: 16
+  podPlayStageParallelism: 16
+  podsOnNodeSyncParallelism: 16
+`
+
+// KWOKUser is who KWOK acts as: a member of system:nodes, so that priority and fairness classes
+// its node heartbeats and lease renewals as it classes kubelets' (flow schemas system-node-high
+// and system-nodes), not as an exempt administrator's. It is not named system:node:<node>: the
+// Node authorizer and NodeRestriction would confine it to that one node, and KWOK acts for all;
+// RBAC grants it what their kubelets do together (kwokAccess).
+const KWOKUser = "clusterforge:kwok"
+
+// kwokAccess is KWOK's role and its binding: the nodes it registers and heartbeats, their
+// leases, the pods bound to them and their events.
+func kwokAccess() []addons.Object {
+	return userAccess(KWOKUser,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status", "pods/status"}, Verbs: []string{"update", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "update", "patch"}},
+	)
+}
+
+// userAccess is a ClusterRole of rules, named as the user it is bound to.
+func userAccess(user string, rules ...rbacv1.PolicyRule) []addons.Object {
+	role := &rbacv1.ClusterRole{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules:      rules,
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}
+	return []addons.Object{role, binding}
+}
+
+// whileForbidden retries call while it is refused for 30 s at most: RBAC applied just now reaches
+// each apiserver's authorizer through that apiserver's own watch, and the load balancer may send
+// the call to one that has not seen it yet.
+func whileForbidden(ctx context.Context, call func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := call()
+		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// KWOKRESTConfig is KWOK's identity as a client: what registers the simulated nodes.
+func (p *Plan) KWOKRESTConfig() (*rest.Config, error) {
+	return p.RESTConfigAs(KWOKUser, pki.NodesGroup)
+}
+
+// startNodes starts KWOK and registers the simulated nodes, waiting until they are Ready.
+func (r *Rehearsal) startNodes(ctx context.Context) error {
+	nodes, err := r.Nodes()
+	if err != nil {
+		return err
+	}
+	if err := r.Apply(ctx, kwokAccess()...); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(r.Dir, "kwok.kubeconfig")
+	if err := r.writeKubeconfigAs(kubeconfig, KWOKUser, pki.NodesGroup); err != nil {
+		return err
+	}
+	config := filepath.Join(r.Dir, "kwok.yaml")
+	if err := writeFile(config, kwokConfig, 0o644); err != nil {
+		return err
+	}
+	argv := []string{filepath.Join(r.Tools, "kwok"),
+		"--kubeconfig=" + kubeconfig, "--config=" + config, "--v=WARN",
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
+		// Heartbeats through node leases, renewed every 10 s as a kubelet does: without them
+		// KWOK's status heartbeats come about a minute apart, past the node controller's grace,
+		// and every node flaps NotReady, which marks its pods unready for good.
+		"--node-lease-duration-seconds=40",
+		"--cidr=" + r.Cluster.Network.NodeSubnet,
+	}
+	proc, err := start(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "kwok.log"))
+	if err != nil {
+		return err
+	}
+	proc.Role, proc.Machine, proc.Name = "workers", "kwok", "kwok"
+	if err := r.track(proc); err != nil {
+		return err
+	}
+	cfg, err := r.KWOKRESTConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, n := range nodes {
+		err := whileForbidden(ctx, func() error {
+			_, err := cs.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("register node %s: %w", n.Name, err)
+		}
+	}
+	r.logf("registered %d KWOK nodes over %d pools", len(nodes), len(r.Cluster.Pools))
+	return poll(ctx, time.Minute, "KWOK nodes", func(ctx context.Context) error {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		ready := 0
+		for _, n := range list.Items {
+			if schedulable(n) {
+				ready++
+			}
+		}
+		if ready < len(nodes) {
+			return fmt.Errorf("%d of %d nodes Ready and untainted by the node controller", ready, len(nodes))
+		}
+		return nil
+	})
+}
+
+// schedulable: Ready, and the node controller has lifted its not-ready taint.
+func schedulable(n corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady {
+			return false
+		}
+	}
+	return nodestatus.IsReady(&n)
+}

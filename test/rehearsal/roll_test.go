@@ -1,0 +1,313 @@
+package rehearsal_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/big"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/roll"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/rehearsal"
+)
+
+// rollBase keeps the roll drills' rehearsal apart from the checks' (1), the other drills' (2)
+// and a `make rehearse` (0).
+const rollBase = 3
+
+var rollReport = flag.String("roll-report", "", "append the roll drills' times per machine and API availability to this file (scripts/bench-roll.sh)")
+
+// drill is one roll and what it measured.
+type drill struct {
+	name     string
+	results  []roll.Result
+	ok, fail int
+	failures []string
+	lost     int
+	acked    int
+	took     time.Duration
+	// mean is the mean time per machine of each kind that was rolled.
+	mean map[string]time.Duration
+}
+
+// kinds are the report's columns: a machine's kind by its role.
+var kinds = []string{"etcd member", "apiserver", "worker"}
+
+func kindOf(role string) string {
+	switch {
+	case strings.HasPrefix(role, "etcd-"):
+		return kinds[0]
+	case role == spec.RoleAPIServer:
+		return kinds[1]
+	}
+	return kinds[2]
+}
+
+func means(results []roll.Result) map[string]time.Duration {
+	sum, n := map[string]time.Duration{}, map[string]int{}
+	for _, res := range results {
+		sum[kindOf(res.Role)] += res.Took
+		n[kindOf(res.Role)]++
+	}
+	for k := range sum {
+		sum[k] /= time.Duration(n[k])
+	}
+	return sum
+}
+
+// perKind is the mean time per machine of each kind, "-" for kinds not rolled.
+func (d drill) perKind() []string {
+	var cells []string
+	for _, k := range kinds {
+		cell := "-"
+		if m, ok := d.mean[k]; ok {
+			cell = m.Round(100 * time.Millisecond).String()
+		}
+		cells = append(cells, cell)
+	}
+	return cells
+}
+
+// TestRollDrills drills `make roll` on a rehearsal of its own: started on the releases before the
+// pinned ones, rolled to the pinned etcd, then the pinned Kubernetes, then onto new etcd VM sizes
+// (interrupted and resumed), then onto renewed certificates, each under a writer that records
+// every acknowledged write and a prober reading through the load balancer ten times a second.
+func TestRollDrills(t *testing.T) {
+	needRehearsal(t)
+	start := variant(t, cluster, func(c *spec.Cluster) {
+		c.Versions.Kubernetes, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
+	})
+	p, err := newPlan(*stackName+"-roll", start, rollBase)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
+	defer cancel()
+	t.Logf("starting the rehearsal on Kubernetes %s and etcd %s", start.Versions.Kubernetes, start.Versions.Etcd)
+	r, err := rehearsal.Up(ctx, p, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Down() })
+	cs := drills.Clientset(t, r)
+	ns := drills.Namespace(t, cs, "drill-roll")
+	writer := drills.StartWriter(cs, ns)
+	defer writer.Stop()
+	prober := drills.StartProber(cs, 10, 2*time.Second)
+	defer prober.Stop()
+
+	var done []drill
+	rollTo := func(name string, desired *spec.Cluster, renew bool, stopAfter int) drill {
+		t.Helper()
+		applied, err := r.Applied()
+		if err != nil {
+			t.Fatal(err)
+		}
+		target, err := r.RollTo(desired, renew)
+		if err != nil {
+			t.Fatal(err)
+		}
+		roller := &roll.Roller{Target: target, Applied: applied, Desired: desired, Journal: r.RollJournal(),
+			Progress: os.Stderr, ValidationPause: 2 * time.Second, StopAfter: stopAfter}
+		if renew {
+			roller.Extra = []change.Change{change.Renewal(desired, "renewal drill")}
+		}
+		prober.Window()
+		began := time.Now()
+		results, err := roller.Run(ctx)
+		d := drill{name: name, results: results, took: time.Since(began)}
+		if stopAfter > 0 {
+			if !errors.Is(err, roll.ErrStopped) {
+				t.Fatalf("%s: a roll stopped after %d machines returned %v", name, stopAfter, err)
+			}
+		} else if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		d.ok, d.fail, d.failures = prober.Window()
+		lost := writer.Lost(t, cs)
+		d.lost, d.acked = len(lost), writer.Acked()
+		d.mean = means(results)
+		t.Logf("%s: %d machines in %s (mean per etcd member, apiserver, worker: %s); API %d/%d probes answered; %d acknowledged writes so far, %d lost",
+			name, len(results), d.took.Round(time.Second), strings.Join(d.perKind(), ", "), d.ok, d.ok+d.fail, d.acked, d.lost)
+		if d.lost > 0 {
+			t.Errorf("%s lost %d acknowledged writes: %v", name, d.lost, lost)
+		}
+		if avail := float64(d.ok) / float64(max(1, d.ok+d.fail)); avail < 0.999 {
+			t.Errorf("%s: API availability %.2f%% through the load balancer, want at least 99.9%%; failures: %v", name, 100*avail, d.failures)
+		}
+		done = append(done, d)
+		return d
+	}
+
+	// 1. etcd v3.5.21 to v3.6.4: events first, then main, each member replaced on an empty disk.
+	etcdUp := variant(t, start, func(c *spec.Cluster) { c.Versions.Etcd = spec.DefaultEtcdVersion })
+	rollTo("etcd "+spec.PreviousEtcdVersion+" to "+spec.DefaultEtcdVersion, etcdUp, false, 0)
+	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
+		for _, in := range r.Of(role) {
+			if v := etcdVersion(t, r, role, in.Name); v != strings.TrimPrefix(spec.DefaultEtcdVersion, "v") {
+				t.Errorf("%s runs etcd %s after the roll", in.Name, v)
+			}
+		}
+	}
+
+	// 2. Kubernetes v1.33.4 to v1.34.2: apiservers one at a time, then the kubelets.
+	kubeUp := variant(t, etcdUp, func(c *spec.Cluster) { c.Versions.Kubernetes = spec.DefaultKubernetesVersion })
+	rollTo("Kubernetes "+spec.PreviousKubernetesVersion+" to "+spec.DefaultKubernetesVersion, kubeUp, false, 0)
+	checkKubernetesVersion(t, r, cs, spec.DefaultKubernetesVersion)
+
+	// 3. A new etcd VM size: every main member replaced; interrupted after two, then resumed.
+	resized := variant(t, kubeUp, func(c *spec.Cluster) { c.EtcdMain.VMSize = "Standard_E2ds_v5" })
+	before := memberIDs(t, r)
+	rollTo("etcd-main size, interrupted", resized, false, 2)
+	first := changed(before, memberIDs(t, r))
+	resumed := rollTo("etcd-main size, resumed", resized, false, 0)
+	if len(first) != 2 || len(resumed.results) != len(before)-2 {
+		t.Errorf("interrupted after 2 members, %v were new; the resume replaced %d of %d, want %d", first, len(resumed.results), len(before), len(before)-2)
+	}
+	for _, res := range resumed.results {
+		if slices.Contains(first, res.Name) {
+			t.Errorf("the resume replaced %s again", res.Name)
+		}
+	}
+	if now := changed(before, memberIDs(t, r)); len(now) != len(before) {
+		t.Errorf("after the resumed roll %d of %d main members are new", len(now), len(before))
+	}
+
+	// 4. Leaf certificates renewed on every machine, from the same authorities.
+	serials := servingSerials(t, r)
+	rollTo("leaf certificate renewal", resized, true, 0)
+	for addr, serial := range servingSerials(t, r) {
+		if serial.Cmp(serials[addr]) == 0 {
+			t.Errorf("%s serves the certificate it served before the renewal", addr)
+		}
+	}
+
+	acked := writer.Stop()
+	if lost := writer.Lost(t, cs); len(lost) > 0 {
+		t.Errorf("%d of %d acknowledged writes lost over the drills: %v", len(lost), len(acked), lost)
+	}
+	writeReport(t, done, len(acked))
+}
+
+// variant is a copy of c (through the applied record's encoding) with edit applied.
+func variant(t *testing.T, c *spec.Cluster, edit func(*spec.Cluster)) *spec.Cluster {
+	t.Helper()
+	out, err := c.Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(out)
+	return out
+}
+
+func etcdVersion(t *testing.T, r *rehearsal.Rehearsal, role, name string) string {
+	t.Helper()
+	cli, err := r.EtcdClient(role, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := cli.Status(ctx, cli.Endpoints()[0])
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return st.Version
+}
+
+func memberIDs(t *testing.T, r *rehearsal.Rehearsal) map[string]uint64 {
+	t.Helper()
+	cli, err := r.EtcdClient(spec.RoleEtcdMain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return drills.MemberIDs(t, ctx, cli)
+}
+
+// changed lists the members whose id differs: removed and added again, a replaced machine.
+func changed(a, b map[string]uint64) []string {
+	var out []string
+	for name, id := range a {
+		if b[name] != id {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func checkKubernetesVersion(t *testing.T, r *rehearsal.Rehearsal, cs *kubernetes.Clientset, want string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, in := range r.Of(spec.RoleAPIServer) {
+		_, body, err := r.Get(ctx, fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.APIServerPort))
+		if err != nil || !strings.Contains(body, `"gitVersion": "`+want+`"`) {
+			t.Errorf("%s /version after the roll: %v %s", in.Name, err, body)
+		}
+	}
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		if n.Status.NodeInfo.KubeletVersion != want {
+			t.Errorf("node %s runs kubelet %s after the roll", n.Name, n.Status.NodeInfo.KubeletVersion)
+		}
+	}
+}
+
+// servingSerials reads, by TLS handshake, the serial of the certificate every etcd member and
+// apiserver serves: what the machine runs, not what was rendered for it.
+func servingSerials(t *testing.T, r *rehearsal.Rehearsal) map[string]*big.Int {
+	t.Helper()
+	out := map[string]*big.Int{}
+	for _, in := range r.Instances {
+		cert, err := r.ServingCertificate(context.Background(), in.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[in.Name] = cert.SerialNumber
+	}
+	return out
+}
+
+// writeReport appends one tab-separated row per drill to -roll-report, for scripts/bench-roll.sh:
+// drill, machines, seconds, mean seconds per etcd member, apiserver and worker (-1: none
+// rolled), probes answered, probes sent, acknowledged writes lost.
+func writeReport(t *testing.T, done []drill, _ int) {
+	if *rollReport == "" {
+		return
+	}
+	f, err := os.OpenFile(*rollReport, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, d := range done {
+		fmt.Fprintf(f, "%s\t%d\t%.1f", d.name, len(d.results), d.took.Seconds())
+		for _, k := range kinds {
+			mean, ok := d.mean[k]
+			if !ok {
+				mean = -time.Second
+			}
+			fmt.Fprintf(f, "\t%.1f", mean.Seconds())
+		}
+		fmt.Fprintf(f, "\t%d\t%d\t%d\n", d.ok, d.ok+d.fail, d.lost)
+	}
+}

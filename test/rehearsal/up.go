@@ -1,0 +1,492 @@
+package rehearsal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// Rehearsal is a running rehearsal: the plan and the processes it started.
+type Rehearsal struct {
+	*Plan
+	progress io.Writer
+
+	mu      sync.Mutex
+	procs   []*Proc
+	closing atomic.Bool
+}
+
+// Up starts the plan's control plane and simulated nodes, returning once all of it is healthy.
+// On failure everything it started is stopped again.
+func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err error) {
+	if err := Down(p.Dir, progress); err != nil {
+		return nil, err
+	}
+	r = &Rehearsal{Plan: p, progress: progress}
+	defer func() {
+		if err != nil {
+			r.logf("failed: %v; stopping what was started", err)
+			_ = r.Down()
+			r = nil
+		}
+	}()
+	began := time.Now()
+	if err := r.prepare(); err != nil {
+		return r, err
+	}
+	r.logf("starting the backup store (Azurite on %s, data in %s)", r.StoreAddress(), r.StoreDir())
+	if err := r.StartStore(ctx); err != nil {
+		return r, err
+	}
+	etcds := append(p.Of(spec.RoleEtcdMain), p.Of(spec.RoleEtcdEvents)...)
+	r.logf("booting %d etcd members (%d main, %d events)", len(etcds), len(p.Of(spec.RoleEtcdMain)), len(p.Of(spec.RoleEtcdEvents)))
+	if err := r.bootEtcd(ctx, etcds); err != nil {
+		return r, err
+	}
+	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
+		if err := r.WaitEtcdHealthy(ctx, role); err != nil {
+			return r, err
+		}
+	}
+	r.logf("etcd healthy (%s)", time.Since(began).Round(time.Second))
+	if err := r.startLB(); err != nil {
+		return r, err
+	}
+	apiservers := p.Of(spec.RoleAPIServer)
+	r.logf("booting %d apiserver machines (kube-apiserver, controller-manager, scheduler, CSR approver)", len(apiservers))
+	if err := r.bootAll(ctx, apiservers); err != nil {
+		return r, err
+	}
+	if err := r.WaitAPIHealthy(ctx); err != nil {
+		return r, err
+	}
+	r.logf("control plane healthy behind the load balancer (%s)", time.Since(began).Round(time.Second))
+	if err := r.applyFoundation(ctx); err != nil {
+		return r, err
+	}
+	if err := r.startNodes(ctx); err != nil {
+		return r, err
+	}
+	if err := r.recordApplied(); err != nil {
+		return r, err
+	}
+	r.logf("up in %s", time.Since(began).Round(time.Second))
+	return r, nil
+}
+
+// bootEtcd boots the etcd members, and gives up early, saying why, when a majority of the main
+// members refuse to start a new cluster over lost data (their etcd-join reports restore-needed):
+// without them there is no quorum to wait for.
+func (r *Rehearsal) bootEtcd(ctx context.Context, etcds []Instance) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var refusal atomic.Value
+	go func() {
+		for ctx.Err() == nil {
+			if why, ok := r.restoreNeeded(); ok {
+				refusal.Store(why)
+				cancel()
+				return
+			}
+			time.Sleep(time.Second)
+		}
+	}()
+	err := r.bootAll(ctx, etcds)
+	if why, ok := refusal.Load().(string); ok {
+		return fmt.Errorf("%s. Here: `make etcd-restore STACK=<env> [SNAPSHOT=<name>]`, then `make rehearse` again (or start over, deleting the backups: `make rehearse-clean`)", why)
+	}
+	return err
+}
+
+// restoreNeeded reports whether a majority of the main etcd members refuse to bootstrap, with the
+// first one's reason.
+func (r *Rehearsal) restoreNeeded() (string, bool) {
+	var why string
+	members, refusing := r.Of(spec.RoleEtcdMain), 0
+	for _, in := range members {
+		status, err := os.ReadFile(filepath.Join(r.Root(in.Name), machine.EtcdStatusFile))
+		if err == nil && strings.HasPrefix(string(status), etcdbackup.RestoreNeeded) {
+			refusing++
+			if why == "" {
+				why = in.Name + ": " + strings.TrimSpace(string(status))
+			}
+		}
+	}
+	return fmt.Sprintf("%d of %d %s members refuse to start: %s", refusing, len(members), spec.RoleEtcdMain, why), refusing > len(members)/2
+}
+
+// applyFoundation applies what the control plane needs before it works, as the Pulumi program's
+// add-ons do from outside the machines: the join RBAC and token, the scheduler's CRDs.
+func (p *Plan) applyFoundation(ctx context.Context) error {
+	objs, err := addons.Foundation(p.Cluster)
+	if err != nil {
+		return err
+	}
+	token, err := addons.BootstrapTokenSecret(p.Bundle.BootstrapToken, p.Bundle.BootstrapTokenExpires)
+	if err != nil {
+		return err
+	}
+	return p.Apply(ctx, append(objs, token)...)
+}
+
+// UpEtcd starts only the members of one etcd cluster of the plan, for drills that need an etcd
+// of their own.
+func UpEtcd(ctx context.Context, p *Plan, role string, progress io.Writer) (r *Rehearsal, err error) {
+	if err := Down(p.Dir, progress); err != nil {
+		return nil, err
+	}
+	r = &Rehearsal{Plan: p, progress: progress}
+	if err = r.prepare(); err == nil && role == spec.RoleEtcdMain {
+		err = r.StartStore(ctx)
+	}
+	if err == nil {
+		if err = r.bootAll(ctx, p.Of(role)); err == nil {
+			err = r.WaitEtcdHealthy(ctx, role)
+		}
+	}
+	if err != nil {
+		_ = r.Down()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Rehearsal) logf(format string, args ...any) {
+	r.mu.Lock()
+	progress := r.progress
+	r.mu.Unlock()
+	if progress != nil {
+		fmt.Fprintf(progress, "==> "+format+"\n", args...)
+	}
+}
+
+// SetProgress sends the rehearsal's progress lines to w from now on.
+func (r *Rehearsal) SetProgress(w io.Writer) {
+	r.mu.Lock()
+	r.progress = w
+	r.mu.Unlock()
+}
+
+// prepare writes the client PKI, the kubeconfig, the deviations and every machine's files.
+func (r *Rehearsal) prepare() error {
+	p := r.Plan
+	if err := p.writeClientPKI(); err != nil {
+		return err
+	}
+	if err := writeFile(filepath.Join(p.Dir, "deviations.txt"), FormatDeviations(false), 0o644); err != nil {
+		return err
+	}
+	if p.fresh { // a new cluster: nothing of an earlier one without its PKI may seed it
+		for _, dir := range []string{filepath.Join(p.Dir, "machines"), p.StoreDir()} {
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+		}
+	}
+	if err := p.saveIdentity(); err != nil {
+		return err
+	}
+	p.fresh = false // from now on this directory holds this cluster
+	logs := filepath.Join(p.Dir, "logs")
+	if err := os.RemoveAll(logs); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return err
+	}
+	for _, in := range p.Instances {
+		if err := p.materialize(in); err != nil {
+			return fmt.Errorf("rehearsal: write machine %s: %w", in.Name, err)
+		}
+	}
+	return nil
+}
+
+// writeClientPKI writes what clients outside the machines use: the authorities, the admin's
+// kubeconfig and the etcd client pair.
+func (p *Plan) writeClientPKI() error {
+	for _, name := range []string{pki.ClusterCA, pki.EtcdCA, pki.Admin, pki.APIServerEtcdClient} {
+		kp := p.Bundle.Pair(name)
+		if err := writeFile(p.PKIFile(name, "crt"), kp.CertPEM, 0o644); err != nil {
+			return err
+		}
+		if err := writeFile(p.PKIFile(name, "key"), kp.KeyPEM, 0o600); err != nil {
+			return err
+		}
+	}
+	kubeconfig := machine.EmbeddedKubeconfig(p.Cluster.Name, p.Cluster.APIServerURL(), p.Bundle.Pair(pki.ClusterCA).CertPEM,
+		p.Bundle.Pair(pki.Admin).CertPEM, p.Bundle.Pair(pki.Admin).KeyPEM)
+	return writeFile(p.Kubeconfig(), kubeconfig, 0o600)
+}
+
+// FormatDeviations renders the deviation list for people: for the process rehearsal when boot
+// is false, for the booted machines when true; topics where that one does what Azure does are left out.
+func FormatDeviations(boot bool) string {
+	var b strings.Builder
+	what := "rehearsal"
+	if boot {
+		what = "boot"
+	}
+	fmt.Fprintf(&b, "Deviations of the %s from Azure (components/rehearsal/deviations.go):\n", what)
+	for _, d := range Deviations {
+		text := d.Process
+		if boot {
+			text = d.Boot
+		}
+		if text != "" {
+			fmt.Fprintf(&b, "  - %s\n      Azure:     %s\n      %-10s %s\n", d.Topic, d.Azure, what+":", text)
+		}
+	}
+	return b.String()
+}
+
+func writeFile(path, content string, mode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(content), mode)
+}
+
+func (r *Rehearsal) bootAll(ctx context.Context, ins []Instance) error {
+	errs := make([]error, len(ins))
+	var wg sync.WaitGroup
+	for i, in := range ins {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = r.Boot(ctx, in.Name) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Boot runs a machine's units in order, as systemd does at boot: oneshots to completion (retried
+// every RestartSec while they fail), services started unless already running.
+func (r *Rehearsal) Boot(ctx context.Context, name string) error {
+	in, err := r.Instance(name)
+	if err != nil {
+		return err
+	}
+	for _, u := range in.Machine.Units {
+		if _, skip := skippedUnits[u.Name]; skip {
+			continue
+		}
+		uc, err := parseUnit(u)
+		if err != nil {
+			return err
+		}
+		if p := r.Proc(name, uc.name); p != nil && p.Alive() {
+			continue
+		}
+		if uc.oneshot {
+			if err := r.runOneshot(ctx, in, uc); err != nil {
+				return fmt.Errorf("%s: %s: %w (log: %s)", name, u.Name, err, r.Log(name, uc.name))
+			}
+			continue
+		}
+		if err := r.startService(in, uc); err != nil {
+			return fmt.Errorf("%s: %s: %w", name, u.Name, err)
+		}
+	}
+	return nil
+}
+
+// startService starts a long-running unit and restarts it after RestartSec when it fails, as
+// systemd's Restart=on-failure does, until it is stopped on purpose or the rehearsal ends.
+func (r *Rehearsal) startService(in Instance, uc unitCommand) error {
+	proc, err := r.startUnit(in, uc)
+	if err != nil {
+		return err
+	}
+	proc.Role, proc.Machine, proc.Name = in.Role, in.Name, uc.name
+	r.describe(proc, in)
+	if err := r.track(proc); err != nil {
+		return err
+	}
+	go func() {
+		<-proc.exited
+		if !uc.restart || !proc.failed() {
+			return
+		}
+		time.Sleep(uc.restartSec)
+		if proc.stopping.Load() || r.closing.Load() || r.Proc(in.Name, uc.name) != proc {
+			return
+		}
+		if err := r.startService(in, uc); err != nil {
+			r.logf("%s: restart %s: %v", in.Name, uc.name, err)
+		}
+	}()
+	return nil
+}
+
+// startUnit starts a unit's command on its machine, logging to the unit's log.
+func (r *Rehearsal) startUnit(in Instance, uc unitCommand) (*Proc, error) {
+	argv, env, err := r.command(in, uc)
+	if err != nil {
+		return nil, err
+	}
+	return start(argv, env, r.Root(in.Name), r.Log(in.Name, uc.name))
+}
+
+// describe fills in how a client reaches the process.
+func (r *Rehearsal) describe(p *Proc, in Instance) {
+	adminCert, adminKey := r.PKIFile(pki.Admin, "crt"), r.PKIFile(pki.Admin, "key")
+	switch p.Name {
+	case "etcd":
+		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort)
+		p.CA, p.Cert, p.Key = r.PKIFile(pki.EtcdCA, "crt"), r.PKIFile(pki.APIServerEtcdClient, "crt"), r.PKIFile(pki.APIServerEtcdClient, "key")
+	case "kube-apiserver":
+		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.APIServerPort)
+		p.CA, p.Cert, p.Key = r.PKIFile(pki.ClusterCA, "crt"), adminCert, adminKey
+	case "kube-controller-manager", "kube-scheduler":
+		port := wellknown.ControllerManagerPort
+		if p.Name == "kube-scheduler" {
+			port = wellknown.SchedulerPort
+		}
+		// Serving certificates are self-signed at start: no CA to give.
+		p.URL = fmt.Sprintf("https://%s:%d", in.IP, port)
+		p.Cert, p.Key = adminCert, adminKey
+	}
+}
+
+// runOneshot runs a oneshot unit to completion, retrying every RestartSec while it fails.
+func (r *Rehearsal) runOneshot(ctx context.Context, in Instance, uc unitCommand) error {
+	for {
+		proc, err := r.startUnit(in, uc)
+		if err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			_ = proc.Stop(syscall.SIGTERM, time.Second)
+			return ctx.Err()
+		case <-proc.exited:
+		}
+		if proc.waitErr == nil || !uc.restart {
+			return proc.waitErr
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w; last attempt: %v", ctx.Err(), proc.waitErr)
+		case <-time.After(uc.restartSec):
+		}
+	}
+}
+
+// track records a started process, replacing an earlier one of the same machine and name.
+func (r *Rehearsal) track(p *Proc) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, old := range r.procs {
+		if old.Machine == p.Machine && old.Name == p.Name {
+			r.procs[i] = p
+			return writeEndpoints(r.EndpointsFile(), r.procs)
+		}
+	}
+	r.procs = append(r.procs, p)
+	return writeEndpoints(r.EndpointsFile(), r.procs)
+}
+
+// Proc returns the latest process of a machine's unit, or nil.
+func (r *Rehearsal) Proc(machineName, name string) *Proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.procs {
+		if p.Machine == machineName && p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// Procs returns every process started, running or not.
+func (r *Rehearsal) Procs() []*Proc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*Proc(nil), r.procs...)
+}
+
+// Stop stops one unit of a machine: SIGKILL for a crash, SIGTERM for a clean stop.
+func (r *Rehearsal) Stop(machineName, name string, sig syscall.Signal) error {
+	p := r.Proc(machineName, name)
+	if p == nil {
+		return fmt.Errorf("rehearsal: %s runs no %s", machineName, name)
+	}
+	return p.Stop(sig, 10*time.Second)
+}
+
+// StopMachine stops every unit of a machine, last started first: SIGKILL when hard (a crash),
+// SIGTERM otherwise (a clean shutdown).
+func (r *Rehearsal) StopMachine(_ context.Context, machineName string, hard bool) error {
+	sig := syscall.SIGTERM
+	if hard {
+		sig = syscall.SIGKILL
+	}
+	procs := r.Procs()
+	var errs []error
+	for i := len(procs) - 1; i >= 0; i-- {
+		if procs[i].Machine == machineName {
+			errs = append(errs, procs[i].Stop(sig, 10*time.Second))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Down stops everything this rehearsal started and forgets it.
+func (r *Rehearsal) Down() error {
+	r.closing.Store(true)
+	if err := stopAll(r.Procs()); err != nil {
+		return err
+	}
+	return os.Remove(r.EndpointsFile())
+}
+
+// Down stops every process a rehearsal in dir started, even one run by another command.
+func Down(dir string, progress io.Writer) error {
+	path := filepath.Join(dir, "endpoints.json")
+	procs, err := ReadEndpoints(path)
+	if err != nil {
+		return err
+	}
+	var alive []*Proc
+	for _, p := range procs {
+		if p.Alive() {
+			alive = append(alive, p)
+		}
+	}
+	if err := stopAll(alive); err != nil {
+		return err
+	}
+	if progress != nil && len(alive) > 0 {
+		fmt.Fprintf(progress, "==> stopped %d processes of the rehearsal in %s\n", len(alive), dir)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// stopAll stops processes in parallel: a clean SIGTERM, SIGKILL after 10 s.
+func stopAll(procs []*Proc) error {
+	errs := make([]error, len(procs))
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = p.Stop(syscall.SIGTERM, 10*time.Second) }()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
