@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,7 @@ func controller(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	namespace := fs.String("namespace", metav1.NamespaceSystem, "namespace of the lease, the brake's ledger and the teams' ConfigMap")
-	listen := fs.String("listen", ":9443", "host:port of the webhooks (HTTPS), /healthz and /metrics")
+	listen := fs.String("listen", ":"+strconv.Itoa(wellknown.OpsWebhookPort), "host:port of the webhooks (HTTPS), /healthz and /metrics")
 	tlsDir := fs.String("tls-dir", "", "directory of the serving pair, tls.crt and tls.key (re-read when they change)")
 	identity := fs.String("identity", os.Getenv("POD_NAME"), "this replica's name in the leader election")
 	cloudConfig := fs.String("cloud-config", "", "cluster-autoscaler's Azure cloud config: remediation hands machines back through it; empty: remediation only marks and drains")
@@ -201,7 +202,7 @@ func (p *reloadingPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return p.cert, nil
 }
 
-// refusalCounter is clusterforge_brake_refusals_total by scope (a pool, or "cluster"), in
+// refusalCounter is wellknown.BrakeRefusalsMetric by scope (a pool, or "cluster"), in
 // Prometheus' text format.
 type refusalCounter struct {
 	mu     sync.Mutex
@@ -217,9 +218,9 @@ func (r *refusalCounter) add(refusal *brake.Refusal) {
 func (r *refusalCounter) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fmt.Fprintln(w, "# HELP clusterforge_brake_refusals_total Node removals the scale-down brake refused (L14).")
-	fmt.Fprintln(w, "# TYPE clusterforge_brake_refusals_total counter")
+	fmt.Fprintf(w, "# HELP %s Node removals the scale-down brake refused (L14).\n", wellknown.BrakeRefusalsMetric)
+	fmt.Fprintf(w, "# TYPE %s counter\n", wellknown.BrakeRefusalsMetric)
 	for scope, n := range r.byPool {
-		fmt.Fprintf(w, "clusterforge_brake_refusals_total{scope=%q} %d\n", scope, n)
+		fmt.Fprintf(w, "%s{scope=%q} %d\n", wellknown.BrakeRefusalsMetric, scope, n)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // freeze changes nothing.
 func TestFreezeReproducesTheCheckedInStack(t *testing.T) {
 	dir := t.TempDir()
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", spec.StackDir, "Pulumi.*.yaml"))
+	files, _ := filepath.Glob(filepath.Join("..", "..", spec.StackDir, "Pulumi.*.yaml"))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
@@ -39,7 +39,7 @@ func TestFreezeReproducesTheCheckedInStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := os.ReadFile(spec.StackFile(dir, "dev"))
-	want, _ := os.ReadFile(filepath.Join("..", "..", "..", spec.StackDir, "Pulumi.dev.yaml"))
+	want, _ := os.ReadFile(filepath.Join("..", "..", spec.StackDir, "Pulumi.dev.yaml"))
 	if a, b := frozenLines(got), frozenLines(want); strings.Join(a, "\n") != strings.Join(b, "\n") {
 		t.Errorf("froze\n%s\nwant the checked-in\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
 	}

@@ -71,7 +71,7 @@ func opsController(c *spec.Cluster) []Object {
 		Containers: []corev1.Container{{
 			Name:  wellknown.OpsName,
 			Image: opsImage().Ref,
-			Args: []string{"controller", "--namespace=" + SystemNamespace, "--listen=:9443", "--tls-dir=/etc/clusterforge-ops/tls",
+			Args: []string{"controller", "--namespace=" + SystemNamespace, "--listen=:" + strconv.Itoa(wellknown.OpsWebhookPort), "--tls-dir=/etc/clusterforge-ops/tls",
 				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(sets, ",")},
 			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: wellknown.OpsWebhookPort}},

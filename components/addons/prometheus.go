@@ -243,7 +243,7 @@ func AlertRules() RuleFile {
 					"description": "A certificate file is unreadable or an etcd member presents none: its expiry is not watched."}},
 		}},
 		{Name: "fleet", Rules: []Rule{
-			{Alert: "ScaleDownBrakeEngaged", Expr: `sum by (scope) (increase(clusterforge_brake_refusals_total{job="` + wellknown.OpsName + `"}[10m])) > 0`,
+			{Alert: "ScaleDownBrakeEngaged", Expr: `sum by (scope) (increase(` + wellknown.BrakeRefusalsMetric + `{job="` + wellknown.OpsName + `"}[10m])) > 0`,
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "The scale-down brake refused node removals in the last 10 minutes",
 					"description": "Something wants to remove more than half of a pool (or of the cluster) at once: a fleet-wide failure, a bad health check or a runaway autoscaler. Find out which before removing more (L14, docs/operations/fleet-operations.md)."}},

@@ -153,7 +153,7 @@ func Profiles(c *spec.Cluster) []Profile {
 		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: "system:masters", Usages: clientUsages,
 			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
 		// The Service clusterforge-ops in kube-system, as the apiservers dial a webhook's service.
-		Profile{Name: OpsWebhook, Issuer: ClusterCA, CommonName: "clusterforge-ops",
+		Profile{Name: OpsWebhook, Issuer: ClusterCA, CommonName: wellknown.OpsName,
 			DNSNames: []string{wellknown.OpsName + ".kube-system.svc", wellknown.OpsName + ".kube-system.svc." + wellknown.ClusterDomain}, Usages: serverUsages},
 	)
 }

@@ -1,6 +1,6 @@
 // Package program is the clusterforge Pulumi program: it loads the stack's cluster spec, refuses
 // bad input before registering anything, and builds the cluster. `pulumi up` runs it through
-// infra/main.go; `make plan` runs the same function on Pulumi's mock engine.
+// cmd/clusterforge-pulumi; `forge plan` (make plan) runs the same function on Pulumi's mock engine.
 package program
 
 import (

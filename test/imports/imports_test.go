@@ -123,7 +123,8 @@ func restrictionFiles(dir string) (map[string]restrictions, error) {
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if path != dir && (name == "testdata" || strings.HasPrefix(name, ".") || fileExists(filepath.Join(path, "go.mod"))) {
+			// build/ holds what tests and boots leave behind, root filesystems among them.
+			if path != dir && (name == "testdata" || name == "build" || strings.HasPrefix(name, ".") || fileExists(filepath.Join(path, "go.mod"))) {
 				return filepath.SkipDir
 			}
 			return nil

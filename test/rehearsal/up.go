@@ -242,7 +242,7 @@ func FormatDeviations(boot bool) string {
 	if boot {
 		what = "boot"
 	}
-	fmt.Fprintf(&b, "Deviations of the %s from Azure (components/rehearsal/deviations.go):\n", what)
+	fmt.Fprintf(&b, "Deviations of the %s from Azure (test/rehearsal/deviations.go):\n", what)
 	for _, d := range Deviations {
 		text := d.Process
 		if boot {

@@ -59,7 +59,7 @@ func ParseAllocations(data string) ([]Allocation, error) {
 			errs = append(errs, fmt.Errorf("%s.team: name the team", at))
 		}
 		if len(a.NodeSelector) == 0 {
-			errs = append(errs, fmt.Errorf("%s.nodeSelector: pick the nodes, e.g. {%s: <pool>}", at, "clusterforge.io/pool"))
+			errs = append(errs, fmt.Errorf("%s.nodeSelector: pick the nodes, e.g. {%s: <pool>}", at, wellknown.PoolLabel))
 		}
 		if _, err := labels.ValidatedSelectorFromSet(a.NodeSelector); err != nil {
 			errs = append(errs, fmt.Errorf("%s.nodeSelector: %w", at, err))
