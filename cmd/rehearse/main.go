@@ -50,7 +50,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: rehearse up|down|deviations|lb [flags]")
+		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|etcd-backup|etcd-restore|boot|boot-down|bench-scale|bench-joins|deviations [--stack <env>] [flags]")
 	}
 	if ran, err := rehearsal.Subcommand(args); ran {
 		return err
