@@ -70,7 +70,7 @@ bench-dataplane: setup tools build/images/node-$(STACK).tar build/images/control
 
 # The two tiers. The end-to-end packages run one at a time (-p 1): each brings up a cluster of
 # its own, and two of them on two cores starve each other's API availability and SLO checks.
-E2E_PACKAGES = ./test/rehearsal ./test/e2e/...
+E2E_PACKAGES = ./test/e2e/...
 
 test: check e2e ## Every test, both tiers (CI runs this)
 
@@ -98,7 +98,7 @@ images-local: setup tools-image ## Bake both images (worker and control-plane) f
 	@ROLE=control-plane scripts/image.sh local $(STACK)
 
 image-check: tools-rehearsal image-local ## Check the baked worker image alone: its disk unit, containerd, preloaded digests, sysctls (`make boot` boots it as a worker)
-	$(GO) test -count=1 -v -run 'TestBaked' ./test/rehearsal -args -stack=$(STACK)
+	$(GO) test -count=1 -v -run 'TestBaked' ./test/e2e/image -args -stack=$(STACK)
 
 generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc) and the PodGroup CRD copied from scheduler-plugins
 	cd images && $(GO) generate ./...
@@ -124,7 +124,7 @@ etcd-restore: $(REHEARSE) ## Restore $(STACK)'s main etcd from SNAPSHOT=<name> o
 
 rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark, the roll drills and the baked worker's join, stop it; fails on any failure
 	@scripts/toolchain.sh upgrades
-	$(GO) test -count=1 -v -timeout 45m ./test/rehearsal -args -stack=$(STACK)
+	$(GO) test -count=1 -v -p 1 -timeout 45m ./test/e2e/controlplane ./test/e2e/backups ./test/e2e/rolls ./test/e2e/ops ./test/e2e/image -args -stack=$(STACK)
 
 bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
 	@scripts/bench-pull.sh

@@ -4,7 +4,7 @@
 # It serves a generated multi-layer image (16 x 128 MiB = 2 GiB of incompressible data) from a
 # local distribution v3.0.0 registry (directly, and through a proxy holding each connection to
 # PER_CONNECTION_MIBPS, default 64, as a remote registry serves each stream), bakes a node image
-# with the same image preloaded, runs BenchmarkImageReady (test/rehearsal) and writes
+# with the same image preloaded, runs BenchmarkImageReady (test/e2e/image) and writes
 # build/bench/pull.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,7 +39,7 @@ IMAGE_NAME=node-bench MKIMAGES_ARGS="-app-name $REF -app-layers 16 -app-layer-mi
   scripts/image.sh local dev
 
 step "BenchmarkImageReady (each mode boots a fresh node)"
-go test -count=1 -run '^$' -bench ImageReady -benchtime 1x -timeout 60m ./test/rehearsal \
+go test -count=1 -run '^$' -bench ImageReady -benchtime 1x -timeout 60m ./test/e2e/image \
   -args -pull-image "$REF" -preloaded-image "$PWD/build/images/node-bench.tar" \
   -per-connection-mibps "${PER_CONNECTION_MIBPS:-64}" | tee "$out/pull.txt"
 

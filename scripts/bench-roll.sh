@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The roll drills as a benchmark: TestRollDrills (test/rehearsal/roll_test.go) RUNS times
+# The roll drills as a benchmark: TestRollDrills (test/e2e/rolls/roll_test.go) RUNS times
 # (default 3), each on a new rehearsal of STACK started on the releases before the pinned ones;
 # reports per drill the time, the mean time per etcd member, apiserver and worker, the API's
 # availability through the load balancer (10 probes a second) and the acknowledged writes lost,
@@ -13,7 +13,7 @@ mkdir -p "$out"
 rm -f "$out/roll.tsv"
 for run in $(seq "$RUNS"); do
   printf '==> run %s of %s: TestRollDrills on %s\n' "$run" "$RUNS" "$STACK"
-  go test -count=1 -run 'TestRollDrills' -timeout 40m ./test/rehearsal -args -stack "$STACK" -roll-report "$out/roll.tsv" 2>&1 |
+  go test -count=1 -run 'TestRollDrills' -timeout 40m ./test/e2e/rolls -args -stack "$STACK" -roll-report "$out/roll.tsv" 2>&1 |
     grep --line-buffered -E '^\s+roll_test.go|^(--- |ok|FAIL)|^==> \[' || true
   [ "$(grep -c . "$out/roll.tsv" 2>/dev/null || echo 0)" -ge $((run * 5)) ] || { echo "run $run did not finish its drills" >&2; exit 1; }
 done

@@ -16,12 +16,10 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/rehearsal"
 	"github.com/clusterforge/clusterforge/test/scale"
 )
-
-// smokeBase keeps this rehearsal apart from the rehearsal package's (1-3) and `make rehearse`'s (0).
-const smokeBase = 4
 
 func TestMain(m *testing.M) {
 	// The rehearsal starts its load balancer as `<this binary> lb ...`.
@@ -62,7 +60,7 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	summary, err := rehearsal.BenchScale(ctx, c, "dev", rehearsal.Options{
-		Dir: filepath.Join(root, "build", "scale-check", "rehearsal"), Tools: tools, Base: smokeBase, Self: []string{self},
+		Dir: filepath.Join(root, "build", "scale-check", "rehearsal"), Tools: tools, Base: framework.BaseScaleSmoke, Self: []string{self},
 	}, o, os.Stderr)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package rehearsal_test
+package image_test
 
 import (
 	"bufio"
@@ -15,6 +15,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/rehearsal"
 )
 
@@ -31,7 +32,7 @@ func stackImage() string {
 	if *bakedImage != "" {
 		return *bakedImage
 	}
-	return filepath.Join(repoRoot, "build", "images", "node-"+*stackName+".tar")
+	return filepath.Join(framework.RepoRoot, "build", "images", "node-"+framework.Stack()+".tar")
 }
 
 // readPreloaded reads the preload list baked into image, or fails saying what is missing.
@@ -46,7 +47,7 @@ func readPreloaded(t testing.TB, image string) preloaded {
 		err = json.Unmarshal(data, &want)
 	}
 	if _, statErr := os.Stat(image); statErr != nil || err != nil {
-		t.Fatalf("no baked image to check (%v, %v): run `make image-local STACK=%s`", statErr, err, *stackName)
+		t.Fatalf("no baked image to check (%v, %v): run `make image-local STACK=%s`", statErr, err, framework.Stack())
 	}
 	return want
 }
@@ -60,11 +61,11 @@ func bootBakedNode(t testing.TB, name string, units ...string) (*rehearsal.Baked
 // bootImage boots a baked image with the given units; the node is shut down with the test.
 func bootImage(t testing.TB, image, name string, units ...string) (*rehearsal.BakedNode, preloaded) {
 	t.Helper()
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	want := readPreloaded(t, image)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	node, err := rehearsal.BootBakedNode(ctx, image, filepath.Join(repoRoot, "build", "rehearse", "baked-"+name), os.Stderr, units...)
+	node, err := rehearsal.BootBakedNode(ctx, image, filepath.Join(framework.RepoRoot, "build", "rehearse", "baked-"+name), os.Stderr, units...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,8 +107,8 @@ func TestBakedImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 			t.Errorf("%s: containerd has digest %q, the bake was given %s", img.Name, got[img.Name], img.Digest)
 		}
 	}
-	if !strings.Contains(listing, cluster.Versions.PauseImage) {
-		t.Errorf("the stack's pause image %s is not preloaded (L25):\n%s", cluster.Versions.PauseImage, listing)
+	if !strings.Contains(listing, framework.Cluster.Versions.PauseImage) {
+		t.Errorf("the stack's pause image %s is not preloaded (L25):\n%s", framework.Cluster.Versions.PauseImage, listing)
 	}
 
 	// Every image is unpacked for the overlayfs snapshotter; its compressed layers were discarded.
@@ -143,7 +144,7 @@ func TestBakedImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{`snapshotter = "overlayfs"`, `max_concurrent_downloads = 10`,
-		`sandbox_image = "` + cluster.Versions.PauseImage + `"`, `root = "` + machine.ContainerdRoot + `"`} {
+		`sandbox_image = "` + framework.Cluster.Versions.PauseImage + `"`, `root = "` + machine.ContainerdRoot + `"`} {
 		if !strings.Contains(dump, want) {
 			t.Errorf("the baked containerd runs without %s", want)
 		}

@@ -1,4 +1,4 @@
-package rehearsal_test
+package controlplane_test
 
 import (
 	"context"
@@ -26,29 +26,30 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/rehearsal"
 )
 
 // TestAddons applies every add-on object with server-side apply, as the Pulumi program does, and
 // checks what they promise against the real apiserver and the scheduler-plugins scheduler.
 func TestAddons(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx := context.Background()
-	cs := clientset(t)
-	objs, err := running.Addons()
+	cs := framework.Clientset(t)
+	objs, err := framework.Running.Addons()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeAddons(t, cs, objs) })
-	if err := running.Apply(ctx, objs...); err != nil {
+	if err := framework.Running.Apply(ctx, objs...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("applied %d add-on objects with server-side apply", len(objs))
-	if err := running.StartPodGroupController(ctx); err != nil {
+	if err := framework.Running.StartPodGroupController(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if p := running.Proc(rehearsal.AddonsMachine, addons.PodGroupControllerName); p != nil {
+		if p := framework.Running.Proc(rehearsal.AddonsMachine, addons.PodGroupControllerName); p != nil {
 			_ = p.Stop(syscall.SIGTERM, 10*time.Second)
 		}
 	})
@@ -64,7 +65,7 @@ func TestAddons(t *testing.T) {
 }
 
 func checkDNSSpread(t *testing.T, cs *kubernetes.Clientset) {
-	want := running.Cluster.DNS.Replicas
+	want := framework.Running.Cluster.DNS.Replicas
 	var nodes []string
 	err := drills.WaitUntil(time.Minute, func() error {
 		pods, err := cs.CoreV1().Pods(addons.SystemNamespace).List(context.Background(), metav1.ListOptions{LabelSelector: addons.DNSAppLabel + "=" + addons.DNSService})
@@ -195,13 +196,13 @@ func pollerGrants(t *testing.T, cs *kubernetes.Clientset, namespace, account str
 // scheduler must evict a balloon for it at once (L15).
 func checkBalloonPreempted(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 	ctx := context.Background()
-	nodes := min(pool.MaxNodes, *nodesPerPool)
+	nodes := min(pool.MaxNodes, framework.NodesPerPool())
 	full := balloonWithReplicas(t, pool, nodes)
-	if err := running.Apply(ctx, full); err != nil {
+	if err := framework.Running.Apply(ctx, full); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := running.Apply(ctx, balloonWithReplicas(t, pool, pool.Nodes)); err != nil {
+		if err := framework.Running.Apply(ctx, balloonWithReplicas(t, pool, pool.Nodes)); err != nil {
 			t.Error(err)
 		}
 		_ = drills.WaitUntil(time.Minute, func() error { return balloonsPlaced(cs, pool, 0) })
@@ -216,7 +217,7 @@ func checkBalloonPreempted(t *testing.T, cs *kubernetes.Clientset, pool spec.Poo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { // free its GPU for the gang check
-		_ = cs.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+		_ = cs.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: framework.Ptr(int64(0))})
 		_ = drills.WaitUntil(time.Minute, func() error {
 			if _, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
 				return fmt.Errorf("pod %s still there", pod.Name)
@@ -249,7 +250,7 @@ func checkBalloonPreempted(t *testing.T, cs *kubernetes.Clientset, pool spec.Poo
 // rejected and wait for the scheduler's five-minute retry of unschedulable pods (seen here).
 func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 	ctx := context.Background()
-	nodes := min(pool.MaxNodes, *nodesPerPool)
+	nodes := min(pool.MaxNodes, framework.NodesPerPool())
 	ns := drills.Namespace(t, cs, "drill-gang")
 	podGroups := dynamicClient(t).Resource(schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}).Namespace(ns)
 	groups := []string{"job-a", "job-b"}
@@ -327,13 +328,13 @@ func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 // balloonWithReplicas is the pool's balloon Deployment with another replica count.
 func balloonWithReplicas(t *testing.T, pool spec.Pool, replicas int) addons.Object {
 	t.Helper()
-	objs, err := addons.Objects(running.Cluster)
+	objs, err := addons.Objects(framework.Running.Cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
 		if d, ok := o.(*appsv1.Deployment); ok && d.Name == addons.BalloonName(pool) {
-			d.Spec.Replicas = ptr(int32(replicas))
+			d.Spec.Replicas = framework.Ptr(int32(replicas))
 			return d
 		}
 	}
@@ -366,8 +367,8 @@ func gpuPod(name string, pool spec.Pool, labels map[string]string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			NodeSelector:                  map[string]string{wellknown.PoolLabel: pool.Name},
 			Tolerations:                   []corev1.Toleration{{Key: machine.GPUResource, Operator: corev1.TolerationOpExists}},
-			TerminationGracePeriodSeconds: ptr(int64(0)),
-			Containers: []corev1.Container{{Name: "work", Image: running.Cluster.Versions.PauseImage,
+			TerminationGracePeriodSeconds: framework.Ptr(int64(0)),
+			Containers: []corev1.Container{{Name: "work", Image: framework.Running.Cluster.Versions.PauseImage,
 				Resources: corev1.ResourceRequirements{
 					Requests: corev1.ResourceList{machine.GPUResource: resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("1")},
 					Limits:   corev1.ResourceList{machine.GPUResource: resource.MustParse("1")},
@@ -377,8 +378,8 @@ func gpuPod(name string, pool spec.Pool, labels map[string]string) *corev1.Pod {
 }
 
 func poolWhere(match func(spec.Pool) bool) spec.Pool {
-	for _, p := range running.Cluster.Pools {
-		if match(p) && min(p.MaxNodes, *nodesPerPool) >= 2 {
+	for _, p := range framework.Running.Cluster.Pools {
+		if match(p) && min(p.MaxNodes, framework.NodesPerPool()) >= 2 {
 			return p
 		}
 	}
@@ -387,7 +388,7 @@ func poolWhere(match func(spec.Pool) bool) spec.Pool {
 
 func dynamicClient(t *testing.T) dynamic.Interface {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", running.Kubeconfig())
+	cfg, err := clientcmd.BuildConfigFromFlags("", framework.Running.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,5 +428,3 @@ func removeAddons(t *testing.T, cs *kubernetes.Clientset, objs []addons.Object) 
 		t.Errorf("removing the add-ons: %v", err)
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

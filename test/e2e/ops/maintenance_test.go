@@ -1,4 +1,4 @@
-package rehearsal_test
+package ops_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
 )
 
@@ -27,10 +28,10 @@ import (
 // condition, the remediation controller cordons and drains the node ahead of the reboot, and
 // uncordons it when the event is gone. The machine is never removed.
 func TestScheduledRebootDrainsTheNodeAhead(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	const pool, vm = "drill-maint", "cf-dev-cpu_7"
 	ns := drills.Namespace(t, cs, "drill-maintenance")
 	node := drillNodes(t, cs, pool, 1)[0]

@@ -1,4 +1,4 @@
-package rehearsal_test
+package ops_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
 // The preflight taint's life cycle (L36) on the rehearsal's apiservers, with the CPU stand-in
@@ -24,10 +25,10 @@ import (
 // for remediation; the re-test taints the idle node again and restarts its agent pod (a real
 // DaemonSet's), whose next pass clears it again; the busy node is left alone.
 func TestPreflightTaintLifeCycle(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	const pool = "drill-preflight"
 	ns := drills.Namespace(t, cs, "drill-preflight")
 	taint := corev1.Taint{Key: machine.PreflightTaint.Key, Value: machine.PreflightTaint.Value, Effect: corev1.TaintEffect(machine.PreflightTaint.Effect)}
@@ -40,8 +41,8 @@ func TestPreflightTaintLifeCycle(t *testing.T) {
 		Selector: &metav1.LabelSelector{MatchLabels: agents},
 		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: agents}, Spec: corev1.PodSpec{
 			NodeSelector: map[string]string{wellknown.PoolLabel: pool}, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-			TerminationGracePeriodSeconds: ptr(int64(0)),
-			Containers:                    []corev1.Container{{Name: "agent", Image: running.Cluster.Versions.PauseImage}}}}}}
+			TerminationGracePeriodSeconds: framework.Ptr(int64(0)),
+			Containers:                    []corev1.Container{{Name: "agent", Image: framework.Running.Cluster.Versions.PauseImage}}}}}}
 	if _, err := cs.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package rehearsal_test
+package backups_test
 
 import (
 	"bytes"
@@ -24,6 +24,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/rehearsal"
 )
 
@@ -32,24 +33,24 @@ import (
 // an empty cluster, nothing serves, and the restore brings back every write acknowledged before
 // the snapshot, refusing a corrupt snapshot by name first.
 func TestEtcdBackupAndTotalLoss(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx := context.Background()
-	store, err := running.BackupStore()
+	store, err := framework.Running.BackupStore()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := running.EtcdClient(spec.RoleEtcdMain)
+	cli, err := framework.Running.EtcdClient(spec.RoleEtcdMain)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	interval, _ := time.ParseDuration(running.Cluster.Backup.Interval)
+	interval, _ := time.ParseDuration(framework.Running.Cluster.Backup.Interval)
 
 	// The leader's agent snapshots at once when the store holds none, and verifies it.
 	if err := drills.WaitUntil(2*time.Minute, func() error { return etcdbackup.SafeToTouch(ctx, cli, store, interval) }); err != nil {
 		t.Fatalf("the gate never opened on a healthy cluster: %v", err)
 	}
-	if err := running.EtcdGate(ctx); err != nil {
+	if err := framework.Running.EtcdGate(ctx); err != nil {
 		t.Fatalf("the gate command disagrees with the gate: %v", err)
 	}
 	if born, err := store.Born(ctx); err != nil || born.IsZero() {
@@ -57,7 +58,7 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	}
 
 	t.Run("store down closes the gate", func(t *testing.T) {
-		if err := running.Stop("store", "azurite", syscall.SIGTERM); err != nil {
+		if err := framework.Running.Stop("store", "azurite", syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		gctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -65,10 +66,10 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		if err := etcdbackup.SafeToTouch(gctx, cli, store, interval); err == nil || !strings.Contains(err.Error(), "backup store") {
 			t.Errorf("the gate answered %v with the store down, want a refusal naming the backup store", err)
 		}
-		if err := running.EtcdGate(gctx); err == nil || !strings.Contains(err.Error(), "backup store") {
+		if err := framework.Running.EtcdGate(gctx); err == nil || !strings.Contains(err.Error(), "backup store") {
 			t.Errorf("the gate command answered %v with the store down, want a refusal naming the backup store", err)
 		}
-		if err := running.StartStore(ctx); err != nil {
+		if err := framework.Running.StartStore(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := etcdbackup.SafeToTouch(ctx, cli, store, interval); err != nil {
@@ -76,21 +77,21 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		}
 	})
 
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	ns := drills.Namespace(t, cs, "drill-total-loss")
-	writer := drills.StartWriter(clientset(t), ns)
+	writer := drills.StartWriter(framework.Clientset(t), ns)
 	time.Sleep(3 * time.Second)
-	snap, err := running.BackupEtcd(ctx) // make etcd-backup
+	snap, err := framework.Running.BackupEtcd(ctx) // make etcd-backup
 	if err != nil {
 		writer.Stop()
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)
 
-	members := running.Of(spec.RoleEtcdMain)
-	stopAll(t, members, "etcd")
+	members := framework.Running.Of(spec.RoleEtcdMain)
+	framework.StopAll(t, members, "etcd")
 	for _, in := range members {
-		if err := os.RemoveAll(filepath.Join(running.Root(in.Name), machine.EtcdDataDir, "member")); err != nil {
+		if err := os.RemoveAll(filepath.Join(framework.Running.Root(in.Name), machine.EtcdDataDir, "member")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -102,11 +103,11 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, in := range members {
 		wg.Add(1)
-		go func() { defer wg.Done(); _ = running.Boot(bootCtx, in.Name) }()
+		go func() { defer wg.Done(); _ = framework.Running.Boot(bootCtx, in.Name) }()
 	}
 	err = drills.WaitUntil(time.Minute, func() error {
 		for _, in := range members {
-			if status, _ := os.ReadFile(filepath.Join(running.Root(in.Name), machine.EtcdStatusFile)); !strings.HasPrefix(string(status), etcdbackup.RestoreNeeded) {
+			if status, _ := os.ReadFile(filepath.Join(framework.Running.Root(in.Name), machine.EtcdStatusFile)); !strings.HasPrefix(string(status), etcdbackup.RestoreNeeded) {
 				return fmt.Errorf("%s status %q, want %s", in.Name, status, etcdbackup.RestoreNeeded)
 			}
 		}
@@ -119,14 +120,14 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		t.Error(err)
 	}
 	for _, in := range members {
-		if p := running.Proc(in.Name, "etcd"); p != nil && p.Alive() {
+		if p := framework.Running.Proc(in.Name, "etcd"); p != nil && p.Alive() {
 			t.Errorf("%s started etcd over an empty data dir", in.Name)
 		}
 		if v := agentMetric(t, in, wellknown.EtcdRestoreNeededMetric); v != "1" {
 			t.Errorf("%s %s = %q, want 1", in.Name, wellknown.EtcdRestoreNeededMetric, v)
 		}
 	}
-	if code, _, err := running.Get(ctx, running.Cluster.APIServerURL()+"/readyz"); err == nil && code == http.StatusOK {
+	if code, _, err := framework.Running.Get(ctx, framework.Running.Cluster.APIServerURL()+"/readyz"); err == nil && code == http.StatusOK {
 		t.Errorf("/readyz answered 200 with no etcd")
 	}
 	if _, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
@@ -134,10 +135,10 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	}
 
 	corrupt := corruptCopy(t, store, snap)
-	if _, err := running.RestoreEtcd(ctx, ""); err == nil || !strings.Contains(err.Error(), corrupt) {
+	if _, err := framework.Running.RestoreEtcd(ctx, ""); err == nil || !strings.Contains(err.Error(), corrupt) {
 		t.Fatalf("restore of the latest snapshot, a corrupt copy, answered %v; want a refusal naming %s", err, corrupt)
 	}
-	restored, err := running.RestoreEtcd(ctx, snap.Name) // make etcd-restore SNAPSHOT=<name>
+	restored, err := framework.Running.RestoreEtcd(ctx, snap.Name) // make etcd-restore SNAPSHOT=<name>
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,11 +176,11 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	// The whole rehearsal stopped and every etcd-main disk wiped, as a deallocation does: brought
 	// up again, it finds its history in the store, refuses, and comes back from it.
 	t.Run("brought up again over wiped disks", func(t *testing.T) {
-		if _, err := running.BackupEtcd(ctx); err != nil {
+		if _, err := framework.Running.BackupEtcd(ctx); err != nil {
 			t.Fatal(err)
 		}
-		plan := running.Plan
-		if err := running.Down(); err != nil {
+		plan := framework.Running.Plan
+		if err := framework.Running.Down(); err != nil {
 			t.Fatal(err)
 		}
 		for _, in := range members {
@@ -195,10 +196,10 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		if _, err := rehearsal.RestoreStopped(upCtx, plan, "", io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		if running, err = rehearsal.Up(upCtx, plan, os.Stderr); err != nil {
+		if framework.Running, err = rehearsal.Up(upCtx, plan, os.Stderr); err != nil {
 			t.Fatalf("up after the restore: %v", err) // every later check fails with it
 		}
-		if _, err := clientset(t).CoreV1().ConfigMaps(ns).Get(ctx, "after-restore", metav1.GetOptions{}); err != nil {
+		if _, err := framework.Clientset(t).CoreV1().ConfigMaps(ns).Get(ctx, "after-restore", metav1.GetOptions{}); err != nil {
 			t.Errorf("the write before the last snapshot is missing: %v", err)
 		}
 	})
@@ -217,12 +218,12 @@ func corruptCopy(t *testing.T, store *etcdbackup.Store, snap etcdbackup.Snapshot
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := container.NewClientFromConnectionString(running.StoreConnectionString(), spec.BackupContainer, nil)
+	c, err := container.NewClientFromConnectionString(framework.Running.StoreConnectionString(), spec.BackupContainer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := map[string]*string{"cluster": &store.Cluster, "etcdclusterid": &snap.ClusterID, "revision": ptr(strconv.FormatInt(snap.Revision, 10)),
-		"sha256": &snap.SHA256, "size": ptr(strconv.FormatInt(snap.Size, 10)), "verified": ptr(time.Now().UTC().Format(time.RFC3339))}
+	meta := map[string]*string{"cluster": &store.Cluster, "etcdclusterid": &snap.ClusterID, "revision": framework.Ptr(strconv.FormatInt(snap.Revision, 10)),
+		"sha256": &snap.SHA256, "size": framework.Ptr(strconv.FormatInt(snap.Size, 10)), "verified": framework.Ptr(time.Now().UTC().Format(time.RFC3339))}
 	if _, err := c.NewBlobClient(store.Cluster+"/snapshots/"+bad.Name).SetMetadata(context.Background(), meta, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package rehearsal_test
+package controlplane_test
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -27,23 +26,24 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/rehearsal"
 )
 
 // Check 1: the API answers through the load balancer and lists the simulated pools.
 func TestAPIThroughLoadBalancerListsPools(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx := context.Background()
-	code, body, err := running.Get(ctx, running.Cluster.APIServerURL()+spec.APIServerProbePath)
+	code, body, err := framework.Running.Get(ctx, framework.Running.Cluster.APIServerURL()+spec.APIServerProbePath)
 	if err != nil || code != http.StatusOK {
-		t.Fatalf("load balancer %s: HTTP %d %v %s", running.Cluster.APIServerURL(), code, err, body)
+		t.Fatalf("load balancer %s: HTTP %d %v %s", framework.Running.Cluster.APIServerURL(), code, err, body)
 	}
-	out, err := exec.Command(filepath.Join(running.Tools, "kubectl"), "--kubeconfig", running.Kubeconfig(),
+	out, err := exec.Command(filepath.Join(framework.Running.Tools, "kubectl"), "--kubeconfig", framework.Running.Kubeconfig(),
 		"get", "nodes", "--no-headers", "-L", wellknown.PoolLabel).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl get nodes: %v\n%s", err, out)
 	}
-	want, err := running.Nodes()
+	want, err := framework.Running.Nodes()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +56,12 @@ func TestAPIThroughLoadBalancerListsPools(t *testing.T) {
 		}
 		perPool[fields[len(fields)-1]]++
 	}
-	for _, pool := range running.Cluster.Pools {
-		if n := min(pool.MaxNodes, *nodesPerPool); perPool[pool.Name] != n {
+	for _, pool := range framework.Running.Cluster.Pools {
+		if n := min(pool.MaxNodes, framework.NodesPerPool()); perPool[pool.Name] != n {
 			t.Errorf("kubectl get nodes shows %d nodes of pool %s, want %d:\n%s", perPool[pool.Name], pool.Name, n, out)
 		}
 	}
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	for _, w := range want {
 		got, err := cs.CoreV1().Nodes().Get(ctx, w.Name, metav1.GetOptions{})
 		if err != nil {
@@ -91,13 +91,13 @@ func TestAPIThroughLoadBalancerListsPools(t *testing.T) {
 
 // Check 2: Events live only in the events etcd (L03).
 func TestEventsOnlyInEventsEtcd(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx := context.Background()
-	name := drills.CreateEvent(t, ctx, clientset(t), 30*time.Second)
-	if keys := drills.EtcdKeys(t, running, spec.RoleEtcdMain, "/registry/events"); len(keys) != 0 {
+	name := drills.CreateEvent(t, ctx, framework.Clientset(t), 30*time.Second)
+	if keys := drills.EtcdKeys(t, framework.Running, spec.RoleEtcdMain, "/registry/events"); len(keys) != 0 {
 		t.Errorf("etcd-main holds %d event keys, e.g. %s; events belong in etcd-events", len(keys), keys[0])
 	}
-	keys := drills.EtcdKeys(t, running, spec.RoleEtcdEvents, "/registry/")
+	keys := drills.EtcdKeys(t, framework.Running, spec.RoleEtcdEvents, "/registry/")
 	if !slices.Contains(keys, "/registry/events/default/"+name) {
 		t.Errorf("etcd-events lacks /registry/events/default/%s; it holds %d keys", name, len(keys))
 	}
@@ -110,14 +110,14 @@ func TestEventsOnlyInEventsEtcd(t *testing.T) {
 
 // Secrets reach etcd encrypted with the rendered secretbox key (CIS 1.2.27, 1.2.28).
 func TestSecretsEncryptedAtRest(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx := context.Background()
 	const plaintext = "rehearsal-plaintext-marker"
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "encryption-check"}, StringData: map[string]string{"value": plaintext}}
-	if _, err := clientset(t).CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	if _, err := framework.Clientset(t).CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cli, err := running.EtcdClient(spec.RoleEtcdMain)
+	cli, err := framework.Running.EtcdClient(spec.RoleEtcdMain)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,21 +135,21 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 // TLS everywhere: etcd's client and peer ports and the apiserver refuse plain HTTP, and etcd
 // refuses TLS clients without a certificate from its CA.
 func TestTLSEverywhere(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	plain := &http.Client{Timeout: 5 * time.Second}
 	var targets []string
-	for _, in := range append(running.Of(spec.RoleEtcdMain), running.Of(spec.RoleEtcdEvents)...) {
+	for _, in := range append(framework.Running.Of(spec.RoleEtcdMain), framework.Running.Of(spec.RoleEtcdEvents)...) {
 		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, wellknown.EtcdClientPort), fmt.Sprintf("%s:%d", in.IP, wellknown.EtcdPeerPort))
 		// Trusting the CA but presenting no client certificate.
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM([]byte(running.Bundle.Pair(pki.EtcdCA).CertPEM))
+		pool.AppendCertsFromPEM([]byte(framework.Running.Bundle.Pair(pki.EtcdCA).CertPEM))
 		anonymous := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 		if resp, err := anonymous.Get(fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.EtcdClientPort)); err == nil {
 			resp.Body.Close()
 			t.Errorf("%s answered a TLS client without a certificate: HTTP %d", in.Name, resp.StatusCode)
 		}
 	}
-	for _, in := range running.Of(spec.RoleAPIServer) {
+	for _, in := range framework.Running.Of(spec.RoleAPIServer) {
 		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
 	}
 	for _, target := range targets {
@@ -168,13 +168,13 @@ func TestTLSEverywhere(t *testing.T) {
 // Check 3: each member runs with the rendered quota, and a cluster with a tiny quota raises
 // NOSPACE and recovers with the documented procedure (L04).
 func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
-		want := running.Cluster.EtcdMain.QuotaBackendBytes
+		want := framework.Running.Cluster.EtcdMain.QuotaBackendBytes
 		if role == spec.RoleEtcdEvents {
-			want = running.Cluster.EtcdEvents.QuotaBackendBytes
+			want = framework.Running.Cluster.EtcdEvents.QuotaBackendBytes
 		}
-		for _, in := range running.Of(role) {
+		for _, in := range framework.Running.Of(role) {
 			if got := quotaMetric(t, in.IP); got != want {
 				t.Errorf("%s reports quota %d bytes, the stack renders %d", in.Name, got, want)
 			}
@@ -182,9 +182,9 @@ func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
 	}
 
 	const tinyQuota = 8 << 20
-	drill := *cluster
+	drill := *framework.Cluster
 	drill.EtcdEvents.QuotaBackendBytes = tinyQuota
-	p, err := newPlan(*stackName+"-quota-drill", &drill, drillBase)
+	p, err := framework.NewPlan(framework.Stack()+"-quota-drill", &drill, framework.BaseQuotaDrill)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
 	for _, in := range p.Of(spec.RoleEtcdEvents) {
 		endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort))
 	}
-	recover := exec.CommandContext(ctx, filepath.Join(repoRoot, "scripts", "etcd-nospace-recover.sh"))
+	recover := exec.CommandContext(ctx, filepath.Join(framework.RepoRoot, "scripts", "etcd-nospace-recover.sh"))
 	recover.Env = append(os.Environ(),
 		"ETCDCTL="+filepath.Join(p.Tools, "etcdctl"),
 		"ETCDCTL_ENDPOINTS="+strings.Join(endpoints, ","),
@@ -255,14 +255,14 @@ func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
 // Check 4: etcd-main keeps serving writes with a minority of members down, refuses them
 // without quorum, and loses no acknowledged write when the members return.
 func TestEtcdQuorumLossAndRestore(t *testing.T) {
-	needRehearsal(t)
-	members := running.Of(spec.RoleEtcdMain)
+	framework.NeedRehearsal(t)
+	members := framework.Running.Of(spec.RoleEtcdMain)
 	tolerated := (len(members) - 1) / 2
 	if tolerated < 1 {
 		t.Skipf("etcd-main has %d members: no minority to lose", len(members))
 	}
 	ctx := context.Background()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	ns := drills.Namespace(t, cs, "drill-quorum")
 	// A write that times out may still commit later; only acknowledged writes are owed.
 	var acked []string
@@ -279,8 +279,8 @@ func TestEtcdQuorumLossAndRestore(t *testing.T) {
 		return err
 	}
 	down := members[len(members)-tolerated:]
-	t.Cleanup(func() { drills.Restart(t, running, members, spec.RoleEtcdMain) })
-	stopAll(t, down, "etcd")
+	t.Cleanup(func() { drills.Restart(t, framework.Running, members, spec.RoleEtcdMain) })
+	framework.StopAll(t, down, "etcd")
 	// Losing the leader costs an election; writes are owed only once the survivors have one.
 	if err := drills.WaitUntil(30*time.Second, func() error { return hasLeader(members[:len(members)-tolerated]) }); err != nil {
 		t.Fatalf("the %d surviving members elected no leader: %v", len(members)-tolerated, err)
@@ -290,13 +290,13 @@ func TestEtcdQuorumLossAndRestore(t *testing.T) {
 			t.Fatalf("write with %d of %d members down: %v", tolerated, len(members), err)
 		}
 	}
-	stopAll(t, members[len(members)-tolerated-1:len(members)-tolerated], "etcd")
+	framework.StopAll(t, members[len(members)-tolerated-1:len(members)-tolerated], "etcd")
 	err := write(20 * time.Second)
 	if err == nil {
 		t.Fatalf("a write succeeded with %d of %d members down", tolerated+1, len(members))
 	}
 	t.Logf("without quorum, a write fails with: %v", err)
-	drills.Restart(t, running, members, spec.RoleEtcdMain)
+	drills.Restart(t, framework.Running, members, spec.RoleEtcdMain)
 	if err := drills.WaitUntil(2*time.Minute, func() error { return write(10 * time.Second) }); err != nil {
 		t.Fatalf("writes did not come back after the members restarted: %v", err)
 	}
@@ -318,28 +318,28 @@ func TestEtcdQuorumLossAndRestore(t *testing.T) {
 
 // Check 5: a member whose local disk came back empty rejoins (drills.WipedMemberRejoins).
 func TestWipedMemberRejoins(t *testing.T) {
-	needRehearsal(t)
-	drills.WipedMemberRejoins(t, running)
+	framework.NeedRehearsal(t)
+	drills.WipedMemberRejoins(t, framework.Running)
 }
 
 // Check 6: an apiserver machine lost (drills.APIServerLoss).
 func TestAPIServerFailover(t *testing.T) {
-	needRehearsal(t)
-	drills.APIServerLoss(t, running)
+	framework.NeedRehearsal(t)
+	drills.APIServerLoss(t, framework.Running)
 }
 
 // Check 7: the events etcd lost (drills.EventsEtcdLoss).
 func TestEventsEtcdOutage(t *testing.T) {
-	needRehearsal(t)
-	drills.EventsEtcdLoss(t, running)
+	framework.NeedRehearsal(t)
+	drills.EventsEtcdLoss(t, framework.Running)
 }
 
 // Check 8: the scheduler bin-packs: pods fill the most-allocated node first (L12).
 func TestSchedulerBinPacks(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	var pool spec.Pool
-	for _, p := range running.Cluster.Pools {
-		if !p.IsGPU() && min(p.MaxNodes, *nodesPerPool) >= 2 {
+	for _, p := range framework.Running.Cluster.Pools {
+		if !p.IsGPU() && min(p.MaxNodes, framework.NodesPerPool()) >= 2 {
 			pool = p
 			break
 		}
@@ -349,7 +349,7 @@ func TestSchedulerBinPacks(t *testing.T) {
 	}
 	capacity, _ := spec.VMCapacity(pool.VMSize)
 	ctx := context.Background()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	ns := drills.Namespace(t, cs, "drill-binpack")
 	placed := map[string]int{}
 	var order []string
@@ -388,15 +388,6 @@ func TestSchedulerBinPacks(t *testing.T) {
 
 // helpers
 
-func clientset(t *testing.T) *kubernetes.Clientset {
-	t.Helper()
-	cs, err := running.Clientset()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cs
-}
-
 // quotaMetric reads etcd_server_quota_backend_bytes from a member's metrics listener.
 func quotaMetric(t *testing.T, ip string) int64 {
 	t.Helper()
@@ -422,16 +413,6 @@ func quotaMetric(t *testing.T, ip string) int64 {
 	return 0
 }
 
-// stopAll kills a unit on several machines at once, as a VM loss would (no restart).
-func stopAll(t *testing.T, ins []rehearsal.Instance, unit string) {
-	t.Helper()
-	for _, in := range ins {
-		if err := running.Stop(in.Name, unit, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func leaseHolder(t *testing.T, cs *kubernetes.Clientset, name string) string {
 	t.Helper()
 	lease, err := cs.CoordinationV1().Leases("kube-system").Get(context.Background(), name, metav1.GetOptions{})
@@ -448,7 +429,7 @@ func hasLeader(members []rehearsal.Instance) error {
 	for i, m := range members {
 		names[i] = m.Name
 	}
-	cli, err := running.EtcdClient(spec.RoleEtcdMain, names...)
+	cli, err := framework.Running.EtcdClient(spec.RoleEtcdMain, names...)
 	if err != nil {
 		return err
 	}

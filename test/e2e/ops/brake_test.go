@@ -1,4 +1,4 @@
-package rehearsal_test
+package ops_test
 
 import (
 	"context"
@@ -22,14 +22,15 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
 // The brake's ledger on the real apiserver: a save at a stale resourceVersion is a conflict, so
 // webhook replicas racing for the last slots of a pool's budget admit no more than the budget.
 func TestBrakeLedgerIsACompareAndSwapOnTheAPIServer(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx := context.Background()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	ns := drills.Namespace(t, cs, "drill-brake")
 	first := &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-ledger"}
 	second := &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-ledger"}
@@ -121,10 +122,10 @@ func (r *recordedRemovals) names() []string {
 // check at once; the remediation controller wants them all replaced, and the scale-down brake,
 // registered as a real admission webhook, lets half of the pool go and holds the rest.
 func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	ns := drills.Namespace(t, cs, "drill-remediation")
 	const pool, size = "drill-brake", 10
 	selector := wellknown.PoolLabel + "=" + pool

@@ -1,4 +1,4 @@
-package rehearsal_test
+package ops_test
 
 import (
 	"context"
@@ -21,13 +21,14 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
 // drillNodes registers n KWOK nodes of 4 CPUs (the CPU pool's size) labelled with the drill's
 // pool and carrying taints, and deletes them when the test ends.
 func drillNodes(t *testing.T, cs *kubernetes.Clientset, pool string, n int, taints ...corev1.Taint) []string {
 	t.Helper()
-	cpuPool := slices.IndexFunc(running.Cluster.Pools, func(p spec.Pool) bool { return !p.IsGPU() && len(p.Taints) == 0 })
+	cpuPool := slices.IndexFunc(framework.Running.Cluster.Pools, func(p spec.Pool) bool { return !p.IsGPU() && len(p.Taints) == 0 })
 	var names []string
 	t.Cleanup(func() {
 		for _, name := range names {
@@ -35,7 +36,7 @@ func drillNodes(t *testing.T, cs *kubernetes.Clientset, pool string, n int, tain
 		}
 	})
 	for i := range n {
-		node, err := running.PoolNode(cpuPool, 900+i)
+		node, err := framework.Running.PoolNode(cpuPool, 900+i)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package rehearsal_test
+package rolls_test
 
 import (
 	"context"
@@ -20,12 +20,9 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/rehearsal"
 )
-
-// rollBase keeps the roll drills' rehearsal apart from the checks' (1), the other drills' (2)
-// and a `make rehearse` (0).
-const rollBase = 3
 
 var rollReport = flag.String("roll-report", "", "append the roll drills' times per machine and API availability to this file (scripts/bench-roll.sh)")
 
@@ -85,11 +82,11 @@ func (d drill) perKind() []string {
 // (interrupted and resumed), then onto renewed certificates, each under a writer that records
 // every acknowledged write and a prober reading through the load balancer ten times a second.
 func TestRollDrills(t *testing.T) {
-	needRehearsal(t)
-	start := variant(t, cluster, func(c *spec.Cluster) {
+	framework.NeedRehearsal(t)
+	start := variant(t, framework.Cluster, func(c *spec.Cluster) {
 		c.Versions.Kubernetes, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
 	})
-	p, err := newPlan(*stackName+"-roll", start, rollBase)
+	p, err := framework.NewPlan(framework.Stack()+"-roll", start, framework.BaseRolls)
 	if err != nil {
 		t.Fatal(err)
 	}

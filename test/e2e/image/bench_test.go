@@ -1,4 +1,4 @@
-package rehearsal_test
+package image_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package rehearsal_test
+package ops_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/teams"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
 // The seeds' team quotas (L17) on the rehearsal's scheduler: teams a and b own two nodes each of a
@@ -25,17 +26,17 @@ import (
 // them back by preemption. The taint controller runs against the apiservers and the toleration
 // webhook is a real mutating webhook.
 func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	const pool = "drill-teams"
 	ops := drills.Namespace(t, cs, "drill-teams-ops")
 	nsA, nsB := drills.Namespace(t, cs, "drill-team-a"), drills.Namespace(t, cs, "drill-team-b")
 	for ns, team := range map[string]string{nsA: "a", nsB: "b"} {
 		labelNamespace(t, cs, ns, team)
 	}
-	objs, err := running.Addons()
+	objs, err := framework.Running.Addons()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
 			classes = append(classes, o)
 		}
 	}
-	if err := running.Apply(ctx, classes...); err != nil { // the borrow class, as the add-ons have it
+	if err := framework.Running.Apply(ctx, classes...); err != nil { // the borrow class, as the add-ons have it
 		t.Fatal(err)
 	}
 
@@ -194,8 +195,8 @@ func teamPod(name, pool, priorityClass string) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			NodeSelector:                  map[string]string{wellknown.PoolLabel: pool},
 			PriorityClassName:             priorityClass,
-			TerminationGracePeriodSeconds: ptr(int64(0)),
-			Containers: []corev1.Container{{Name: "app", Image: running.Cluster.Versions.PauseImage,
+			TerminationGracePeriodSeconds: framework.Ptr(int64(0)),
+			Containers: []corev1.Container{{Name: "app", Image: framework.Running.Cluster.Versions.PauseImage,
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}},
 		},
 	}

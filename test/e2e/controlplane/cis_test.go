@@ -1,4 +1,4 @@
-package rehearsal_test
+package controlplane_test
 
 import (
 	"context"
@@ -12,22 +12,23 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
 // The CIS benchmark passes, except for the checks docs/reference/cis-exceptions.md lists with their reasons; a listed
 // exception that now passes must leave the list.
 func TestCISBenchmark(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	// kube-bench reads the flags of the component processes in this PID namespace (booted machines
 	// have their own).
 	pidNamespace := strconv.Itoa(os.Getpid())
-	if out, _ := exec.Command("pgrep", "-c", "-x", "--ns", pidNamespace, "--nslist", "pid", "kube-apiserver").Output(); strings.TrimSpace(string(out)) != strconv.Itoa(len(running.Of(spec.RoleAPIServer))) {
+	if out, _ := exec.Command("pgrep", "-c", "-x", "--ns", pidNamespace, "--nslist", "pid", "kube-apiserver").Output(); strings.TrimSpace(string(out)) != strconv.Itoa(len(framework.Running.Of(spec.RoleAPIServer))) {
 		t.Fatalf("%s kube-apiserver processes run in this PID namespace, %d of them ours: kube-bench would read another's flags; stop other rehearsals (make rehearse-down)",
-			strings.TrimSpace(string(out)), len(running.Of(spec.RoleAPIServer)))
+			strings.TrimSpace(string(out)), len(framework.Running.Of(spec.RoleAPIServer)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	results, err := running.CIS(ctx)
+	results, err := framework.Running.CIS(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +41,7 @@ func TestCISBenchmark(t *testing.T) {
 		if r.Status == "FAIL" || r.Status == "WARN" {
 			flagged[r.ID] = true
 			if _, ok := exceptions[r.ID]; !ok {
-				t.Errorf("CIS %s %s: %s, and %s lists no exception for it (report: %s)", r.ID, r.Status, r.Text, cisExceptionsFile, filepath.Join(running.Dir, "cis.txt"))
+				t.Errorf("CIS %s %s: %s, and %s lists no exception for it (report: %s)", r.ID, r.Status, r.Text, cisExceptionsFile, filepath.Join(framework.Running.Dir, "cis.txt"))
 			}
 		}
 	}
@@ -59,7 +60,7 @@ const cisExceptionsFile = "docs/reference/cis-exceptions.md"
 // readExceptions reads the accepted exceptions table.
 func readExceptions(t *testing.T) map[string]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(repoRoot, cisExceptionsFile))
+	data, err := os.ReadFile(filepath.Join(framework.RepoRoot, cisExceptionsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

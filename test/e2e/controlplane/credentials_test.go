@@ -1,4 +1,4 @@
-package rehearsal_test
+package controlplane_test
 
 import (
 	"context"
@@ -33,14 +33,15 @@ import (
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
 // The real audit logs of the apiservers record that a TokenRequest, a TokenReview and a Secret
 // happened, never the token or the Secret's data.
 func TestAuditLogHoldsNoCredentials(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx := context.Background()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	ns := drills.Namespace(t, cs, "audit")
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -65,8 +66,8 @@ func TestAuditLogHoldsNoCredentials(t *testing.T) {
 		Level     string                                                  `json:"level"`
 	}
 	recorded := map[string]string{} // "resource/subresource/name" -> level
-	for _, in := range running.Of(spec.RoleAPIServer) {
-		data, err := os.ReadFile(filepath.Join(running.Root(in.Name), machine.AuditLogPath))
+	for _, in := range framework.Running.Of(spec.RoleAPIServer) {
+		data, err := os.ReadFile(filepath.Join(framework.Running.Root(in.Name), machine.AuditLogPath))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,15 +107,15 @@ func TestAuditLogHoldsNoCredentials(t *testing.T) {
 // serving certificate that names the node's own address, and denies one naming another's; the
 // controller-manager then issues the approved one from the cluster CA.
 func TestKubeletServingCertificatesNeedTheNodesIdentity(t *testing.T) {
-	needRehearsal(t)
+	framework.NeedRehearsal(t)
 	ctx := context.Background()
-	cs := clientset(t)
+	cs := framework.Clientset(t)
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil || len(nodes.Items) == 0 {
 		t.Fatalf("nodes: %v", err)
 	}
 	node := nodes.Items[0].Name
-	subnet := netip.MustParsePrefix(running.Cluster.Network.NodeSubnet)
+	subnet := netip.MustParsePrefix(framework.Running.Cluster.Network.NodeSubnet)
 	own, other := subnet.Addr().Next().Next().Next().Next(), subnet.Addr().Next().Next().Next().Next().Next()
 	// As the kubelet would register it: its InternalIP inside the node subnet.
 	patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":%q},{"type":"Hostname","address":%q}]}}`, own, node)
@@ -197,7 +198,7 @@ func servingRequest(t *testing.T, node string, ip netip.Addr) []byte {
 }
 
 func issuedByClusterCA(certPEM []byte) error {
-	caPEM, err := os.ReadFile(running.PKIFile(pki.ClusterCA, "crt"))
+	caPEM, err := os.ReadFile(framework.Running.PKIFile(pki.ClusterCA, "crt"))
 	if err != nil {
 		return err
 	}
@@ -218,7 +219,7 @@ func issuedByClusterCA(certPEM []byte) error {
 // impersonate is a client acting as user in groups, through the admin's impersonation right.
 func impersonate(t *testing.T, user string, groups ...string) *kubernetes.Clientset {
 	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", running.Kubeconfig())
+	cfg, err := clientcmd.BuildConfigFromFlags("", framework.Running.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,12 @@
+package backups_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(framework.Main(m, framework.Options{Name: "backups", Base: framework.BaseBackups, Shared: true}))
+}

@@ -1,0 +1,12 @@
+package controlplane_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(framework.Main(m, framework.Options{Name: "controlplane", Base: framework.BaseControlPlane, Shared: true}))
+}
