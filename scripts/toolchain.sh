@@ -18,25 +18,33 @@
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 #   bench     → .tools/bin        the distribution registry, for the image pull benchmark
 #   upgrades  → .tools/versions   the Kubernetes and etcd releases before the pinned ones, where the
-#                                 upgrade drills start (versions/kubernetes-v1.33.4/, versions/etcd-v3.5.21/)
+#                                 upgrade drills start (versions/kubernetes-<previous>/, versions/etcd-<previous>/)
 # A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
 #
 # Usage: scripts/toolchain.sh [GROUP|TOOL...]      (default: rehearsal)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-KUBERNETES_VERSION=v1.34.2
-# The releases the upgrade drills start from (spec.Buildable lists them too).
-KUBERNETES_PREVIOUS=v1.33.4
-ETCD_PREVIOUS=v3.5.21
-KUBE_BENCH_VERSION=v0.12.0
-SCHEDULER_PLUGINS_VERSION=v0.33.5
-PROMETHEUS_VERSION=v3.5.0
-NODE_EXPORTER_VERSION=v1.9.1
-NODE_PROBLEM_DETECTOR_VERSION=v0.8.20
-CONTAINERD_VERSION=v1.7.28
-RUNC_VERSION=v1.3.0
-CRICTL_VERSION=v1.34.0
+# pinned KEY: a version of components/spec/versions.yaml, where every pin is written once (the
+# wrapper modules' go.mod files require the same releases; TestVersionsFile checks them).
+pinned() {
+  local v
+  v=$(sed -n "s/^$1: *\([^ #]*\).*/\1/p" components/spec/versions.yaml)
+  [ -n "$v" ] || { echo "toolchain: components/spec/versions.yaml has no $1" >&2; exit 1; }
+  echo "$v"
+}
+KUBERNETES_VERSION=$(pinned kubernetes)
+# The releases the upgrade drills start from.
+KUBERNETES_PREVIOUS=$(pinned previousKubernetes)
+ETCD_PREVIOUS=$(pinned previousEtcd)
+KUBE_BENCH_VERSION=$(pinned kubeBench)
+SCHEDULER_PLUGINS_VERSION=$(pinned schedulerPlugins)
+PROMETHEUS_VERSION=$(pinned prometheus)
+NODE_EXPORTER_VERSION=$(pinned nodeExporter)
+NODE_PROBLEM_DETECTOR_VERSION=$(pinned nodeProblemDetector)
+CONTAINERD_VERSION=$(pinned containerd)
+RUNC_VERSION=$(pinned runc)
+CRICTL_VERSION=$(pinned crictl)
 TOOLS_DIR="$PWD/.tools"
 BIN="$TOOLS_DIR/bin"
 SHARE="$PWD/.tools/share"
@@ -86,12 +94,12 @@ declare -A TOOLS=(
   [packer-plugin-azure]="packer github.com/hashicorp/packer-plugin-azure - bin"
   [registry]="registry github.com/distribution/distribution/v3/cmd/registry - bin"
   # The releases before the pinned ones, where the upgrade drills start (tool@version → versions/<component>-<version>/tool).
-  [kube-apiserver@$KUBERNETES_PREVIOUS]="kubernetes-v1.33 k8s.io/kubernetes/cmd/kube-apiserver kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
-  [kube-controller-manager@$KUBERNETES_PREVIOUS]="kubernetes-v1.33 k8s.io/kubernetes/cmd/kube-controller-manager kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
-  [kubelet@$KUBERNETES_PREVIOUS]="kubernetes-v1.33 k8s.io/kubernetes/cmd/kubelet kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
-  [etcd@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/server/v3 - versions/etcd-$ETCD_PREVIOUS"
-  [etcdctl@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/etcdctl/v3 - versions/etcd-$ETCD_PREVIOUS"
-  [etcdutl@$ETCD_PREVIOUS]="etcd-v3.5 go.etcd.io/etcd/etcdutl/v3 - versions/etcd-$ETCD_PREVIOUS"
+  [kube-apiserver@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kube-apiserver kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
+  [kube-controller-manager@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kube-controller-manager kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
+  [kubelet@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kubelet kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
+  [etcd@$ETCD_PREVIOUS]="etcd-${ETCD_PREVIOUS%.*} go.etcd.io/etcd/server/v3 - versions/etcd-$ETCD_PREVIOUS"
+  [etcdctl@$ETCD_PREVIOUS]="etcd-${ETCD_PREVIOUS%.*} go.etcd.io/etcd/etcdctl/v3 - versions/etcd-$ETCD_PREVIOUS"
+  [etcdutl@$ETCD_PREVIOUS]="etcd-${ETCD_PREVIOUS%.*} go.etcd.io/etcd/etcdutl/v3 - versions/etcd-$ETCD_PREVIOUS"
 )
 # Our own binaries the machines run, built from this repository's module (Go's cache keeps it quick).
 declare -A LOCAL_TOOLS=(

@@ -29,13 +29,11 @@ const (
 	// OpsBrakeWebhook and OpsTeamsWebhook name the webhook configurations.
 	OpsBrakeWebhook = "clusterforge-scale-down-brake"
 	OpsTeamsWebhook = "clusterforge-team-tolerations"
-	// OpsVersion is the tag of clusterforge's own images, raised with each release.
-	OpsVersion = "v0.1.0"
-	opsAddon   = "operations"
+	opsAddon        = "operations"
 )
 
 func opsImage() BuiltImage {
-	return BuiltImage{"clusterforge.local/clusterforge-ops:" + OpsVersion, "bin/clusterforge-ops", "/clusterforge-ops"}
+	return BuiltImage{"clusterforge.local/clusterforge-ops:" + spec.ClusterforgeVersion, "bin/clusterforge-ops", "/clusterforge-ops"}
 }
 
 // OpsAgentResources are the node agent's requests and limits; NodeReserve leaves room for them.

@@ -8,21 +8,7 @@ import (
 
 // Defaults of the fields that do not depend on the cluster's size.
 const (
-	DefaultLocation            = "eastus2"
-	DefaultKubernetesVersion   = "v1.34.2"
-	DefaultEtcdVersion         = "v3.6.4"
-	DefaultPauseImage          = "registry.k8s.io/pause:3.10.1"
-	DefaultContainerdVersion   = "v1.7.28"
-	DefaultRuncVersion         = "v1.3.0"
-	DefaultCrictlVersion       = "v1.34.0"
-	DefaultAzureCNIVersion     = "v1.6.21"
-	DefaultSchedulerPlugins    = "v0.33.5"
-	DefaultCoreDNSVersion      = "v1.12.1"
-	DefaultAutoscalerVersion   = "v1.34.0"
-	DefaultPrometheusVersion   = "v3.5.0"
-	DefaultNodeExporterVersion = "v1.9.1"
-	DefaultNodeProblemDetector = "v0.8.20"
-	DefaultNvidiaDevicePlugin  = "v0.17.2"
+	DefaultLocation = "eastus2"
 	// Autoscaler: a tight unready brake for fleets of thousands (cluster-autoscaler's own default is 45%).
 	DefaultMaxUnreadyPercentage    = 10
 	DefaultOkUnreadyCount          = 20

@@ -28,14 +28,6 @@ var Buildable = map[string][]string{
 	"nodeProblemDetector": {DefaultNodeProblemDetector},
 }
 
-// The releases before the pinned ones, which the toolchain's upgrades group builds: a cluster
-// may run them until a roll takes it to the pinned ones (the upgrade drills start there). etcd
-// v3.6 joins and upgrades only from v3.5.20 or later (etcd.io/docs/v3.6/upgrades).
-const (
-	PreviousKubernetesVersion = "v1.33.4"
-	PreviousEtcdVersion       = "v3.5.21"
-)
-
 // imageReference is the grammar of a pinned image reference, as containerd parses it
 // (github.com/distribution/reference): a registry host, a path, and a tag, with an optional digest.
 var imageReference = func() *regexp.Regexp {
@@ -62,7 +54,7 @@ func (c *Cluster) validateVersions(v *validator) {
 		case !exactRelease(f.value):
 			v.fail(field, "write an exact release tag such as v1.34.2", "%s is not an exact release", Excerpt(f.value))
 		case pinned && !slices.Contains(buildable, f.value):
-			v.fail(field, fmt.Sprintf("use %s, or pin the new release in scripts/toolchain/ and spec.Buildable first", strings.Join(buildable, " or ")),
+			v.fail(field, fmt.Sprintf("use %s, or pin the new release in components/spec/versions.yaml and its wrapper module under scripts/toolchain/ first", strings.Join(buildable, " or ")),
 				"%s is not a version the toolchain builds", f.value)
 		}
 	}

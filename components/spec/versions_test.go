@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,19 +11,18 @@ import (
 	"golang.org/x/mod/semver"
 )
 
-// The binaries the toolchain builds are the versions the spec defaults to: the rehearsal and the
-// image bake run what a default stack deploys.
-func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
+// versions.yaml is the one place a version is written: the toolchain reads it and builds exactly
+// its releases (each wrapper module requires them), and every version the docs name is one of
+// them, or one they name for another reason (notPinned).
+func TestVersionsFile(t *testing.T) {
 	script, err := os.ReadFile("../../scripts/toolchain.sh")
 	if err != nil {
 		t.Fatal(err)
 	}
-	variable := func(name string) string {
-		m := regexp.MustCompile(`(?m)^` + name + `=(\S+)$`).FindSubmatch(script)
-		if m == nil {
-			t.Fatalf("scripts/toolchain.sh sets no %s", name)
+	for _, line := range strings.Split(string(script), "\n") {
+		if m := regexp.MustCompile(`^\s*([A-Z_]+)=v[0-9]`).FindStringSubmatch(line); m != nil {
+			t.Errorf("scripts/toolchain.sh writes %s itself; read it from versions.yaml with pinned", m[1])
 		}
-		return string(m[1])
 	}
 	requires := func(wrapper, module, version string) {
 		t.Helper()
@@ -32,17 +32,6 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 		}
 		if !strings.Contains(string(data), "\t"+module+" "+version) && !strings.Contains(string(data), "require "+module+" "+version) {
 			t.Errorf("scripts/toolchain/%s/go.mod does not require %s %s", wrapper, module, version)
-		}
-	}
-	for name, want := range map[string]string{
-		"KUBERNETES_VERSION": DefaultKubernetesVersion, "CONTAINERD_VERSION": DefaultContainerdVersion,
-		"RUNC_VERSION": DefaultRuncVersion, "CRICTL_VERSION": DefaultCrictlVersion,
-		"SCHEDULER_PLUGINS_VERSION": DefaultSchedulerPlugins, "PROMETHEUS_VERSION": DefaultPrometheusVersion,
-		"NODE_EXPORTER_VERSION": DefaultNodeExporterVersion, "NODE_PROBLEM_DETECTOR_VERSION": DefaultNodeProblemDetector,
-		"KUBERNETES_PREVIOUS": PreviousKubernetesVersion, "ETCD_PREVIOUS": PreviousEtcdVersion,
-	} {
-		if got := variable(name); got != want {
-			t.Errorf("scripts/toolchain.sh %s=%s, the spec's default is %s", name, got, want)
 		}
 	}
 	// Every version a stack may pin (Buildable) is one a wrapper module builds.
@@ -75,6 +64,45 @@ func TestToolchainBuildsTheDefaultVersions(t *testing.T) {
 			requires(wrapper, w.module, v)
 		}
 	}
+	// The toolchain's own tools.
+	for key, w := range map[string]struct{ wrapper, module string }{
+		"kubeBench": {"kube-bench", "github.com/aquasecurity/kube-bench"}, "kwok": {"kwok", "sigs.k8s.io/kwok"},
+		"packer": {"packer", "github.com/hashicorp/packer"}, "packerPluginAzure": {"packer", "github.com/hashicorp/packer-plugin-azure"},
+		"registry": {"registry", "github.com/distribution/distribution/v3"},
+	} {
+		requires(w.wrapper, w.module, pinned(key))
+	}
+	pins := map[string]bool{}
+	for _, v := range Pinned {
+		pins[v] = true
+	}
+	docs := []string{"../../README.md"}
+	_ = filepath.WalkDir("../../docs", func(path string, d os.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(path, ".md") {
+			docs = append(docs, path)
+		}
+		return err
+	})
+	release := regexp.MustCompile(`\bv[0-9]+\.[0-9]+\.[0-9]+\b`)
+	for _, doc := range docs {
+		data, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range release.FindAllString(string(data), -1) {
+			if !pins[v] && notPinned[v] == "" {
+				t.Errorf("%s names %s, which versions.yaml does not pin: name the pinned release, or say why in notPinned", doc, v)
+			}
+		}
+	}
+}
+
+// notPinned are the releases the docs name that are no pin of ours, and why.
+var notPinned = map[string]string{
+	"v1.34.1": "the kube-proxy release whose nftables rule the booted workers found wrong (history)",
+	"v3.5.20": "the oldest etcd v3.6 upgrades from (etcd's upgrade rule)",
+	"v0.12.3": "the Kueue release the fleet-operations design compares with",
+	"v0.3.0":  "github.com/google/nftables, pinned by go.mod",
 }
 
 // Pulumi reads the stack files from Pulumi.yaml's stackConfigDir; clusterforge from StackDir.
