@@ -379,7 +379,7 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 		}
 		return path
 	}
-	fmt.Printf("\nStack %s is booted: %d machines, listed in %s.\nTry: ip netns exec %s %s/kubectl --kubeconfig %s get nodes -o wide\nRemove it with: make boot-down STACK=%s\n",
-		stack, len(b.Machines), rel(rehearsal.MachinesFile(dir)), rehearsal.BootHub(stack), tools, rel(b.Kubeconfig()), stack)
+	fmt.Printf("\nStack %s is booted: %d machines, listed in %s.\nTry: %s/kubectl --kubeconfig %s get nodes -o wide\nRemove it with: make boot-down STACK=%s\n",
+		stack, len(b.Machines), rel(rehearsal.MachinesFile(dir)), tools, rel(b.HostKubeconfig()), stack)
 	return nil
 }

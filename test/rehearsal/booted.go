@@ -205,6 +205,9 @@ func Boot(ctx context.Context, c *spec.Cluster, o BootOptions, progress io.Write
 	if err := b.startServices(ctx); err != nil {
 		return b, err
 	}
+	if err := b.startHostAccess(ctx); err != nil {
+		return b, err
+	}
 	phase := time.Now()
 	if err := b.unpackImages(ctx); err != nil {
 		return b, err

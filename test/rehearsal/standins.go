@@ -8,7 +8,7 @@ import (
 	"github.com/clusterforge/clusterforge/test/standin/lb"
 )
 
-// Subcommand runs the stand-ins the rehearsals start as `<self> lb ...` and `<self> imds ...`,
+// Subcommand runs the stand-ins the rehearsals start as `<self> lb|imds|forward ...`,
 // whichever args name; ran is false for any other args. The rehearse command and the test
 // binaries that rehearse call it first.
 func Subcommand(args []string) (ran bool, err error) {
@@ -18,6 +18,8 @@ func Subcommand(args []string) (ran bool, err error) {
 	switch args[0] {
 	case "lb":
 		return true, lb.Main(args[1:])
+	case "forward":
+		return true, ForwardMain(args[1:])
 	case "imds":
 		return true, imds.Main(args[1:])
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +18,8 @@ import (
 	"gopkg.in/yaml.v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -167,6 +171,40 @@ func TestEveryMachineBootedCleanly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// This host reaches the booted cluster only through loopback: the host kubeconfig names a
+// loopback server and checks the apiserver's certificate for a name it carries, and a client on
+// this host's network, with no dialer of its own, lists the nodes through it.
+func TestHostReachesTheAPIThroughLoopback(t *testing.T) {
+	needBoot(t)
+	cfg, err := clientcmd.BuildConfigFromFlags("", booted.HostKubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(cfg.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ip := net.ParseIP(u.Hostname()); ip == nil || !ip.IsLoopback() {
+		t.Fatalf("the host kubeconfig's server is %s, want a loopback address", cfg.Host)
+	}
+	if cfg.TLSClientConfig.ServerName == "" {
+		t.Error("the host kubeconfig checks the certificate for no name")
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) == 0 {
+		t.Error("the host kubeconfig lists no nodes")
 	}
 }
 
