@@ -146,7 +146,7 @@ bench-etcd-backup: ## Benchmark etcd snapshot, upload and restore times and size
 	@scripts/bench-etcd-backup.sh
 
 bench: ## Benchmark planning the 10,000-node stack
-	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x -count 5 ./infra/plan
+	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x -count 5 ./infra/offline
 
 golden: ## Rewrite the golden user-data files after an intended change (review the diff)
-	$(GO) test ./infra/plan -run Golden -update
+	$(GO) test ./infra/offline -run Golden -update

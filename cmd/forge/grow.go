@@ -41,5 +41,5 @@ func grow(dir, stack, pool string, target int) error {
 	if err != nil {
 		return err
 	}
-	return joins.Grow(ctx, p, target, joins.PlanFor(desired), 10*time.Second, os.Stdout)
+	return joins.Grow(ctx, p, target, joins.PaceOf(desired), 10*time.Second, os.Stdout)
 }

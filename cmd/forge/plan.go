@@ -5,7 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
-	infraplan "github.com/clusterforge/clusterforge/infra/plan"
+	"github.com/clusterforge/clusterforge/infra/offline"
 )
 
 // plan shows, offline, what `pulumi up --stack <env>` would create: it runs the real program on
@@ -14,7 +14,7 @@ import (
 // it (reissued when the stack changes what it certifies), so `make boot` can boot the user-data
 // as written.
 func plan(stack, stackFile, out string) error {
-	result, err := infraplan.WriteStack(stack, stackFile, out)
+	result, err := offline.WriteStack(stack, stackFile, out)
 	if err != nil {
 		return err
 	}

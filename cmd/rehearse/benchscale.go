@@ -126,7 +126,7 @@ func benchJoins(stack, dir, tools string, b benchFlags) error {
 	if err != nil {
 		return err
 	}
-	o := scale.DefaultJoinOptions(out, joins.PlanFor(c), time.Duration(c.Joins.JitterSeconds())*time.Second)
+	o := scale.DefaultJoinOptions(out, joins.PaceOf(c), time.Duration(c.Joins.JitterSeconds())*time.Second)
 	if b.joinNodes > 0 {
 		o.Nodes = b.joinNodes
 	}

@@ -241,14 +241,14 @@ func loadStack(stack string) (*spec.Cluster, string, error) {
 	return c, self, err
 }
 
-// plan renders the stack's rehearsal in dir.
-func plan(stack, dir, tools string, nodes int) (*rehearsal.Plan, error) {
+// layout renders the stack's rehearsal in dir.
+func layout(stack, dir, tools string, nodes int) (*rehearsal.Layout, error) {
 	c, self, err := loadStack(stack)
 	if err != nil {
 		return nil, err
 	}
 	// Machines keep what they were last applied with until a roll replaces them, as on Azure.
-	if applied, err := (&rehearsal.Plan{Options: rehearsal.Options{Dir: dir}}).Applied(); err == nil {
+	if applied, err := (&rehearsal.Layout{Options: rehearsal.Options{Dir: dir}}).Applied(); err == nil {
 		if changes := change.Diff(applied, c); change.Worst(changes) >= change.Roll {
 			fmt.Printf("==> the stack file changes what machines run (%d changes); starting the rehearsal as last applied: see make diff STACK=%s, then make roll STACK=%s\n",
 				len(changes), stack, stack)
@@ -259,12 +259,12 @@ func plan(stack, dir, tools string, nodes int) (*rehearsal.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rehearsal.NewPlan(c, rehearsal.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
+	return rehearsal.NewLayout(c, rehearsal.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
 }
 
 // restoreStopped restores the main etcd of a rehearsal that is down, for the next `up`.
 func restoreStopped(stack, dir, tools string, nodes int, snapshot string) error {
-	p, err := plan(stack, dir, tools, nodes)
+	p, err := layout(stack, dir, tools, nodes)
 	if err != nil {
 		return err
 	}
@@ -280,7 +280,7 @@ func restoreStopped(stack, dir, tools string, nodes int, snapshot string) error 
 }
 
 func start(ctx context.Context, stack, dir, tools string, nodes int, progress io.Writer) (*rehearsal.Rehearsal, error) {
-	p, err := plan(stack, dir, tools, nodes)
+	p, err := layout(stack, dir, tools, nodes)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,7 @@
 // config and alert rules (L06, L10, L34).
 //
 // The objects are defined once. The Pulumi program registers them through pulumi-kubernetes
-// (components/kube); the rehearsal tests apply the same objects with server-side apply to a real
+// (infra/clusteraddons); the rehearsal tests apply the same objects with server-side apply to a real
 // apiserver and scheduler. Like the machine renderers, this package imports nothing from Pulumi.
 //
 // Rule for new add-ons (L07, L08): nothing that runs on every node may list or watch the API

@@ -11,10 +11,10 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/clusterforge/clusterforge/components/azure"
-	"github.com/clusterforge/clusterforge/components/kube"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/azure"
+	"github.com/clusterforge/clusterforge/infra/clusteraddons"
 )
 
 // Run is the Pulumi program.
@@ -56,7 +56,7 @@ func Run(ctx *pulumi.Context) error {
 	if err != nil {
 		return err
 	}
-	addons, err := kube.NewAddons(ctx, c.Name+"-addons", &kube.AddonsArgs{
+	addons, err := clusteraddons.NewAddons(ctx, c.Name+"-addons", &clusteraddons.AddonsArgs{
 		Cluster: c, Kubeconfig: cluster.Kubeconfig,
 		SubscriptionID: cluster.SubscriptionID, AutoscalerClientID: cluster.AutoscalerClientID,
 		BootstrapToken: cluster.BootstrapToken, BootstrapTokenExpires: cluster.BootstrapTokenExpires,

@@ -30,7 +30,7 @@ const FieldManager = "clusterforge"
 
 // Apply server-side applies the add-on objects in order, as the Pulumi program registers them.
 // After a CRD it waits until the CRD is established, so the objects after it can use it.
-func (p *Plan) Apply(ctx context.Context, objs ...addons.Object) error {
+func (p *Layout) Apply(ctx context.Context, objs ...addons.Object) error {
 	cfg, err := p.RESTConfig()
 	if err != nil {
 		return err

@@ -16,7 +16,7 @@ import (
 // materialize writes a machine's rendered files and units under its root (deviation "OS
 // disk"), its node.env (deviation "instance metadata"), and links the pinned binaries into its
 // /usr/local/bin.
-func (p *Plan) materialize(in Instance) error {
+func (p *Layout) materialize(in Instance) error {
 	root := p.Root(in.Name)
 	if err := removeAllBut(root, filepath.Join(root, machine.EtcdDataDir)); err != nil {
 		return err
@@ -65,7 +65,7 @@ func (p *Plan) materialize(in Instance) error {
 // toolDirs are where a machine's binaries come from: .tools/bin holds the pinned releases, and
 // .tools/versions/<component>-<version> (scripts/toolchain.sh upgrades) an older one a machine
 // still runs before a roll reaches it.
-func (p *Plan) toolDirs(v spec.Versions) ([]string, error) {
+func (p *Layout) toolDirs(v spec.Versions) ([]string, error) {
 	var dirs []string
 	for _, pin := range []struct{ component, version, pinned string }{
 		{"kubernetes", v.Kubernetes, spec.DefaultKubernetesVersion},
@@ -112,7 +112,7 @@ func removeAllBut(dir, keep string) error {
 
 // onMachine rewrites text a machine reads: its 127.0.0.1 and 0.0.0.0 become its own address and
 // absolute paths move under its root.
-func (p *Plan) onMachine(in Instance, s string) string {
+func (p *Layout) onMachine(in Instance, s string) string {
 	root := p.Root(in.Name)
 	var pairs []string
 	for _, dir := range machine.Roots {
@@ -199,7 +199,7 @@ func (u unitCommand) environment(read func(string) ([]byte, error)) (map[string]
 
 // command is the argv and environment a unit runs on a machine: env files read from under the
 // root, variables expanded, flag overrides applied, then the machine rewrite.
-func (p *Plan) command(in Instance, u unitCommand) (argv, env []string, err error) {
+func (p *Layout) command(in Instance, u unitCommand) (argv, env []string, err error) {
 	vars, env, err := u.environment(func(f string) ([]byte, error) { return os.ReadFile(p.onMachine(in, f)) })
 	if err != nil {
 		return nil, nil, err

@@ -74,10 +74,10 @@ type BootedMachine struct {
 
 // Booted is a stack booted as machines: every etcd, apiserver and worker machine of the plan in a
 // systemd-nspawn container of its own, started by real systemd and cloud-init from its role's image,
-// on a network of namespaces that nothing leaves. Its Plan holds the cluster, the plan's PKI and
+// on a network of namespaces that nothing leaves. Its Layout holds the cluster, the plan's PKI and
 // a dialer into that network, so the rehearsal's clients and checks work on it unchanged.
 type Booted struct {
-	*Plan
+	*Layout
 	opts     BootOptions
 	net      *bootNetwork
 	Machines []*BootedMachine
@@ -93,12 +93,12 @@ func BootHub(stack string) string { return "cfboot-" + stack }
 // bootName is what a boot's name must be to name namespaces and cgroups.
 var bootName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
 
-// Layout places every machine of the cluster: the etcd members at their planned addresses and
+// PlaceMachines places every machine of the cluster: the etcd members at their planned addresses and
 // zones, apiserver and worker scale-set instances named as Azure names them (the scale set's
 // computer-name prefix and a six-digit base-36 instance id), at the next addresses of their
 // subnets, spread over the zones, then each worker's pod IPs (deviation "network": Azure's DHCP
 // and the scale set's IP configurations pick those addresses).
-func Layout(c *spec.Cluster) ([]*BootedMachine, error) {
+func PlaceMachines(c *spec.Cluster) ([]*BootedMachine, error) {
 	var out []*BootedMachine
 	add := func(name, role, ip, subnet, zone string) error {
 		pfx, err := netip.ParsePrefix(subnet)
@@ -173,12 +173,12 @@ func Boot(ctx context.Context, c *spec.Cluster, o BootOptions, progress io.Write
 	if err != nil {
 		return nil, fmt.Errorf("boot: %w (run `make plan STACK=%s` first)", err, o.Stack)
 	}
-	machines, err := Layout(c)
+	machines, err := PlaceMachines(c)
 	if err != nil {
 		return nil, err
 	}
 	b = &Booted{opts: o, Machines: machines, progress: progress, net: &bootNetwork{Hub: BootHub(o.Name)}}
-	b.Plan = &Plan{Cluster: c, Bundle: bundle, Options: Options{
+	b.Layout = &Layout{Cluster: c, Bundle: bundle, Options: Options{
 		Dir: o.Dir, Tools: o.Tools, Self: o.Self, Dial: DialerIn(netnsPath(b.net.Hub)), StoreHost: bootStoreHost(c),
 	}}
 	for _, m := range machines {

@@ -17,7 +17,7 @@ func TestBootRollRefusesEtcdMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	machines, err := Layout(c)
+	machines, err := PlaceMachines(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestBootRollRefusesEtcdMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	desired.EtcdMain.VMSize = "Standard_E2ds_v5"
-	b := &Booted{Plan: &Plan{Cluster: c}, Machines: machines, opts: BootOptions{PlanDir: "applied-plan"}}
+	b := &Booted{Layout: &Layout{Cluster: c}, Machines: machines, opts: BootOptions{PlanDir: "applied-plan"}}
 	for _, m := range machines {
 		b.Instances = append(b.Instances, Instance{Name: m.Name, Role: m.Role, IP: m.Address})
 	}

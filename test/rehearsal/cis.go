@@ -28,7 +28,7 @@ type CISResult struct {
 // CIS runs kube-bench's master and etcd checks against the rehearsed processes and writes the
 // report to <dir>/cis.txt. kube-bench reads the flags of the first running process of each
 // component and the files our layout keeps: units stand where kubeadm keeps pod manifests.
-func (p *Plan) CIS(ctx context.Context) ([]CISResult, error) {
+func (p *Layout) CIS(ctx context.Context) ([]CISResult, error) {
 	cfg, err := p.kubeBenchConfig()
 	if err != nil {
 		return nil, err
@@ -76,7 +76,7 @@ func (p *Plan) CIS(ctx context.Context) ([]CISResult, error) {
 // kubeBenchConfig copies kube-bench's checks and points them at the first apiserver and etcd-main
 // machine (deviation "OS disk"): the component files in config.yaml, and the paths the
 // benchmark's audits hard-code under /etc/kubernetes.
-func (p *Plan) kubeBenchConfig() (string, error) {
+func (p *Layout) kubeBenchConfig() (string, error) {
 	src := filepath.Join(filepath.Dir(p.Tools), "share", "kube-bench", "cfg")
 	dst := filepath.Join(p.Dir, "kube-bench", "cfg")
 	if err := os.RemoveAll(dst); err != nil {

@@ -94,7 +94,7 @@ const (
 // Addons are the add-on objects the KWOK rehearsal applies (deviation "add-ons"): all but the
 // operations layer's webhook configurations, whose backend would be a KWOK pod that serves nothing;
 // the brake and team drills register them with handlers served from the test process.
-func (p *Plan) Addons() ([]addons.Object, error) {
+func (p *Layout) Addons() ([]addons.Object, error) {
 	objs, err := p.allAddons()
 	if err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func (b *Booted) Addons() ([]addons.Object, error) {
 
 // allAddons are every add-on object with the rehearsal's cloud config (deviation "add-ons") and,
 // as the Pulumi program gives them, the ops webhooks' serving pair and the cluster CA they trust.
-func (p *Plan) allAddons() ([]addons.Object, error) {
+func (p *Layout) allAddons() ([]addons.Object, error) {
 	objs, err := addons.Objects(p.Cluster)
 	if err != nil {
 		return nil, err

@@ -24,13 +24,13 @@ func TestOwnLoopbackReplacesWholeAddressesOnly(t *testing.T) {
 	}
 }
 
-func devPlan(t *testing.T) *Plan {
+func devPlan(t *testing.T) *Layout {
 	t.Helper()
 	c, err := spec.LoadStack(filepath.Join("..", "..", "stacks", "Pulumi.dev.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := NewPlan(c, Options{Dir: t.TempDir(), Tools: t.TempDir(), Base: 3})
+	p, err := NewLayout(c, Options{Dir: t.TempDir(), Tools: t.TempDir(), Base: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ var (
 )
 
 // RESTConfig is the admin's client configuration, through the load balancer.
-func (p *Plan) RESTConfig() (*rest.Config, error) {
+func (p *Layout) RESTConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig())
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (p *Plan) RESTConfig() (*rest.Config, error) {
 
 // RESTConfigAs is a client configuration through the load balancer for an identity of its own:
 // user, in group when group is not empty, by a client certificate the cluster CA issues now.
-func (p *Plan) RESTConfigAs(user, group string) (*rest.Config, error) {
+func (p *Layout) RESTConfigAs(user, group string) (*rest.Config, error) {
 	kubeconfig, err := p.kubeconfigAs(user, group)
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func (p *Plan) RESTConfigAs(user, group string) (*rest.Config, error) {
 }
 
 // writeKubeconfigAs writes a kubeconfig of RESTConfigAs's identity, for a process.
-func (p *Plan) writeKubeconfigAs(path, user, group string) error {
+func (p *Layout) writeKubeconfigAs(path, user, group string) error {
 	kubeconfig, err := p.kubeconfigAs(user, group)
 	if err != nil {
 		return err
@@ -85,7 +85,7 @@ func (p *Plan) writeKubeconfigAs(path, user, group string) error {
 	return writeFile(path, kubeconfig, 0o600)
 }
 
-func (p *Plan) kubeconfigAs(user, group string) (string, error) {
+func (p *Layout) kubeconfigAs(user, group string) (string, error) {
 	profile := pki.ClientOf("client", user, group)
 	b, err := pki.Renew(p.Bundle, pki.Authorities(p.Cluster), []pki.Profile{profile})
 	if err != nil {
@@ -96,7 +96,7 @@ func (p *Plan) kubeconfigAs(user, group string) (string, error) {
 }
 
 // Clientset is a Kubernetes client of the admin, through the load balancer.
-func (p *Plan) Clientset() (*kubernetes.Clientset, error) {
+func (p *Layout) Clientset() (*kubernetes.Clientset, error) {
 	cfg, err := p.RESTConfig()
 	if err != nil {
 		return nil, err
@@ -105,7 +105,7 @@ func (p *Plan) Clientset() (*kubernetes.Clientset, error) {
 }
 
 // LBBackendHealthy reads the load balancer's state file.
-func (p *Plan) LBBackendHealthy(backend string) (bool, error) {
+func (p *Layout) LBBackendHealthy(backend string) (bool, error) {
 	state, err := lb.ReadState(p.LBStateFile())
 	if err != nil {
 		return false, err

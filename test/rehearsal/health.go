@@ -23,7 +23,7 @@ import (
 )
 
 // tlsConfig trusts a CA of the rehearsal and presents a client certificate, both from the bundle.
-func (p *Plan) tlsConfig(ca, client string) (*tls.Config, error) {
+func (p *Layout) tlsConfig(ca, client string) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(p.Bundle.Pair(ca).CertPEM)) {
 		return nil, fmt.Errorf("rehearsal: bad %s certificate", ca)
@@ -37,7 +37,7 @@ func (p *Plan) tlsConfig(ca, client string) (*tls.Config, error) {
 
 // EtcdClient connects to the given members of one etcd cluster (all of them when none are
 // named) as the apiserver does, with its client certificate.
-func (p *Plan) EtcdClient(role string, members ...string) (*clientv3.Client, error) {
+func (p *Layout) EtcdClient(role string, members ...string) (*clientv3.Client, error) {
 	tc, err := p.tlsConfig(pki.EtcdCA, pki.APIServerEtcdClient)
 	if err != nil {
 		return nil, err
@@ -58,7 +58,7 @@ func (p *Plan) EtcdClient(role string, members ...string) (*clientv3.Client, err
 }
 
 // HTTPClient talks to apiservers (directly or through the load balancer) as the admin.
-func (p *Plan) HTTPClient() (*http.Client, error) {
+func (p *Layout) HTTPClient() (*http.Client, error) {
 	tc, err := p.tlsConfig(pki.ClusterCA, pki.Admin)
 	if err != nil {
 		return nil, err
@@ -91,7 +91,7 @@ func poll(ctx context.Context, timeout time.Duration, what string, check func(co
 }
 
 // WaitEtcdHealthy waits until every member of an etcd cluster answers and a leader is elected.
-func (p *Plan) WaitEtcdHealthy(ctx context.Context, role string) error {
+func (p *Layout) WaitEtcdHealthy(ctx context.Context, role string) error {
 	cli, err := p.EtcdClient(role)
 	if err != nil {
 		return err
@@ -114,7 +114,7 @@ func (p *Plan) WaitEtcdHealthy(ctx context.Context, role string) error {
 }
 
 // Get fetches a path from an apiserver URL as the admin and returns the status and body.
-func (p *Plan) Get(ctx context.Context, url string) (int, string, error) {
+func (p *Layout) Get(ctx context.Context, url string) (int, string, error) {
 	client, err := p.HTTPClient()
 	if err != nil {
 		return 0, "", err
@@ -132,7 +132,7 @@ func (p *Plan) Get(ctx context.Context, url string) (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
-func (p *Plan) expectOK(ctx context.Context, url string) error {
+func (p *Layout) expectOK(ctx context.Context, url string) error {
 	code, body, err := p.Get(ctx, url)
 	if err != nil {
 		return err
@@ -155,7 +155,7 @@ func (r *Rehearsal) WaitAPIHealthy(ctx context.Context) error {
 
 // waitAPIHealthy waits for every apiserver, the load balancer, and componentOK for the
 // controller-manager's and scheduler's health ports of every apiserver machine.
-func (p *Plan) waitAPIHealthy(ctx context.Context, componentOK func(context.Context, Instance, int) error) error {
+func (p *Layout) waitAPIHealthy(ctx context.Context, componentOK func(context.Context, Instance, int) error) error {
 	var errs []error
 	for _, in := range p.Of(spec.RoleAPIServer) {
 		url := fmt.Sprintf("https://%s:%d/readyz", in.IP, wellknown.APIServerPort)
@@ -169,7 +169,7 @@ func (p *Plan) waitAPIHealthy(ctx context.Context, componentOK func(context.Cont
 	return errors.Join(errs...)
 }
 
-func (p *Plan) insecureOK(ctx context.Context, url string) error {
+func (p *Layout) insecureOK(ctx context.Context, url string) error {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DialContext: p.Dial}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

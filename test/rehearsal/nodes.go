@@ -55,7 +55,7 @@ func (r *Rehearsal) startLB() error {
 }
 
 // Nodes are the simulated worker nodes: per pool, up to NodesPerPool of its maxNodes.
-func (p *Plan) Nodes() ([]corev1.Node, error) {
+func (p *Layout) Nodes() ([]corev1.Node, error) {
 	var nodes []corev1.Node
 	for i, pool := range p.Cluster.Pools {
 		for n := range min(pool.MaxNodes, p.NodesPerPool) {
@@ -71,7 +71,7 @@ func (p *Plan) Nodes() ([]corev1.Node, error) {
 
 // PoolNode is the n-th simulated node of pool i, named <cluster>-<pool>-<n>, with the labels and
 // taints its kubelet registers and its VM size's capacity.
-func (p *Plan) PoolNode(i, n int) (corev1.Node, error) {
+func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 	pool := p.Cluster.Pools[i]
 	capacity, ok := spec.VMCapacity(pool.VMSize)
 	if !ok {
@@ -174,7 +174,7 @@ func whileForbidden(ctx context.Context, call func() error) error {
 }
 
 // KWOKRESTConfig is KWOK's identity as a client: what registers the simulated nodes.
-func (p *Plan) KWOKRESTConfig() (*rest.Config, error) {
+func (p *Layout) KWOKRESTConfig() (*rest.Config, error) {
 	return p.RESTConfigAs(KWOKUser, pki.NodesGroup)
 }
 

@@ -88,14 +88,14 @@ func (r *Rehearsal) RestoreEtcd(ctx context.Context, name string) (etcdbackup.Sn
 // RestoreStopped restores the main etcd of a rehearsal that is not running (after a total loss
 // found by `rehearse up`): the store started, the members rebuilt, started until healthy and
 // cleared of stale leases, then everything stopped again for the next `rehearse up`.
-func RestoreStopped(ctx context.Context, p *Plan, name string, progress io.Writer) (snap etcdbackup.Snapshot, err error) {
+func RestoreStopped(ctx context.Context, p *Layout, name string, progress io.Writer) (snap etcdbackup.Snapshot, err error) {
 	if p.fresh {
 		return snap, fmt.Errorf("%s holds no rehearsal to restore (no identity.json): start one with make rehearse", p.Dir)
 	}
 	if err := Down(p.Dir, progress); err != nil {
 		return snap, err
 	}
-	r := &Rehearsal{Plan: p, progress: progress}
+	r := &Rehearsal{Layout: p, progress: progress}
 	defer func() { err = errors.Join(err, r.Down()) }()
 	if err := r.prepare(); err != nil {
 		return snap, err

@@ -27,13 +27,13 @@ import (
 
 // AppliedFile is where a rehearsal records the spec it runs (spec.Resolved), as the Pulumi
 // program records it in the appliedSpec stack output.
-func (p *Plan) AppliedFile() string { return filepath.Join(p.Dir, "applied.yaml") }
+func (p *Layout) AppliedFile() string { return filepath.Join(p.Dir, "applied.yaml") }
 
 // RollJournal is the journal of a roll of this rehearsal in progress.
-func (p *Plan) RollJournal() string { return filepath.Join(p.Dir, "roll.json") }
+func (p *Layout) RollJournal() string { return filepath.Join(p.Dir, "roll.json") }
 
 // Applied reads the spec the rehearsal was last applied with.
-func (p *Plan) Applied() (*spec.Cluster, error) {
+func (p *Layout) Applied() (*spec.Cluster, error) {
 	data, err := os.ReadFile(p.AppliedFile())
 	if err != nil {
 		return nil, err
@@ -41,7 +41,7 @@ func (p *Plan) Applied() (*spec.Cluster, error) {
 	return spec.ParseResolved(data)
 }
 
-func (p *Plan) recordApplied() error {
+func (p *Layout) recordApplied() error {
 	data, err := p.Stack.Resolved()
 	if err != nil {
 		return err
@@ -55,7 +55,7 @@ func (p *Plan) recordApplied() error {
 // replaced worker is a KWOK node registered again with the new kubelet version.
 type RollTarget struct {
 	*Rehearsal
-	desired *Plan
+	desired *Layout
 }
 
 var _ roll.Target = (*RollTarget)(nil)
@@ -63,7 +63,7 @@ var _ roll.Target = (*RollTarget)(nil)
 // RollTo prepares a roll of the running rehearsal to desired; renew re-issues every leaf
 // certificate from the same authorities.
 func (r *Rehearsal) RollTo(desired *spec.Cluster, renew bool) (*RollTarget, error) {
-	d, err := NewPlan(desired, r.Options)
+	d, err := NewLayout(desired, r.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (r *Rehearsal) Roll(ctx context.Context, desired *spec.Cluster, renew bool,
 	var extra []change.Change
 	if renew {
 		extra = append(extra, change.Renewal(desired, "asked for"))
-	} else if machines, err := roll.Report(ctx, r.Plan, desired); err == nil {
+	} else if machines, err := roll.Report(ctx, r.Layout, desired); err == nil {
 		// A roll renews leaves that expire within roll.RenewBefore, whatever else it changes.
 		if due, ok := roll.Due(machines, desired, time.Now()); ok {
 			extra, renew = append(extra, due), true
@@ -106,7 +106,7 @@ func (r *Rehearsal) Roll(ctx context.Context, desired *spec.Cluster, renew bool,
 }
 
 // Inventory lists the control-plane machines and the nodes of every pool.
-func (p *Plan) Inventory(ctx context.Context) (change.Inventory, error) {
+func (p *Layout) Inventory(ctx context.Context) (change.Inventory, error) {
 	inv := change.Inventory{}
 	for _, in := range p.Instances {
 		inv[in.Role] = append(inv[in.Role], in.Name)
@@ -115,7 +115,7 @@ func (p *Plan) Inventory(ctx context.Context) (change.Inventory, error) {
 }
 
 // APIServerVersion reads the machine's /version.
-func (p *Plan) APIServerVersion(ctx context.Context, name string) (string, error) {
+func (p *Layout) APIServerVersion(ctx context.Context, name string) (string, error) {
 	in, err := p.Instance(name)
 	if err != nil {
 		return "", err
@@ -128,7 +128,7 @@ func (p *Plan) APIServerVersion(ctx context.Context, name string) (string, error
 }
 
 // InRotation reads the load balancer's view of the machine.
-func (p *Plan) InRotation(_ context.Context, name string) (bool, error) {
+func (p *Layout) InRotation(_ context.Context, name string) (bool, error) {
 	in, err := p.Instance(name)
 	if err != nil {
 		return false, err
@@ -138,7 +138,7 @@ func (p *Plan) InRotation(_ context.Context, name string) (bool, error) {
 
 // ServingCertificate is the certificate a control-plane machine serves (etcd's client port, the
 // apiserver's), read by a TLS handshake: what the machine runs, not what was rendered for it.
-func (p *Plan) ServingCertificate(ctx context.Context, name string) (*x509.Certificate, error) {
+func (p *Layout) ServingCertificate(ctx context.Context, name string) (*x509.Certificate, error) {
 	in, err := p.Instance(name)
 	if err != nil {
 		return nil, err
@@ -254,13 +254,13 @@ func (t *RollTarget) Commit(context.Context) error {
 
 // Attach plans the rehearsal in dir as it was last applied, to read from it (`make diff`); it
 // starts and writes nothing.
-func Attach(dir, tools string) (*Plan, error) {
-	p := &Plan{Options: Options{Dir: dir}}
+func Attach(dir, tools string) (*Layout, error) {
+	p := &Layout{Options: Options{Dir: dir}}
 	applied, err := p.Applied()
 	if err != nil {
 		return nil, fmt.Errorf("no rehearsal of this stack has been applied in %s: %w", dir, err)
 	}
-	attached, err := NewPlan(applied, Options{Dir: dir, Tools: tools, NodesPerPool: 3})
+	attached, err := NewLayout(applied, Options{Dir: dir, Tools: tools, NodesPerPool: 3})
 	if err != nil {
 		return nil, err
 	}

@@ -147,7 +147,7 @@ func BenchJoins(ctx context.Context, c *spec.Cluster, o Options, bench scale.Joi
 	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
 		bench.PodImage = c.Versions.PauseImage
 		fmt.Fprintf(progress, "==> joins benchmark: %d nodes, %d rounds; stepper %d nodes a step, pause %s, jitter %s; reports in %s\n",
-			bench.Nodes, bench.Rounds, bench.Plan.Step, bench.Plan.Pause, bench.Jitter, filepath.Clean(bench.Out))
+			bench.Nodes, bench.Rounds, bench.Pace.Step, bench.Pace.Pause, bench.Jitter, filepath.Clean(bench.Out))
 		rep, err = scale.Joins(ctx, sc, bench, progress)
 		return err
 	})
@@ -159,7 +159,7 @@ func onBenchRehearsal(ctx context.Context, c *spec.Cluster, o Options, progress 
 	if err := Clean(o.Dir, progress); err != nil {
 		return err
 	}
-	p, err := NewPlan(c, o)
+	p, err := NewLayout(c, o)
 	if err != nil {
 		return err
 	}

@@ -33,10 +33,10 @@ const (
 
 // StoreDir holds the blob store's data. Like Azure Blob it outlives the machines: Down keeps it,
 // Clean removes it.
-func (p *Plan) StoreDir() string { return filepath.Join(p.Dir, "store") }
+func (p *Layout) StoreDir() string { return filepath.Join(p.Dir, "store") }
 
 // StoreAddress is where Azurite listens: StoreHost (127.0.0.1 by default), one port per loopback base.
-func (p *Plan) StoreAddress() string {
+func (p *Layout) StoreAddress() string {
 	host := p.StoreHost
 	if host == "" {
 		host = "127.0.0.1"
@@ -45,13 +45,13 @@ func (p *Plan) StoreAddress() string {
 }
 
 // StoreConnectionString reaches the rehearsal's Azurite with the development account.
-func (p *Plan) StoreConnectionString() string {
+func (p *Layout) StoreConnectionString() string {
 	return "DefaultEndpointsProtocol=http;AccountName=" + devAccount + ";AccountKey=" + devAccountKey +
 		";BlobEndpoint=http://" + p.StoreAddress() + "/" + devAccount + ";"
 }
 
 // BackupStore opens the main etcd's folder of the rehearsal's store, as the agent does.
-func (p *Plan) BackupStore() (*etcdbackup.Store, error) {
+func (p *Layout) BackupStore() (*etcdbackup.Store, error) {
 	c, err := container.NewClientFromConnectionString(p.StoreConnectionString(), spec.BackupContainer, nil)
 	if err != nil {
 		return nil, err
@@ -78,7 +78,7 @@ func (r *Rehearsal) StartStore(ctx context.Context) error {
 
 // createContainer creates the backups' container once the store answers, as the Pulumi program
 // does before any etcd machine exists.
-func (p *Plan) createContainer(ctx context.Context) error {
+func (p *Layout) createContainer(ctx context.Context) error {
 	var opts *container.ClientOptions
 	if p.Dial != nil {
 		opts = &container.ClientOptions{}
@@ -107,11 +107,11 @@ type identityFile struct {
 	Bundle  pki.Bundle `json:"bundle"`
 }
 
-func (p *Plan) identityPath() string { return filepath.Join(p.Dir, "identity.json") }
+func (p *Layout) identityPath() string { return filepath.Join(p.Dir, "identity.json") }
 
 // identityDigest digests what the cluster's PKI certifies: names and addresses. A roll changes
 // versions and sizes, never these, so a rolled rehearsal keeps its identity.
-func (p *Plan) identityDigest() (string, error) {
+func (p *Layout) identityDigest() (string, error) {
 	data, err := json.Marshal(struct {
 		A []pki.Authority
 		P []pki.Profile
@@ -125,7 +125,7 @@ func (p *Plan) identityDigest() (string, error) {
 
 // loadIdentity returns the bundle of an earlier rehearsal that certified the same names and
 // addresses, or false. One that certified others is a different cluster: it must be cleaned first.
-func (p *Plan) loadIdentity() (pki.Bundle, bool, error) {
+func (p *Layout) loadIdentity() (pki.Bundle, bool, error) {
 	data, err := os.ReadFile(p.identityPath())
 	if errors.Is(err, os.ErrNotExist) {
 		return pki.Bundle{}, false, nil
@@ -147,7 +147,7 @@ func (p *Plan) loadIdentity() (pki.Bundle, bool, error) {
 	return id.Bundle, true, nil
 }
 
-func (p *Plan) saveIdentity() error {
+func (p *Layout) saveIdentity() error {
 	digest, err := p.identityDigest()
 	if err != nil {
 		return err

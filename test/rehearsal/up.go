@@ -23,7 +23,7 @@ import (
 
 // Rehearsal is a running rehearsal: the plan and the processes it started.
 type Rehearsal struct {
-	*Plan
+	*Layout
 	progress io.Writer
 
 	mu      sync.Mutex
@@ -33,11 +33,11 @@ type Rehearsal struct {
 
 // Up starts the plan's control plane and simulated nodes, returning once all of it is healthy.
 // On failure everything it started is stopped again.
-func Up(ctx context.Context, p *Plan, progress io.Writer) (r *Rehearsal, err error) {
+func Up(ctx context.Context, p *Layout, progress io.Writer) (r *Rehearsal, err error) {
 	if err := Down(p.Dir, progress); err != nil {
 		return nil, err
 	}
-	r = &Rehearsal{Plan: p, progress: progress}
+	r = &Rehearsal{Layout: p, progress: progress}
 	defer func() {
 		if err != nil {
 			r.logf("failed: %v; stopping what was started", err)
@@ -132,7 +132,7 @@ func (r *Rehearsal) restoreNeeded() (string, bool) {
 
 // applyFoundation applies what the control plane needs before it works, as the Pulumi program's
 // add-ons do from outside the machines: the join RBAC and token, the scheduler's CRDs.
-func (p *Plan) applyFoundation(ctx context.Context) error {
+func (p *Layout) applyFoundation(ctx context.Context) error {
 	objs, err := addons.Foundation(p.Cluster)
 	if err != nil {
 		return err
@@ -146,11 +146,11 @@ func (p *Plan) applyFoundation(ctx context.Context) error {
 
 // UpEtcd starts only the members of one etcd cluster of the plan, for drills that need an etcd
 // of their own.
-func UpEtcd(ctx context.Context, p *Plan, role string, progress io.Writer) (r *Rehearsal, err error) {
+func UpEtcd(ctx context.Context, p *Layout, role string, progress io.Writer) (r *Rehearsal, err error) {
 	if err := Down(p.Dir, progress); err != nil {
 		return nil, err
 	}
-	r = &Rehearsal{Plan: p, progress: progress}
+	r = &Rehearsal{Layout: p, progress: progress}
 	if err = r.prepare(); err == nil && role == spec.RoleEtcdMain {
 		err = r.StartStore(ctx)
 	}
@@ -184,7 +184,7 @@ func (r *Rehearsal) SetProgress(w io.Writer) {
 
 // prepare writes the client PKI, the kubeconfig, the deviations and every machine's files.
 func (r *Rehearsal) prepare() error {
-	p := r.Plan
+	p := r.Layout
 	if err := p.writeClientPKI(); err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func (r *Rehearsal) prepare() error {
 
 // writeClientPKI writes what clients outside the machines use: the authorities, the admin's
 // kubeconfig and the etcd client pair.
-func (p *Plan) writeClientPKI() error {
+func (p *Layout) writeClientPKI() error {
 	for _, name := range []string{pki.ClusterCA, pki.EtcdCA, pki.Admin, pki.APIServerEtcdClient} {
 		kp := p.Bundle.Pair(name)
 		if err := writeFile(p.PKIFile(name, "crt"), kp.CertPEM, 0o644); err != nil {

@@ -18,14 +18,14 @@ import (
 )
 
 // JoinOptions shape the joins benchmark: Nodes simulated nodes join all at once, then through the
-// stepper (Plan's steps, each step's registrations spread over Jitter), Rounds times each.
+// stepper (Pace's steps, each step's registrations spread over Jitter), Rounds times each.
 type JoinOptions struct {
 	// Out is the report directory, build/bench/joins.
 	Out    string
 	Nodes  int
 	Rounds int
-	// Plan and Jitter are the stack's (spec.Joins).
-	Plan   joins.Plan
+	// Pace and Jitter are the stack's (spec.Joins).
+	Pace   joins.Pace
 	Jitter time.Duration
 	// Settle is measured after the last node joined, so the per-minute SLI sees the tail.
 	Settle      time.Duration
@@ -34,8 +34,8 @@ type JoinOptions struct {
 }
 
 // DefaultJoinOptions: 1,000 nodes, three rounds of each mode.
-func DefaultJoinOptions(out string, plan joins.Plan, jitter time.Duration) JoinOptions {
-	return JoinOptions{Out: out, Nodes: 1000, Rounds: 3, Plan: plan, Jitter: jitter, Settle: time.Minute, ScrapeEvery: 5 * time.Second}
+func DefaultJoinOptions(out string, pace joins.Pace, jitter time.Duration) JoinOptions {
+	return JoinOptions{Out: out, Nodes: 1000, Rounds: 3, Pace: pace, Jitter: jitter, Settle: time.Minute, ScrapeEvery: 5 * time.Second}
 }
 
 // Join modes.
@@ -80,9 +80,9 @@ type JoinReport struct {
 
 // Joins runs the joins benchmark and writes joins.json and joins.md into o.Out.
 func Joins(ctx context.Context, c Cluster, o JoinOptions, progress io.Writer) (JoinReport, error) {
-	rep := JoinReport{Machine: ThisMachine(o.Out), Started: time.Now(), Nodes: o.Nodes, Step: o.Plan.Step,
-		Pause: o.Plan.Pause.String(), Jitter: o.Jitter.String()}
-	if err := o.Plan.Validate(); err != nil {
+	rep := JoinReport{Machine: ThisMachine(o.Out), Started: time.Now(), Nodes: o.Nodes, Step: o.Pace.Step,
+		Pause: o.Pace.Pause.String(), Jitter: o.Jitter.String()}
+	if err := o.Pace.Validate(); err != nil {
 		return rep, err
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
@@ -155,13 +155,13 @@ func joinOnce(ctx context.Context, c Cluster, load *Load, nodes *kubernetes.Clie
 			}
 		})
 	}()
-	plan, jitter := o.Plan, o.Jitter
+	pace, jitter := o.Pace, o.Jitter
 	if mode == AllAtOnce {
-		plan.Step, plan.Pause, jitter = o.Nodes, 0, 0
+		pace.Step, pace.Pause, jitter = o.Nodes, 0, 0
 	}
 	pool := &kwokPool{load: load, nodes: nodes, registered: have, jitter: jitter}
 	began := time.Now()
-	err = joins.Grow(ctx, pool, have+o.Nodes, plan, time.Second, progress)
+	err = joins.Grow(ctx, pool, have+o.Nodes, pace, time.Second, progress)
 	run.JoinSeconds = time.Since(began).Seconds()
 	if err == nil {
 		err = sleep(ctx, o.Settle)

@@ -44,8 +44,8 @@ type Removal struct {
 	At time.Time
 }
 
-// Fleet is the nodes present now, each with its pool.
-type Fleet map[string]string
+// NodePools is the nodes present now, each with its pool.
+type NodePools map[string]string
 
 // Refusal is a removal the brake holds back.
 type Refusal struct {
@@ -66,9 +66,9 @@ func (r *Refusal) Error() string {
 // before the window's removals (the nodes present plus those removed and gone), so a burst cannot
 // shrink its own denominator. A pool or cluster of n nodes may lose floor(n × MaxFraction) in a
 // window, and at least one: a brake must not freeze a one-node pool forever.
-func (p Policy) Allow(now time.Time, recent []Removal, candidate Removal, fleet Fleet) error {
-	poolSize, clusterSize := 0, len(fleet)
-	for _, pool := range fleet {
+func (p Policy) Allow(now time.Time, recent []Removal, candidate Removal, nodes NodePools) error {
+	poolSize, clusterSize := 0, len(nodes)
+	for _, pool := range nodes {
 		if pool == candidate.Pool {
 			poolSize++
 		}
@@ -78,7 +78,7 @@ func (p Policy) Allow(now time.Time, recent []Removal, candidate Removal, fleet 
 		if now.Sub(r.At) >= p.Window || r.Node == candidate.Node {
 			continue
 		}
-		_, present := fleet[r.Node]
+		_, present := nodes[r.Node]
 		inCluster++
 		if !present {
 			clusterSize++

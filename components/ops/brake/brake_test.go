@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// fleet makes n nodes named <pool>-<i> in each pool.
-func fleet(pools map[string]int) Fleet {
-	f := Fleet{}
+// nodePools makes n nodes named <pool>-<i> in each pool.
+func nodePools(pools map[string]int) NodePools {
+	f := NodePools{}
 	for pool, n := range pools {
 		for i := range n {
 			f[fmt.Sprintf("%s-%d", pool, i)] = pool
@@ -28,7 +28,7 @@ func TestAllowHoldsEachPoolAndTheClusterToHalfPerWindow(t *testing.T) {
 		}
 		return out
 	}
-	gone := func(f Fleet, rs []Removal) Fleet {
+	gone := func(f NodePools, rs []Removal) NodePools {
 		for _, r := range rs {
 			delete(f, r.Node)
 		}
@@ -36,23 +36,23 @@ func TestAllowHoldsEachPoolAndTheClusterToHalfPerWindow(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		fleet     Fleet
+		fleet     NodePools
 		recent    []Removal
 		candidate string
 		refused   string // the scope refused, "" when allowed
 	}{
-		{"first removal", fleet(map[string]int{"cpu": 10}), nil, "cpu-0", ""},
-		{"the fifth of ten, four marked", fleet(map[string]int{"cpu": 10}), removed("cpu", 0, 4, time.Minute), "cpu-9", ""},
-		{"the sixth of ten, five marked", fleet(map[string]int{"cpu": 10}), removed("cpu", 0, 5, time.Minute), "cpu-9", "cpu"},
+		{"first removal", nodePools(map[string]int{"cpu": 10}), nil, "cpu-0", ""},
+		{"the fifth of ten, four marked", nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 4, time.Minute), "cpu-9", ""},
+		{"the sixth of ten, five marked", nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 5, time.Minute), "cpu-9", "cpu"},
 		// The five are deleted: the pool counts them still, so the burst cannot shrink its own base.
-		{"the sixth of ten, five deleted", gone(fleet(map[string]int{"cpu": 10}), removed("cpu", 0, 5, 0)), removed("cpu", 0, 5, time.Minute), "cpu-9", "cpu"},
-		{"the window passed", fleet(map[string]int{"cpu": 10}), removed("cpu", 0, 5, 10*time.Minute), "cpu-9", ""},
-		{"the same node asked again", fleet(map[string]int{"cpu": 10}), removed("cpu", 0, 5, time.Minute), "cpu-4", ""},
-		{"a one-node pool", fleet(map[string]int{"gpu": 1, "cpu": 10}), nil, "gpu-0", ""},
-		{"a one-node pool, twice", fleet(map[string]int{"gpu": 1, "cpu": 10}), removed("gpu", 0, 1, time.Minute), "gpu-0", ""},
+		{"the sixth of ten, five deleted", gone(nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 5, 0)), removed("cpu", 0, 5, time.Minute), "cpu-9", "cpu"},
+		{"the window passed", nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 5, 10*time.Minute), "cpu-9", ""},
+		{"the same node asked again", nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 5, time.Minute), "cpu-4", ""},
+		{"a one-node pool", nodePools(map[string]int{"gpu": 1, "cpu": 10}), nil, "gpu-0", ""},
+		{"a one-node pool, twice", nodePools(map[string]int{"gpu": 1, "cpu": 10}), removed("gpu", 0, 1, time.Minute), "gpu-0", ""},
 		// One-node pools may each lose their node; the cluster still only half of its nodes.
-		{"the cluster's half", fleet(map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}), append(removed("a", 0, 1, time.Minute), removed("b", 0, 1, time.Minute)...), "c-0", "cluster"},
-		{"within the cluster's half", fleet(map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}), removed("a", 0, 1, time.Minute), "c-0", ""},
+		{"the cluster's half", nodePools(map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}), append(removed("a", 0, 1, time.Minute), removed("b", 0, 1, time.Minute)...), "c-0", "cluster"},
+		{"within the cluster's half", nodePools(map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}), removed("a", 0, 1, time.Minute), "c-0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := p.Allow(now, tc.recent, Removal{Node: tc.candidate, Pool: tc.fleet[tc.candidate], By: "remediation", At: now}, tc.fleet)
@@ -71,7 +71,7 @@ func TestAllowHoldsEachPoolAndTheClusterToHalfPerWindow(t *testing.T) {
 
 func TestRefusalSaysWhatAndHowToProceed(t *testing.T) {
 	now := time.Now()
-	f := fleet(map[string]int{"cpu": 2})
+	f := nodePools(map[string]int{"cpu": 2})
 	err := DefaultPolicy().Allow(now, []Removal{{Node: "cpu-0", Pool: "cpu", At: now}}, Removal{Node: "cpu-1", Pool: "cpu", By: "cluster-autoscaler", At: now}, f)
 	want := "scale-down brake: removing cpu-1 (cpu, by cluster-autoscaler) would make 2 of cpu's 2 nodes removed within the window; at most 1 may go (L14). If this is meant, remove them in smaller steps or wait for the window to pass"
 	if err == nil || err.Error() != want {

@@ -32,8 +32,8 @@ var ErrConflict = errors.New("brake: the ledger changed since it was read")
 type Webhook struct {
 	Policy Policy
 	Ledger Ledger
-	// Fleet returns the nodes present now (from the controller's shared informer cache).
-	Fleet func() Fleet
+	// NodePools returns the nodes present now (from the controller's shared informer cache).
+	NodePools func() NodePools
 	// Refused is told of each refusal (an Event, a metric); may be nil.
 	Refused func(*Refusal)
 	Now     func() time.Time
@@ -57,7 +57,7 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if err != nil {
 			return admission.Deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: read the ledger: %w", err))
 		}
-		if err := w.Policy.Allow(now, recent, removal, w.Fleet()); err != nil {
+		if err := w.Policy.Allow(now, recent, removal, w.NodePools()); err != nil {
 			var refusal *Refusal
 			if errors.As(err, &refusal) && w.Refused != nil {
 				w.Refused(refusal)
@@ -84,10 +84,10 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	admission.Serve("scale-down brake", w.Review, rw, r)
 }
 
-// FleetOf reads the fleet from a node informer's store: each node's pool label.
-func FleetOf(nodes cache.Store) func() Fleet {
-	return func() Fleet {
-		f := Fleet{}
+// NodePoolsOf reads the nodes and their pools from a node informer's store: each node's pool label.
+func NodePoolsOf(nodes cache.Store) func() NodePools {
+	return func() NodePools {
+		f := NodePools{}
 		for _, obj := range nodes.List() {
 			if n, ok := obj.(*corev1.Node); ok {
 				f[n.Name] = n.Labels[wellknown.PoolLabel]

@@ -14,8 +14,8 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// Plan is how a pool grows.
-type Plan struct {
+// Pace is how a pool grows.
+type Pace struct {
 	// Step is the most nodes added at once.
 	Step int
 	// Pause is the wait after a step's nodes joined, before the next step.
@@ -27,13 +27,13 @@ type Plan struct {
 // DefaultStepTimeout matches cluster-autoscaler's default --max-node-provision-time.
 const DefaultStepTimeout = 15 * time.Minute
 
-// PlanFor is the stack's plan (spec.Joins).
-func PlanFor(c *spec.Cluster) Plan {
-	return Plan{Step: c.Joins.Step, Pause: c.Joins.PauseDuration(), StepTimeout: DefaultStepTimeout}
+// PaceOf is the stack's pace (spec.Joins).
+func PaceOf(c *spec.Cluster) Pace {
+	return Pace{Step: c.Joins.Step, Pause: c.Joins.PauseDuration(), StepTimeout: DefaultStepTimeout}
 }
 
-// Validate refuses a plan that cannot make progress.
-func (p Plan) Validate() error {
+// Validate refuses a pace that cannot make progress.
+func (p Pace) Validate() error {
 	var errs []error
 	if p.Step < 1 {
 		errs = append(errs, fmt.Errorf("joins: step %d: grow by at least one node at a time", p.Step))
@@ -49,7 +49,7 @@ func (p Plan) Validate() error {
 
 // Steps are the capacities a pool passes through growing from from to to: every step but the
 // last adds exactly p.Step nodes. None when to is not above from.
-func (p Plan) Steps(from, to int) []int {
+func (p Pace) Steps(from, to int) []int {
 	var out []int
 	for n := from; n < to; {
 		n = min(n+p.Step, to)
@@ -70,7 +70,7 @@ type Pool interface {
 
 // Grow raises the pool's capacity to the target through p's steps, waiting after each for its
 // nodes to join (polled every poll) and then p.Pause. It reports each step on progress.
-func Grow(ctx context.Context, pool Pool, target int, p Plan, poll time.Duration, progress io.Writer) error {
+func Grow(ctx context.Context, pool Pool, target int, p Pace, poll time.Duration, progress io.Writer) error {
 	if err := p.Validate(); err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 func TestSteps(t *testing.T) {
-	p := Plan{Step: 100}
+	p := Pace{Step: 100}
 	for _, tc := range []struct {
 		from, to int
 		want     []int
@@ -29,7 +29,7 @@ func TestSteps(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	err := Plan{Step: 0, Pause: -time.Second}.Validate()
+	err := Pace{Step: 0, Pause: -time.Second}.Validate()
 	for _, want := range []string{"step 0", "pause -1s", "step timeout 0s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name %q", err, want)
@@ -72,7 +72,7 @@ func (f *fakePool) Joined(context.Context) (int, error) {
 
 func TestGrowWaitsForEachStepBeforeTheNext(t *testing.T) {
 	pool := &fakePool{capacity: 20, joined: 20}
-	if err := Grow(context.Background(), pool, 270, Plan{Step: 100, StepTimeout: time.Minute}, time.Millisecond, io.Discard); err != nil {
+	if err := Grow(context.Background(), pool, 270, Pace{Step: 100, StepTimeout: time.Minute}, time.Millisecond, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if want := []int{120, 220, 270}; !slices.Equal(pool.requested, want) {
@@ -85,7 +85,7 @@ func TestGrowWaitsForEachStepBeforeTheNext(t *testing.T) {
 
 func TestGrowGivesUpOnAStepThatDoesNotJoin(t *testing.T) {
 	stuck := &stuckPool{fakePool{capacity: 0}}
-	err := Grow(context.Background(), stuck, 300, Plan{Step: 100, StepTimeout: 20 * time.Millisecond}, time.Millisecond, io.Discard)
+	err := Grow(context.Background(), stuck, 300, Pace{Step: 100, StepTimeout: 20 * time.Millisecond}, time.Millisecond, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "step 1 of 3, capacity 100: 0 of 100 nodes joined") {
 		t.Fatalf("Grow = %v, want the first step to fail naming its count", err)
 	}
@@ -96,7 +96,7 @@ func TestGrowGivesUpOnAStepThatDoesNotJoin(t *testing.T) {
 
 func TestGrowRefusesToShrink(t *testing.T) {
 	pool := &fakePool{capacity: 50}
-	if err := Grow(context.Background(), pool, 10, Plan{Step: 100, StepTimeout: time.Minute}, time.Millisecond, io.Discard); err == nil || !strings.Contains(err.Error(), "brake") {
+	if err := Grow(context.Background(), pool, 10, Pace{Step: 100, StepTimeout: time.Minute}, time.Millisecond, io.Discard); err == nil || !strings.Contains(err.Error(), "brake") {
 		t.Fatalf("Grow to fewer nodes = %v, want a refusal pointing at the autoscaler and the brake", err)
 	}
 	if len(pool.requested) != 0 {

@@ -104,7 +104,7 @@ func TestGrowStepsAScaleSetOnTheFakeARMServer(t *testing.T) {
 	}
 	joinAll()
 	pool := &Pool{ScaleSets: client, ResourceGroup: "cf-dev", Sets: sets, Nodes: kube}
-	if err := joins.Grow(context.Background(), pool, 1250, joins.Plan{Step: 500, StepTimeout: time.Minute}, time.Millisecond, io.Discard); err != nil {
+	if err := joins.Grow(context.Background(), pool, 1250, joins.Pace{Step: 500, StepTimeout: time.Minute}, time.Millisecond, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 	if want := []int64{502, 1002, 1250}; !slices.Equal(totals, want) {

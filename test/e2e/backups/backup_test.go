@@ -179,24 +179,24 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		if _, err := framework.Running.BackupEtcd(ctx); err != nil {
 			t.Fatal(err)
 		}
-		plan := framework.Running.Plan
+		layout := framework.Running.Layout
 		if err := framework.Running.Down(); err != nil {
 			t.Fatal(err)
 		}
 		for _, in := range members {
-			if err := os.RemoveAll(filepath.Join(plan.Root(in.Name), machine.EtcdDataDir, "member")); err != nil {
+			if err := os.RemoveAll(filepath.Join(layout.Root(in.Name), machine.EtcdDataDir, "member")); err != nil {
 				t.Fatal(err)
 			}
 		}
 		upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
-		if _, err := rehearsal.Up(upCtx, plan, io.Discard); err == nil || !strings.Contains(err.Error(), etcdbackup.RestoreNeeded) {
+		if _, err := rehearsal.Up(upCtx, layout, io.Discard); err == nil || !strings.Contains(err.Error(), etcdbackup.RestoreNeeded) {
 			t.Fatalf("up over wiped disks answered %v, want a refusal saying %s", err, etcdbackup.RestoreNeeded)
 		}
-		if _, err := rehearsal.RestoreStopped(upCtx, plan, "", io.Discard); err != nil {
+		if _, err := rehearsal.RestoreStopped(upCtx, layout, "", io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		if framework.Running, err = rehearsal.Up(upCtx, plan, os.Stderr); err != nil {
+		if framework.Running, err = rehearsal.Up(upCtx, layout, os.Stderr); err != nil {
 			t.Fatalf("up after the restore: %v", err) // every later check fails with it
 		}
 		if _, err := framework.Clientset(t).CoreV1().ConfigMaps(ns).Get(ctx, "after-restore", metav1.GetOptions{}); err != nil {

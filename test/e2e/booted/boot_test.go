@@ -24,7 +24,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
-	"github.com/clusterforge/clusterforge/infra/plan"
+	"github.com/clusterforge/clusterforge/infra/offline"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/rehearsal"
 )
@@ -64,7 +64,7 @@ func withBoot(m *testing.M) int {
 		return fail(err)
 	}
 	work := filepath.Join(repoRoot, "build", "boot-check")
-	if _, err := plan.WriteStack(*stackName, stackFile, filepath.Join(work, "plan")); err != nil {
+	if _, err := offline.WriteStack(*stackName, stackFile, filepath.Join(work, "plan")); err != nil {
 		return fail(err)
 	}
 	planDir = filepath.Join(work, "plan", *stackName)

@@ -184,7 +184,7 @@ func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
 	const tinyQuota = 8 << 20
 	drill := *framework.Cluster
 	drill.EtcdEvents.QuotaBackendBytes = tinyQuota
-	p, err := framework.NewPlan(framework.Stack()+"-quota-drill", &drill, framework.BaseQuotaDrill)
+	p, err := framework.NewLayout(framework.Stack()+"-quota-drill", &drill, framework.BaseQuotaDrill)
 	if err != nil {
 		t.Fatal(err)
 	}

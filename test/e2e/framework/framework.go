@@ -74,7 +74,7 @@ func Main(m *testing.M, o Options) int {
 	if testing.Short() || !o.Shared {
 		return m.Run()
 	}
-	p, err := NewPlan(*stackName+"-"+o.Name, Cluster, o.Base)
+	p, err := NewLayout(*stackName+"-"+o.Name, Cluster, o.Base)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -101,9 +101,9 @@ func Stack() string { return *stackName }
 // most the pool's maxNodes.
 func NodesPerPool() int { return *nodesPerPool }
 
-// NewPlan plans a rehearsal of c in build/rehearse/<name> on loopback base, after deleting what
+// NewLayout lays out a rehearsal of c in build/rehearse/<name> on loopback base, after deleting what
 // an earlier run left there: each run checks a new cluster.
-func NewPlan(name string, c *spec.Cluster, base int) (*rehearsal.Plan, error) {
+func NewLayout(name string, c *spec.Cluster, base int) (*rehearsal.Layout, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func NewPlan(name string, c *spec.Cluster, base int) (*rehearsal.Plan, error) {
 	if err := rehearsal.Clean(dir, os.Stderr); err != nil {
 		return nil, err
 	}
-	return rehearsal.NewPlan(c, rehearsal.Options{
+	return rehearsal.NewLayout(c, rehearsal.Options{
 		Dir: dir, Tools: tools, Base: base,
 		NodesPerPool: *nodesPerPool, Self: []string{self},
 	})

@@ -58,12 +58,12 @@ func TestBrakeLedgerIsACompareAndSwapOnTheAPIServer(t *testing.T) {
 		t.Fatalf("a save at a stale version: %v, want ErrConflict", err)
 	}
 
-	pool := brake.Fleet{}
+	pool := brake.NodePools{}
 	for i := range 10 {
 		pool[fmt.Sprintf("cpu-%d", i)] = "cpu"
 	}
 	replica := func() *brake.Webhook {
-		return &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now, Fleet: func() brake.Fleet { return pool },
+		return &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now, NodePools: func() brake.NodePools { return pool },
 			Ledger: &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-pool"}}
 	}
 	replicas := []*brake.Webhook{replica(), replica()}
@@ -134,9 +134,9 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	nodeInformer := factory.Core().V1().Nodes().Informer()
 	var refusals atomic.Int32
 	webhook := &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now,
-		Ledger:  &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-ledger"},
-		Refused: func(*brake.Refusal) { refusals.Add(1) },
-		Fleet:   brake.FleetOf(nodeInformer.GetStore())}
+		Ledger:    &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-ledger"},
+		Refused:   func(*brake.Refusal) { refusals.Add(1) },
+		NodePools: brake.NodePoolsOf(nodeInformer.GetStore())}
 	server := serveWebhook(t, webhook)
 
 	var names []string

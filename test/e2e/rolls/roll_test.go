@@ -86,7 +86,7 @@ func TestRollDrills(t *testing.T) {
 	start := variant(t, framework.Cluster, func(c *spec.Cluster) {
 		c.Versions.Kubernetes, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
 	})
-	p, err := framework.NewPlan(framework.Stack()+"-roll", start, framework.BaseRolls)
+	p, err := framework.NewLayout(framework.Stack()+"-roll", start, framework.BaseRolls)
 	if err != nil {
 		t.Fatal(err)
 	}

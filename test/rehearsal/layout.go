@@ -50,8 +50,8 @@ type Instance struct {
 	Versions spec.Versions
 }
 
-// Plan is everything a rehearsal starts, rendered from the stack with the deviations applied.
-type Plan struct {
+// Layout is everything a rehearsal starts, rendered from the stack with the deviations applied.
+type Layout struct {
 	Options
 	// Cluster is the stack's cluster with the loopback network.
 	Cluster *spec.Cluster
@@ -64,8 +64,8 @@ type Plan struct {
 	fresh bool
 }
 
-// NewPlan renders the control-plane machines of a validated cluster for the rehearsal.
-func NewPlan(c *spec.Cluster, o Options) (*Plan, error) {
+// NewLayout renders the control-plane machines of a validated cluster for the rehearsal.
+func NewLayout(c *spec.Cluster, o Options) (*Layout, error) {
 	if o.NodesPerPool == 0 {
 		o.NodesPerPool = 3
 	}
@@ -73,7 +73,7 @@ func NewPlan(c *spec.Cluster, o Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Options: o, Cluster: mapped, Stack: c}
+	p := &Layout{Options: o, Cluster: mapped, Stack: c}
 	apiserverIPs := p.apiserverIPs()
 	bundle, kept, err := p.loadIdentity()
 	if err == nil && !kept {
@@ -87,8 +87,8 @@ func NewPlan(c *spec.Cluster, o Options) (*Plan, error) {
 	return p, p.render()
 }
 
-// render builds every control-plane instance from the plan's cluster and bundle.
-func (p *Plan) render() error {
+// render builds every control-plane instance from the layout's cluster and bundle.
+func (p *Layout) render() error {
 	mapped, apiserverIPs := p.Cluster, p.apiserverIPs()
 	p.Instances = nil
 	for _, e := range mapped.EtcdClusters() {
@@ -110,7 +110,7 @@ func (p *Plan) render() error {
 	return nil
 }
 
-func (p *Plan) apiserverIPs() []string {
+func (p *Layout) apiserverIPs() []string {
 	var ips []string
 	for i := range p.Cluster.APIServer.Count {
 		ips = append(ips, apiserverMachineIP(p.Base, i))
@@ -119,7 +119,7 @@ func (p *Plan) apiserverIPs() []string {
 }
 
 // Of returns the instances of one role, in order.
-func (p *Plan) Of(role string) []Instance {
+func (p *Layout) Of(role string) []Instance {
 	var out []Instance
 	for _, in := range p.Instances {
 		if in.Role == role {
@@ -130,7 +130,7 @@ func (p *Plan) Of(role string) []Instance {
 }
 
 // Instance returns the named instance.
-func (p *Plan) Instance(name string) (Instance, error) {
+func (p *Layout) Instance(name string) (Instance, error) {
 	for _, in := range p.Instances {
 		if in.Name == name {
 			return in, nil
@@ -142,21 +142,23 @@ func (p *Plan) Instance(name string) (Instance, error) {
 // Paths inside the rehearsal directory.
 
 // Root is the directory that stands for a machine's /.
-func (p *Plan) Root(machineName string) string { return filepath.Join(p.Dir, "machines", machineName) }
+func (p *Layout) Root(machineName string) string {
+	return filepath.Join(p.Dir, "machines", machineName)
+}
 
 // Log is where one unit of a machine logs.
-func (p *Plan) Log(machineName, unit string) string {
+func (p *Layout) Log(machineName, unit string) string {
 	return filepath.Join(p.Dir, "logs", machineName+"."+unit+".log")
 }
 
 // Kubeconfig is the admin kubeconfig that reaches the API through the load balancer.
-func (p *Plan) Kubeconfig() string { return filepath.Join(p.Dir, "kubeconfig") }
+func (p *Layout) Kubeconfig() string { return filepath.Join(p.Dir, "kubeconfig") }
 
 // EndpointsFile lists every running process.
-func (p *Plan) EndpointsFile() string { return filepath.Join(p.Dir, "endpoints.json") }
+func (p *Layout) EndpointsFile() string { return filepath.Join(p.Dir, "endpoints.json") }
 
 // LBStateFile is where the load balancer records which backends are in rotation.
-func (p *Plan) LBStateFile() string { return filepath.Join(p.Dir, "lb.json") }
+func (p *Layout) LBStateFile() string { return filepath.Join(p.Dir, "lb.json") }
 
 // PKIFile is a certificate or key of the rehearsal's PKI, for clients outside the machines.
-func (p *Plan) PKIFile(name, ext string) string { return filepath.Join(p.Dir, "pki", name+"."+ext) }
+func (p *Layout) PKIFile(name, ext string) string { return filepath.Join(p.Dir, "pki", name+"."+ext) }

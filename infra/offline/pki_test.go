@@ -1,4 +1,4 @@
-package plan
+package offline
 
 import (
 	"crypto/tls"

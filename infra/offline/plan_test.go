@@ -1,4 +1,4 @@
-package plan
+package offline
 
 import (
 	"encoding/json"
@@ -18,9 +18,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterforge/clusterforge/components/addons"
-	"github.com/clusterforge/clusterforge/components/azure"
-	"github.com/clusterforge/clusterforge/components/kube"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/azure"
+	"github.com/clusterforge/clusterforge/infra/clusteraddons"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden user-data files under testdata/")
@@ -250,7 +250,7 @@ func mockID(res Resource) string {
 	return fmt.Sprintf("%s/resourceGroups/%s/providers/%s/%s", mockSubscription, rg, res.Type, res.Name)
 }
 
-// The security rules reach Azure as the policy says (components/azure judges the policy itself):
+// The security rules reach Azure as the policy says (infra/azure judges the policy itself):
 // every rule with its address sources or its application security groups, and every worker NIC's
 // primary IP configuration in the node group, its pod IP configurations in the pod group.
 func TestSecurityGroupsReachAzure(t *testing.T) {
@@ -364,7 +364,7 @@ func TestSecretsStaySecret(t *testing.T) {
 }
 
 // TestGoldenUserData compares every role's user-data with testdata/<stack>/<role>.user-data.
-// Run `go test ./infra/plan -run Golden -update` to accept a change, then review the diff.
+// Run `go test ./infra/offline -run Golden -update` to accept a change, then review the diff.
 func TestGoldenUserData(t *testing.T) {
 	for stack, r := range planAll(t) {
 		if len(r.UserData) != len(r.Cluster.Roles()) {
@@ -386,7 +386,7 @@ func TestGoldenUserData(t *testing.T) {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
 			if string(want) != ud {
-				t.Errorf("%s differs from the rendered user-data; run `go test ./infra/plan -run Golden -update` and review the diff", path)
+				t.Errorf("%s differs from the rendered user-data; run `go test ./infra/offline -run Golden -update` and review the diff", path)
 			}
 		}
 	}
@@ -550,7 +550,7 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := kube.Resources(c.Name+"-addons", append(objs, secret, opsTLS))
+			want, err := clusteraddons.Resources(c.Name+"-addons", append(objs, secret, opsTLS))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -564,7 +564,7 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			if !token.RetainOnDelete || field(token.Inputs, "metadata", "name") != "bootstrap-token-aaaaaa" || field(token.Inputs, "type") != "bootstrap.kubernetes.io/token" {
 				t.Errorf("join token Secret %+v, want bootstrap-token-<id>, retained on delete", token)
 			}
-			want = append(want, kube.Resource{Type: token.Type, Name: token.Name, Args: map[string]any{"kind": "Secret"}})
+			want = append(want, clusteraddons.Resource{Type: token.Type, Name: token.Name, Args: map[string]any{"kind": "Secret"}})
 			got := map[string]Resource{}
 			for _, res := range r.Resources {
 				if strings.HasPrefix(res.Type, "kubernetes:") {

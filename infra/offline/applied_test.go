@@ -1,4 +1,4 @@
-package plan
+package offline
 
 import (
 	"os"
@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/clusterforge/clusterforge/components/azure"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/azure"
 	"github.com/clusterforge/clusterforge/infra/program"
 )
 

@@ -1,7 +1,7 @@
-// Package kube registers the cluster add-ons (components/addons) with pulumi-kubernetes, through
+// Package clusteraddons registers the cluster add-ons (components/addons) with pulumi-kubernetes, through
 // a provider pointed at the new cluster. The objects themselves are defined once, in addons; this
 // package only maps each to a Pulumi resource of its own Kubernetes type.
-package kube
+package clusteraddons
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package plan
+package offline
 
 import (
 	"encoding/base64"
@@ -10,8 +10,8 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/common/tokens"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/clusterforge/clusterforge/components/azure"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/infra/azure"
 	"github.com/clusterforge/clusterforge/infra/program"
 )
 
