@@ -1,6 +1,8 @@
 package rehearsal
 
 import (
+	"flag"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,7 +26,7 @@ func TestOwnLoopbackReplacesWholeAddressesOnly(t *testing.T) {
 	}
 }
 
-func devPlan(t *testing.T) *Layout {
+func devLayout(t *testing.T) *Layout {
 	t.Helper()
 	c, err := spec.LoadStack(filepath.Join("..", "..", "stacks", "Pulumi.dev.yaml"))
 	if err != nil {
@@ -37,8 +39,8 @@ func devPlan(t *testing.T) *Layout {
 	return p
 }
 
-func TestPlanMapsMachinesOntoLoopbackKeepingOffsets(t *testing.T) {
-	p := devPlan(t)
+func TestLayoutMapsMachinesOntoLoopbackKeepingOffsets(t *testing.T) {
+	p := devLayout(t)
 	if got := p.Cluster.Network.APIServerIP; got != "127.3.1.10" {
 		t.Errorf("load balancer address %s, want the rendered offset .10 in 127.3.1.0/24", got)
 	}
@@ -59,7 +61,7 @@ func TestPlanMapsMachinesOntoLoopbackKeepingOffsets(t *testing.T) {
 
 // The apiserver's command is its rendered ExecStart with only the listed deviations applied.
 func TestAPIServerCommandIsTheRenderedUnit(t *testing.T) {
-	p := devPlan(t)
+	p := devLayout(t)
 	in := p.Of(spec.RoleAPIServer)[0]
 	if err := p.materialize(in); err != nil {
 		t.Fatal(err)
@@ -96,5 +98,32 @@ func TestAPIServerCommandIsTheRenderedUnit(t *testing.T) {
 		if strings.Contains(arg, "=/") && !strings.Contains(arg, "="+root) && !strings.HasPrefix(arg, "--etcd-servers-overrides=/events#") {
 			t.Errorf("argument %s points outside the machine root", arg)
 		}
+	}
+}
+
+var updateDocs = flag.Bool("update", false, "rewrite the generated block of docs/reference/rehearsal-deviations.md")
+
+// The deviations page shows exactly Deviations: its block between the markers is
+// MarkdownDeviations (`go test ./test/rehearsal -run DeviationsPage -update` rewrites it).
+func TestDeviationsPageShowsTheCode(t *testing.T) {
+	const page = "../../docs/reference/rehearsal-deviations.md"
+	data, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok := strings.Cut(string(data), "<!-- deviations:start -->\n")
+	block, after, ok2 := strings.Cut(rest, "<!-- deviations:end -->")
+	if !ok || !ok2 {
+		t.Fatalf("%s has no <!-- deviations:start/end --> block", page)
+	}
+	want := MarkdownDeviations()
+	if *updateDocs {
+		if err := os.WriteFile(page, []byte(before+"<!-- deviations:start -->\n"+want+"<!-- deviations:end -->"+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if block != want {
+		t.Errorf("%s's table is not Deviations: run `go test ./test/rehearsal -run DeviationsPage -update` and review the diff", page)
 	}
 }

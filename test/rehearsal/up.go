@@ -255,6 +255,24 @@ func FormatDeviations(boot bool) string {
 	return b.String()
 }
 
+// MarkdownDeviations is Deviations as the table docs/reference/rehearsal-deviations.md shows
+// between its deviations markers (a test keeps the page in step).
+func MarkdownDeviations() string {
+	cell := strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;")
+	or := func(s string) string {
+		if s == "" {
+			return "as Azure"
+		}
+		return cell.Replace(s)
+	}
+	var b strings.Builder
+	b.WriteString("| topic | on Azure | process rehearsal | booted machines |\n|---|---|---|---|\n")
+	for _, d := range Deviations {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell.Replace(d.Topic), cell.Replace(d.Azure), or(d.Process), or(d.Boot))
+	}
+	return b.String()
+}
+
 func writeFile(path, content string, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
