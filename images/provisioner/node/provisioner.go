@@ -80,6 +80,22 @@ func (b *bake) install(ctx context.Context, r io.Reader, dst string, mode int) e
 	return b.run(ctx, fmt.Sprintf("install -D -m %#o %s %s && rm -f %s", mode, q(staged), q(dst), q(staged)))
 }
 
+// output runs a command on the machine and returns what it wrote to stdout; a non-zero exit fails.
+func (b *bake) output(ctx context.Context, command string) (string, error) {
+	if b.UseSudo {
+		command = "sudo -n sh -c " + q(command)
+	}
+	var stdout bytes.Buffer
+	cmd := &packersdk.RemoteCmd{Command: command, Stdout: &stdout}
+	if err := b.comm.Start(ctx, cmd); err != nil {
+		return "", err
+	}
+	if status := cmd.Wait(); status != 0 {
+		return "", fmt.Errorf("%q exited with %d", command, status)
+	}
+	return stdout.String(), nil
+}
+
 func (b *bake) installString(ctx context.Context, content, dst string, mode int) error {
 	return b.install(ctx, bytes.NewBufferString(content), dst, mode)
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -30,13 +31,38 @@ const (
 )
 
 // recorder is packer-plugin-sdk's MockCommunicator, remembering every command and upload in order.
+// The installed binaries answer --version as the real ones do (reports), or as versions says.
 type recorder struct {
 	packersdk.MockCommunicator
-	log []string
+	log      []string
+	versions map[string]string
 }
+
+// reports are the pinned binaries' --version output, in each binary's own words.
+var reports = map[string]string{
+	"kubelet":        "Kubernetes v1.34.2\n",
+	"kube-apiserver": "Kubernetes v1.34.2\n",
+	"containerd":     "containerd github.com/containerd/containerd v1.7.28 \n",
+	"runc":           "runc version 1.3.0\nspec: 1.2.1\ngo: go1.24.0\nlibseccomp: 2.5.4\n",
+	"crictl":         "crictl version v1.34.0\n",
+	"etcd":           "etcd Version: 3.6.4\nGit SHA: Not provided (use ./build instead of go build)\nGo Version: go1.24.0\nGo OS/Arch: linux/amd64\n",
+}
+
+// versionCommand is a bake's --version question to an installed binary, with or without sudo.
+var versionCommand = regexp.MustCompile(`/([a-z-]+)[^/\s]*\s+--version`)
 
 func (r *recorder) Start(ctx context.Context, rc *packersdk.RemoteCmd) error {
 	r.log = append(r.log, "run    "+rc.Command)
+	if m := versionCommand.FindStringSubmatch(rc.Command); m != nil {
+		name := m[1]
+		out, ok := r.versions[name]
+		if !ok {
+			out = reports[name]
+		}
+		_, _ = io.WriteString(rc.Stdout, out)
+		go rc.SetExited(0)
+		return nil
+	}
 	return r.MockCommunicator.Start(ctx, rc)
 }
 
@@ -163,6 +189,24 @@ func TestFailedCommandStopsTheBake(t *testing.T) {
 	}
 	if len(comm.log) != 1 {
 		t.Errorf("the bake went on after a failed command: %v", comm.log)
+	}
+}
+
+// A binary that reports another release than the stack pins fails the bake, by name, and no
+// manifest is written.
+func TestBinaryOfAnotherReleaseFailsTheBake(t *testing.T) {
+	cfg := fixture(t)
+	var p Provisioner
+	if err := p.Prepare(cfg); err != nil {
+		t.Fatal(err)
+	}
+	comm := &recorder{versions: map[string]string{"kubelet": "Kubernetes v1.34.1\n"}}
+	err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil)
+	if err == nil || !strings.Contains(err.Error(), "kubelet reports v1.34.1, the stack pins kubernetes v1.34.2") {
+		t.Fatalf("error %v, want the kubelet's release refused", err)
+	}
+	if _, err := os.Stat(cfg["manifest_output"].(string)); err == nil {
+		t.Error("a manifest was written for the refused bake")
 	}
 }
 
