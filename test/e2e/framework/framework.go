@@ -139,7 +139,8 @@ func findRepoRoot() (string, error) {
 	}
 }
 
-// NeedRehearsal skips a scenario when no shared rehearsal runs (-short).
+// NeedRehearsal skips a scenario of a package with a shared rehearsal when none runs (-short).
+// Packages whose drills plan their own rehearsals skip with SkipShort.
 func NeedRehearsal(t testing.TB) {
 	t.Helper()
 	if Running == nil {

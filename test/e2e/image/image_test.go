@@ -61,7 +61,7 @@ func bootBakedNode(t testing.TB, name string, units ...string) (*rehearsal.Baked
 // bootImage boots a baked image with the given units; the node is shut down with the test.
 func bootImage(t testing.TB, image, name string, units ...string) (*rehearsal.BakedNode, preloaded) {
 	t.Helper()
-	framework.NeedRehearsal(t)
+	framework.SkipShort(t)
 	want := readPreloaded(t, image)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

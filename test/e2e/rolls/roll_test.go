@@ -82,7 +82,7 @@ func (d drill) perKind() []string {
 // (interrupted and resumed), then onto renewed certificates, each under a writer that records
 // every acknowledged write and a prober reading through the load balancer ten times a second.
 func TestRollDrills(t *testing.T) {
-	framework.NeedRehearsal(t)
+	framework.SkipShort(t)
 	start := variant(t, framework.Cluster, func(c *spec.Cluster) {
 		c.Versions.Kubernetes, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
 	})
