@@ -122,7 +122,7 @@ etcd-backup: $(REHEARSE) ## Snapshot $(STACK)'s main etcd to its backup store no
 etcd-restore: $(REHEARSE) ## Restore $(STACK)'s main etcd from SNAPSHOT=<name> or the latest verified snapshot (docs/runbooks/etcd.md)
 	@$(REHEARSE) etcd-restore --stack $(STACK)
 
-rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark, the roll drills and the baked worker's join, stop it; fails on any failure
+rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark, the roll drills and the baked worker image's checks, stop it; fails on any failure
 	@scripts/toolchain.sh upgrades
 	$(GO) test -count=1 -v -p 1 -timeout 45m ./test/e2e/controlplane ./test/e2e/backups ./test/e2e/rolls ./test/e2e/ops ./test/e2e/image -args -stack=$(STACK)
 

@@ -29,7 +29,7 @@ cd "$(dirname "$0")/.."
 # wrapper modules' go.mod files require the same releases; TestVersionsFile checks them).
 pinned() {
   local v
-  v=$(sed -n "s/^$1: *\([^ #]*\).*/\1/p" components/spec/versions.yaml)
+  v=$(sed -n "s/^$1: *\([^ #]*\).*/\1/p" components/spec/versions.yaml | tr -d "\"'\r")
   [ -n "$v" ] || { echo "toolchain: components/spec/versions.yaml has no $1" >&2; exit 1; }
   echo "$v"
 }

@@ -1,4 +1,4 @@
-// Package plan runs the real clusterforge program on Pulumi's mock engine, offline, and reports
+// Package offline runs the real clusterforge program on Pulumi's mock engine, offline, and reports
 // what `pulumi up` would create: every resource with its inputs (secrets redacted) and the
 // user-data each machine role boots with.
 package offline
