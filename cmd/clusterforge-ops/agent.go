@@ -48,7 +48,7 @@ func agent(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	node := fs.String("node", "", "this node's name (the DaemonSet passes spec.nodeName)")
-	imds := fs.String("imds", "http://169.254.169.254", "the instance metadata service")
+	imds := fs.String("imds", "http://"+wellknown.IMDSAddress, "the instance metadata service")
 	poll := fs.Duration("poll", 10*time.Second, "scheduled events poll period")
 	computeMiB := fs.Int("preflight-compute-mib", 256, "preflight: MiB hashed on every processor")
 	perTest := fs.Duration("preflight-timeout", 10*time.Minute, "preflight: limit of each test")

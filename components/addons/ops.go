@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -112,7 +111,7 @@ func opsAgent(*spec.Cluster) []Object {
 			Image: opsImage().Ref,
 			// Preflight runs the CPU stand-in only: the image carries no DCGM, so a GPU test is a
 			// --preflight-command in an image that has it.
-			Args: []string{"agent", "--node=$(NODE_NAME)", "--imds=http://" + machine.IMDSAddress,
+			Args: []string{"agent", "--node=$(NODE_NAME)", "--imds=http://" + wellknown.IMDSAddress,
 				"--traffic-listen=:" + strconv.Itoa(wellknown.TrafficMetricsPort), "--cni-results=" + wellknown.CNIResultsDir},
 			Env:             []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
 			Ports:           []corev1.ContainerPort{{Name: "traffic", ContainerPort: wellknown.TrafficMetricsPort}},

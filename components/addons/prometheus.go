@@ -7,7 +7,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/clusterforge/clusterforge/components/certexpiry"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -233,11 +232,11 @@ func AlertRules() RuleFile {
 					"description": "Compact and defragment before NOSPACE stops writes (L04).", "runbook": runbook}},
 		}},
 		{Name: "certificates", Rules: []Rule{
-			{Alert: "CertificateExpiringSoon", Expr: `min by (source, subject) (` + certexpiry.Metric + `{job="certificates"}) - time() < ` + strconv.Itoa(int(spec.CertificateRenewBefore.Seconds())),
+			{Alert: "CertificateExpiringSoon", Expr: `min by (source, subject) (` + wellknown.CertificateExpiryMetric + `{job="certificates"}) - time() < ` + strconv.Itoa(int(spec.CertificateRenewBefore.Seconds())),
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "A control-plane certificate expires within 30 days",
 					"description": "Renew it onto the machines: `make diff` lists it, `make roll` renews leaves due within 30 days (docs/operations/rolling-update.md)."}},
-			{Alert: "CertificateUnreadable", Expr: `max(clusterforge_certificate_read_errors{job="certificates"}) > 0`, For: "15m",
+			{Alert: "CertificateUnreadable", Expr: `max(` + wellknown.CertificateReadErrorsMetric + `{job="certificates"}) > 0`, For: "15m",
 				Labels: map[string]string{"severity": "warning"},
 				Annotations: map[string]string{"summary": "An apiserver machine cannot read one of the certificates it reports",
 					"description": "A certificate file is unreadable or an etcd member presents none: its expiry is not watched."}},

@@ -20,10 +20,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// Metric is the gauge the exporter writes and the alert reads.
-const Metric = "clusterforge_certificate_expiry_timestamp_seconds"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
 
 // Certificate is one certificate and where it was found.
 type Certificate struct {
@@ -128,12 +127,12 @@ func PeerCertificate(ctx context.Context, dial Dialer, addr string) (*x509.Certi
 
 // WriteMetrics writes the certificates and the collection errors in Prometheus' text format.
 func WriteMetrics(w io.Writer, certs []Certificate, errs []error) {
-	fmt.Fprintf(w, "# HELP %s When the certificate expires.\n# TYPE %s gauge\n", Metric, Metric)
+	fmt.Fprintf(w, "# HELP %s When the certificate expires.\n# TYPE %s gauge\n", wellknown.CertificateExpiryMetric, wellknown.CertificateExpiryMetric)
 	for _, c := range certs {
-		fmt.Fprintf(w, "%s{source=%s,subject=%s} %d\n", Metric, strconv.Quote(c.Source), strconv.Quote(c.Subject), c.NotAfter.Unix())
+		fmt.Fprintf(w, "%s{source=%s,subject=%s} %d\n", wellknown.CertificateExpiryMetric, strconv.Quote(c.Source), strconv.Quote(c.Subject), c.NotAfter.Unix())
 	}
-	fmt.Fprintf(w, "# HELP clusterforge_certificate_read_errors Certificates that could not be read at this scrape.\n# TYPE clusterforge_certificate_read_errors gauge\n")
-	fmt.Fprintf(w, "clusterforge_certificate_read_errors %d\n", len(errs))
+	fmt.Fprintf(w, "# HELP %[1]s Certificates that could not be read at this scrape.\n# TYPE %[1]s gauge\n", wellknown.CertificateReadErrorsMetric)
+	fmt.Fprintf(w, "%s %d\n", wellknown.CertificateReadErrorsMetric, len(errs))
 }
 
 // Handler serves the source's metrics, collected at each scrape.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // The pod network (L29, L30): Azure CNI v1 in transparent mode. azure-vnet-ipam hands each pod one
@@ -55,7 +57,6 @@ var CNIPlugins = []string{"azure-vnet", "azure-vnet-ipam", "loopback"}
 // The host and hostNetwork pods keep them (their packets are not forwarded); Azure DNS on the
 // wireserver's port 53 stays open, since CoreDNS forwards to it.
 const (
-	IMDSAddress       = "169.254.169.254"
 	WireserverAddress = "168.63.129.16"
 	MetadataGuardPath = "/etc/clusterforge/metadata-guard.nft"
 	MetadataGuardUnit = "clusterforge-metadata-guard.service"
@@ -77,8 +78,8 @@ delete table inet clusterforge_metadata_guard
 table inet clusterforge_metadata_guard {
 	chain forward {
 		type filter hook forward priority filter - 10; policy accept;
-		ip daddr ` + IMDSAddress + ` meta l4proto tcp counter reject with tcp reset
-		ip daddr ` + IMDSAddress + ` counter reject with icmpx admin-prohibited
+		ip daddr ` + wellknown.IMDSAddress + ` meta l4proto tcp counter reject with tcp reset
+		ip daddr ` + wellknown.IMDSAddress + ` counter reject with icmpx admin-prohibited
 		ip daddr ` + WireserverAddress + ` tcp dport { ` + strings.Join(ports, ", ") + ` } counter reject with tcp reset
 	}
 }

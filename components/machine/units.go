@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Flags are a component's command-line flags, rendered sorted by name so output is stable.
@@ -82,7 +84,7 @@ func identity() part {
 	script := `#!/bin/sh
 # Writes this machine's identity for the clusterforge units (NODE_NAME, NODE_IP, PROVIDER_ID).
 set -eu
-imds=http://169.254.169.254/metadata/instance
+imds=http://` + wellknown.IMDSAddress + `/metadata/instance
 query() { curl -fsS --retry 30 --retry-delay 2 --retry-connrefused -H Metadata:true "$imds/$1?api-version=2021-02-01&format=text"; }
 # The resource id becomes the kubelet's --provider-id (azure://<id>, as cloud-provider-azure and
 # cluster-autoscaler read it): only an Azure compute resource id may land in the environment file.

@@ -7,6 +7,9 @@ const (
 	EtcdBackupFailuresMetric    = "clusterforge_etcd_backup_failures_total"
 	EtcdBackupIntervalMetric    = "clusterforge_etcd_backup_interval_seconds"
 	EtcdRestoreNeededMetric     = "clusterforge_etcd_restore_needed"
+	// Certificate expiry, served by clusterforge-csr-approver on each apiserver machine.
+	CertificateExpiryMetric     = "clusterforge_certificate_expiry_timestamp_seconds"
+	CertificateReadErrorsMetric = "clusterforge_certificate_read_errors"
 	// BrakeRefusalsMetric counts the node removals the scale-down brake refused, by scope.
 	BrakeRefusalsMetric = "clusterforge_brake_refusals_total"
 	// PodNetworkBytesMetric is the node agent's byte counter per pod and direction (L32).

@@ -11,6 +11,10 @@ const (
 	CNIResultsDir = "/var/lib/cni/results"
 )
 
+// IMDSAddress is Azure's instance metadata service, on every VM: the identity script, the node
+// agent and the metadata guard (which keeps pods away from it) name it.
+const IMDSAddress = "169.254.169.254"
+
 // ClusterDomain is the cluster's DNS domain: the kubelet's clusterDomain, CoreDNS's zone, and
 // the suffix of every in-cluster service name a certificate carries.
 const ClusterDomain = "cluster.local"

@@ -264,7 +264,7 @@ func (b *Booted) prepare() error {
 		p := netip.MustParsePrefix(sub).Masked()
 		b.net.Gateways = append(b.net.Gateways, netip.PrefixFrom(p.Addr().Next(), p.Bits()))
 	}
-	b.net.Extra = []netip.Addr{netip.MustParseAddr(b.Cluster.Network.APIServerIP), netip.MustParseAddr(machine.IMDSAddress)}
+	b.net.Extra = []netip.Addr{netip.MustParseAddr(b.Cluster.Network.APIServerIP), netip.MustParseAddr(wellknown.IMDSAddress)}
 	if err := b.net.create(); err != nil {
 		return err
 	}
@@ -306,7 +306,7 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := writeFile(metaFile, string(data)+"\n", 0o644); err != nil {
 		return err
 	}
-	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+machine.IMDSAddress+":80", "--machines="+metaFile,
+	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+wellknown.IMDSAddress+":80", "--machines="+metaFile,
 		"--events="+b.ScheduledEventsFile())); err != nil {
 		return err
 	}
@@ -319,7 +319,7 @@ func (b *Booted) startServices(ctx context.Context) error {
 		return err
 	}
 	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s",
-		b.net.Hub, machine.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress())
+		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress())
 	return b.createContainer(ctx)
 }
 

@@ -363,7 +363,7 @@ func TestPodsCannotReachTheMetadataEndpoints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, c := range cl {
-		for _, addr := range []string{machine.IMDSAddress + ":80", machine.WireserverAddress + ":80"} {
+		for _, addr := range []string{wellknown.IMDSAddress + ":80", machine.WireserverAddress + ":80"} {
 			conn, err := c.dial(ctx, "tcp", addr)
 			if err == nil {
 				conn.Close()
@@ -373,7 +373,7 @@ func TestPodsCannotReachTheMetadataEndpoints(t *testing.T) {
 			}
 		}
 		out, err := booted.Exec(ctx, c.node, "curl", "-fsS", "--max-time", "5", "-H", "Metadata: true",
-			"http://"+machine.IMDSAddress+"/metadata/instance/compute/name?api-version=2021-02-01&format=text")
+			"http://"+wellknown.IMDSAddress+"/metadata/instance/compute/name?api-version=2021-02-01&format=text")
 		if err != nil || out != c.node {
 			t.Errorf("%s itself cannot read its metadata: %q %v", c.node, out, err)
 		}

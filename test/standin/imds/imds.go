@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/ops/maintenance"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // InstanceMetadata is what the stand-in for Azure's instance metadata service knows of one
@@ -217,7 +217,7 @@ func (s *Server) start(doc maintenance.Document, body io.Reader) error {
 // Main runs the stand-in from command-line flags until SIGTERM: `rehearse imds ...`.
 func Main(args []string) error {
 	fs := flag.NewFlagSet("imds", flag.ContinueOnError)
-	listen := fs.String("listen", machine.IMDSAddress+":80", "host:port to serve")
+	listen := fs.String("listen", wellknown.IMDSAddress+":80", "host:port to serve")
 	machines := fs.String("machines", "", "JSON file: address → InstanceMetadata")
 	events := fs.String("events", "", "JSON file, read at each request: address → scheduled events document (none when absent)")
 	if err := fs.Parse(args); err != nil {
