@@ -13,7 +13,8 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/ops/joins"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/processes"
 	"github.com/clusterforge/clusterforge/test/scale"
 )
 
@@ -103,7 +104,7 @@ func benchScale(stack, dir, tools string, b benchFlags) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	s, err := rehearsal.BenchScale(ctx, c, stack, rehearsal.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}}, o, os.Stdout)
+	s, err := processes.BenchScale(ctx, c, stack, machines.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}}, o, os.Stdout)
 	if err != nil {
 		return err
 	}
@@ -135,7 +136,7 @@ func benchJoins(stack, dir, tools string, b benchFlags) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	rep, err := rehearsal.BenchJoins(ctx, c, rehearsal.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}}, o, os.Stdout)
+	rep, err := processes.BenchJoins(ctx, c, machines.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}}, o, os.Stdout)
 	if err != nil {
 		return err
 	}

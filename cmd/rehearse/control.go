@@ -11,13 +11,13 @@ import (
 	"sync"
 
 	"github.com/clusterforge/clusterforge/components/spec"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines/processes"
 )
 
 // listenControl serves requests on the control socket, one at a time, until ctx ends.
-func listenControl(ctx context.Context, dir string, r *rehearsal.Rehearsal) (net.Listener, error) {
-	_ = os.Remove(rehearsal.ControlSocket(dir))
-	ln, err := net.Listen("unix", rehearsal.ControlSocket(dir))
+func listenControl(ctx context.Context, dir string, r *processes.Rehearsal) (net.Listener, error) {
+	_ = os.Remove(processes.ControlSocket(dir))
+	ln, err := net.Listen("unix", processes.ControlSocket(dir))
 	if err != nil {
 		return nil, err
 	}
@@ -32,25 +32,25 @@ func listenControl(ctx context.Context, dir string, r *rehearsal.Rehearsal) (net
 				defer conn.Close()
 				one.Lock()
 				defer one.Unlock()
-				var req rehearsal.Request
+				var req processes.Request
 				if err := json.NewDecoder(conn).Decode(&req); err != nil {
-					fmt.Fprintf(conn, "%s%v\n", rehearsal.ErrorPrefix, err)
+					fmt.Fprintf(conn, "%s%v\n", processes.ErrorPrefix, err)
 					return
 				}
 				r.SetProgress(io.MultiWriter(conn, os.Stdout))
 				defer r.SetProgress(os.Stdout)
 				if err := serveRequest(ctx, r, req, conn); err != nil {
-					fmt.Fprintf(conn, "%s%s\n", rehearsal.ErrorPrefix, strings.ReplaceAll(err.Error(), "\n", " | "))
+					fmt.Fprintf(conn, "%s%s\n", processes.ErrorPrefix, strings.ReplaceAll(err.Error(), "\n", " | "))
 					return
 				}
-				fmt.Fprintln(conn, rehearsal.OKLine)
+				fmt.Fprintln(conn, processes.OKLine)
 			}()
 		}
 	}()
 	return ln, nil
 }
 
-func serveRequest(ctx context.Context, r *rehearsal.Rehearsal, req rehearsal.Request, out io.Writer) error {
+func serveRequest(ctx context.Context, r *processes.Rehearsal, req processes.Request, out io.Writer) error {
 	switch req.Op {
 	case "etcd-backup":
 		snap, err := r.BackupEtcd(ctx)

@@ -1,4 +1,4 @@
-// Command rehearse starts a stack's control plane for real on this machine (see package rehearsal):
+// Command rehearse starts a stack's control plane for real on this machine (see package test/machines/processes):
 //
 //	rehearse up --stack dev           start it, wait until healthy, leave it running
 //	rehearse down --stack dev         stop everything `up` started; keep its disks, PKI and backups
@@ -38,7 +38,9 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/nspawn"
+	"github.com/clusterforge/clusterforge/test/machines/processes"
 )
 
 func main() {
@@ -52,13 +54,13 @@ func run(args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|etcd-backup|etcd-restore|boot|boot-down|bench-scale|bench-joins|deviations [--stack <env>] [flags]")
 	}
-	if ran, err := rehearsal.Subcommand(args); ran {
+	if ran, err := machines.Subcommand(args); ran {
 		return err
 	}
 	verb, args := args[0], args[1:]
 	switch verb {
 	case "deviations":
-		fmt.Print(rehearsal.FormatDeviations(false) + "\n" + rehearsal.FormatDeviations(true))
+		fmt.Print(machines.FormatDeviations(false) + "\n" + machines.FormatDeviations(true))
 		return nil
 	}
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
@@ -88,7 +90,7 @@ func run(args []string) error {
 			return err
 		}
 		if verb == "boot-down" {
-			return rehearsal.BootDown(*stack, bootDir, os.Stdout)
+			return nspawn.Down(*stack, bootDir, os.Stdout)
 		}
 		return boot(*stack, bootDir, *planDir, *images, *tools, *keep)
 	case "down":
@@ -98,17 +100,17 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Printf("==> deleting %s (machines, PKI, backup store)\n", dir)
-		return rehearsal.Clean(dir, os.Stdout)
+		return machines.Clean(dir, os.Stdout)
 	case "etcd-backup":
-		return rehearsal.Control(dir, rehearsal.Request{Op: verb})
+		return processes.Control(dir, processes.Request{Op: verb})
 	case "diff":
 		return diff(*stack, dir, *tools)
 	case "roll":
 		// The supervisor owns the machines, so it rolls them.
-		return rehearsal.Control(dir, rehearsal.Request{Op: verb, Stack: spec.StackFile(spec.StackDir, *stack), Renew: *renew})
+		return processes.Control(dir, processes.Request{Op: verb, Stack: spec.StackFile(spec.StackDir, *stack), Renew: *renew})
 	case "etcd-restore":
-		err := rehearsal.Control(dir, rehearsal.Request{Op: verb, Snapshot: *snapshot})
-		if errors.Is(err, rehearsal.ErrNotRunning) {
+		err := processes.Control(dir, processes.Request{Op: verb, Snapshot: *snapshot})
+		if errors.Is(err, processes.ErrNotRunning) {
 			return restoreStopped(*stack, dir, *tools, *nodes, *snapshot)
 		}
 		return err
@@ -126,14 +128,14 @@ func run(args []string) error {
 
 // diff prints what the stack file changes against what the running rehearsal last applied.
 func diff(stack, dir, tools string) error {
-	if !rehearsal.Running(dir) {
+	if !processes.Running(dir) {
 		return fmt.Errorf("no rehearsal of %s runs in %s: start one with make rehearse STACK=%s", stack, dir, stack)
 	}
 	desired, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
 	if err != nil {
 		return err
 	}
-	p, err := rehearsal.Attach(dir, tools)
+	p, err := machines.Attach(dir, tools)
 	if err != nil {
 		return err
 	}
@@ -205,7 +207,7 @@ func down(dir string) error {
 		}
 		_ = os.Remove(pidFile(dir))
 	}
-	return rehearsal.Down(dir, os.Stdout)
+	return machines.StopProcesses(dir, os.Stdout)
 }
 
 // serve brings the rehearsal up, reports on fd 3, and supervises it until SIGTERM.
@@ -242,13 +244,13 @@ func loadStack(stack string) (*spec.Cluster, string, error) {
 }
 
 // layout renders the stack's rehearsal in dir.
-func layout(stack, dir, tools string, nodes int) (*rehearsal.Layout, error) {
+func layout(stack, dir, tools string, nodes int) (*machines.Layout, error) {
 	c, self, err := loadStack(stack)
 	if err != nil {
 		return nil, err
 	}
 	// Machines keep what they were last applied with until a roll replaces them, as on Azure.
-	if applied, err := (&rehearsal.Layout{Options: rehearsal.Options{Dir: dir}}).Applied(); err == nil {
+	if applied, err := (&machines.Layout{Options: machines.Options{Dir: dir}}).Applied(); err == nil {
 		if changes := change.Diff(applied, c); change.Worst(changes) >= change.Roll {
 			fmt.Printf("==> the stack file changes what machines run (%d changes); starting the rehearsal as last applied: see make diff STACK=%s, then make roll STACK=%s\n",
 				len(changes), stack, stack)
@@ -259,7 +261,7 @@ func layout(stack, dir, tools string, nodes int) (*rehearsal.Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rehearsal.NewLayout(c, rehearsal.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
+	return machines.NewLayout(c, machines.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
 }
 
 // restoreStopped restores the main etcd of a rehearsal that is down, for the next `up`.
@@ -271,7 +273,7 @@ func restoreStopped(stack, dir, tools string, nodes int, snapshot string) error 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	fmt.Printf("==> no rehearsal of %s runs: restoring its stopped machines\n", stack)
-	snap, err := rehearsal.RestoreStopped(ctx, p, snapshot, os.Stdout)
+	snap, err := processes.RestoreStopped(ctx, p, snapshot, os.Stdout)
 	if err != nil {
 		return err
 	}
@@ -279,15 +281,15 @@ func restoreStopped(stack, dir, tools string, nodes int, snapshot string) error 
 	return nil
 }
 
-func start(ctx context.Context, stack, dir, tools string, nodes int, progress io.Writer) (*rehearsal.Rehearsal, error) {
+func start(ctx context.Context, stack, dir, tools string, nodes int, progress io.Writer) (*processes.Rehearsal, error) {
 	p, err := layout(stack, dir, tools, nodes)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprint(progress, rehearsal.FormatDeviations(false))
+	fmt.Fprint(progress, machines.FormatDeviations(false))
 	upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	r, err := rehearsal.Up(upCtx, p, progress)
+	r, err := processes.Up(upCtx, p, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +303,7 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 		counts[res.Status]++
 	}
 	fmt.Fprintf(progress, "==> CIS %s (kube-bench, master and etcd): %d pass, %d fail, %d warn; report in %s (docs/reference/cis-exceptions.md lists the accepted exceptions)\n",
-		rehearsal.CISBenchmark, counts["PASS"], counts["FAIL"], counts["WARN"], filepath.Join(dir, "cis.txt"))
+		machines.CISBenchmark, counts["PASS"], counts["FAIL"], counts["WARN"], filepath.Join(dir, "cis.txt"))
 	objs, err := p.Addons()
 	if err == nil {
 		err = r.Apply(upCtx, objs...)
@@ -349,7 +351,7 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 		return err
 	}
 	abs := func(p string) string { a, _ := filepath.Abs(p); return a }
-	o := rehearsal.BootOptions{
+	o := nspawn.Options{
 		Stack: stack, Dir: dir, Tools: abs(tools), Self: []string{self}, KeepOnFailure: keep,
 		PlanDir: abs(filepath.Join(planDir, stack)), PKIFile: abs(filepath.Join(planDir, stack+".pki.json")),
 		Images: map[string]string{
@@ -357,12 +359,12 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 			machine.ImageControlPlane: abs(filepath.Join(images, "control-plane-"+stack+".tar")),
 		},
 	}
-	fmt.Print(rehearsal.FormatDeviations(true))
+	fmt.Print(machines.FormatDeviations(true))
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	ctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancelTimeout()
-	b, err := rehearsal.Boot(ctx, c, o, os.Stdout)
+	b, err := nspawn.Boot(ctx, c, o, os.Stdout)
 	if err != nil {
 		return err
 	}
@@ -380,6 +382,6 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 		return path
 	}
 	fmt.Printf("\nStack %s is booted: %d machines, listed in %s.\nTry: %s/kubectl --kubeconfig %s get nodes -o wide\nRemove it with: make boot-down STACK=%s\n",
-		stack, len(b.Machines), rel(rehearsal.MachinesFile(dir)), tools, rel(b.HostKubeconfig()), stack)
+		stack, len(b.Machines), rel(nspawn.MachinesFile(dir)), tools, rel(b.HostKubeconfig()), stack)
 	return nil
 }

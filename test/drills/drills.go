@@ -1,4 +1,4 @@
-// Package drills holds the failure drills, each written once against rehearsal.Fleet: they stop,
+// Package drills holds the failure drills, each written once against machines.Fleet: they stop,
 // wipe and start machines and check what the cluster does, on the process rehearsal and on
 // booted machines alike. Tests call them: drills.WipedMemberRejoins(t, fleet).
 package drills
@@ -21,13 +21,13 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
 )
 
 // WipedMemberRejoins: a main etcd machine crashes and comes back with an empty local disk, as
 // after an Azure deallocation; its boot units remove and add it again, and it serves the
 // cluster's data (L02).
-func WipedMemberRejoins(t *testing.T, f rehearsal.Fleet) {
+func WipedMemberRejoins(t *testing.T, f machines.Fleet) {
 	members := f.Of(spec.RoleEtcdMain)
 	victim := members[len(members)-1]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -86,7 +86,7 @@ func WipedMemberRejoins(t *testing.T, f rehearsal.Fleet) {
 // APIServerLoss: the apiserver machine whose controller-manager leads crashes; the load balancer
 // routes around it, clients keep working, and the controller-manager and scheduler leases end
 // up on survivors (L05).
-func APIServerLoss(t *testing.T, f rehearsal.Fleet) {
+func APIServerLoss(t *testing.T, f machines.Fleet) {
 	ctx := context.Background()
 	cs := Clientset(t, f)
 	before := map[string]string{}
@@ -96,7 +96,7 @@ func APIServerLoss(t *testing.T, f rehearsal.Fleet) {
 		}
 	}
 	victim := instance(t, f, spec.RoleAPIServer, before["kube-controller-manager"])
-	t.Cleanup(func() { Restart(t, f, []rehearsal.Instance{victim}, "") })
+	t.Cleanup(func() { Restart(t, f, []machines.Instance{victim}, "") })
 	if err := f.StopMachine(ctx, victim.Name, true); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func APIServerLoss(t *testing.T, f rehearsal.Fleet) {
 
 // EventsEtcdLoss: every events etcd machine crashes; core reads and writes keep working and the
 // load balancer keeps every apiserver in rotation; events resume when the machines return (L03).
-func EventsEtcdLoss(t *testing.T, f rehearsal.Fleet) {
+func EventsEtcdLoss(t *testing.T, f machines.Fleet) {
 	ctx := context.Background()
 	cs := Clientset(t, f)
 	events := f.Of(spec.RoleEtcdEvents)
@@ -166,7 +166,7 @@ func EventsEtcdLoss(t *testing.T, f rehearsal.Fleet) {
 
 // Restart starts stopped machines again, as after a reboot, and waits until their role is healthy
 // ("" for the apiservers).
-func Restart(t *testing.T, f rehearsal.Fleet, ins []rehearsal.Instance, role string) {
+func Restart(t *testing.T, f machines.Fleet, ins []machines.Instance, role string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -217,7 +217,7 @@ func WaitNode(ctx context.Context, cs kubernetes.Interface, name string, timeout
 }
 
 // Clientset is the fleet's admin client.
-func Clientset(t testing.TB, f rehearsal.Fleet) *kubernetes.Clientset {
+func Clientset(t testing.TB, f machines.Fleet) *kubernetes.Clientset {
 	t.Helper()
 	cs, err := f.Clientset()
 	if err != nil {
@@ -265,7 +265,7 @@ func CreateEvent(t *testing.T, ctx context.Context, cs *kubernetes.Clientset, ti
 }
 
 // EtcdKeys lists the keys under prefix in one etcd cluster, read directly.
-func EtcdKeys(t *testing.T, f rehearsal.Fleet, role, prefix string) []string {
+func EtcdKeys(t *testing.T, f machines.Fleet, role, prefix string) []string {
 	t.Helper()
 	cli, err := f.EtcdClient(role)
 	if err != nil {
@@ -299,7 +299,7 @@ func MemberIDs(t *testing.T, ctx context.Context, cli *clientv3.Client) map[stri
 	return ids
 }
 
-func lbHealthy(f rehearsal.Fleet, backend string, want bool) error {
+func lbHealthy(f machines.Fleet, backend string, want bool) error {
 	got, err := f.LBBackendHealthy(backend)
 	if err == nil && got != want {
 		err = fmt.Errorf("load balancer has %s healthy=%v, want %v", backend, got, want)
@@ -307,10 +307,10 @@ func lbHealthy(f rehearsal.Fleet, backend string, want bool) error {
 	return err
 }
 
-func instance(t *testing.T, f rehearsal.Fleet, role, name string) rehearsal.Instance {
+func instance(t *testing.T, f machines.Fleet, role, name string) machines.Instance {
 	t.Helper()
 	ins := f.Of(role)
-	i := slices.IndexFunc(ins, func(in rehearsal.Instance) bool { return in.Name == name })
+	i := slices.IndexFunc(ins, func(in machines.Instance) bool { return in.Name == name })
 	if i < 0 {
 		t.Fatalf("no %s machine %s", role, name)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/test/machines"
 )
 
 // BakedNode is a machine booted from a node image that `make image-local` baked: the image's
@@ -24,15 +25,12 @@ type BakedNode struct {
 	Root, Dir string
 	holder    *exec.Cmd // keeps the mount namespace alive; the namespace and its mounts go with it
 	loop      string
-	procs     []*Proc
+	procs     []*machines.Proc
 	progress  io.Writer
 }
 
 // localDiskSize is the sparse file behind the stand-in local SSD.
 const localDiskSize = 8 << 30
-
-// nodePath is the PATH units run with, as systemd gives them.
-const nodePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // BootBakedNode extracts image (a root filesystem tarball) into dir and starts units, each from
 // /etc/systemd/system/<unit> of the image: oneshots to completion, services left running.
@@ -43,7 +41,7 @@ func BootBakedNode(ctx context.Context, image, dir string, progress io.Writer, u
 			_ = n.Shutdown()
 		}
 	}()
-	if err := removeTree(dir); err != nil {
+	if err := machines.RemoveTree(dir); err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(n.Root, 0o755); err != nil {
@@ -132,33 +130,33 @@ func (n *BakedNode) Start(ctx context.Context, units ...string) error {
 		if err != nil {
 			return fmt.Errorf("unit %s is not in the image: %w", name, err)
 		}
-		uc, err := parseUnit(machine.Unit{Name: name, Content: string(content)})
+		uc, err := machines.ParseUnit(machine.Unit{Name: name, Content: string(content)})
 		if err != nil {
 			return err
 		}
-		vars, env, err := uc.environment(func(f string) ([]byte, error) {
+		vars, env, err := uc.Environment(func(f string) ([]byte, error) {
 			out, err := n.Exec(ctx, "cat", f)
 			return []byte(out), err
 		})
 		if err != nil {
 			return err
 		}
-		argv := make([]string, len(uc.exec))
-		for i, word := range uc.exec {
+		argv := make([]string, len(uc.Exec))
+		for i, word := range uc.Exec {
 			argv[i] = machine.ExpandEnv(word, vars)
 		}
 		var notify *net.UnixConn
-		if uc.notify {
-			addr := notifySocket(n, uc.name)
+		if uc.Notify {
+			addr := notifySocket(n, uc.Name)
 			if notify, err = net.ListenUnixgram("unixgram", &net.UnixAddr{Name: addr, Net: "unixgram"}); err != nil {
 				return err
 			}
 			env = append(env, "NOTIFY_SOCKET="+addr)
 		}
-		err = n.run(ctx, uc.name, uc.oneshot, env, argv...)
+		err = n.run(ctx, uc.Name, uc.Oneshot, env, argv...)
 		if notify != nil {
 			if err == nil {
-				err = waitReady(ctx, notify, n.procs[len(n.procs)-1], uc.name)
+				err = waitReady(ctx, notify, n.procs[len(n.procs)-1], uc.Name)
 			}
 			notify.Close()
 		}
@@ -177,7 +175,7 @@ func notifySocket(n *BakedNode, unit string) string {
 
 // waitReady waits for a Type=notify unit's READY=1 on its socket, as systemd does before it
 // starts the units ordered after it.
-func waitReady(ctx context.Context, socket *net.UnixConn, p *Proc, unit string) error {
+func waitReady(ctx context.Context, socket *net.UnixConn, p *machines.Proc, unit string) error {
 	deadline := time.Now().Add(notifyTimeout)
 	buf := make([]byte, 4096)
 	for ctx.Err() == nil && p.Alive() {
@@ -214,7 +212,7 @@ func (n *BakedNode) run(ctx context.Context, name string, oneshot bool, env []st
 		verb = "running"
 	}
 	n.logf("%s: %s %s", name, verb, strings.Join(argv, " "))
-	p, err := start(n.inNode(argv...), append(env, nodePath), n.Dir, log)
+	p, err := machines.StartProcess(n.inNode(argv...), append(env, machines.NodePath), n.Dir, log)
 	if err != nil {
 		return err
 	}
@@ -224,14 +222,14 @@ func (n *BakedNode) run(ctx context.Context, name string, oneshot bool, env []st
 		return nil
 	}
 	select {
-	case <-p.exited:
+	case <-p.Exited:
 	case <-ctx.Done():
 		_ = p.Stop(syscall.SIGKILL, time.Second)
 		return fmt.Errorf("%s: %w", name, ctx.Err())
 	}
-	if p.waitErr != nil {
+	if p.WaitErr != nil {
 		tail, _ := os.ReadFile(log)
-		return fmt.Errorf("%s: %v\n%s", name, p.waitErr, tail)
+		return fmt.Errorf("%s: %v\n%s", name, p.WaitErr, tail)
 	}
 	return nil
 }
@@ -240,7 +238,7 @@ func (n *BakedNode) run(ctx context.Context, name string, oneshot bool, env []st
 func (n *BakedNode) Exec(ctx context.Context, args ...string) (string, error) {
 	argv := n.inNode(args...)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = []string{nodePath}
+	cmd.Env = []string{machines.NodePath}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out)
@@ -300,7 +298,7 @@ func (n *BakedNode) Shutdown() error {
 		}
 		n.loop = ""
 	}
-	if err := removeTree(n.Dir); err != nil {
+	if err := machines.RemoveTree(n.Dir); err != nil {
 		errs = append(errs, err.Error())
 	}
 	if len(errs) > 0 {
@@ -341,12 +339,4 @@ func (n *BakedNode) logf(format string, args ...any) {
 	if n.progress != nil {
 		fmt.Fprintf(n.progress, "baked node: "+format+"\n", args...)
 	}
-}
-
-// removeTree deletes dir without crossing into a mount that is still there.
-func removeTree(dir string) error {
-	if out, err := exec.Command("rm", "-rf", "--one-file-system", dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("remove %s: %v: %s", dir, err, out)
-	}
-	return nil
 }

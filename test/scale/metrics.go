@@ -1,7 +1,7 @@
 // Package scale measures a control plane under node load as clusterloader2 does: the API call
 // latency SLIs from the apiservers' histograms, pod start-up from a client's watch, and etcd's
 // disk latencies, each step of a node ramp judged against the upstream SLOs. Plain Go: the
-// benchmark (test/rehearsal, make bench-scale) drives it.
+// benchmark (test/machines/processes, make bench-scale) drives it.
 package scale
 
 import (

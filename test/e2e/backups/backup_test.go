@@ -25,7 +25,8 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/processes"
 )
 
 // Check 8: the main etcd is backed up by its leader's agent; the gate needs a fresh verified
@@ -190,13 +191,13 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		}
 		upCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
-		if _, err := rehearsal.Up(upCtx, layout, io.Discard); err == nil || !strings.Contains(err.Error(), etcdbackup.RestoreNeeded) {
+		if _, err := processes.Up(upCtx, layout, io.Discard); err == nil || !strings.Contains(err.Error(), etcdbackup.RestoreNeeded) {
 			t.Fatalf("up over wiped disks answered %v, want a refusal saying %s", err, etcdbackup.RestoreNeeded)
 		}
-		if _, err := rehearsal.RestoreStopped(upCtx, layout, "", io.Discard); err != nil {
+		if _, err := processes.RestoreStopped(upCtx, layout, "", io.Discard); err != nil {
 			t.Fatal(err)
 		}
-		if framework.Running, err = rehearsal.Up(upCtx, layout, os.Stderr); err != nil {
+		if framework.Running, err = processes.Up(upCtx, layout, os.Stderr); err != nil {
 			t.Fatalf("up after the restore: %v", err) // every later check fails with it
 		}
 		if _, err := framework.Clientset(t).CoreV1().ConfigMaps(ns).Get(ctx, "after-restore", metav1.GetOptions{}); err != nil {
@@ -230,7 +231,7 @@ func corruptCopy(t *testing.T, store *etcdbackup.Store, snap etcdbackup.Snapshot
 	return bad.Name
 }
 
-func agentMetric(t *testing.T, in rehearsal.Instance, name string) string {
+func agentMetric(t *testing.T, in machines.Instance, name string) string {
 	t.Helper()
 	resp, err := http.Get(fmt.Sprintf("http://%s:%d/metrics", in.IP, wellknown.EtcdBackupMetricsPort))
 	if err != nil {

@@ -26,20 +26,21 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/infra/offline"
 	"github.com/clusterforge/clusterforge/test/drills"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/nspawn"
 )
 
 var stackName = flag.String("stack", "dev", "stack to boot: stacks/Pulumi.<stack>.yaml, with its images baked (make images-local)")
 
 var (
-	booted   *rehearsal.Booted
+	booted   *nspawn.Booted
 	planDir  string
 	repoRoot string
 )
 
 func TestMain(m *testing.M) {
 	// The boot runs its load balancer and metadata service as `<this binary> lb|imds ...`.
-	rehearsal.ServeSubcommand()
+	machines.ServeSubcommand()
 	flag.Parse()
 	if testing.Short() {
 		os.Exit(m.Run())
@@ -73,7 +74,7 @@ func withBoot(m *testing.M) int {
 		return fail(err)
 	}
 	images := filepath.Join(repoRoot, "build", "images")
-	o := rehearsal.BootOptions{
+	o := nspawn.Options{
 		Stack: *stackName, Name: *stackName + "-check", Dir: filepath.Join(work, *stackName), Self: []string{self},
 		Tools: filepath.Join(repoRoot, ".tools", "bin"), PlanDir: planDir, PKIFile: filepath.Join(work, "plan", *stackName+".pki.json"),
 		Images: map[string]string{
@@ -83,13 +84,13 @@ func withBoot(m *testing.M) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	booted, err = rehearsal.Boot(ctx, c, o, os.Stderr)
-	if errors.Is(err, rehearsal.ErrCloudInitStuck) {
+	booted, err = nspawn.Boot(ctx, c, o, os.Stderr)
+	if errors.Is(err, nspawn.ErrCloudInitStuck) {
 		// Once, in CI, every machine's cloud-init was still running after 5 minutes (30 s here);
 		// the error above says what each waited for. A second boot tells a stuck image from a
 		// host that was stalled.
 		fmt.Fprintf(os.Stderr, "boot check: %v\nboot check: booting again once\n", err)
-		booted, err = rehearsal.Boot(ctx, c, o, os.Stderr)
+		booted, err = nspawn.Boot(ctx, c, o, os.Stderr)
 	}
 	if err != nil {
 		return fail(err)
@@ -399,7 +400,7 @@ func TestMissingDiskKeepsEtcdOffTheOSDisk(t *testing.T) {
 	if err := booted.WipeLocalDisk(victim); err != nil {
 		t.Fatal(err)
 	}
-	drills.Restart(t, booted, []rehearsal.Instance{members[0]}, spec.RoleEtcdEvents)
+	drills.Restart(t, booted, []machines.Instance{members[0]}, spec.RoleEtcdEvents)
 }
 
 // A clean reboot of an etcd machine keeps its local disk: systemd shuts the machine down, it

@@ -31,7 +31,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/netns"
 )
 
 // Every node registered with the providerID cloud-provider-azure gives a scale-set instance,
@@ -172,11 +172,11 @@ func startClients(cs *kubernetes.Clientset, ns string) ([]client, error) {
 		}); err != nil {
 			return nil, err
 		}
-		netns, err := booted.PodNetns(ctx, c.node, ns, c.name)
+		path, err := booted.PodNetns(ctx, c.node, ns, c.name)
 		if err != nil {
 			return nil, err
 		}
-		c.netns, c.dial = netns, rehearsal.DialerIn(netns)
+		c.netns, c.dial = path, netns.DialerIn(path)
 	}
 	return out, nil
 }

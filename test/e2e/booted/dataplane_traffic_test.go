@@ -16,7 +16,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/netns"
 )
 
 // Traffic accounting (L32): a pod sends 8 MiB to a pod on another worker. The sender's agent
@@ -74,7 +74,7 @@ func TestPodTrafficIsCountedByNamespace(t *testing.T) {
 	beforeSent, beforeReceived := counters(sender.node), counters(receiver.node)
 
 	const payload = 8 << 20
-	l, err := rehearsal.ListenerIn(receiver.netns, "tcp", net.JoinHostPort(receiver.ip, "0"))
+	l, err := netns.ListenerIn(receiver.netns, "tcp", net.JoinHostPort(receiver.ip, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}

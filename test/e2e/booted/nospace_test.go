@@ -20,7 +20,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines/nspawn"
 )
 
 // drillQuota is the etcd-events quota during the NOSPACE drill: small enough to fill in seconds.
@@ -143,7 +143,7 @@ func TestPrometheusFiresEtcdNoSpaceDuringTheDrill(t *testing.T) {
 	} {
 		env = append(env, variable+"="+file)
 	}
-	recover := exec.CommandContext(ctx, "ip", "netns", "exec", rehearsal.BootHub(*stackName+"-check"), filepath.Join(repoRoot, "scripts", "etcd-nospace-recover.sh"))
+	recover := exec.CommandContext(ctx, "ip", "netns", "exec", nspawn.Hub(*stackName+"-check"), filepath.Join(repoRoot, "scripts", "etcd-nospace-recover.sh"))
 	recover.Env = append(os.Environ(), env...)
 	if out, err := recover.CombinedOutput(); err != nil {
 		t.Fatalf("scripts/etcd-nospace-recover.sh: %v\n%s", err, out)

@@ -25,7 +25,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/teams"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines/nspawn"
 )
 
 // The operations layer runs from the worker image's preloaded clusterforge-ops image: the
@@ -150,7 +150,7 @@ func TestNodeProblemDetectorReportsItsOwnNode(t *testing.T) {
 	needBoot(t)
 	ctx := context.Background() // the cleanup needs it too; every wait below is bounded
 	cs := drills.Clientset(t, booted)
-	var workers []*rehearsal.BootedMachine
+	var workers []*nspawn.Machine
 	for _, in := range booted.Machines {
 		if in.Image == machine.ImageWorker {
 			m, err := booted.Machine(in.Name)
@@ -183,7 +183,7 @@ func TestNodeProblemDetectorReportsItsOwnNode(t *testing.T) {
 		expect(m.Name, corev1.ConditionFalse, "KernelHasNoDeadlock")
 	}
 
-	log := filepath.Join(sick.Root, rehearsal.BootKernelLog)
+	log := filepath.Join(sick.Root, nspawn.KernelLog)
 	t.Cleanup(func() {
 		// An empty log and a new agent: the node's conditions start healthy again.
 		if err := os.WriteFile(log, nil, 0o644); err != nil {

@@ -27,7 +27,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
 )
 
 // TestAddons applies every add-on object with server-side apply, as the Pulumi program does, and
@@ -49,7 +49,7 @@ func TestAddons(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if p := framework.Running.Proc(rehearsal.AddonsMachine, addons.PodGroupControllerName); p != nil {
+		if p := framework.Running.Proc(machines.AddonsMachine, addons.PodGroupControllerName); p != nil {
 			_ = p.Stop(syscall.SIGTERM, 10*time.Second)
 		}
 	})

@@ -27,7 +27,8 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/processes"
 )
 
 // Check 1: the API answers through the load balancer and lists the simulated pools.
@@ -190,7 +191,7 @@ func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r, err := rehearsal.UpEtcd(ctx, p, spec.RoleEtcdEvents, os.Stderr)
+	r, err := processes.UpEtcd(ctx, p, spec.RoleEtcdEvents, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +425,7 @@ func leaseHolder(t *testing.T, cs *kubernetes.Clientset, name string) string {
 
 // hasLeader reports whether the given etcd members agree on a leader among themselves (right
 // after a kill, followers still name the dead leader until the election timeout).
-func hasLeader(members []rehearsal.Instance) error {
+func hasLeader(members []machines.Instance) error {
 	names := make([]string, len(members))
 	for i, m := range members {
 		names[i] = m.Name

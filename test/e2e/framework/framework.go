@@ -17,7 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/spec"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/processes"
 )
 
 var (
@@ -30,7 +31,7 @@ var (
 	// Cluster is the stack as loaded, before the rehearsal's deviations.
 	Cluster *spec.Cluster
 	// Running is the package's shared rehearsal; nil under -short or without Options.Shared.
-	Running *rehearsal.Rehearsal
+	Running *processes.Rehearsal
 	// RepoRoot is the repository's root directory.
 	RepoRoot string
 )
@@ -60,7 +61,7 @@ type Options struct {
 // Main runs the package's tests, around a shared rehearsal when o asks for one, and returns the
 // exit code. It first serves the stand-ins when the test binary was started as one.
 func Main(m *testing.M, o Options) int {
-	rehearsal.ServeSubcommand() // the rehearsal starts its stand-ins as `<this binary> lb|imds ...`
+	machines.ServeSubcommand() // the rehearsal starts its stand-ins as `<this binary> lb|imds ...`
 	flag.Parse()
 	var err error
 	if RepoRoot, err = findRepoRoot(); err != nil {
@@ -82,7 +83,7 @@ func Main(m *testing.M, o Options) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	fmt.Fprintf(os.Stderr, "rehearsing stack %s in %s\n", *stackName, p.Dir)
-	if Running, err = rehearsal.Up(ctx, p, os.Stderr); err != nil {
+	if Running, err = processes.Up(ctx, p, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "rehearsal did not come up:", err)
 		return 1
 	}
@@ -103,7 +104,7 @@ func NodesPerPool() int { return *nodesPerPool }
 
 // NewLayout lays out a rehearsal of c in build/rehearse/<name> on loopback base, after deleting what
 // an earlier run left there: each run checks a new cluster.
-func NewLayout(name string, c *spec.Cluster, base int) (*rehearsal.Layout, error) {
+func NewLayout(name string, c *spec.Cluster, base int) (*machines.Layout, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -113,10 +114,10 @@ func NewLayout(name string, c *spec.Cluster, base int) (*rehearsal.Layout, error
 		return nil, fmt.Errorf("the pinned binaries are missing from %s: run `make tools` (or `go test -short` to skip the rehearsal)", tools)
 	}
 	dir := filepath.Join(RepoRoot, "build", "rehearse", name)
-	if err := rehearsal.Clean(dir, os.Stderr); err != nil {
+	if err := machines.Clean(dir, os.Stderr); err != nil {
 		return nil, err
 	}
-	return rehearsal.NewLayout(c, rehearsal.Options{
+	return machines.NewLayout(c, machines.Options{
 		Dir: dir, Tools: tools, Base: base,
 		NodesPerPool: *nodesPerPool, Self: []string{self},
 	})
@@ -167,7 +168,7 @@ func Clientset(t testing.TB) *kubernetes.Clientset {
 }
 
 // StopAll kills a unit on several machines at once, as a VM loss would (no restart).
-func StopAll(t testing.TB, ins []rehearsal.Instance, unit string) {
+func StopAll(t testing.TB, ins []machines.Instance, unit string) {
 	t.Helper()
 	for _, in := range ins {
 		if err := Running.Stop(in.Name, unit, syscall.SIGKILL); err != nil {

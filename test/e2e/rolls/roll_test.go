@@ -21,7 +21,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines/processes"
 )
 
 var rollReport = flag.String("roll-report", "", "append the roll drills' times per machine and API availability to this file (scripts/bench-roll.sh)")
@@ -93,7 +93,7 @@ func TestRollDrills(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 35*time.Minute)
 	defer cancel()
 	t.Logf("starting the rehearsal on Kubernetes %s and etcd %s", start.Versions.Kubernetes, start.Versions.Etcd)
-	r, err := rehearsal.Up(ctx, p, os.Stderr)
+	r, err := processes.Up(ctx, p, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func variant(t *testing.T, c *spec.Cluster, edit func(*spec.Cluster)) *spec.Clus
 	return out
 }
 
-func etcdVersion(t *testing.T, r *rehearsal.Rehearsal, role, name string) string {
+func etcdVersion(t *testing.T, r *processes.Rehearsal, role, name string) string {
 	t.Helper()
 	cli, err := r.EtcdClient(role, name)
 	if err != nil {
@@ -225,7 +225,7 @@ func etcdVersion(t *testing.T, r *rehearsal.Rehearsal, role, name string) string
 	return st.Version
 }
 
-func memberIDs(t *testing.T, r *rehearsal.Rehearsal) map[string]uint64 {
+func memberIDs(t *testing.T, r *processes.Rehearsal) map[string]uint64 {
 	t.Helper()
 	cli, err := r.EtcdClient(spec.RoleEtcdMain)
 	if err != nil {
@@ -249,7 +249,7 @@ func changed(a, b map[string]uint64) []string {
 	return out
 }
 
-func checkKubernetesVersion(t *testing.T, r *rehearsal.Rehearsal, cs *kubernetes.Clientset, want string) {
+func checkKubernetesVersion(t *testing.T, r *processes.Rehearsal, cs *kubernetes.Clientset, want string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, in := range r.Of(spec.RoleAPIServer) {
@@ -271,7 +271,7 @@ func checkKubernetesVersion(t *testing.T, r *rehearsal.Rehearsal, cs *kubernetes
 
 // servingSerials reads, by TLS handshake, the serial of the certificate every etcd member and
 // apiserver serves: what the machine runs, not what was rendered for it.
-func servingSerials(t *testing.T, r *rehearsal.Rehearsal) map[string]*big.Int {
+func servingSerials(t *testing.T, r *processes.Rehearsal) map[string]*big.Int {
 	t.Helper()
 	out := map[string]*big.Int{}
 	for _, in := range r.Instances {

@@ -17,13 +17,14 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
-	"github.com/clusterforge/clusterforge/test/rehearsal"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/processes"
 	"github.com/clusterforge/clusterforge/test/scale"
 )
 
 func TestMain(m *testing.M) {
 	// The rehearsal starts its load balancer as `<this binary> lb ...`.
-	rehearsal.ServeSubcommand()
+	machines.ServeSubcommand()
 	os.Exit(m.Run())
 }
 
@@ -59,7 +60,7 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	o.Storm.Quiet, o.Storm.Storm, o.Storm.Recovery, o.Storm.Rounds, o.Storm.Level = 15*time.Second, 15*time.Second, 15*time.Second, 1, 15*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	summary, err := rehearsal.BenchScale(ctx, c, "dev", rehearsal.Options{
+	summary, err := processes.BenchScale(ctx, c, "dev", machines.Options{
 		Dir: filepath.Join(root, "build", "scale-check", "rehearsal"), Tools: tools, Base: framework.BaseScaleSmoke, Self: []string{self},
 	}, o, os.Stderr)
 	if err != nil {

@@ -1,0 +1,239 @@
+package machines
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// Deviation is one way the rehearsals differ from what Azure runs. Every difference is listed
+// here, with what each rehearsal does: the process rehearsal (`make rehearse`, the units' commands
+// as processes on loopback) and the booted machines (`make boot`, each machine a systemd-nspawn
+// container booted from its image). `rehearse deviations` and both commands print the list.
+type Deviation struct {
+	Topic string
+	Azure string
+	// Process is what the process rehearsal does instead; "" when it does what Azure does.
+	Process string
+	// Boot is what the booted machines do instead; "" when they do what Azure does.
+	Boot string
+}
+
+// Deviations lists every difference from Azure.
+var Deviations = []Deviation{
+	{"addresses", "control-plane and etcd subnets of the spoke VNet; apiserver VMs get addresses from Azure",
+		"the control-plane subnet maps to 127.<base>.1.0/24 and the etcd subnet to 127.<base>.2.0/24, keeping each address's offset; apiserver i is .20+i",
+		"the planned subnets and etcd addresses; apiserver i is .20+i of the control-plane subnet and workers take the node subnet from .4 on (Azure's DHCP picks those)"},
+	{"network", "the spoke VNet routes between its subnets; Azure's DHCP configures each NIC; the internal load balancer's frontend is an address of the control-plane subnet",
+		"every machine on this host's loopback",
+		"network namespaces the boot makes: a hub (cfboot-<env>) whose bridge holds each subnet's gateway (.1), the load balancer frontend and 169.254.169.254, and one namespace per machine on an isolated port of that bridge, eth0 (MAC 00:0d:3a:…) configured before the machine starts; the hub answers every ARP request and routes every packet, pod IPs to their worker; no route leaves the hub (this process's clients dial from inside it, and this host reaches the load balancer only through a loopback forwarder, `rehearse forward`, named by build/boot/<env>/kubeconfig-host); the wireserver (168.63.129.16) has no stand-in"},
+	{"localhost", "each VM has its own 127.0.0.1 and binds 0.0.0.0",
+		"all machines share one loopback, so a machine's 127.0.0.1 and 0.0.0.0 (flags and kubeconfigs) become its own address", ""},
+	{"pki", "certificates from the Pulumi TLS provider, in state",
+		"a set from the same profiles, kept in build/rehearse/<env>/identity.json until `rehearse clean`; the apiserver certificate also names each apiserver's address (its mapped 127.0.0.1)",
+		"the set `make plan` issued from the same profiles into the user-data, kept in build/plan/<env>.pki.json as state keeps it"},
+	{"instance metadata", "the instance metadata service at 169.254.169.254 answers each VM about itself; clusterforge-identity.service reads NODE_NAME and NODE_IP from it",
+		"the rehearsal writes the same node.env; the unit is not run",
+		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, zone, location, size and NIC address, and with the scheduled events a drill writes (a machine's start of one of its events marks it Started, nothing reboots); it issues no managed-identity tokens"},
+	{"cloud-init datasource", "cloud-init's Azure datasource: customData, the VM's name, DHCP networking",
+		"no cloud-init: the rehearsal writes the rendered files under the machine's root",
+		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set)"},
+	{"OS disk", "each VM's OS disk is a copy of its gallery image",
+		"every absolute path (files, flags, scripts) is placed under build/rehearse/<env>/machines/<machine>/; binaries are links to .tools/bin",
+		"the baked image unpacked once per role into build/boot/<env>/images/, under an overlay per machine whose upper layer is the machine's own; its free space is this host's, so a drop-in removes the workers' nodefs eviction thresholds from the kubelet's config before each start (a full host disk would evict every pod)"},
+	{"local disk", "the local temp/NVMe disk is /dev/disk/azure/resource or /dev/disk/azure/local/by-index/1, named by udev; etcd-disk.service and containerd-disk.service format and mount it",
+		"etcd's data dir is a plain directory under the machine root; etcd-disk.service is not run",
+		"a loop device over a sparse 8 GiB file; the boot binds a directory holding its node at /dev/disk/azure (udev does not run in a container); the disk units run as rendered"},
+	{"backup store", "a storage account reached through a private endpoint; the agent authenticates with the etcd VM's managed identity",
+		"Azurite (Microsoft's emulator, pinned) on 127.0.0.1:10000+<base> with its development account; the etcd-main machines get AZURE_STORAGE_CONNECTION_STRING, which the agent prefers to the managed identity; its data in build/rehearse/<env>/store outlives `rehearse down` and goes with `rehearse clean`",
+		"Azurite in the hub on the etcd subnet's gateway address, port 10000; a systemd drop-in (50-rehearsal-store.conf) gives the etcd-main agent and etcd-join AZURE_STORAGE_CONNECTION_STRING; its data goes with `make boot-down`"},
+	{"machine stop", "stopping a VM keeps its local disk; deallocating, resizing or redeploying it wipes the disk",
+		"`rehearse down` stops every process and keeps the etcd data dirs and the PKI (identity.json, as Pulumi state keeps it), so the next `rehearse up` of the same stack is the same cluster; drills wipe a data dir to stand for a deallocation; `rehearse clean` deletes everything",
+		"a drill's crash kills the machine's PID namespace, a clean stop halts its systemd; both keep its disks; a wipe gives it a new empty local disk; `make boot-down` deletes the machines, their disks and the store (the unpacked images stay)"},
+	{"endpoint reconciler", "--endpoint-reconciler-type=lease publishes each apiserver in the kubernetes Endpoints",
+		"--endpoint-reconciler-type=none: Endpoints may not hold loopback addresses", ""},
+	{"systemd", "systemd runs the units: Restart=on-failure, LimitNOFILE, one host name per VM",
+		"the rehearsal runs the units' ExecStart in unit order; oneshots retry every RestartSec; a stopped service stays stopped until a drill restarts it; all processes share this host's name and limits",
+		""},
+	{"machine cgroups", "systemd finds the cgroup controllers writable and delegates them to containerd and the kubelet",
+		"", "systemd-nspawn mounts cgroup v1 controllers read-only, so the machine's PID 1 is a boot script that remounts them writable and execs systemd; each machine's cgroups are its own subtree (cfboot-<env>/<machine>) of this process's"},
+	{"kernel", "each VM has its own kernel: the image's sysctls are applied at boot",
+		"the processes run on this host's kernel",
+		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied, except the net.* ones each machine's own network namespace holds, which the boot script applies before systemd starts (with /proc/sys/net writable, as systemd-nspawn leaves it for a private network); the settings the kubelet's protectKernelDefaults checks (vm.overcommit_memory 1, vm.panic_on_oom 0, kernel.panic 10, kernel.panic_on_oops 1, kernel.keys.root_max*) are not namespaced, so the boot sets them on this host as the image does (the kubelet's own defaults, which it sets on any host it runs on) and logs what it changed; the image's inotify limits (fs.inotify.max_user_instances 8192, max_user_watches 1048576) count for all machines together, which run as this host's root, so the boot raises this host's to at least those; /dev/kmsg is bound read-only for the kubelet (with CAP_SYSLOG), and node-problem-detector reads each worker's /var/log/clusterforge-kernel.log instead (its filelog watcher, the same rules), which the drills write, since a line in the shared kernel log would be every worker's; keyring system calls are allowed for runc; this host grants no CAP_SYS_RESOURCE, so the workers' containerd config gets restrict_oom_score_adj = true"},
+	{"workers", "VMSS instances running kubelet and containerd",
+		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool (GPU nodes without the preflight taint, as if their tests had passed: no agent runs on a KWOK node; the preflight drill gives its own nodes the taint); KWOK acts for every node as one user in system:nodes (clusterforge:kwok), so priority and fairness classes its heartbeats and leases as kubelets', and RBAC grants it what the Node authorizer grants each kubelet for its own node",
+		"each pool's `nodes` instances booted from the worker image: its containerd and kubelet, TLS bootstrap through the load balancer"},
+	{"roll", "make roll replaces an etcd member's VM by a targeted Pulumi update and reimages a scale-set instance on its latest model, through Azure's APIs",
+		"the supervisor replaces a machine by stopping its processes, emptying its etcd data dir and starting it from the desired rendering with the desired versions' binaries (.tools/versions/); a worker is its KWOK node registered again with the new kubelet version, no kubelet binary runs",
+		"the roll drill's kubelet part (TestKubeletUpgradeRoll; make roll itself acts on the process rehearsal or Azure): a replaced machine is shut down by its systemd, gets a new OS disk (its image under an empty overlay) and local disk, and boots the image again from the desired plan's user-data; the image is the one the boot unpacked, and the workers start on the previous kubelet written onto their OS disks, not from an image baked at that version; etcd members are refused (their roll is drilled on the process rehearsal)"},
+	{"image check", "systemd boots the baked image; the local SSD is /dev/disk/azure/resource",
+		"`make image-check` boots the worker image's disk and containerd units alone: the image's root in a mount namespace of its own, the units' ExecStart run in order, a Type=notify unit (containerd) waited for until it reports READY=1 as systemd does, no restarts; a loop device over a sparse file is the local SSD",
+		""},
+	{"pod IPs", "azure-vnet-ipam asks the wireserver (168.63.129.16) for the NIC's secondary IP configurations, which the scale set gives every NIC (maxPods of them)",
+		"no pod runs: KWOK nodes",
+		"azure-vnet and azure-vnet-ipam run as baked, but the boot writes each worker a conflist whose IPAM environment is the plugin's own file source (fileIpam) and /etc/kubernetes/interfaces.json listing its NIC (MAC, subnet, primary and secondary addresses); the hub routes each secondary address to its worker, as the VNet does"},
+	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
+		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token; the operations layer's webhook configurations are left out (their backend would be a KWOK pod, and the roll drill deletes and re-registers KWOK nodes where Azure reimages a VM in place, which the scale-down brake would count as removals): the brake and team drills register them against handlers served from the test process",
+		"the foundation (join RBAC and token, the scheduler's CRDs) once the API answers, every other add-on once the workers are Ready, all server-side applied; their pods run for real from the images the worker image preloads, except cluster-autoscaler, applied at zero replicas (it needs Azure's compute API and its image is not built here); clusterforge-ops serves its webhooks to the booted apiservers, which reach its pods' addresses through aggregator routing as on Azure, and its agents read the metadata stand-in, whose scheduled events the drills write; every add-on container's CPU request and limit is scaled by this host's CPUs over the smallest worker size's (the machines share this host's CPUs)"},
+}
+
+// Placeholder Azure ids of the rehearsal's cluster-autoscaler cloud config (deviation "add-ons").
+const (
+	RehearsalSubscriptionID = "00000000-0000-0000-0000-000000000000"
+	rehearsalClientID       = "11111111-1111-1111-1111-111111111111"
+)
+
+// Addons are the add-on objects the KWOK rehearsal applies (deviation "add-ons"): all but the
+// operations layer's webhook configurations, whose backend would be a KWOK pod that serves nothing;
+// the brake and team drills register them with handlers served from the test process.
+func (p *Layout) Addons() ([]addons.Object, error) {
+	objs, err := p.AllAddons()
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(objs, func(o addons.Object) bool {
+		switch o.(type) {
+		case *admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration:
+			return true
+		}
+		return false
+	}), nil
+}
+
+// AllAddons are every add-on object with the rehearsal's cloud config (deviation "add-ons") and,
+// as the Pulumi program gives them, the ops webhooks' serving pair and the cluster CA they trust.
+func (p *Layout) AllAddons() ([]addons.Object, error) {
+	objs, err := addons.Objects(p.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := addons.AutoscalerCloudConfig(p.Cluster, RehearsalSubscriptionID, rehearsalClientID)
+	if err != nil {
+		return nil, err
+	}
+	pair := p.Bundle.Pair(pki.OpsWebhook)
+	tls, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM)
+	if err != nil {
+		return nil, err
+	}
+	addons.TrustCA(objs, p.Bundle.Pair(pki.ClusterCA).CertPEM)
+	return append(objs, secret, tls), nil
+}
+
+// loopbackNetwork returns the cluster with its control-plane and etcd subnets moved onto
+// 127.<base>.1.0/24 and 127.<base>.2.0/24 (deviation "addresses"). Offsets inside each subnet
+// stay, so etcd member i and the load balancer frontend keep their rendered positions.
+func loopbackNetwork(c *spec.Cluster, base int) (*spec.Cluster, error) {
+	out := *c
+	cp, err := netip.ParsePrefix(c.Network.ControlPlaneSubnet)
+	if err != nil {
+		return nil, err
+	}
+	lbIP, err := netip.ParseAddr(c.Network.APIServerIP)
+	if err != nil {
+		return nil, err
+	}
+	offset := int64(u32(lbIP)) - int64(u32(cp.Masked().Addr()))
+	if offset < 0 || offset >= APIServerMachineOffset {
+		return nil, fmt.Errorf("rehearsal: network.apiServerIP %s sits at offset %d of the control-plane subnet; the rehearsal needs it below %d", lbIP, offset, APIServerMachineOffset)
+	}
+	out.Network.ControlPlaneSubnet = fmt.Sprintf("127.%d.1.0/24", base)
+	out.Network.EtcdSubnet = fmt.Sprintf("127.%d.2.0/24", base)
+	out.Network.APIServerIP = fmt.Sprintf("127.%d.1.%d", base, offset)
+	return &out, nil
+}
+
+func u32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+// apiserverMachineOffset is where apiserver machines start in the mapped control-plane subnet.
+const APIServerMachineOffset = 20
+
+func apiserverMachineIP(base, i int) string {
+	return fmt.Sprintf("127.%d.1.%d", base, APIServerMachineOffset+i)
+}
+
+// RehearsalProfiles are the cluster's certificate profiles; the apiserver's also names every
+// apiserver machine address, since components dial their machine's mapped 127.0.0.1 (deviation "pki").
+func RehearsalProfiles(c *spec.Cluster, apiserverIPs []string) []pki.Profile {
+	profiles := pki.Profiles(c)
+	for i := range profiles {
+		if profiles[i].Name == pki.APIServer {
+			profiles[i].IPAddresses = append(slices.Clone(profiles[i].IPAddresses), apiserverIPs...)
+		}
+	}
+	return profiles
+}
+
+// localAddress matches 127.0.0.1 and 0.0.0.0 as whole addresses, not inside 10.0.0.0/8.
+var localAddress = regexp.MustCompile(`(^|[^0-9.])(127\.0\.0\.1|0\.0\.0\.0)([^0-9.]|$)`)
+
+// ownLoopback replaces a machine's 127.0.0.1 and 0.0.0.0 with its own address (deviation "localhost").
+func ownLoopback(s, ip string) string {
+	return localAddress.ReplaceAllString(s, "${1}"+ip+"${3}")
+}
+
+// SkippedUnits are rendered units the rehearsal does not run (deviations "instance metadata" and "local disk").
+var SkippedUnits = map[string]string{
+	"clusterforge-identity.service": "the rehearsal writes node.env",
+	"etcd-disk.service":             "no local SSD; the data dir is a plain directory",
+}
+
+// flagOverrides change rendered flag values, per unit (deviation "endpoint reconciler").
+var flagOverrides = map[string]map[string]string{
+	"kube-apiserver.service": {"endpoint-reconciler-type": "none"},
+}
+
+// identityEnv is what clusterforge-identity.service would write to machine.NodeEnvFile.
+func identityEnv(name, ip string) string {
+	return fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\n", name, ip)
+}
+
+// FormatDeviations renders the deviation list for people: for the process rehearsal when boot
+// is false, for the booted machines when true; topics where that one does what Azure does are left out.
+func FormatDeviations(boot bool) string {
+	var b strings.Builder
+	what := "rehearsal"
+	if boot {
+		what = "boot"
+	}
+	fmt.Fprintf(&b, "Deviations of the %s from Azure (test/machines/deviations.go):\n", what)
+	for _, d := range Deviations {
+		text := d.Process
+		if boot {
+			text = d.Boot
+		}
+		if text != "" {
+			fmt.Fprintf(&b, "  - %s\n      Azure:     %s\n      %-10s %s\n", d.Topic, d.Azure, what+":", text)
+		}
+	}
+	return b.String()
+}
+
+// MarkdownDeviations is Deviations as the table docs/reference/rehearsal-deviations.md shows
+// between its deviations markers (a test keeps the page in step).
+func MarkdownDeviations() string {
+	cell := strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;")
+	or := func(s string) string {
+		if s == "" {
+			return "as Azure"
+		}
+		return cell.Replace(s)
+	}
+	var b strings.Builder
+	b.WriteString("| topic | on Azure | process rehearsal | booted machines |\n|---|---|---|---|\n")
+	for _, d := range Deviations {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell.Replace(d.Topic), cell.Replace(d.Azure), or(d.Process), or(d.Boot))
+	}
+	return b.String()
+}

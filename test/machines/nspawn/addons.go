@@ -1,0 +1,118 @@
+package nspawn
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/machines"
+)
+
+// applyAddons applies every add-on once the workers are Ready, as `pulumi up` does, with the
+// boot's deviation "add-ons": cluster-autoscaler at zero replicas, and CPU requests scaled to this
+// host. It returns once CoreDNS, Prometheus, the PodGroup controller, clusterforge-ops and the
+// node agents (node-exporter, clusterforge-ops-agent) run.
+func (b *Booted) applyAddons(ctx context.Context) error {
+	objs, err := b.Addons()
+	if err != nil {
+		return err
+	}
+	share := b.cpuShare()
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *appsv1.Deployment:
+			if o.Name == addons.AutoscalerName {
+				o.Spec.Replicas = new(int32)
+			}
+			scaleCPU(&o.Spec.Template.Spec, share)
+		case *appsv1.DaemonSet:
+			scaleCPU(&o.Spec.Template.Spec, share)
+		}
+	}
+	if err := b.Apply(ctx, objs...); err != nil {
+		return err
+	}
+	if err := b.WaitAddons(ctx); err != nil {
+		return err
+	}
+	b.logf("add-ons applied; CoreDNS, Prometheus, the PodGroup controller, clusterforge-ops and the node agents run from the preloaded images (CPU requests × %.2f)", share)
+	return nil
+}
+
+// WaitAddons returns once CoreDNS, Prometheus, the PodGroup controller and clusterforge-ops have
+// all their replicas available and node-exporter and clusterforge-ops-agent are ready everywhere.
+func (b *Booted) WaitAddons(ctx context.Context) error {
+	cs, err := b.Clientset()
+	if err != nil {
+		return err
+	}
+	for _, d := range []struct{ namespace, name string }{
+		{addons.SystemNamespace, addons.DNSName}, {addons.MonitoringNamespace, addons.PrometheusName},
+		{addons.SystemNamespace, addons.PodGroupControllerName}, {addons.SystemNamespace, wellknown.OpsName},
+	} {
+		if err := machines.Poll(ctx, 3*time.Minute, d.name, func(ctx context.Context) error {
+			dep, err := cs.AppsV1().Deployments(d.namespace).Get(ctx, d.name, metav1.GetOptions{})
+			if err == nil && (dep.Status.AvailableReplicas < *dep.Spec.Replicas || dep.Status.ObservedGeneration < dep.Generation) {
+				err = fmt.Errorf("%d of %d replicas available", dep.Status.AvailableReplicas, *dep.Spec.Replicas)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for _, d := range []struct{ namespace, name string }{
+		{addons.MonitoringNamespace, addons.NodeExporterName}, {addons.SystemNamespace, addons.OpsAgentName},
+		{addons.SystemNamespace, addons.NodeProblemDetectorName},
+	} {
+		if err := machines.Poll(ctx, 3*time.Minute, d.name, func(ctx context.Context) error {
+			ds, err := cs.AppsV1().DaemonSets(d.namespace).Get(ctx, d.name, metav1.GetOptions{})
+			if err == nil && (ds.Status.NumberReady < ds.Status.DesiredNumberScheduled || ds.Status.DesiredNumberScheduled == 0) {
+				err = fmt.Errorf("%d of %d ready", ds.Status.NumberReady, ds.Status.DesiredNumberScheduled)
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cpuShare is what the add-ons' CPU requests are scaled by: every worker machine sees this host's
+// CPUs, fewer than the smallest worker VM size's, so requests sized for the VM would not fit.
+func (b *Booted) cpuShare() float64 {
+	share := 1.0
+	for _, m := range b.Machines {
+		if m.Image != machine.ImageWorker {
+			continue
+		}
+		pool, _ := b.Cluster.PoolOfRole(m.Role)
+		if size, ok := spec.VMCapacity(pool.VMSize); ok && size.CPUs > 0 {
+			share = min(share, float64(runtime.NumCPU())/float64(size.CPUs))
+		}
+	}
+	return share
+}
+
+// scaleCPU multiplies every container's CPU request and limit by share.
+func scaleCPU(pod *corev1.PodSpec, share float64) {
+	if share >= 1 {
+		return
+	}
+	for i := range pod.Containers {
+		for _, list := range []corev1.ResourceList{pod.Containers[i].Resources.Requests, pod.Containers[i].Resources.Limits} {
+			if q, ok := list[corev1.ResourceCPU]; ok {
+				list[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(float64(q.MilliValue())*share), resource.DecimalSI)
+			}
+		}
+	}
+}

@@ -1,0 +1,597 @@
+package nspawn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/nodestatus"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/netns"
+	"github.com/clusterforge/clusterforge/test/standin/imds"
+)
+
+// Options shape a boot: which plan and images, and where it lives.
+type Options struct {
+	// Stack is the environment: stacks/Pulumi.<Stack>.yaml, planned into PlanDir.
+	Stack string
+	// Name names the boot's namespaces and cgroups, cfboot-<Name>, so two boots of one stack can
+	// run side by side: 1 to 20 of [a-z0-9-]. Default: Stack.
+	Name string
+	// PlanDir is build/plan/<env>: machines/<role>/user-data and the admin kubeconfig.
+	PlanDir string
+	// PKIFile is the PKI `make plan` kept (build/plan/<env>.pki.json), for this process's clients.
+	PKIFile string
+	// Images maps an image role (machine.ImageRoles) to its baked tarball.
+	Images map[string]string
+	// Dir is build/boot/<env>.
+	Dir string
+	// Tools is .tools/bin (Azurite).
+	Tools string
+	// Self is the command that runs `imds` and `lb` (the rehearse binary, or a test binary).
+	Self []string
+	// KeepOnFailure leaves a boot that failed running, to look at. Default false: it is removed.
+	KeepOnFailure bool
+}
+
+// Machine is one machine booted from its image: a systemd-nspawn container.
+type Machine struct {
+	Name  string `json:"name"`
+	Role  string `json:"role"`
+	Image string `json:"image"`
+	// Address is the machine's private IP, Zone its availability zone.
+	Address string `json:"address"`
+	Zone    string `json:"zone"`
+	// PID is the container's leader: its systemd, PID 1 inside. 0 while stopped.
+	PID int `json:"pid"`
+	// Root is the machine's root directory (its OS disk: the image under an overlay).
+	Root string `json:"root"`
+	// MAC is eth0's hardware address, in Azure's 00:0d:3a range.
+	MAC string `json:"mac"`
+	// PodIPs are a worker NIC's secondary IP configurations, one per pod (Azure CNI, L29).
+	PodIPs []string `json:"podIPs,omitempty"`
+
+	index  int
+	prefix netip.Prefix
+	nspawn *machines.Proc
+}
+
+// Booted is a stack booted as machines: every etcd, apiserver and worker machine of the plan in a
+// systemd-nspawn container of its own, started by real systemd and cloud-init from its role's image,
+// on a network of namespaces that nothing leaves. Its Layout holds the cluster, the plan's PKI and
+// a dialer into that network, so the rehearsal's clients and checks work on it unchanged.
+type Booted struct {
+	*machines.Layout
+	opts     Options
+	net      *bootNetwork
+	Machines []*Machine
+	progress io.Writer
+
+	mu       sync.Mutex
+	services []*machines.Proc
+}
+
+// Hub names a stack's hub namespace.
+func Hub(stack string) string { return "cfboot-" + stack }
+
+// bootName is what a boot's name must be to name namespaces and cgroups.
+var bootName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
+
+// PlaceMachines places every machine of the cluster: the etcd members at their planned addresses and
+// zones, apiserver and worker scale-set instances named as Azure names them (the scale set's
+// computer-name prefix and a six-digit base-36 instance id), at the next addresses of their
+// subnets, spread over the zones, then each worker's pod IPs (deviation "network": Azure's DHCP
+// and the scale set's IP configurations pick those addresses).
+func PlaceMachines(c *spec.Cluster) ([]*Machine, error) {
+	var out []*Machine
+	add := func(name, role, ip, subnet, zone string) error {
+		pfx, err := netip.ParsePrefix(subnet)
+		if err != nil {
+			return err
+		}
+		addr, err := netip.ParseAddr(ip)
+		if err != nil {
+			return err
+		}
+		i := len(out)
+		out = append(out, &Machine{Name: name, Role: role, Image: machine.ImageOf(role), Address: ip, Zone: zone,
+			MAC: fmt.Sprintf("00:0d:3a:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff), index: i, prefix: netip.PrefixFrom(addr, pfx.Bits())})
+		return nil
+	}
+	for _, e := range c.EtcdClusters() {
+		for _, m := range e.Members {
+			if err := add(m.Name, e.Role, m.IP, c.Network.EtcdSubnet, m.Zone); err != nil {
+				return nil, err
+			}
+		}
+	}
+	instance := func(prefix string, i int) string {
+		return fmt.Sprintf("%s%06s", prefix, strconv.FormatInt(int64(i), 36))
+	}
+	cp := netip.MustParsePrefix(c.Network.ControlPlaneSubnet).Masked().Addr()
+	for i := range c.APIServer.Count {
+		ip := addrAdd(cp, machines.APIServerMachineOffset+i)
+		if err := add(instance(c.Name+"-"+spec.RoleAPIServer, i), spec.RoleAPIServer, ip.String(), c.Network.ControlPlaneSubnet, c.Zones[i%len(c.Zones)]); err != nil {
+			return nil, err
+		}
+	}
+	next := addrAdd(netip.MustParsePrefix(c.Network.NodeSubnet).Masked().Addr(), 4) // Azure keeps .0-.3
+	for _, s := range c.ScaleSets() {
+		for i := range s.Nodes {
+			if err := add(instance(s.AzureName, i), spec.WorkerRole(s.Pool.Name), next.String(), c.Network.NodeSubnet, s.Zones[i%len(s.Zones)]); err != nil {
+				return nil, err
+			}
+			next = next.Next()
+		}
+	}
+	// Each worker NIC's secondary IPs follow every primary address, maxPods apiece.
+	for _, m := range out {
+		if m.Image != machine.ImageWorker {
+			continue
+		}
+		for range c.Kubelet.MaxPods {
+			m.PodIPs = append(m.PodIPs, next.String())
+			next = next.Next()
+		}
+	}
+	return out, nil
+}
+
+func addrAdd(a netip.Addr, n int) netip.Addr {
+	for range n {
+		a = a.Next()
+	}
+	return a
+}
+
+// Boot boots every machine of the stack and returns once the cluster is healthy; on failure it
+// removes everything it made. Needs root.
+func Boot(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer) (b *Booted, err error) {
+	if o.Name == "" {
+		o.Name = o.Stack
+	}
+	if err := Down(o.Name, o.Dir, progress); err != nil {
+		return nil, err
+	}
+	bundle, err := pki.Load(o.PKIFile)
+	if err != nil {
+		return nil, fmt.Errorf("boot: %w (run `make plan STACK=%s` first)", err, o.Stack)
+	}
+	placed, err := PlaceMachines(c)
+	if err != nil {
+		return nil, err
+	}
+	b = &Booted{opts: o, Machines: placed, progress: progress, net: &bootNetwork{Hub: Hub(o.Name)}}
+	b.Layout = &machines.Layout{Cluster: c, Bundle: bundle, Options: machines.Options{
+		Dir: o.Dir, Tools: o.Tools, Self: o.Self, Dial: netns.DialerIn(netnsPath(b.net.Hub)), StoreHost: bootStoreHost(c),
+	}}
+	for _, m := range placed {
+		b.Instances = append(b.Instances, machines.Instance{Name: m.Name, Role: m.Role, IP: m.Address})
+	}
+	defer func() {
+		if err != nil && o.KeepOnFailure {
+			b.SaveJournals()
+			b.logf("failed; the machines stay for inspection (journals in %s); remove them with `make boot-down`", b.logDir())
+			return
+		}
+		if err != nil {
+			b.SaveJournals()
+			b.logf("failed; removing what was made (journals and logs stay in %s)", b.logDir())
+			_ = b.Down()
+			b = nil
+		}
+	}()
+	began := time.Now()
+	if err := b.prepare(); err != nil {
+		return b, err
+	}
+	b.logf("network: namespace %s, bridge %s with %v and %v", b.net.Hub, hubBridge, b.net.Gateways, b.net.Extra)
+	if err := b.startServices(ctx); err != nil {
+		return b, err
+	}
+	if err := b.startHostAccess(ctx); err != nil {
+		return b, err
+	}
+	phase := time.Now()
+	if err := b.unpackImages(ctx); err != nil {
+		return b, err
+	}
+	phase = b.phase("image unpack", phase)
+	if err := b.each(b.Machines, func(m *Machine) error { return b.create(m) }); err != nil {
+		return b, err
+	}
+	if err := b.each(b.Machines, func(m *Machine) error { return b.Start(ctx, m.Name) }); err != nil {
+		return b, err
+	}
+	b.logf("%d machines running systemd", len(b.Machines))
+	phase = b.phase("machine boot", phase)
+	if err := b.each(b.Machines, func(m *Machine) error { return b.WaitCloudInit(ctx, m.Name) }); err != nil {
+		return b, err
+	}
+	b.logf("cloud-init done on every machine, no errors")
+	phase = b.phase("cloud-init", phase)
+	if err := b.waitCluster(ctx); err != nil {
+		return b, err
+	}
+	b.phase("cluster ready", phase)
+	b.logf("up in %.1fs", time.Since(began).Seconds())
+	return b, nil
+}
+
+// phase reports how long a phase of the boot took, for people and scripts/bench-boot.sh.
+func (b *Booted) phase(name string, began time.Time) time.Time {
+	b.logf("phase %s: %.1fs", name, time.Since(began).Seconds())
+	return time.Now()
+}
+
+// prepare writes the deviations, the kubeconfig and the client PKI, and makes the network.
+func (b *Booted) prepare() error {
+	if err := os.MkdirAll(b.logDir(), 0o755); err != nil {
+		return err
+	}
+	if err := machines.WriteFile(filepath.Join(b.Dir, "deviations.txt"), machines.FormatDeviations(true), 0o644); err != nil {
+		return err
+	}
+	kubeconfig, err := os.ReadFile(filepath.Join(b.opts.PlanDir, "kubeconfig"))
+	if err != nil {
+		return fmt.Errorf("boot: %w (run `make plan STACK=%s` first)", err, b.opts.Stack)
+	}
+	if err := machines.WriteFile(b.Kubeconfig(), string(kubeconfig), 0o600); err != nil {
+		return err
+	}
+	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents, spec.RoleAPIServer} {
+		if _, err := os.Stat(b.userData(role)); err != nil {
+			return fmt.Errorf("boot: %w (run `make plan STACK=%s` first)", err, b.opts.Stack)
+		}
+	}
+	for _, sub := range []string{b.Cluster.Network.ControlPlaneSubnet, b.Cluster.Network.EtcdSubnet, b.Cluster.Network.NodeSubnet} {
+		p := netip.MustParsePrefix(sub).Masked()
+		b.net.Gateways = append(b.net.Gateways, netip.PrefixFrom(p.Addr().Next(), p.Bits()))
+	}
+	b.net.Extra = []netip.Addr{netip.MustParseAddr(b.Cluster.Network.APIServerIP), netip.MustParseAddr(wellknown.IMDSAddress)}
+	if err := b.net.create(); err != nil {
+		return err
+	}
+	for _, m := range b.Machines {
+		if err := b.net.attach(m.index, m.prefix, m.MAC, m.PodIPs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bootStoreHost is where the backup store listens: the etcd subnet's gateway address, on the hub.
+func bootStoreHost(c *spec.Cluster) string {
+	return netip.MustParsePrefix(c.Network.EtcdSubnet).Masked().Addr().Next().String()
+}
+
+func (b *Booted) logDir() string { return filepath.Join(b.Dir, "logs") }
+
+func (b *Booted) userData(role string) string {
+	return filepath.Join(b.opts.PlanDir, "machines", role, "user-data")
+}
+
+// ScheduledEventsFile is what the metadata stand-in serves as each machine's scheduled events:
+// JSON, machine address → maintenance.Document, read at each request; absent means none.
+func (b *Booted) ScheduledEventsFile() string { return filepath.Join(b.Dir, "scheduled-events.json") }
+
+// startServices starts, in the hub namespace, the stand-ins for Azure's platform: the instance
+// metadata service, the internal load balancer and the backup store.
+func (b *Booted) startServices(ctx context.Context) error {
+	meta := map[string]imds.InstanceMetadata{}
+	for _, m := range b.Machines {
+		meta[m.Address] = b.metadata(m)
+	}
+	data, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	metaFile := filepath.Join(b.Dir, "imds.json")
+	if err := machines.WriteFile(metaFile, string(data)+"\n", 0o644); err != nil {
+		return err
+	}
+	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+wellknown.IMDSAddress+":80", "--machines="+metaFile,
+		"--events="+b.ScheduledEventsFile())); err != nil {
+		return err
+	}
+	if err := b.startService("lb", b.lbCommand()); err != nil {
+		return err
+	}
+	host, port := b.StoreHost, strconv.Itoa(machines.StorePortBase)
+	if err := b.startService("azurite", []string{filepath.Join(b.Tools, "azurite-blob"), "--blobHost", host, "--blobPort", port,
+		"--location", b.StoreDir(), "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"}); err != nil {
+		return err
+	}
+	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s",
+		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress())
+	return b.CreateContainer(ctx)
+}
+
+// metadata is what the instance metadata service says of a machine.
+func (b *Booted) metadata(m *Machine) imds.InstanceMetadata {
+	c := b.Cluster
+	rg := "/subscriptions/" + machines.RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup() + "/providers/Microsoft.Compute/"
+	id, size := rg+"virtualMachines/"+m.Name, c.APIServer.VMSize
+	switch m.Role {
+	case spec.RoleEtcdMain:
+		size = c.EtcdMain.VMSize
+	case spec.RoleEtcdEvents:
+		size = c.EtcdEvents.VMSize
+	}
+	if m.Role == spec.RoleAPIServer || m.Image == machine.ImageWorker {
+		prefix := strings.TrimRight(m.Name[:len(m.Name)-6], "-")
+		instance, _ := strconv.ParseInt(m.Name[len(m.Name)-6:], 36, 64)
+		id = fmt.Sprintf("%svirtualMachineScaleSets/%s/virtualMachines/%d", rg, prefix, instance)
+		if p, ok := c.PoolOfRole(m.Role); ok {
+			size = p.VMSize
+		}
+	}
+	subnet := m.prefix.Masked()
+	return imds.InstanceMetadata{Name: m.Name, ResourceID: id, Zone: m.Zone, Location: c.Location, VMSize: size,
+		PrivateIP: m.Address, SubnetAddress: subnet.Addr().String(), SubnetPrefix: subnet.Bits()}
+}
+
+// startService runs argv in the hub namespace, detached: it outlives this command until Down.
+func (b *Booted) startService(name string, argv []string) error {
+	proc, err := machines.SpawnProcess(append([]string{"ip", "netns", "exec", b.net.Hub}, argv...), os.Environ(), b.Dir,
+		filepath.Join(b.logDir(), name+".log"), false)
+	if err != nil {
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	proc.Role, proc.Machine, proc.Name, proc.Command = "platform", b.net.Hub, name, argv // `ip netns exec` execs argv
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.services = append(b.services, proc)
+	return machines.WriteEndpoints(b.EndpointsFile(), b.services)
+}
+
+// lbCommand is the load balancer in front of every apiserver machine, probing as the Azure
+// program configures it.
+func (b *Booted) lbCommand() []string {
+	var backends []string
+	for _, in := range b.Of(spec.RoleAPIServer) {
+		backends = append(backends, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
+	}
+	return append(slices.Clone(b.Self), "lb",
+		"--listen="+fmt.Sprintf("%s:%d", b.Cluster.Network.APIServerIP, wellknown.APIServerPort),
+		"--backends="+strings.Join(backends, ","),
+		"--probe-path="+spec.APIServerProbePath,
+		"--interval="+(spec.APIServerProbeIntervalSeconds*time.Second).String(),
+		"--failures="+strconv.Itoa(spec.APIServerProbeFailures),
+		"--state="+b.LBStateFile())
+}
+
+// each runs f for every machine at once and joins the errors.
+func (b *Booted) each(ms []*Machine, f func(*Machine) error) error {
+	errs := make([]error, len(ms))
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(m); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", m.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (b *Booted) logf(format string, args ...any) {
+	if b.progress != nil {
+		fmt.Fprintf(b.progress, "==> "+format+"\n", args...)
+	}
+}
+
+// Machine returns the named machine.
+func (b *Booted) Machine(name string) (*Machine, error) {
+	for _, m := range b.Machines {
+		if m.Name == name {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("boot: no machine %q", name)
+}
+
+// writeMachines records every machine in machines.json.
+func (b *Booted) writeMachines() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	data, err := json.MarshalIndent(b.Machines, "", "  ")
+	if err != nil {
+		return err
+	}
+	return machines.WriteFile(MachinesFile(b.Dir), string(data)+"\n", 0o644)
+}
+
+// MachinesFile lists a boot's machines.
+func MachinesFile(dir string) string { return filepath.Join(dir, "machines.json") }
+
+// Exec runs a command on a machine (all of its namespaces, its root) and returns its output.
+func (b *Booted) Exec(ctx context.Context, name string, args ...string) (string, error) {
+	m, err := b.Machine(name)
+	if err != nil {
+		return "", err
+	}
+	b.mu.Lock()
+	pid := m.PID
+	b.mu.Unlock()
+	if pid == 0 {
+		return "", fmt.Errorf("%s is stopped", name)
+	}
+	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--target", strconv.Itoa(pid), "--all"}, args...)...)
+	cmd.Env = []string{machines.NodePath}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s on %s: %w: %s", strings.Join(args, " "), name, err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}
+
+// ErrCloudInitStuck is a boot whose cloud-init was still running when the wait ended.
+var ErrCloudInitStuck = errors.New("cloud-init did not finish")
+
+// WaitCloudInit waits until cloud-init has finished on a machine and fails if it reported errors.
+func (b *Booted) WaitCloudInit(ctx context.Context, name string) error {
+	var running bool
+	err := machines.Poll(ctx, 5*time.Minute, name+" cloud-init", func(ctx context.Context) error {
+		out, err := b.Exec(ctx, name, "cloud-init", "status", "--long")
+		if strings.Contains(out, "status: done") || strings.Contains(out, "status: error") {
+			return cloudInitResult(out)
+		}
+		if err != nil && !strings.Contains(out, "status:") {
+			return err
+		}
+		running = true
+		return fmt.Errorf("cloud-init still running: %s", strings.Join(strings.Fields(out), " "))
+	})
+	if err != nil && running {
+		return fmt.Errorf("%w: %w\n%s", ErrCloudInitStuck, err, b.Diagnose(name))
+	}
+	return err
+}
+
+// Diagnose says what a machine that does not come up waits for (systemd's queued jobs, failed
+// units, the end of cloud-init's log and of each named unit's journal) and how loaded this host
+// is, so that a failed run's output names the cause even where its logs are gone.
+func (b *Booted) Diagnose(name string, units ...string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	type probe struct {
+		what string
+		argv []string
+	}
+	probes := []probe{
+		{"queued jobs", []string{"systemctl", "list-jobs", "--no-pager", "--no-legend"}},
+		{"failed units", []string{"systemctl", "--failed", "--no-pager", "--no-legend"}},
+		{"cloud-init.log", []string{"tail", "-n", "3", "/var/log/cloud-init.log"}},
+	}
+	for _, u := range units {
+		probes = append(probes, probe{u, []string{"journalctl", "--no-pager", "--output=short-precise", "-n", "12", "-u", u}})
+	}
+	var out strings.Builder
+	for _, p := range probes {
+		text, err := b.Exec(ctx, name, p.argv...)
+		if err != nil {
+			text = err.Error()
+		}
+		fmt.Fprintf(&out, "    %s %s: %s\n", name, p.what, strings.ReplaceAll(strings.TrimSpace(text), "\n", "\n      "))
+	}
+	load, _ := os.ReadFile("/proc/loadavg")
+	fmt.Fprintf(&out, "    this host: load %s", strings.TrimSpace(string(load)))
+	return out.String()
+}
+
+func cloudInitResult(out string) error {
+	if !strings.Contains(out, "status: done") {
+		return machines.Permanent{Err: fmt.Errorf("cloud-init failed:\n%s", out)}
+	}
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if (strings.HasPrefix(line, "errors:") || strings.HasPrefix(line, "recoverable_errors:")) &&
+			!strings.HasSuffix(line, "[]") && !strings.HasSuffix(line, "{}") {
+			return machines.Permanent{Err: fmt.Errorf("cloud-init finished with errors:\n%s", out)}
+		}
+	}
+	return nil
+}
+
+// SaveJournals writes each running machine's journal and failed units to logs/<machine>.journal.log.
+func (b *Booted) SaveJournals() {
+	_ = b.each(b.Machines, func(m *Machine) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		failed, _ := b.Exec(ctx, m.Name, "systemctl", "--failed", "--no-pager")
+		journal, _ := b.Exec(ctx, m.Name, "journalctl", "--boot", "--no-pager")
+		return machines.WriteFile(filepath.Join(b.logDir(), m.Name+".journal.log"), failed+"\n"+journal, 0o644)
+	})
+}
+
+// WaitAPIHealthy waits for every apiserver and the load balancer, and asks each machine's
+// controller-manager and scheduler on 127.0.0.1, where they listen.
+func (b *Booted) WaitAPIHealthy(ctx context.Context) error {
+	return b.WaitAPIHealthyWith(ctx, func(ctx context.Context, in machines.Instance, port int) error {
+		_, err := b.Exec(ctx, in.Name, "curl", "-fsSk", "--max-time", "5", fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		return err
+	})
+}
+
+// waitCluster waits until both etcd clusters are healthy, every apiserver is ready behind the load
+// balancer and the controller-manager and scheduler hold their leases; then applies the foundation
+// the workers join with, waits for them, and applies the add-ons.
+func (b *Booted) waitCluster(ctx context.Context) error {
+	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
+		if err := b.WaitEtcdHealthy(ctx, role); err != nil {
+			return err
+		}
+	}
+	b.logf("etcd healthy: %d %s and %d %s members", len(b.Of(spec.RoleEtcdMain)), spec.RoleEtcdMain, len(b.Of(spec.RoleEtcdEvents)), spec.RoleEtcdEvents)
+	if err := b.WaitAPIHealthy(ctx); err != nil {
+		return err
+	}
+	if err := b.ApplyFoundation(ctx); err != nil {
+		return err
+	}
+	for _, lease := range []string{"kube-controller-manager", "kube-scheduler"} {
+		if err := machines.Poll(ctx, 2*time.Minute, lease+" lease", func(ctx context.Context) error {
+			_, err := b.LeaseMachine(ctx, lease)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	b.logf("control plane ready behind the load balancer; controller-manager and scheduler hold their leases")
+	var workers []*Machine
+	for _, m := range b.Machines {
+		if m.Image == machine.ImageWorker {
+			workers = append(workers, m)
+		}
+	}
+	if err := b.each(workers, func(m *Machine) error { return b.WaitNodeReady(ctx, m.Name) }); err != nil {
+		return err
+	}
+	b.logf("%d workers joined (TLS bootstrap through the load balancer) and are Ready with their pool labels", len(workers))
+	return b.applyAddons(ctx)
+}
+
+// WaitNodeReady waits until the worker machine's node is Ready and carries its pool's label.
+func (b *Booted) WaitNodeReady(ctx context.Context, name string) error {
+	m, err := b.Machine(name)
+	if err != nil {
+		return err
+	}
+	pool, _ := b.Cluster.PoolOfRole(m.Role)
+	cs, err := b.Clientset()
+	if err != nil {
+		return err
+	}
+	return machines.Poll(ctx, 3*time.Minute, name+" node", func(ctx context.Context) error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := n.Labels[wellknown.PoolLabel]; got != pool.Name {
+			return machines.Permanent{Err: fmt.Errorf("node label %s=%q, want %q", wellknown.PoolLabel, got, pool.Name)}
+		}
+		return nodestatus.Ready(n, time.Now())
+	})
+}

@@ -1,0 +1,165 @@
+package processes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/machines"
+)
+
+// etcdBackupCommand runs clusterforge-etcd-backup on a machine of the main etcd, with its files and
+// environment, as an operator's run command would on Azure; output goes to the machine's log.
+func (r *Rehearsal) etcdBackupCommand(ctx context.Context, in machines.Instance, verb string, args ...string) error {
+	argv := append([]string{r.OnMachine(in, machine.EtcdBackupBinary), verb, "--config=" + r.OnMachine(in, machine.EtcdBackupConfig)}, args...)
+	log, err := os.OpenFile(r.Log(in.Name, "etcd-backup-"+verb), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING="+r.StoreConnectionString())
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Run(); err != nil {
+		out, _ := os.ReadFile(log.Name())
+		return fmt.Errorf("%s: clusterforge-etcd-backup %s: %v\n%s", in.Name, verb, err, lastLines(string(out), 5))
+	}
+	return nil
+}
+
+// EtcdGate asks `clusterforge-etcd-backup gate` on a main etcd member whether etcd may be touched
+// now (etcdbackup.SafeToTouch), as a rolling change does before it starts.
+func (r *Rehearsal) EtcdGate(ctx context.Context) error {
+	return r.etcdBackupCommand(ctx, r.Of(spec.RoleEtcdMain)[0], "gate")
+}
+
+// BackupEtcd takes a snapshot of the main etcd now, through the first member that answers.
+func (r *Rehearsal) BackupEtcd(ctx context.Context) (etcdbackup.Snapshot, error) {
+	store, err := r.BackupStore()
+	if err != nil {
+		return etcdbackup.Snapshot{}, err
+	}
+	var errs []error
+	for _, in := range r.Of(spec.RoleEtcdMain) {
+		err := r.etcdBackupCommand(ctx, in, "snapshot", fmt.Sprintf("--endpoint=https://%s:%d", in.IP, wellknown.EtcdClientPort))
+		if err == nil {
+			return store.Find(ctx, "")
+		}
+		errs = append(errs, err)
+	}
+	return etcdbackup.Snapshot{}, fmt.Errorf("no member took a snapshot: %v", errs)
+}
+
+// RestoreEtcd restores every main etcd member from a snapshot (the latest verified when name is
+// empty), machine by machine as on Azure: the apiserver machines stopped, the members stopped,
+// each member rebuilt with a fresh cluster token (the download verified before anything
+// changes), the members started, what the restore leaves stale cleared, the apiservers started.
+func (r *Rehearsal) RestoreEtcd(ctx context.Context, name string) (etcdbackup.Snapshot, error) {
+	snap, err := r.findSnapshot(ctx, name)
+	if err != nil {
+		return snap, err
+	}
+	apiservers := r.Of(spec.RoleAPIServer)
+	r.logf("restoring %s from %s (revision %d); stopping the apiserver machines first", spec.RoleEtcdMain, snap.Name, snap.Revision)
+	for _, in := range apiservers {
+		if err := r.StopMachine(ctx, in.Name, false); err != nil {
+			return snap, err
+		}
+	}
+	if err := r.restoreMembers(ctx, snap); err != nil {
+		return snap, err
+	}
+	r.logf("starting the apiserver machines")
+	if err := r.bootAll(ctx, apiservers); err != nil {
+		return snap, err
+	}
+	return snap, r.WaitAPIHealthy(ctx)
+}
+
+// RestoreStopped restores the main etcd of a rehearsal that is not running (after a total loss
+// found by `rehearse up`): the store started, the members rebuilt, started until healthy and
+// cleared of stale leases, then everything stopped again for the next `rehearse up`.
+func RestoreStopped(ctx context.Context, p *machines.Layout, name string, progress io.Writer) (snap etcdbackup.Snapshot, err error) {
+	if p.Fresh {
+		return snap, fmt.Errorf("%s holds no rehearsal to restore (no identity.json): start one with make rehearse", p.Dir)
+	}
+	if err := machines.StopProcesses(p.Dir, progress); err != nil {
+		return snap, err
+	}
+	r := &Rehearsal{Layout: p, progress: progress}
+	defer func() { err = errors.Join(err, r.Down()) }()
+	if err := r.prepare(); err != nil {
+		return snap, err
+	}
+	if err := r.StartStore(ctx); err != nil {
+		return snap, err
+	}
+	if snap, err = r.findSnapshot(ctx, name); err != nil {
+		return snap, err
+	}
+	r.logf("restoring %s from %s (revision %d)", spec.RoleEtcdMain, snap.Name, snap.Revision)
+	return snap, r.restoreMembers(ctx, snap)
+}
+
+func (r *Rehearsal) findSnapshot(ctx context.Context, name string) (etcdbackup.Snapshot, error) {
+	store, err := r.BackupStore()
+	if err != nil {
+		return etcdbackup.Snapshot{}, err
+	}
+	return store.Find(ctx, name)
+}
+
+// restoreMembers stops the main etcd's members, rebuilds each from snap with one new token,
+// starts them, waits until they are healthy and clears the stale leases.
+func (r *Rehearsal) restoreMembers(ctx context.Context, snap etcdbackup.Snapshot) error {
+	members := r.Of(spec.RoleEtcdMain)
+	for _, in := range members {
+		if p := r.Proc(in.Name, "etcd"); p != nil {
+			if err := p.Stop(syscall.SIGTERM, 10*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	token := fmt.Sprintf("%s-restored-%s", spec.RoleEtcdMain, time.Now().UTC().Format("20060102T150405Z"))
+	for _, in := range members {
+		err := r.etcdBackupCommand(ctx, in, "restore", "--snapshot="+snap.Name, "--name="+in.Name,
+			fmt.Sprintf("--peer-url=https://%s:%d", in.IP, wellknown.EtcdPeerPort), "--token="+token)
+		if err != nil {
+			return err
+		}
+	}
+	r.logf("%d members rebuilt (token %s); starting them", len(members), token)
+	if err := r.bootAll(ctx, members); err != nil {
+		return err
+	}
+	if err := r.WaitEtcdHealthy(ctx, spec.RoleEtcdMain); err != nil {
+		return err
+	}
+	cli, err := r.EtcdClient(spec.RoleEtcdMain)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	cleared, err := etcdbackup.ClearStale(ctx, cli)
+	if err != nil {
+		return err
+	}
+	r.logf("cleared %d stale keys (master leases, apiserver identity leases)", cleared)
+	return nil
+}
+
+// lastLines is the end of a log, for an error message.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

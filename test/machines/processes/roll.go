@@ -1,0 +1,189 @@
+package processes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/change"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/roll"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/machines"
+)
+
+// RollTarget is a running rehearsal as a roll acts on it (roll.Target). A replaced machine is
+// stopped, its local disk emptied, and booted from the desired spec's rendering with the
+// desired versions' binaries, as a new Azure VM boots from new user-data and a new image; a
+// replaced worker is a KWOK node registered again with the new kubelet version.
+type RollTarget struct {
+	*Rehearsal
+	desired *machines.Layout
+}
+
+var _ roll.Target = (*RollTarget)(nil)
+
+// RollTo prepares a roll of the running rehearsal to desired; renew re-issues every leaf
+// certificate from the same authorities.
+func (r *Rehearsal) RollTo(desired *spec.Cluster, renew bool) (*RollTarget, error) {
+	d, err := machines.NewLayout(desired, r.Options)
+	if err != nil {
+		return nil, err
+	}
+	if d.Fresh {
+		return nil, errors.New("the desired spec certifies other names or addresses than the rehearsal runs: that is a new cluster, not a roll")
+	}
+	if renew {
+		if d.Bundle, err = pki.Renew(r.Bundle, pki.Authorities(d.Cluster), machines.RehearsalProfiles(d.Cluster, d.APIServerIPs())); err != nil {
+			return nil, err
+		}
+		if err := d.Render(); err != nil {
+			return nil, err
+		}
+	}
+	return &RollTarget{Rehearsal: r, desired: d}, nil
+}
+
+// Roll converges the running rehearsal on desired, machine by machine, resuming an interrupted
+// roll toward the same spec; renew also renews every leaf certificate.
+func (r *Rehearsal) Roll(ctx context.Context, desired *spec.Cluster, renew bool, progress io.Writer) ([]roll.Result, error) {
+	applied, err := r.Applied()
+	if err != nil {
+		return nil, fmt.Errorf("this rehearsal has no record of what it runs (%w): it predates `make roll`; rehearse it again", err)
+	}
+	var extra []change.Change
+	if renew {
+		extra = append(extra, change.Renewal(desired, "asked for"))
+	} else if machines, err := roll.Report(ctx, r.Layout, desired); err == nil {
+		// A roll renews leaves that expire within roll.RenewBefore, whatever else it changes.
+		if due, ok := roll.Due(machines, desired, time.Now()); ok {
+			extra, renew = append(extra, due), true
+		}
+	}
+	target, err := r.RollTo(desired, renew)
+	if err != nil {
+		return nil, err
+	}
+	roller := &roll.Roller{Target: target, Applied: applied, Desired: desired, Journal: r.RollJournal(), Progress: progress, Extra: extra}
+	return roller.Run(ctx)
+}
+
+// apiserverStopGrace covers the shutdown delay and the drain of requests in flight after it.
+const apiserverStopGrace = (spec.APIServerShutdownDelaySeconds + 30) * time.Second
+
+// TakeOutOfRotation stops kube-apiserver cleanly, as systemd does when the VM shuts down: it
+// fails /readyz at once and serves on through its shutdown delay, so the probe takes it out.
+func (t *RollTarget) TakeOutOfRotation(_ context.Context, name string) error {
+	p := t.Proc(name, "kube-apiserver")
+	if p == nil || !p.Alive() {
+		return fmt.Errorf("%s runs no kube-apiserver", name)
+	}
+	go func() { _ = p.Stop(syscall.SIGTERM, apiserverStopGrace) }()
+	return nil
+}
+
+// StopEtcd stops the member's etcd with SIGTERM, as systemctl stop does.
+func (t *RollTarget) StopEtcd(_ context.Context, name string) error {
+	return t.Stop(name, "etcd", syscall.SIGTERM)
+}
+
+// Replace replaces a machine with one built from the desired spec.
+func (t *RollTarget) Replace(ctx context.Context, name string) error {
+	next, err := t.desired.Instance(name)
+	if err != nil {
+		return t.replaceNode(ctx, name)
+	}
+	if p := t.Proc(name, "kube-apiserver"); p != nil && p.Stopping.Load() && !p.WaitExit(apiserverStopGrace) {
+		return fmt.Errorf("%s: kube-apiserver did not stop within %s", name, apiserverStopGrace)
+	}
+	if err := t.StopMachine(ctx, name, false); err != nil {
+		return err
+	}
+	if err := t.WipeLocalDisk(name); err != nil {
+		return err
+	}
+	i := slices.IndexFunc(t.Instances, func(in machines.Instance) bool { return in.Name == name })
+	t.Instances[i] = next
+	if err := t.Materialize(next); err != nil {
+		return err
+	}
+	return t.Boot(ctx, name)
+}
+
+// replaceNode registers a KWOK node again as a new VM's kubelet would, on the desired version.
+func (t *RollTarget) replaceNode(ctx context.Context, name string) error {
+	nodes, err := t.desired.Nodes()
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(nodes, func(n corev1.Node) bool { return n.Name == name })
+	if i < 0 {
+		return fmt.Errorf("rehearsal: no machine or node %q", name)
+	}
+	cs, err := t.Clientset()
+	if err != nil {
+		return err
+	}
+	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := machines.Poll(ctx, time.Minute, name+" deleted", func(ctx context.Context) error {
+		_, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	}); err != nil {
+		return err
+	}
+	_, err = cs.CoreV1().Nodes().Create(ctx, &nodes[i], metav1.CreateOptions{})
+	return err
+}
+
+// FreshBackup runs clusterforge-etcd-backup gate on a main member, as the Azure target does.
+func (t *RollTarget) FreshBackup(ctx context.Context) error { return t.EtcdGate(ctx) }
+
+// BackupNow takes a snapshot through clusterforge-etcd-backup, which verifies it.
+func (t *RollTarget) BackupNow(ctx context.Context) error {
+	_, err := t.BackupEtcd(ctx)
+	return err
+}
+
+// Prepare applies the desired add-ons: the in-place part of the change.
+func (t *RollTarget) Prepare(ctx context.Context) error {
+	objs, err := t.desired.Addons()
+	if err != nil {
+		return err
+	}
+	return t.Apply(ctx, objs...)
+}
+
+// Commit makes the desired spec and PKI the rehearsal's own and records it as applied.
+func (t *RollTarget) Commit(context.Context) error {
+	t.Cluster, t.Stack, t.Bundle = t.desired.Cluster, t.desired.Stack, t.desired.Bundle
+	if err := t.WriteClientPKI(); err != nil {
+		return err
+	}
+	if err := t.SaveIdentity(); err != nil {
+		return err
+	}
+	return t.RecordApplied()
+}
+
+// Running reports whether the rehearsal's supervisor answers.
+func Running(dir string) bool {
+	conn, err := net.Dial("unix", ControlSocket(dir))
+	if err == nil {
+		conn.Close()
+	}
+	return err == nil
+}

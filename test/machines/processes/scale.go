@@ -1,0 +1,181 @@
+package processes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/scale"
+)
+
+// ScaleLoadUser is who the scale benchmark's load generator acts as: an ordinary user, whose
+// requests priority and fairness classes as global-default.
+const ScaleLoadUser = "clusterforge:scale-load"
+
+// scaleCluster is the running rehearsal as the scale benchmark drives it (scale.Cluster): its
+// nodes are KWOK nodes of the first pool without GPUs.
+type scaleCluster struct {
+	r    *Rehearsal
+	pool int
+}
+
+var _ scale.Cluster = (*scaleCluster)(nil)
+
+// ScaleCluster grants the load generator its access and returns the rehearsal as the scale
+// benchmark's cluster.
+func (r *Rehearsal) ScaleCluster(ctx context.Context) (scale.Cluster, error) {
+	pool := -1
+	for i, p := range r.Cluster.Pools {
+		if c, ok := spec.VMCapacity(p.VMSize); ok && c.GPUs == 0 && len(p.Taints) == 0 {
+			pool = i
+			break
+		}
+	}
+	if pool < 0 {
+		return nil, errors.New("scale benchmark: the stack has no pool without GPUs and taints to simulate nodes in")
+	}
+	access := userAccess(ScaleLoadUser,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update"}},
+	)
+	if err := r.Apply(ctx, access...); err != nil {
+		return nil, err
+	}
+	return &scaleCluster{r: r, pool: pool}, nil
+}
+
+func (s *scaleCluster) NodeConfig() (*rest.Config, error) { return s.r.KWOKRESTConfig() }
+func (s *scaleCluster) LoadConfig() (*rest.Config, error) { return s.r.RESTConfigAs(ScaleLoadUser, "") }
+func (s *scaleCluster) Node(n int) (corev1.Node, error)   { return s.r.PoolNode(s.pool, n) }
+func (s *scaleCluster) MainEtcd() (*clientv3.Client, error) {
+	return s.r.EtcdClient(spec.RoleEtcdMain)
+}
+
+// Targets are every apiserver (as the admin) and every etcd member (as the apiserver's etcd client).
+func (s *scaleCluster) Targets() ([]scale.Target, error) {
+	api, err := s.r.HTTPClient()
+	if err != nil {
+		return nil, err
+	}
+	tc, err := s.r.TLSConfig(pki.EtcdCA, pki.APIServerEtcdClient)
+	if err != nil {
+		return nil, err
+	}
+	etcd := &http.Client{Timeout: api.Timeout, Transport: &http.Transport{TLSClientConfig: tc, DialContext: s.r.Dial}}
+	var out []scale.Target
+	for _, p := range s.r.Procs() {
+		switch p.Name {
+		case "kube-apiserver":
+			out = append(out, scale.Target{Name: p.Machine, Kind: scale.KindAPIServer, URL: p.URL, Client: api})
+		case "etcd":
+			out = append(out, scale.Target{Name: p.Machine, Kind: p.Role, URL: p.URL, Client: etcd})
+		}
+	}
+	return out, nil
+}
+
+// Processes are every process the rehearsal runs and this one, which generates the load.
+func (s *scaleCluster) Processes() []scale.Process {
+	out := []scale.Process{{Component: "benchmark (load)", Name: "this process", PID: os.Getpid()}}
+	for _, p := range s.r.Procs() {
+		component := p.Name
+		if p.Name == "etcd" {
+			component = p.Role
+		}
+		out = append(out, scale.Process{Component: component, Name: p.Machine + "/" + p.Name, PID: p.PID})
+	}
+	return out
+}
+
+// SplitEvents restarts every apiserver with or without the events override and waits until the
+// API is healthy through the load balancer.
+func (s *scaleCluster) SplitEvents(ctx context.Context, split bool) error {
+	if s.r.EventsInMainEtcd == !split {
+		return nil
+	}
+	apiservers := s.r.Of(spec.RoleAPIServer)
+	errs := make([]error, len(apiservers))
+	var wg sync.WaitGroup
+	for i, in := range apiservers {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = s.r.Stop(in.Name, "kube-apiserver", syscall.SIGTERM) }()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	s.r.EventsInMainEtcd = !split
+	for _, in := range apiservers {
+		if err := s.r.Boot(ctx, in.Name); err != nil {
+			return err
+		}
+	}
+	return s.r.WaitAPIHealthy(ctx)
+}
+
+// BenchScale runs the scale benchmark on a rehearsal of its own in o.Dir, started clean and
+// stopped at the end.
+func BenchScale(ctx context.Context, c *spec.Cluster, stack string, o machines.Options, bench scale.Options, progress io.Writer) (scale.Summary, error) {
+	var s scale.Summary
+	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
+		bench.PodImage = c.Versions.PauseImage
+		fmt.Fprintf(progress, "==> scale benchmark on %s: steps %v, warm-up %s, hold %s; reports in %s\n", stack, bench.Steps, bench.WarmUp, bench.Hold, filepath.Clean(bench.Out))
+		s, err = scale.Run(ctx, sc, stack, bench, progress)
+		return err
+	})
+	return s, err
+}
+
+// BenchJoins runs the joins benchmark (scale.Joins) on a rehearsal of its own in o.Dir, with the
+// stack's join plan.
+func BenchJoins(ctx context.Context, c *spec.Cluster, o machines.Options, bench scale.JoinOptions, progress io.Writer) (scale.JoinReport, error) {
+	var rep scale.JoinReport
+	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
+		bench.PodImage = c.Versions.PauseImage
+		fmt.Fprintf(progress, "==> joins benchmark: %d nodes, %d rounds; stepper %d nodes a step, pause %s, jitter %s; reports in %s\n",
+			bench.Nodes, bench.Rounds, bench.Pace.Step, bench.Pace.Pause, bench.Jitter, filepath.Clean(bench.Out))
+		rep, err = scale.Joins(ctx, sc, bench, progress)
+		return err
+	})
+	return rep, err
+}
+
+// onBenchRehearsal starts a clean rehearsal in o.Dir, runs bench on it and stops it.
+func onBenchRehearsal(ctx context.Context, c *spec.Cluster, o machines.Options, progress io.Writer, bench func(scale.Cluster) error) error {
+	if err := machines.Clean(o.Dir, progress); err != nil {
+		return err
+	}
+	p, err := machines.NewLayout(c, o)
+	if err != nil {
+		return err
+	}
+	r, err := Up(ctx, p, progress)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := r.Down(); err != nil {
+			fmt.Fprintf(progress, "==> stopping the rehearsal: %v\n", err)
+		}
+	}()
+	sc, err := r.ScaleCluster(ctx)
+	if err != nil {
+		return err
+	}
+	return bench(sc)
+}

@@ -1,0 +1,40 @@
+package machines
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/clusterforge/clusterforge/test/netns"
+	"github.com/clusterforge/clusterforge/test/standin/imds"
+	"github.com/clusterforge/clusterforge/test/standin/lb"
+)
+
+// Subcommand runs the stand-ins the rehearsals start as `<self> lb|imds|forward ...`,
+// whichever args name; ran is false for any other args. The rehearse command and the test
+// binaries that rehearse call it first.
+func Subcommand(args []string) (ran bool, err error) {
+	if len(args) == 0 {
+		return false, nil
+	}
+	switch args[0] {
+	case "lb":
+		return true, lb.Main(args[1:])
+	case "forward":
+		return true, netns.ForwardMain(args[1:])
+	case "imds":
+		return true, imds.Main(args[1:])
+	}
+	return false, nil
+}
+
+// ServeSubcommand is Subcommand for a test binary's TestMain: when the binary was started as the
+// load balancer or the metadata service, it serves and exits.
+func ServeSubcommand() {
+	if ran, err := Subcommand(os.Args[1:]); ran {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+}

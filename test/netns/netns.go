@@ -1,0 +1,55 @@
+package netns
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// inNetns runs f on a thread that has entered the network namespace at path. The thread is never
+// returned to the runtime (it exits with the goroutine), so no other goroutine runs in that
+// namespace by accident. Sockets f opens stay in the namespace.
+func inNetns(path string, f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked, on purpose
+		ns, err := os.Open(path)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer ns.Close()
+		if err := unix.Setns(int(ns.Fd()), unix.CLONE_NEWNET); err != nil {
+			done <- fmt.Errorf("enter %s: %w", path, err)
+			return
+		}
+		done <- f()
+	}()
+	return <-done
+}
+
+// DialerIn opens connections from inside the network namespace at path: how this process's clients
+// reach machines that have no route to it.
+func DialerIn(path string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = inNetns(path, func() (err error) {
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
+}
+
+// ListenerIn listens on addr in the network namespace at path: a socket of that namespace, which
+// accepts from any thread.
+func ListenerIn(path, network, addr string) (l net.Listener, err error) {
+	err = inNetns(path, func() (err error) {
+		l, err = net.Listen(network, addr)
+		return err
+	})
+	return l, err
+}
