@@ -97,8 +97,8 @@ images-local: setup tools-image ## Bake both images (worker and control-plane) f
 	@ROLE=worker scripts/image.sh local $(STACK)
 	@ROLE=control-plane scripts/image.sh local $(STACK)
 
-image-check: tools-rehearsal image-local ## Check the baked worker image alone: its disk unit, containerd, preloaded digests, sysctls (`make boot` boots it as a worker)
-	$(GO) test -count=1 -v -run 'TestBaked' ./test/e2e/image -args -stack=$(STACK)
+image-check: tools-rehearsal images-local ## Boot the stack from its baked images and check them: every machine's boot, the worker's disk unit, containerd, preloaded digests, sysctls (root)
+	$(GO) test -count=1 -v -run 'TestEveryMachineBootedCleanly|TestWorkerImage|TestPreloadedPod' ./test/e2e/booted -args -stack=$(STACK)
 
 generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc) and the PodGroup CRD copied from scheduler-plugins
 	cd images && $(GO) generate ./...
@@ -122,9 +122,9 @@ etcd-backup: $(REHEARSE) ## Snapshot $(STACK)'s main etcd to its backup store no
 etcd-restore: $(REHEARSE) ## Restore $(STACK)'s main etcd from SNAPSHOT=<name> or the latest verified snapshot (docs/runbooks/etcd.md)
 	@$(REHEARSE) etcd-restore --stack $(STACK)
 
-rehearse-check: setup tools-rehearsal image-local ## Rehearse $(STACK), run every check, the CIS benchmark, the roll drills and the baked worker image's checks, stop it; fails on any failure
+rehearse-check: setup tools-rehearsal ## Rehearse $(STACK), run every check, the CIS benchmark and the roll drills, stop it; fails on any failure
 	@scripts/toolchain.sh upgrades
-	$(GO) test -count=1 -v -p 1 -timeout 45m ./test/e2e/controlplane ./test/e2e/backups ./test/e2e/rolls ./test/e2e/ops ./test/e2e/image -args -stack=$(STACK)
+	$(GO) test -count=1 -v -p 1 -timeout 45m ./test/e2e/controlplane ./test/e2e/backups ./test/e2e/rolls ./test/e2e/ops -args -stack=$(STACK)
 
 bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
 	@scripts/bench-pull.sh

@@ -30,10 +30,19 @@ type Proc struct {
 	Log     string   `json:"log"`
 	Command []string `json:"command"`
 
-	Exited   chan struct{}
-	WaitErr  error
-	Stopping atomic.Bool
+	exited   chan struct{}
+	waitErr  error
+	stopping atomic.Bool
 }
+
+// Exited is closed once the process has exited; Err is then how it ended.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Err is how the process ended (nil for a clean exit), once Exited is closed.
+func (p *Proc) Err() error { return p.waitErr }
+
+// Stopping reports whether a Stop has begun.
+func (p *Proc) Stopping() bool { return p.stopping.Load() }
 
 // StartProcess runs argv in its own session, so a stop reaches its children too, appending output to
 // log. It dies with the rehearsal that started it, even one killed without cleaning up.
@@ -62,16 +71,16 @@ func SpawnProcess(argv, env []string, dir, log string, dieWithParent bool) (*Pro
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
-	p := &Proc{PID: cmd.Process.Pid, Log: log, Command: argv, Exited: make(chan struct{})}
-	go func() { p.WaitErr = cmd.Wait(); close(p.Exited) }()
+	p := &Proc{PID: cmd.Process.Pid, Log: log, Command: argv, exited: make(chan struct{})}
+	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
 	return p, nil
 }
 
 // Alive reports whether the process still runs and is the one that was started.
 func (p *Proc) Alive() bool {
-	if p.Exited != nil {
+	if p.exited != nil {
 		select {
-		case <-p.Exited:
+		case <-p.exited:
 			return false
 		default:
 			return true
@@ -94,7 +103,7 @@ func (p *Proc) Alive() bool {
 // Stop signals the process's whole session (scripts' children too) and waits for it to exit,
 // killing it if it has not within grace.
 func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) error {
-	p.Stopping.Store(true)
+	p.stopping.Store(true)
 	if !p.Alive() {
 		return nil
 	}
@@ -122,8 +131,8 @@ func (p *Proc) WaitExit(timeout time.Duration) bool {
 // a non-zero exit, or a signal other than a clean-stop one.
 func (p *Proc) Failed() bool {
 	var exit *exec.ExitError
-	if !errors.As(p.WaitErr, &exit) {
-		return p.WaitErr != nil
+	if !errors.As(p.waitErr, &exit) {
+		return p.waitErr != nil
 	}
 	status, ok := exit.Sys().(syscall.WaitStatus)
 	if !ok || !status.Signaled() {

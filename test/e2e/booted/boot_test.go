@@ -278,16 +278,7 @@ func TestPreloadedPodRunsWithNothingPulled(t *testing.T) {
 	needBoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	app := preloadedApp(t)
-	var node string
-	for _, m := range booted.Machines {
-		if m.Image == machine.ImageWorker {
-			node = m.Name
-		}
-	}
-	if app == "" || node == "" {
-		t.Fatalf("no app image (%q) or no worker (%q) to run it on", app, node)
-	}
+	app, node := preloadedApp(t), firstWorker(t)
 	cs := drills.Clientset(t, booted)
 	store := func() string {
 		out, err := booted.Exec(ctx, node, "du", "-sb", machine.ContainerdRoot+"/io.containerd.content.v1.content/blobs")
@@ -336,22 +327,6 @@ func TestPreloadedPodRunsWithNothingPulled(t *testing.T) {
 	if after := store(); after != before {
 		t.Errorf("containerd's content store grew from %s to %s bytes: something was pulled", before, after)
 	}
-}
-
-// preloadedApp is the large app image the worker image preloads: the last of mkimages' list.
-func preloadedApp(t testing.TB) string {
-	t.Helper()
-	var preload struct {
-		PreloadImages []struct{ Name string } `json:"preload_images"`
-	}
-	data, err := os.ReadFile(filepath.Join(repoRoot, "build", "images", "node-"+*stackName+".preload", "preload.pkrvars.json"))
-	if err == nil {
-		err = json.Unmarshal(data, &preload)
-	}
-	if err != nil || len(preload.PreloadImages) == 0 {
-		t.Fatalf("the worker image's preload list: %v (make image-local)", err)
-	}
-	return preload.PreloadImages[len(preload.PreloadImages)-1].Name
 }
 
 // An etcd machine whose local disk is gone keeps etcd off its OS disk: etcd-disk fails saying

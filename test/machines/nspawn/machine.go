@@ -335,7 +335,7 @@ func (b *Booted) Start(ctx context.Context, name string) error {
 	var leader int
 	err = machines.Poll(ctx, 30*time.Second, m.Name+" systemd", func(context.Context) error {
 		if !proc.Alive() {
-			return machines.Permanent{Err: fmt.Errorf("systemd-nspawn exited: %v (log %s)", proc.WaitErr, proc.Log)}
+			return machines.Permanent{Err: fmt.Errorf("systemd-nspawn exited: %v (log %s)", proc.Err(), proc.Log)}
 		}
 		leader = containerLeader(proc.PID)
 		if leader == 0 {

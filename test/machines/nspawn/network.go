@@ -182,3 +182,13 @@ func (b *Booted) PodNetns(ctx context.Context, node, namespace, pod string) (str
 	}
 	return "", fmt.Errorf("%s: pod %s/%s has no network namespace", node, namespace, pod)
 }
+
+// MachineNetns is the path of a machine's network namespace, which outlives its restarts: where
+// a test opens a listener the machine reaches on its own loopback.
+func (b *Booted) MachineNetns(name string) (string, error) {
+	m, err := b.Machine(name)
+	if err != nil {
+		return "", err
+	}
+	return netnsPath(b.net.machineNetns(m.index)), nil
+}

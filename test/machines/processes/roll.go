@@ -102,7 +102,7 @@ func (t *RollTarget) Replace(ctx context.Context, name string) error {
 	if err != nil {
 		return t.replaceNode(ctx, name)
 	}
-	if p := t.Proc(name, "kube-apiserver"); p != nil && p.Stopping.Load() && !p.WaitExit(apiserverStopGrace) {
+	if p := t.Proc(name, "kube-apiserver"); p != nil && p.Stopping() && !p.WaitExit(apiserverStopGrace) {
 		return fmt.Errorf("%s: kube-apiserver did not stop within %s", name, apiserverStopGrace)
 	}
 	if err := t.StopMachine(ctx, name, false); err != nil {

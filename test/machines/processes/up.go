@@ -258,12 +258,12 @@ func (r *Rehearsal) startService(in machines.Instance, uc machines.UnitCommand) 
 		return err
 	}
 	go func() {
-		<-proc.Exited
+		<-proc.Exited()
 		if !uc.Restart || !proc.Failed() {
 			return
 		}
 		time.Sleep(uc.RestartSec)
-		if proc.Stopping.Load() || r.closing.Load() || r.Proc(in.Name, uc.Name) != proc {
+		if proc.Stopping() || r.closing.Load() || r.Proc(in.Name, uc.Name) != proc {
 			return
 		}
 		if err := r.startService(in, uc); err != nil {
@@ -314,14 +314,14 @@ func (r *Rehearsal) runOneshot(ctx context.Context, in machines.Instance, uc mac
 		case <-ctx.Done():
 			_ = proc.Stop(syscall.SIGTERM, time.Second)
 			return ctx.Err()
-		case <-proc.Exited:
+		case <-proc.Exited():
 		}
-		if proc.WaitErr == nil || !uc.Restart {
-			return proc.WaitErr
+		if proc.Err() == nil || !uc.Restart {
+			return proc.Err()
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w; last attempt: %v", ctx.Err(), proc.WaitErr)
+			return fmt.Errorf("%w; last attempt: %v", ctx.Err(), proc.Err())
 		case <-time.After(uc.RestartSec):
 		}
 	}
