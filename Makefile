@@ -80,7 +80,8 @@ check: setup tools test-images image-validate ## Fast tier, no root needed: gofm
 	$(GO) test -count=1 -short -timeout 15m ./...
 
 e2e: setup tools images-local ## End-to-end tier (root): the rehearsal and its drills, the CIS benchmark, both images booted, the scale smoke run
-	$(GO) test -count=1 -p 1 -timeout 60m $(E2E_PACKAGES)
+	@mkdir -p build && bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 60m -v $(E2E_PACKAGES) 2>&1 | tee build/e2e.log'
+	@! grep -E -- '^\s*--- SKIP' build/e2e.log || { echo "make e2e: the scenarios above skipped; outside -short every one must run (build/e2e.log)"; exit 1; }
 
 test-images: ## Test the Packer plugin (its own module) and fail if its generated HCL2 specs are stale
 	@cd images && sha256sum $$(find . -name '*.hcl2spec.go') > /tmp/clusterforge-hcl2spec.sum && $(GO) generate ./... && \

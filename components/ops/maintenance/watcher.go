@@ -35,7 +35,10 @@ type Watcher struct {
 	HTTP     *http.Client
 	// Every is the poll period; Azure posts events at least 5 minutes (15 for redeploys) ahead.
 	Every time.Duration
-	Logf  func(format string, args ...any)
+	// DrainedReadEvery spaces the reads of its node while an event waits for the drain. Default
+	// 30 s: a maintenance wave may schedule a fifth of the fleet at once.
+	DrainedReadEvery time.Duration
+	Logf             func(format string, args ...any)
 
 	last corev1.NodeCondition
 	// started are the events this watcher started; nodeReadAt is when it last read its node.
@@ -43,9 +46,8 @@ type Watcher struct {
 	nodeReadAt time.Time
 }
 
-// drainedReadEvery spaces the watcher's reads of its node while an event waits for the drain: a
-// maintenance wave may schedule a fifth of the fleet at once.
-const drainedReadEvery = 30 * time.Second
+// defaultDrainedReadEvery is DrainedReadEvery's default.
+const defaultDrainedReadEvery = 30 * time.Second
 
 // Run polls until ctx ends; a failed poll is logged and retried at the next tick.
 func (w *Watcher) Run(ctx context.Context) error {
@@ -86,7 +88,7 @@ func (w *Watcher) Poll(ctx context.Context) error {
 
 // startIfDrained starts this VM's startable events once its node carries wellknown.DrainedAnnotation. The
 // node is read only while such an event waits, from the apiserver's cache, and at most every
-// drainedReadEvery.
+// DrainedReadEvery.
 func (w *Watcher) startIfDrained(ctx context.Context, doc Document) error {
 	maps.DeleteFunc(w.started, func(id string, _ bool) bool { // events over are forgotten
 		return !slices.ContainsFunc(doc.Events, func(e Event) bool { return e.EventID == id })
@@ -97,7 +99,11 @@ func (w *Watcher) startIfDrained(ctx context.Context, doc Document) error {
 			body.StartRequests = append(body.StartRequests, StartRequest{EventID: id})
 		}
 	}
-	if len(body.StartRequests) == 0 || time.Since(w.nodeReadAt) < drainedReadEvery {
+	every := w.DrainedReadEvery
+	if every == 0 {
+		every = defaultDrainedReadEvery
+	}
+	if len(body.StartRequests) == 0 || time.Since(w.nodeReadAt) < every {
 		return nil
 	}
 	w.nodeReadAt = time.Now()

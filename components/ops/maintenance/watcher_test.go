@@ -67,9 +67,9 @@ func TestWatcherStartsItsEventOnceTheNodeIsDrained(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got := sent(); len(got) != 0 {
-		t.Fatalf("the node was read again within %s: %v", drainedReadEvery, got)
+		t.Fatalf("the node was read again within %s: %v", defaultDrainedReadEvery, got)
 	}
-	w.nodeReadAt = time.Time{} // as if drainedReadEvery had passed
+	w.nodeReadAt = time.Time{} // as if defaultDrainedReadEvery had passed
 	for range 2 {
 		if err := w.Poll(ctx); err != nil {
 			t.Fatal(err)

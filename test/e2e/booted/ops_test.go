@@ -72,8 +72,10 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	// expect waits for the worker's MaintenanceScheduled status, a message containing message, and
 	// a cordon by the controller or none. The drain it may wait for evicts with grace periods, on a
 	// host that runs other packages' tests beside this one.
+	began := time.Now()
 	expect := func(what string, status corev1.ConditionStatus, message string, cordoned bool) {
 		t.Helper()
+		defer func() { t.Logf("%s: %s into the drill", what, time.Since(began).Round(time.Second)) }()
 		if err := drills.WaitNode(ctx, cs, worker, 3*time.Minute, func(node *corev1.Node) error {
 			c, _ := nodestatus.Condition(node, maintenance.Condition)
 			if c.Status != status || !strings.Contains(c.Message, message) || node.Spec.Unschedulable != cordoned ||
@@ -109,6 +111,7 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	if err := booted.WaitAddons(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the add-ons back: %s into the drill", time.Since(began).Round(time.Second))
 }
 
 // opsDiagnosis is what a failed maintenance drill needs to be read: the node's annotations, the pods

@@ -2,11 +2,13 @@ package booted_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,16 +52,25 @@ func TestKubeletUpgradeRoll(t *testing.T) {
 			workers = append(workers, m.Name)
 		}
 	}
-	for _, w := range workers {
-		if err := booted.StopMachine(ctx, w, false); err != nil {
-			t.Fatal(err)
-		}
-		if err := booted.WriteOSDisk(w, machine.BinDir+"/kubelet", kubelet, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := booted.StartMachine(ctx, w); err != nil {
-			t.Fatal(err)
-		}
+	// Set-up, before the writer and prober start: every worker at once.
+	errs := make([]error, len(workers))
+	var wg sync.WaitGroup
+	for i, w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = booted.StopMachine(ctx, w, false)
+			if errs[i] == nil {
+				errs[i] = booted.WriteOSDisk(w, machine.BinDir+"/kubelet", kubelet, 0o755)
+			}
+			if errs[i] == nil {
+				errs[i] = booted.StartMachine(ctx, w)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	for _, w := range workers {
 		if err := nodeOn(ctx, cs, w, spec.PreviousKubernetesVersion); err != nil {
@@ -83,7 +94,7 @@ func TestKubeletUpgradeRoll(t *testing.T) {
 	prober := drills.StartProber(cs, 10, 2*time.Second)
 	defer prober.Stop()
 	roller := &roll.Roller{Target: booted.RollTo(desired, planDir), Applied: applied, Desired: desired,
-		Journal: filepath.Join(t.TempDir(), "roll.json"), Progress: os.Stderr, ValidationPause: 2 * time.Second}
+		Journal: filepath.Join(t.TempDir(), "roll.json"), Progress: os.Stderr, ValidationPause: 500 * time.Millisecond}
 	began := time.Now()
 	results, err := roller.Run(ctx)
 	if err != nil {

@@ -50,7 +50,8 @@ func TestScheduledRebootDrainsTheNodeAhead(t *testing.T) {
 		ScheduledEvents: func(string) (maintenance.Document, error) { return *planned.Load(), nil }}
 	imds := httptest.NewServer(standIn)
 	defer imds.Close()
-	watcher := &maintenance.Watcher{Client: cs, NodeName: node, VMName: vm, Endpoint: imds.URL, HTTP: imds.Client(), Every: time.Second, Logf: t.Logf}
+	watcher := &maintenance.Watcher{Client: cs, NodeName: node, VMName: vm, Endpoint: imds.URL, HTTP: imds.Client(), Every: time.Second,
+		DrainedReadEvery: time.Second, Logf: t.Logf}
 
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = wellknown.PoolLabel + "=" + pool }))
 	nodeInformer := factory.Core().V1().Nodes().Informer()
