@@ -15,7 +15,10 @@ out="$PWD/build/bench"
 step() { printf '==> %s\n' "$*"; }
 
 scripts/toolchain.sh rehearsal node packer bench
-rm -rf "$out" && mkdir -p "$out/registry"
+# BAKE=0 reuses the images and the registry's data of the last run.
+bake=${BAKE:-1}
+[ "$bake" = 0 ] || rm -rf "$out/registry"
+mkdir -p "$out/registry"
 cat >"$out/registry.yml" <<YAML
 version: 0.1
 log:
@@ -33,12 +36,14 @@ trap 'kill $registry 2>/dev/null || true' EXIT
 for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$PORT/v2/" >/dev/null 2>&1 && break; sleep 0.1; done
 
 RUNS=${RUNS:-3}
-step "the images the stack boots (stack dev: worker and control plane)"
-scripts/image.sh local dev
-ROLE=control-plane scripts/image.sh local dev
-step "pushing $REF and baking it, pulled from the registry, into build/images/node-bench.tar"
-IMAGE_NAME=node-bench MKIMAGES_ARGS="-app-name $REF -app-layers 16 -app-layer-mib 128 -seed 2 -push $REF -app-from-registry" \
+if [ "$bake" != 0 ]; then
+  step "the images the stack boots (stack dev: worker and control plane)"
   scripts/image.sh local dev
+  ROLE=control-plane scripts/image.sh local dev
+  step "pushing $REF and baking it, pulled from the registry, into build/images/node-bench.tar"
+  IMAGE_NAME=node-bench MKIMAGES_ARGS="-app-name $REF -app-layers 16 -app-layer-mib 128 -seed 2 -push $REF -app-from-registry" \
+    scripts/image.sh local dev
+fi
 
 step "BenchmarkImageReady, $RUNS runs (each boots the stack twice and restarts its first worker fresh per mode)"
 go test -count="$RUNS" -run '^$' -bench ImageReady -benchtime 1x -timeout 180m ./test/bench/pull \

@@ -124,7 +124,11 @@ func BenchmarkImageReady(b *testing.B) {
 					b.Fatal(err)
 				}
 				cri := time.Since(start)
-				if err := bn.imageUsable(ctx, bn.refs[m.network], !m.preloaded); err != nil {
+				ref := bn.refs[m.network]
+				if m.preloaded {
+					ref = *pullImage // the name it was baked under
+				}
+				if err := bn.imageUsable(ctx, ref, !m.preloaded); err != nil {
 					b.Fatal(err)
 				}
 				b.StopTimer()
