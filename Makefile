@@ -21,7 +21,7 @@ help: ## List the targets
 
 demo: plan rehearse ## For newcomers: plan the dev stack, rehearse it, leave it running with a kubeconfig (builds only what it runs)
 
-setup: ## Install the pinned validators and Go modules (idempotent)
+setup: ## Install the pinned Debian packages (validators, debootstrap, systemd-nspawn, Node) and the Go modules (idempotent)
 	@scripts/setup.sh
 
 tools: ## Build every pinned binary (rehearsal, checks, node image, packer, the upgrade drills' older releases) into .tools (cached)
