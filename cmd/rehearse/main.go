@@ -100,7 +100,7 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Printf("==> deleting %s (machines, PKI, backup store)\n", dir)
-		return machines.Clean(dir, os.Stdout)
+		return processes.Clean(dir, os.Stdout)
 	case "etcd-backup":
 		return processes.Control(dir, processes.Request{Op: verb})
 	case "diff":
@@ -135,7 +135,7 @@ func diff(stack, dir, tools string) error {
 	if err != nil {
 		return err
 	}
-	p, err := machines.Attach(dir, tools)
+	p, err := processes.Attach(dir, tools)
 	if err != nil {
 		return err
 	}
@@ -244,13 +244,13 @@ func loadStack(stack string) (*spec.Cluster, string, error) {
 }
 
 // layout renders the stack's rehearsal in dir.
-func layout(stack, dir, tools string, nodes int) (*machines.Layout, error) {
+func layout(stack, dir, tools string, nodes int) (*processes.Layout, error) {
 	c, self, err := loadStack(stack)
 	if err != nil {
 		return nil, err
 	}
 	// Machines keep what they were last applied with until a roll replaces them, as on Azure.
-	if applied, err := (&machines.Layout{Options: machines.Options{Dir: dir}}).Applied(); err == nil {
+	if applied, err := (&processes.Layout{Layout: &machines.Layout{Options: machines.Options{Dir: dir}}}).Applied(); err == nil {
 		if changes := change.Diff(applied, c); change.Worst(changes) >= change.Roll {
 			fmt.Printf("==> the stack file changes what machines run (%d changes); starting the rehearsal as last applied: see make diff STACK=%s, then make roll STACK=%s\n",
 				len(changes), stack, stack)
@@ -261,7 +261,7 @@ func layout(stack, dir, tools string, nodes int) (*machines.Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	return machines.NewLayout(c, machines.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
+	return processes.NewLayout(c, machines.Options{Dir: dir, Tools: toolsAbs, NodesPerPool: nodes, Self: []string{self}})
 }
 
 // restoreStopped restores the main etcd of a rehearsal that is down, for the next `up`.
@@ -303,7 +303,7 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 		counts[res.Status]++
 	}
 	fmt.Fprintf(progress, "==> CIS %s (kube-bench, master and etcd): %d pass, %d fail, %d warn; report in %s (docs/reference/cis-exceptions.md lists the accepted exceptions)\n",
-		machines.CISBenchmark, counts["PASS"], counts["FAIL"], counts["WARN"], filepath.Join(dir, "cis.txt"))
+		processes.CISBenchmark, counts["PASS"], counts["FAIL"], counts["WARN"], filepath.Join(dir, "cis.txt"))
 	objs, err := p.Addons()
 	if err == nil {
 		err = r.Apply(upCtx, objs...)

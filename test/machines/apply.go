@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 )
@@ -19,8 +20,8 @@ import (
 // AddonsMachine is where endpoints.json lists the add-on processes the rehearsal runs itself.
 const AddonsMachine = "add-ons"
 
-// FieldManager owns the fields clusterforge applies, as the Pulumi program's provider would.
-const FieldManager = "clusterforge"
+// fieldManager owns the fields clusterforge applies, as the Pulumi program's provider would.
+const fieldManager = "clusterforge"
 
 // Apply server-side applies the add-on objects in order, as the Pulumi program registers them.
 // After a CRD it waits until the CRD is established, so the objects after it can use it.
@@ -57,7 +58,7 @@ func (p *Layout) Apply(ctx context.Context, objs ...addons.Object) error {
 		}
 		client := dyn.Resource(mapping.Resource).Namespace(u.GetNamespace())
 		if _, err := client.Patch(ctx, u.GetName(), types.ApplyPatchType, data,
-			metav1.PatchOptions{FieldManager: FieldManager, Force: PtrTo(true), FieldValidation: "Strict"}); err != nil {
+			metav1.PatchOptions{FieldManager: fieldManager, Force: ptr.To(true), FieldValidation: "Strict"}); err != nil {
 			return fmt.Errorf("server-side apply %s: %w", addons.Key(o), err)
 		}
 		if _, isCRD := o.(*apiextensionsv1.CustomResourceDefinition); isCRD {
@@ -85,8 +86,6 @@ func waitEstablished(ctx context.Context, crds dynamic.ResourceInterface, name s
 		return fmt.Errorf("not established yet")
 	})
 }
-
-func PtrTo[T any](v T) *T { return &v }
 
 // ApplyFoundation applies what the control plane needs before it works, as the Pulumi program's
 // add-ons do from outside the machines: the join RBAC and token, the scheduler's CRDs.

@@ -2,15 +2,24 @@ package machines
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/clusterforge/clusterforge/components/certexpiry"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/roll"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/standin/lb"
 )
 
@@ -105,4 +114,56 @@ func (p *Layout) LBBackendHealthy(backend string) (bool, error) {
 		}
 	}
 	return false, fmt.Errorf("load balancer has no backend %s", backend)
+}
+
+// APIServerVersion reads the machine's /version.
+func (p *Layout) APIServerVersion(ctx context.Context, name string) (string, error) {
+	in, err := p.Instance(name)
+	if err != nil {
+		return "", err
+	}
+	code, body, err := p.Get(ctx, fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.APIServerPort))
+	if err != nil {
+		return "", err
+	}
+	return roll.GitVersion(name, code, []byte(body))
+}
+
+// InRotation reads the load balancer's view of the machine.
+func (p *Layout) InRotation(_ context.Context, name string) (bool, error) {
+	in, err := p.Instance(name)
+	if err != nil {
+		return false, err
+	}
+	return p.LBBackendHealthy(fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
+}
+
+// ServingCertificate is the certificate a control-plane machine serves (etcd's client port, the
+// apiserver's), read by a TLS handshake: what the machine runs, not what was rendered for it.
+func (p *Layout) ServingCertificate(ctx context.Context, name string) (*x509.Certificate, error) {
+	in, err := p.Instance(name)
+	if err != nil {
+		return nil, err
+	}
+	port := wellknown.EtcdClientPort
+	if in.Role == spec.RoleAPIServer {
+		port = wellknown.APIServerPort
+	}
+	return certexpiry.PeerCertificate(ctx, p.Dial, fmt.Sprintf("%s:%d", in.IP, port))
+}
+
+// LBCommand is the load balancer on the API address in front of every apiserver machine, probing
+// as the Azure program configures it (Self + lb).
+func (p *Layout) LBCommand() []string {
+	var backends []string
+	for _, in := range p.Of(spec.RoleAPIServer) {
+		backends = append(backends, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
+	}
+	return append(slices.Clone(p.Self), "lb",
+		"--listen="+fmt.Sprintf("%s:%d", p.Cluster.Network.APIServerIP, wellknown.APIServerPort),
+		"--backends="+strings.Join(backends, ","),
+		"--probe-path="+spec.APIServerProbePath,
+		"--interval="+(spec.APIServerProbeIntervalSeconds*time.Second).String(),
+		"--failures="+strconv.Itoa(spec.APIServerProbeFailures),
+		"--state="+p.LBStateFile())
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-// tlsConfig trusts a CA of the rehearsal and presents a client certificate, both from the bundle.
+// TLSConfig trusts a CA of the rehearsal and presents a client certificate, both from the bundle.
 func (p *Layout) TLSConfig(ca, client string) (*tls.Config, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(p.Bundle.Pair(ca).CertPEM)) {
@@ -143,7 +143,7 @@ func (p *Layout) expectOK(ctx context.Context, url string) error {
 	return nil
 }
 
-// waitAPIHealthy waits for every apiserver, the load balancer, and componentOK for the
+// WaitAPIHealthyWith waits for every apiserver, the load balancer, and componentOK for the
 // controller-manager's and scheduler's health ports of every apiserver machine.
 func (p *Layout) WaitAPIHealthyWith(ctx context.Context, componentOK func(context.Context, Instance, int) error) error {
 	var errs []error
@@ -159,6 +159,8 @@ func (p *Layout) WaitAPIHealthyWith(ctx context.Context, componentOK func(contex
 	return errors.Join(errs...)
 }
 
+// InsecureOK gets url without checking the server's certificate and wants 200: for components whose
+// serving certificates are self-signed.
 func (p *Layout) InsecureOK(ctx context.Context, url string) error {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DialContext: p.Dial}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

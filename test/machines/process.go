@@ -118,6 +118,7 @@ func (p *Proc) Stop(sig syscall.Signal, grace time.Duration) error {
 	return fmt.Errorf("pid %d (%s on %s) survived SIGKILL", p.PID, p.Name, p.Machine)
 }
 
+// WaitExit reports whether the process exited within timeout.
 func (p *Proc) WaitExit(timeout time.Duration) bool {
 	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if !p.Alive() {
@@ -158,8 +159,8 @@ func WriteEndpoints(path string, procs []*Proc) error {
 	return os.Rename(tmp, path)
 }
 
-// ReadEndpoints loads the processes of a rehearsal directory.
-func ReadEndpoints(path string) ([]*Proc, error) {
+// readEndpoints loads the processes of a rehearsal directory.
+func readEndpoints(path string) ([]*Proc, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -174,6 +175,7 @@ func ReadEndpoints(path string) ([]*Proc, error) {
 	return procs, nil
 }
 
+// WriteFile writes content to path, making its directories.
 func WriteFile(path, content string, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -184,7 +186,7 @@ func WriteFile(path, content string, mode os.FileMode) error {
 // StopProcesses stops every process a rehearsal in dir started, even one run by another command.
 func StopProcesses(dir string, progress io.Writer) error {
 	path := filepath.Join(dir, "endpoints.json")
-	procs, err := ReadEndpoints(path)
+	procs, err := readEndpoints(path)
 	if err != nil {
 		return err
 	}
@@ -216,15 +218,4 @@ func StopAll(procs []*Proc) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// NodePath is the PATH units run with, as systemd gives them.
-const NodePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// RemoveTree deletes dir without crossing into a mount that is still there.
-func RemoveTree(dir string) error {
-	if out, err := exec.Command("rm", "-rf", "--one-file-system", dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("remove %s: %v: %s", dir, err, out)
-	}
-	return nil
 }

@@ -28,7 +28,7 @@ func Subcommand(args []string) (ran bool, err error) {
 }
 
 // ServeSubcommand is Subcommand for a test binary's TestMain: when the binary was started as the
-// load balancer or the metadata service, it serves and exits.
+// load balancer, the metadata service or the host forwarder, it serves and exits.
 func ServeSubcommand() {
 	if ran, err := Subcommand(os.Args[1:]); ran {
 		if err != nil {

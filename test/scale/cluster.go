@@ -10,7 +10,7 @@ import (
 )
 
 // Cluster is a running control plane as the benchmark drives it; the rehearsal is one
-// (rehearsal.ScaleCluster).
+// (processes.Rehearsal.ScaleCluster).
 type Cluster interface {
 	// NodeConfig is a client as the nodes' agents are (the identity KWOK acts as, in
 	// system:nodes); LoadConfig is the load generator's, an ordinary user. Neither is exempt from

@@ -36,7 +36,7 @@ var (
 	connectionMiBs = flag.Int("per-connection-mibps", 64, "the remote-registry model: each connection's throughput, MiB/s")
 )
 
-// The boot runs its load balancer and metadata service as `<this binary> lb|imds ...`.
+// The boot runs its load balancer and metadata service and host forwarder as `<this binary> lb|imds|forward ...`.
 func TestMain(m *testing.M) {
 	machines.ServeSubcommand()
 	flag.Parse()
@@ -53,7 +53,7 @@ type bench struct {
 
 // pullDropIn makes the worker's containerd run on an empty configuration: containerd's own
 // defaults (3 concurrent downloads, the same root and socket).
-const pullDropIn = "/etc/systemd/system/containerd.service.d/90-pull-bench.conf"
+const pullDropIn = machine.UnitDir + "/" + machine.ContainerdUnit + ".d/90-pull-bench.conf"
 
 // BenchmarkImageReady is the time from a fresh worker's start (a clean shutdown, a new empty local
 // disk, systemd-nspawn started again) until the large image is usable: pulled through the CRI as
@@ -197,7 +197,7 @@ func boot(b *testing.B, workerImage, throttled string) *bench {
 // fresh shuts the worker down cleanly, gives it a new empty local disk, and writes the pull
 // benchmark's containerd drop-in onto its OS disk ("" for none).
 func (bn *bench) fresh(dropIn string) error {
-	if err := bn.booted.Stop(bn.worker, false); err != nil {
+	if err := bn.booted.StopMachine(context.Background(), bn.worker, false); err != nil {
 		return err
 	}
 	if err := bn.booted.WipeLocalDisk(bn.worker); err != nil {

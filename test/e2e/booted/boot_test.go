@@ -39,7 +39,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// The boot runs its load balancer and metadata service as `<this binary> lb|imds ...`.
+	// The boot runs its load balancer and metadata service and host forwarder as `<this binary> lb|imds|forward ...`.
 	machines.ServeSubcommand()
 	flag.Parse()
 	if testing.Short() {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -97,7 +98,12 @@ func TestWorkerImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 	}
 	// The app the pod test runs may have been pulled since only if it was not preloaded: that
 	// test fails then. A few KiB of index blobs stay.
-	if size, _ := strconv.Atoi(strings.Fields(blobs)[0]); size > 1<<20 {
+	f := strings.Fields(blobs)
+	size, err := strconv.Atoi(append(f, "")[0])
+	if err != nil {
+		t.Fatalf("du of the content store: %q: %v", blobs, err)
+	}
+	if size > 1<<20 {
 		t.Errorf("the content store holds %d bytes: the compressed layers were not discarded after unpacking", size)
 	}
 
@@ -106,7 +112,7 @@ func TestWorkerImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s is not a mount point: %v", machine.ContainerdRoot, err)
 	}
-	f := strings.Fields(mount)
+	f = strings.Fields(mount)
 	if len(f) < 2 || f[1] != "ext4" {
 		t.Fatalf("%s is mounted as %q; want the local disk, ext4", machine.ContainerdRoot, mount)
 	}
@@ -120,7 +126,7 @@ func TestWorkerImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`snapshotter = "overlayfs"`, `max_concurrent_downloads = 10`,
+	for _, want := range []string{`snapshotter = "overlayfs"`, fmt.Sprintf("max_concurrent_downloads = %d", booted.Cluster.Kubelet.MaxConcurrentDownloads),
 		`sandbox_image = "` + booted.Cluster.Versions.PauseImage + `"`, `root = "` + machine.ContainerdRoot + `"`} {
 		if !strings.Contains(dump, want) {
 			t.Errorf("the worker's containerd runs without %s", want)
@@ -128,8 +134,8 @@ func TestWorkerImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 	}
 }
 
-// The sysctls the worker image applies at boot: the L27 neighbour-table thresholds, each key one
-// the kernel knows, and the namespaced ones accepted by the kernel through the image's own sysctl.
+// The sysctls the worker image carries: the L27 neighbour-table thresholds, each key one the
+// kernel knows, and the namespaced ones accepted by the kernel through the image's own sysctl.
 func TestWorkerImageSysctls(t *testing.T) {
 	needBoot(t)
 	node := firstWorker(t)

@@ -61,7 +61,7 @@ type Options struct {
 // Main runs the package's tests, around a shared rehearsal when o asks for one, and returns the
 // exit code. It first serves the stand-ins when the test binary was started as one.
 func Main(m *testing.M, o Options) int {
-	machines.ServeSubcommand() // the rehearsal starts its stand-ins as `<this binary> lb|imds ...`
+	machines.ServeSubcommand() // the rehearsal starts its stand-ins as `<this binary> lb|imds|forward ...`
 	flag.Parse()
 	var err error
 	if RepoRoot, err = findRepoRoot(); err != nil {
@@ -104,7 +104,7 @@ func NodesPerPool() int { return *nodesPerPool }
 
 // NewLayout lays out a rehearsal of c in build/rehearse/<name> on loopback base, after deleting what
 // an earlier run left there: each run checks a new cluster.
-func NewLayout(name string, c *spec.Cluster, base int) (*machines.Layout, error) {
+func NewLayout(name string, c *spec.Cluster, base int) (*processes.Layout, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -114,10 +114,10 @@ func NewLayout(name string, c *spec.Cluster, base int) (*machines.Layout, error)
 		return nil, fmt.Errorf("the pinned binaries are missing from %s: run `make tools` (or `go test -short` to skip the rehearsal)", tools)
 	}
 	dir := filepath.Join(RepoRoot, "build", "rehearse", name)
-	if err := machines.Clean(dir, os.Stderr); err != nil {
+	if err := processes.Clean(dir, os.Stderr); err != nil {
 		return nil, err
 	}
-	return machines.NewLayout(c, machines.Options{
+	return processes.NewLayout(c, machines.Options{
 		Dir: dir, Tools: tools, Base: base,
 		NodesPerPool: *nodesPerPool, Self: []string{self},
 	})

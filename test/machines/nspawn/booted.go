@@ -89,18 +89,18 @@ type Booted struct {
 	services []*machines.Proc
 }
 
-// Hub names a stack's hub namespace.
-func Hub(stack string) string { return "cfboot-" + stack }
+// Hub names a boot's hub namespace (Options.Name).
+func Hub(boot string) string { return "cfboot-" + boot }
 
 // bootName is what a boot's name must be to name namespaces and cgroups.
 var bootName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,19}$`)
 
-// PlaceMachines places every machine of the cluster: the etcd members at their planned addresses and
+// placeMachines places every machine of the cluster: the etcd members at their planned addresses and
 // zones, apiserver and worker scale-set instances named as Azure names them (the scale set's
 // computer-name prefix and a six-digit base-36 instance id), at the next addresses of their
 // subnets, spread over the zones, then each worker's pod IPs (deviation "network": Azure's DHCP
 // and the scale set's IP configurations pick those addresses).
-func PlaceMachines(c *spec.Cluster) ([]*Machine, error) {
+func placeMachines(c *spec.Cluster) ([]*Machine, error) {
 	var out []*Machine
 	add := func(name, role, ip, subnet, zone string) error {
 		pfx, err := netip.ParsePrefix(subnet)
@@ -175,7 +175,7 @@ func Boot(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer) (
 	if err != nil {
 		return nil, fmt.Errorf("boot: %w (run `make plan STACK=%s` first)", err, o.Stack)
 	}
-	placed, err := PlaceMachines(c)
+	placed, err := placeMachines(c)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func Boot(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer) (
 	}
 	b.logf("%d machines running systemd", len(b.Machines))
 	phase = b.phase("machine boot", phase)
-	if err := b.each(b.Machines, func(m *Machine) error { return b.WaitCloudInit(ctx, m.Name) }); err != nil {
+	if err := b.each(b.Machines, func(m *Machine) error { return b.waitCloudInit(ctx, m.Name) }); err != nil {
 		return b, err
 	}
 	b.logf("cloud-init done on every machine, no errors")
@@ -312,17 +312,15 @@ func (b *Booted) startServices(ctx context.Context) error {
 		"--events="+b.ScheduledEventsFile())); err != nil {
 		return err
 	}
-	if err := b.startService("lb", b.lbCommand()); err != nil {
+	if err := b.startService("lb", b.LBCommand()); err != nil {
 		return err
 	}
-	host, port := b.StoreHost, strconv.Itoa(machines.StorePortBase)
-	if err := b.startService("azurite", []string{filepath.Join(b.Tools, "azurite-blob"), "--blobHost", host, "--blobPort", port,
-		"--location", b.StoreDir(), "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry"}); err != nil {
+	if err := b.startService("azurite", b.StoreCommand()); err != nil {
 		return err
 	}
 	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s",
 		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress())
-	return b.CreateContainer(ctx)
+	return b.CreateBackupContainer(ctx)
 }
 
 // metadata is what the instance metadata service says of a machine.
@@ -357,26 +355,15 @@ func (b *Booted) startService(name string, argv []string) error {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
 	proc.Role, proc.Machine, proc.Name, proc.Command = "platform", b.net.Hub, name, argv // `ip netns exec` execs argv
+	return b.track(proc)
+}
+
+// track records a process the boot started in its endpoints file, for `make boot-down`.
+func (b *Booted) track(proc *machines.Proc) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.services = append(b.services, proc)
 	return machines.WriteEndpoints(b.EndpointsFile(), b.services)
-}
-
-// lbCommand is the load balancer in front of every apiserver machine, probing as the Azure
-// program configures it.
-func (b *Booted) lbCommand() []string {
-	var backends []string
-	for _, in := range b.Of(spec.RoleAPIServer) {
-		backends = append(backends, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
-	}
-	return append(slices.Clone(b.Self), "lb",
-		"--listen="+fmt.Sprintf("%s:%d", b.Cluster.Network.APIServerIP, wellknown.APIServerPort),
-		"--backends="+strings.Join(backends, ","),
-		"--probe-path="+spec.APIServerProbePath,
-		"--interval="+(spec.APIServerProbeIntervalSeconds*time.Second).String(),
-		"--failures="+strconv.Itoa(spec.APIServerProbeFailures),
-		"--state="+b.LBStateFile())
 }
 
 // each runs f for every machine at once and joins the errors.
@@ -439,7 +426,7 @@ func (b *Booted) Exec(ctx context.Context, name string, args ...string) (string,
 		return "", fmt.Errorf("%s is stopped", name)
 	}
 	cmd := exec.CommandContext(ctx, "nsenter", append([]string{"--target", strconv.Itoa(pid), "--all"}, args...)...)
-	cmd.Env = []string{machines.NodePath}
+	cmd.Env = []string{nodePath}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s on %s: %w: %s", strings.Join(args, " "), name, err, strings.TrimSpace(string(out)))
@@ -450,8 +437,8 @@ func (b *Booted) Exec(ctx context.Context, name string, args ...string) (string,
 // ErrCloudInitStuck is a boot whose cloud-init was still running when the wait ended.
 var ErrCloudInitStuck = errors.New("cloud-init did not finish")
 
-// WaitCloudInit waits until cloud-init has finished on a machine and fails if it reported errors.
-func (b *Booted) WaitCloudInit(ctx context.Context, name string) error {
+// waitCloudInit waits until cloud-init has finished on a machine and fails if it reported errors.
+func (b *Booted) waitCloudInit(ctx context.Context, name string) error {
 	var running bool
 	err := machines.Poll(ctx, 5*time.Minute, name+" cloud-init", func(ctx context.Context) error {
 		out, err := b.Exec(ctx, name, "cloud-init", "status", "--long")
@@ -566,15 +553,15 @@ func (b *Booted) waitCluster(ctx context.Context) error {
 			workers = append(workers, m)
 		}
 	}
-	if err := b.each(workers, func(m *Machine) error { return b.WaitNodeReady(ctx, m.Name) }); err != nil {
+	if err := b.each(workers, func(m *Machine) error { return b.waitNodeReady(ctx, m.Name) }); err != nil {
 		return err
 	}
 	b.logf("%d workers joined (TLS bootstrap through the load balancer) and are Ready with their pool labels", len(workers))
 	return b.applyAddons(ctx)
 }
 
-// WaitNodeReady waits until the worker machine's node is Ready and carries its pool's label.
-func (b *Booted) WaitNodeReady(ctx context.Context, name string) error {
+// waitNodeReady waits until the worker machine's node is Ready and carries its pool's label.
+func (b *Booted) waitNodeReady(ctx context.Context, name string) error {
 	m, err := b.Machine(name)
 	if err != nil {
 		return err

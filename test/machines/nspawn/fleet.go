@@ -10,11 +10,6 @@ import (
 	"github.com/clusterforge/clusterforge/test/machines"
 )
 
-// StopMachine stops a booted machine.
-func (b *Booted) StopMachine(_ context.Context, name string, hard bool) error {
-	return b.Stop(name, hard)
-}
-
 // StartMachine boots a stopped machine and waits until systemd has finished starting its units.
 func (b *Booted) StartMachine(ctx context.Context, name string) error {
 	if err := b.Start(ctx, name); err != nil {

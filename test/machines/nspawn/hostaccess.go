@@ -41,11 +41,7 @@ func (b *Booted) startHostAccess(ctx context.Context) error {
 		return fmt.Errorf("start the host forwarder: %w", err)
 	}
 	proc.Role, proc.Machine, proc.Name = "platform", "host", "forward"
-	b.mu.Lock()
-	b.services = append(b.services, proc)
-	err = machines.WriteEndpoints(b.EndpointsFile(), b.services)
-	b.mu.Unlock()
-	if err != nil {
+	if err := b.track(proc); err != nil {
 		return err
 	}
 	var addr []byte

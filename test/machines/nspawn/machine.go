@@ -97,7 +97,7 @@ func (b *Booted) unpack(ctx context.Context, image string) error {
 		return nil
 	}
 	b.logf("image %s: unpacking %s (%s)", image, tarball, spec.GiB(info.Size()))
-	if err := machines.RemoveTree(dir); err != nil {
+	if err := removeTree(dir); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -162,7 +162,7 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 		}
 		const section = "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
 		if !strings.Contains(string(config), section) {
-			return nil, fmt.Errorf("deviation \"kernel\": %s has no %q; update bootmachine.go", machine.ContainerdConfigPath, section)
+			return nil, fmt.Errorf("deviation \"kernel\": %s has no %q; update machineDeviations", machine.ContainerdConfigPath, section)
 		}
 		edited := strings.Replace(string(config), section, section+"  restrict_oom_score_adj = true\n", 1)
 		interfaces, err := nicInterfaces(m)
@@ -327,7 +327,7 @@ func (b *Booted) Start(ctx context.Context, name string) error {
 		"--link-journal=no", "--console=pipe", "--kill-signal=SIGRTMIN+3", bootInit}
 	// The shell moves itself into the machine's cgroups, then becomes systemd-nspawn.
 	argv := append([]string{"sh", "-c", `while [ "$1" != -- ]; do echo $$ >"$1/cgroup.procs" || exit 1; shift; done; shift; exec "$@"`, "sh"}, cgroups...)
-	proc, err := machines.SpawnProcess(append(append(argv, "--"), nspawn...), []string{machines.NodePath}, b.machineDir(m), filepath.Join(b.logDir(), m.Name+".console.log"), false)
+	proc, err := machines.SpawnProcess(append(append(argv, "--"), nspawn...), []string{nodePath}, b.machineDir(m), filepath.Join(b.logDir(), m.Name+".console.log"), false)
 	if err != nil {
 		return err
 	}
@@ -349,10 +349,8 @@ func (b *Booted) Start(ctx context.Context, name string) error {
 	}
 	b.mu.Lock()
 	m.nspawn, m.PID = proc, leader
-	b.services = append(b.services, proc)
-	err = machines.WriteEndpoints(b.EndpointsFile(), b.services)
 	b.mu.Unlock()
-	if err != nil {
+	if err := b.track(proc); err != nil {
 		return err
 	}
 	return b.writeMachines()
@@ -468,9 +466,9 @@ func containerLeader(nspawn int) int {
 	return 0
 }
 
-// Stop stops a machine: hard is a crash (every process of the machine killed at once), otherwise
-// a clean shutdown by its systemd. Its disks stay.
-func (b *Booted) Stop(name string, hard bool) error {
+// StopMachine stops a machine: hard is a crash (every process of the machine killed at once),
+// otherwise a clean shutdown by its systemd. Its disks stay.
+func (b *Booted) StopMachine(_ context.Context, name string, hard bool) error {
 	m, err := b.Machine(name)
 	if err != nil {
 		return err
@@ -581,7 +579,7 @@ func Down(name, dir string, progress io.Writer) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if err := machines.RemoveTree(filepath.Join(dir, "machines")); err != nil {
+	if err := removeTree(filepath.Join(dir, "machines")); err != nil {
 		return err
 	}
 	for _, f := range []string{MachinesFile(dir), filepath.Join(dir, "store")} {
@@ -662,4 +660,15 @@ func (b *Booted) MemoryUsage() (map[string]int64, error) {
 		return nil
 	})
 	return usage, err
+}
+
+// nodePath is the PATH units run with, as systemd gives them.
+const nodePath = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// removeTree deletes dir without crossing into a mount that is still there.
+func removeTree(dir string) error {
+	if out, err := exec.Command("rm", "-rf", "--one-file-system", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("remove %s: %v: %s", dir, err, out)
+	}
+	return nil
 }

@@ -72,7 +72,7 @@ func (t *RollTarget) Replace(ctx context.Context, name string) error {
 	if m.Role == spec.RoleEtcdMain || m.Role == spec.RoleEtcdEvents {
 		return errEtcdNotRolled
 	}
-	if err := t.Stop(name, false); err != nil {
+	if err := t.StopMachine(ctx, name, false); err != nil {
 		return err
 	}
 	if err := t.newDisks(m); err != nil {
@@ -81,7 +81,7 @@ func (t *RollTarget) Replace(ctx context.Context, name string) error {
 	if err := t.StartMachine(ctx, name); err != nil {
 		return err
 	}
-	return t.WaitCloudInit(ctx, name)
+	return t.waitCloudInit(ctx, name)
 }
 
 // newDisks replaces a stopped machine's OS disk (an empty overlay over its image, seeded with
@@ -95,7 +95,7 @@ func (b *Booted) newDisks(m *Machine) error {
 	}
 	dir := b.machineDir(m)
 	for _, d := range []string{"upper", "work"} {
-		if err := machines.RemoveTree(filepath.Join(dir, d)); err != nil {
+		if err := removeTree(filepath.Join(dir, d)); err != nil {
 			return err
 		}
 	}

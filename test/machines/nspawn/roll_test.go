@@ -18,7 +18,7 @@ func TestBootRollRefusesEtcdMembers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	placed, err := PlaceMachines(c)
+	placed, err := placeMachines(c)
 	if err != nil {
 		t.Fatal(err)
 	}

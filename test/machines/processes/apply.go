@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -25,7 +26,7 @@ func (r *Rehearsal) StartPodGroupController(ctx context.Context) error {
 		return err
 	}
 	token, err := cs.CoreV1().ServiceAccounts(addons.SystemNamespace).CreateToken(ctx, addons.PodGroupControllerName,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: machines.PtrTo(int64(24 * 3600))}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * 3600))}}, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("token of %s: %w", addons.PodGroupControllerName, err)
 	}

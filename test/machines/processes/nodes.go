@@ -3,42 +3,31 @@ package processes
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
-	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/machines"
 )
 
 // startLB starts the load balancer on the apiserver address, in front of every apiserver machine,
 // probing as the Azure program configures it.
 func (r *Rehearsal) startLB() error {
-	var backends []string
-	for _, in := range r.Of(spec.RoleAPIServer) {
-		backends = append(backends, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
-	}
-	argv := append(append([]string(nil), r.Self...), "lb",
-		"--listen="+fmt.Sprintf("%s:%d", r.Cluster.Network.APIServerIP, wellknown.APIServerPort),
-		"--backends="+strings.Join(backends, ","),
-		"--probe-path="+spec.APIServerProbePath,
-		"--interval="+(spec.APIServerProbeIntervalSeconds*time.Second).String(),
-		"--failures="+strconv.Itoa(spec.APIServerProbeFailures),
-		"--state="+r.LBStateFile(),
-	)
-	proc, err := machines.StartProcess(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "lb.log"))
+	proc, err := machines.StartProcess(r.LBCommand(), os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "lb.log"))
 	if err != nil {
 		return err
 	}
@@ -64,7 +53,7 @@ options:
 // kwokAccess is KWOK's role and its binding: the nodes it registers and heartbeats, their
 // leases, the pods bound to them and their events.
 func kwokAccess() []addons.Object {
-	return userAccess(machines.KWOKUser,
+	return userAccess(KWOKUser,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes", "pods"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"nodes/status", "pods/status"}, Verbs: []string{"update", "patch"}},
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}},
@@ -116,7 +105,7 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 		return err
 	}
 	kubeconfig := filepath.Join(r.Dir, "kwok.kubeconfig")
-	if err := r.WriteKubeconfigAs(kubeconfig, machines.KWOKUser, pki.NodesGroup); err != nil {
+	if err := r.WriteKubeconfigAs(kubeconfig, KWOKUser, pki.NodesGroup); err != nil {
 		return err
 	}
 	config := filepath.Join(r.Dir, "kwok.yaml")
@@ -126,7 +115,7 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 	argv := []string{filepath.Join(r.Tools, "kwok"),
 		"--kubeconfig=" + kubeconfig, "--config=" + config, "--v=WARN",
 		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + machines.KWOKAnnotation + "=fake",
+		"--manage-nodes-with-annotation-selector=" + KWOKAnnotation + "=fake",
 		// Heartbeats through node leases, renewed every 10 s as a kubelet does: without them
 		// KWOK's status heartbeats come about a minute apart, past the node controller's grace,
 		// and every node flaps NotReady, which marks its pods unready for good.
@@ -185,4 +174,73 @@ func schedulable(n corev1.Node) bool {
 		}
 	}
 	return nodestatus.IsReady(&n)
+}
+
+// KWOKAnnotation marks the nodes KWOK simulates.
+const KWOKAnnotation = "kwok.x-k8s.io/node"
+
+// Nodes are the simulated worker nodes: per pool, up to NodesPerPool of its maxNodes.
+func (p *Layout) Nodes() ([]corev1.Node, error) {
+	var nodes []corev1.Node
+	for i, pool := range p.Cluster.Pools {
+		for n := range min(pool.MaxNodes, p.NodesPerPool) {
+			node, err := p.PoolNode(i, n)
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, node)
+		}
+	}
+	return nodes, nil
+}
+
+// PoolNode is the n-th simulated node of pool i, named <cluster>-<pool>-<n>, with the labels and
+// taints its kubelet registers and its VM size's capacity.
+func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
+	pool := p.Cluster.Pools[i]
+	capacity, ok := spec.VMCapacity(pool.VMSize)
+	if !ok {
+		return corev1.Node{}, &spec.FieldError{Field: fmt.Sprintf("pools[%d].vmSize", i),
+			Problem: fmt.Sprintf("the rehearsal does not know the capacity of %s", pool.VMSize),
+			Fix:     "add the size to spec.VMCapacity's table"}
+	}
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewQuantity(int64(capacity.CPUs), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(capacity.MemoryGiB)<<30, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(p.Cluster.Kubelet.MaxPods), resource.DecimalSI),
+	}
+	if capacity.GPUs > 0 {
+		res[machine.GPUResource] = *resource.NewQuantity(int64(capacity.GPUs), resource.DecimalSI)
+	}
+	var taints []corev1.Taint
+	for _, t := range machine.NodeTaints(pool) {
+		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
+	}
+	name := fmt.Sprintf("%s-%s-%d", p.Cluster.Name, pool.Name, n)
+	labels := machine.NodeLabels(pool)
+	maps.Copy(labels, map[string]string{
+		corev1.LabelHostname:           name,
+		corev1.LabelOSStable:           "linux",
+		corev1.LabelArchStable:         "amd64",
+		corev1.LabelInstanceTypeStable: pool.VMSize,
+		corev1.LabelTopologyZone:       p.Cluster.Location + "-" + p.Cluster.Zones[n%len(p.Cluster.Zones)],
+	})
+	return corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{KWOKAnnotation: "fake"}},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
+			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: p.Cluster.Versions.Kubernetes}}, // KWOK keeps it
+	}, nil
+}
+
+// KWOKUser is who KWOK acts as: a member of system:nodes, so that priority and fairness classes
+// its node heartbeats and lease renewals as it classes kubelets' (flow schemas system-node-high
+// and system-nodes), not as an exempt administrator's. It is not named system:node:<node>: the
+// Node authorizer and NodeRestriction would confine it to that one node, and KWOK acts for all;
+// RBAC grants it what their kubelets do together (kwokAccess).
+const KWOKUser = "clusterforge:kwok"
+
+// KWOKRESTConfig is KWOK's identity as a client: what registers the simulated nodes.
+func (p *Layout) KWOKRESTConfig() (*rest.Config, error) {
+	return p.RESTConfigAs(KWOKUser, pki.NodesGroup)
 }

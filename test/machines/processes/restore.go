@@ -21,7 +21,7 @@ import (
 // etcdBackupCommand runs clusterforge-etcd-backup on a machine of the main etcd, with its files and
 // environment, as an operator's run command would on Azure; output goes to the machine's log.
 func (r *Rehearsal) etcdBackupCommand(ctx context.Context, in machines.Instance, verb string, args ...string) error {
-	argv := append([]string{r.OnMachine(in, machine.EtcdBackupBinary), verb, "--config=" + r.OnMachine(in, machine.EtcdBackupConfig)}, args...)
+	argv := append([]string{r.onMachine(in, machine.EtcdBackupBinary), verb, "--config=" + r.onMachine(in, machine.EtcdBackupConfig)}, args...)
 	log, err := os.OpenFile(r.Log(in.Name, "etcd-backup-"+verb), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -89,8 +89,8 @@ func (r *Rehearsal) RestoreEtcd(ctx context.Context, name string) (etcdbackup.Sn
 // RestoreStopped restores the main etcd of a rehearsal that is not running (after a total loss
 // found by `rehearse up`): the store started, the members rebuilt, started until healthy and
 // cleared of stale leases, then everything stopped again for the next `rehearse up`.
-func RestoreStopped(ctx context.Context, p *machines.Layout, name string, progress io.Writer) (snap etcdbackup.Snapshot, err error) {
-	if p.Fresh {
+func RestoreStopped(ctx context.Context, p *Layout, name string, progress io.Writer) (snap etcdbackup.Snapshot, err error) {
+	if p.fresh {
 		return snap, fmt.Errorf("%s holds no rehearsal to restore (no identity.json): start one with make rehearse", p.Dir)
 	}
 	if err := machines.StopProcesses(p.Dir, progress); err != nil {

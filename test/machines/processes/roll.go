@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -27,7 +29,7 @@ import (
 // replaced worker is a KWOK node registered again with the new kubelet version.
 type RollTarget struct {
 	*Rehearsal
-	desired *machines.Layout
+	desired *Layout
 }
 
 var _ roll.Target = (*RollTarget)(nil)
@@ -35,18 +37,18 @@ var _ roll.Target = (*RollTarget)(nil)
 // RollTo prepares a roll of the running rehearsal to desired; renew re-issues every leaf
 // certificate from the same authorities.
 func (r *Rehearsal) RollTo(desired *spec.Cluster, renew bool) (*RollTarget, error) {
-	d, err := machines.NewLayout(desired, r.Options)
+	d, err := NewLayout(desired, r.Options)
 	if err != nil {
 		return nil, err
 	}
-	if d.Fresh {
+	if d.fresh {
 		return nil, errors.New("the desired spec certifies other names or addresses than the rehearsal runs: that is a new cluster, not a roll")
 	}
 	if renew {
-		if d.Bundle, err = pki.Renew(r.Bundle, pki.Authorities(d.Cluster), machines.RehearsalProfiles(d.Cluster, d.APIServerIPs())); err != nil {
+		if d.Bundle, err = pki.Renew(r.Bundle, pki.Authorities(d.Cluster), loopbackProfiles(d.Cluster, d.apiserverIPs())); err != nil {
 			return nil, err
 		}
-		if err := d.Render(); err != nil {
+		if err := d.renderInstances(); err != nil {
 			return nil, err
 		}
 	}
@@ -113,7 +115,7 @@ func (t *RollTarget) Replace(ctx context.Context, name string) error {
 	}
 	i := slices.IndexFunc(t.Instances, func(in machines.Instance) bool { return in.Name == name })
 	t.Instances[i] = next
-	if err := t.Materialize(next); err != nil {
+	if err := t.materialize(next); err != nil {
 		return err
 	}
 	return t.Boot(ctx, name)
@@ -170,13 +172,13 @@ func (t *RollTarget) Prepare(ctx context.Context) error {
 // Commit makes the desired spec and PKI the rehearsal's own and records it as applied.
 func (t *RollTarget) Commit(context.Context) error {
 	t.Cluster, t.Stack, t.Bundle = t.desired.Cluster, t.desired.Stack, t.desired.Bundle
-	if err := t.WriteClientPKI(); err != nil {
+	if err := t.writeClientPKI(); err != nil {
 		return err
 	}
-	if err := t.SaveIdentity(); err != nil {
+	if err := t.saveIdentity(); err != nil {
 		return err
 	}
-	return t.RecordApplied()
+	return t.recordApplied()
 }
 
 // Running reports whether the rehearsal's supervisor answers.
@@ -186,4 +188,56 @@ func Running(dir string) bool {
 		conn.Close()
 	}
 	return err == nil
+}
+
+// appliedFile is where a rehearsal records the spec it runs (spec.Resolved), as the Pulumi
+// program records it in the appliedSpec stack output.
+func (p *Layout) appliedFile() string { return filepath.Join(p.Dir, "applied.yaml") }
+
+// RollJournal is the journal of a roll of this rehearsal in progress.
+func (p *Layout) RollJournal() string { return filepath.Join(p.Dir, "roll.json") }
+
+// Applied reads the spec the rehearsal was last applied with.
+func (p *Layout) Applied() (*spec.Cluster, error) {
+	data, err := os.ReadFile(p.appliedFile())
+	if err != nil {
+		return nil, err
+	}
+	return spec.ParseResolved(data)
+}
+
+// recordApplied writes the layout's stack as the one last applied, what `make diff` compares with.
+func (p *Layout) recordApplied() error {
+	data, err := p.Stack.Resolved()
+	if err != nil {
+		return err
+	}
+	return machines.WriteFile(p.appliedFile(), string(data), 0o644)
+}
+
+// Inventory lists the control-plane machines and the nodes of every pool.
+func (p *Layout) Inventory(ctx context.Context) (change.Inventory, error) {
+	inv := change.Inventory{}
+	for _, in := range p.Instances {
+		inv[in.Role] = append(inv[in.Role], in.Name)
+	}
+	return roll.AddNodes(ctx, p, inv)
+}
+
+// Attach plans the rehearsal in dir as it was last applied, to read from it (`make diff`); it
+// starts and writes nothing.
+func Attach(dir, tools string) (*Layout, error) {
+	p := &Layout{Layout: &machines.Layout{Options: machines.Options{Dir: dir}}}
+	applied, err := p.Applied()
+	if err != nil {
+		return nil, fmt.Errorf("no rehearsal of this stack has been applied in %s: %w", dir, err)
+	}
+	attached, err := NewLayout(applied, machines.Options{Dir: dir, Tools: tools})
+	if err != nil {
+		return nil, err
+	}
+	if attached.fresh {
+		return nil, fmt.Errorf("%s has no identity of its own: rehearse it again", dir)
+	}
+	return attached, nil
 }

@@ -22,9 +22,9 @@ import (
 	"github.com/clusterforge/clusterforge/test/scale"
 )
 
-// ScaleLoadUser is who the scale benchmark's load generator acts as: an ordinary user, whose
+// scaleLoadUser is who the scale benchmark's load generator acts as: an ordinary user, whose
 // requests priority and fairness classes as global-default.
-const ScaleLoadUser = "clusterforge:scale-load"
+const scaleLoadUser = "clusterforge:scale-load"
 
 // scaleCluster is the running rehearsal as the scale benchmark drives it (scale.Cluster): its
 // nodes are KWOK nodes of the first pool without GPUs.
@@ -48,7 +48,7 @@ func (r *Rehearsal) ScaleCluster(ctx context.Context) (scale.Cluster, error) {
 	if pool < 0 {
 		return nil, errors.New("scale benchmark: the stack has no pool without GPUs and taints to simulate nodes in")
 	}
-	access := userAccess(ScaleLoadUser,
+	access := userAccess(scaleLoadUser,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update"}},
@@ -60,7 +60,7 @@ func (r *Rehearsal) ScaleCluster(ctx context.Context) (scale.Cluster, error) {
 }
 
 func (s *scaleCluster) NodeConfig() (*rest.Config, error) { return s.r.KWOKRESTConfig() }
-func (s *scaleCluster) LoadConfig() (*rest.Config, error) { return s.r.RESTConfigAs(ScaleLoadUser, "") }
+func (s *scaleCluster) LoadConfig() (*rest.Config, error) { return s.r.RESTConfigAs(scaleLoadUser, "") }
 func (s *scaleCluster) Node(n int) (corev1.Node, error)   { return s.r.PoolNode(s.pool, n) }
 func (s *scaleCluster) MainEtcd() (*clientv3.Client, error) {
 	return s.r.EtcdClient(spec.RoleEtcdMain)
@@ -157,10 +157,10 @@ func BenchJoins(ctx context.Context, c *spec.Cluster, o machines.Options, bench 
 
 // onBenchRehearsal starts a clean rehearsal in o.Dir, runs bench on it and stops it.
 func onBenchRehearsal(ctx context.Context, c *spec.Cluster, o machines.Options, progress io.Writer, bench func(scale.Cluster) error) error {
-	if err := machines.Clean(o.Dir, progress); err != nil {
+	if err := Clean(o.Dir, progress); err != nil {
 		return err
 	}
-	p, err := machines.NewLayout(c, o)
+	p, err := NewLayout(c, o)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ import (
 
 // Rehearsal is a running rehearsal: the plan and the processes it started.
 type Rehearsal struct {
-	*machines.Layout
+	*Layout
 	progress io.Writer
 
 	mu      sync.Mutex
@@ -33,7 +33,7 @@ type Rehearsal struct {
 
 // Up starts the plan's control plane and simulated nodes, returning once all of it is healthy.
 // On failure everything it started is stopped again.
-func Up(ctx context.Context, p *machines.Layout, progress io.Writer) (r *Rehearsal, err error) {
+func Up(ctx context.Context, p *Layout, progress io.Writer) (r *Rehearsal, err error) {
 	if err := machines.StopProcesses(p.Dir, progress); err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func Up(ctx context.Context, p *machines.Layout, progress io.Writer) (r *Rehears
 	if err := r.startNodes(ctx); err != nil {
 		return r, err
 	}
-	if err := r.RecordApplied(); err != nil {
+	if err := r.recordApplied(); err != nil {
 		return r, err
 	}
 	r.logf("up in %s", time.Since(began).Round(time.Second))
@@ -132,7 +132,7 @@ func (r *Rehearsal) restoreNeeded() (string, bool) {
 
 // UpEtcd starts only the members of one etcd cluster of the plan, for drills that need an etcd
 // of their own.
-func UpEtcd(ctx context.Context, p *machines.Layout, role string, progress io.Writer) (r *Rehearsal, err error) {
+func UpEtcd(ctx context.Context, p *Layout, role string, progress io.Writer) (r *Rehearsal, err error) {
 	if err := machines.StopProcesses(p.Dir, progress); err != nil {
 		return nil, err
 	}
@@ -171,23 +171,23 @@ func (r *Rehearsal) SetProgress(w io.Writer) {
 // prepare writes the client PKI, the kubeconfig, the deviations and every machine's files.
 func (r *Rehearsal) prepare() error {
 	p := r.Layout
-	if err := p.WriteClientPKI(); err != nil {
+	if err := p.writeClientPKI(); err != nil {
 		return err
 	}
 	if err := machines.WriteFile(filepath.Join(p.Dir, "deviations.txt"), machines.FormatDeviations(false), 0o644); err != nil {
 		return err
 	}
-	if p.Fresh { // a new cluster: nothing of an earlier one without its PKI may seed it
+	if p.fresh { // a new cluster: nothing of an earlier one without its PKI may seed it
 		for _, dir := range []string{filepath.Join(p.Dir, "machines"), p.StoreDir()} {
 			if err := os.RemoveAll(dir); err != nil {
 				return err
 			}
 		}
 	}
-	if err := p.SaveIdentity(); err != nil {
+	if err := p.saveIdentity(); err != nil {
 		return err
 	}
-	p.Fresh = false // from now on this directory holds this cluster
+	p.fresh = false // from now on this directory holds this cluster
 	logs := filepath.Join(p.Dir, "logs")
 	if err := os.RemoveAll(logs); err != nil {
 		return err
@@ -196,7 +196,7 @@ func (r *Rehearsal) prepare() error {
 		return err
 	}
 	for _, in := range p.Instances {
-		if err := p.Materialize(in); err != nil {
+		if err := p.materialize(in); err != nil {
 			return fmt.Errorf("rehearsal: write machine %s: %w", in.Name, err)
 		}
 	}
@@ -222,10 +222,10 @@ func (r *Rehearsal) Boot(ctx context.Context, name string) error {
 		return err
 	}
 	for _, u := range in.Machine.Units {
-		if _, skip := machines.SkippedUnits[u.Name]; skip {
+		if _, skip := skippedUnits[u.Name]; skip {
 			continue
 		}
-		uc, err := machines.ParseUnit(u)
+		uc, err := parseUnit(u)
 		if err != nil {
 			return err
 		}
@@ -247,7 +247,7 @@ func (r *Rehearsal) Boot(ctx context.Context, name string) error {
 
 // startService starts a long-running unit and restarts it after RestartSec when it fails, as
 // systemd's Restart=on-failure does, until it is stopped on purpose or the rehearsal ends.
-func (r *Rehearsal) startService(in machines.Instance, uc machines.UnitCommand) error {
+func (r *Rehearsal) startService(in machines.Instance, uc unitCommand) error {
 	proc, err := r.startUnit(in, uc)
 	if err != nil {
 		return err
@@ -274,8 +274,8 @@ func (r *Rehearsal) startService(in machines.Instance, uc machines.UnitCommand) 
 }
 
 // startUnit starts a unit's command on its machine, logging to the unit's log.
-func (r *Rehearsal) startUnit(in machines.Instance, uc machines.UnitCommand) (*machines.Proc, error) {
-	argv, env, err := r.Command(in, uc)
+func (r *Rehearsal) startUnit(in machines.Instance, uc unitCommand) (*machines.Proc, error) {
+	argv, env, err := r.unitArgv(in, uc)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +304,7 @@ func (r *Rehearsal) describe(p *machines.Proc, in machines.Instance) {
 }
 
 // runOneshot runs a oneshot unit to completion, retrying every RestartSec while it fails.
-func (r *Rehearsal) runOneshot(ctx context.Context, in machines.Instance, uc machines.UnitCommand) error {
+func (r *Rehearsal) runOneshot(ctx context.Context, in machines.Instance, uc unitCommand) error {
 	for {
 		proc, err := r.startUnit(in, uc)
 		if err != nil {

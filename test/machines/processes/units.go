@@ -1,4 +1,4 @@
-package machines
+package processes
 
 import (
 	"bufio"
@@ -11,12 +11,13 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/machines"
 )
 
-// Materialize writes a machine's rendered files and units under its root (deviation "OS
+// materialize writes a machine's rendered files and units under its root (deviation "OS
 // disk"), its node.env (deviation "instance metadata"), and links the pinned binaries into its
 // /usr/local/bin.
-func (p *Layout) Materialize(in Instance) error {
+func (p *Layout) materialize(in machines.Instance) error {
 	root := p.Root(in.Name)
 	if err := removeAllBut(root, filepath.Join(root, machine.EtcdDataDir)); err != nil {
 		return err
@@ -26,7 +27,7 @@ func (p *Layout) Materialize(in Instance) error {
 	for _, f := range files {
 		content := f.Content
 		if !strings.HasPrefix(content, "-----BEGIN") { // keys and certificates hold no paths
-			content = p.OnMachine(in, content)
+			content = p.onMachine(in, content)
 		}
 		path := filepath.Join(root, f.Path)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
@@ -110,9 +111,9 @@ func removeAllBut(dir, keep string) error {
 	return nil
 }
 
-// OnMachine rewrites text a machine reads: its 127.0.0.1 and 0.0.0.0 become its own address and
+// onMachine rewrites text a machine reads: its 127.0.0.1 and 0.0.0.0 become its own address and
 // absolute paths move under its root.
-func (p *Layout) OnMachine(in Instance, s string) string {
+func (p *Layout) onMachine(in machines.Instance, s string) string {
 	root := p.Root(in.Name)
 	var pairs []string
 	for _, dir := range machine.Roots {
@@ -121,21 +122,19 @@ func (p *Layout) OnMachine(in Instance, s string) string {
 	return strings.NewReplacer(pairs...).Replace(ownLoopback(s, in.IP))
 }
 
-// UnitCommand is what the rehearsal needs of a rendered systemd unit.
-type UnitCommand struct {
-	Name    string
-	Oneshot bool
-	// notify: the unit reports readiness (Type=notify); units after it wait for that.
-	Notify     bool
+// unitCommand is what the rehearsal needs of a rendered systemd unit.
+type unitCommand struct {
+	Name       string
+	Oneshot    bool
 	Restart    bool
 	RestartSec time.Duration
 	envFiles   []string
 	Exec       []string
 }
 
-// ParseUnit reads the [Service] section of a rendered unit.
-func ParseUnit(u machine.Unit) (UnitCommand, error) {
-	cmd := UnitCommand{Name: strings.TrimSuffix(u.Name, ".service"), RestartSec: 100 * time.Millisecond}
+// parseUnit reads the [Service] section of a rendered unit.
+func parseUnit(u machine.Unit) (unitCommand, error) {
+	cmd := unitCommand{Name: strings.TrimSuffix(u.Name, ".service"), RestartSec: 100 * time.Millisecond}
 	joined := strings.ReplaceAll(u.Content, "\\\n", " ")
 	section := ""
 	sc := bufio.NewScanner(strings.NewReader(joined))
@@ -152,7 +151,7 @@ func ParseUnit(u machine.Unit) (UnitCommand, error) {
 		}
 		switch key {
 		case "Type":
-			cmd.Oneshot, cmd.Notify = value == "oneshot", value == "notify"
+			cmd.Oneshot = value == "oneshot"
 		case "EnvironmentFile":
 			cmd.envFiles = append(cmd.envFiles, value)
 		case "ExecStart":
@@ -177,9 +176,9 @@ func ParseUnit(u machine.Unit) (UnitCommand, error) {
 	return cmd, nil
 }
 
-// Environment reads the unit's EnvironmentFiles (with read, which knows where the machine's files
+// environment reads the unit's EnvironmentFiles (with read, which knows where the machine's files
 // are) as systemd does: the variables, and the same as NAME=value pairs.
-func (u UnitCommand) Environment(read func(string) ([]byte, error)) (map[string]string, []string, error) {
+func (u unitCommand) environment(read func(string) ([]byte, error)) (map[string]string, []string, error) {
 	vars := map[string]string{}
 	var env []string
 	for _, f := range u.envFiles {
@@ -197,10 +196,10 @@ func (u UnitCommand) Environment(read func(string) ([]byte, error)) (map[string]
 	return vars, env, nil
 }
 
-// Command is the argv and environment a unit runs on a machine: env files read from under the
+// unitArgv is the argv and environment a unit runs on a machine: env files read from under the
 // root, variables expanded, flag overrides applied, then the machine rewrite.
-func (p *Layout) Command(in Instance, u UnitCommand) (argv, env []string, err error) {
-	vars, env, err := u.Environment(func(f string) ([]byte, error) { return os.ReadFile(p.OnMachine(in, f)) })
+func (p *Layout) unitArgv(in machines.Instance, u unitCommand) (argv, env []string, err error) {
+	vars, env, err := u.environment(func(f string) ([]byte, error) { return os.ReadFile(p.onMachine(in, f)) })
 	if err != nil {
 		return nil, nil, err
 	}
@@ -216,11 +215,11 @@ func (p *Layout) Command(in Instance, u UnitCommand) (argv, env []string, err er
 				word, applied[name] = "--"+name+"="+v, true
 			}
 		}
-		argv = append(argv, p.OnMachine(in, word))
+		argv = append(argv, p.onMachine(in, word))
 	}
 	for name := range overrides {
 		if !applied[name] {
-			return nil, nil, fmt.Errorf("unit %s: the rehearsal overrides --%s, but the rendered unit has no such flag; update deviations.go", u.Name, name)
+			return nil, nil, fmt.Errorf("unit %s: the rehearsal overrides --%s, but the rendered unit has no such flag; update flagOverrides", u.Name, name)
 		}
 	}
 	if in.Role == spec.RoleEtcdMain { // deviation "backup store"

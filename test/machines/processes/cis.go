@@ -1,4 +1,4 @@
-package machines
+package processes
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/machines"
 )
 
 // CISBenchmark is the kube-bench benchmark the control plane is checked against.
@@ -47,7 +48,7 @@ func (p *Layout) CIS(ctx context.Context) ([]CISResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := WriteFile(filepath.Join(p.Dir, "cis.txt"), string(text), 0o644); err != nil {
+	if err := machines.WriteFile(filepath.Join(p.Dir, "cis.txt"), string(text), 0o644); err != nil {
 		return nil, err
 	}
 	raw, err := run("--json")
@@ -86,8 +87,10 @@ func (p *Layout) kubeBenchConfig() (string, error) {
 		return "", fmt.Errorf("copy kube-bench checks from %s (run `make tools`): %w", src, err)
 	}
 	apiserver, etcd := p.Of(spec.RoleAPIServer)[0], p.Of(spec.RoleEtcdMain)[0]
-	onAPIServer := func(path string) string { return p.OnMachine(apiserver, path) }
-	unit := func(in Instance, name string) string { return p.OnMachine(in, machine.UnitDir+"/"+name+".service") }
+	onAPIServer := func(path string) string { return p.onMachine(apiserver, path) }
+	unit := func(in machines.Instance, name string) string {
+		return p.onMachine(in, machine.UnitDir+"/"+name+".service")
+	}
 
 	configPath := filepath.Join(dst, "config.yaml")
 	data, err := os.ReadFile(configPath)
@@ -116,7 +119,7 @@ func (p *Layout) kubeBenchConfig() (string, error) {
 		"scheduler": {"confs": []string{unit(apiserver, "kube-scheduler")}, "defaultconf": unit(apiserver, "kube-scheduler"),
 			"kubeconfig": []string{onAPIServer(machine.SchedulerKubeconfig)}, "defaultkubeconfig": onAPIServer(machine.SchedulerKubeconfig)},
 		"etcd": {"confs": []string{unit(etcd, "etcd")}, "defaultconf": unit(etcd, "etcd"),
-			"datadirs": []string{p.OnMachine(etcd, machine.EtcdDataDir)}, "defaultdatadir": p.OnMachine(etcd, machine.EtcdDataDir)},
+			"datadirs": []string{p.onMachine(etcd, machine.EtcdDataDir)}, "defaultdatadir": p.onMachine(etcd, machine.EtcdDataDir)},
 	} {
 		if err := set(component, fields); err != nil {
 			return "", err
