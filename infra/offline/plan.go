@@ -137,16 +137,19 @@ func (r *Result) writeAll(dir string) error {
 		}
 	}
 	for role, ud := range r.UserData {
-		roleDir := filepath.Join(dir, "machines", role)
-		if err := os.MkdirAll(roleDir, 0o755); err != nil {
+		path := UserDataPath(dir, role)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(roleDir, "user-data"), []byte(ud), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(ud), 0o600); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// UserDataPath is where a plan in dir keeps the user-data of a role's machines.
+func UserDataPath(dir, role string) string { return filepath.Join(dir, "machines", role, "user-data") }
 
 // Count returns how many resources of a type were registered.
 func (r *Result) Count(typ string) int {

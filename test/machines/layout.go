@@ -88,3 +88,14 @@ func (p *Layout) Instance(name string) (Instance, error) {
 	}
 	return Instance{}, fmt.Errorf("rehearsal: no machine %q", name)
 }
+
+// LogDir holds the logs of what the runtime started on this host.
+func (p *Layout) LogDir() string { return filepath.Join(p.Dir, "logs") }
+
+// MachinesDir holds every machine's root and disks.
+func (p *Layout) MachinesDir() string { return filepath.Join(p.Dir, "machines") }
+
+// WriteDeviations writes the runtime's differences from Azure (booted or not) to deviations.txt.
+func (p *Layout) WriteDeviations(boot bool) error {
+	return WriteFile(filepath.Join(p.Dir, "deviations.txt"), FormatDeviations(boot), 0o644)
+}

@@ -116,7 +116,7 @@ func needBoot(t *testing.T) {
 // declaredUnits are the units a role's user-data enables and starts, read from the plan's bytes.
 func declaredUnits(t *testing.T, role string) []string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(planDir, "machines", role, "user-data"))
+	data, err := os.ReadFile(offline.UserDataPath(planDir, role))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/infra/offline"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/netns"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
@@ -189,12 +190,12 @@ func Boot(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer) (
 	defer func() {
 		if err != nil && o.KeepOnFailure {
 			b.SaveJournals()
-			b.logf("failed; the machines stay for inspection (journals in %s); remove them with `make boot-down`", b.logDir())
+			b.logf("failed; the machines stay for inspection (journals in %s); remove them with `make boot-down`", b.LogDir())
 			return
 		}
 		if err != nil {
 			b.SaveJournals()
-			b.logf("failed; removing what was made (journals and logs stay in %s)", b.logDir())
+			b.logf("failed; removing what was made (journals and logs stay in %s)", b.LogDir())
 			_ = b.Down()
 			b = nil
 		}
@@ -244,10 +245,10 @@ func (b *Booted) phase(name string, began time.Time) time.Time {
 
 // prepare writes the deviations, the kubeconfig and the client PKI, and makes the network.
 func (b *Booted) prepare() error {
-	if err := os.MkdirAll(b.logDir(), 0o755); err != nil {
+	if err := os.MkdirAll(b.LogDir(), 0o755); err != nil {
 		return err
 	}
-	if err := machines.WriteFile(filepath.Join(b.Dir, "deviations.txt"), machines.FormatDeviations(true), 0o644); err != nil {
+	if err := b.WriteDeviations(true); err != nil {
 		return err
 	}
 	kubeconfig, err := os.ReadFile(filepath.Join(b.opts.PlanDir, "kubeconfig"))
@@ -283,10 +284,8 @@ func bootStoreHost(c *spec.Cluster) string {
 	return netip.MustParsePrefix(c.Network.EtcdSubnet).Masked().Addr().Next().String()
 }
 
-func (b *Booted) logDir() string { return filepath.Join(b.Dir, "logs") }
-
 func (b *Booted) userData(role string) string {
-	return filepath.Join(b.opts.PlanDir, "machines", role, "user-data")
+	return offline.UserDataPath(b.opts.PlanDir, role)
 }
 
 // ScheduledEventsFile is what the metadata stand-in serves as each machine's scheduled events:
@@ -350,7 +349,7 @@ func (b *Booted) metadata(m *Machine) imds.InstanceMetadata {
 // startService runs argv in the hub namespace, detached: it outlives this command until Down.
 func (b *Booted) startService(name string, argv []string) error {
 	proc, err := machines.SpawnProcess(append([]string{"ip", "netns", "exec", b.net.Hub}, argv...), os.Environ(), b.Dir,
-		filepath.Join(b.logDir(), name+".log"), false)
+		filepath.Join(b.LogDir(), name+".log"), false)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
@@ -509,7 +508,7 @@ func (b *Booted) SaveJournals() {
 		defer cancel()
 		failed, _ := b.Exec(ctx, m.Name, "systemctl", "--failed", "--no-pager")
 		journal, _ := b.Exec(ctx, m.Name, "journalctl", "--boot", "--no-pager")
-		return machines.WriteFile(filepath.Join(b.logDir(), m.Name+".journal.log"), failed+"\n"+journal, 0o644)
+		return machines.WriteFile(filepath.Join(b.LogDir(), m.Name+".journal.log"), failed+"\n"+journal, 0o644)
 	})
 }
 

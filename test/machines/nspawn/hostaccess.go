@@ -36,7 +36,7 @@ func (b *Booted) startHostAccess(ctx context.Context) error {
 	_ = os.Remove(b.forwarderAddressFile())
 	argv := append(slices.Clone(b.Self), "forward", "--listen=127.0.0.1:0", "--address-file="+b.forwarderAddressFile(),
 		"--netns="+netnsPath(b.net.Hub), "--to="+net.JoinHostPort(b.Cluster.Network.APIServerIP, strconv.Itoa(wellknown.APIServerPort)))
-	proc, err := machines.SpawnProcess(argv, os.Environ(), b.Dir, filepath.Join(b.logDir(), "forward.log"), false)
+	proc, err := machines.SpawnProcess(argv, os.Environ(), b.Dir, filepath.Join(b.LogDir(), "forward.log"), false)
 	if err != nil {
 		return fmt.Errorf("start the host forwarder: %w", err)
 	}

@@ -28,7 +28,7 @@ import (
 const bootDiskSize = 8 << 30
 
 // Paths of a booted machine, under <dir>/machines/<name>/.
-func (b *Booted) machineDir(m *Machine) string { return filepath.Join(b.Dir, "machines", m.Name) }
+func (b *Booted) machineDir(m *Machine) string { return filepath.Join(b.MachinesDir(), m.Name) }
 func (b *Booted) imageDir(image string) string { return filepath.Join(b.Dir, "images", image) }
 
 // diskFile backs the machine's local disk; diskDir holds its device node, bound at /dev/disk/azure.
@@ -327,7 +327,7 @@ func (b *Booted) Start(ctx context.Context, name string) error {
 		"--link-journal=no", "--console=pipe", "--kill-signal=SIGRTMIN+3", bootInit}
 	// The shell moves itself into the machine's cgroups, then becomes systemd-nspawn.
 	argv := append([]string{"sh", "-c", `while [ "$1" != -- ]; do echo $$ >"$1/cgroup.procs" || exit 1; shift; done; shift; exec "$@"`, "sh"}, cgroups...)
-	proc, err := machines.SpawnProcess(append(append(argv, "--"), nspawn...), []string{nodePath}, b.machineDir(m), filepath.Join(b.logDir(), m.Name+".console.log"), false)
+	proc, err := machines.SpawnProcess(append(append(argv, "--"), nspawn...), []string{nodePath}, b.machineDir(m), filepath.Join(b.LogDir(), m.Name+".console.log"), false)
 	if err != nil {
 		return err
 	}
@@ -565,7 +565,8 @@ func Down(name, dir string, progress io.Writer) error {
 	if err := machines.StopProcesses(dir, nil); err != nil {
 		return err
 	}
-	mounts, err := mountsUnder(filepath.Join(dir, "machines"))
+	layout := &machines.Layout{Options: machines.Options{Dir: dir}}
+	mounts, err := mountsUnder(layout.MachinesDir())
 	if err != nil {
 		return err
 	}
@@ -575,14 +576,14 @@ func Down(name, dir string, progress io.Writer) error {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
 		}
 	}
-	errs = append(errs, detachLoops(filepath.Join(dir, "machines")), removeNetworks(Hub(name)), removeCgroups(name))
+	errs = append(errs, detachLoops(layout.MachinesDir()), removeNetworks(Hub(name)), removeCgroups(name))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	if err := removeTree(filepath.Join(dir, "machines")); err != nil {
+	if err := removeTree(layout.MachinesDir()); err != nil {
 		return err
 	}
-	for _, f := range []string{MachinesFile(dir), filepath.Join(dir, "store")} {
+	for _, f := range []string{MachinesFile(dir), layout.StoreDir()} {
 		if err := os.RemoveAll(f); err != nil {
 			return err
 		}

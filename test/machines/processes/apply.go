@@ -41,7 +41,7 @@ func (r *Rehearsal) StartPodGroupController(ctx context.Context) error {
 	}
 	argv := append([]string{filepath.Join(r.Tools, addons.PodGroupControllerName), "--kubeconfig=" + kubeconfig,
 		"--metricsAddr=0", "--probeAddr=0"}, addons.PodGroupControllerFlags(r.Cluster)...) // "0": no listeners on the shared loopback
-	proc, err := machines.StartProcess(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", addons.PodGroupControllerName+".log"))
+	proc, err := machines.StartProcess(argv, os.Environ(), r.Dir, filepath.Join(r.LogDir(), addons.PodGroupControllerName+".log"))
 	if err != nil {
 		return err
 	}

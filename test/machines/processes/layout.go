@@ -77,12 +77,12 @@ func (p *Layout) apiserverIPs() []string {
 
 // Root is the directory that stands for a machine's /.
 func (p *Layout) Root(machineName string) string {
-	return filepath.Join(p.Dir, "machines", machineName)
+	return filepath.Join(p.MachinesDir(), machineName)
 }
 
 // Log is where one unit of a machine logs.
 func (p *Layout) Log(machineName, unit string) string {
-	return filepath.Join(p.Dir, "logs", machineName+"."+unit+".log")
+	return filepath.Join(p.LogDir(), machineName+"."+unit+".log")
 }
 
 // PKIFile is a certificate or key of the rehearsal's PKI, for clients outside the machines.

@@ -27,7 +27,7 @@ import (
 // startLB starts the load balancer on the apiserver address, in front of every apiserver machine,
 // probing as the Azure program configures it.
 func (r *Rehearsal) startLB() error {
-	proc, err := machines.StartProcess(r.LBCommand(), os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "lb.log"))
+	proc, err := machines.StartProcess(r.LBCommand(), os.Environ(), r.Dir, filepath.Join(r.LogDir(), "lb.log"))
 	if err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 		"--node-lease-duration-seconds=40",
 		"--cidr=" + r.Cluster.Network.NodeSubnet,
 	}
-	proc, err := machines.StartProcess(argv, os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "kwok.log"))
+	proc, err := machines.StartProcess(argv, os.Environ(), r.Dir, filepath.Join(r.LogDir(), "kwok.log"))
 	if err != nil {
 		return err
 	}

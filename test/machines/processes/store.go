@@ -19,7 +19,7 @@ import (
 // StartStore starts Azurite on the store's data and creates the container, as the Pulumi program
 // does before any etcd machine exists.
 func (r *Rehearsal) StartStore(ctx context.Context) error {
-	proc, err := machines.StartProcess(r.StoreCommand(), os.Environ(), r.Dir, filepath.Join(r.Dir, "logs", "azurite.log"))
+	proc, err := machines.StartProcess(r.StoreCommand(), os.Environ(), r.Dir, filepath.Join(r.LogDir(), "azurite.log"))
 	if err != nil {
 		return fmt.Errorf("start Azurite: %w (run `make tools-rehearsal`)", err)
 	}

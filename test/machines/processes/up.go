@@ -174,11 +174,11 @@ func (r *Rehearsal) prepare() error {
 	if err := p.writeClientPKI(); err != nil {
 		return err
 	}
-	if err := machines.WriteFile(filepath.Join(p.Dir, "deviations.txt"), machines.FormatDeviations(false), 0o644); err != nil {
+	if err := p.WriteDeviations(false); err != nil {
 		return err
 	}
 	if p.fresh { // a new cluster: nothing of an earlier one without its PKI may seed it
-		for _, dir := range []string{filepath.Join(p.Dir, "machines"), p.StoreDir()} {
+		for _, dir := range []string{p.MachinesDir(), p.StoreDir()} {
 			if err := os.RemoveAll(dir); err != nil {
 				return err
 			}
@@ -188,7 +188,7 @@ func (r *Rehearsal) prepare() error {
 		return err
 	}
 	p.fresh = false // from now on this directory holds this cluster
-	logs := filepath.Join(p.Dir, "logs")
+	logs := p.LogDir()
 	if err := os.RemoveAll(logs); err != nil {
 		return err
 	}
