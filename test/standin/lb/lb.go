@@ -36,6 +36,10 @@ type LoadBalancer struct {
 	healthy map[string]bool
 	failed  map[string]int
 	next    int
+	// stateMu makes the state file's writers take turns: each snapshots the health after the one
+	// before it has renamed its file, so the last write holds the last state and no two share the
+	// temporary file.
+	stateMu sync.Mutex
 }
 
 // BackendState is one backend as the state file shows it.
@@ -157,6 +161,8 @@ func (lb *LoadBalancer) serve(client net.Conn) {
 }
 
 func (lb *LoadBalancer) writeState() {
+	lb.stateMu.Lock()
+	defer lb.stateMu.Unlock()
 	lb.mu.Lock()
 	state := make([]BackendState, len(lb.Backends))
 	for i, b := range lb.Backends {
