@@ -69,7 +69,9 @@ done
 # minsec SECONDS: "M min S s", or "not run".
 minsec() { [ -n "$1" ] && echo "$(($1 / 60)) min $(($1 % 60)) s" || echo "not run"; }
 {
-  echo "Measured $(date -u +%F) at $(git rev-parse --short HEAD) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo): cold is a fresh clone with empty Go module and build caches (one run), warm a fresh clone again with those caches filled (median and range of $warm_runs consecutive runs, all green)."
+  caches="with the caches the cold run filled"
+  [ "$cold_run" = 1 ] || caches="with this user's Go caches (no cold run)"
+  echo "Measured $(date -u +%F) at $(git rev-parse --short HEAD) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo): cold is a fresh clone with empty Go module and build caches (one run), warm a fresh clone again $caches (median and range of $warm_runs consecutive runs, all green)."
   echo
   echo "| command | cold | warm |"
   echo "|---|---|---|"
