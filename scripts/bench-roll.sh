@@ -11,11 +11,17 @@ RUNS="${RUNS:-3}"
 out="$PWD/build/bench"
 mkdir -p "$out"
 rm -f "$out/roll.tsv"
+per_run=0
 for run in $(seq "$RUNS"); do
   printf '==> run %s of %s: TestRollDrills on %s\n' "$run" "$RUNS" "$STACK"
+  before=$(grep -c . "$out/roll.tsv" 2>/dev/null || true)
   go test -count=1 -run 'TestRollDrills' -timeout 40m ./test/e2e/rolls -args -stack "$STACK" -roll-report "$out/roll.tsv" 2>&1 |
-    grep --line-buffered -E '^\s+roll_test.go|^(--- |ok|FAIL)|^==> \[' || true
-  [ "$(grep -c . "$out/roll.tsv" 2>/dev/null || echo 0)" -ge $((run * 5)) ] || { echo "run $run did not finish its drills" >&2; exit 1; }
+    tee "$out/roll-run.log" | grep --line-buffered -E '^\s+roll_test.go|^(--- |ok|FAIL)|^==> \[' || true
+  grep -q '^ok' "$out/roll-run.log" || { echo "run $run failed (build/bench/roll-run.log)" >&2; exit 1; }
+  # Every run reports as many drills as the first: one that stopped short would skew the medians.
+  rows=$(( $(grep -c . "$out/roll.tsv") - ${before:-0} ))
+  [ "$run" = 1 ] && per_run=$rows
+  [ "$rows" -gt 0 ] && [ "$rows" = "$per_run" ] || { echo "run $run reported $rows drills, run 1 $per_run" >&2; exit 1; }
 done
 awk -F'\t' -v runs="$RUNS" -v stack="$STACK" -v fmt="%g (%g-%g)" -f scripts/stats.awk -f /dev/stdin "$out/roll.tsv" >"$out/roll.md" <<'AWK'
   {
