@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -70,9 +71,11 @@ func run(kubeconfig, subnet, identity, lease string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	err = csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Identity: identity, Lease: lease})
-	if ctx.Err() != nil {
-		return nil // stopped
+	if err := csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Identity: identity, Lease: lease}); err != nil {
+		return err
 	}
-	return err
+	if ctx.Err() == nil {
+		return errors.New("stopped standing for election") // a unit restarts a failure
+	}
+	return nil
 }

@@ -21,9 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/clusterforge/clusterforge/components/leader"
 	"github.com/clusterforge/clusterforge/components/ops/brake"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
@@ -90,7 +89,7 @@ func controller(ctx context.Context, args []string) error {
 	pair := &reloadingPair{dir: *tlsDir}
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.get}}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.ListenAndServeTLS("", "") }()
 	defer srv.Close()
 
@@ -118,20 +117,10 @@ func controller(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	election := leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: *namespace, Name: wellknown.OpsName},
-			Client: cs.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: *identity}},
-		ReleaseOnCancel: true, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: lead, OnStoppedLeading: func() { log.Print("lost the lease") }},
-	}
-	if _, err := leaderelection.NewLeaderElector(election); err != nil {
-		return err
-	}
-	// A replica that lost the lease stands again: Run returns when leadership ends.
+	election := leader.Election{Client: cs, Namespace: *namespace, Lease: wellknown.OpsName, Identity: *identity, Logf: log.Printf}
 	go func() {
-		for ctx.Err() == nil {
-			elector, _ := leaderelection.NewLeaderElector(election)
-			elector.Run(ctx)
+		if err := leader.Run(ctx, election, lead); err != nil {
+			serveErr <- err
 		}
 	}()
 	select {

@@ -22,10 +22,9 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
+	"github.com/clusterforge/clusterforge/components/leader"
 	"github.com/clusterforge/clusterforge/components/pki"
 )
 
@@ -110,26 +109,11 @@ type Config struct {
 	Lease string
 }
 
-// Run approves or denies pending kubelet serving CSRs while this candidate leads, until ctx ends.
+// Run approves or denies pending kubelet serving CSRs while this candidate leads, standing for
+// election again each time it loses the lease, until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: metav1.NamespaceSystem, Name: cfg.Lease},
-		Client:     cfg.Client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-	}
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: lock, ReleaseOnCancel: true,
-		LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { lead(ctx, cfg) },
-			OnStoppedLeading: func() { klog.Info("lost the lease") },
-		},
-	})
-	if err != nil {
-		return err
-	}
-	le.Run(ctx)
-	return ctx.Err()
+	return leader.Run(ctx, leader.Election{Client: cfg.Client, Namespace: metav1.NamespaceSystem, Lease: cfg.Lease,
+		Identity: cfg.Identity, Logf: klog.Infof}, func(ctx context.Context) { lead(ctx, cfg) })
 }
 
 // lead watches nodes and CSRs through one shared cache and judges each pending serving CSR.

@@ -99,6 +99,8 @@ WantedBy=multi-user.target
 				after: []string{etcdJoinUnit}, requires: []string{etcdJoinUnit},
 				binary: BinDir + "/etcd", flags: EtcdFlags(e),
 				envFiles: []string{NodeEnvFile, etcdEnvFile}, limitNoFile: true,
+				// A member removed from its cluster exits 0 and must stay down.
+				onFailureOnly: true,
 			}.unit(),
 		),
 	}

@@ -40,6 +40,9 @@ type service struct {
 	// oneshot runs the command once to completion (with retries on failure).
 	oneshot     bool
 	limitNoFile bool
+	// onFailureOnly keeps a service down after a clean exit; others restart always, since a loop
+	// that returned is as gone as one that crashed.
+	onFailureOnly bool
 }
 
 // unit renders the service as an enabled systemd unit.
@@ -67,7 +70,11 @@ func (s service) unit() Unit {
 	for _, a := range s.flags.Args() {
 		b.WriteString(" \\\n  " + ExecArg(a))
 	}
-	b.WriteString("\nRestart=on-failure\nRestartSec=5\n")
+	restart := "always"
+	if s.oneshot || s.onFailureOnly { // systemd restarts a oneshot only on failure
+		restart = "on-failure"
+	}
+	b.WriteString("\nRestart=" + restart + "\nRestartSec=5\n")
 	if s.limitNoFile {
 		b.WriteString("LimitNOFILE=1048576\n")
 	}

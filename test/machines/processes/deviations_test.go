@@ -74,7 +74,7 @@ func TestAPIServerCommandIsTheRenderedUnit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !uc.Restart || uc.Oneshot || len(uc.envFiles) != 1 {
+		if uc.Restart != "always" || uc.Oneshot || len(uc.envFiles) != 1 {
 			t.Errorf("parsed unit %+v: want a restarting service with one EnvironmentFile", uc)
 		}
 		if argv, _, err = p.unitArgv(in, uc); err != nil {

@@ -124,9 +124,10 @@ func (p *Layout) onMachine(in machines.Instance, s string) string {
 
 // unitCommand is what the rehearsal needs of a rendered systemd unit.
 type unitCommand struct {
-	Name       string
-	Oneshot    bool
-	Restart    bool
+	Name    string
+	Oneshot bool
+	// Restart is systemd's Restart= value: "always", "on-failure" or empty for never.
+	Restart    string
 	RestartSec time.Duration
 	envFiles   []string
 	Exec       []string
@@ -161,7 +162,13 @@ func parseUnit(u machine.Unit) (unitCommand, error) {
 			}
 			cmd.Exec = words
 		case "Restart":
-			cmd.Restart = value == "on-failure" || value == "always"
+			if value != "always" && value != "on-failure" && value != "no" {
+				return cmd, fmt.Errorf("unit %s: Restart=%s is not rehearsed", u.Name, value)
+			}
+			if value == "no" {
+				value = ""
+			}
+			cmd.Restart = value
 		case "RestartSec":
 			d, err := time.ParseDuration(value + "s")
 			if err != nil {

@@ -245,8 +245,8 @@ func (r *Rehearsal) Boot(ctx context.Context, name string) error {
 	return nil
 }
 
-// startService starts a long-running unit and restarts it after RestartSec when it fails, as
-// systemd's Restart=on-failure does, until it is stopped on purpose or the rehearsal ends.
+// startService starts a long-running unit and restarts it after RestartSec when it ends (always)
+// or fails (on-failure), as systemd does, until it is stopped on purpose or the rehearsal ends.
 func (r *Rehearsal) startService(in machines.Instance, uc unitCommand) error {
 	proc, err := r.startUnit(in, uc)
 	if err != nil {
@@ -259,7 +259,7 @@ func (r *Rehearsal) startService(in machines.Instance, uc unitCommand) error {
 	}
 	go func() {
 		<-proc.Exited()
-		if !uc.Restart || !proc.Failed() {
+		if uc.Restart != "always" && (uc.Restart != "on-failure" || !proc.Failed()) {
 			return
 		}
 		time.Sleep(uc.RestartSec)
@@ -316,7 +316,7 @@ func (r *Rehearsal) runOneshot(ctx context.Context, in machines.Instance, uc uni
 			return ctx.Err()
 		case <-proc.Exited():
 		}
-		if proc.Err() == nil || !uc.Restart {
+		if proc.Err() == nil || uc.Restart == "" {
 			return proc.Err()
 		}
 		select {
