@@ -183,7 +183,8 @@ func opsWebhooks() []Object {
 			Namespace: SystemNamespace, Name: wellknown.OpsName, Path: ptr(path), Port: ptr(int32(443))}}
 	}
 	fail, ignore := admissionregistrationv1.Fail, admissionregistrationv1.Ignore
-	none := admissionregistrationv1.SideEffectClassNone
+	// The brake records each removal it admits, and nothing on a dry run.
+	none, noneOnDryRun := admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.SideEffectClassNoneOnDryRun
 	rule := func(resource string, ops ...admissionregistrationv1.OperationType) []admissionregistrationv1.RuleWithOperations {
 		return []admissionregistrationv1.RuleWithOperations{{Operations: ops,
 			Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{resource}}}}
@@ -195,7 +196,7 @@ func opsWebhooks() []Object {
 				Name: "scale-down-brake.clusterforge.io", ClientConfig: service(wellknown.OpsBrakePath),
 				Rules:           rule("nodes", admissionregistrationv1.Update, admissionregistrationv1.Delete),
 				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "removals-only", Expression: brakeRemovals}},
-				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: ptr(int32(5)), AdmissionReviewVersions: []string{"v1"},
+				FailurePolicy:   &fail, SideEffects: &noneOnDryRun, TimeoutSeconds: ptr(int32(5)), AdmissionReviewVersions: []string{"v1"},
 			}},
 		},
 		&admissionregistrationv1.MutatingWebhookConfiguration{

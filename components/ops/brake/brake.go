@@ -1,5 +1,6 @@
 // Package brake is the scale-down brake (L14): within one window, no actor removes more than a
-// fixed share of a pool's nodes or of the cluster's. The seeds' autoscaler once terminated every
+// fixed share of a pool's nodes or of the cluster's, and a node marked for removal counts as long
+// as it is still there, however long ago it was marked. The seeds' autoscaler once terminated every
 // worker after a cluster-wide health-check failure; a brake turns that into a refusal and an
 // alert. The decision is a pure function of what was removed lately and the fleet's size, so the
 // admission webhook and the remediation controller ask the same question the same way.
@@ -44,8 +45,14 @@ type Removal struct {
 	At time.Time
 }
 
-// NodePools is the nodes present now, each with its pool.
-type NodePools map[string]string
+// Fleet is the nodes present now, by name.
+type Fleet map[string]Present
+
+// Present is a node of the fleet: its pool, and whether a removal taint marks it already.
+type Present struct {
+	Pool   string
+	Marked bool
+}
 
 // Refusal is a removal the brake holds back.
 type Refusal struct {
@@ -56,34 +63,40 @@ type Refusal struct {
 }
 
 func (r *Refusal) Error() string {
-	return fmt.Sprintf("scale-down brake: removing %s (%s, by %s) would make %d of %s's %d nodes removed within the window; at most %d may go (L14). "+
+	return fmt.Sprintf("scale-down brake: removing %s (%s, by %s) would make %d of %s's %d nodes removed within the window or marked for removal; at most %d may go (L14). "+
 		"If this is meant, remove them in smaller steps or wait for the window to pass",
 		r.Candidate.Node, r.Candidate.Pool, r.Candidate.By, r.Removed+1, r.Scope, r.Of, r.Max)
 }
 
-// Allow says whether candidate may be removed now, given the removals already made. Removals
-// older than the window, and the candidate's own earlier entry, do not count. Sizes are taken
-// before the window's removals (the nodes present plus those removed and gone), so a burst cannot
-// shrink its own denominator. A pool or cluster of n nodes may lose floor(n × MaxFraction) in a
-// window, and at least one: a brake must not freeze a one-node pool forever.
-func (p Policy) Allow(now time.Time, recent []Removal, candidate Removal, nodes NodePools) error {
-	poolSize, clusterSize := 0, len(nodes)
-	for _, pool := range nodes {
-		if pool == candidate.Pool {
+// Allow says whether candidate may be removed now. A node counts as removed once, if the window
+// holds its removal or it is present and marked; the candidate's own entry does not count. Sizes
+// are the nodes present plus those removed within the window and gone, so a burst cannot shrink
+// its own denominator. A pool or cluster of n nodes may have floor(n × MaxFraction) removed, and at
+// least one: a brake must not freeze a one-node pool forever.
+func (p Policy) Allow(now time.Time, recent []Removal, candidate Removal, fleet Fleet) error {
+	removed := map[string]string{} // node → pool
+	for _, r := range recent {
+		if now.Sub(r.At) < p.Window {
+			removed[r.Node] = r.Pool
+		}
+	}
+	poolSize := 0
+	for name, n := range fleet {
+		if n.Marked {
+			removed[name] = n.Pool
+		}
+		if n.Pool == candidate.Pool {
 			poolSize++
 		}
 	}
-	inPool, inCluster := 0, 0
-	for _, r := range recent {
-		if now.Sub(r.At) >= p.Window || r.Node == candidate.Node {
-			continue
-		}
-		_, present := nodes[r.Node]
-		inCluster++
+	delete(removed, candidate.Node)
+	clusterSize, inPool := len(fleet), 0
+	for name, pool := range removed {
+		_, present := fleet[name]
 		if !present {
 			clusterSize++
 		}
-		if r.Pool == candidate.Pool {
+		if pool == candidate.Pool {
 			inPool++
 			if !present {
 				poolSize++
@@ -95,7 +108,7 @@ func (p Policy) Allow(now time.Time, recent []Removal, candidate Removal, nodes 
 		removed, of int
 	}{
 		{candidate.Pool, inPool, poolSize},
-		{"cluster", inCluster, clusterSize},
+		{"cluster", len(removed), clusterSize},
 	} {
 		limit := max(1, int(float64(scope.of)*p.MaxFraction))
 		if scope.removed+1 > limit {

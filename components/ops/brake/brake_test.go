@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// nodePools makes n nodes named <pool>-<i> in each pool.
-func nodePools(pools map[string]int) NodePools {
-	f := NodePools{}
+// fleetOf makes n unmarked nodes named <pool>-<i> in each pool.
+func fleetOf(pools map[string]int) Fleet {
+	f := Fleet{}
 	for pool, n := range pools {
 		for i := range n {
-			f[fmt.Sprintf("%s-%d", pool, i)] = pool
+			f[fmt.Sprintf("%s-%d", pool, i)] = Present{Pool: pool}
 		}
 	}
 	return f
@@ -28,7 +28,13 @@ func TestAllowHoldsEachPoolAndTheClusterToHalfPerWindow(t *testing.T) {
 		}
 		return out
 	}
-	gone := func(f NodePools, rs []Removal) NodePools {
+	marked := func(f Fleet, n int) Fleet {
+		for i := range n {
+			f[fmt.Sprintf("cpu-%d", i)] = Present{Pool: "cpu", Marked: true}
+		}
+		return f
+	}
+	gone := func(f Fleet, rs []Removal) Fleet {
 		for _, r := range rs {
 			delete(f, r.Node)
 		}
@@ -36,26 +42,27 @@ func TestAllowHoldsEachPoolAndTheClusterToHalfPerWindow(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name      string
-		fleet     NodePools
+		fleet     Fleet
 		recent    []Removal
 		candidate string
 		refused   string // the scope refused, "" when allowed
 	}{
-		{"first removal", nodePools(map[string]int{"cpu": 10}), nil, "cpu-0", ""},
-		{"the fifth of ten, four marked", nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 4, time.Minute), "cpu-9", ""},
-		{"the sixth of ten, five marked", nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 5, time.Minute), "cpu-9", "cpu"},
+		{"first removal", fleetOf(map[string]int{"cpu": 10}), nil, "cpu-0", ""},
+		{"the fifth of ten, four marked", fleetOf(map[string]int{"cpu": 10}), removed("cpu", 0, 4, time.Minute), "cpu-9", ""},
+		{"the sixth of ten, five marked", fleetOf(map[string]int{"cpu": 10}), removed("cpu", 0, 5, time.Minute), "cpu-9", "cpu"},
 		// The five are deleted: the pool counts them still, so the burst cannot shrink its own base.
-		{"the sixth of ten, five deleted", gone(nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 5, 0)), removed("cpu", 0, 5, time.Minute), "cpu-9", "cpu"},
-		{"the window passed", nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 5, 10*time.Minute), "cpu-9", ""},
-		{"the same node asked again", nodePools(map[string]int{"cpu": 10}), removed("cpu", 0, 5, time.Minute), "cpu-4", ""},
-		{"a one-node pool", nodePools(map[string]int{"gpu": 1, "cpu": 10}), nil, "gpu-0", ""},
-		{"a one-node pool, twice", nodePools(map[string]int{"gpu": 1, "cpu": 10}), removed("gpu", 0, 1, time.Minute), "gpu-0", ""},
+		{"the sixth of ten, five deleted", gone(fleetOf(map[string]int{"cpu": 10}), removed("cpu", 0, 5, 0)), removed("cpu", 0, 5, time.Minute), "cpu-9", "cpu"},
+		{"five marked before the window, still present", marked(fleetOf(map[string]int{"cpu": 10}), 5), nil, "cpu-9", "cpu"},
+		{"the window passed", fleetOf(map[string]int{"cpu": 10}), removed("cpu", 0, 5, 10*time.Minute), "cpu-9", ""},
+		{"the same node asked again", fleetOf(map[string]int{"cpu": 10}), removed("cpu", 0, 5, time.Minute), "cpu-4", ""},
+		{"a one-node pool", fleetOf(map[string]int{"gpu": 1, "cpu": 10}), nil, "gpu-0", ""},
+		{"a one-node pool, twice", fleetOf(map[string]int{"gpu": 1, "cpu": 10}), removed("gpu", 0, 1, time.Minute), "gpu-0", ""},
 		// One-node pools may each lose their node; the cluster still only half of its nodes.
-		{"the cluster's half", nodePools(map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}), append(removed("a", 0, 1, time.Minute), removed("b", 0, 1, time.Minute)...), "c-0", "cluster"},
-		{"within the cluster's half", nodePools(map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}), removed("a", 0, 1, time.Minute), "c-0", ""},
+		{"the cluster's half", fleetOf(map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}), append(removed("a", 0, 1, time.Minute), removed("b", 0, 1, time.Minute)...), "c-0", "cluster"},
+		{"within the cluster's half", fleetOf(map[string]int{"a": 1, "b": 1, "c": 1, "d": 1}), removed("a", 0, 1, time.Minute), "c-0", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := p.Allow(now, tc.recent, Removal{Node: tc.candidate, Pool: tc.fleet[tc.candidate], By: "remediation", At: now}, tc.fleet)
+			err := p.Allow(now, tc.recent, Removal{Node: tc.candidate, Pool: tc.fleet[tc.candidate].Pool, By: "remediation", At: now}, tc.fleet)
 			var refusal *Refusal
 			switch {
 			case tc.refused == "" && err != nil:
@@ -69,11 +76,42 @@ func TestAllowHoldsEachPoolAndTheClusterToHalfPerWindow(t *testing.T) {
 	}
 }
 
+// A pool that stays unhealthy longer than the window (a 25-minute partition) while remediation
+// marks a node a minute: the marked nodes never leave, so the second window admits nothing more.
+func TestMarkedNodesCountUntilTheyAreGone(t *testing.T) {
+	p := DefaultPolicy()
+	fleet := fleetOf(map[string]int{"cpu": 10})
+	var recent []Removal
+	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	for minute := range 25 {
+		now := start.Add(time.Duration(minute) * time.Minute)
+		for name, n := range fleet {
+			if n.Marked {
+				continue
+			}
+			if p.Allow(now, recent, Removal{Node: name, Pool: "cpu", By: "remediation", At: now}, fleet) == nil {
+				fleet[name] = Present{Pool: "cpu", Marked: true}
+				recent = append(p.Prune(now, recent), Removal{Node: name, Pool: "cpu", By: "remediation", At: now})
+			}
+			break
+		}
+	}
+	marked := 0
+	for _, n := range fleet {
+		if n.Marked {
+			marked++
+		}
+	}
+	if marked != 5 {
+		t.Errorf("%d of 10 marked over 25 minutes, want 5", marked)
+	}
+}
+
 func TestRefusalSaysWhatAndHowToProceed(t *testing.T) {
 	now := time.Now()
-	f := nodePools(map[string]int{"cpu": 2})
+	f := fleetOf(map[string]int{"cpu": 2})
 	err := DefaultPolicy().Allow(now, []Removal{{Node: "cpu-0", Pool: "cpu", At: now}}, Removal{Node: "cpu-1", Pool: "cpu", By: "cluster-autoscaler", At: now}, f)
-	want := "scale-down brake: removing cpu-1 (cpu, by cluster-autoscaler) would make 2 of cpu's 2 nodes removed within the window; at most 1 may go (L14). If this is meant, remove them in smaller steps or wait for the window to pass"
+	want := "scale-down brake: removing cpu-1 (cpu, by cluster-autoscaler) would make 2 of cpu's 2 nodes removed within the window or marked for removal; at most 1 may go (L14). If this is meant, remove them in smaller steps or wait for the window to pass"
 	if err == nil || err.Error() != want {
 		t.Errorf("got %v\nwant %s", err, want)
 	}

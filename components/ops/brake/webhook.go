@@ -32,16 +32,18 @@ var ErrConflict = errors.New("brake: the ledger changed since it was read")
 type Webhook struct {
 	Policy Policy
 	Ledger Ledger
-	// NodePools returns the nodes present now (from the controller's shared informer cache).
-	NodePools func() NodePools
+	// Fleet returns the nodes present now (from the controller's shared informer cache).
+	Fleet func() Fleet
 	// Refused is told of each refusal (an Event, a metric); may be nil.
 	Refused func(*Refusal)
 	Now     func() time.Time
 }
 
 // Review admits a request that removes no node, or removes one within the brake's budget and
-// records it; it refuses the rest with the brake's reason. A ledger it cannot read or write
-// refuses too: a brake that fails open is no brake.
+// records it; it refuses the rest with the brake's reason. A removal recorded within the window
+// is admitted again without a write: its slot is taken, and a retried or repeated review must not
+// rewrite the ledger. A ledger it cannot read or write refuses too: a brake that fails open is no
+// brake.
 func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	allow := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	now := w.Now()
@@ -57,7 +59,10 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if err != nil {
 			return admission.Deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: read the ledger: %w", err))
 		}
-		if err := w.Policy.Allow(now, recent, removal, w.NodePools()); err != nil {
+		if slices.ContainsFunc(recent, func(r Removal) bool { return r.Node == removal.Node && now.Sub(r.At) < w.Policy.Window }) {
+			return allow
+		}
+		if err := w.Policy.Allow(now, recent, removal, w.Fleet()); err != nil {
 			var refusal *Refusal
 			if errors.As(err, &refusal) && w.Refused != nil {
 				w.Refused(refusal)
@@ -67,8 +72,7 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if req.DryRun != nil && *req.DryRun {
 			return allow // a dry run removes nothing, so it records nothing
 		}
-		kept := slices.DeleteFunc(w.Policy.Prune(now, recent), func(r Removal) bool { return r.Node == removal.Node })
-		err = w.Ledger.Save(ctx, version, append(kept, removal))
+		err = w.Ledger.Save(ctx, version, append(w.Policy.Prune(now, recent), removal))
 		if err == nil {
 			return allow
 		}
@@ -84,13 +88,13 @@ func (w *Webhook) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	admission.Serve("scale-down brake", w.Review, rw, r)
 }
 
-// NodePoolsOf reads the nodes and their pools from a node informer's store: each node's pool label.
-func NodePoolsOf(nodes cache.Store) func() NodePools {
-	return func() NodePools {
-		f := NodePools{}
+// FleetOf reads the nodes from a node informer's store: each node's pool label and removal taints.
+func FleetOf(nodes cache.Store) func() Fleet {
+	return func() Fleet {
+		f := Fleet{}
 		for _, obj := range nodes.List() {
 			if n, ok := obj.(*corev1.Node); ok {
-				f[n.Name] = n.Labels[wellknown.PoolLabel]
+				f[n.Name] = Present{Pool: n.Labels[wellknown.PoolLabel], Marked: markedForRemoval(n)}
 			}
 		}
 		return f

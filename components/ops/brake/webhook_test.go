@@ -57,10 +57,10 @@ func deleteNode(t *testing.T, name string) *admissionv1.AdmissionRequest {
 }
 
 func TestWebhookAdmitsHalfThePoolUnderConcurrentReviews(t *testing.T) {
-	pool := nodePools(map[string]int{"cpu": 10})
+	pool := fleetOf(map[string]int{"cpu": 10})
 	ledger := &memLedger{}
 	var refusals sync.Map
-	w := &Webhook{Policy: DefaultPolicy(), Ledger: ledger, NodePools: func() NodePools { return pool }, Now: time.Now,
+	w := &Webhook{Policy: DefaultPolicy(), Ledger: ledger, Fleet: func() Fleet { return pool }, Now: time.Now,
 		Refused: func(r *Refusal) { refusals.Store(r.Candidate.Node, r) }}
 	var wg sync.WaitGroup
 	allowed := make([]bool, 10)
@@ -91,9 +91,9 @@ func TestWebhookAdmitsHalfThePoolUnderConcurrentReviews(t *testing.T) {
 }
 
 func TestWebhookAdmitsTheSixthOnceTheWindowPassed(t *testing.T) {
-	pool := nodePools(map[string]int{"cpu": 10})
+	pool := fleetOf(map[string]int{"cpu": 10})
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	w := &Webhook{Policy: DefaultPolicy(), Ledger: &memLedger{}, NodePools: func() NodePools { return pool }, Now: func() time.Time { return now }}
+	w := &Webhook{Policy: DefaultPolicy(), Ledger: &memLedger{}, Fleet: func() Fleet { return pool }, Now: func() time.Time { return now }}
 	for i := range 5 {
 		if r := w.Review(context.Background(), deleteNode(t, fmt.Sprintf("cpu-%d", i))); !r.Allowed {
 			t.Fatalf("cpu-%d: %s", i, r.Result.Message)
@@ -109,10 +109,26 @@ func TestWebhookAdmitsTheSixthOnceTheWindowPassed(t *testing.T) {
 	}
 }
 
-func TestWebhookRecordsNoDryRun(t *testing.T) {
-	pool := nodePools(map[string]int{"cpu": 2})
+// The same removal reviewed again (a retry, a second update of a marked node, a replay) is
+// admitted from the record: one write, however many reviews.
+func TestWebhookRecordsARemovalOnce(t *testing.T) {
+	pool := fleetOf(map[string]int{"cpu": 10})
 	ledger := &memLedger{}
-	w := &Webhook{Policy: DefaultPolicy(), Ledger: ledger, NodePools: func() NodePools { return pool }, Now: time.Now}
+	w := &Webhook{Policy: DefaultPolicy(), Ledger: ledger, Fleet: func() Fleet { return pool }, Now: time.Now}
+	for i := range 100 {
+		if r := w.Review(context.Background(), deleteNode(t, "cpu-0")); !r.Allowed {
+			t.Fatalf("review %d refused: %s", i, r.Result.Message)
+		}
+	}
+	if ledger.version != 1 || len(ledger.removals) != 1 {
+		t.Errorf("100 reviews of one removal: %d writes, %d recorded; want 1 and 1", ledger.version, len(ledger.removals))
+	}
+}
+
+func TestWebhookRecordsNoDryRun(t *testing.T) {
+	pool := fleetOf(map[string]int{"cpu": 2})
+	ledger := &memLedger{}
+	w := &Webhook{Policy: DefaultPolicy(), Ledger: ledger, Fleet: func() Fleet { return pool }, Now: time.Now}
 	dry := true
 	for i := range 3 {
 		req := deleteNode(t, fmt.Sprintf("cpu-%d", i%2))
@@ -127,9 +143,9 @@ func TestWebhookRecordsNoDryRun(t *testing.T) {
 }
 
 func TestWebhookFailsClosed(t *testing.T) {
-	pool := nodePools(map[string]int{"cpu": 10})
+	pool := fleetOf(map[string]int{"cpu": 10})
 	w := &Webhook{Policy: DefaultPolicy(), Ledger: &memLedger{broken: errors.New("configmap: connection refused")},
-		NodePools: func() NodePools { return pool }, Now: time.Now}
+		Fleet: func() Fleet { return pool }, Now: time.Now}
 	if r := w.Review(context.Background(), deleteNode(t, "cpu-0")); r.Allowed || r.Result.Code != 503 {
 		t.Errorf("a removal with the ledger unreadable: %+v", r)
 	}

@@ -58,12 +58,12 @@ func TestBrakeLedgerIsACompareAndSwapOnTheAPIServer(t *testing.T) {
 		t.Fatalf("a save at a stale version: %v, want ErrConflict", err)
 	}
 
-	pool := brake.NodePools{}
+	pool := brake.Fleet{}
 	for i := range 10 {
-		pool[fmt.Sprintf("cpu-%d", i)] = "cpu"
+		pool[fmt.Sprintf("cpu-%d", i)] = brake.Present{Pool: "cpu"}
 	}
 	replica := func() *brake.Webhook {
-		return &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now, NodePools: func() brake.NodePools { return pool },
+		return &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now, Fleet: func() brake.Fleet { return pool },
 			Ledger: &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-pool"}}
 	}
 	replicas := []*brake.Webhook{replica(), replica()}
@@ -136,7 +136,7 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	webhook := &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now,
 		Ledger:    &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-ledger"},
 		Refused:   func(*brake.Refusal) { refusals.Add(1) },
-		NodePools: brake.NodePoolsOf(nodeInformer.GetStore())}
+		Fleet: brake.FleetOf(nodeInformer.GetStore())}
 	server := serveWebhook(t, webhook)
 
 	var names []string
@@ -153,7 +153,7 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 		}
 	})
 	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
+	sideEffects := admissionregistrationv1.SideEffectClassNoneOnDryRun
 	config := &admissionregistrationv1.ValidatingWebhookConfiguration{
 		ObjectMeta: metav1.ObjectMeta{Name: "drill-scale-down-brake"},
 		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
@@ -162,7 +162,7 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update, admissionregistrationv1.Delete}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}}}},
 			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{wellknown.PoolLabel: pool}},
 			FailurePolicy:           &fail,
-			SideEffects:             &none,
+			SideEffects:             &sideEffects,
 			AdmissionReviewVersions: []string{"v1"},
 		}},
 	}
