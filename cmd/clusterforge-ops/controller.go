@@ -68,9 +68,9 @@ func controller(ctx context.Context, args []string) error {
 
 	refusals := &refusalCounter{byPool: map[string]int{}}
 	brakeHook := &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now,
-		Ledger:    &brake.ConfigMapLedger{Client: cs, Namespace: *namespace, Name: wellknown.OpsBrakeLedger},
-		Fleet: brake.FleetOf(nodeInformer.GetStore()),
-		Refused:   func(r *brake.Refusal) { refusals.add(r); log.Printf("refused: %v", r) }}
+		Ledger:  &brake.ConfigMapLedger{Client: cs, Namespace: *namespace, Name: wellknown.OpsBrakeLedger},
+		Fleet:   brake.FleetOf(nodeInformer.GetStore()),
+		Refused: func(r *brake.Refusal) { refusals.add(r); log.Printf("refused: %v", r) }}
 	teamHook := &teams.Webhook{BorrowPriorityClass: wellknown.BorrowPriority, NamespaceTeam: func(name string) (string, error) {
 		ns, err := namespaces.Lister().Get(name)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -35,12 +36,17 @@ type Controller struct {
 	Logf func(format string, args ...any)
 	// Now is the clock (tests); default time.Now.
 	Now func() time.Time
+	// DrainFor is how long one pass of a drain waits for pods to go before the controller looks at
+	// other nodes. Default 1 minute.
+	DrainFor time.Duration
 
 	nodes cache.Store
 	queue workqueue.TypedRateLimitingInterface[string]
 	// held are the nodes the brake refused, until when they are not asked for again: a node's
 	// every status change would otherwise ask the webhook again, fleet-wide in a cascade.
 	held map[string]time.Time
+	// stopped is why marking stopped (too many unhealthy), logged when it changes.
+	stopped string
 }
 
 // errRefused is a mark the scale-down brake turned away: the node waits for the brake's window.
@@ -55,11 +61,7 @@ func (c *Controller) Run(ctx context.Context, informer cache.SharedIndexInformer
 	if err := c.Policy.Validate(); err != nil {
 		return err
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	c.nodes = informer.GetStore()
-	c.held = map[string]time.Time{}
+	c.start(informer.GetStore())
 	c.queue = workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer c.queue.ShutDown()
 	enqueue := func(obj any) {
@@ -85,6 +87,18 @@ func (c *Controller) Run(ctx context.Context, informer cache.SharedIndexInformer
 	for c.work(ctx) {
 	}
 	return ctx.Err()
+}
+
+// start sets the defaults and the node cache.
+func (c *Controller) start(nodes cache.Store) {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.DrainFor == 0 {
+		c.DrainFor = time.Minute
+	}
+	c.nodes = nodes
+	c.held = map[string]time.Time{}
 }
 
 func (c *Controller) work(ctx context.Context) bool {
@@ -124,6 +138,10 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		if until, ok := c.held[name]; ok && now.Before(until) {
 			return until.Sub(now), nil
 		}
+		if err := c.tooManyUnhealthy(node); err != nil {
+			c.held[name] = now.Add(retryRefused)
+			return retryRefused, nil
+		}
 		err := c.mark(ctx, name, reason, now)
 		if errors.Is(err, errRefused) {
 			c.held[name] = now.Add(retryRefused)
@@ -150,6 +168,8 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 		return 0, c.setDrained(ctx, name, now)
 	case Restore:
 		return 0, c.setEvacuated(ctx, name, "")
+	case Unmark:
+		return 0, c.unmark(ctx, name)
 	}
 	if again.IsZero() {
 		return 0, nil
@@ -183,6 +203,48 @@ func (c *Controller) mark(ctx context.Context, name, reason string, now time.Tim
 		c.logf("%s: marked for replacement: %s", name, reason)
 	}
 	return err
+}
+
+// tooManyUnhealthy is the policy's short-circuit over the cached nodes; it logs when it starts,
+// changes or ends, not for every node it holds.
+func (c *Controller) tooManyUnhealthy(node *corev1.Node) error {
+	var nodes []*corev1.Node
+	for _, obj := range c.nodes.List() {
+		if n, ok := obj.(*corev1.Node); ok {
+			nodes = append(nodes, n)
+		}
+	}
+	err := c.Policy.TooManyUnhealthy(nodes, node.Labels[wellknown.PoolLabel])
+	why := ""
+	if err != nil {
+		why = err.Error()
+	}
+	if why != c.stopped {
+		if why == "" {
+			c.logf("marking again: %s no longer has too many unhealthy nodes", node.Labels[wellknown.PoolLabel])
+		} else {
+			c.logf("not marking %s: %s", node.Name, why)
+		}
+		c.stopped = why
+	}
+	return err
+}
+
+// unmark lifts the mark of a node that recovered: the cordon, the taint, the annotations.
+func (c *Controller) unmark(ctx context.Context, name string) error {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil || !marked(node) {
+		return err
+	}
+	node.Spec.Unschedulable = false
+	node.Spec.Taints = slices.DeleteFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == brake.ReplaceTaint })
+	delete(node.Annotations, wellknown.ReasonAnnotation)
+	delete(node.Annotations, wellknown.SinceAnnotation)
+	if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	c.logf("%s: healthy for %s, no longer marked for replacement", name, c.Policy.Grace)
+	return nil
 }
 
 // setEvacuated cordons the node for maintenance with the reason, or with "" lifts the cordon it
@@ -236,9 +298,9 @@ func (c *Controller) setDrained(ctx context.Context, name string, now time.Time)
 	return nil
 }
 
-// drain evicts what it can within a minute; left says pods remain.
+// drain evicts what it can within DrainFor; left says pods remain.
 func (c *Controller) drain(ctx context.Context, name string) (left bool, err error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, c.DrainFor)
 	defer cancel()
 	evicted, err := drain.Node(ctx, c.Client, name)
 	if evicted > 0 {

@@ -1,7 +1,9 @@
 // Package remediation replaces broken machines (L35): a node whose health condition stays bad for
 // a grace period is marked for replacement (cordoned and tainted, which the scale-down brake
 // admits or refuses), drained through the eviction API, and its machine removed once it is empty
-// or its hand-back time has come.
+// or its hand-back time has come. A marked node that stays healthy for the grace period is
+// unmarked; nothing is marked while too many nodes are unhealthy at once (cluster-api's
+// MachineHealthCheck maxUnhealthy): a failure that wide is the network's or the control plane's.
 package remediation
 
 import (
@@ -39,6 +41,10 @@ type Policy struct {
 	// drained at once, and uncordoned when the condition clears; the machine stays. Default:
 	// MaintenanceScheduled=True, set from Azure's Scheduled Events.
 	Maintenance []Problem
+	// MaxUnhealthy is the share of a pool's nodes, and of the cluster's, above which nothing is
+	// marked: a node counts when it has a problem (within its grace or not) or is marked already.
+	// Default 0.4; 1 turns the check off.
+	MaxUnhealthy float64
 }
 
 // DefaultPolicy is L35's remediation.
@@ -53,9 +59,10 @@ func DefaultPolicy() Policy {
 			{corev1.NodeReady, corev1.ConditionFalse},
 			{corev1.NodeReady, corev1.ConditionUnknown},
 		},
-		Grace:       5 * time.Minute,
-		HandBack:    24 * time.Hour,
-		Maintenance: []Problem{{maintenance.Condition, corev1.ConditionTrue}},
+		Grace:        5 * time.Minute,
+		HandBack:     24 * time.Hour,
+		Maintenance:  []Problem{{maintenance.Condition, corev1.ConditionTrue}},
+		MaxUnhealthy: 0.4,
 	}
 }
 
@@ -68,6 +75,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("remediation: Grace %s: want a positive duration, e.g. 5m", p.Grace)
 	case p.HandBack <= 0:
 		return fmt.Errorf("remediation: HandBack %s: want a positive duration, e.g. 24h", p.HandBack)
+	case !(p.MaxUnhealthy > 0 && p.MaxUnhealthy <= 1):
+		return fmt.Errorf("remediation: MaxUnhealthy %v: want a share above 0 and at most 1, e.g. 0.4", p.MaxUnhealthy)
 	}
 	return nil
 }
@@ -88,12 +97,17 @@ const (
 	Evacuate
 	// Restore: the maintenance is over; lift the cordon Evacuate set.
 	Restore
+	// Unmark: the marked node has been healthy for the grace period; lift the mark.
+	Unmark
 )
 
 // Next is the step for node at now, with the reason for Mark and Evacuate and, for Wait, when to
 // look again. A broken node is replaced even while maintenance is due; a node someone else
 // cordoned (the roller replacing it, an operator) is left alone until they uncordon it.
 func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, again time.Time) {
+	if marked(n) && p.healthyFor(n, now) {
+		return Unmark, "", time.Time{}
+	}
 	if marked(n) {
 		since, err := time.Parse(time.RFC3339, n.Annotations[wellknown.SinceAnnotation])
 		if err != nil || now.Sub(since) >= p.HandBack {
@@ -105,7 +119,7 @@ func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, a
 		return Wait, "", time.Time{} // cordoned by someone else (a roll, an operator): theirs to finish
 	}
 	for _, c := range n.Status.Conditions {
-		if !slices.Contains(p.Problems, Problem{c.Type, c.Status}) {
+		if !p.problem(c) {
 			continue
 		}
 		due := c.LastTransitionTime.Add(p.Grace)
@@ -125,6 +139,54 @@ func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, a
 		return Restore, "", time.Time{}
 	}
 	return Wait, "", again
+}
+
+// healthyFor: no problem now, and none of the problem conditions changed within the grace.
+func (p Policy) healthyFor(n *corev1.Node, now time.Time) bool {
+	for _, c := range n.Status.Conditions {
+		watched := slices.ContainsFunc(p.Problems, func(pr Problem) bool { return pr.Type == c.Type })
+		if watched && (p.problem(c) || now.Sub(c.LastTransitionTime.Time) < p.Grace) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p Policy) problem(c corev1.NodeCondition) bool {
+	return slices.Contains(p.Problems, Problem{c.Type, c.Status})
+}
+
+// unhealthy: a problem now, within its grace or past it, or marked already.
+func (p Policy) unhealthy(n *corev1.Node) bool {
+	return marked(n) || slices.ContainsFunc(n.Status.Conditions, p.problem)
+}
+
+// TooManyUnhealthy says why nothing in pool may be marked now: more than MaxUnhealthy of the pool's
+// nodes, or of the cluster's, are unhealthy. nodes are all the cluster's.
+func (p Policy) TooManyUnhealthy(nodes []*corev1.Node, pool string) error {
+	var inPool, poolSize, inCluster int
+	for _, n := range nodes {
+		bad := p.unhealthy(n)
+		if bad {
+			inCluster++
+		}
+		if n.Labels[wellknown.PoolLabel] == pool {
+			poolSize++
+			if bad {
+				inPool++
+			}
+		}
+	}
+	for _, scope := range []struct {
+		name     string
+		bad, all int
+	}{{"pool " + pool, inPool, poolSize}, {"the cluster", inCluster, len(nodes)}} {
+		if float64(scope.bad) > p.MaxUnhealthy*float64(scope.all) {
+			return fmt.Errorf("%d of %s's %d nodes are unhealthy, more than %.0f%%: remediation marks nothing until fewer are (a failure this wide is rarely the machines')",
+				scope.bad, scope.name, scope.all, 100*p.MaxUnhealthy)
+		}
+	}
+	return nil
 }
 
 func marked(n *corev1.Node) bool {

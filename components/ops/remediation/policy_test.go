@@ -20,8 +20,11 @@ func TestNextWaitsOutTheGraceThenMarksDrainsAndHandsBack(t *testing.T) {
 	cond := func(typ corev1.NodeConditionType, status corev1.ConditionStatus, ago time.Duration) corev1.NodeCondition {
 		return corev1.NodeCondition{Type: typ, Status: status, LastTransitionTime: metav1.NewTime(now.Add(-ago)), Message: "m"}
 	}
-	markedAt := func(ago time.Duration) *corev1.Node {
-		n := node(cond(corev1.NodeReady, corev1.ConditionTrue, time.Hour))
+	markedAt := func(ago time.Duration, conds ...corev1.NodeCondition) *corev1.Node {
+		if conds == nil {
+			conds = []corev1.NodeCondition{cond(corev1.NodeReady, corev1.ConditionFalse, time.Hour)}
+		}
+		n := node(conds...)
 		n.Spec.Taints = []corev1.Taint{{Key: brake.ReplaceTaint, Effect: corev1.TaintEffectNoSchedule}}
 		n.Annotations = map[string]string{wellknown.SinceAnnotation: now.Add(-ago).Format(time.RFC3339)}
 		return n
@@ -44,6 +47,11 @@ func TestNextWaitsOutTheGraceThenMarksDrainsAndHandsBack(t *testing.T) {
 			Wait, "", now.Add(2 * time.Minute)},
 		{"marked an hour ago", markedAt(time.Hour), Drain, "", now.Add(23 * time.Hour)},
 		{"marked a day ago", markedAt(24 * time.Hour), HandBack, "", time.Time{}},
+		{"marked, Ready again for the grace", markedAt(time.Hour, cond(corev1.NodeReady, corev1.ConditionTrue, 5*time.Minute)), Unmark, "", time.Time{}},
+		{"marked, Ready again within the grace", markedAt(time.Hour, cond(corev1.NodeReady, corev1.ConditionTrue, 4*time.Minute)), Drain, "", now.Add(23 * time.Hour)},
+		{"marked, Ready but still deadlocked", markedAt(time.Hour, cond(corev1.NodeReady, corev1.ConditionTrue, time.Hour), cond("KernelDeadlock", corev1.ConditionTrue, time.Hour)),
+			Drain, "", now.Add(23 * time.Hour)},
+		{"marked a day ago, healthy since", markedAt(24*time.Hour, cond(corev1.NodeReady, corev1.ConditionTrue, time.Hour)), Unmark, "", time.Time{}},
 		{"marked without a time", func() *corev1.Node { n := markedAt(0); n.Annotations = nil; return n }(), HandBack, "", time.Time{}},
 		{"a reboot scheduled", node(cond("MaintenanceScheduled", corev1.ConditionTrue, 0)), Evacuate, "MaintenanceScheduled=True: m", time.Time{}},
 		{"a reboot scheduled on a node broken past the grace", node(cond("MaintenanceScheduled", corev1.ConditionTrue, 0), cond("KernelDeadlock", corev1.ConditionTrue, time.Hour)),
@@ -72,8 +80,44 @@ func TestNextWaitsOutTheGraceThenMarksDrainsAndHandsBack(t *testing.T) {
 	}
 }
 
+func TestTooManyUnhealthyStopsMarkingAbove40PercentOfAPoolOrTheCluster(t *testing.T) {
+	p := DefaultPolicy()
+	fleet := func(pools map[string][2]int) []*corev1.Node { // pool → healthy, unhealthy
+		var nodes []*corev1.Node
+		for pool, counts := range pools {
+			for i := range counts[0] + counts[1] {
+				status := corev1.ConditionTrue
+				if i >= counts[0] {
+					status = corev1.ConditionUnknown
+				}
+				nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{wellknown.PoolLabel: pool}},
+					Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}})
+			}
+		}
+		return nodes
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []*corev1.Node
+		pool    string
+		stopped bool
+	}{
+		{"4 of 10", fleet(map[string][2]int{"cpu": {6, 4}}), "cpu", false},
+		{"5 of 10", fleet(map[string][2]int{"cpu": {5, 5}}), "cpu", true},
+		{"5 of 10, a large healthy pool beside", fleet(map[string][2]int{"cpu": {5, 5}, "gpu": {100, 0}}), "cpu", true},
+		{"the healthy pool's own node, the other pool down", fleet(map[string][2]int{"cpu": {0, 10}, "gpu": {20, 0}}), "gpu", false},
+		{"half the cluster down across pools", fleet(map[string][2]int{"a": {7, 3}, "b": {0, 10}}), "a", true},
+	} {
+		if err := p.TooManyUnhealthy(tc.nodes, tc.pool); (err != nil) != tc.stopped {
+			t.Errorf("%s: TooManyUnhealthy = %v, want stopped %v", tc.name, err, tc.stopped)
+		}
+	}
+}
+
 func TestValidateNamesTheField(t *testing.T) {
-	for _, p := range []Policy{{Grace: time.Minute, HandBack: time.Hour}, {Problems: DefaultPolicy().Problems, HandBack: time.Hour}, {Problems: DefaultPolicy().Problems, Grace: time.Minute}} {
+	base := DefaultPolicy()
+	for _, p := range []Policy{{Grace: time.Minute, HandBack: time.Hour, MaxUnhealthy: 0.4}, {Problems: base.Problems, HandBack: time.Hour, MaxUnhealthy: 0.4},
+		{Problems: base.Problems, Grace: time.Minute, MaxUnhealthy: 0.4}, {Problems: base.Problems, Grace: time.Minute, HandBack: time.Hour}} {
 		if err := p.Validate(); err == nil {
 			t.Errorf("%+v passed", p)
 		}

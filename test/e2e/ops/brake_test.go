@@ -134,9 +134,9 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	nodeInformer := factory.Core().V1().Nodes().Informer()
 	var refusals atomic.Int32
 	webhook := &brake.Webhook{Policy: brake.DefaultPolicy(), Now: time.Now,
-		Ledger:    &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-ledger"},
-		Refused:   func(*brake.Refusal) { refusals.Add(1) },
-		Fleet: brake.FleetOf(nodeInformer.GetStore())}
+		Ledger:  &brake.ConfigMapLedger{Client: cs, Namespace: ns, Name: "brake-ledger"},
+		Refused: func(*brake.Refusal) { refusals.Add(1) },
+		Fleet:   brake.FleetOf(nodeInformer.GetStore())}
 	server := serveWebhook(t, webhook)
 
 	var names []string
@@ -192,6 +192,7 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	machines := &recordedRemovals{}
 	policy := remediation.DefaultPolicy()
 	policy.Grace = time.Minute
+	policy.MaxUnhealthy = 1 // the short-circuit off: this drill is the brake's
 	controller := &remediation.Controller{Client: cs, Policy: policy, Machines: machines, Logf: t.Logf}
 	factory.Start(ctx.Done())
 	done := make(chan error, 1)

@@ -1,0 +1,194 @@
+package remediation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/clusterforge/clusterforge/components/ops/brake"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// A 25-minute outage of part of a pool, on a simulated clock, through the controller and the
+// real brake webhook in process. A node's pods are stuck terminating while it is unreachable, so
+// drains never finish and marked nodes stay: what holds the marks is the short-circuit and the
+// brake's count of marked nodes. After the outage every mark is lifted once its node has been
+// healthy for the grace period, and no machine was removed.
+func TestAnOutageMarksWhatThePolicyAndTheBrakeAllowAndRecoveryUnmarksIt(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		broken       int // of the cpu pool's 10
+		maxUnhealthy float64
+		wantMarked   int // at most at any minute, and reached
+	}{
+		{"three machines broken", 3, 0.4, 3},
+		{"the pool partitioned: the short-circuit holds every mark", 10, 0.4, 0},
+		{"the pool partitioned, the short-circuit off: the brake holds half", 10, 1, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			marked, removed := simulateOutage(t, tc.broken, tc.maxUnhealthy)
+			peak := 0
+			for minute, n := range marked {
+				peak = max(peak, n)
+				if minute >= 31 && n != 0 {
+					t.Errorf("minute %d: %d nodes still marked, healthy since minute 25", minute, n)
+				}
+			}
+			if peak != tc.wantMarked {
+				t.Errorf("at most %d nodes marked at once (by minute: %v), want %d", peak, marked, tc.wantMarked)
+			}
+			if len(removed) > 0 {
+				t.Errorf("machines removed: %v", removed)
+			}
+		})
+	}
+}
+
+// simulateOutage runs 40 minutes: a cpu pool and a gpu pool of 10 nodes each, broken of the cpu
+// nodes Ready=Unknown from minute 0 to 25. It returns the cpu nodes marked at each minute's end
+// and the machines removed.
+func simulateOutage(t *testing.T, broken int, maxUnhealthy float64) (markedByMinute []int, removed []string) {
+	start := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	now := start
+	var objects []runtime.Object
+	for _, pool := range []string{"cpu", "gpu"} {
+		for i := range 10 {
+			name := fmt.Sprintf("%s-%d", pool, i)
+			objects = append(objects, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{wellknown.PoolLabel: pool}}},
+				&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "job-" + name, Finalizers: []string{"test/stuck"},
+					DeletionTimestamp: &metav1.Time{Time: start}}, Spec: corev1.PodSpec{NodeName: name}})
+		}
+	}
+	cs := fake.NewClientset(objects...)
+	nodes := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	refresh := func() {
+		list, err := cs.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		items := make([]any, len(list.Items))
+		for i := range list.Items {
+			items[i] = &list.Items[i]
+		}
+		if err := nodes.Replace(items, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	webhook := &brake.Webhook{Policy: brake.DefaultPolicy(), Now: func() time.Time { return now }, Fleet: brake.FleetOf(nodes), Ledger: &ledger{}}
+	nodeResource := schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
+	review := func(op admissionv1.Operation, name string, next runtime.Object) error {
+		old, err := cs.Tracker().Get(nodeResource, "", name)
+		if err != nil {
+			return err
+		}
+		req := &admissionv1.AdmissionRequest{UID: "u", Kind: metav1.GroupVersionKind{Version: "v1", Kind: "Node"}, Name: name, Operation: op}
+		if req.OldObject.Raw, err = json.Marshal(old); err != nil {
+			return err
+		}
+		if next != nil {
+			if req.Object.Raw, err = json.Marshal(next); err != nil {
+				return err
+			}
+		}
+		req.UserInfo.Username = "system:serviceaccount:kube-system:clusterforge-ops"
+		if r := webhook.Review(context.Background(), req); !r.Allowed {
+			return apierrors.NewForbidden(nodeResource.GroupResource(), name, fmt.Errorf("%s", r.Result.Message))
+		}
+		return nil
+	}
+	cs.PrependReactor("update", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		update := a.(k8stesting.UpdateAction)
+		if update.GetSubresource() != "" {
+			return false, nil, nil
+		}
+		obj := update.GetObject()
+		err := review(admissionv1.Update, obj.(*corev1.Node).Name, obj)
+		return err != nil, nil, err
+	})
+	cs.PrependReactor("delete", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		err := review(admissionv1.Delete, a.(k8stesting.DeleteAction).GetName(), nil)
+		return err != nil, nil, err
+	})
+
+	policy := DefaultPolicy()
+	policy.MaxUnhealthy = maxUnhealthy
+	machines := &removals{}
+	c := &Controller{Client: cs, Policy: policy, Machines: machines, Logf: t.Logf, Now: func() time.Time { return now }, DrainFor: time.Millisecond}
+	c.start(nodes)
+	ctx := context.Background()
+	for minute := range 40 {
+		now = start.Add(time.Duration(minute) * time.Minute)
+		for i := range broken {
+			setReady(t, cs, nodeResource, fmt.Sprintf("cpu-%d", i), minute < 25, start, start.Add(25*time.Minute))
+		}
+		for i := broken; i < 10; i++ {
+			setReady(t, cs, nodeResource, fmt.Sprintf("cpu-%d", i), false, start, start.Add(-time.Hour))
+		}
+		for i := range 10 {
+			setReady(t, cs, nodeResource, fmt.Sprintf("gpu-%d", i), false, start, start.Add(-time.Hour))
+		}
+		refresh()
+		for _, name := range nodes.ListKeys() {
+			if _, err := c.sync(ctx, name); err != nil && err != errRefused {
+				t.Fatalf("minute %d: %s: %v", minute, name, err)
+			}
+			refresh()
+		}
+		n := 0
+		for _, obj := range nodes.List() {
+			if node := obj.(*corev1.Node); node.Labels[wellknown.PoolLabel] == "cpu" && marked(node) {
+				n++
+			}
+		}
+		markedByMinute = append(markedByMinute, n)
+	}
+	return markedByMinute, machines.names
+}
+
+// setReady writes the node's Ready condition straight to the store (as the kubelet and the node
+// lifecycle controller would): Unknown since down if unreachable, else True since up.
+func setReady(t *testing.T, cs *fake.Clientset, resource schema.GroupVersionResource, name string, unreachable bool, down, up time.Time) {
+	t.Helper()
+	obj, err := cs.Tracker().Get(resource, "", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := obj.(*corev1.Node).DeepCopy()
+	cond := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(up)}
+	if unreachable {
+		cond = corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionUnknown, LastTransitionTime: metav1.NewTime(down), Message: "partitioned"}
+	}
+	node.Status.Conditions = []corev1.NodeCondition{cond}
+	if err := cs.Tracker().Update(resource, node, ""); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ledger is the brake's record for one writer (the fake clientset keeps no resourceVersions).
+type ledger struct{ removals []brake.Removal }
+
+func (l *ledger) Load(context.Context) ([]brake.Removal, string, error) { return l.removals, "", nil }
+
+func (l *ledger) Save(_ context.Context, _ string, removals []brake.Removal) error {
+	l.removals = removals
+	return nil
+}
+
+type removals struct{ names []string }
+
+func (r *removals) Remove(_ context.Context, n *corev1.Node) error {
+	r.names = append(r.names, n.Name)
+	return nil
+}
