@@ -4,7 +4,7 @@
 # Runbook: docs/runbooks/etcd.md. The rehearsal checks run this script against a real etcd.
 #
 # Usage (etcdctl reads the ETCDCTL_* variables):
-#   ETCDCTL_ENDPOINTS=https://10.0.1.10:2379,... ETCDCTL_CACERT=etcd-ca.crt \
+#   ETCDCTL_ENDPOINTS=https://10.0.1.10:2379,... ETCDCTL_CACERT=etcd-servers-ca.crt \
 #   ETCDCTL_CERT=apiserver-etcd-client.crt ETCDCTL_KEY=apiserver-etcd-client.key \
 #   scripts/etcd-nospace-recover.sh
 set -euo pipefail

@@ -42,7 +42,7 @@ func APIServerFlags(c *spec.Cluster) Flags {
 		"etcd-servers": strings.Join(main.ClientURLs(), ","),
 		// Events live in their own etcd cluster (L03); servers are separated by ';'.
 		EventsOverrideFlag:         "/events#" + strings.Join(events.ClientURLs(), ";"),
-		"etcd-cafile":              CertPath(etcdPKIDir, pki.EtcdCA),
+		"etcd-cafile":              CertPath(etcdPKIDir, pki.EtcdServersCA),
 		"etcd-certfile":            CertPath(etcdPKIDir, pki.APIServerEtcdClient),
 		"etcd-keyfile":             KeyPath(etcdPKIDir, pki.APIServerEtcdClient),
 		"etcd-compaction-interval": a.EtcdCompactionInterval, // L04
@@ -109,7 +109,7 @@ func APIServerFlags(c *spec.Cluster) Flags {
 
 func apiserver(c *spec.Cluster, b pki.Bundle) part {
 	files := []File{
-		{Path: CertPath(etcdPKIDir, pki.EtcdCA), Content: b.Pair(pki.EtcdCA).CertPEM, Mode: certMode},
+		{Path: CertPath(etcdPKIDir, pki.EtcdServersCA), Content: b.Trust(pki.EtcdServerCAs(c)...), Mode: certMode},
 		{Path: CertPath("", pki.FrontProxyCA), Content: b.Pair(pki.FrontProxyCA).CertPEM, Mode: certMode},
 		{Path: AuditPolicyPath, Content: auditPolicy, Mode: 0o600},
 		{Path: AuthnConfigPath, Content: authenticationConfig, Mode: 0o600},

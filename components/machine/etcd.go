@@ -48,11 +48,11 @@ func EtcdFlags(e spec.EtcdCluster) Flags {
 		"initial-cluster-token":       e.Role,
 		"initial-cluster-state":       "${INITIAL_CLUSTER_STATE}",
 		"client-cert-auth":            "true",
-		"trusted-ca-file":             CertPath(etcdPKIDir, pki.EtcdCA),
+		"trusted-ca-file":             CertPath(etcdPKIDir, pki.EtcdClientsCA),
 		"cert-file":                   CertPath(etcdPKIDir, server),
 		"key-file":                    KeyPath(etcdPKIDir, server),
 		"peer-client-cert-auth":       "true",
-		"peer-trusted-ca-file":        CertPath(etcdPKIDir, pki.EtcdCA),
+		"peer-trusted-ca-file":        CertPath(etcdPKIDir, pki.EtcdCA(e.Role)),
 		"peer-cert-file":              CertPath(etcdPKIDir, peer),
 		"peer-key-file":               KeyPath(etcdPKIDir, peer),
 		"quota-backend-bytes":         strconv.FormatInt(e.Spec.QuotaBackendBytes, 10), // L04
@@ -61,7 +61,10 @@ func EtcdFlags(e spec.EtcdCluster) Flags {
 }
 
 func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
-	files := []File{{Path: CertPath(etcdPKIDir, pki.EtcdCA), Content: b.Pair(pki.EtcdCA).CertPEM, Mode: certMode}}
+	files := []File{
+		{Path: CertPath(etcdPKIDir, pki.EtcdCA(e.Role)), Content: b.Pair(pki.EtcdCA(e.Role)).CertPEM, Mode: certMode},
+		{Path: CertPath(etcdPKIDir, pki.EtcdClientsCA), Content: b.Trust(pki.EtcdClientCAs(e.Role)...), Mode: certMode},
+	}
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdServer(e.Role), b.Pair(pki.EtcdServer(e.Role)))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdPeer(e.Role), b.Pair(pki.EtcdPeer(e.Role)))...)
 	disk := localDisk(strings.TrimSuffix(etcdDiskUnit, ".service"), etcdDiskLabel, EtcdDataDir, "format and mount the local SSD as etcd's data dir (L02)", etcdJoinUnit)
@@ -163,7 +166,7 @@ if [ ! -d ` + EtcdDataDir + `/member ]; then
   endpoints=$(echo "` + strings.Join(e.ClientURLs(), " ") + `" | tr ' ' '\n' | grep -v "//$NODE_IP:" | paste -sd, -)
   ctl() {
     ` + BinDir + `/etcdctl --endpoints="$endpoints" --command-timeout=` + etcdctlTimeout + ` \
-      --cacert=` + CertPath(etcdPKIDir, pki.EtcdCA) + ` \
+      --cacert=` + CertPath(etcdPKIDir, pki.EtcdCA(e.Role)) + ` \
       --cert=` + CertPath(etcdPKIDir, pki.EtcdServer(e.Role)) + ` \
       --key=` + KeyPath(etcdPKIDir, pki.EtcdServer(e.Role)) + ` "$@"
   }

@@ -50,7 +50,7 @@ func EtcdBackupFor(c *spec.Cluster, e spec.EtcdCluster) EtcdBackupSettings {
 	return EtcdBackupSettings{
 		Cluster: c.Name + "/" + e.Role, StoreURL: c.BackupStoreURL(), Interval: c.Backup.Interval,
 		InitialCluster: e.InitialCluster(), ClientURLs: e.ClientURLs(),
-		CAFile: CertPath(etcdPKIDir, pki.EtcdCA), CertFile: CertPath(etcdPKIDir, server), KeyFile: KeyPath(etcdPKIDir, server),
+		CAFile: CertPath(etcdPKIDir, pki.EtcdCA(e.Role)), CertFile: CertPath(etcdPKIDir, server), KeyFile: KeyPath(etcdPKIDir, server),
 		DataDir: EtcdDataDir, StatusFile: EtcdStatusFile, Etcdutl: BinDir + "/etcdutl",
 	}
 }

@@ -40,13 +40,13 @@ func TestProfilesVerify(t *testing.T) {
 		name, ca, host string
 		usage          x509.ExtKeyUsage
 	}{
-		{EtcdServer(spec.RoleEtcdMain), EtcdCA, main.Members[4].IP, x509.ExtKeyUsageServerAuth},
-		{EtcdPeer(spec.RoleEtcdMain), EtcdCA, main.Members[0].IP, x509.ExtKeyUsageClientAuth},
-		{EtcdServer(spec.RoleEtcdEvents), EtcdCA, c.EtcdClusters()[1].Members[2].IP, x509.ExtKeyUsageServerAuth},
+		{EtcdServer(spec.RoleEtcdMain), EtcdCA(spec.RoleEtcdMain), main.Members[4].IP, x509.ExtKeyUsageServerAuth},
+		{EtcdPeer(spec.RoleEtcdMain), EtcdCA(spec.RoleEtcdMain), main.Members[0].IP, x509.ExtKeyUsageClientAuth},
+		{EtcdServer(spec.RoleEtcdEvents), EtcdCA(spec.RoleEtcdEvents), c.EtcdClusters()[1].Members[2].IP, x509.ExtKeyUsageServerAuth},
 		{APIServer, ClusterCA, c.Network.APIServerIP, x509.ExtKeyUsageServerAuth},
 		{APIServer, ClusterCA, "kubernetes.default.svc", x509.ExtKeyUsageServerAuth},
 		{APIServer, ClusterCA, c.KubernetesServiceIP(), x509.ExtKeyUsageServerAuth},
-		{APIServerEtcdClient, EtcdCA, "", x509.ExtKeyUsageClientAuth},
+		{APIServerEtcdClient, EtcdClientCA, "", x509.ExtKeyUsageClientAuth},
 		{FrontProxyClient, FrontProxyCA, "", x509.ExtKeyUsageClientAuth},
 		{Admin, ClusterCA, "", x509.ExtKeyUsageClientAuth},
 	} {
@@ -60,6 +60,59 @@ func TestProfilesVerify(t *testing.T) {
 	}
 	if len(b.BootstrapToken) != 23 {
 		t.Errorf("bootstrap token %q is not <6>.<16>", b.BootstrapToken)
+	}
+}
+
+// Each etcd cluster trusts its own members as peers and no one else's; as clients, its own members
+// and the apiserver. The trust bundles are the ones the machines get.
+func TestEtcdClustersDoNotTrustEachOther(t *testing.T) {
+	c := &spec.Cluster{Name: "cf-test", Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3}}}
+	c.Default()
+	b, err := Issue(Authorities(c), Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := func(pem string) *x509.CertPool {
+		p := x509.NewCertPool()
+		if !p.AppendCertsFromPEM([]byte(pem)) {
+			t.Fatal("unreadable trust bundle")
+		}
+		return p
+	}
+	verifies := func(cert string, roots *x509.CertPool) bool {
+		_, err := parse(t, b.Pair(cert).CertPEM).Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		return err == nil
+	}
+	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
+		other := spec.RoleEtcdEvents
+		if role == other {
+			other = spec.RoleEtcdMain
+		}
+		peers, clients := pool(b.Trust(EtcdCA(role))), pool(b.Trust(EtcdClientCAs(role)...))
+		for _, tc := range []struct {
+			cert  string
+			roots *x509.CertPool
+			what  string
+			want  bool
+		}{
+			{EtcdPeer(role), peers, "its own peer as a peer", true},
+			{EtcdPeer(other), peers, other + "'s peer as a peer", false},
+			{EtcdServer(other), peers, other + "'s server as a peer", false},
+			{APIServerEtcdClient, peers, "the apiserver as a peer", false},
+			{APIServerEtcdClient, clients, "the apiserver as a client", true},
+			{EtcdServer(role), clients, "its own member as a client", true},
+			{EtcdPeer(other), clients, other + "'s peer as a client", false},
+		} {
+			if got := verifies(tc.cert, tc.roots); got != tc.want {
+				t.Errorf("%s trusts %s: %v, want %v", role, tc.what, got, tc.want)
+			}
+		}
+	}
+	servers := pool(b.Trust(EtcdServerCAs(c)...))
+	for _, e := range c.EtcdClusters() {
+		if _, err := parse(t, b.Pair(EtcdServer(e.Role)).CertPEM).Verify(x509.VerifyOptions{Roots: servers, DNSName: e.Members[0].IP}); err != nil {
+			t.Errorf("the apiserver does not trust %s's server: %v", e.Role, err)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ package pki
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -15,8 +16,17 @@ import (
 // Names of the authorities and leaf certificates. A name is also the file stem on the machine.
 const (
 	ClusterCA    = "kubernetes-ca"
-	EtcdCA       = "etcd-ca"
 	FrontProxyCA = "front-proxy-ca"
+	// EtcdClientCA issues the apiserver's etcd client certificate, which every etcd cluster
+	// accepts as a client and none as a peer. Each etcd cluster's own CA is EtcdCA.
+	EtcdClientCA = "etcd-client-ca"
+
+	// Trust bundles: several authorities in one file, named like a certificate.
+	// EtcdServersCA verifies the serving certificates of every etcd cluster (the apiserver's
+	// --etcd-cafile); EtcdClientsCA, on an etcd machine, verifies its clients: the apiserver and
+	// the members themselves (the join script, the backup agent).
+	EtcdServersCA = "etcd-servers-ca"
+	EtcdClientsCA = "etcd-clients-ca"
 
 	APIServer              = "apiserver"
 	APIServerEtcdClient    = "apiserver-etcd-client"
@@ -37,9 +47,23 @@ const (
 	ServiceAccountKey = "service-account"
 )
 
-// EtcdServer and EtcdPeer name an etcd cluster's serving and peer certificates.
+// EtcdCA, EtcdServer and EtcdPeer name an etcd cluster's authority and its serving and peer
+// certificates. An authority per cluster: a member of one is never a peer of the other.
+func EtcdCA(role string) string     { return role + "-ca" }
 func EtcdServer(role string) string { return role + "-server" }
 func EtcdPeer(role string) string   { return role + "-peer" }
+
+// EtcdServerCAs are the authorities in EtcdServersCA: every etcd cluster's.
+func EtcdServerCAs(c *spec.Cluster) []string {
+	var names []string
+	for _, e := range c.EtcdClusters() {
+		names = append(names, EtcdCA(e.Role))
+	}
+	return names
+}
+
+// EtcdClientCAs are the authorities in role's EtcdClientsCA.
+func EtcdClientCAs(role string) []string { return []string{EtcdClientCA, EtcdCA(role)} }
 
 // Usage is a key usage, spelled as the Pulumi TLS provider's allowed_uses.
 type Usage string
@@ -110,13 +134,17 @@ func (p Profile) Validity() (hours, earlyRenewal int) {
 	return p.ValidityHours, p.EarlyRenewalHours
 }
 
-// Authorities are the cluster's three CAs.
+// Authorities are the cluster's CAs: Kubernetes, front proxy, etcd clients and one per etcd cluster.
 func Authorities(c *spec.Cluster) []Authority {
-	return []Authority{
+	authorities := []Authority{
 		{Name: ClusterCA, CommonName: c.Name + "-kubernetes-ca", Usages: caUsages},
-		{Name: EtcdCA, CommonName: c.Name + "-etcd-ca", Usages: caUsages},
 		{Name: FrontProxyCA, CommonName: c.Name + "-front-proxy-ca", Usages: caUsages},
+		{Name: EtcdClientCA, CommonName: c.Name + "-etcd-client-ca", Usages: caUsages},
 	}
+	for _, name := range EtcdServerCAs(c) {
+		authorities = append(authorities, Authority{Name: name, CommonName: c.Name + "-" + name, Usages: caUsages})
+	}
+	return authorities
 }
 
 // Profiles are every leaf certificate the cluster's machines hold, and the ops webhooks' serving
@@ -132,8 +160,8 @@ func Profiles(c *spec.Cluster) []Profile {
 		}
 		ips := append([]string{"127.0.0.1"}, e.IPs()...)
 		profiles = append(profiles,
-			Profile{Name: EtcdServer(e.Role), Issuer: EtcdCA, CommonName: e.Role, DNSNames: names, IPAddresses: ips, Usages: peerUsages},
-			Profile{Name: EtcdPeer(e.Role), Issuer: EtcdCA, CommonName: e.Role + "-peer", DNSNames: names, IPAddresses: ips, Usages: peerUsages},
+			Profile{Name: EtcdServer(e.Role), Issuer: EtcdCA(e.Role), CommonName: e.Role, DNSNames: names, IPAddresses: ips, Usages: peerUsages},
+			Profile{Name: EtcdPeer(e.Role), Issuer: EtcdCA(e.Role), CommonName: e.Role + "-peer", DNSNames: names, IPAddresses: ips, Usages: peerUsages},
 		)
 	}
 	return append(profiles,
@@ -144,7 +172,7 @@ func Profiles(c *spec.Cluster) []Profile {
 			IPAddresses: []string{c.Network.APIServerIP, c.KubernetesServiceIP(), "127.0.0.1"},
 			Usages:      serverUsages,
 		},
-		Profile{Name: APIServerEtcdClient, Issuer: EtcdCA, CommonName: "kube-apiserver-etcd-client", Usages: clientUsages},
+		Profile{Name: APIServerEtcdClient, Issuer: EtcdClientCA, CommonName: "kube-apiserver-etcd-client", Usages: clientUsages},
 		Profile{Name: APIServerKubeletClient, Issuer: ClusterCA, CommonName: APIServerKubeletUser, Usages: clientUsages},
 		Profile{Name: FrontProxyClient, Issuer: FrontProxyCA, CommonName: "front-proxy-client", Usages: clientUsages},
 		Profile{Name: ControllerManager, Issuer: ClusterCA, CommonName: "system:kube-controller-manager", Usages: clientUsages},
@@ -197,6 +225,15 @@ func BootstrapTokenWindow(now time.Time) (month string, expires time.Time) {
 
 // EncryptionKeyBytes is the length of the Secrets encryption key (secretbox takes 32 bytes).
 const EncryptionKeyBytes = 32
+
+// Trust is the certificates of the named authorities in one PEM bundle.
+func (b Bundle) Trust(authorities ...string) string {
+	var pem strings.Builder
+	for _, name := range authorities {
+		pem.WriteString(strings.TrimRight(b.Pair(name).CertPEM, "\n") + "\n")
+	}
+	return pem.String()
+}
 
 // Pair returns the named material, failing loudly on a name nobody issued.
 func (b Bundle) Pair(name string) KeyPair {

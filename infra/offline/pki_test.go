@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	pemenc "encoding/pem"
 	"strings"
 	"testing"
 
@@ -16,24 +17,51 @@ import (
 )
 
 // With a real PKI, the user-data carries it: the etcd member's serving pair is a working TLS key
-// pair (the key matches the certificate) that the etcd CA in the same user-data verifies, and the
-// admin kubeconfig trusts the cluster CA the apiserver machines get.
+// pair (the key matches the certificate) that its cluster's CA in the same user-data verifies, as
+// does the apiserver's bundle of etcd server CAs; each etcd cluster's peer CA refuses the other's
+// members, and its client bundle takes the apiserver's client certificate; the admin kubeconfig
+// trusts the cluster CA the apiserver machines get.
 func TestPlanWithPKIWritesWorkingCertificates(t *testing.T) {
 	_, _, r := planDevWithPKI(t)
-	files := writtenFiles(t, r.UserData[spec.RoleEtcdMain])
-	pair, err := tls.X509KeyPair([]byte(files["/etc/kubernetes/pki/etcd/etcd-main-server.crt"]), []byte(files["/etc/kubernetes/pki/etcd/etcd-main-server.key"]))
+	main, events := writtenFiles(t, r.UserData[spec.RoleEtcdMain]), writtenFiles(t, r.UserData[spec.RoleEtcdEvents])
+	apiserver := writtenFiles(t, r.UserData[spec.RoleAPIServer])
+	pair, err := tls.X509KeyPair([]byte(main["/etc/kubernetes/pki/etcd/etcd-main-server.crt"]), []byte(main["/etc/kubernetes/pki/etcd/etcd-main-server.key"]))
 	if err != nil {
 		t.Fatalf("etcd-main's serving pair: %v", err)
 	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM([]byte(files["/etc/kubernetes/pki/etcd/etcd-ca.crt"])) {
-		t.Fatal("etcd-main's user-data has no etcd CA certificate")
+	verifies := func(certPEM, rootsPEM string, usage x509.ExtKeyUsage) bool {
+		roots := x509.NewCertPool()
+		block, _ := pemenc.Decode([]byte(certPEM))
+		if block == nil || !roots.AppendCertsFromPEM([]byte(rootsPEM)) {
+			t.Fatalf("a certificate or trust file is missing from the user-data")
+		}
+		leaf, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{usage}})
+		return err == nil
 	}
-	leaf, _ := x509.ParseCertificate(pair.Certificate[0])
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots}); err != nil {
-		t.Errorf("the etcd CA does not verify the serving certificate: %v", err)
+	server := string(pemenc.EncodeToMemory(&pemenc.Block{Type: "CERTIFICATE", Bytes: pair.Certificate[0]}))
+	etcdClient := apiserver["/etc/kubernetes/pki/etcd/apiserver-etcd-client.crt"]
+	for _, tc := range []struct {
+		what, cert, roots string
+		usage             x509.ExtKeyUsage
+		want              bool
+	}{
+		{"etcd-main's CA, its serving certificate", server, main["/etc/kubernetes/pki/etcd/etcd-main-ca.crt"], x509.ExtKeyUsageServerAuth, true},
+		{"the apiserver's etcd server CAs, etcd-main's serving certificate", server, apiserver["/etc/kubernetes/pki/etcd/etcd-servers-ca.crt"], x509.ExtKeyUsageServerAuth, true},
+		{"the apiserver's etcd server CAs, etcd-events' serving certificate", events["/etc/kubernetes/pki/etcd/etcd-events-server.crt"], apiserver["/etc/kubernetes/pki/etcd/etcd-servers-ca.crt"], x509.ExtKeyUsageServerAuth, true},
+		{"etcd-main's peer CA, etcd-events' peer certificate", events["/etc/kubernetes/pki/etcd/etcd-events-peer.crt"], main["/etc/kubernetes/pki/etcd/etcd-main-ca.crt"], x509.ExtKeyUsageClientAuth, false},
+		{"etcd-events' peer CA, etcd-main's peer certificate", main["/etc/kubernetes/pki/etcd/etcd-main-peer.crt"], events["/etc/kubernetes/pki/etcd/etcd-events-ca.crt"], x509.ExtKeyUsageClientAuth, false},
+		{"etcd-main's client CAs, the apiserver's etcd client", etcdClient, main["/etc/kubernetes/pki/etcd/etcd-clients-ca.crt"], x509.ExtKeyUsageClientAuth, true},
+		{"etcd-events' client CAs, the apiserver's etcd client", etcdClient, events["/etc/kubernetes/pki/etcd/etcd-clients-ca.crt"], x509.ExtKeyUsageClientAuth, true},
+		{"etcd-events' client CAs, etcd-main's peer", main["/etc/kubernetes/pki/etcd/etcd-main-peer.crt"], events["/etc/kubernetes/pki/etcd/etcd-clients-ca.crt"], x509.ExtKeyUsageClientAuth, false},
+	} {
+		if got := verifies(tc.cert, tc.roots, tc.usage); got != tc.want {
+			t.Errorf("%s: verifies %v, want %v", tc.what, got, tc.want)
+		}
 	}
-	apiserver := writtenFiles(t, r.UserData[spec.RoleAPIServer])
 	ca := apiserver["/etc/kubernetes/pki/kubernetes-ca.crt"]
 	for name, kubeconfig := range r.Kubeconfigs {
 		if ca == "" || !strings.Contains(kubeconfig, "certificate-authority-data: "+base64.StdEncoding.EncodeToString([]byte(ca))) {

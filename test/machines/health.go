@@ -23,10 +23,10 @@ import (
 )
 
 // TLSConfig trusts a CA of the rehearsal and presents a client certificate, both from the bundle.
-func (p *Layout) TLSConfig(ca, client string) (*tls.Config, error) {
+func (p *Layout) TLSConfig(client string, authorities ...string) (*tls.Config, error) {
 	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(p.Bundle.Pair(ca).CertPEM)) {
-		return nil, fmt.Errorf("rehearsal: bad %s certificate", ca)
+	if !pool.AppendCertsFromPEM([]byte(p.Bundle.Trust(authorities...))) {
+		return nil, fmt.Errorf("rehearsal: bad %v certificates", authorities)
 	}
 	cert, err := tls.X509KeyPair([]byte(p.Bundle.Pair(client).CertPEM), []byte(p.Bundle.Pair(client).KeyPEM))
 	if err != nil {
@@ -38,7 +38,7 @@ func (p *Layout) TLSConfig(ca, client string) (*tls.Config, error) {
 // EtcdClient connects to the given members of one etcd cluster (all of them when none are
 // named) as the apiserver does, with its client certificate.
 func (p *Layout) EtcdClient(role string, members ...string) (*clientv3.Client, error) {
-	tc, err := p.TLSConfig(pki.EtcdCA, pki.APIServerEtcdClient)
+	tc, err := p.TLSConfig(pki.APIServerEtcdClient, pki.EtcdCA(role))
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (p *Layout) EtcdClient(role string, members ...string) (*clientv3.Client, e
 
 // HTTPClient talks to apiservers (directly or through the load balancer) as the admin.
 func (p *Layout) HTTPClient() (*http.Client, error) {
-	tc, err := p.TLSConfig(pki.ClusterCA, pki.Admin)
+	tc, err := p.TLSConfig(pki.Admin, pki.ClusterCA)
 	if err != nil {
 		return nil, err
 	}

@@ -137,7 +137,7 @@ func TestPrometheusFiresEtcdNoSpaceDuringTheDrill(t *testing.T) {
 	}
 	env = append(env, "ETCDCTL_ENDPOINTS="+strings.Join(endpoints, ","))
 	for variable, file := range map[string]string{
-		"ETCDCTL_CACERT": writePEM(t, dir, "ca.crt", booted.Bundle.Pair(pki.EtcdCA).CertPEM),
+		"ETCDCTL_CACERT": writePEM(t, dir, "ca.crt", booted.Bundle.Pair(pki.EtcdCA(role)).CertPEM),
 		"ETCDCTL_CERT":   writePEM(t, dir, "client.crt", booted.Bundle.Pair(pki.APIServerEtcdClient).CertPEM),
 		"ETCDCTL_KEY":    writePEM(t, dir, "client.key", booted.Bundle.Pair(pki.APIServerEtcdClient).KeyPEM),
 	} {

@@ -143,7 +143,7 @@ func TestTLSEverywhere(t *testing.T) {
 		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, wellknown.EtcdClientPort), fmt.Sprintf("%s:%d", in.IP, wellknown.EtcdPeerPort))
 		// Trusting the CA but presenting no client certificate.
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM([]byte(framework.Running.Bundle.Pair(pki.EtcdCA).CertPEM))
+		pool.AppendCertsFromPEM([]byte(framework.Running.Bundle.Pair(pki.EtcdCA(in.Role)).CertPEM))
 		anonymous := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 		if resp, err := anonymous.Get(fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.EtcdClientPort)); err == nil {
 			resp.Body.Close()
@@ -237,7 +237,7 @@ func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
 	recover.Env = append(os.Environ(),
 		"ETCDCTL="+filepath.Join(p.Tools, "etcdctl"),
 		"ETCDCTL_ENDPOINTS="+strings.Join(endpoints, ","),
-		"ETCDCTL_CACERT="+p.PKIFile(pki.EtcdCA, "crt"),
+		"ETCDCTL_CACERT="+p.PKIFile(pki.EtcdServersCA, "crt"),
 		"ETCDCTL_CERT="+p.PKIFile(pki.APIServerEtcdClient, "crt"),
 		"ETCDCTL_KEY="+p.PKIFile(pki.APIServerEtcdClient, "key"))
 	if out, err := recover.CombinedOutput(); err != nil {

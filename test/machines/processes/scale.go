@@ -72,7 +72,7 @@ func (s *scaleCluster) Targets() ([]scale.Target, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc, err := s.r.TLSConfig(pki.EtcdCA, pki.APIServerEtcdClient)
+	tc, err := s.r.TLSConfig(pki.APIServerEtcdClient, pki.EtcdServerCAs(s.r.Cluster)...)
 	if err != nil {
 		return nil, err
 	}

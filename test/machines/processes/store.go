@@ -101,7 +101,10 @@ func Clean(dir string, progress io.Writer) error {
 // writeClientPKI writes what clients outside the machines use: the authorities, the admin's
 // kubeconfig and the etcd client pair.
 func (p *Layout) writeClientPKI() error {
-	for _, name := range []string{pki.ClusterCA, pki.EtcdCA, pki.Admin, pki.APIServerEtcdClient} {
+	if err := machines.WriteFile(p.PKIFile(pki.EtcdServersCA, "crt"), p.Bundle.Trust(pki.EtcdServerCAs(p.Cluster)...), 0o644); err != nil {
+		return err
+	}
+	for _, name := range []string{pki.ClusterCA, pki.Admin, pki.APIServerEtcdClient} {
 		kp := p.Bundle.Pair(name)
 		if err := machines.WriteFile(p.PKIFile(name, "crt"), kp.CertPEM, 0o644); err != nil {
 			return err
