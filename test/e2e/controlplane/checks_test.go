@@ -133,8 +133,9 @@ func TestSecretsEncryptedAtRest(t *testing.T) {
 	}
 }
 
-// TLS everywhere: etcd's client and peer ports and the apiserver refuse plain HTTP, and etcd
-// refuses TLS clients without a certificate from its CA.
+// TLS everywhere: etcd's client and peer ports and the apiserver refuse plain HTTP, etcd refuses
+// TLS clients without a certificate from its CA, and an etcd cluster's peer port takes its own
+// members and refuses the other cluster's and the apiserver's client certificate.
 func TestTLSEverywhere(t *testing.T) {
 	framework.NeedRehearsal(t)
 	plain := &http.Client{Timeout: 5 * time.Second}
@@ -148,6 +149,33 @@ func TestTLSEverywhere(t *testing.T) {
 		if resp, err := anonymous.Get(fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.EtcdClientPort)); err == nil {
 			resp.Body.Close()
 			t.Errorf("%s answered a TLS client without a certificate: HTTP %d", in.Name, resp.StatusCode)
+		}
+	}
+	b := framework.Running.Bundle
+	for _, tc := range []struct {
+		role, presented string
+		want            bool
+	}{
+		{spec.RoleEtcdMain, pki.EtcdPeer(spec.RoleEtcdMain), true},
+		{spec.RoleEtcdMain, pki.EtcdPeer(spec.RoleEtcdEvents), false},
+		{spec.RoleEtcdMain, pki.APIServerEtcdClient, false},
+		{spec.RoleEtcdEvents, pki.EtcdPeer(spec.RoleEtcdMain), false},
+	} {
+		in := framework.Running.Of(tc.role)[0]
+		pair, err := tls.X509KeyPair([]byte(b.Pair(tc.presented).CertPEM), []byte(b.Pair(tc.presented).KeyPEM))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM([]byte(b.Pair(pki.EtcdCA(tc.role)).CertPEM))
+		peer := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}
+		resp, err := peer.Get(fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.EtcdPeerPort))
+		if err == nil {
+			resp.Body.Close()
+		}
+		if accepted := err == nil && resp.StatusCode == http.StatusOK; accepted != tc.want {
+			t.Errorf("%s's peer port, presented %s: accepted %v (%v), want %v", in.Name, tc.presented, accepted, err, tc.want)
 		}
 	}
 	for _, in := range framework.Running.Of(spec.RoleAPIServer) {
