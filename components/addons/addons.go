@@ -43,6 +43,7 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		objects func(*spec.Cluster) []Object
 	}{
 		{"bootstrap", bootstrap},
+		{"pod-security", podSecurity},
 		{"priorities", priorityClasses},
 		{"coscheduling", coscheduling},
 		{"dns", dns},
@@ -139,9 +140,4 @@ func Key(o Object) string {
 // meta is the metadata of a namespaced add-on object.
 func meta(namespace, name string, labels map[string]string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels}
-}
-
-// namespace is a Namespace object.
-func namespace(name string) *corev1.Namespace {
-	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }

@@ -8,6 +8,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	psaapi "k8s.io/pod-security-admission/api"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -76,7 +77,8 @@ func monitoring(c *spec.Cluster) []Object {
 		},
 	})
 	prometheus.Spec.Strategy = appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType} // one writer of the TSDB
-	objs := []Object{namespace(ns)}
+	// node-exporter reads the host: its network, processes and filesystems.
+	objs := []Object{namespace(ns, psaapi.LevelPrivileged)}
 	objs = append(objs, serviceAccount(ns, PrometheusName, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes", "services", "pods"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "watch"}},

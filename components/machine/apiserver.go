@@ -4,6 +4,10 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/mod/semver"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	psaapi "k8s.io/pod-security-admission/api"
+
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -113,7 +117,7 @@ func apiserver(c *spec.Cluster, b pki.Bundle) part {
 		{Path: CertPath("", pki.FrontProxyCA), Content: b.Pair(pki.FrontProxyCA).CertPEM, Mode: certMode},
 		{Path: AuditPolicyPath, Content: auditPolicy, Mode: 0o600},
 		{Path: AuthnConfigPath, Content: authenticationConfig, Mode: 0o600},
-		{Path: AdmissionConfig, Content: admissionConfig, Mode: 0o600},
+		{Path: AdmissionConfig, Content: admissionConfig(c), Mode: 0o600},
 		{Path: EncryptionConfig, Content: encryptionConfig(b.EncryptionKey), Mode: 0o600},
 	}
 	// The cluster CA key signs kubelet client certificates (controller-manager).
@@ -146,12 +150,40 @@ anonymous:
   - path: /healthz
 `
 
-// admissionConfig caps the event write rate (L03: events are the busiest writes and live in their
-// own etcd; a crash-looping workload or a node storm must not flood it). Rejected events are
-// dropped by their senders, which is what events are for. Limits are per second.
-const admissionConfig = `apiVersion: apiserver.config.k8s.io/v1
+// Pod Security (CIS 5.2): every namespace enforces PodSecurityDefault unless its labels say
+// otherwise, at the cluster's own minor version so an upgrade does not change what is admitted.
+// kube-system is exempt: only the platform creates pods there, and its node agents need the host.
+// Levels are per namespace in docs/operations/tenants.md.
+const PodSecurityDefault = psaapi.LevelBaseline
+
+// PodSecurityExempt are the namespaces Pod Security does not apply to.
+var PodSecurityExempt = []string{metav1.NamespaceSystem}
+
+// PodSecurityVersion is the policy version enforced: the cluster's minor, "v1.34".
+func PodSecurityVersion(c *spec.Cluster) string { return semver.MajorMinor(c.Versions.Kubernetes) }
+
+// admissionConfig sets Pod Security's defaults (above) and caps the event write rate (L03: events
+// are the busiest writes and live in their own etcd; a crash-looping workload or a node storm must
+// not flood it). Rejected events are dropped by their senders, which is what events are for.
+// Limits are per second.
+func admissionConfig(c *spec.Cluster) string {
+	version := PodSecurityVersion(c)
+	return `apiVersion: apiserver.config.k8s.io/v1
 kind: AdmissionConfiguration
 plugins:
+- name: PodSecurity
+  configuration:
+    apiVersion: pod-security.admission.config.k8s.io/v1
+    kind: PodSecurityConfiguration
+    defaults:
+      enforce: ` + string(PodSecurityDefault) + `
+      enforce-version: ` + version + `
+      audit: ` + string(psaapi.LevelRestricted) + `
+      audit-version: ` + version + `
+      warn: ` + string(psaapi.LevelRestricted) + `
+      warn-version: ` + version + `
+    exemptions:
+      namespaces: [` + strings.Join(PodSecurityExempt, ", ") + `]
 - name: EventRateLimit
   configuration:
     apiVersion: eventratelimit.admission.k8s.io/v1alpha1
@@ -165,6 +197,7 @@ plugins:
       burst: 400
       cacheSize: 4096
 `
+}
 
 // encryptionConfig encrypts Secrets at rest with secretbox (XSalsa20-Poly1305); identity last
 // so Secrets written before encryption was enabled stay readable.

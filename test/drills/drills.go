@@ -18,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -237,6 +239,32 @@ func Namespace(t *testing.T, cs *kubernetes.Clientset, name string) string {
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}) })
 	return name
+}
+
+// TeamNamespace creates a namespace of team, labelled as operators label one (its team and the
+// restricted Pod Security level), deleted when the test ends.
+func TeamNamespace(t *testing.T, cs *kubernetes.Clientset, name, team string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: addons.TeamNamespaceLabels(team)}}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}) })
+	return name
+}
+
+// Restricted makes pod fit the restricted Pod Security level that team namespaces enforce: a
+// non-root user (the pause image's), no privilege escalation, no capabilities, the runtime's
+// seccomp profile.
+func Restricted(pod *corev1.Pod) *corev1.Pod {
+	pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65535)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+	for i := range pod.Spec.Containers {
+		pod.Spec.Containers[i].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+	}
+	return pod
 }
 
 // NewEvent is an event about the default namespace.

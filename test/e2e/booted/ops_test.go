@@ -40,17 +40,9 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	defer cancel()
 	cs := drills.Clientset(t, booted)
 
-	ns := drills.Namespace(t, cs, "drill-ops-team")
-	n, err := cs.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.Labels[teams.NamespaceLabel] = "research"
-	if _, err := cs.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{
-		Containers: []corev1.Container{{Name: "app", Image: booted.Cluster.Versions.PauseImage}}}}
+	ns := drills.TeamNamespace(t, cs, "drill-ops-team", "research")
+	pod := drills.Restricted(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{
+		Containers: []corev1.Container{{Name: "app", Image: booted.Cluster.Versions.PauseImage}}}})
 	want := teams.Tolerations("research", false)[0]
 	if err := drills.WaitUntil(time.Minute, func() error {
 		created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})

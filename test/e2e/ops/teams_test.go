@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/ops/teams"
@@ -32,10 +31,7 @@ func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
 	cs := framework.Clientset(t)
 	const pool = "drill-teams"
 	ops := drills.Namespace(t, cs, "drill-teams-ops")
-	nsA, nsB := drills.Namespace(t, cs, "drill-team-a"), drills.Namespace(t, cs, "drill-team-b")
-	for ns, team := range map[string]string{nsA: "a", nsB: "b"} {
-		labelNamespace(t, cs, ns, team)
-	}
+	nsA, nsB := drills.TeamNamespace(t, cs, "drill-team-a", "a"), drills.TeamNamespace(t, cs, "drill-team-b", "b")
 	objs, err := framework.Running.Addons()
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +186,7 @@ func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
 
 // teamPod is a 3-CPU pause pod of the drill's pool, of the priority class if any.
 func teamPod(name, pool, priorityClass string) *corev1.Pod {
-	return &corev1.Pod{
+	return drills.Restricted(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
 			NodeSelector:                  map[string]string{wellknown.PoolLabel: pool},
@@ -199,20 +195,5 @@ func teamPod(name, pool, priorityClass string) *corev1.Pod {
 			Containers: []corev1.Container{{Name: "app", Image: framework.Running.Cluster.Versions.PauseImage,
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}},
 		},
-	}
-}
-
-func labelNamespace(t *testing.T, cs *kubernetes.Clientset, ns, team string) {
-	t.Helper()
-	n, err := cs.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n.Labels == nil {
-		n.Labels = map[string]string{}
-	}
-	n.Labels[teams.NamespaceLabel] = team
-	if _, err := cs.CoreV1().Namespaces().Update(context.Background(), n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	})
 }

@@ -1,0 +1,57 @@
+package addons
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	psaapi "k8s.io/pod-security-admission/api"
+	"k8s.io/pod-security-admission/policy"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+)
+
+// Every add-on pod is admitted at its namespace's Pod Security level, as upstream's own evaluator
+// judges it: the level its Namespace is labelled with, the cluster default elsewhere; kube-system
+// is exempt, and the pods there that need no exemption are listed so one cannot start needing it
+// unnoticed.
+func TestEveryAddonPodFitsItsNamespacesPodSecurityLevel(t *testing.T) {
+	evaluator, err := policy.NewEvaluator(policy.DefaultChecks())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The kube-system pods that need the host: /dev/kmsg, the host network and nftables, the
+	// kubelet's device plugin socket.
+	needHost := []string{NodeProblemDetectorName, OpsAgentName, NvidiaDevicePluginName}
+	for name, c := range stacks(t) {
+		objs := objectsOf(t, c)
+		version, err := psaapi.ParseVersion(machine.PodSecurityVersion(c))
+		if err != nil {
+			t.Fatal(err)
+		}
+		levels := map[string]psaapi.Level{}
+		for _, o := range objs {
+			if ns, ok := o.(*corev1.Namespace); ok {
+				levels[ns.Name] = psaapi.Level(ns.Labels[psaapi.EnforceLevelLabel])
+			}
+		}
+		for _, o := range objs {
+			template := podTemplate(o)
+			if template == nil {
+				continue
+			}
+			level, labelled := levels[o.GetNamespace()]
+			switch {
+			case slices.Contains(machine.PodSecurityExempt, o.GetNamespace()) && slices.Contains(needHost, o.GetName()):
+				continue
+			case slices.Contains(machine.PodSecurityExempt, o.GetNamespace()), !labelled:
+				level = machine.PodSecurityDefault
+			}
+			for _, r := range evaluator.EvaluatePod(psaapi.LevelVersion{Level: level, Version: version}, &template.ObjectMeta, &template.Spec) {
+				if !r.Allowed {
+					t.Errorf("%s: %s is not %s: %s: %s", name, Key(o), level, r.ForbiddenReason, r.ForbiddenDetail)
+				}
+			}
+		}
+	}
+}
