@@ -43,7 +43,7 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		objects func(*spec.Cluster) []Object
 	}{
 		{"bootstrap", bootstrap},
-		{"pod-security", podSecurity},
+		{"tenancy", tenancy},
 		{"priorities", priorityClasses},
 		{"coscheduling", coscheduling},
 		{"dns", dns},

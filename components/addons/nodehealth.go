@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -152,33 +151,15 @@ func nodeAgentsOwnNode() []Object {
 		agents = append(agents, "'system:serviceaccount:"+SystemNamespace+":"+name+"'")
 	}
 	const nodeName = "'authentication.kubernetes.io/node-name'"
-	fail := admissionregistrationv1.Fail
-	return []Object{
-		&admissionregistrationv1.ValidatingAdmissionPolicy{
-			ObjectMeta: metav1.ObjectMeta{Name: NodeAgentsOwnNodePolicy},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-				FailurePolicy: &fail,
-				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
-						Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"},
-							Resources: []string{"nodes", "nodes/status"}}}}}},
-				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "node-agents",
-					Expression: "request.userInfo.username in [" + strings.Join(agents, ", ") + "]"}},
-				Validations: []admissionregistrationv1.Validation{{
-					Expression: "has(request.userInfo.extra) && " + nodeName + " in request.userInfo.extra && " +
-						"object.metadata.name in request.userInfo.extra[" + nodeName + "]",
-					Message: "a node agent may change only the Node its pod runs on",
-					Reason:  ptr(metav1.StatusReasonForbidden),
-				}},
-			},
-		},
-		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: NodeAgentsOwnNodePolicy},
-			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: NodeAgentsOwnNodePolicy,
-				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}},
-		},
-	}
+	return admissionPolicy(NodeAgentsOwnNodePolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Update)},
+		[]admissionregistrationv1.MatchCondition{{Name: "node-agents", Expression: "request.userInfo.username in [" + strings.Join(agents, ", ") + "]"}},
+		nil,
+		admissionregistrationv1.Validation{
+			Expression: "has(request.userInfo.extra) && " + nodeName + " in request.userInfo.extra && " +
+				"object.metadata.name in request.userInfo.extra[" + nodeName + "]",
+			Message: "a node agent may change only the Node its pod runs on",
+		})
 }
 
 // nodeProblemDetector is the agent's DaemonSet on every worker. It gets its own node and patches

@@ -1,0 +1,101 @@
+package controlplane_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
+)
+
+// checkTenancy asks the real apiservers, with the add-ons applied, what each namespace admits:
+// a plain namespace refuses host access (baseline), a team namespace refuses a root container
+// (restricted), monitoring admits node-exporter's host access; a namespace cannot be labelled
+// with a team without the restricted level, and a team's pod tolerates only its own team's taint
+// (every team's when borrowing) and names no node (the add-ons' admission policies). Pods are dry
+// runs.
+func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
+	ctx := context.Background()
+	plain := drills.Namespace(t, cs, "drill-psa-plain")
+	team := drills.TeamNamespace(t, cs, "drill-psa-team", "drill")
+	pod := func(name string, edit func(*corev1.PodSpec)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "app", Image: framework.Running.Cluster.Versions.PauseImage}}}}
+		edit(&p.Spec)
+		return p
+	}
+	hostPath := func(s *corev1.PodSpec) {
+		s.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+	}
+	hostNetwork := func(s *corev1.PodSpec) { s.HostNetwork = true }
+	restricted := func(name string, edit func(*corev1.PodSpec)) *corev1.Pod { return drills.Restricted(pod(name, edit)) }
+	tolerate := func(tolerations ...corev1.Toleration) func(*corev1.PodSpec) {
+		return func(s *corev1.PodSpec) { s.Tolerations = tolerations }
+	}
+	teamTaint := func(op corev1.TolerationOperator, team string) corev1.Toleration {
+		return corev1.Toleration{Key: wellknown.TeamKey, Operator: op, Value: team, Effect: corev1.TaintEffectNoSchedule}
+	}
+	borrowing := func(s *corev1.PodSpec) {
+		s.PriorityClassName = wellknown.BorrowPriority
+		s.Tolerations = []corev1.Toleration{teamTaint(corev1.TolerationOpExists, "")}
+	}
+	placement := "ValidatingAdmissionPolicy '" + addons.TeamPlacementPolicy + "'"
+	// An admission policy takes effect once each apiserver has loaded it: wait until both refuse
+	// several requests in a row, which the load balancer spreads over the apiservers.
+	unrestricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "drill-psa-unrestricted-team", Labels: map[string]string{wellknown.TeamKey: "drill"}}}
+	named := drills.Restricted(pod("named", func(s *corev1.PodSpec) { s.NodeName = "any-node" }))
+	if err := drills.WaitUntil(time.Minute, func() error {
+		for range 6 {
+			_, err := cs.CoreV1().Namespaces().Create(ctx, unrestricted, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), addons.TeamNamespacePolicy) {
+				return fmt.Errorf("a team namespace without the restricted level: %v, want a refusal by %s", err, addons.TeamNamespacePolicy)
+			}
+			_, err = cs.CoreV1().Pods(team).Create(ctx, named, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), addons.TeamPlacementPolicy) {
+				return fmt.Errorf("a team's pod naming its node: %v, want a refusal by %s", err, addons.TeamPlacementPolicy)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what, namespace string
+		pod             *corev1.Pod
+		refusal         string // "" when admitted
+	}{
+		{"a plain pod in a plain namespace", plain, pod("plain", func(*corev1.PodSpec) {}), ""},
+		{"hostPath / in a plain namespace", plain, pod("host-path", hostPath), `violates PodSecurity "baseline`},
+		{"hostNetwork in a plain namespace", plain, pod("host-network", hostNetwork), `violates PodSecurity "baseline`},
+		{"a root container in a team namespace", team, pod("root", func(*corev1.PodSpec) {}), `violates PodSecurity "restricted`},
+		{"a restricted pod in a team namespace", team, drills.Restricted(pod("restricted", func(*corev1.PodSpec) {})), ""},
+		{"hostNetwork in monitoring", addons.MonitoringNamespace, pod("host-network", hostNetwork), ""},
+		{"its own team's toleration", team, restricted("own", tolerate(teamTaint(corev1.TolerationOpEqual, "drill"))), ""},
+		{"borrowing at the borrow priority", team, restricted("borrow", borrowing), ""},
+		{"another team's toleration", team, restricted("other", tolerate(teamTaint(corev1.TolerationOpEqual, "other"))), placement},
+		{"every team's toleration without borrowing", team, restricted("all-teams", tolerate(teamTaint(corev1.TolerationOpExists, ""))), placement},
+		{"a toleration of every taint", team, restricted("everything", tolerate(corev1.Toleration{Operator: corev1.TolerationOpExists})), placement},
+		{"the preflight taint's toleration", team, restricted("preflight", tolerate(corev1.Toleration{Key: wellknown.PreflightTaint, Operator: corev1.TolerationOpExists})), placement},
+		{"the GPU taint's toleration", team, restricted("gpu", tolerate(corev1.Toleration{Key: machine.GPUResource, Operator: corev1.TolerationOpExists})), ""},
+	} {
+		_, err := cs.CoreV1().Pods(tc.namespace).Create(ctx, tc.pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		switch {
+		case tc.refusal == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.what, err)
+		case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
+			t.Errorf("%s: %v, want a refusal containing %q", tc.what, err, tc.refusal)
+		}
+	}
+
+}
