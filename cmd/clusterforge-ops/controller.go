@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,10 +24,12 @@ import (
 	"k8s.io/client-go/informers"
 
 	"github.com/clusterforge/clusterforge/components/leader"
+	"github.com/clusterforge/clusterforge/components/ops/admission"
 	"github.com/clusterforge/clusterforge/components/ops/brake"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/ops/teams"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
@@ -37,7 +40,7 @@ func controller(ctx context.Context, args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	namespace := fs.String("namespace", metav1.NamespaceSystem, "namespace of the lease, the brake's ledger and the teams' ConfigMap")
 	listen := fs.String("listen", ":"+strconv.Itoa(wellknown.OpsWebhookPort), "host:port of the webhooks (HTTPS), /healthz and /metrics")
-	tlsDir := fs.String("tls-dir", "", "directory of the serving pair, tls.crt and tls.key (re-read when they change)")
+	tlsDir := fs.String("tls-dir", "", "directory of the serving pair, tls.crt and tls.key (re-read when they change), and ca.crt, the cluster CA that signed the apiservers' client certificate")
 	identity := fs.String("identity", os.Getenv("POD_NAME"), "this replica's name in the leader election")
 	cloudConfig := fs.String("cloud-config", "", "cluster-autoscaler's Azure cloud config: remediation hands machines back through it; empty: remediation only marks and drains")
 	scaleSets := fs.String("worker-scale-sets", "", "comma-separated worker scale sets remediation may delete instances of")
@@ -82,13 +85,19 @@ func controller(ctx context.Context, args []string) error {
 		return ns.Labels[teams.NamespaceLabel], nil
 	}}
 	mux := http.NewServeMux()
-	mux.Handle(wellknown.OpsBrakePath, brakeHook)
-	mux.Handle(wellknown.OpsTeamsPath, teamHook)
+	mux.Handle(wellknown.OpsBrakePath, admission.From(pki.APIServerWebhookUser, brakeHook))
+	mux.Handle(wellknown.OpsTeamsPath, admission.From(pki.APIServerWebhookUser, teamHook))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("/metrics", refusals)
 	pair := &reloadingPair{dir: *tlsDir}
+	// Callers are asked for a certificate of the cluster CA; the webhooks take only the apiservers'
+	// (/healthz and /metrics answer anyone).
+	clients := x509.NewCertPool()
+	if ca, err := os.ReadFile(filepath.Join(*tlsDir, corev1.ServiceAccountRootCAKey)); err != nil || !clients.AppendCertsFromPEM(ca) {
+		return fmt.Errorf("the cluster CA the webhooks verify the apiservers with, %s in --tls-dir: %v", corev1.ServiceAccountRootCAKey, err)
+	}
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.get}}
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.get, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: clients}}
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.ListenAndServeTLS("", "") }()
 	defer srv.Close()

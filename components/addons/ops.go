@@ -212,12 +212,13 @@ func opsWebhooks() []Object {
 	}
 }
 
-// OpsTLS is the webhooks' serving pair Secret (pki.OpsWebhook).
-func OpsTLS(certPEM, keyPEM string) (*corev1.Secret, error) {
+// OpsTLS is the webhooks' serving pair Secret (pki.OpsWebhook) and the cluster CA, which the
+// webhooks verify the apiservers' client certificate with.
+func OpsTLS(certPEM, keyPEM, clusterCAPEM string) (*corev1.Secret, error) {
 	s := &corev1.Secret{
 		ObjectMeta: meta(SystemNamespace, OpsTLSSecret, nil),
 		Type:       corev1.SecretTypeTLS,
-		StringData: map[string]string{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM},
+		StringData: map[string]string{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, corev1.ServiceAccountRootCAKey: clusterCAPEM},
 	}
 	return s, finish(s, opsAddon)
 }

@@ -19,7 +19,9 @@ const (
 	AuthnConfigPath  = KubeDir + "/authentication.yaml"
 	EncryptionConfig = KubeDir + "/encryption.yaml"
 	AdmissionConfig  = KubeDir + "/admission.yaml"
-	APIServerUnit    = "kube-apiserver.service"
+	// WebhookKubeconfig gives the apiserver its client certificate for the webhooks that ask.
+	WebhookKubeconfig = KubeDir + "/admission-webhooks.kubeconfig"
+	APIServerUnit     = "kube-apiserver.service"
 )
 
 // EventsOverrideFlag is the kube-apiserver flag that stores Events in their own etcd (L03).
@@ -118,13 +120,14 @@ func apiserver(c *spec.Cluster, b pki.Bundle) part {
 		{Path: AuditPolicyPath, Content: auditPolicy, Mode: 0o600},
 		{Path: AuthnConfigPath, Content: authenticationConfig, Mode: 0o600},
 		{Path: AdmissionConfig, Content: admissionConfig(c), Mode: 0o600},
+		{Path: WebhookKubeconfig, Content: webhookKubeconfig, Mode: 0o600},
 		{Path: EncryptionConfig, Content: encryptionConfig(b.EncryptionKey), Mode: 0o600},
 	}
 	// The cluster CA key signs kubelet client certificates (controller-manager).
 	files = append(files, pairFiles("", pki.ClusterCA, b.Pair(pki.ClusterCA))...)
 	files = append(files, pairFiles("", pki.ServiceAccountKey, b.Pair(pki.ServiceAccountKey))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.APIServerEtcdClient, b.Pair(pki.APIServerEtcdClient))...)
-	for _, name := range []string{pki.APIServer, pki.APIServerKubeletClient, pki.FrontProxyClient} {
+	for _, name := range []string{pki.APIServer, pki.APIServerKubeletClient, pki.APIServerWebhookClient, pki.FrontProxyClient} {
 		files = append(files, pairFiles("", name, b.Pair(name))...)
 	}
 	return part{
@@ -162,10 +165,10 @@ var PodSecurityExempt = []string{metav1.NamespaceSystem}
 // PodSecurityVersion is the policy version enforced: the cluster's minor, "v1.34".
 func PodSecurityVersion(c *spec.Cluster) string { return semver.MajorMinor(c.Versions.Kubernetes) }
 
-// admissionConfig sets Pod Security's defaults (above) and caps the event write rate (L03: events
-// are the busiest writes and live in their own etcd; a crash-looping workload or a node storm must
-// not flood it). Rejected events are dropped by their senders, which is what events are for.
-// Limits are per second.
+// admissionConfig sets Pod Security's defaults (above), gives the webhooks' client certificate
+// (WebhookKubeconfig) and caps the event write rate (L03: events are the busiest writes and live
+// in their own etcd; a crash-looping workload or a node storm must not flood it). Rejected events
+// are dropped by their senders, which is what events are for. Limits are per second.
 func admissionConfig(c *spec.Cluster) string {
 	version := PodSecurityVersion(c)
 	return `apiVersion: apiserver.config.k8s.io/v1
@@ -184,6 +187,16 @@ plugins:
       warn-version: ` + version + `
     exemptions:
       namespaces: [` + strings.Join(PodSecurityExempt, ", ") + `]
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: ` + WebhookKubeconfig + `
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: ` + WebhookKubeconfig + `
 - name: EventRateLimit
   configuration:
     apiVersion: eventratelimit.admission.k8s.io/v1alpha1
@@ -198,6 +211,17 @@ plugins:
       cacheSize: 4096
 `
 }
+
+// webhookKubeconfig: the apiserver presents its webhook client certificate to clusterforge-ops,
+// by the name it dials (a user per webhook host; others get no certificate).
+var webhookKubeconfig = `apiVersion: v1
+kind: Config
+users:
+- name: ` + wellknown.OpsServiceHost + `
+  user:
+    client-certificate: ` + CertPath("", pki.APIServerWebhookClient) + `
+    client-key: ` + KeyPath("", pki.APIServerWebhookClient) + `
+`
 
 // encryptionConfig encrypts Secrets at rest with secretbox (XSalsa20-Poly1305); identity last
 // so Secrets written before encryption was enabled stay readable.

@@ -35,6 +35,9 @@ const (
 	ControllerManager      = "controller-manager"
 	Scheduler              = "scheduler"
 	CSRApprover            = "csr-approver"
+	// APIServerWebhookClient is the apiservers' client certificate towards clusterforge-ops's
+	// admission webhooks, which answer no one else.
+	APIServerWebhookClient = "apiserver-webhook-client"
 	// Admin is the operators' system:masters credential. It lives only in Pulumi state (the stack's
 	// kubeconfig output) and the rehearsal's directory, never on a machine.
 	Admin = "admin"
@@ -102,6 +105,8 @@ const (
 	CSRApproverUser = "clusterforge:csr-approver"
 	// APIServerKubeletUser is the apiserver when it calls kubelets (logs, exec).
 	APIServerKubeletUser = "kube-apiserver-kubelet-client"
+	// APIServerWebhookUser is the apiserver when it calls clusterforge-ops's webhooks.
+	APIServerWebhookUser = "kube-apiserver-webhook-client"
 	// NodesGroup is the group of every kubelet's client certificate (its Organization).
 	NodesGroup = "system:nodes"
 )
@@ -174,6 +179,7 @@ func Profiles(c *spec.Cluster) []Profile {
 		},
 		Profile{Name: APIServerEtcdClient, Issuer: EtcdClientCA, CommonName: "kube-apiserver-etcd-client", Usages: clientUsages},
 		Profile{Name: APIServerKubeletClient, Issuer: ClusterCA, CommonName: APIServerKubeletUser, Usages: clientUsages},
+		Profile{Name: APIServerWebhookClient, Issuer: ClusterCA, CommonName: APIServerWebhookUser, Usages: clientUsages},
 		Profile{Name: FrontProxyClient, Issuer: FrontProxyCA, CommonName: "front-proxy-client", Usages: clientUsages},
 		Profile{Name: ControllerManager, Issuer: ClusterCA, CommonName: "system:kube-controller-manager", Usages: clientUsages},
 		Profile{Name: Scheduler, Issuer: ClusterCA, CommonName: "system:kube-scheduler", Usages: clientUsages},
@@ -182,7 +188,7 @@ func Profiles(c *spec.Cluster) []Profile {
 			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
 		// The Service clusterforge-ops in kube-system, as the apiservers dial a webhook's service.
 		Profile{Name: OpsWebhook, Issuer: ClusterCA, CommonName: wellknown.OpsName,
-			DNSNames: []string{wellknown.OpsName + ".kube-system.svc", wellknown.OpsName + ".kube-system.svc." + wellknown.ClusterDomain}, Usages: serverUsages},
+			DNSNames: []string{wellknown.OpsServiceHost, wellknown.OpsServiceHost + "." + wellknown.ClusterDomain}, Usages: serverUsages},
 	)
 }
 

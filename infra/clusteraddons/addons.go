@@ -158,7 +158,7 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	if err != nil {
 		return nil, err
 	}
-	opsTLS, err := addons.OpsTLS("", "") // its shape; the values follow
+	opsTLS, err := addons.OpsTLS("", "", "") // its shape; the values follow
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +175,9 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 		return s.StringData, nil
 	}).(pulumi.StringMapOutput)
 	resources[len(resources)-1].Args["stringData"] = pulumi.ToSecret(args.PKI.ApplyT(func(v any) (map[string]string, error) {
-		pair := v.(pki.Bundle).Pair(pki.OpsWebhook)
-		s, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM)
+		b := v.(pki.Bundle)
+		pair := b.Pair(pki.OpsWebhook)
+		s, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM, b.Pair(pki.ClusterCA).CertPEM)
 		if err != nil {
 			return nil, err
 		}

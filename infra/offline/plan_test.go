@@ -546,7 +546,7 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			opsTLS, err := addons.OpsTLS("", "")
+			opsTLS, err := addons.OpsTLS("", "", "")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -94,7 +94,7 @@ func (p *Layout) AllAddons() ([]addons.Object, error) {
 		return nil, err
 	}
 	pair := p.Bundle.Pair(pki.OpsWebhook)
-	tls, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM)
+	tls, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM, p.Bundle.Pair(pki.ClusterCA).CertPEM)
 	if err != nil {
 		return nil, err
 	}

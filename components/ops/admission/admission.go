@@ -29,6 +29,19 @@ func Serve(name string, review Review, rw http.ResponseWriter, r *http.Request) 
 	_ = json.NewEncoder(rw).Encode(in)
 }
 
+// From serves next only to a caller whose client certificate the server's TLS configuration
+// verified and whose common name is user: the apiserver (pki.APIServerWebhookUser). A review
+// posted by anyone else, a pod say, would spend the brake's budget or learn the policy; it gets 403.
+func From(user string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || r.TLS.VerifiedChains[0][0].Subject.CommonName != user {
+			http.Error(rw, "admission reviews are taken from the apiservers only: present their webhook client certificate", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(rw, r)
+	})
+}
+
 // Deny refuses the request with code and err's text, which kubectl shows its user.
 func Deny(req *admissionv1.AdmissionRequest, code int32, err error) *admissionv1.AdmissionResponse {
 	return &admissionv1.AdmissionResponse{UID: req.UID, Allowed: false, Result: &metav1.Status{
