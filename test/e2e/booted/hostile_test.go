@@ -1,0 +1,188 @@
+package booted_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/netns"
+)
+
+// A hostile tenant: a user with edit rights in one team's namespace, nothing else. Each way out
+// is tried and refused, and the refusal is asserted to come from the component that should refuse
+// it; then a pod of the team runs and, from its network namespace, tries the node's and the
+// platform's servers.
+func TestHostileTenantIsRefused(t *testing.T) {
+	needBoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	admin := drills.Clientset(t, booted)
+	const user = "drill-tenant"
+	ns := drills.TeamNamespace(t, admin, "drill-hostile-a", "a")
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := booted.RESTConfigAs(user, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil || len(nodes.Items) < 2 {
+		t.Fatalf("the drill needs two nodes: %v", err)
+	}
+
+	pod := func(name string, edit func(*corev1.PodSpec)) *corev1.Pod {
+		p := drills.Restricted(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: new(int64),
+			Containers:                    []corev1.Container{{Name: "app", Image: booted.Cluster.Versions.PauseImage}}}})
+		edit(&p.Spec)
+		return p
+	}
+	podSecurity, placement := `violates PodSecurity "restricted`, "ValidatingAdmissionPolicy '"+addons.TeamPlacementPolicy+"'"
+	for _, tc := range []struct {
+		what    string
+		pod     *corev1.Pod
+		refusal string
+	}{
+		{"hostPath /", pod("host-path", func(s *corev1.PodSpec) {
+			s.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+		}), podSecurity},
+		{"privileged", pod("privileged", func(s *corev1.PodSpec) {
+			s.Containers[0].SecurityContext.Privileged = ptr(true)
+		}), podSecurity},
+		{"hostNetwork", pod("host-network", func(s *corev1.PodSpec) { s.HostNetwork = true }), podSecurity},
+		{"team b's toleration", pod("other-team", func(s *corev1.PodSpec) {
+			s.Tolerations = []corev1.Toleration{{Key: wellknown.TeamKey, Operator: corev1.TolerationOpEqual, Value: "b", Effect: corev1.TaintEffectNoSchedule}}
+		}), placement},
+		{"every taint's toleration", pod("every-taint", func(s *corev1.PodSpec) {
+			s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}), placement},
+		{"another node by name", pod("named", func(s *corev1.PodSpec) { s.NodeName = nodes.Items[0].Name }), placement},
+	} {
+		_, err := tenant.CoreV1().Pods(ns).Create(ctx, tc.pod, metav1.CreateOptions{})
+		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
+			t.Errorf("%s: %v, want a refusal containing %q", tc.what, err, tc.refusal)
+		}
+	}
+
+	// RBAC: nothing outside the namespace, no node identity.
+	if _, err := tenant.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("listing kube-system's Secrets: %v, want Forbidden by RBAC", err)
+	}
+	csr := &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: "drill-tenant-node"}, Spec: certv1.CertificateSigningRequestSpec{
+		Request: []byte("not read: RBAC refuses first"), SignerName: certv1.KubeAPIServerClientKubeletSignerName,
+		Usages: []certv1.KeyUsage{certv1.UsageClientAuth}}}
+	if _, err := tenant.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("a CSR for a node's name: %v, want Forbidden by RBAC", err)
+	}
+
+	// A pod of the team runs, with the team's toleration from the team webhook.
+	probe, err := tenant.CoreV1().Pods(ns).Create(ctx, pod("probe", func(*corev1.PodSpec) {}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("the team's own restricted pod: %v", err)
+	}
+	if err := drills.WaitUntil(2*time.Minute, func() error {
+		if probe, err = tenant.CoreV1().Pods(ns).Get(ctx, probe.Name, metav1.GetOptions{}); err == nil && probe.Status.Phase != corev1.PodRunning {
+			err = fmt.Errorf("the team's pod is %s", probe.Status.Phase)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	path, err := booted.PodNetns(ctx, probe.Spec.NodeName, ns, probe.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dial := netns.DialerIn(path)
+
+	// The metadata service: the node's guard refuses the connection.
+	if conn, err := dial(ctx, "tcp", net.JoinHostPort(wellknown.IMDSAddress, "80")); err == nil {
+		conn.Close()
+		t.Error("the team's pod reached the instance metadata service")
+	} else if !errors.Is(err, syscall.ECONNREFUSED) {
+		t.Errorf("the metadata service: %v, want the connection refused by the node's guard", err)
+	}
+	insecure := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: dial,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // the drill asks who answers, not whom to trust
+	// Another node's kubelet: it authenticates its callers.
+	for _, n := range nodes.Items {
+		if n.Name == probe.Spec.NodeName {
+			continue
+		}
+		url := "https://" + net.JoinHostPort(nodeIP(n), strconv.Itoa(wellknown.KubeletPort)) + "/pods"
+		if status := statusOf(t, insecure, http.MethodGet, url, nil); status != http.StatusUnauthorized {
+			t.Errorf("%s's kubelet answered the team's pod HTTP %d, want 401", n.Name, status)
+		}
+	}
+	// clusterforge-ops's webhooks: a forged review gets 403 from every replica.
+	deployment, err := admin.AppsV1().Deployments(addons.SystemNamespace).Get(ctx, wellknown.OpsName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := admin.CoreV1().Pods(addons.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(deployment.Spec.Selector)})
+	if err != nil || len(ops.Items) == 0 {
+		t.Fatalf("clusterforge-ops's pods: %v", err)
+	}
+	forged := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"forged","kind":{"version":"v1","kind":"Node"},"name":"` +
+		nodes.Items[0].Name + `","operation":"DELETE","userInfo":{"username":"system:serviceaccount:kube-system:cluster-autoscaler"}}}`)
+	for _, p := range ops.Items {
+		for _, path := range []string{wellknown.OpsBrakePath, wellknown.OpsTeamsPath} {
+			url := "https://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(wellknown.OpsWebhookPort)) + path
+			if status := statusOf(t, insecure, http.MethodPost, url, forged); status != http.StatusForbidden {
+				t.Errorf("a forged review to %s%s: HTTP %d, want 403 from clusterforge-ops", p.Name, path, status)
+			}
+		}
+	}
+}
+
+func statusOf(t *testing.T, hc *http.Client, method, url string, body []byte) int {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Errorf("%s %s: %v", method, url, err)
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// nodeIP is the node's InternalIP.
+func nodeIP(n corev1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
