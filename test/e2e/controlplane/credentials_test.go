@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
+	"github.com/clusterforge/clusterforge/test/machines"
 )
 
 // The real audit logs of the apiservers record that a TokenRequest, a TokenReview and a Secret
@@ -229,4 +231,59 @@ func impersonate(t *testing.T, user string, groups ...string) *kubernetes.Client
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// The approver that leads loses its lease when its machine's apiserver is down for 30 s, and
+// stands for election again without exiting: the same process runs on, says so in its log, and the
+// lease is renewed once the apiserver is back. (It used to return and exit 0, which its unit did
+// not restart: a few apiserver restarts left no approver.)
+func TestCSRApproverStandsAgainAfterItsAPIServersOutage(t *testing.T) {
+	framework.NeedRehearsal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cs := framework.Clientset(t)
+	const approver = "clusterforge-csr-approver"
+	var victim string
+	if err := drills.WaitUntil(time.Minute, func() error {
+		lease, err := cs.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, machine.CSRApproverLease, metav1.GetOptions{})
+		if err == nil && (lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "") {
+			err = fmt.Errorf("lease %s is not held", machine.CSRApproverLease)
+		}
+		if err == nil {
+			victim = *lease.Spec.HolderIdentity
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := framework.Running.Proc(victim, approver)
+	if before == nil || !before.Alive() {
+		t.Fatalf("the lease names %s, which runs no %s", victim, approver)
+	}
+	in, err := framework.Running.Instance(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := framework.Running.Stop(victim, "kube-apiserver", syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drills.Restart(t, framework.Running, []machines.Instance{in}, "") })
+	time.Sleep(30 * time.Second)
+	drills.Restart(t, framework.Running, []machines.Instance{in}, "")
+	if after := framework.Running.Proc(victim, approver); after != before || !after.Alive() {
+		t.Fatalf("%s on %s exited during its apiserver's outage", approver, victim)
+	}
+	if log, err := os.ReadFile(before.Log); err != nil || !strings.Contains(string(log), "standing again") {
+		t.Errorf("%s on %s did not lose and stand for its lease (log %s): %v", approver, victim, before.Log, err)
+	}
+	renewed := time.Now()
+	if err := drills.WaitUntil(time.Minute, func() error {
+		lease, err := cs.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, machine.CSRApproverLease, metav1.GetOptions{})
+		if err == nil && (lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(renewed)) {
+			err = fmt.Errorf("lease %s not renewed since the apiserver came back", machine.CSRApproverLease)
+		}
+		return err
+	}); err != nil {
+		t.Error(err)
+	}
 }
