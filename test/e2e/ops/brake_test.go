@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/clusterforge/clusterforge/components/ops/brake"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
@@ -178,14 +179,19 @@ func TestRemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	})
 
 	// Every node fails its health check, as all did in the seeds' etcd-full cascade.
+	// The controller-manager's node lifecycle controller taints the new nodes meanwhile: an update
+	// that lost that race is made again on the node as it is now.
 	for _, name := range names {
-		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "DrillHealthCheckFailed",
-			Message: "the drill failed every node's health check", LastTransitionTime: metav1.NewTime(time.Now().Add(-10 * time.Minute)), LastHeartbeatTime: metav1.Now()}}
-		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "DrillHealthCheckFailed",
+				Message: "the drill failed every node's health check", LastTransitionTime: metav1.NewTime(time.Now().Add(-10 * time.Minute)), LastHeartbeatTime: metav1.Now()}}
+			_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			return err
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
