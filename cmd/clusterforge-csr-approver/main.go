@@ -5,7 +5,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -71,11 +70,5 @@ func run(kubeconfig, subnet, identity, lease string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Identity: identity, Lease: lease}); err != nil {
-		return err
-	}
-	if ctx.Err() == nil {
-		return errors.New("stopped standing for election") // a unit restarts a failure
-	}
-	return nil
+	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Identity: identity, Lease: lease})
 }

@@ -40,7 +40,7 @@ func controller(ctx context.Context, args []string) error {
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
 	namespace := fs.String("namespace", metav1.NamespaceSystem, "namespace of the lease, the brake's ledger and the teams' ConfigMap")
 	listen := fs.String("listen", ":"+strconv.Itoa(wellknown.OpsWebhookPort), "host:port of the webhooks (HTTPS), /healthz and /metrics")
-	tlsDir := fs.String("tls-dir", "", "directory of the serving pair, tls.crt and tls.key (re-read when they change), and ca.crt, the cluster CA that signed the apiservers' client certificate")
+	tlsDir := fs.String("tls-dir", "", "directory of the serving pair, tls.crt and tls.key (re-read when they change), and ca.crt, the authority of the apiservers' webhook client certificate (read at start)")
 	identity := fs.String("identity", os.Getenv("POD_NAME"), "this replica's name in the leader election")
 	cloudConfig := fs.String("cloud-config", "", "cluster-autoscaler's Azure cloud config: remediation hands machines back through it; empty: remediation only marks and drains")
 	scaleSets := fs.String("worker-scale-sets", "", "comma-separated worker scale sets remediation may delete instances of")
@@ -93,12 +93,17 @@ func controller(ctx context.Context, args []string) error {
 	// Callers are asked for a certificate of the cluster CA; the webhooks take only the apiservers'
 	// (/healthz and /metrics answer anyone).
 	clients := x509.NewCertPool()
-	if ca, err := os.ReadFile(filepath.Join(*tlsDir, corev1.ServiceAccountRootCAKey)); err != nil || !clients.AppendCertsFromPEM(ca) {
-		return fmt.Errorf("the cluster CA the webhooks verify the apiservers with, %s in --tls-dir: %v", corev1.ServiceAccountRootCAKey, err)
+	caFile := filepath.Join(*tlsDir, corev1.ServiceAccountRootCAKey)
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("the authority the webhooks verify the apiservers with: %w", err)
+	}
+	if !clients.AppendCertsFromPEM(ca) {
+		return fmt.Errorf("the authority the webhooks verify the apiservers with: no certificate in %s", caFile)
 	}
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second,
 		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: pair.get, ClientAuth: tls.VerifyClientCertIfGiven, ClientCAs: clients}}
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.ListenAndServeTLS("", "") }()
 	defer srv.Close()
 
@@ -127,17 +132,17 @@ func controller(ctx context.Context, args []string) error {
 		}
 	}
 	election := leader.Election{Client: cs, Namespace: *namespace, Lease: wellknown.OpsName, Identity: *identity, Logf: log.Printf}
-	go func() {
-		if err := leader.Run(ctx, election, lead); err != nil {
-			serveErr <- err
-		}
-	}()
+	ctx, stop := context.WithCancel(ctx)
+	led := make(chan error, 1)
+	go func() { led <- leader.Run(ctx, election, lead) }()
 	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-serveErr:
-		return err
+	case err = <-led: // the signal came, or a configuration that cannot run
+	case err = <-serveErr:
+		stop()
+		<-led // the last term has ended: remediation stopped acting
 	}
+	stop()
+	return err
 }
 
 // machinesFrom is remediation's way to hand machines back: the worker scale sets through the

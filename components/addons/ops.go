@@ -94,7 +94,7 @@ func opsController(c *spec.Cluster) []Object {
 	return append(objs, d, &corev1.Service{
 		ObjectMeta: meta(SystemNamespace, wellknown.OpsName, nil),
 		Spec: corev1.ServiceSpec{Selector: d.Spec.Selector.MatchLabels,
-			Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromInt32(wellknown.OpsWebhookPort)}}},
+			Ports: []corev1.ServicePort{{Name: "https", Port: wellknown.OpsServicePort, TargetPort: intstr.FromInt32(wellknown.OpsWebhookPort)}}},
 	})
 }
 
@@ -180,7 +180,7 @@ var brakeRemovals = func() string {
 func opsWebhooks() []Object {
 	service := func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
-			Namespace: SystemNamespace, Name: wellknown.OpsName, Path: ptr(path), Port: ptr(int32(443))}}
+			Namespace: SystemNamespace, Name: wellknown.OpsName, Path: ptr(path), Port: ptr(int32(wellknown.OpsServicePort))}}
 	}
 	fail, ignore := admissionregistrationv1.Fail, admissionregistrationv1.Ignore
 	// The brake records each removal it admits, and nothing on a dry run.
@@ -212,13 +212,13 @@ func opsWebhooks() []Object {
 	}
 }
 
-// OpsTLS is the webhooks' serving pair Secret (pki.OpsWebhook) and the cluster CA, which the
-// webhooks verify the apiservers' client certificate with.
-func OpsTLS(certPEM, keyPEM, clusterCAPEM string) (*corev1.Secret, error) {
+// OpsTLS is the webhooks' serving pair Secret (pki.OpsWebhook) and the authority the webhooks
+// verify the apiservers' client certificate with (pki.WebhookClientCA).
+func OpsTLS(certPEM, keyPEM, clientCAPEM string) (*corev1.Secret, error) {
 	s := &corev1.Secret{
 		ObjectMeta: meta(SystemNamespace, OpsTLSSecret, nil),
 		Type:       corev1.SecretTypeTLS,
-		StringData: map[string]string{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, corev1.ServiceAccountRootCAKey: clusterCAPEM},
+		StringData: map[string]string{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, corev1.ServiceAccountRootCAKey: clientCAPEM},
 	}
 	return s, finish(s, opsAddon)
 }

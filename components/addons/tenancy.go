@@ -1,6 +1,7 @@
 package addons
 
 import (
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	psaapi "k8s.io/pod-security-admission/api"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -26,10 +28,13 @@ func TeamNamespaceLabels(team string) map[string]string {
 	return map[string]string{wellknown.TeamKey: team, psaapi.EnforceLevelLabel: string(psaapi.LevelRestricted)}
 }
 
-// ForbiddenTolerations are the taints a team's pod may not tolerate: the marks of nodes on their
-// way out or not yet tested, and the cordon.
-var ForbiddenTolerations = []string{wellknown.PreflightTaint, wellknown.ReplaceTaint, wellknown.AutoscalerDeletionTaint,
-	corev1.TaintNodeUnschedulable}
+// Taints a team's pod may tolerate besides its team's: the node controller's not-ready and
+// unreachable ones for at most NotReadyToleranceSeconds (the apiserver gives every pod those), and
+// the GPU taint when it asks for GPUs.
+const NotReadyToleranceSeconds = 300
+
+// TenantPriorityClasses are the classes a team's pod may run at: the default, and the borrow class.
+var TenantPriorityClasses = []string{DefaultPriority, wellknown.BorrowPriority}
 
 // namespace is a Namespace at a Pod Security level.
 func namespace(name string, level psaapi.Level) *corev1.Namespace {
@@ -50,10 +55,21 @@ func tenancy(*spec.Cluster) []Object {
 			Message:    "a team namespace enforces the restricted Pod Security level: label it " + psaapi.EnforceLevelLabel + "=" + string(psaapi.LevelRestricted),
 		})
 
-	forbidden := make([]string, len(ForbiddenTolerations))
-	for i, key := range ForbiddenTolerations {
-		forbidden[i] = quote(key)
+	quoted := func(values ...string) string {
+		for i := range values {
+			values[i] = quote(values[i])
+		}
+		return "[" + strings.Join(values, ", ") + "]"
 	}
+	// Probes and lifecycle hooks that name a host are sent by the kubelet from the node's own
+	// network, past the metadata guard (Pod Security refuses them only from v1.34).
+	var hostless []string
+	for _, handler := range []string{"livenessProbe", "readinessProbe", "startupProbe", "lifecycle.?postStart", "lifecycle.?preStop"} {
+		for _, action := range []string{"httpGet", "tcpSocket"} {
+			hostless = append(hostless, "c.?"+handler+".?"+action+".?host.orValue('') == ''")
+		}
+	}
+	required := "object.spec.?affinity.?nodeAffinity.?requiredDuringSchedulingIgnoredDuringExecution.?nodeSelectorTerms.orValue([])"
 	teamPods := admissionregistrationv1.MatchResources{
 		ResourceRules: rules([]string{"pods"}, admissionregistrationv1.Create, admissionregistrationv1.Update),
 		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
@@ -62,26 +78,38 @@ func tenancy(*spec.Cluster) []Object {
 	return append(objs, admissionPolicy(TeamPlacementPolicy, teamPods, nil,
 		[]admissionregistrationv1.Variable{
 			{Name: "team", Expression: "namespaceObject.metadata.labels[" + quote(wellknown.TeamKey) + "]"},
-			{Name: "tolerations", Expression: "object.spec.?tolerations.orValue([])"},
+			// An update is judged by the tolerations it adds: a pod admitted earlier stays updatable.
+			{Name: "tolerations", Expression: "request.operation == 'UPDATE' ? " +
+				"object.spec.?tolerations.orValue([]).filter(t, !(t in oldObject.spec.?tolerations.orValue([]))) : object.spec.?tolerations.orValue([])"},
+			{Name: "containers", Expression: "object.spec.containers + object.spec.?initContainers.orValue([])"},
+			{Name: "gpu", Expression: "variables.containers.exists(c, " + quote(machine.GPUResource) + " in c.?resources.?limits.orValue({}) || " +
+				quote(machine.GPUResource) + " in c.?resources.?requests.orValue({}))"},
 		},
 		admissionregistrationv1.Validation{
 			// The binding is a subresource: only a pod created with its node set names one.
-			Expression: "request.operation != 'CREATE' || object.spec.?nodeName.orValue('') == ''",
-			Message:    "a team's pod may not name its node: the scheduler places it on the team's nodes or shared ones",
+			Expression: "request.operation != 'CREATE' || (object.spec.?nodeName.orValue('') == '' && " +
+				"!(" + quote(corev1.LabelHostname) + " in object.spec.?nodeSelector.orValue({})) && " +
+				required + ".all(term, size(term.?matchFields.orValue([])) == 0 && term.?matchExpressions.orValue([]).all(e, e.key != " + quote(corev1.LabelHostname) + ")))",
+			Message: "a team's pod may not choose its node (by name or host name): the scheduler places it on the team's nodes or shared ones",
 		},
 		admissionregistrationv1.Validation{
-			Expression: "variables.tolerations.all(t, t.?key.orValue('') != '')",
-			Message:    "a team's pod may not tolerate every taint: each toleration names its key",
+			Expression: "request.operation != 'CREATE' || object.spec.?priorityClassName.orValue('') in " + quoted(append([]string{""}, TenantPriorityClasses...)...),
+			Message:    "a team's pod runs at one of the priority classes " + strings.Join(TenantPriorityClasses, ", "),
 		},
 		admissionregistrationv1.Validation{
-			Expression: "variables.tolerations.all(t, t.?key.orValue('') != " + quote(wellknown.TeamKey) + " || " +
+			Expression: "variables.tolerations.all(t, " +
+				"(t.?key.orValue('') == " + quote(wellknown.TeamKey) + " && (" +
 				"(t.?operator.orValue('Equal') == 'Equal' && t.?value.orValue('') == variables.team) || " +
-				"(t.?operator.orValue('') == 'Exists' && object.spec.?priorityClassName.orValue('') == " + quote(wellknown.BorrowPriority) + "))",
-			Message: "a team's pod may tolerate only its own team's taint, or every team's at the " + wellknown.BorrowPriority + " priority",
+				"(t.?operator.orValue('') == 'Exists' && object.spec.?priorityClassName.orValue('') == " + quote(wellknown.BorrowPriority) + "))) || " +
+				"(t.?key.orValue('') == " + quote(machine.GPUResource) + " && variables.gpu) || " +
+				"(t.?key.orValue('') in " + quoted(corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable) + " && t.?effect.orValue('') == 'NoExecute' && " +
+				"t.?tolerationSeconds.orValue(" + strconv.Itoa(NotReadyToleranceSeconds+1) + ") <= " + strconv.Itoa(NotReadyToleranceSeconds) + "))",
+			Message: "a team's pod may tolerate only its own team's taint (every team's at the " + wellknown.BorrowPriority + " priority), " +
+				"the GPU taint when it asks for GPUs, and not-ready or unreachable nodes for at most " + strconv.Itoa(NotReadyToleranceSeconds) + " s",
 		},
 		admissionregistrationv1.Validation{
-			Expression: "variables.tolerations.all(t, !(t.?key.orValue('') in [" + strings.Join(forbidden, ", ") + "]))",
-			Message:    "a team's pod may not tolerate " + strings.Join(ForbiddenTolerations, ", "),
+			Expression: "variables.containers.all(c, " + strings.Join(hostless, " && ") + ")",
+			Message:    "a team's probes and lifecycle hooks may not name a host: the kubelet would call it from the node",
 		},
 	)...)
 }

@@ -154,7 +154,8 @@ anonymous:
 `
 
 // Pod Security (CIS 5.2): every namespace enforces PodSecurityDefault unless its labels say
-// otherwise, at the cluster's own minor version so an upgrade does not change what is admitted.
+// otherwise, with the checks of the cluster's own minor version (pinned, not "latest", so what is
+// admitted is what that release documents).
 // kube-system is exempt: only the platform creates pods there, and its node agents need the host.
 // Levels are per namespace in docs/operations/tenants.md.
 const PodSecurityDefault = psaapi.LevelBaseline
@@ -213,11 +214,11 @@ plugins:
 }
 
 // webhookKubeconfig: the apiserver presents its webhook client certificate to clusterforge-ops,
-// by the name it dials (a user per webhook host; others get no certificate).
+// by the host and port it dials (a user per webhook; others get no certificate).
 var webhookKubeconfig = `apiVersion: v1
 kind: Config
 users:
-- name: ` + wellknown.OpsServiceHost + `
+- name: ` + wellknown.OpsServiceHost + ":" + strconv.Itoa(wellknown.OpsServicePort) + `
   user:
     client-certificate: ` + CertPath("", pki.APIServerWebhookClient) + `
     client-key: ` + KeyPath("", pki.APIServerWebhookClient) + `

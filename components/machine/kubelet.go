@@ -125,8 +125,8 @@ func KubeletFlags(pool spec.Pool) Flags {
 	}
 }
 
-// NodeTaints are the pool's taints, plus nvidia.com/gpu:NoSchedule on GPU pools so only pods
-// asking for GPUs land there.
+// NodeTaints are the pool's taints, plus nvidia.com/gpu:NoSchedule on GPU pools, which a team's
+// pod may tolerate only when it asks for GPUs (the add-ons' placement policy).
 func NodeTaints(pool spec.Pool) []spec.Taint {
 	taints := slices.Clone(pool.Taints)
 	if pool.IsGPU() && !slices.ContainsFunc(taints, func(t spec.Taint) bool { return t.Key == GPUResource }) {

@@ -20,6 +20,9 @@ const (
 	// EtcdClientCA issues the apiserver's etcd client certificate, which every etcd cluster
 	// accepts as a client and none as a peer. Each etcd cluster's own CA is EtcdCA.
 	EtcdClientCA = "etcd-client-ca"
+	// WebhookClientCA issues only the apiservers' webhook client certificate, so no other
+	// certificate (the cluster CA signs what CSRs ask) can pose as the apiserver to a webhook.
+	WebhookClientCA = "webhook-client-ca"
 
 	// Trust bundles: several authorities in one file, named like a certificate.
 	// EtcdServersCA verifies the serving certificates of every etcd cluster (the apiserver's
@@ -144,9 +147,8 @@ func Authorities(c *spec.Cluster) []Authority {
 	authorities := []Authority{
 		{Name: ClusterCA, CommonName: c.Name + "-kubernetes-ca", Usages: caUsages},
 		{Name: FrontProxyCA, CommonName: c.Name + "-front-proxy-ca", Usages: caUsages},
-		{Name: EtcdClientCA, CommonName: c.Name + "-etcd-client-ca", Usages: caUsages},
 	}
-	for _, name := range EtcdServerCAs(c) {
+	for _, name := range append([]string{EtcdClientCA, WebhookClientCA}, EtcdServerCAs(c)...) {
 		authorities = append(authorities, Authority{Name: name, CommonName: c.Name + "-" + name, Usages: caUsages})
 	}
 	return authorities
@@ -179,7 +181,7 @@ func Profiles(c *spec.Cluster) []Profile {
 		},
 		Profile{Name: APIServerEtcdClient, Issuer: EtcdClientCA, CommonName: "kube-apiserver-etcd-client", Usages: clientUsages},
 		Profile{Name: APIServerKubeletClient, Issuer: ClusterCA, CommonName: APIServerKubeletUser, Usages: clientUsages},
-		Profile{Name: APIServerWebhookClient, Issuer: ClusterCA, CommonName: APIServerWebhookUser, Usages: clientUsages},
+		Profile{Name: APIServerWebhookClient, Issuer: WebhookClientCA, CommonName: APIServerWebhookUser, Usages: clientUsages},
 		Profile{Name: FrontProxyClient, Issuer: FrontProxyCA, CommonName: "front-proxy-client", Usages: clientUsages},
 		Profile{Name: ControllerManager, Issuer: ClusterCA, CommonName: "system:kube-controller-manager", Usages: clientUsages},
 		Profile{Name: Scheduler, Issuer: ClusterCA, CommonName: "system:kube-scheduler", Usages: clientUsages},

@@ -5,8 +5,10 @@ package wellknown
 const (
 	// OpsName is the controller's Deployment, Service, service account and leader lease.
 	OpsName = "clusterforge-ops"
-	// OpsServiceHost is the name the apiservers dial the webhooks at: the Service in kube-system.
+	// OpsServiceHost and OpsServicePort are where the apiservers dial the webhooks: the Service
+	// in kube-system.
 	OpsServiceHost = OpsName + ".kube-system.svc"
+	OpsServicePort = 443
 	// OpsBrakeLedger is the scale-down brake's ConfigMap of admitted removals.
 	OpsBrakeLedger = "clusterforge-brake-ledger"
 	// OpsBrakePath and OpsTeamsPath are the webhooks' paths on the controller.

@@ -177,7 +177,7 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	resources[len(resources)-1].Args["stringData"] = pulumi.ToSecret(args.PKI.ApplyT(func(v any) (map[string]string, error) {
 		b := v.(pki.Bundle)
 		pair := b.Pair(pki.OpsWebhook)
-		s, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM, b.Pair(pki.ClusterCA).CertPEM)
+		s, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM, b.Pair(pki.WebhookClientCA).CertPEM)
 		if err != nil {
 			return nil, err
 		}

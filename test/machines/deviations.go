@@ -54,7 +54,7 @@ var Deviations = []Deviation{
 		"a drill's crash kills the machine's PID namespace, a clean stop halts its systemd; both keep its disks; a wipe gives it a new empty local disk; `make boot-down` deletes the machines, their disks and the store (the unpacked images stay)"},
 	{"endpoint reconciler", "--endpoint-reconciler-type=lease publishes each apiserver in the kubernetes Endpoints",
 		"--endpoint-reconciler-type=none: Endpoints may not hold loopback addresses", ""},
-	{"systemd", "systemd runs the units: Restart=, LimitNOFILE, one host name per VM",
+	{"systemd", "systemd runs the units: Restart=always or on-failure, LimitNOFILE, one host name per VM",
 		"the rehearsal runs the units' ExecStart in unit order; oneshots retry every RestartSec; a stopped service stays stopped until a drill restarts it; all processes share this host's name and limits",
 		""},
 	{"machine cgroups", "systemd finds the cgroup controllers writable and delegates them to containerd and the kubelet",
@@ -94,7 +94,7 @@ func (p *Layout) AllAddons() ([]addons.Object, error) {
 		return nil, err
 	}
 	pair := p.Bundle.Pair(pki.OpsWebhook)
-	tls, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM, p.Bundle.Pair(pki.ClusterCA).CertPEM)
+	tls, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM, p.Bundle.Pair(pki.WebhookClientCA).CertPEM)
 	if err != nil {
 		return nil, err
 	}

@@ -45,8 +45,8 @@ type Controller struct {
 	// held are the nodes the brake refused, until when they are not asked for again: a node's
 	// every status change would otherwise ask the webhook again, fleet-wide in a cascade.
 	held map[string]time.Time
-	// stopped is why marking stopped (too many unhealthy), logged when it changes.
-	stopped string
+	// stopped is, by pool, why marking stopped there (too many unhealthy), logged when it changes.
+	stopped map[string]string
 }
 
 // errRefused is a mark the scale-down brake turned away: the node waits for the brake's window.
@@ -99,6 +99,7 @@ func (c *Controller) start(nodes cache.Store) {
 	}
 	c.nodes = nodes
 	c.held = map[string]time.Time{}
+	c.stopped = map[string]string{}
 }
 
 func (c *Controller) work(ctx context.Context) bool {
@@ -214,18 +215,19 @@ func (c *Controller) tooManyUnhealthy(node *corev1.Node) error {
 			nodes = append(nodes, n)
 		}
 	}
-	err := c.Policy.TooManyUnhealthy(nodes, node.Labels[wellknown.PoolLabel])
+	pool := node.Labels[wellknown.PoolLabel]
+	err := c.Policy.TooManyUnhealthy(nodes, pool)
 	why := ""
 	if err != nil {
 		why = err.Error()
 	}
-	if why != c.stopped {
+	if why != c.stopped[pool] {
 		if why == "" {
-			c.logf("marking again: %s no longer has too many unhealthy nodes", node.Labels[wellknown.PoolLabel])
+			c.logf("marking in pool %s again: fewer nodes are unhealthy", pool)
 		} else {
-			c.logf("not marking %s: %s", node.Name, why)
+			c.logf("not marking in pool %s: %s", pool, why)
 		}
-		c.stopped = why
+		c.stopped[pool] = why
 	}
 	return err
 }

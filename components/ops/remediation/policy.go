@@ -43,6 +43,7 @@ type Policy struct {
 	Maintenance []Problem
 	// MaxUnhealthy is the share of a pool's nodes, and of the cluster's, above which nothing is
 	// marked: a node counts when it has a problem (within its grace or not) or is marked already.
+	// At least one unhealthy node is always allowed, so a one- or two-node pool stays repairable.
 	// Default 0.4; 1 turns the check off.
 	MaxUnhealthy float64
 }
@@ -141,8 +142,13 @@ func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, a
 	return Wait, "", again
 }
 
-// healthyFor: no problem now, and none of the problem conditions changed within the grace.
+// healthyFor: Ready, no problem now, and none of the problem conditions changed within the grace.
 func (p Policy) healthyFor(n *corev1.Node, now time.Time) bool {
+	if !slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+		return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+	}) {
+		return false
+	}
 	for _, c := range n.Status.Conditions {
 		watched := slices.ContainsFunc(p.Problems, func(pr Problem) bool { return pr.Type == c.Type })
 		if watched && (p.problem(c) || now.Sub(c.LastTransitionTime.Time) < p.Grace) {
@@ -181,7 +187,7 @@ func (p Policy) TooManyUnhealthy(nodes []*corev1.Node, pool string) error {
 		name     string
 		bad, all int
 	}{{"pool " + pool, inPool, poolSize}, {"the cluster", inCluster, len(nodes)}} {
-		if float64(scope.bad) > p.MaxUnhealthy*float64(scope.all) {
+		if scope.bad > max(1, int(p.MaxUnhealthy*float64(scope.all))) {
 			return fmt.Errorf("%d of %s's %d nodes are unhealthy, more than %.0f%%: remediation marks nothing until fewer are (a failure this wide is rarely the machines')",
 				scope.bad, scope.name, scope.all, 100*p.MaxUnhealthy)
 		}

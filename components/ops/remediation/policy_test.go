@@ -103,6 +103,9 @@ func TestTooManyUnhealthyStopsMarkingAbove40PercentOfAPoolOrTheCluster(t *testin
 		stopped bool
 	}{
 		{"4 of 10", fleet(map[string][2]int{"cpu": {6, 4}}), "cpu", false},
+		{"the one node of a pool", fleet(map[string][2]int{"gpu": {0, 1}, "cpu": {10, 0}}), "gpu", false},
+		{"one of a two-node pool", fleet(map[string][2]int{"gpu": {1, 1}, "cpu": {10, 0}}), "gpu", false},
+		{"both of a two-node pool", fleet(map[string][2]int{"gpu": {0, 2}, "cpu": {10, 0}}), "gpu", true},
 		{"5 of 10", fleet(map[string][2]int{"cpu": {5, 5}}), "cpu", true},
 		{"5 of 10, a large healthy pool beside", fleet(map[string][2]int{"cpu": {5, 5}, "gpu": {100, 0}}), "cpu", true},
 		{"the healthy pool's own node, the other pool down", fleet(map[string][2]int{"cpu": {0, 10}, "gpu": {20, 0}}), "gpu", false},

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/clusterforge/clusterforge/components/csrapprover"
+	"github.com/clusterforge/clusterforge/components/leader"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -273,7 +274,7 @@ func TestCSRApproverStandsAgainAfterItsAPIServersOutage(t *testing.T) {
 	if after := framework.Running.Proc(victim, approver); after != before || !after.Alive() {
 		t.Fatalf("%s on %s exited during its apiserver's outage", approver, victim)
 	}
-	if log, err := os.ReadFile(before.Log); err != nil || !strings.Contains(string(log), "standing again") {
+	if log, err := os.ReadFile(before.Log); err != nil || !strings.Contains(string(log), leader.LostLease) {
 		t.Errorf("%s on %s did not lose and stand for its lease (log %s): %v", approver, victim, before.Log, err)
 	}
 	renewed := time.Now()

@@ -9,7 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/addons"
@@ -23,8 +25,9 @@ import (
 // a plain namespace refuses host access (baseline), a team namespace refuses a root container
 // (restricted), monitoring admits node-exporter's host access; a namespace cannot be labelled
 // with a team without the restricted level, and a team's pod tolerates only its own team's taint
-// (every team's when borrowing) and names no node (the add-ons' admission policies). Pods are dry
-// runs.
+// (every team's when borrowing), the GPU taint when it asks for GPUs and not-ready nodes for a
+// while, chooses no node, runs at a tenant's priority and probes no host (the add-ons' admission
+// policies). Pods are dry runs.
 func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 	ctx := context.Background()
 	plain := drills.Namespace(t, cs, "drill-psa-plain")
@@ -87,7 +90,18 @@ func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 		{"every team's toleration without borrowing", team, restricted("all-teams", tolerate(teamTaint(corev1.TolerationOpExists, ""))), placement},
 		{"a toleration of every taint", team, restricted("everything", tolerate(corev1.Toleration{Operator: corev1.TolerationOpExists})), placement},
 		{"the preflight taint's toleration", team, restricted("preflight", tolerate(corev1.Toleration{Key: wellknown.PreflightTaint, Operator: corev1.TolerationOpExists})), placement},
-		{"the GPU taint's toleration", team, restricted("gpu", tolerate(corev1.Toleration{Key: machine.GPUResource, Operator: corev1.TolerationOpExists})), ""},
+		{"the GPU taint's toleration, asking for a GPU", team, restricted("gpu", func(s *corev1.PodSpec) {
+			s.Tolerations = []corev1.Toleration{{Key: machine.GPUResource, Operator: corev1.TolerationOpExists}}
+			s.Containers[0].Resources.Limits = corev1.ResourceList{machine.GPUResource: resource.MustParse("1")}
+		}), ""},
+		{"the GPU taint's toleration, asking for none", team, restricted("gpu-idle", tolerate(corev1.Toleration{Key: machine.GPUResource, Operator: corev1.TolerationOpExists})), placement},
+		{"not-ready tolerated for ever", team, restricted("not-ready", tolerate(corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})), placement},
+		{"a host name selected", team, restricted("hostname", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{corev1.LabelHostname: "any-node"} }), placement},
+		{"a critical priority", team, restricted("critical", func(s *corev1.PodSpec) { s.PriorityClassName = addons.NodeCriticalPriority }), placement},
+		{"a probe of the metadata service", team, restricted("probe-host", func(s *corev1.PodSpec) {
+			s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Host: wellknown.IMDSAddress, Path: "/metadata/instance", Port: intstr.FromInt32(80)}}}
+		}), placement},
 	} {
 		_, err := cs.CoreV1().Pods(tc.namespace).Create(ctx, tc.pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		switch {
