@@ -267,6 +267,9 @@ func Restricted(pod *corev1.Pod) *corev1.Pod {
 	return pod
 }
 
+// RefusedBy is how the apiserver names an admission policy in the refusals it makes.
+func RefusedBy(policy string) string { return "ValidatingAdmissionPolicy '" + policy + "'" }
+
 // NewEvent is an event about the default namespace.
 func NewEvent(name string) *corev1.Event {
 	now := metav1.Now()

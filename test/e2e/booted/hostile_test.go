@@ -65,7 +65,7 @@ func TestHostileTenantIsRefused(t *testing.T) {
 		edit(&p.Spec)
 		return p
 	}
-	podSecurity, placement := `violates PodSecurity "restricted`, "ValidatingAdmissionPolicy '"+addons.TeamPlacementPolicy+"'"
+	podSecurity, placement := `violates PodSecurity "restricted`, drills.RefusedBy(addons.TeamPlacementPolicy)
 	for _, tc := range []struct {
 		what    string
 		pod     *corev1.Pod

@@ -53,7 +53,7 @@ func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 		s.PriorityClassName = wellknown.BorrowPriority
 		s.Tolerations = []corev1.Toleration{teamTaint(corev1.TolerationOpExists, "")}
 	}
-	placement := "ValidatingAdmissionPolicy '" + addons.TeamPlacementPolicy + "'"
+	placement := drills.RefusedBy(addons.TeamPlacementPolicy)
 	// An admission policy takes effect once each apiserver has loaded it: wait until both refuse
 	// several requests in a row, which the load balancer spreads over the apiservers.
 	unrestricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "drill-psa-unrestricted-team", Labels: map[string]string{wellknown.TeamKey: "drill"}}}
