@@ -43,7 +43,6 @@ func RemovalOf(req *admissionv1.AdmissionRequest, now time.Time) (Removal, bool,
 	removal := Removal{Node: req.Name, Pool: old.Labels[wellknown.PoolLabel], By: req.UserInfo.Username, At: now}
 	switch req.Operation {
 	case admissionv1.Delete:
-		removal.Deleted = true
 		return removal, true, nil
 	case admissionv1.Update:
 		return removal, !markedForRemoval(&old) && markedForRemoval(&next), nil

@@ -43,8 +43,6 @@ type Removal struct {
 	// By is the actor: "cluster-autoscaler", "remediation".
 	By string
 	At time.Time
-	// Deleted: the Node was deleted; otherwise it was marked (a removal taint).
-	Deleted bool `json:",omitempty"`
 }
 
 // Fleet is the nodes present now, by name.

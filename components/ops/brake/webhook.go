@@ -41,10 +41,10 @@ type Webhook struct {
 
 // Review admits a request that removes no node, or removes one within the brake's budget and
 // records it; it refuses the rest with the brake's reason. A removal recorded within the window
-// is admitted again: its slot is taken. A repeat of the same step (a retried review, another
-// update of a marked node) writes nothing; the deletion of a node recorded as marked is written,
-// so the node counts for a window from its deletion. A ledger it cannot read or write refuses
-// too: a brake that fails open is no brake.
+// (a retried review, the deletion of a node marked earlier) is admitted again without a write:
+// its slot is taken from its first record, and concurrent deletions of marked nodes must not race
+// for the ledger. A ledger it cannot read or write refuses too: a brake that fails open is no
+// brake.
 func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
 	allow := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	now := w.Now()
@@ -60,24 +60,20 @@ func (w *Webhook) Review(ctx context.Context, req *admissionv1.AdmissionRequest)
 		if err != nil {
 			return admission.Deny(req, http.StatusServiceUnavailable, fmt.Errorf("scale-down brake: read the ledger: %w", err))
 		}
-		recorded := func(r Removal) bool { return r.Node == removal.Node && now.Sub(r.At) < w.Policy.Window }
-		if slices.ContainsFunc(recent, func(r Removal) bool { return recorded(r) && r.Deleted == removal.Deleted }) {
+		if slices.ContainsFunc(recent, func(r Removal) bool { return r.Node == removal.Node && now.Sub(r.At) < w.Policy.Window }) {
 			return allow
 		}
-		if !slices.ContainsFunc(recent, recorded) { // a new removal needs a slot
-			if err := w.Policy.Allow(now, recent, removal, w.Fleet()); err != nil {
-				var refusal *Refusal
-				if errors.As(err, &refusal) && w.Refused != nil {
-					w.Refused(refusal)
-				}
-				return admission.Deny(req, http.StatusForbidden, err)
+		if err := w.Policy.Allow(now, recent, removal, w.Fleet()); err != nil {
+			var refusal *Refusal
+			if errors.As(err, &refusal) && w.Refused != nil {
+				w.Refused(refusal)
 			}
+			return admission.Deny(req, http.StatusForbidden, err)
 		}
 		if req.DryRun != nil && *req.DryRun {
 			return allow // a dry run removes nothing, so it records nothing
 		}
-		kept := slices.DeleteFunc(w.Policy.Prune(now, recent), func(r Removal) bool { return r.Node == removal.Node })
-		err = w.Ledger.Save(ctx, version, append(kept, removal))
+		err = w.Ledger.Save(ctx, version, append(w.Policy.Prune(now, recent), removal))
 		if err == nil {
 			return allow
 		}

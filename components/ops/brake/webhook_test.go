@@ -125,38 +125,6 @@ func TestWebhookRecordsARemovalOnce(t *testing.T) {
 	}
 }
 
-// A node marked and then deleted is written twice: the deletion restarts its window, so a node
-// deleted at the end of its mark's window still counts for a window after.
-func TestWebhookRecordsTheDeletionOfAMarkedNode(t *testing.T) {
-	pool := fleetOf(map[string]int{"cpu": 10})
-	ledger := &memLedger{}
-	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	w := &Webhook{Policy: DefaultPolicy(), Ledger: ledger, Fleet: func() Fleet { return pool }, Now: func() time.Time { return now }}
-	mark := deleteNode(t, "cpu-0")
-	mark.Operation, mark.Object = admissionv1.Update, mark.OldObject
-	var marked corev1.Node
-	if err := json.Unmarshal(mark.OldObject.Raw, &marked); err != nil {
-		t.Fatal(err)
-	}
-	marked.Spec.Taints = []corev1.Taint{{Key: ReplaceTaint, Effect: corev1.TaintEffectNoSchedule}}
-	raw, err := json.Marshal(marked)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mark.Object = runtime.RawExtension{Raw: raw}
-	for i, req := range []*admissionv1.AdmissionRequest{mark, mark, deleteNode(t, "cpu-0"), deleteNode(t, "cpu-0")} {
-		if i == 2 {
-			now = now.Add(9 * time.Minute)
-		}
-		if r := w.Review(context.Background(), req); !r.Allowed {
-			t.Fatalf("review %d refused: %s", i, r.Result.Message)
-		}
-	}
-	if ledger.version != 2 || len(ledger.removals) != 1 || !ledger.removals[0].Deleted || !ledger.removals[0].At.Equal(now) {
-		t.Errorf("mark, mark, delete, delete: %d writes, record %+v; want 2 writes and the deletion's time", ledger.version, ledger.removals)
-	}
-}
-
 func TestWebhookRecordsNoDryRun(t *testing.T) {
 	pool := fleetOf(map[string]int{"cpu": 2})
 	ledger := &memLedger{}
