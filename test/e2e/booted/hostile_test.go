@@ -75,7 +75,7 @@ func TestHostileTenantIsRefused(t *testing.T) {
 			s.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 		}), podSecurity},
 		{"privileged", pod("privileged", func(s *corev1.PodSpec) {
-			s.Containers[0].SecurityContext.Privileged = ptr(true)
+			s.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr(true)} // escalation is implied
 		}), podSecurity},
 		{"hostNetwork", pod("host-network", func(s *corev1.PodSpec) { s.HostNetwork = true }), podSecurity},
 		{"team b's toleration", pod("other-team", func(s *corev1.PodSpec) {
