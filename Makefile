@@ -14,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: check e2e freeze diff roll bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: check e2e disk-free freeze diff roll bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -79,9 +79,17 @@ check: setup tools test-images image-validate ## Fast tier, no root needed: gofm
 	$(GO) vet ./...
 	$(GO) test -count=1 -short -timeout 15m ./...
 
-e2e: setup tools images-local ## End-to-end tier (root): the rehearsal and its drills, the CIS benchmark, both images booted, the scale smoke run
+# A clean clone's e2e run writes about 10 GiB under build/ (images, machine roots, logs); a full disk
+# otherwise shows up late, as a truncated image archive.
+E2E_FREE_GIB = 12
+
+e2e: disk-free setup tools images-local ## End-to-end tier (root): the rehearsal and its drills, the CIS benchmark, both images booted, the scale smoke run
 	@mkdir -p build && bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 60m -v $(E2E_PACKAGES) 2>&1 | tee build/e2e.log'
 	@! grep -E -- '^\s*--- SKIP' build/e2e.log || { echo "make e2e: the scenarios above skipped; outside -short every one must run (build/e2e.log)"; exit 1; }
+
+disk-free:
+	@mkdir -p build && free=$$(df -P -BG build | awk 'NR==2 {sub("G", "", $$4); print $$4}') && \
+	  [ "$$free" -ge $(E2E_FREE_GIB) ] || { echo "make e2e: $$free GiB free under build/, needs $(E2E_FREE_GIB): remove old runs' build/ directories (make boot-down and make rehearse-clean first)"; exit 1; }
 
 test-images: ## Test the Packer plugin (its own module) and fail if its generated HCL2 specs are stale
 	@cd images && sha256sum $$(find . -name '*.hcl2spec.go') > /tmp/clusterforge-hcl2spec.sum && $(GO) generate ./... && \
