@@ -71,6 +71,12 @@ variable "nvidia_driver_version" {
   default = "550.127.08"
 }
 
+# components/spec/versions.yaml's nvidiaContainerToolkit (TestVersionsFile); the bake refuses another.
+variable "nvidia_container_toolkit_version" {
+  type    = string
+  default = "1.17.8"
+}
+
 locals {
   # variant → the VM size it is built on
   variants = {
@@ -132,7 +138,8 @@ build {
       "sudo sh /tmp/nvidia.run --silent --dkms && rm -f /tmp/nvidia.run",
       "curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey | sudo gpg --dearmor -o /usr/share/keyrings/nvidia-container-toolkit.gpg",
       "echo 'deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit.gpg] https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH) /' | sudo tee /etc/apt/sources.list.d/nvidia-container-toolkit.list",
-      "sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-container-toolkit",
+      # Every package of the toolkit at the pinned release: apt would take the newest for the others.
+      "sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nvidia-container-toolkit=${var.nvidia_container_toolkit_version}-1 nvidia-container-toolkit-base=${var.nvidia_container_toolkit_version}-1 libnvidia-container-tools=${var.nvidia_container_toolkit_version}-1 libnvidia-container1=${var.nvidia_container_toolkit_version}-1",
       # NVSwitch sizes (ND): NVIDIA's fabric manager, the driver's exact version; the kubelet wants
       # its unit there (machine.FabricManagerUnit) and it exits at once on sizes without NVSwitch.
       "curl -fsSL -o /tmp/fm.tar.xz https://developer.download.nvidia.com/compute/nvidia-driver/redist/fabricmanager/linux-x86_64/fabricmanager-linux-x86_64-${var.nvidia_driver_version}-archive.tar.xz",

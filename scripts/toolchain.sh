@@ -7,7 +7,8 @@
 #                                 our own clusterforge-csr-approver, clusterforge-etcd-backup and
 #                                 clusterforge-ops, built from this repository; Azurite (npm), the blob
 #                                 store the backups go to
-#   checks    → .tools/bin        what only the tests run: promtool
+#   checks    → .tools/bin        what only the tests run: promtool; NVIDIA's nvidia-ctk and runtime hook,
+#                                 which a test runs against the config GPU images get
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
 #   addons    → .tools/addons     the add-ons' binaries, which images/cmd/mkimages puts in the OCI
 #                                 images a worker preloads: CoreDNS, Prometheus, node_exporter,
@@ -45,6 +46,7 @@ NODE_PROBLEM_DETECTOR_VERSION=$(pinned nodeProblemDetector)
 CONTAINERD_VERSION=$(pinned containerd)
 RUNC_VERSION=$(pinned runc)
 CRICTL_VERSION=$(pinned crictl)
+NVIDIA_CONTAINER_TOOLKIT_VERSION=$(pinned nvidiaContainerToolkit)
 TOOLS_DIR="$PWD/.tools"
 BIN="$TOOLS_DIR/bin"
 SHARE="$PWD/.tools/share"
@@ -77,6 +79,8 @@ declare -A TOOLS=(
   [kube-bench]="kube-bench github.com/aquasecurity/kube-bench bench bin"
   [promtool]="prometheus github.com/prometheus/prometheus/cmd/promtool prometheus bin"
   [prometheus]="prometheus github.com/prometheus/prometheus/cmd/prometheus prometheus addons"
+  [nvidia-ctk]="nvidia-container-toolkit github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-ctk nvidia bin"
+  [nvidia-container-runtime-hook]="nvidia-container-toolkit github.com/NVIDIA/nvidia-container-toolkit/cmd/nvidia-container-runtime-hook nvidia bin"
   [node_exporter]="node-exporter github.com/prometheus/node_exporter node-exporter addons"
   [node-problem-detector]="node-problem-detector k8s.io/node-problem-detector/cmd/nodeproblemdetector npd addons"
   [coredns]="coredns github.com/coredns/coredns - addons"
@@ -111,7 +115,7 @@ declare -A TOOL_GROUPS=(
   [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup clusterforge-ops azurite"
   [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS kubelet@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
-  [checks]="promtool"
+  [checks]="promtool nvidia-ctk nvidia-container-runtime-hook"
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
@@ -140,6 +144,8 @@ build() {
     # which a runc without it refuses). Needs libseccomp-dev (scripts/setup.sh).
     runc) ldflags+=" -X main.version=${RUNC_VERSION#v} -extldflags -static"; tags="seccomp netgo osusergo"; cgo=1 ;;
     crictl) ldflags+=" -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
+    # go-nvml loads the driver's library through cgo; no GPU is needed to run them.
+    nvidia) ldflags+=" -X github.com/NVIDIA/nvidia-container-toolkit/internal/info.version=${NVIDIA_CONTAINER_TOOLKIT_VERSION#v}"; cgo=1 ;;
   esac
   out="$TOOLS_DIR/$dest"
   mkdir -p "$out"

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -36,6 +37,8 @@ func nvidiaDevicePlugin(c *spec.Cluster) []Object {
 			Env: []corev1.EnvVar{
 				{Name: "FAIL_ON_INIT_ERROR", Value: "true"},
 				{Name: "MIG_STRATEGY", Value: "none"},
+				// The GPU image's runtime takes devices only this way (machine.NvidiaCTKConfig).
+				{Name: "DEVICE_LIST_STRATEGY", Value: machine.NvidiaDeviceListStrategy},
 			},
 			Resources: NvidiaDevicePluginResources,
 			SecurityContext: &corev1.SecurityContext{

@@ -1,7 +1,9 @@
 package machine
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,4 +41,92 @@ func TestFabricManagerComesBeforeTheKubeletOnNVSwitchSizes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// NVIDIA's own runtime hook (the pinned toolkit, built by `make tools`), configured as the GPU bake
+// configures it, passes a container only the GPUs the device plugin mounted: a CUDA image's
+// NVIDIA_VISIBLE_DEVICES=all with no GPU requested gets none, and "all" cannot widen an allocation.
+func TestGPUContainersGetOnlyTheirAllocatedGPUs(t *testing.T) {
+	ctk, hook := toolkitBinary(t, "nvidia-ctk"), toolkitBinary(t, "nvidia-container-runtime-hook")
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.toml")
+	run := func(name string, args ...string) {
+		t.Helper()
+		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+		}
+	}
+	run(ctk, "config", "default", "--output", config) // what the toolkit's package installs
+	bake := NvidiaCTKConfig(config)
+	if bake[0] != NvidiaCTK {
+		t.Fatalf("the bake runs %s, not nvidia-ctk", bake[0])
+	}
+	run(ctk, bake[1:]...)
+	// The hook hands nvidia-container-cli the devices to mount; a stand-in records them.
+	cli := filepath.Join(dir, "nvidia-container-cli")
+	if err := os.WriteFile(cli, []byte("#!/bin/sh\necho \"$@\" >\"$0.args\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(ctk, "config", "--config-file", config, "--in-place", "--set", "nvidia-container-cli.path="+cli)
+
+	// devices runs the hook's prestart on a container and returns the --device it passed, or "none".
+	devices := func(env []string, allocated ...string) string {
+		t.Helper()
+		bundle := t.TempDir()
+		var mounts []map[string]string
+		for _, id := range allocated {
+			mounts = append(mounts, map[string]string{"destination": "/var/run/nvidia-container-devices/" + id, "source": "/dev/null", "type": "bind"})
+		}
+		spec, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "root": map[string]string{"path": filepath.Join(bundle, "rootfs")},
+			"process": map[string]any{"env": env, "capabilities": map[string][]string{"bounding": {"CAP_CHOWN"}}}, "mounts": mounts})
+		if err := os.WriteFile(filepath.Join(bundle, "config.json"), spec, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Remove(cli + ".args")
+		cmd := exec.Command(hook, "-config", config, "prestart")
+		cmd.Stdin = strings.NewReader(`{"pid": 1, "bundle": "` + bundle + `"}`)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("hook: %v\n%s", err, out)
+		}
+		args, err := os.ReadFile(cli + ".args")
+		if os.IsNotExist(err) {
+			return "none"
+		}
+		for _, a := range strings.Fields(string(args)) {
+			if d, ok := strings.CutPrefix(a, "--device="); ok {
+				return d
+			}
+		}
+		return "none"
+	}
+	for _, tc := range []struct {
+		name      string
+		env       []string
+		allocated []string
+		want      string
+	}{
+		{"a CUDA image, no GPU requested", []string{"NVIDIA_VISIBLE_DEVICES=all"}, nil, "none"},
+		{"one GPU allocated, the image asking for all", []string{"NVIDIA_VISIBLE_DEVICES=all"}, []string{"GPU-0a"}, "GPU-0a"},
+		{"two GPUs allocated", []string{"NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices"}, []string{"GPU-0a", "GPU-1b"}, "GPU-0a,GPU-1b"},
+	} {
+		if got := devices(tc.env, tc.allocated...); got != tc.want {
+			t.Errorf("%s: the hook passed devices %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// toolkitBinary is one of the pinned NVIDIA toolkit's binaries that `make tools` builds.
+func toolkitBinary(t *testing.T, name string) string {
+	t.Helper()
+	bin, err := filepath.Abs("../../.tools/bin/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		if testing.Short() {
+			t.Skipf("-short: %s is not built", name)
+		}
+		t.Fatalf("%s is missing: run `make tools`", bin)
+	}
+	return bin
 }

@@ -39,6 +39,26 @@ const (
 // install before the provisioner runs (worker.pkr.hcl).
 const NvidiaContainerRuntime = "/usr/bin/nvidia-container-runtime"
 
+// The toolkit's CLI and the config its runtime and runtime hook read.
+const (
+	NvidiaCTK           = "/usr/bin/nvidia-ctk"
+	NvidiaRuntimeConfig = "/etc/nvidia-container-runtime/config.toml"
+)
+
+// NvidiaDeviceListStrategy is how the device plugin passes a container its GPUs: as mounts under
+// /var/run/nvidia-container-devices, which a pod cannot write in its spec.
+const NvidiaDeviceListStrategy = "volume-mounts"
+
+// NvidiaCTKConfig is the command line that makes the toolkit's config at path take a container's
+// GPUs only from the device plugin's mounts. At the toolkit's defaults an unprivileged container's
+// NVIDIA_VISIBLE_DEVICES, which CUDA images set to "all", reaches every GPU of its node with none
+// requested.
+func NvidiaCTKConfig(path string) []string {
+	return []string{NvidiaCTK, "config", "--config-file", path, "--in-place",
+		"--set", "accept-nvidia-visible-devices-envvar-when-unprivileged=false",
+		"--set", "accept-nvidia-visible-devices-as-volume-mounts=true"}
+}
+
 // ContainerdConfig is containerd's config (version 2, containerd 1.7). On GPU images the default
 // runtime is NVIDIA's runc wrapper, which injects the driver and devices into GPU containers.
 func ContainerdConfig(c *spec.Cluster, gpu bool) string {

@@ -52,4 +52,6 @@ var (
 	PreviousEtcdVersion        = pinned("previousEtcd")
 	// ClusterforgeVersion tags clusterforge's own images, raised with each release.
 	ClusterforgeVersion = pinned("clusterforge")
+	// NvidiaContainerToolkitVersion is the toolkit GPU images install; their bake refuses another.
+	NvidiaContainerToolkitVersion = pinned("nvidiaContainerToolkit")
 )

@@ -68,9 +68,19 @@ func TestVersionsFile(t *testing.T) {
 	for key, w := range map[string]struct{ wrapper, module string }{
 		"kubeBench": {"kube-bench", "github.com/aquasecurity/kube-bench"}, "kwok": {"kwok", "sigs.k8s.io/kwok"},
 		"packer": {"packer", "github.com/hashicorp/packer"}, "packerPluginAzure": {"packer", "github.com/hashicorp/packer-plugin-azure"},
-		"registry": {"registry", "github.com/distribution/distribution/v3"},
+		"registry":               {"registry", "github.com/distribution/distribution/v3"},
+		"nvidiaContainerToolkit": {"nvidia-container-toolkit", "github.com/NVIDIA/nvidia-container-toolkit"},
 	} {
 		requires(w.wrapper, w.module, pinned(key))
+	}
+	// The GPU bake installs the toolkit's Debian packages at the pinned release.
+	worker, err := os.ReadFile("../../images/worker.pkr.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolkit := regexp.MustCompile(`(?s)variable "nvidia_container_toolkit_version" \{.*?default *= *"([^"]+)"`).FindSubmatch(worker)
+	if toolkit == nil || "v"+string(toolkit[1]) != NvidiaContainerToolkitVersion {
+		t.Errorf("images/worker.pkr.hcl's nvidia_container_toolkit_version is not %s", NvidiaContainerToolkitVersion)
 	}
 	pins := map[string]bool{}
 	for _, v := range Pinned {

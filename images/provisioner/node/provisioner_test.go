@@ -135,6 +135,11 @@ func TestProvisionCommandsAndUploads(t *testing.T) {
 			return m.Role == "worker" && m.Kubernetes == "v1.34.2" && m.Containerd == "v1.7.28" && m.Etcd == "" &&
 				len(m.Images) == 2 && m.Images[0].Digest == pauseDigest && m.Images[1].Digest == appDigest
 		}},
+		{"provision-gpu.golden", func(t *testing.T) map[string]interface{} {
+			cfg := fixture(t)
+			cfg["gpu"] = true
+			return cfg
+		}, func(m manifest) bool { return m.Role == "worker" }},
 		{"provision-control-plane.golden", controlPlaneFixture, func(m manifest) bool {
 			return m.Role == "control-plane" && m.Kubernetes == "v1.34.2" && m.Etcd == "v3.6.4" && m.SchedulerPlugins == "v0.33.5" &&
 				m.Containerd == "" && len(m.Images) == 0
