@@ -50,6 +50,8 @@ clusterDNS:
 clusterDomain: %s
 containerRuntimeEndpoint: %s
 maxPods: %d
+# A pod's processes and threads: one pod cannot exhaust its node's.
+podPidsLimit: %d
 # Pulls run in parallel so one huge image does not block every other pod (L20).
 serializeImagePulls: false
 maxParallelImagePulls: %d
@@ -75,7 +77,7 @@ eventRecordQPS: 5
 streamingConnectionIdleTimeout: 5m
 tlsMinVersion: VersionTLS12
 tlsCipherSuites: [%s]
-%s`, CertPath("", pki.ClusterCA), c.DNSServiceIP(), wellknown.ClusterDomain, wellknown.ContainerdEndpoint, c.Kubelet.MaxPods,
+%s`, CertPath("", pki.ClusterCA), c.DNSServiceIP(), wellknown.ClusterDomain, wellknown.ContainerdEndpoint, c.Kubelet.MaxPods, c.Kubelet.PodPidsLimit,
 		c.Kubelet.MaxParallelImagePulls, r.KubeCPUMilli, r.KubeMemory>>20, r.SystemCPUMilli, r.SystemMemory>>20,
 		r.EvictionMemory>>20, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
 }

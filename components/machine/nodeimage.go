@@ -2,6 +2,7 @@ package machine
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -100,7 +101,7 @@ state = %[3]s
 }
 
 // Sysctls are the node kernel settings, each with its reason.
-const Sysctls = `# clusterforge worker sysctls: one reason each.
+var Sysctls = `# clusterforge worker sysctls: one reason each.
 # Thousands of pod IPs per subnet overflow the default neighbour table: ARP lookups fail (L27).
 net.ipv4.neigh.default.gc_thresh1 = 80000
 net.ipv4.neigh.default.gc_thresh2 = 90000
@@ -120,6 +121,8 @@ kernel.keys.root_maxbytes = 25000000
 # Training jobs and their sidecars watch many files.
 fs.inotify.max_user_watches = 1048576
 fs.inotify.max_user_instances = 8192
+# Room for every pod's kubelet.podPidsLimit and the node's own processes.
+kernel.pid_max = ` + strconv.Itoa(spec.MaxPodPids) + `
 `
 
 // crictlConfig points crictl, the operator's tool on a node, at containerd.

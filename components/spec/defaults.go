@@ -26,6 +26,8 @@ const (
 	DefaultEtcdMainMembers          = 5 // L01: the largest clusters run five etcd members.
 	DefaultAPIServerCount           = 5 // L01, L05: and five apiservers.
 	DefaultMaxPods                  = 30
+	// DefaultPodPidsLimit leaves a training pod thousands of data-loader processes and threads.
+	DefaultPodPidsLimit = 32768
 	// DefaultMaxParallelImagePulls matches containerd's max_concurrent_downloads (L20, L24); large
 	// fleets get fewer, so their pulls fit the NAT gateway's SNAT ports (parallelPullsWithinSNAT).
 	DefaultMaxParallelImagePulls  = 10
@@ -82,6 +84,7 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &c.GPUImage, PlaceholderImage(GalleryImageWorkerGPU))
 	setDefault(c.explicit, &c.Admin.Username, DefaultAdminUsername)
 	setDefault(c.explicit, &c.Kubelet.MaxPods, DefaultMaxPods)
+	setDefault(c.explicit, &c.Kubelet.PodPidsLimit, DefaultPodPidsLimit)
 
 	for i := range c.Pools {
 		p := &c.Pools[i]

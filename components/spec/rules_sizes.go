@@ -11,6 +11,8 @@ const (
 	// MaxClusterNodes bounds targetNodes and every pool: twice the largest cluster the sizing tiers
 	// were drawn for (10,000 nodes); past it etcd and apiserver sizing would be guesses.
 	MaxClusterNodes = 20000
+	// MaxPodPids bounds kubelet.podPidsLimit: the worker image's kernel.pid_max (machine.Sysctls).
+	MaxPodPids = 1 << 22
 	// MaxPools bounds the pools: each is a machine role with its own identity, user-data and scale sets.
 	MaxPools = 16
 	// MaxAPIServers bounds apiServer.count: every apiserver holds a full watch cache fed by its own
@@ -47,6 +49,7 @@ func (c *Cluster) validateCounts(v *validator) bool {
 		return false // targetNodes is derived from them
 	}
 	ok = v.between("targetNodes", int64(c.TargetNodes), 1, MaxClusterNodes, "the control plane is sized for it (L09)")
+	ok = v.between("kubelet.podPidsLimit", int64(c.Kubelet.PodPidsLimit), 1024, MaxPodPids, "a pod's processes and threads, at most the node's kernel.pid_max") && ok
 	// Azure allows 256 IP configurations per NIC: the primary plus one per pod (L29).
 	return v.between("kubelet.maxPods", int64(c.Kubelet.MaxPods), 1, 250, "each pod takes a secondary IP configuration on the node's NIC (L29)") && ok
 }

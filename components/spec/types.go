@@ -195,6 +195,9 @@ type APIServer struct {
 type Kubelet struct {
 	// MaxPods is the kubelet's pod limit and the number of secondary NIC IPs per node (L29, L30). Default 30.
 	MaxPods int `yaml:"maxPods"`
+	// PodPidsLimit is the most processes and threads one pod may hold, so one team's fork bomb
+	// cannot exhaust its node's (kernel.pid_max is 4,194,304). Default 32768.
+	PodPidsLimit int `yaml:"podPidsLimit"`
 	// MaxParallelImagePulls caps concurrent pulls once serializeImagePulls is off (L20). Default 10,
 	// or fewer where targetNodes × (pulls × maxConcurrentDownloads + 16) would outrun the NAT
 	// gateway's 16 × 64,512 SNAT ports.

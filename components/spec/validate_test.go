@@ -139,6 +139,8 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "bad compaction", edit: func(c *Cluster) { c.APIServer.EtcdCompactionInterval = "often" }, field: "apiServer.etcdCompactionInterval"},
 		{name: "compaction off", edit: func(c *Cluster) { c.APIServer.EtcdCompactionInterval = "0s" }, field: "apiServer.etcdCompactionInterval"},
 		{name: "too many pods per NIC", edit: func(c *Cluster) { c.Kubelet.MaxPods = 300 }, field: "kubelet.maxPods"},
+		{name: "no process limit per pod", edit: func(c *Cluster) { c.Kubelet.PodPidsLimit = -1 }, field: "kubelet.podPidsLimit"},
+		{name: "a process limit past the node's", edit: func(c *Cluster) { c.Kubelet.PodPidsLimit = MaxPodPids + 1 }, field: "kubelet.podPidsLimit"},
 		{name: "no parallel downloads", edit: func(c *Cluster) { c.Kubelet.MaxConcurrentDownloads = -1 }, field: "kubelet.maxConcurrentDownloads", inText: "L24"},
 		{name: "no parallel pulls", edit: func(c *Cluster) { c.Kubelet.MaxParallelImagePulls = 0 }, field: "kubelet.maxParallelImagePulls", inText: "L20"},
 		{name: "bad pull timeout", edit: func(c *Cluster) { c.Kubelet.ImagePullProgressTimeout = "soon" }, field: "kubelet.imagePullProgressTimeout"},

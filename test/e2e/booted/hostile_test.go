@@ -116,6 +116,13 @@ func TestHostileTenantIsRefused(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	// Its processes are capped: the kubelet wrote the stack's podPidsLimit into the pod's cgroup.
+	slice := "kubepods-*pod" + strings.ReplaceAll(string(probe.UID), "-", "_") + ".slice"
+	pidsMax, err := booted.Exec(ctx, probe.Spec.NodeName, "sh", "-c",
+		"cat /sys/fs/cgroup/kubepods.slice/"+slice+"/pids.max /sys/fs/cgroup/kubepods.slice/*/"+slice+"/pids.max 2>/dev/null; true")
+	if got := strings.TrimSpace(pidsMax); err != nil || got != strconv.Itoa(booted.Cluster.Kubelet.PodPidsLimit) {
+		t.Errorf("the team's pod's cgroup allows %q processes (%v), want %d", got, err, booted.Cluster.Kubelet.PodPidsLimit)
+	}
 	path, err := booted.PodNetns(ctx, probe.Spec.NodeName, ns, probe.Name)
 	if err != nil {
 		t.Fatal(err)
