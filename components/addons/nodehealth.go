@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // node-problem-detector is the node health agent (L35): it reads its node's kernel log and turns
@@ -22,14 +23,6 @@ const (
 	KernelMonitorKey    = "kernel-monitor.json"
 	nodeHealthConfigDir = "/config"
 	nodeHealthAddon     = "node-health"
-)
-
-// Node conditions node-problem-detector sets; remediation.DefaultPolicy marks a node on each.
-const (
-	KernelDeadlockCondition     = "KernelDeadlock"
-	ReadonlyFilesystemCondition = "ReadonlyFilesystem"
-	NetworkProblemCondition     = "NetworkProblem"
-	GPUProblemCondition         = "GPUProblem"
 )
 
 func nodeProblemDetectorImage(c *spec.Cluster) BuiltImage {
@@ -91,22 +84,22 @@ var kernelRules = []kernelRule{
 	{"temporary", "", "TransmitQueueTimedOut", `NETDEV WATCHDOG: \S+ \(\S+\): transmit queue \d+ timed out.*`},
 	{"temporary", "", "GPUXid", nvidiaXid + `\d+,.*`},
 	// The container runtime stuck in the kernel: no pod on the node starts or stops.
-	{"permanent", KernelDeadlockCondition, "ContainerdHung", `task containerd:\w+ blocked for more than \w+ seconds\.`},
-	{"permanent", KernelDeadlockCondition, "DockerHung", `task docker:\w+ blocked for more than \w+ seconds\.`},
-	{"permanent", ReadonlyFilesystemCondition, "FilesystemIsReadOnly", `.*Remounting filesystem read-only.*`},
+	{"permanent", wellknown.KernelDeadlockCondition, "ContainerdHung", `task containerd:\w+ blocked for more than \w+ seconds\.`},
+	{"permanent", wellknown.KernelDeadlockCondition, "DockerHung", `task docker:\w+ blocked for more than \w+ seconds\.`},
+	{"permanent", wellknown.ReadonlyFilesystemCondition, "FilesystemIsReadOnly", `.*Remounting filesystem read-only.*`},
 	// The Mellanox NIC (Azure's accelerated networking and InfiniBand) gave up after its health checks.
-	{"permanent", NetworkProblemCondition, "NICHealthCompromised", `mlx5_core \S+: .*device's health compromised.*`},
+	{"permanent", wellknown.NetworkProblemCondition, "NICHealthCompromised", `mlx5_core \S+: .*device's health compromised.*`},
 	// Xids that need a GPU reset or a new machine (NVIDIA's Xid catalog): 48 double-bit ECC,
 	// 74 NVLink, 79 fallen off the bus, 95 uncontained ECC, 119 and 120 GSP firmware.
-	{"permanent", GPUProblemCondition, "GPUXidFatal", nvidiaXid + `(48|74|79|95|119|120),.*`},
+	{"permanent", wellknown.GPUProblemCondition, "GPUXidFatal", nvidiaXid + `(48|74|79|95|119|120),.*`},
 }
 
 // kernelConditions are the conditions' healthy states, which the agent sets when it starts.
 var kernelConditions = []map[string]string{
-	{"type": KernelDeadlockCondition, "reason": "KernelHasNoDeadlock", "message": "kernel has no deadlock"},
-	{"type": ReadonlyFilesystemCondition, "reason": "FilesystemIsNotReadOnly", "message": "Filesystem is not read-only"},
-	{"type": NetworkProblemCondition, "reason": "NICIsHealthy", "message": "no NIC reported a compromised health"},
-	{"type": GPUProblemCondition, "reason": "NoFatalGPUXid", "message": "no GPU reported a fatal Xid"},
+	{"type": wellknown.KernelDeadlockCondition, "reason": "KernelHasNoDeadlock", "message": "kernel has no deadlock"},
+	{"type": wellknown.ReadonlyFilesystemCondition, "reason": "FilesystemIsNotReadOnly", "message": "Filesystem is not read-only"},
+	{"type": wellknown.NetworkProblemCondition, "reason": "NICIsHealthy", "message": "no NIC reported a compromised health"},
+	{"type": wellknown.GPUProblemCondition, "reason": "NoFatalGPUXid", "message": "no GPU reported a fatal Xid"},
 }
 
 // kernelMonitor is node-problem-detector's system log monitor configuration (its MonitorConfig).
@@ -142,23 +135,57 @@ func nodeHealth(c *spec.Cluster) []Object {
 }
 
 // nodeAgentsOwnNode: RBAC cannot say "your own node" to a service account (the Node authorizer
-// does it only for kubelets), so the agents' right to update Nodes would reach every Node. A
-// pod's token names the node the pod was bound to (the authentication.kubernetes.io/node-name
-// extra), and this policy refuses an agent's update or patch of any other Node or its status.
+// does it only for kubelets), nor "these fields", so the agents' right to update Nodes would reach
+// every Node and every field. A pod's token names the node the pod was bound to (the
+// authentication.kubernetes.io/node-name extra); this policy refuses an agent's update or patch of
+// any other Node, and of anything on its own but what the agent owns: its conditions, and for the
+// clusterforge-ops agent taking the preflight taint off. Labels, annotations, other taints, the
+// cordon, addresses and capacity would move the node to another pool or team, or lie to the
+// scheduler and the apiservers.
 func nodeAgentsOwnNode() []Object {
-	agents := []string{}
-	for _, name := range []string{OpsAgentName, NodeProblemDetectorName} {
-		agents = append(agents, "'system:serviceaccount:"+SystemNamespace+":"+name+"'")
+	opsAgent, npd := quote(serviceAccountUser(SystemNamespace, OpsAgentName)), quote(serviceAccountUser(SystemNamespace, NodeProblemDetectorName))
+	list := func(values []string) string {
+		quoted := make([]string, len(values))
+		for i, v := range values {
+			quoted[i] = quote(v)
+		}
+		return "[" + strings.Join(quoted, ", ") + "]"
 	}
 	const nodeName = "'authentication.kubernetes.io/node-name'"
+	preflight := quote(wellknown.PreflightTaint)
+	unchanged := func(path, empty string) string {
+		return "object." + path + ".orValue(" + empty + ") == oldObject." + path + ".orValue(" + empty + ")"
+	}
 	return admissionPolicy(NodeAgentsOwnNodePolicy,
 		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Update)},
-		[]admissionregistrationv1.MatchCondition{{Name: "node-agents", Expression: "request.userInfo.username in [" + strings.Join(agents, ", ") + "]"}},
-		nil,
+		[]admissionregistrationv1.MatchCondition{{Name: "node-agents", Expression: "request.userInfo.username in [" + opsAgent + ", " + npd + "]"}},
+		[]admissionregistrationv1.Variable{
+			{Name: "ownConditions", Expression: "request.userInfo.username == " + opsAgent + " ? " +
+				list([]string{wellknown.PreflightFailedCondition, wellknown.MaintenanceScheduledCondition}) + " : " + list(wellknown.NodeProblemConditions)},
+			{Name: "taints", Expression: "object.spec.?taints.orValue([])"},
+			{Name: "oldTaints", Expression: "oldObject.spec.?taints.orValue([])"},
+		},
 		admissionregistrationv1.Validation{
 			Expression: "has(request.userInfo.extra) && " + nodeName + " in request.userInfo.extra && " +
 				"object.metadata.name in request.userInfo.extra[" + nodeName + "]",
 			Message: "a node agent may change only the Node its pod runs on",
+		},
+		admissionregistrationv1.Validation{
+			Expression: unchanged("metadata.?labels", "{}") + " && " + unchanged("metadata.?annotations", "{}") + " && " +
+				unchanged("spec.?unschedulable", "false"),
+			Message: "a node agent may not change its Node's labels, annotations or cordon",
+		},
+		admissionregistrationv1.Validation{
+			Expression: "variables.taints == variables.oldTaints || request.userInfo.username == " + opsAgent + " && " +
+				"variables.taints.filter(t, t.key != " + preflight + ") == variables.oldTaints.filter(t, t.key != " + preflight + ") && " +
+				"variables.taints.size() < variables.oldTaints.size()",
+			Message: "a node agent may not change its Node's taints; the clusterforge-ops agent may only take the preflight taint off",
+		},
+		admissionregistrationv1.Validation{
+			Expression: "object.status.?conditions.orValue([]).filter(c, !(c.type in variables.ownConditions)) == " +
+				"oldObject.status.?conditions.orValue([]).filter(c, !(c.type in variables.ownConditions)) && " +
+				unchanged("status.?addresses", "[]") + " && " + unchanged("status.?capacity", "{}") + " && " + unchanged("status.?allocatable", "{}"),
+			Message: "a node agent may change only its own conditions in its Node's status",
 		})
 }
 

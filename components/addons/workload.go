@@ -10,6 +10,11 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
+// serviceAccountUser is the user name a service account's tokens authenticate as.
+func serviceAccountUser(namespace, name string) string {
+	return "system:serviceaccount:" + namespace + ":" + name
+}
+
 // serviceAccount is a workload's account: its cluster-wide rules in the ClusterRole
 // "clusterforge:<name>" and its rules in its own namespace in the Role "<name>", each bound to it.
 func serviceAccount(namespace, name string, clusterRules, namespaceRules []rbacv1.PolicyRule) []Object {

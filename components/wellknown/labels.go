@@ -35,3 +35,19 @@ const (
 	EvacuateAnnotation = "clusterforge.io/maintenance-drain"
 	DrainedAnnotation  = "clusterforge.io/maintenance-drained"
 )
+
+// Node conditions the node agents set, each on its own node: node-problem-detector the kernel's
+// (NodeProblemConditions), the clusterforge-ops agent preflight's and Azure maintenance's.
+// Remediation marks a node on each; the node agents' admission policy lets each agent change only
+// its own.
+const (
+	KernelDeadlockCondition       = "KernelDeadlock"
+	ReadonlyFilesystemCondition   = "ReadonlyFilesystem"
+	NetworkProblemCondition       = "NetworkProblem"
+	GPUProblemCondition           = "GPUProblem"
+	PreflightFailedCondition      = "PreflightFailed"
+	MaintenanceScheduledCondition = "MaintenanceScheduled"
+)
+
+// NodeProblemConditions are node-problem-detector's conditions.
+var NodeProblemConditions = []string{KernelDeadlockCondition, ReadonlyFilesystemCondition, NetworkProblemCondition, GPUProblemCondition}

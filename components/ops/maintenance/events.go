@@ -13,12 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Condition is the node condition the watcher keeps.
-const Condition corev1.NodeConditionType = "MaintenanceScheduled"
+const Condition corev1.NodeConditionType = wellknown.MaintenanceScheduledCondition
 
 // Path is the metadata service's Scheduled Events endpoint, with the API version read here.
 const Path = "/metadata/scheduledevents?api-version=2020-07-01"

@@ -18,7 +18,7 @@ import (
 
 // FailedCondition is the node condition a failed pass sets True (and a passing one False);
 // remediation replaces a node whose condition stays True (L35).
-const FailedCondition corev1.NodeConditionType = "PreflightFailed"
+const FailedCondition corev1.NodeConditionType = wellknown.PreflightFailedCondition
 
 // Agent tests its own node.
 type Agent struct {

@@ -52,11 +52,11 @@ type Policy struct {
 func DefaultPolicy() Policy {
 	return Policy{
 		Problems: []Problem{
-			{"KernelDeadlock", corev1.ConditionTrue},
-			{"ReadonlyFilesystem", corev1.ConditionTrue},
-			{"NetworkProblem", corev1.ConditionTrue},
-			{"PreflightFailed", corev1.ConditionTrue},
-			{"GPUProblem", corev1.ConditionTrue},
+			{wellknown.KernelDeadlockCondition, corev1.ConditionTrue},
+			{wellknown.ReadonlyFilesystemCondition, corev1.ConditionTrue},
+			{wellknown.NetworkProblemCondition, corev1.ConditionTrue},
+			{wellknown.PreflightFailedCondition, corev1.ConditionTrue},
+			{wellknown.GPUProblemCondition, corev1.ConditionTrue},
 			{corev1.NodeReady, corev1.ConditionFalse},
 			{corev1.NodeReady, corev1.ConditionUnknown},
 		},

@@ -162,7 +162,7 @@ func TestNodeProblemDetectorReportsItsOwnNode(t *testing.T) {
 	expect := func(node string, status corev1.ConditionStatus, reason string) {
 		t.Helper()
 		if err := drills.WaitNode(ctx, cs, node, 2*time.Minute, func(n *corev1.Node) error {
-			c, ok := nodestatus.Condition(n, addons.KernelDeadlockCondition)
+			c, ok := nodestatus.Condition(n, wellknown.KernelDeadlockCondition)
 			if !ok {
 				return fmt.Errorf("no %s condition yet", c.Type)
 			}

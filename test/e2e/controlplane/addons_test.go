@@ -57,6 +57,7 @@ func TestAddons(t *testing.T) {
 	t.Run("DNSReplicasOnDistinctNodes", func(t *testing.T) { checkDNSSpread(t, cs) })
 	t.Run("NoDaemonSetListsOrWatchesClusterScope", func(t *testing.T) { checkNoPerNodePollers(t, cs, objs) })
 	t.Run("TenancyAtAdmission", func(t *testing.T) { checkTenancy(t, cs) })
+	t.Run("NodeAgentsChangeOnlyTheirFields", func(t *testing.T) { checkNodeAgentFields(t, cs) })
 	gpuPool := poolWhere(func(p spec.Pool) bool { return p.IsGPU() })
 	if gpuPool.Name == "" {
 		t.Fatal("the stack has no GPU pool to run the balloon and gang checks on")
