@@ -73,6 +73,9 @@ func TestHostileValuesStayOneArgument(t *testing.T) {
 			}
 		}
 		for _, u := range m.Units {
+			if strings.HasSuffix(u.Name, ".path") { // a trigger: no command of its own
+				continue
+			}
 			loaded := systemdLoad(t, dir, u.Name)
 			if loaded.execs["ExecStart"] == nil {
 				t.Errorf("%s: systemd sees no ExecStart:\n%s", u.Name, loaded.dump)

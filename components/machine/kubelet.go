@@ -167,6 +167,61 @@ Wants=` + FabricManagerUnit + `
 After=` + FabricManagerUnit + `
 `
 
+// KubeletClientCert is the kubelet's client certificate, which its TLS bootstrap writes and then
+// rotates: once it is there the bootstrap credential has done its work.
+const KubeletClientCert = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+
+// BootstrapCopies are the files that hold the join token on a worker besides
+// KubeletBootstrapKubeconfig, as shell globs: cloud-init's copies of the user-data and the
+// cloud-config it made of them, its cached datasource, and the Azure agent's custom data.
+var BootstrapCopies = []string{
+	"/var/lib/cloud/instances/*/user-data.txt*", "/var/lib/cloud/instances/*/cloud-config.txt", "/var/lib/cloud/instances/*/obj.pkl",
+	"/var/lib/waagent/CustomData", "/var/lib/waagent/ovf-env.xml",
+}
+
+// forgetBootstrapUnit removes the join token from the worker once the kubelet holds its client
+// certificate, on every boot (Azure's datasource stores the custom data again): root on a worker
+// can then pose as that node only, not join as any other. A path unit starts it, so the wait
+// delays no boot target.
+const forgetBootstrapUnit = "clusterforge-forget-bootstrap"
+
+func forgetBootstrap() part {
+	script := `#!/bin/sh
+# Removes the join token once the kubelet holds its client certificate and kubeconfig.
+set -eu
+for _ in $(seq 60); do
+  [ -s ` + ShellQuote(KubeletKubeconfig) + ` ] && break
+  sleep 1
+done
+[ -s ` + ShellQuote(KubeletKubeconfig) + ` ] || { echo "the kubelet wrote no kubeconfig: the join token stays" >&2; exit 1; }
+rm -f ` + ShellQuote(KubeletBootstrapKubeconfig) + ` ` + strings.Join(BootstrapCopies, " ") + `
+echo "join token removed"
+`
+	path := LibexecDir + "/forget-bootstrap"
+	return part{
+		files: []File{{Path: path, Content: script, Mode: 0o755}},
+		units: []Unit{
+			{Name: forgetBootstrapUnit + ".path", Enable: true, Content: `[Unit]
+Description=clusterforge: remove the join token once the kubelet holds its certificate
+
+[Path]
+PathExists=` + KubeletClientCert + `
+
+[Install]
+WantedBy=multi-user.target
+`},
+			{Name: forgetBootstrapUnit + ".service", Content: `[Unit]
+Description=clusterforge: remove the join token
+After=cloud-init.service
+
+[Service]
+Type=oneshot
+ExecStart=` + ExecArg(path) + `
+`},
+		},
+	}
+}
+
 func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 	files := []File{
 		{Path: CertPath("", pki.ClusterCA), Content: b.Pair(pki.ClusterCA).CertPEM, Mode: certMode},
@@ -176,14 +231,14 @@ func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 	if size, _ := spec.VMCapacity(pool.VMSize); size.NVSwitch {
 		files = append(files, File{Path: UnitDir + "/kubelet.service.d/20-fabricmanager.conf", Content: fabricManagerDropIn, Mode: unitMode})
 	}
-	jitter := joinJitter(c.Joins.JitterSeconds())
+	jitter, forget := joinJitter(c.Joins.JitterSeconds()), forgetBootstrap()
 	return part{
-		files: append(files, jitter.files...),
-		units: []Unit{jitter.units[0], service{
+		files: append(append(files, jitter.files...), forget.files...),
+		units: append(forget.units, jitter.units[0], service{
 			name: "kubelet", description: "Kubernetes node agent (pool " + pool.Name + ")",
 			after: []string{identityUnit, ContainerdUnit, joinJitterUnit}, requires: []string{identityUnit, joinJitterUnit},
 			binary: BinDir + "/kubelet", flags: KubeletFlags(pool), envFiles: []string{NodeEnvFile},
-		}.unit()},
+		}.unit()),
 	}
 }
 

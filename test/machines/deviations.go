@@ -39,7 +39,7 @@ var Deviations = []Deviation{
 		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, zone, location, size and NIC address, and with the scheduled events a drill writes (a machine's start of one of its events marks it Started, nothing reboots); it issues no managed-identity tokens"},
 	{"cloud-init datasource", "cloud-init's Azure datasource: customData, the VM's name, DHCP networking",
 		"no cloud-init: the rehearsal writes the rendered files under the machine's root",
-		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set)"},
+		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set); the seed keeps the join token after clusterforge-forget-bootstrap removes cloud-init's copies"},
 	{"OS disk", "each VM's OS disk is a copy of its gallery image",
 		"every absolute path (files, flags, scripts) is placed under build/rehearse/<env>/machines/<machine>/; binaries are links to .tools/bin",
 		"the baked image unpacked once per role into build/boot/<env>/images/, under an overlay per machine whose upper layer is the machine's own; its free space is this host's, so a drop-in removes the workers' nodefs eviction thresholds from the kubelet's config before each start (a full host disk would evict every pod)"},

@@ -109,6 +109,10 @@ func (b *Booted) unpack(ctx context.Context, image string) error {
 	return os.WriteFile(stamp, []byte(want), 0o644)
 }
 
+// CloudInitSeed is where a machine's NoCloud datasource lies, its user-data with the join token
+// among it; Azure's custom data comes from the provisioning media instead.
+const CloudInitSeed = "/var/lib/cloud/seed/nocloud"
+
 // create makes a machine's disks: the OS disk, its image under an overlay whose upper layer holds
 // what the machine writes, seeded with the user-data for cloud-init (deviation "cloud-init
 // datasource"); and the local disk, a loop device over a sparse file.
@@ -131,7 +135,7 @@ func (b *Booted) create(m *Machine) error {
 	if err != nil {
 		return err
 	}
-	seed := "/var/lib/cloud/seed/nocloud"
+	seed := CloudInitSeed
 	files := []machine.File{
 		{Path: seed + "/meta-data", Content: "instance-id: " + m.Name + "\nlocal-hostname: " + m.Name + "\n", Mode: 0o600},
 		{Path: seed + "/user-data", Content: string(userData), Mode: 0o600},
