@@ -235,8 +235,8 @@ func impersonate(t *testing.T, user string, groups ...string) *kubernetes.Client
 }
 
 // The approver that leads loses its lease when its machine's apiserver is down for 30 s, and
-// stands for election again without exiting: the same process runs on, says so in its log, and the
-// lease is renewed once the apiserver is back. (It used to return and exit 0, which its unit did
+// stands for election again without exiting: the same process runs on, says so in its log, and,
+// its rivals frozen, holds the lease again once its apiserver is back. (It used to return and exit 0, which its unit did
 // not restart: a few apiserver restarts left no approver.)
 func TestCSRApproverStandsAgainAfterItsAPIServersOutage(t *testing.T) {
 	framework.NeedRehearsal(t)
@@ -277,11 +277,21 @@ func TestCSRApproverStandsAgainAfterItsAPIServersOutage(t *testing.T) {
 	if log, err := os.ReadFile(before.Log); err != nil || !strings.Contains(string(log), leader.LostLease) {
 		t.Errorf("%s on %s did not lose and stand for its lease (log %s): %v", approver, victim, before.Log, err)
 	}
-	renewed := time.Now()
+	// Its rivals frozen, the lease can only come back to the victim if it stood again.
+	for _, in := range framework.Running.Of(spec.RoleAPIServer) {
+		if rival := framework.Running.Proc(in.Name, approver); in.Name != victim && rival != nil && rival.Alive() {
+			if err := syscall.Kill(rival.PID, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = syscall.Kill(rival.PID, syscall.SIGCONT) })
+		}
+	}
+	back := time.Now()
 	if err := drills.WaitUntil(time.Minute, func() error {
 		lease, err := cs.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, machine.CSRApproverLease, metav1.GetOptions{})
-		if err == nil && (lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(renewed)) {
-			err = fmt.Errorf("lease %s not renewed since the apiserver came back", machine.CSRApproverLease)
+		if err == nil && (lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != victim ||
+			lease.Spec.RenewTime == nil || lease.Spec.RenewTime.Time.Before(back)) {
+			err = fmt.Errorf("lease %s is not %s's again since its apiserver came back: %v", machine.CSRApproverLease, victim, lease.Spec.HolderIdentity)
 		}
 		return err
 	}); err != nil {
