@@ -129,9 +129,12 @@ func KernelMonitor(log KernelLog) string {
 // NodeAgentsOwnNodePolicy names the admission policy that keeps each node agent to its own Node.
 const NodeAgentsOwnNodePolicy = "clusterforge-node-agents-own-node"
 
+// NodeLabelsPolicy names the admission policy that keeps a kubelet from relabelling its Node.
+const NodeLabelsPolicy = "clusterforge-node-labels"
+
 // nodeHealth is node-problem-detector and the policy that holds the node agents to their nodes.
 func nodeHealth(c *spec.Cluster) []Object {
-	return append(nodeProblemDetector(c), nodeAgentsOwnNode()...)
+	return append(append(nodeProblemDetector(c), nodeAgentsOwnNode()...), nodeLabels()...)
 }
 
 // nodeAgentsOwnNode: RBAC cannot say "your own node" to a service account (the Node authorizer
@@ -188,6 +191,31 @@ func nodeAgentsOwnNode() []Object {
 			Message: "a node agent may change only its own conditions in its Node's status",
 		})
 }
+
+// nodeLabels: NodeRestriction lets a kubelet change its Node's labels outside the kubernetes.io
+// and k8s.io namespaces, and a pool's labels (clusterforge.io/pool, the GPU label, the stack's
+// own) are what place the system add-ons and every team's pods. A kubelet sets them when it
+// registers and never again, so this policy refuses any later change to them by a node: root on
+// one worker cannot move it into the system pool.
+func nodeLabels() []Object {
+	return admissionPolicy(NodeLabelsPolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Update)},
+		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: "'system:nodes' in request.userInfo.groups"}},
+		[]admissionregistrationv1.Variable{
+			{Name: "labels", Expression: "object.metadata.?labels.orValue({})"},
+			{Name: "oldLabels", Expression: "oldObject.metadata.?labels.orValue({})"},
+		},
+		admissionregistrationv1.Validation{
+			Expression: "variables.labels.filter(k, !(k in variables.oldLabels) || variables.oldLabels[k] != variables.labels[k])" +
+				".all(k, k.matches(" + quote(kubernetesLabel) + ")) && " +
+				"variables.oldLabels.filter(k, !(k in variables.labels)).all(k, k.matches(" + quote(kubernetesLabel) + "))",
+			Message: "a node may not change its labels outside kubernetes.io and k8s.io after it registers",
+		})
+}
+
+// kubernetesLabel matches the label keys NodeRestriction governs (kubernetes.io and k8s.io and
+// their subdomains), as a CEL regular expression.
+const kubernetesLabel = `^([^/]*\\.)?(kubernetes|k8s)\\.io/`
 
 // nodeProblemDetector is the agent's DaemonSet on every worker. It gets its own node and patches
 // its status (conditions), and writes events; it never lists or watches (L07).

@@ -24,8 +24,9 @@ import (
 // checkNodeAgentFields asks the real apiservers, as each node agent's service account with its
 // pod's node in the token (impersonated), what the agent may change on its own Node: its own
 // conditions, and for the clusterforge-ops agent taking the preflight taint off; never a label, an
-// annotation, another taint, the cordon or another agent's condition (the add-ons' admission
-// policy). Requests are dry runs; the preflight taint is put on the node for real, then taken off.
+// annotation, another taint, the cordon or another agent's condition. And as the node itself: its
+// kubelet's own labels, never the pool's (the add-ons' admission policies). Requests are dry runs;
+// the preflight taint is put on the node for real, then taken off.
 func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 	ctx := context.Background()
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -64,21 +65,25 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 	setTaints(func(ts []corev1.Taint) []corev1.Taint { return append(withoutPreflight(ts), preflight) })
 	t.Cleanup(func() { setTaints(withoutPreflight) })
 
-	agent := func(name string) *kubernetes.Clientset {
+	as := func(impersonate rest.ImpersonationConfig) *kubernetes.Clientset {
 		cfg, err := framework.Running.RESTConfig()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + addons.SystemNamespace + ":" + name,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + addons.SystemNamespace, "system:authenticated"},
-			Extra:  map[string][]string{"authentication.kubernetes.io/node-name": {node}}}
+		cfg.Impersonate = impersonate
 		client, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return client
 	}
+	agent := func(name string) *kubernetes.Clientset {
+		return as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + addons.SystemNamespace + ":" + name,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + addons.SystemNamespace, "system:authenticated"},
+			Extra:  map[string][]string{"authentication.kubernetes.io/node-name": {node}}})
+	}
 	opsAgent, npd := agent(addons.OpsAgentName), agent(addons.NodeProblemDetectorName)
+	kubelet := as(rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}})
 	dryRun := []string{metav1.DryRunAll}
 	change := func(client *kubernetes.Clientset, edit func(*corev1.Node)) func() error {
 		return func() error { return update(client, metav1.UpdateOptions{DryRun: dryRun}, edit) }
@@ -89,7 +94,7 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		_, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{DryRun: dryRun}, "status")
 		return err
 	}
-	policy := drills.RefusedBy(addons.NodeAgentsOwnNodePolicy)
+	policy := map[string]string{"after it registers": drills.RefusedBy(addons.NodeLabelsPolicy)}
 	for _, tc := range []struct {
 		what    string
 		change  func() error
@@ -113,6 +118,9 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		{"the ops agent marks its node not ready", func() error { return condition(opsAgent, string(corev1.NodeReady)) }, "conditions"},
 		{"the ops agent sets node-problem-detector's condition", func() error { return condition(opsAgent, wellknown.GPUProblemCondition) }, "conditions"},
 		{"node-problem-detector clears a failed preflight", func() error { return condition(npd, wellknown.PreflightFailedCondition) }, "conditions"},
+		{"the kubelet updates a label of its own", change(kubelet, func(n *corev1.Node) { n.Labels[corev1.LabelInstanceTypeStable] = "Standard_Drill" }), ""},
+		{"the kubelet moves its node to another pool", change(kubelet, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "after it registers"},
+		{"the kubelet adds a label a pool could place pods by", change(kubelet, func(n *corev1.Node) { n.Labels["example.com/accelerator"] = "a100" }), "after it registers"},
 	} {
 		// The policy may still be loading on one apiserver: a refusal is awaited, an admission is not.
 		err := drills.WaitUntil(time.Minute, func() error {
@@ -120,8 +128,12 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 			if tc.refusal == "" {
 				return nil
 			}
-			if err == nil || !strings.Contains(err.Error(), policy) || !strings.Contains(err.Error(), tc.refusal) {
-				return fmt.Errorf("%v, want the refusal of %s naming its %s", err, addons.NodeAgentsOwnNodePolicy, tc.refusal)
+			by, ok := policy[tc.refusal]
+			if !ok {
+				by = drills.RefusedBy(addons.NodeAgentsOwnNodePolicy)
+			}
+			if err == nil || !strings.Contains(err.Error(), by) || !strings.Contains(err.Error(), tc.refusal) {
+				return fmt.Errorf("%v, want the refusal of %s saying %q", err, by, tc.refusal)
 			}
 			return nil
 		})
