@@ -88,7 +88,7 @@ e2e: disk-free setup tools images-local ## End-to-end tier (root): the rehearsal
 	@! grep -E -- '^\s*--- SKIP' build/e2e.log || { echo "make e2e: the scenarios above skipped; outside -short every one must run (build/e2e.log)"; exit 1; }
 
 disk-free:
-	@mkdir -p build && free=$$(df -P -BG build | awk 'NR==2 {sub("G", "", $$4); print $$4}') && \
+	@mkdir -p build && free=$$(df -P -k build | awk 'NR==2 {print int($$4 / 1048576)}') && \
 	  [ "$$free" -ge $(E2E_FREE_GIB) ] || { echo "make e2e: $$free GiB free under build/, needs $(E2E_FREE_GIB): remove old runs' build/ directories (make boot-down and make rehearse-clean first)"; exit 1; }
 
 test-images: ## Test the Packer plugin (its own module) and fail if its generated HCL2 specs are stale

@@ -41,11 +41,10 @@ func nvidiaDevicePlugin(c *spec.Cluster) []Object {
 				{Name: "DEVICE_LIST_STRATEGY", Value: machine.NvidiaDeviceListStrategy},
 			},
 			Resources: NvidiaDevicePluginResources,
-			SecurityContext: &corev1.SecurityContext{
-				AllowPrivilegeEscalation: ptr(false),
-				Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			},
-			VolumeMounts: []corev1.VolumeMount{{Name: "device-plugins", MountPath: "/var/lib/kubelet/device-plugins"}},
+			// Privileged: the runtime gives an unprivileged container no GPU it was not allocated,
+			// and the plugin must see them all.
+			SecurityContext: &corev1.SecurityContext{Privileged: ptr(true)},
+			VolumeMounts:    []corev1.VolumeMount{{Name: "device-plugins", MountPath: "/var/lib/kubelet/device-plugins"}},
 		}},
 		Volumes: []corev1.Volume{hostPath("device-plugins", "/var/lib/kubelet/device-plugins")},
 	})

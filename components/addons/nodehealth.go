@@ -2,7 +2,6 @@ package addons
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -147,13 +146,6 @@ func nodeHealth(c *spec.Cluster) []Object {
 // scheduler and the apiservers.
 func nodeAgentsOwnNode() []Object {
 	opsAgent, npd := quote(serviceAccountUser(SystemNamespace, OpsAgentName)), quote(serviceAccountUser(SystemNamespace, NodeProblemDetectorName))
-	list := func(values []string) string {
-		quoted := make([]string, len(values))
-		for i, v := range values {
-			quoted[i] = quote(v)
-		}
-		return "[" + strings.Join(quoted, ", ") + "]"
-	}
 	const nodeName = "'authentication.kubernetes.io/node-name'"
 	preflight := quote(wellknown.PreflightTaint)
 	unchanged := func(path, empty string) string {
@@ -164,7 +156,7 @@ func nodeAgentsOwnNode() []Object {
 		[]admissionregistrationv1.MatchCondition{{Name: "node-agents", Expression: "request.userInfo.username in [" + opsAgent + ", " + npd + "]"}},
 		[]admissionregistrationv1.Variable{
 			{Name: "ownConditions", Expression: "request.userInfo.username == " + opsAgent + " ? " +
-				list([]string{wellknown.PreflightFailedCondition, wellknown.MaintenanceScheduledCondition}) + " : " + list(wellknown.NodeProblemConditions)},
+				quoteList(wellknown.PreflightFailedCondition, wellknown.MaintenanceScheduledCondition) + " : " + quoteList(wellknown.NodeProblemConditions...)},
 			{Name: "taints", Expression: "object.spec.?taints.orValue([])"},
 			{Name: "oldTaints", Expression: "oldObject.spec.?taints.orValue([])"},
 		},
@@ -173,23 +165,39 @@ func nodeAgentsOwnNode() []Object {
 				"object.metadata.name in request.userInfo.extra[" + nodeName + "]",
 			Message: "a node agent may change only the Node its pod runs on",
 		},
+		admissionregistrationv1.Validation{Expression: unchanged("metadata.?labels", "{}"),
+			Message: "a node agent may not change its Node's labels"},
+		admissionregistrationv1.Validation{Expression: unchanged("metadata.?annotations", "{}"),
+			Message: "a node agent may not change its Node's annotations"},
 		admissionregistrationv1.Validation{
-			Expression: unchanged("metadata.?labels", "{}") + " && " + unchanged("metadata.?annotations", "{}") + " && " +
-				unchanged("spec.?unschedulable", "false"),
-			Message: "a node agent may not change its Node's labels, annotations or cordon",
-		},
+			Expression: unchanged("metadata.?finalizers", "[]") + " && " + unchanged("metadata.?ownerReferences", "[]"),
+			Message:    "a node agent may not change its Node's finalizers or owners"},
+		admissionregistrationv1.Validation{Expression: unchanged("spec.?unschedulable", "false"),
+			Message: "a node agent may not cordon or uncordon its Node"},
 		admissionregistrationv1.Validation{
 			Expression: "variables.taints == variables.oldTaints || request.userInfo.username == " + opsAgent + " && " +
 				"variables.taints.filter(t, t.key != " + preflight + ") == variables.oldTaints.filter(t, t.key != " + preflight + ") && " +
 				"variables.taints.size() < variables.oldTaints.size()",
 			Message: "a node agent may not change its Node's taints; the clusterforge-ops agent may only take the preflight taint off",
 		},
+		admissionregistrationv1.Validation{Expression: sameFieldsBut("spec", "taints", "unschedulable"),
+			Message: "a node agent may not change its Node's spec"},
 		admissionregistrationv1.Validation{
-			Expression: "object.status.?conditions.orValue([]).filter(c, !(c.type in variables.ownConditions)) == " +
-				"oldObject.status.?conditions.orValue([]).filter(c, !(c.type in variables.ownConditions)) && " +
-				unchanged("status.?addresses", "[]") + " && " + unchanged("status.?capacity", "{}") + " && " + unchanged("status.?allocatable", "{}"),
+			Expression: sameFieldsBut("status", "conditions") + " && " +
+				"object.status.?conditions.orValue([]).filter(c, !(c.type in variables.ownConditions)) == " +
+				"oldObject.status.?conditions.orValue([]).filter(c, !(c.type in variables.ownConditions))",
 			Message: "a node agent may change only its own conditions in its Node's status",
 		})
+}
+
+// sameFieldsBut is a CEL test that object's and oldObject's field (spec, status) have the same
+// keys with the same values, the named keys aside.
+func sameFieldsBut(field string, except ...string) string {
+	skip := "!(k in " + quoteList(except...) + ")"
+	obj, old := "object."+field+"", "oldObject."+field
+	return "(!has(" + obj + ") && !has(" + old + ") || has(" + obj + ") && has(" + old + ") && " +
+		obj + ".filter(k, " + skip + ").all(k, k in " + old + " && " + obj + "[k] == " + old + "[k]) && " +
+		old + ".filter(k, " + skip + ").all(k, k in " + obj + "))"
 }
 
 // nodeLabels: NodeRestriction lets a kubelet change its Node's labels outside the kubernetes.io

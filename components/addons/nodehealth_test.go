@@ -3,6 +3,7 @@ package addons
 import (
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // The kernel rules as the pinned node-problem-detector reads them: the real binary follows a log
@@ -151,4 +153,25 @@ func freeLoopbackPort(t *testing.T) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// node-problem-detector patches all its conditions at once: a condition of its config that the
+// node agents' policy does not count as its own would get every patch refused.
+func TestNodeProblemDetectorOwnsTheConditionsItSets(t *testing.T) {
+	sets := map[string]bool{}
+	for _, c := range kernelConditions {
+		sets[c["type"]] = true
+	}
+	for _, r := range kernelRules {
+		if r.Condition != "" {
+			sets[r.Condition] = true
+		}
+	}
+	owned := map[string]bool{}
+	for _, c := range wellknown.NodeProblemConditions {
+		owned[c] = true
+	}
+	if !maps.Equal(sets, owned) {
+		t.Errorf("node-problem-detector sets %v, its policy lets it change %v", slices.Sorted(maps.Keys(sets)), wellknown.NodeProblemConditions)
+	}
 }

@@ -55,12 +55,6 @@ func tenancy(*spec.Cluster) []Object {
 			Message:    "a team namespace enforces the restricted Pod Security level: label it " + psaapi.EnforceLevelLabel + "=" + string(psaapi.LevelRestricted),
 		})
 
-	quoted := func(values ...string) string {
-		for i := range values {
-			values[i] = quote(values[i])
-		}
-		return "[" + strings.Join(values, ", ") + "]"
-	}
 	// Probes and lifecycle hooks that name a host are sent by the kubelet from the node's own
 	// network, past the metadata guard (Pod Security refuses them only from v1.34).
 	var hostless []string
@@ -93,7 +87,7 @@ func tenancy(*spec.Cluster) []Object {
 			Message: "a team's pod may not choose its node (by name or host name): the scheduler places it on the team's nodes or shared ones",
 		},
 		admissionregistrationv1.Validation{
-			Expression: "request.operation != 'CREATE' || object.spec.?priorityClassName.orValue('') in " + quoted(append([]string{""}, TenantPriorityClasses...)...),
+			Expression: "request.operation != 'CREATE' || object.spec.?priorityClassName.orValue('') in " + quoteList(append([]string{""}, TenantPriorityClasses...)...),
 			Message:    "a team's pod runs at one of the priority classes " + strings.Join(TenantPriorityClasses, ", "),
 		},
 		admissionregistrationv1.Validation{
@@ -102,7 +96,7 @@ func tenancy(*spec.Cluster) []Object {
 				"(t.?operator.orValue('Equal') == 'Equal' && t.?value.orValue('') == variables.team) || " +
 				"(t.?operator.orValue('') == 'Exists' && object.spec.?priorityClassName.orValue('') == " + quote(wellknown.BorrowPriority) + "))) || " +
 				"(t.?key.orValue('') == " + quote(machine.GPUResource) + " && variables.gpu) || " +
-				"(t.?key.orValue('') in " + quoted(corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable) + " && t.?effect.orValue('') == 'NoExecute' && " +
+				"(t.?key.orValue('') in " + quoteList(corev1.TaintNodeNotReady, corev1.TaintNodeUnreachable) + " && t.?effect.orValue('') == 'NoExecute' && " +
 				"t.?tolerationSeconds.orValue(" + strconv.Itoa(NotReadyToleranceSeconds+1) + ") <= " + strconv.Itoa(NotReadyToleranceSeconds) + "))",
 			Message: "a team's pod may tolerate only its own team's taint (every team's at the " + wellknown.BorrowPriority + " priority), " +
 				"the GPU taint when it asks for GPUs, and not-ready or unreachable nodes for at most " + strconv.Itoa(NotReadyToleranceSeconds) + " s",
@@ -144,3 +138,12 @@ func rules(resources []string, ops ...admissionregistrationv1.OperationType) []a
 
 // quote is a CEL string literal of a label, taint or class name (none holds a quote).
 func quote(s string) string { return "'" + s + "'" }
+
+// quoteList is a CEL list of such string literals.
+func quoteList(values ...string) string {
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = quote(v)
+	}
+	return "[" + strings.Join(quoted, ", ") + "]"
+}

@@ -45,7 +45,8 @@ func TestFabricManagerComesBeforeTheKubeletOnNVSwitchSizes(t *testing.T) {
 
 // NVIDIA's own runtime hook (the pinned toolkit, built by `make tools`), configured as the GPU bake
 // configures it, passes a container only the GPUs the device plugin mounted: a CUDA image's
-// NVIDIA_VISIBLE_DEVICES=all with no GPU requested gets none, and "all" cannot widen an allocation.
+// NVIDIA_VISIBLE_DEVICES=all with no GPU requested gets none, and "all" cannot widen an allocation;
+// the privileged device plugin still sees every GPU.
 func TestGPUContainersGetOnlyTheirAllocatedGPUs(t *testing.T) {
 	ctk, hook := toolkitBinary(t, "nvidia-ctk"), toolkitBinary(t, "nvidia-container-runtime-hook")
 	dir := t.TempDir()
@@ -70,15 +71,19 @@ func TestGPUContainersGetOnlyTheirAllocatedGPUs(t *testing.T) {
 	run(ctk, "config", "--config-file", config, "--in-place", "--set", "nvidia-container-cli.path="+cli)
 
 	// devices runs the hook's prestart on a container and returns the --device it passed, or "none".
-	devices := func(env []string, allocated ...string) string {
+	devices := func(env []string, privileged bool, allocated ...string) string {
 		t.Helper()
 		bundle := t.TempDir()
 		var mounts []map[string]string
 		for _, id := range allocated {
 			mounts = append(mounts, map[string]string{"destination": "/var/run/nvidia-container-devices/" + id, "source": "/dev/null", "type": "bind"})
 		}
+		caps := []string{"CAP_CHOWN"}
+		if privileged {
+			caps = append(caps, "CAP_SYS_ADMIN") // what the hook takes for privileged
+		}
 		spec, _ := json.Marshal(map[string]any{"ociVersion": "1.0.2", "root": map[string]string{"path": filepath.Join(bundle, "rootfs")},
-			"process": map[string]any{"env": env, "capabilities": map[string][]string{"bounding": {"CAP_CHOWN"}}}, "mounts": mounts})
+			"process": map[string]any{"env": env, "capabilities": map[string][]string{"bounding": caps}}, "mounts": mounts})
 		if err := os.WriteFile(filepath.Join(bundle, "config.json"), spec, 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -100,16 +105,18 @@ func TestGPUContainersGetOnlyTheirAllocatedGPUs(t *testing.T) {
 		return "none"
 	}
 	for _, tc := range []struct {
-		name      string
-		env       []string
-		allocated []string
-		want      string
+		name       string
+		env        []string
+		privileged bool
+		allocated  []string
+		want       string
 	}{
-		{"a CUDA image, no GPU requested", []string{"NVIDIA_VISIBLE_DEVICES=all"}, nil, "none"},
-		{"one GPU allocated, the image asking for all", []string{"NVIDIA_VISIBLE_DEVICES=all"}, []string{"GPU-0a"}, "GPU-0a"},
-		{"two GPUs allocated", []string{"NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices"}, []string{"GPU-0a", "GPU-1b"}, "GPU-0a,GPU-1b"},
+		{"a CUDA image, no GPU requested", []string{"NVIDIA_VISIBLE_DEVICES=all"}, false, nil, "none"},
+		{"one GPU allocated, the image asking for all", []string{"NVIDIA_VISIBLE_DEVICES=all"}, false, []string{"GPU-0a"}, "GPU-0a"},
+		{"two GPUs allocated", []string{"NVIDIA_VISIBLE_DEVICES=/var/run/nvidia-container-devices"}, false, []string{"GPU-0a", "GPU-1b"}, "GPU-0a,GPU-1b"},
+		{"the device plugin, privileged", []string{"NVIDIA_VISIBLE_DEVICES=all"}, true, nil, "all"},
 	} {
-		if got := devices(tc.env, tc.allocated...); got != tc.want {
+		if got := devices(tc.env, tc.privileged, tc.allocated...); got != tc.want {
 			t.Errorf("%s: the hook passed devices %q, want %q", tc.name, got, tc.want)
 		}
 	}

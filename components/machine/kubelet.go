@@ -169,20 +169,22 @@ After=` + FabricManagerUnit + `
 
 // KubeletClientCert is the kubelet's client certificate, which its TLS bootstrap writes and then
 // rotates: once it is there the bootstrap credential has done its work.
-const KubeletClientCert = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+const KubeletClientCert = KubeletDir + "/pki/kubelet-client-current.pem"
 
 // BootstrapCopies are the files that hold the join token on a worker besides
 // KubeletBootstrapKubeconfig, as shell globs: cloud-init's copies of the user-data and the
-// cloud-config it made of them, its cached datasource, and the Azure agent's custom data.
+// cloud-config it made of them (newer releases also under /run), its cached datasource, and the
+// provisioning copies of the custom data (ovf-env.xml, which cloud-init reads again on reboots;
+// without it Debian 12's cloud-init asks the metadata service, which has no custom data).
 var BootstrapCopies = []string{
 	"/var/lib/cloud/instances/*/user-data.txt*", "/var/lib/cloud/instances/*/cloud-config.txt", "/var/lib/cloud/instances/*/obj.pkl",
-	"/var/lib/waagent/CustomData", "/var/lib/waagent/ovf-env.xml",
+	"/run/cloud-init/combined-cloud-config.json", "/var/lib/waagent/CustomData", "/var/lib/waagent/ovf-env.xml",
 }
 
 // forgetBootstrapUnit removes the join token from the worker once the kubelet holds its client
-// certificate, on every boot (Azure's datasource stores the custom data again): root on a worker
-// can then pose as that node only, not join as any other. A path unit starts it, so the wait
-// delays no boot target.
+// certificate: root on a worker can then pose as that node only, not join as any other. Only a
+// reimage brings the token back, and then this runs again. A path unit starts it, so the wait
+// delays no boot target; the service stays active once done, or the path would start it again.
 const forgetBootstrapUnit = "clusterforge-forget-bootstrap"
 
 func forgetBootstrap() part {
@@ -216,6 +218,7 @@ After=cloud-init.service
 
 [Service]
 Type=oneshot
+RemainAfterExit=yes
 ExecStart=` + ExecArg(path) + `
 `},
 		},

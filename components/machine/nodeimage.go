@@ -46,18 +46,23 @@ const (
 	NvidiaRuntimeConfig = "/etc/nvidia-container-runtime/config.toml"
 )
 
-// NvidiaDeviceListStrategy is how the device plugin passes a container its GPUs: as mounts under
-// /var/run/nvidia-container-devices, which a pod cannot write in its spec.
+// NvidiaDeviceListStrategy is how the device plugin passes a container its GPUs: as /dev/null
+// mounts under /var/run/nvidia-container-devices, which only a pod with host paths (none at the
+// baseline Pod Security level) could forge.
 const NvidiaDeviceListStrategy = "volume-mounts"
 
-// NvidiaCTKConfig is the command line that makes the toolkit's config at path take a container's
-// GPUs only from the device plugin's mounts. At the toolkit's defaults an unprivileged container's
-// NVIDIA_VISIBLE_DEVICES, which CUDA images set to "all", reaches every GPU of its node with none
-// requested.
+// NvidiaCTKConfig is the command line that makes the toolkit's config at path take an
+// unprivileged container's GPUs only from the device plugin's mounts. At the toolkit's defaults
+// its NVIDIA_VISIBLE_DEVICES, which CUDA images set to "all", reaches every GPU of its node with
+// none requested. Privileged containers (the device plugin) still get what the variable names.
+// The runtime stays in legacy mode (the prestart hook, which a test runs), not the release's
+// just-in-time CDI default; since v1.18.0 its other device modifiers (InfiniBand, NVSwitch, GDS,
+// graphics) also act only on devices the container may have.
 func NvidiaCTKConfig(path string) []string {
 	return []string{NvidiaCTK, "config", "--config-file", path, "--in-place",
 		"--set", "accept-nvidia-visible-devices-envvar-when-unprivileged=false",
-		"--set", "accept-nvidia-visible-devices-as-volume-mounts=true"}
+		"--set", "accept-nvidia-visible-devices-as-volume-mounts=true",
+		"--set", "nvidia-container-runtime.mode=legacy"}
 }
 
 // ContainerdConfig is containerd's config (version 2, containerd 1.7). On GPU images the default
@@ -121,7 +126,7 @@ kernel.keys.root_maxbytes = 25000000
 # Training jobs and their sidecars watch many files.
 fs.inotify.max_user_watches = 1048576
 fs.inotify.max_user_instances = 8192
-# Room for every pod's kubelet.podPidsLimit and the node's own processes.
+# Debian's own value, stated: kubelet.podPidsLimit is bounded by it.
 kernel.pid_max = ` + strconv.Itoa(spec.MaxPodPids) + `
 `
 

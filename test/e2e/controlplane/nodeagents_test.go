@@ -94,54 +94,77 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		_, err := client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{DryRun: dryRun}, "status")
 		return err
 	}
-	policy := map[string]string{"after it registers": drills.RefusedBy(addons.NodeLabelsPolicy)}
-	for _, tc := range []struct {
-		what    string
-		change  func() error
-		refusal string // "" when admitted
-	}{
-		{"the ops agent takes the preflight taint off", change(opsAgent, func(n *corev1.Node) { n.Spec.Taints = withoutPreflight(n.Spec.Taints) }), ""},
-		{"the ops agent sets its preflight condition", func() error { return condition(opsAgent, wellknown.PreflightFailedCondition) }, ""},
-		{"the ops agent sets its maintenance condition", func() error { return condition(opsAgent, wellknown.MaintenanceScheduledCondition) }, ""},
-		{"node-problem-detector sets a kernel condition", func() error { return condition(npd, wellknown.KernelDeadlockCondition) }, ""},
-		{"the ops agent moves its node to another pool", change(opsAgent, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "labels"},
+	cases := []nodeChange{
+		{"the ops agent takes the preflight taint off", change(opsAgent, func(n *corev1.Node) { n.Spec.Taints = withoutPreflight(n.Spec.Taints) }), "", false},
+		{"the ops agent sets its preflight condition", func() error { return condition(opsAgent, wellknown.PreflightFailedCondition) }, "", false},
+		{"the ops agent sets its maintenance condition", func() error { return condition(opsAgent, wellknown.MaintenanceScheduledCondition) }, "", false},
+		{"node-problem-detector sets a kernel condition", func() error { return condition(npd, wellknown.KernelDeadlockCondition) }, "", false},
+		{"the ops agent moves its node to another pool", change(opsAgent, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "labels", false},
 		{"the ops agent marks its node for replacement", change(opsAgent, func(n *corev1.Node) {
 			n.Annotations = map[string]string{wellknown.ReasonAnnotation: "drill"}
-		}), "annotations"},
-		{"the ops agent cordons its node", change(opsAgent, func(n *corev1.Node) { n.Spec.Unschedulable = true }), "cordon"},
+		}), "annotations", false},
+		{"the ops agent holds its node's deletion with a finalizer", change(opsAgent, func(n *corev1.Node) {
+			n.Finalizers = append(n.Finalizers, "example.com/hold")
+		}), "finalizers or owners", false},
+		{"the ops agent cordons its node", change(opsAgent, func(n *corev1.Node) { n.Spec.Unschedulable = true }), "cordon or uncordon", false},
 		{"the ops agent gives its node to a team", change(opsAgent, func(n *corev1.Node) {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: wellknown.TeamKey, Value: "drill", Effect: corev1.TaintEffectNoSchedule})
-		}), "taints"},
+		}), "taints", false},
 		{"the ops agent swaps the preflight taint for a team's", change(opsAgent, func(n *corev1.Node) {
 			n.Spec.Taints = append(withoutPreflight(n.Spec.Taints), corev1.Taint{Key: wellknown.TeamKey, Value: "drill", Effect: corev1.TaintEffectNoSchedule})
-		}), "taints"},
-		{"the ops agent marks its node not ready", func() error { return condition(opsAgent, string(corev1.NodeReady)) }, "conditions"},
-		{"the ops agent sets node-problem-detector's condition", func() error { return condition(opsAgent, wellknown.GPUProblemCondition) }, "conditions"},
-		{"node-problem-detector clears a failed preflight", func() error { return condition(npd, wellknown.PreflightFailedCondition) }, "conditions"},
-		{"the kubelet updates a label of its own", change(kubelet, func(n *corev1.Node) { n.Labels[corev1.LabelInstanceTypeStable] = "Standard_Drill" }), ""},
-		{"the kubelet moves its node to another pool", change(kubelet, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "after it registers"},
-		{"the kubelet adds a label a pool could place pods by", change(kubelet, func(n *corev1.Node) { n.Labels["example.com/accelerator"] = "a100" }), "after it registers"},
-	} {
-		// The policy may still be loading on one apiserver: a refusal is awaited, an admission is not.
-		err := drills.WaitUntil(time.Minute, func() error {
-			err := tc.change()
-			if tc.refusal == "" {
-				return nil
-			}
-			by, ok := policy[tc.refusal]
-			if !ok {
-				by = drills.RefusedBy(addons.NodeAgentsOwnNodePolicy)
-			}
-			if err == nil || !strings.Contains(err.Error(), by) || !strings.Contains(err.Error(), tc.refusal) {
-				return fmt.Errorf("%v, want the refusal of %s saying %q", err, by, tc.refusal)
-			}
-			return nil
-		})
+		}), "taints", false},
+		{"the ops agent marks its node not ready", func() error { return condition(opsAgent, string(corev1.NodeReady)) }, "conditions", false},
+		{"the ops agent sets node-problem-detector's condition", func() error { return condition(opsAgent, wellknown.GPUProblemCondition) }, "conditions", false},
+		{"node-problem-detector clears a failed preflight", func() error { return condition(npd, wellknown.PreflightFailedCondition) }, "conditions", false},
+		{"the kubelet updates a label of its own", change(kubelet, func(n *corev1.Node) { n.Labels[corev1.LabelInstanceTypeStable] = "Standard_Drill" }), "", false},
+		{"the kubelet moves its node to another pool", change(kubelet, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "after it registers", true},
+		{"the kubelet adds a label a pool could place pods by", change(kubelet, func(n *corev1.Node) { n.Labels["example.com/accelerator"] = "a100" }), "after it registers", true},
+	}
+	check := func(tc nodeChange) error {
+		err := tc.change()
 		if tc.refusal == "" {
-			err = tc.change()
+			return err
+		}
+		by := drills.RefusedBy(addons.NodeAgentsOwnNodePolicy)
+		if tc.byKubelet {
+			by = drills.RefusedBy(addons.NodeLabelsPolicy)
+		}
+		if err == nil || !strings.Contains(err.Error(), by) || !strings.Contains(err.Error(), tc.refusal) {
+			return fmt.Errorf("%v, want the refusal of %s saying %q", err, by, tc.refusal)
+		}
+		return nil
+	}
+	// A policy takes effect once each apiserver has loaded it: wait until both refuse several
+	// requests in a row, which the load balancer spreads over the apiservers; then try each once.
+	if err := drills.WaitUntil(time.Minute, func() error {
+		for range 6 {
+			for _, tc := range cases {
+				if tc.refusal != "" {
+					if err := check(tc); err != nil {
+						return fmt.Errorf("%s: %w", tc.what, err)
+					}
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range cases {
+		if err := check(tc); err != nil {
+			t.Errorf("%s: %v", tc.what, err)
 		}
 		if err != nil {
 			t.Errorf("%s: %v", tc.what, err)
 		}
 	}
+}
+
+// nodeChange is a change to a Node as one of its agents or as the node, and the refusal expected
+// ("" when admitted): a part of the message, and whose policy (the kubelet's or the agents').
+type nodeChange struct {
+	what      string
+	change    func() error
+	refusal   string
+	byKubelet bool
 }
