@@ -116,10 +116,15 @@ func TestHostileTenantIsRefused(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// Its processes are capped: the kubelet wrote the stack's podPidsLimit into the pod's cgroup.
+	// Its processes are capped: the kubelet wrote the stack's podPidsLimit into the pod's cgroup
+	// (in the unified hierarchy on Azure's Debian 12; in the pids controller's on a cgroup v1 host,
+	// such as this one, whose hierarchy the machines share).
 	slice := "kubepods-*pod" + strings.ReplaceAll(string(probe.UID), "-", "_") + ".slice"
-	pidsMax, err := booted.Exec(ctx, probe.Spec.NodeName, "sh", "-c",
-		"cat /sys/fs/cgroup/kubepods.slice/"+slice+"/pids.max /sys/fs/cgroup/kubepods.slice/*/"+slice+"/pids.max 2>/dev/null; true")
+	var paths []string
+	for _, root := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/pids"} {
+		paths = append(paths, root+"/kubepods.slice/"+slice+"/pids.max", root+"/kubepods.slice/*/"+slice+"/pids.max")
+	}
+	pidsMax, err := booted.Exec(ctx, probe.Spec.NodeName, "sh", "-c", "cat "+strings.Join(paths, " ")+" 2>/dev/null; true")
 	if got := strings.TrimSpace(pidsMax); err != nil || got != strconv.Itoa(booted.Cluster.Kubelet.PodPidsLimit) {
 		t.Errorf("the team's pod's cgroup allows %q processes (%v), want %d", got, err, booted.Cluster.Kubelet.PodPidsLimit)
 	}
