@@ -145,7 +145,7 @@ func nodeHealth(c *spec.Cluster) []Object {
 // cordon, addresses and capacity would move the node to another pool or team, or lie to the
 // scheduler and the apiservers.
 func nodeAgentsOwnNode() []Object {
-	opsAgent, npd := quote(serviceAccountUser(SystemNamespace, OpsAgentName)), quote(serviceAccountUser(SystemNamespace, NodeProblemDetectorName))
+	opsAgent, npd := quote(ServiceAccountUser(SystemNamespace, OpsAgentName)), quote(ServiceAccountUser(SystemNamespace, NodeProblemDetectorName))
 	const nodeName = "'authentication.kubernetes.io/node-name'"
 	preflight := quote(wellknown.PreflightTaint)
 	unchanged := func(path, empty string) string {

@@ -10,8 +10,8 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-// serviceAccountUser is the user name a service account's tokens authenticate as.
-func serviceAccountUser(namespace, name string) string {
+// ServiceAccountUser is the user name a service account's tokens authenticate as (policies, tests).
+func ServiceAccountUser(namespace, name string) string {
 	return "system:serviceaccount:" + namespace + ":" + name
 }
 

@@ -78,7 +78,7 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		return client
 	}
 	agent := func(name string) *kubernetes.Clientset {
-		return as(rest.ImpersonationConfig{UserName: "system:serviceaccount:" + addons.SystemNamespace + ":" + name,
+		return as(rest.ImpersonationConfig{UserName: addons.ServiceAccountUser(addons.SystemNamespace, name),
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + addons.SystemNamespace, "system:authenticated"},
 			Extra:  map[string][]string{"authentication.kubernetes.io/node-name": {node}}})
 	}
