@@ -15,8 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	corev1 "k8s.io/api/core/v1"
@@ -51,7 +54,8 @@ func controller(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	machines, err := machinesFrom(*cloudConfig, strings.Split(*scaleSets, ","))
+	signedIn := &atomic.Bool{}
+	machines, err := machinesFrom(ctx, *cloudConfig, strings.Split(*scaleSets, ","), signedIn)
 	if err != nil {
 		return err
 	}
@@ -88,7 +92,11 @@ func controller(ctx context.Context, args []string) error {
 	mux.Handle(wellknown.OpsBrakePath, admission.From(pki.APIServerWebhookUser, brakeHook))
 	mux.Handle(wellknown.OpsTeamsPath, admission.From(pki.APIServerWebhookUser, teamHook))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("/metrics", refusals)
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		refusals.ServeHTTP(w, r)
+		fmt.Fprintf(w, "# HELP %s 1 once this replica holds an Azure token through its workload identity.\n# TYPE %[1]s gauge\n%[1]s %d\n",
+			wellknown.AzureSignedInMetric, boolGauge(signedIn.Load()))
+	})
 	pair := &reloadingPair{dir: *tlsDir}
 	// Callers are asked for a certificate of the cluster CA; the webhooks take only the apiservers'
 	// (/healthz and /metrics answer anyone).
@@ -146,9 +154,10 @@ func controller(ctx context.Context, args []string) error {
 }
 
 // machinesFrom is remediation's way to hand machines back: the worker scale sets through the
-// autoscaler's managed identity; without a cloud config, a Node is deleted and its VM left to the
-// autoscaler, which removes what no longer registers.
-func machinesFrom(cloudConfig string, scaleSets []string) (remediation.Machines, error) {
+// controller's workload identity; without a cloud config, a Node is deleted and its VM left to
+// the autoscaler, which removes what no longer registers. It signs in at once and keeps trying
+// until Entra ID answers (signedIn), so a broken federation shows at start, not at the first repair.
+func machinesFrom(ctx context.Context, cloudConfig string, scaleSets []string, signedIn *atomic.Bool) (remediation.Machines, error) {
 	if cloudConfig == "" {
 		return nodeOnly{}, nil
 	}
@@ -157,22 +166,52 @@ func machinesFrom(cloudConfig string, scaleSets []string) (remediation.Machines,
 		return nil, err
 	}
 	var cfg struct {
-		SubscriptionID         string `json:"subscriptionId"`
-		ResourceGroup          string `json:"resourceGroup"`
-		UserAssignedIdentityID string `json:"userAssignedIdentityID"`
+		SubscriptionID string `json:"subscriptionId"`
+		ResourceGroup  string `json:"resourceGroup"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", cloudConfig, err)
 	}
-	cred, err := azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ID: azidentity.ClientID(cfg.UserAssignedIdentityID)})
+	// The client id, tenant, token file and Entra ID's host come from the pod's environment;
+	// the host named there is the one to ask, not the public cloud's discovery service.
+	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{DisableInstanceDiscovery: true})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("workload identity: %w", err)
 	}
+	go signIn(ctx, cred, signedIn)
 	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(cfg.SubscriptionID, cred, nil)
 	if err != nil {
 		return nil, err
 	}
 	return &scaleset.Machines{VMs: vms, Subscription: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, ScaleSets: scaleSets}, nil
+}
+
+// signIn asks for a Resource Manager token every 30 s until one comes.
+func signIn(ctx context.Context, cred azcore.TokenCredential, signedIn *atomic.Bool) {
+	for {
+		_, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{armScope}})
+		if err == nil {
+			signedIn.Store(true)
+			log.Printf("azure: signed in through the workload identity")
+			return
+		}
+		log.Printf("azure: no token through the workload identity, remediation cannot hand machines back: %v", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(30 * time.Second):
+		}
+	}
+}
+
+// armScope is Azure Resource Manager's, in the public cloud.
+const armScope = "https://management.azure.com/.default"
+
+func boolGauge(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // nodeOnly removes nothing but the Node (deleted by the controller after Remove).

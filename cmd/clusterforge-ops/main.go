@@ -16,6 +16,9 @@ import (
 	"os/signal"
 	"syscall"
 
+	// The image holds this binary alone: Entra ID's and Resource Manager's certificates verify
+	// against Mozilla's roots built in (SSL_CERT_FILE, when set, is read instead).
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"

@@ -72,7 +72,7 @@ func finish(o Object, addon string) error {
 	}
 	labels[ManagedByLabel], labels[PartOfLabel] = ManagedBy, addon
 	o.SetLabels(labels)
-	if t := podTemplate(o); t != nil {
+	if t := PodTemplate(o); t != nil {
 		t.Labels[ManagedByLabel], t.Labels[PartOfLabel] = ManagedBy, addon
 	}
 	if err := setKind(o); err != nil {
@@ -81,7 +81,8 @@ func finish(o Object, addon string) error {
 	return nil
 }
 
-func podTemplate(o Object) *corev1.PodTemplateSpec {
+// PodTemplate is a workload's pod template; nil for other objects.
+func PodTemplate(o Object) *corev1.PodTemplateSpec {
 	switch w := o.(type) {
 	case *appsv1.Deployment:
 		return &w.Spec.Template

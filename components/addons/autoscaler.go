@@ -56,16 +56,18 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 }
 
 // AutoscalerCloudConfig is the Azure provider's cloud config Secret: the cluster's resource group
-// and scale sets, reached with a user-assigned managed identity.
-func AutoscalerCloudConfig(c *spec.Cluster, subscriptionID, identityClientID string) (*corev1.Secret, error) {
+// and scale sets, reached with the autoscaler's workload identity.
+func AutoscalerCloudConfig(c *spec.Cluster, a Azure) (*corev1.Secret, error) {
 	cfg, err := json.MarshalIndent(map[string]any{
-		"cloud":                       "AzurePublicCloud",
-		"location":                    c.Location,
-		"subscriptionId":              subscriptionID,
-		"resourceGroup":               c.ResourceGroup(),
-		"vmType":                      "vmss",
-		"useManagedIdentityExtension": true,
-		"userAssignedIdentityID":      identityClientID,
+		"cloud":                        "AzurePublicCloud",
+		"location":                     c.Location,
+		"subscriptionId":               a.SubscriptionID,
+		"tenantId":                     a.TenantID,
+		"resourceGroup":                c.ResourceGroup(),
+		"vmType":                       "vmss",
+		"useWorkloadIdentityExtension": true,
+		"aadClientID":                  a.ClientIDs[AutoscalerName],
+		"aadFederatedTokenFile":        azureTokenFile,
 	}, "", "  ")
 	if err != nil {
 		return nil, err
@@ -94,7 +96,7 @@ func autoscaler(c *spec.Cluster) []Object {
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "list", "watch"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"cluster-autoscaler-status"}, Verbs: []string{"get", "update", "delete"}},
 	))
-	return append(objs, systemDeployment(c, SystemNamespace, AutoscalerName, ClusterCriticalPriority, corev1.PodSpec{
+	pod := corev1.PodSpec{
 		Containers: []corev1.Container{{
 			Name:    AutoscalerName,
 			Image:   "registry.k8s.io/autoscaling/cluster-autoscaler:" + c.Versions.ClusterAutoscaler,
@@ -107,5 +109,7 @@ func autoscaler(c *spec.Cluster) []Object {
 		}},
 		Volumes: []corev1.Volume{{Name: "cloud-config", VolumeSource: corev1.VolumeSource{
 			Secret: &corev1.SecretVolumeSource{SecretName: AutoscalerCloudConfigSecret}}}},
-	}))
+	}
+	withAzureIdentity(&pod, AutoscalerName)
+	return append(objs, systemDeployment(c, SystemNamespace, AutoscalerName, ClusterCriticalPriority, pod))
 }

@@ -253,7 +253,7 @@ func nodeProblemDetector(c *spec.Cluster) []Object {
 		},
 	})
 	objs[0].(*corev1.ServiceAccount).AutomountServiceAccountToken = ptr(true)
-	podTemplate(objs[1]).Spec.AutomountServiceAccountToken = ptr(true)
+	PodTemplate(objs[1]).Spec.AutomountServiceAccountToken = ptr(true)
 	access := serviceAccount(SystemNamespace, NodeProblemDetectorName, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
@@ -274,7 +274,7 @@ func ReadKernelLogFrom(objs []Object, log KernelLog) {
 		if cm, ok := o.(*corev1.ConfigMap); ok {
 			cm.Data[KernelMonitorKey] = KernelMonitor(log)
 		}
-		t := podTemplate(o)
+		t := PodTemplate(o)
 		if t == nil {
 			continue
 		}

@@ -127,13 +127,13 @@ func TestNodeProblemDetectorConditionsAndKernelLog(t *testing.T) {
 		}
 	}
 	objs := nodeProblemDetector(stacks(t)["dev"])
-	pod := podTemplate(objs[1]).Spec
+	pod := PodTemplate(objs[1]).Spec
 	if got := pod.Containers[0].VolumeMounts[1]; got.MountPath != Kmsg.Path || !got.ReadOnly {
 		t.Errorf("kernel log mount %+v, want %s read-only", got, Kmsg.Path)
 	}
 	const file = "/var/log/clusterforge-kernel.log"
 	ReadKernelLogFrom(objs, KernelLogFile(file))
-	pod = podTemplate(objs[1]).Spec
+	pod = PodTemplate(objs[1]).Spec
 	if v := pod.Volumes[1].HostPath; v.Path != file || *v.Type != corev1.HostPathFileOrCreate {
 		t.Errorf("kernel log volume %+v, want %s created if missing", v, file)
 	}

@@ -87,6 +87,7 @@ func opsController(c *spec.Cluster) []Object {
 			{Name: "cloud-config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: AutoscalerCloudConfigSecret}}},
 		},
 	})
+	withAzureIdentity(&d.Spec.Template.Spec, wellknown.OpsName)
 	d.Spec.Replicas = ptr(int32(2)) // the webhooks are served by both; one leads
 	d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
@@ -123,7 +124,7 @@ func opsAgent(*spec.Cluster) []Object {
 			Path: wellknown.CNIResultsDir, Type: ptr(corev1.HostPathDirectoryOrCreate)}}}},
 	})
 	objs[0].(*corev1.ServiceAccount).AutomountServiceAccountToken = ptr(true)
-	podTemplate(objs[1]).Spec.AutomountServiceAccountToken = ptr(true)
+	PodTemplate(objs[1]).Spec.AutomountServiceAccountToken = ptr(true)
 	access := serviceAccount(SystemNamespace, OpsAgentName, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "update"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},

@@ -36,7 +36,7 @@ func TestEveryAddonPodFitsItsNamespacesPodSecurityLevel(t *testing.T) {
 			}
 		}
 		for _, o := range objs {
-			template := podTemplate(o)
+			template := PodTemplate(o)
 			if template == nil {
 				continue
 			}

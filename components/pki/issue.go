@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -45,11 +46,16 @@ func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 	if err := issueLeaves(b, cas, profiles); err != nil {
 		return Bundle{}, err
 	}
-	key, keyPEM, err := newKey()
+	saKey, err := rsa.GenerateKey(rand.Reader, ServiceAccountKeyBits)
 	if err != nil {
 		return Bundle{}, err
 	}
-	pub, _ := x509.MarshalPKIXPublicKey(key.Public())
+	der, err := x509.MarshalPKCS8PrivateKey(saKey)
+	if err != nil {
+		return Bundle{}, err
+	}
+	keyPEM := encode("PRIVATE KEY", der)
+	pub, _ := x509.MarshalPKIXPublicKey(saKey.Public())
 	b.Pairs[ServiceAccountKey] = KeyPair{CertPEM: encode("PUBLIC KEY", pub), KeyPEM: keyPEM}
 	b.BootstrapToken = randomToken(6) + "." + randomToken(16)
 	_, b.BootstrapTokenExpires = BootstrapTokenWindow(time.Now())

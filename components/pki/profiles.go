@@ -53,6 +53,11 @@ const (
 	ServiceAccountKey = "service-account"
 )
 
+// ServiceAccountKeyBits is the size of the service-account key, the one RSA key: Entra ID takes
+// only RSA-signed assertions in a token exchange (an ES256 one fails with AADSTS5002738), and the
+// control loops' Azure credentials are those tokens exchanged (Workload Identity).
+const ServiceAccountKeyBits = 2048
+
 // EtcdCA, EtcdServer and EtcdPeer name an etcd cluster's authority and its serving and peer
 // certificates. An authority per cluster: a member of one is never a peer of the other.
 func EtcdCA(role string) string     { return role + "-ca" }

@@ -231,6 +231,7 @@ func (c *Cluster) validateAzureNames(v *validator) {
 	}
 	check("name", "virtualMachineScaleSets", c.Name+"-apiserver")
 	check("name", "storageAccounts", c.BackupStorageAccount())
+	check("name", "storageAccounts", c.IssuerStorageAccount())
 	for _, s := range c.ScaleSets() {
 		field := fmt.Sprintf("pools[%d].name", slices.IndexFunc(c.Pools, func(p Pool) bool { return p.Name == s.Pool.Name }))
 		check(field, "virtualMachineScaleSets", s.AzureName)
@@ -243,15 +244,34 @@ const BackupContainer = "etcd-backups"
 // BackupStorageAccount names the storage account of the cluster's etcd snapshots. Storage account
 // names are global across Azure: "cf", the cluster name's letters and digits, and a hash of the
 // name and region keep two clusters (and two clusters of one name in two regions) apart.
-func (c *Cluster) BackupStorageAccount() string {
+func (c *Cluster) BackupStorageAccount() string { return c.storageAccount("cf", "") }
+
+// IssuerStorageAccount names the storage account whose public container holds the
+// service-account issuer's documents (ServiceAccountIssuer).
+func (c *Cluster) IssuerStorageAccount() string { return c.storageAccount("oidc", "/issuer") }
+
+// storageAccount is prefix, at most 24-len(prefix)-8 of the name's letters and digits, and a
+// hash of the name, region and purpose.
+func (c *Cluster) storageAccount(prefix, purpose string) string {
 	letters := strings.Map(func(r rune) rune {
 		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
 			return r
 		}
 		return -1
 	}, c.Name)
-	sum := sha256.Sum256([]byte(c.Name + "/" + c.Location))
-	return "cf" + letters[:min(len(letters), 14)] + hex.EncodeToString(sum[:4])
+	sum := sha256.Sum256([]byte(c.Name + "/" + c.Location + purpose))
+	return prefix + letters[:min(len(letters), 24-len(prefix)-8)] + hex.EncodeToString(sum[:4])
+}
+
+// IssuerContainer is the public blob container of the service-account issuer's documents.
+const IssuerContainer = "oidc"
+
+// ServiceAccountIssuer is the issuer of the cluster's service-account tokens: a public container
+// Entra ID reads the issuer's keys from, to trust the tokens of the control loops' service
+// accounts in exchange for Azure tokens (Workload Identity). Its name follows from the cluster's,
+// so the apiservers' flags need no deploy-time value.
+func (c *Cluster) ServiceAccountIssuer() string {
+	return "https://" + c.IssuerStorageAccount() + ".blob.core.windows.net/" + IssuerContainer
 }
 
 // BackupStoreURL is the container's URL; the private endpoint in the etcd subnet makes its name

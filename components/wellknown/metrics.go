@@ -10,6 +10,8 @@ const (
 	// Certificate expiry, served by clusterforge-csr-approver on each apiserver machine.
 	CertificateExpiryMetric     = "clusterforge_certificate_expiry_timestamp_seconds"
 	CertificateReadErrorsMetric = "clusterforge_certificate_read_errors"
+	// AzureSignedInMetric is 1 once a clusterforge-ops replica holds an Azure token.
+	AzureSignedInMetric = "clusterforge_ops_azure_signed_in"
 	// BrakeRefusalsMetric counts the node removals the scale-down brake refused, by scope.
 	BrakeRefusalsMetric = "clusterforge_brake_refusals_total"
 	// PodNetworkBytesMetric is the node agent's byte counter per pod and direction (L32).

@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi-azure-native-sdk/network/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -80,32 +81,28 @@ func TestEtcdVMArgs(t *testing.T) {
 func TestGrantsAreLeastPrivilege(t *testing.T) {
 	c := testCluster(t)
 	c.Pools = append(c.Pools, spec.Pool{Name: "gpu", VMSize: "Standard_NC4as_T4_v3", GPU: c.Pools[0].GPU})
-	for _, role := range c.Roles() {
-		got := Grants(c, role)
-		if role == spec.RoleEtcdMain {
-			if len(got) != 1 || got[0].Role != RoleStorageBlobDataContributor || got[0].Scope != ScopeBackupContainer {
-				t.Errorf("%s: %v, want Storage Blob Data Contributor on the backup container only", role, got)
-			}
+	want := map[string][]Grant{
+		spec.RoleEtcdMain: {{Role: RoleStorageBlobDataContributor, Scope: ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"}},
+		addons.AutoscalerName: {
+			{Role: RoleScaleSetLister, Scope: ScopeResourceGroup, Consumer: "cluster-autoscaler"},
+			{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets, Consumer: "cluster-autoscaler"},
+			{Role: RoleSubnetJoiner, Scope: ScopeNodeSubnet, Consumer: "cluster-autoscaler"},
+			{Role: RoleManagedIdentityOperator, Scope: ScopeWorkerIdentities, Consumer: "cluster-autoscaler"},
+		},
+		wellknown.OpsName: {{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
+	}
+	// Machine roles other than etcd-main, the system pool's among them, hold nothing: a token from
+	// a node's metadata service opens nothing.
+	for _, principal := range append(c.Roles(), addons.AzureWorkloads...) {
+		got := Grants(c, principal)
+		if len(got) != len(want[principal]) {
+			t.Errorf("%s: %v, want %v", principal, got, want[principal])
 			continue
-		}
-		if role != spec.WorkerRole(c.SystemPool().Name) {
-			if len(got) > 0 {
-				t.Errorf("%s calls no Azure API but gets %v", role, got)
-			}
-			continue
-		}
-		want := []Grant{
-			{Role: RoleScaleSetLister, Scope: ScopeResourceGroup},
-			{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets},
-			{Role: RoleSubnetJoiner, Scope: ScopeNodeSubnet},
-			{Role: RoleManagedIdentityOperator, Scope: ScopeWorkerIdentities},
-		}
-		if len(got) != len(want) {
-			t.Fatalf("%s: %v, want %v", role, got, want)
 		}
 		for i, g := range got {
-			if g.Role != want[i].Role || g.Scope != want[i].Scope || !strings.HasPrefix(g.Consumer, "cluster-autoscaler") {
-				t.Errorf("%s grant %d: %+v, want %+v for cluster-autoscaler", role, i, g, want[i])
+			w := want[principal][i]
+			if g.Role != w.Role || g.Scope != w.Scope || !strings.HasPrefix(g.Consumer, w.Consumer) {
+				t.Errorf("%s grant %d: %+v, want %+v", principal, i, g, w)
 			}
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/pulumi/pulumi-tls/sdk/v5/go/tls"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -50,8 +51,9 @@ type Cluster struct {
 	Pools              map[string]PoolCapacity
 	// SubscriptionID is the subscription the cluster's resource group lives in.
 	SubscriptionID pulumi.StringOutput
-	// AutoscalerClientID is the client id of the system pool's identity, which cluster-autoscaler uses (L19).
-	AutoscalerClientID pulumi.StringOutput
+	// ClientIDs are the workloads' identities (addons.AzureWorkloads), TenantID their tenant.
+	ClientIDs map[string]pulumi.StringOutput
+	TenantID  pulumi.StringOutput
 	// EtcdClient is the etcd client pair and CA as JSON (EtcdClientAccess, secret): `make roll`
 	// moves leadership and replaces members with it from the hub.
 	EtcdClient pulumi.StringOutput
@@ -64,7 +66,7 @@ type Cluster struct {
 
 // NewCluster builds the cluster.
 func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
-	comp := &Cluster{Pools: map[string]PoolCapacity{}}
+	comp := &Cluster{Pools: map[string]PoolCapacity{}, ClientIDs: map[string]pulumi.StringOutput{}}
 	if err := ctx.RegisterComponentResource(ClusterType, name, comp, opts...); err != nil {
 		return nil, err
 	}
@@ -155,13 +157,20 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			return nil, err
 		}
 		comp.Pools[p.Name] = PoolCapacity{ScaleSets: pool.ScaleSets, MaxNodes: pool.MaxNodes}
-		if p.Name == c.SystemPool().Name {
-			comp.AutoscalerClientID = id.ClientID
-		}
 		scopes[ScopeWorkerScaleSets] = append(scopes[ScopeWorkerScaleSets], pool.ScaleSetIDs...)
 		scopes[ScopeWorkerIdentities] = append(scopes[ScopeWorkerIdentities], id.ID.ToStringOutput())
 	}
-	for _, role := range c.Roles() {
+	if _, err := NewIssuer(ctx, name+"-issuer", &IssuerArgs{Cluster: c, ResourceGroupName: rg.Name, PKI: certs.Bundle}, parent); err != nil {
+		return nil, err
+	}
+	for _, w := range addons.AzureWorkloads {
+		id, err := NewWorkloadIdentity(ctx, name+"-"+w, &RoleIdentityArgs{Cluster: c, Role: w, ResourceGroupName: rg.Name}, parent)
+		if err != nil {
+			return nil, err
+		}
+		identities[w], comp.ClientIDs[w], comp.TenantID = id, id.ClientID, id.TenantID
+	}
+	for _, role := range append(c.Roles(), addons.AzureWorkloads...) {
 		if len(Grants(c, role)) == 0 {
 			continue
 		}
@@ -190,7 +199,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	})).(pulumi.StringOutput)
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{
 		"apiEndpoint": comp.APIEndpoint, "kubeconfig": comp.Kubeconfig, "adminSshPrivateKey": comp.AdminSSHPrivateKey,
-		"subscriptionId": comp.SubscriptionID, "autoscalerClientId": comp.AutoscalerClientID, "etcdClient": comp.EtcdClient,
+		"subscriptionId": comp.SubscriptionID, "tenantId": comp.TenantID, "etcdClient": comp.EtcdClient,
 	}); err != nil {
 		return nil, err
 	}

@@ -9,7 +9,9 @@ import (
 	"github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Azure built-in role definition ids.
@@ -48,27 +50,31 @@ type Grant struct {
 	Consumer string
 }
 
-// Grants is the least privilege of each machine role's identity: a grant exists only for a
-// component that calls Azure with it. cluster-autoscaler (L19) runs on the system pool: its Azure
-// provider lists the resource group's scale sets, resizes them and deletes their instances, and
-// Azure checks on each resize that the caller may join the scale set's NICs to the node subnet
-// and assign the scale set's identity. Nothing else calls Azure: the apiservers run no cloud
-// provider, machines learn who they are from the instance metadata, which needs no grant. The
-// main etcd's backup agent writes, lists, reads and prunes snapshots in its one container.
-func Grants(c *spec.Cluster, role string) []Grant {
-	if role == spec.RoleEtcdMain {
+// Grants is the least privilege of each identity, a machine role's or a workload's
+// (addons.AzureWorkloads): a grant exists only for a component that calls Azure with it.
+// cluster-autoscaler (L19) lists the resource group's scale sets, resizes them and deletes their
+// instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
+// node subnet and assign the scale set's identity. clusterforge-ops's remediation deletes the
+// instance of a machine it hands back. The main etcd's backup agent writes, lists, reads and
+// prunes snapshots in its one container. Nothing else calls Azure: the apiservers run no cloud
+// provider, machines learn who they are from the instance metadata, which needs no grant, and the
+// worker pools' identities hold nothing, so a token from a node's metadata service opens nothing.
+func Grants(c *spec.Cluster, principal string) []Grant {
+	switch principal {
+	case spec.RoleEtcdMain:
 		return []Grant{{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"}}
+	case addons.AutoscalerName:
+		const ca = "cluster-autoscaler (L19): "
+		return []Grant{
+			{RoleScaleSetLister, ScopeResourceGroup, ca + "lists the resource group's scale sets"},
+			{RoleVirtualMachineContributor, ScopeWorkerScaleSets, ca + "resizes a scale set and deletes its instances"},
+			{RoleSubnetJoiner, ScopeNodeSubnet, ca + "a resized scale set's NICs join the node subnet"},
+			{RoleManagedIdentityOperator, ScopeWorkerIdentities, ca + "a resized scale set keeps its pool's identity"},
+		}
+	case wellknown.OpsName:
+		return []Grant{{RoleVirtualMachineContributor, ScopeWorkerScaleSets, "clusterforge-ops (L36): remediation deletes the instance of a machine it hands back"}}
 	}
-	if role != spec.WorkerRole(c.SystemPool().Name) {
-		return nil
-	}
-	const ca = "cluster-autoscaler (L19): "
-	return []Grant{
-		{RoleScaleSetLister, ScopeResourceGroup, ca + "lists the resource group's scale sets"},
-		{RoleVirtualMachineContributor, ScopeWorkerScaleSets, ca + "resizes a scale set and deletes its instances"},
-		{RoleSubnetJoiner, ScopeNodeSubnet, ca + "a resized scale set's NICs join the node subnet"},
-		{RoleManagedIdentityOperator, ScopeWorkerIdentities, ca + "a resized scale set keeps its pool's identity"},
-	}
+	return nil
 }
 
 // RoleIdentityArgs configures NewRoleIdentity.
@@ -84,8 +90,11 @@ type RoleIdentity struct {
 
 	ID          pulumi.IDOutput
 	PrincipalID pulumi.StringOutput
-	// ClientID is what software on the machines names the identity by (cluster-autoscaler's cloud config).
+	// ClientID is what software names the identity by (a workload's AZURE_CLIENT_ID).
 	ClientID pulumi.StringOutput
+	// Name is the identity's resource name; TenantID its Entra ID tenant.
+	Name     pulumi.StringOutput
+	TenantID pulumi.StringOutput
 }
 
 // NewRoleIdentity creates the identity; NewGrants gives it its roles once their scopes exist.
@@ -101,7 +110,7 @@ func NewRoleIdentity(ctx *pulumi.Context, name string, args *RoleIdentityArgs, o
 	if err != nil {
 		return nil, err
 	}
-	comp.ID, comp.PrincipalID, comp.ClientID = id.ID(), id.PrincipalId, id.ClientId
+	comp.ID, comp.PrincipalID, comp.ClientID, comp.Name, comp.TenantID = id.ID(), id.PrincipalId, id.ClientId, id.Name, id.TenantId
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"id": id.ID(), "principalId": id.PrincipalId, "clientId": id.ClientId}); err != nil {
 		return nil, err
 	}

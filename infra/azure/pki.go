@@ -94,7 +94,9 @@ func NewClusterPKI(ctx *pulumi.Context, name string, args *ClusterPKIArgs, opts 
 		}
 		names, certs, keys = append(names, p.Name), append(certs, cert.CertPem), append(keys, key.PrivateKeyPem)
 	}
-	saKey, err := newKey(pki.ServiceAccountKey)
+	saKey, err := tls.NewPrivateKey(ctx, name+"-"+pki.ServiceAccountKey+"-key", &tls.PrivateKeyArgs{
+		Algorithm: pulumi.String("RSA"), RsaBits: pulumi.Int(pki.ServiceAccountKeyBits),
+	}, parent)
 	if err != nil {
 		return nil, err
 	}

@@ -26,9 +26,11 @@ type AddonsArgs struct {
 	Cluster *spec.Cluster
 	// Kubeconfig is the new cluster's admin kubeconfig (secret).
 	Kubeconfig pulumi.StringInput
-	// SubscriptionID and AutoscalerClientID fill cluster-autoscaler's Azure cloud config.
-	SubscriptionID     pulumi.StringInput
-	AutoscalerClientID pulumi.StringInput
+	// SubscriptionID, TenantID and ClientIDs (by addons.AzureWorkloads name) fill the workloads'
+	// Azure identities and cluster-autoscaler's cloud config.
+	SubscriptionID pulumi.StringInput
+	TenantID       pulumi.StringInput
+	ClientIDs      map[string]pulumi.StringOutput
 	// BootstrapToken (secret) and BootstrapTokenExpires fill the workers' join token Secret.
 	BootstrapToken        pulumi.StringInput
 	BootstrapTokenExpires time.Time
@@ -154,7 +156,7 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	if err != nil {
 		return nil, err
 	}
-	secret, err := addons.AutoscalerCloudConfig(c, "", "") // its shape; the values follow
+	azureShapes, err := addons.AzureObjects(c, addons.Azure{}) // their shape; the values follow
 	if err != nil {
 		return nil, err
 	}
@@ -162,18 +164,12 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	if err != nil {
 		return nil, err
 	}
-	objs = append(objs, secret, opsTLS)
+	objs = append(append(objs, azureShapes...), opsTLS)
 	resources, err := Resources(name, objs)
 	if err != nil {
 		return nil, err
 	}
-	resources[len(resources)-2].Args["stringData"] = pulumi.All(args.SubscriptionID, args.AutoscalerClientID).ApplyT(func(v []any) (map[string]string, error) {
-		s, err := addons.AutoscalerCloudConfig(c, v[0].(string), v[1].(string))
-		if err != nil {
-			return nil, err
-		}
-		return s.StringData, nil
-	}).(pulumi.StringMapOutput)
+	fillAzure(resources[len(resources)-1-len(azureShapes):len(resources)-1], c, args)
 	resources[len(resources)-1].Args["stringData"] = pulumi.ToSecret(args.PKI.ApplyT(func(v any) (map[string]string, error) {
 		b := v.(pki.Bundle)
 		pair := b.Pair(pki.OpsWebhook)
@@ -217,4 +213,36 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 		return nil, err
 	}
 	return comp, nil
+}
+
+// fillAzure sets the data of the Azure objects' resources (addons.AzureObjects, in order) from
+// the deploy-time values; Entra ID is the public cloud's.
+func fillAzure(resources []Resource, c *spec.Cluster, args *AddonsArgs) {
+	inputs := []any{args.SubscriptionID, args.TenantID}
+	for _, w := range addons.AzureWorkloads {
+		inputs = append(inputs, args.ClientIDs[w])
+	}
+	for i := range resources {
+		field := "data"
+		if resources[i].Type == "kubernetes:core/v1:Secret" {
+			field = "stringData"
+		}
+		resources[i].Args[field] = pulumi.All(inputs...).ApplyT(func(v []any) (map[string]string, error) {
+			a := addons.Azure{SubscriptionID: v[0].(string), TenantID: v[1].(string), AuthorityHost: addons.AzurePublicAuthorityHost, ClientIDs: map[string]string{}}
+			for j, w := range addons.AzureWorkloads {
+				a.ClientIDs[w] = v[2+j].(string)
+			}
+			objs, err := addons.AzureObjects(c, a)
+			if err != nil {
+				return nil, err
+			}
+			switch o := objs[i].(type) {
+			case *corev1.Secret:
+				return o.StringData, nil
+			case *corev1.ConfigMap:
+				return o.Data, nil
+			}
+			return nil, fmt.Errorf("%s: no data", resources[i].Name)
+		}).(pulumi.StringMapOutput)
+	}
 }

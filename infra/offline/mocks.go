@@ -38,6 +38,9 @@ type Resource struct {
 // mockSubscription is the subscription id every mocked Azure resource id lives in.
 const mockSubscription = "/subscriptions/00000000-0000-0000-0000-000000000000"
 
+// mockTenant is the Entra ID tenant of every mock identity.
+const mockTenant = "33333333-3333-3333-3333-333333333333"
+
 // recorder is a pulumi.MockResourceMonitor that answers like the providers would (ids, key and
 // certificate PEMs, principal ids: deterministic stand-ins) and records every registration.
 type recorder struct {
@@ -108,11 +111,16 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	case "azure-native:managedidentity:UserAssignedIdentity":
 		set("principalId", "principal-"+args.Name)
 		set("clientId", "client-"+args.Name)
+		set("tenantId", mockTenant)
+		set("name", args.Name)
 	case "tls:index/privateKey:PrivateKey":
 		set("privateKeyPem", pem("PRIVATE KEY", args.Name))
 		set("publicKeyPem", pem("PUBLIC KEY", args.Name))
 		set("privateKeyOpenssh", pem("OPENSSH PRIVATE KEY", args.Name))
 		set("publicKeyOpenssh", "ssh-rsa MOCK "+args.Name)
+		if args.Inputs["algorithm"].StringValue() == "RSA" {
+			set("publicKeyPem", mockRSAPublicKey)
+		}
 		if pair, ok := r.pair(res.Parent, args.Name, "-key"); ok {
 			set("privateKeyPem", pair.KeyPEM)
 			if strings.HasPrefix(pair.CertPEM, "-----BEGIN PUBLIC KEY") {
@@ -242,6 +250,19 @@ func redactValue(v resource.PropertyValue) any {
 	}
 	return v.V
 }
+
+// mockRSAPublicKey is one real RSA public key (2048 bits) for every mock RSA key, fixed so the
+// goldens stay put: the issuer's documents are rendered from it.
+const mockRSAPublicKey = `-----BEGIN PUBLIC KEY-----
+MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAyuwCjUFah01D4f0/d5LL
+/urXo4xQmHhko9oLYl+Fytl4V+m7MbHAj7QGHWxv/cjxfaJJJFJsAiHrOxtJVP4R
+UJWGr4c4IehJPp6ZAY9tfvNWKl712jG3JcI+q+RkkkRBVuDmnvoIpDoHgxzWocbL
+jyQhbfZ3ddOV7DX0D8DOjph6Jmb9U0kMaE2Krpyt85dt9Gv1tTKFy95dvkWN/87x
+FnxEJ17MqlyYG7u6wFE0lULVaswQfkC+Cq1URRs5nmVfjAvqXPlN0lYusEVLY61v
+EO/U/e/4uJrukTLE/9IyWApjhd16/Jm1BswGm+Yag4d1HNuk81aTaCbt6rWL21/A
+7QIDAQAB
+-----END PUBLIC KEY-----
+`
 
 func pem(kind, name string) string {
 	return fmt.Sprintf("-----BEGIN %s-----\nMOCK %s\n-----END %s-----\n", kind, name, kind)

@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/azure"
 	"github.com/clusterforge/clusterforge/infra/clusteraddons"
@@ -200,8 +201,13 @@ func TestBackupStoreIsPrivate(t *testing.T) {
 	for stack, r := range planAll(t) {
 		t.Run(stack, func(t *testing.T) {
 			c := r.Cluster
-			a := only(t, r, "azure-native:storage:StorageAccount").Inputs
-			if a["accountName"] != c.BackupStorageAccount() || a["publicNetworkAccess"] != "Disabled" || a["allowSharedKeyAccess"] != false ||
+			var a map[string]any
+			for _, res := range byType(r, "azure-native:storage:StorageAccount") {
+				if res.Inputs["accountName"] == c.BackupStorageAccount() {
+					a = res.Inputs
+				}
+			}
+			if a["publicNetworkAccess"] != "Disabled" || a["allowSharedKeyAccess"] != false ||
 				a["allowBlobPublicAccess"] != false || field(a, "networkRuleSet", "defaultAction") != "Deny" {
 				t.Errorf("storage account not private: %v", a)
 			}
@@ -220,7 +226,9 @@ func TestBackupStoreIsPrivate(t *testing.T) {
 			if len(endpoints) != 1 || etcdSubnet == "" || field(endpoints[0].Inputs, "subnet", "id") != etcdSubnet {
 				t.Errorf("the private endpoint is not in the etcd subnet %s: %v", etcdSubnet, endpoints)
 			}
-			containers := byType(r, "azure-native:storage:BlobContainer")
+			containers := slices.DeleteFunc(byType(r, "azure-native:storage:BlobContainer"), func(res Resource) bool {
+				return res.Inputs["accountName"] != c.BackupStorageAccount()
+			})
 			if len(containers) != 1 || containers[0].Inputs["containerName"] != spec.BackupContainer {
 				t.Fatalf("containers %v", containers)
 			}
@@ -478,6 +486,49 @@ func writeFile(t *testing.T, path, content string, mode os.FileMode) {
 	}
 }
 
+// The issuer's documents are public where the apiservers' flags say tokens come from, and Entra
+// ID trusts each workload's tokens for that workload's identity alone.
+func TestIssuerPublishedAndFederated(t *testing.T) {
+	for stack, r := range planAll(t) {
+		t.Run(stack, func(t *testing.T) {
+			c := r.Cluster
+			issuer := c.ServiceAccountIssuer()
+			if !strings.Contains(r.UserData[spec.RoleAPIServer], "--service-account-issuer="+issuer+" ") {
+				t.Errorf("the apiservers do not sign tokens as %s", issuer)
+			}
+			blobs := map[string]string{}
+			for _, b := range byType(r, "azure-native:storage:Blob") {
+				if b.Inputs["accountName"] != c.IssuerStorageAccount() || b.Inputs["containerName"] != spec.IssuerContainer {
+					t.Errorf("blob %s outside the issuer's container: %v", b.Name, b.Inputs)
+				}
+				blobs[b.Inputs["blobName"].(string)] = fmt.Sprint(b.Inputs["source"])
+			}
+			if !strings.Contains(blobs[pki.IssuerDiscoveryPath], `"issuer":"`+issuer+`"`) || !strings.Contains(blobs[pki.IssuerKeysPath], `"kty":"RSA"`) {
+				t.Errorf("issuer documents %v", blobs)
+			}
+			if !strings.HasPrefix(issuer, "https://"+c.IssuerStorageAccount()+".blob.core.windows.net/") {
+				t.Errorf("issuer %s is not the issuer account's blob endpoint", issuer)
+			}
+			for _, res := range byType(r, "azure-native:storage:BlobContainer") {
+				if res.Inputs["accountName"] == c.IssuerStorageAccount() && res.Inputs["publicAccess"] != "Blob" {
+					t.Errorf("the issuer's container is not readable by Entra ID: %v", res.Inputs)
+				}
+			}
+			federated := byType(r, "azure-native:managedidentity:FederatedIdentityCredential")
+			if len(federated) != len(addons.AzureWorkloads) {
+				t.Fatalf("%d federated credentials, want one per workload %v", len(federated), addons.AzureWorkloads)
+			}
+			for i, w := range addons.AzureWorkloads {
+				f := federated[i].Inputs
+				if f["issuer"] != issuer || f["subject"] != "system:serviceaccount:kube-system:"+w || fmt.Sprint(f["audiences"]) != "[api://AzureADTokenExchange]" ||
+					f["resourceName"] != c.Name+"-"+w+"-identity" {
+					t.Errorf("%s's federated credential %v", w, f)
+				}
+			}
+		})
+	}
+}
+
 // TestResourceCountIndependentOfNodes: growing a pool's instance count changes no resource
 // count (pools are scale sets); only capacity crosses into another scale set per 1,000 nodes.
 func TestResourceCountIndependentOfNodes(t *testing.T) {
@@ -496,9 +547,9 @@ func TestResourceCountIndependentOfNodes(t *testing.T) {
 	if len(r.Resources) != len(base.Resources) {
 		t.Errorf("19x the nodes gave %d resources, want %d", len(r.Resources), len(base.Resources))
 	}
-	// Beyond each scale set and the autoscaler's grant on it (100 instances a set for InfiniBand
-	// pools), the count is the cluster's.
-	if others := len(base.Resources) - 2*len(byType(base, "azure-native:compute:VirtualMachineScaleSet")); others > base.Cluster.TargetNodes/40 {
+	// Beyond each scale set and the autoscaler's and remediation's grants on it (100 instances a
+	// set for InfiniBand pools), the count is the cluster's.
+	if others := len(base.Resources) - 3*len(byType(base, "azure-native:compute:VirtualMachineScaleSet")); others > base.Cluster.TargetNodes/40 {
 		t.Errorf("prod-10k plans %d resources besides its scale sets; a 10,000-node cluster should need far fewer than one per node", others)
 	}
 }
@@ -542,7 +593,7 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			secret, err := addons.AutoscalerCloudConfig(c, "", "")
+			azure, err := addons.AzureObjects(c, addons.Azure{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -550,7 +601,7 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want, err := clusteraddons.Resources(c.Name+"-addons", append(objs, secret, opsTLS))
+			want, err := clusteraddons.Resources(c.Name+"-addons", append(append(objs, azure...), opsTLS))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -587,8 +638,14 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			}
 			cloud := got["kubernetes:core/v1:Secret "+c.Name+"-addons-secret-kube-system-"+addons.AutoscalerCloudConfigSecret]
 			if cfg, _ := field(cloud.Inputs, "stringData", "cloud-config").(string); !strings.Contains(cfg, `"subscriptionId": "00000000-0000-0000-0000-000000000000"`) ||
-				!strings.Contains(cfg, `"userAssignedIdentityID": "client-`+c.Name+"-"+spec.WorkerRole(c.SystemPool().Name)) {
-				t.Errorf("cluster-autoscaler's cloud config lacks the subscription or the system pool's identity:\n%s", cfg)
+				!strings.Contains(cfg, `"aadClientID": "client-`+c.Name+"-"+addons.AutoscalerName+`-identity"`) || !strings.Contains(cfg, `"tenantId": "`+mockTenant+`"`) {
+				t.Errorf("cluster-autoscaler's cloud config lacks the subscription, the tenant or its workload identity:\n%s", cfg)
+			}
+			for _, w := range addons.AzureWorkloads {
+				cm := got["kubernetes:core/v1:ConfigMap "+c.Name+"-addons-configmap-kube-system-"+addons.AzureIdentityConfigMap(w)]
+				if id := field(cm.Inputs, "data", "AZURE_CLIENT_ID"); id != "client-"+c.Name+"-"+w+"-identity" {
+					t.Errorf("%s signs in as %v, want its own identity", w, id)
+				}
 			}
 		})
 	}

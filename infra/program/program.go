@@ -58,7 +58,7 @@ func Run(ctx *pulumi.Context) error {
 	}
 	addons, err := clusteraddons.NewAddons(ctx, c.Name+"-addons", &clusteraddons.AddonsArgs{
 		Cluster: c, Kubeconfig: cluster.Kubeconfig,
-		SubscriptionID: cluster.SubscriptionID, AutoscalerClientID: cluster.AutoscalerClientID,
+		SubscriptionID: cluster.SubscriptionID, TenantID: cluster.TenantID, ClientIDs: cluster.ClientIDs,
 		BootstrapToken: cluster.BootstrapToken, BootstrapTokenExpires: cluster.BootstrapTokenExpires,
 		PKI: cluster.PKI,
 	}, pulumi.DependsOn([]pulumi.Resource{cluster}))

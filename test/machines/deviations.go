@@ -37,6 +37,9 @@ var Deviations = []Deviation{
 	{"instance metadata", "the instance metadata service at 169.254.169.254 answers each VM about itself; clusterforge-identity.service reads NODE_NAME and NODE_IP from it",
 		"the rehearsal writes the same node.env; the unit is not run",
 		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, zone, location, size and NIC address, and with the scheduled events a drill writes (a machine's start of one of its events marks it Started, nothing reboots); it issues no managed-identity tokens"},
+	{"Entra ID", "the control loops that call Azure (cluster-autoscaler, clusterforge-ops) trade their service accounts' tokens at Entra ID (login.microsoftonline.com) for Azure tokens; Entra reads the issuer's keys from the public storage container the Pulumi program writes them to",
+		"add-on pods are KWOK pods: nothing signs in",
+		"a stand-in in the hub on the node subnet's gateway address, port 443 (`rehearse entra`), with its own self-signed certificate, which the pods with an Azure identity trust through SSL_CERT_FILE (a ConfigMap) and reach through AZURE_AUTHORITY_HOST; it checks each assertion as Entra does (RS256 only, the issuer's published key, issuer, subject and audience of a federated credential, lifetime) against the federated credentials the Pulumi program creates, with the rehearsal's client and tenant ids, and reads the issuer's documents from build/boot/<env>/entra/issuer/, a copy of the public container; the access tokens it issues open nothing (no Resource Manager stand-in yet)"},
 	{"cloud-init datasource", "cloud-init's Azure datasource: customData, the VM's name, DHCP networking",
 		"no cloud-init: the rehearsal writes the rendered files under the machine's root",
 		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set); the seed keeps the join token after clusterforge-forget-bootstrap removes cloud-init's copies"},
@@ -71,25 +74,36 @@ var Deviations = []Deviation{
 	{"pod IPs", "azure-vnet-ipam asks the wireserver (168.63.129.16) for the NIC's secondary IP configurations, which the scale set gives every NIC (maxPods of them)",
 		"no pod runs: KWOK nodes",
 		"azure-vnet and azure-vnet-ipam run as baked, but the boot writes each worker a conflist whose IPAM environment is the plugin's own file source (fileIpam) and /etc/kubernetes/interfaces.json listing its NIC (MAC, subnet, primary and secondary addresses); the hub routes each secondary address to its worker, as the VNet does"},
-	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config names the subscription and the system pool's identity",
+	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config and the workloads' identity ConfigMaps name the subscription, the tenant and each workload's identity",
 		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token; the operations layer's webhook configurations are left out (their backend would be a KWOK pod, and the roll drill deletes and re-registers KWOK nodes where Azure reimages a VM in place, which the scale-down brake would count as removals): the brake and team drills register them against handlers served from the test process",
-		"the foundation (join RBAC and token, the scheduler's CRDs) once the API answers, every other add-on once the workers are Ready, all server-side applied; their pods run for real from the images the worker image preloads, except cluster-autoscaler, applied at zero replicas (it needs Azure's compute API and its image is not built here); clusterforge-ops serves its webhooks to the booted apiservers, which reach its pods' addresses through aggregator routing as on Azure, and its agents read the metadata stand-in, whose scheduled events the drills write; every add-on container's CPU request and limit is scaled by this host's CPUs over the smallest worker size's (the machines share this host's CPUs)"},
+		"the foundation (join RBAC and token, the scheduler's CRDs) once the API answers, every other add-on once the workers are Ready, all server-side applied; their pods run for real from the images the worker image preloads, except cluster-autoscaler, applied at zero replicas (it needs Azure's compute API and its image is not built here); clusterforge-ops signs in at Entra ID's stand-in; clusterforge-ops serves its webhooks to the booted apiservers, which reach its pods' addresses through aggregator routing as on Azure, and its agents read the metadata stand-in, whose scheduled events the drills write; every add-on container's CPU request and limit is scaled by this host's CPUs over the smallest worker size's (the machines share this host's CPUs)"},
 }
 
-// Placeholder Azure ids of the rehearsal's cluster-autoscaler cloud config (deviation "add-ons").
+// Placeholder Azure ids of the rehearsals' deploy-time values (deviation "add-ons").
 const (
 	RehearsalSubscriptionID = "00000000-0000-0000-0000-000000000000"
-	rehearsalClientID       = "11111111-1111-1111-1111-111111111111"
+	RehearsalTenantID       = "22222222-2222-2222-2222-222222222222"
 )
 
-// AllAddons are every add-on object with the rehearsal's cloud config (deviation "add-ons") and,
-// as the Pulumi program gives them, the ops webhooks' serving pair and the cluster CA they trust.
-func (p *Layout) AllAddons() ([]addons.Object, error) {
+// RehearsalAzure are the rehearsals' deploy-time Azure values: placeholder ids (a client id per
+// workload, its index in addons.AzureWorkloads) and Entra ID at authorityHost.
+func RehearsalAzure(authorityHost string) addons.Azure {
+	a := addons.Azure{SubscriptionID: RehearsalSubscriptionID, TenantID: RehearsalTenantID, AuthorityHost: authorityHost, ClientIDs: map[string]string{}}
+	for i, w := range addons.AzureWorkloads {
+		a.ClientIDs[w] = fmt.Sprintf("11111111-1111-1111-1111-%012d", i+1)
+	}
+	return a
+}
+
+// AllAddons are every add-on object with the rehearsal's deploy-time Azure values (Entra ID at
+// authorityHost) and, as the Pulumi program gives them, the ops webhooks' serving pair and the
+// cluster CA they trust.
+func (p *Layout) AllAddons(authorityHost string) ([]addons.Object, error) {
 	objs, err := addons.Objects(p.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	secret, err := addons.AutoscalerCloudConfig(p.Cluster, RehearsalSubscriptionID, rehearsalClientID)
+	azure, err := addons.AzureObjects(p.Cluster, RehearsalAzure(authorityHost))
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +113,7 @@ func (p *Layout) AllAddons() ([]addons.Object, error) {
 		return nil, err
 	}
 	addons.TrustCA(objs, p.Bundle.Pair(pki.ClusterCA).CertPEM)
-	return append(objs, secret, tls), nil
+	return append(append(objs, azure...), tls), nil
 }
 
 // APIServerMachineOffset is where apiserver machines start in the mapped control-plane subnet.

@@ -293,7 +293,7 @@ func (b *Booted) userData(role string) string {
 func (b *Booted) ScheduledEventsFile() string { return filepath.Join(b.Dir, "scheduled-events.json") }
 
 // startServices starts, in the hub namespace, the stand-ins for Azure's platform: the instance
-// metadata service, the internal load balancer and the backup store.
+// metadata service, the internal load balancer, the backup store and Entra ID.
 func (b *Booted) startServices(ctx context.Context) error {
 	meta := map[string]imds.InstanceMetadata{}
 	for _, m := range b.Machines {
@@ -317,8 +317,11 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := b.startService("azurite", b.StoreCommand()); err != nil {
 		return err
 	}
-	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s",
-		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress())
+	if err := b.startEntra(); err != nil {
+		return err
+	}
+	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s, Entra ID on %s",
+		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress(), b.AuthorityHost())
 	return b.CreateBackupContainer(ctx)
 }
 

@@ -12,14 +12,15 @@ import (
 const KernelLog = "/var/log/clusterforge-kernel.log"
 
 // Addons are every add-on object, webhook configurations included: the booted workers run the
-// operations layer's pods for real, and node-problem-detector reads each worker's KernelLog.
+// operations layer's pods for real, node-problem-detector reads each worker's KernelLog, and the
+// workloads with an Azure identity sign in at Entra ID's stand-in.
 func (b *Booted) Addons() ([]addons.Object, error) {
-	objs, err := b.AllAddons()
+	objs, err := b.AllAddons(b.AuthorityHost())
 	if err != nil {
 		return nil, err
 	}
 	addons.ReadKernelLogFrom(objs, addons.KernelLogFile(KernelLog))
-	return objs, nil
+	return b.trustEntra(objs)
 }
 
 // nicInterfaces is the worker NIC as azure-vnet-ipam's file source reads it (deviation "pod IPs"):

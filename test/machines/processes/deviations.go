@@ -18,7 +18,7 @@ import (
 // operations layer's webhook configurations, whose backend would be a KWOK pod that serves nothing;
 // the brake and team drills register them with handlers served from the test process.
 func (p *Layout) Addons() ([]addons.Object, error) {
-	objs, err := p.AllAddons()
+	objs, err := p.AllAddons(addons.AzurePublicAuthorityHost) // add-on pods are KWOK's: nothing signs in
 	if err != nil {
 		return nil, err
 	}

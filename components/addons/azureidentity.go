@@ -1,0 +1,96 @@
+package addons
+
+import (
+	"path"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// Workload Identity: a control loop that calls Azure trades a token of its own service account,
+// for Entra ID's audience alone, for an Azure token. No identity sits on a node's metadata
+// service for a pod to borrow, and Entra ID trusts only the federated subjects below.
+const (
+	// AzureTokenAudience is the audience Entra ID takes in a token exchange.
+	AzureTokenAudience = "api://AzureADTokenExchange"
+	// AzurePublicAuthorityHost is Entra ID's sign-in host in Azure's public cloud.
+	AzurePublicAuthorityHost = "https://login.microsoftonline.com/"
+	azureTokenDir            = "/var/run/secrets/azure/tokens"
+	azureTokenFile           = azureTokenDir + "/azure-identity-token"
+	azureTokenSeconds        = 3600
+	azureAddon               = "azure-identity"
+	azureTokenVolume         = "azure-identity-token"
+)
+
+// AzureWorkloads are the service accounts (kube-system) with an Azure identity each, a
+// user-assigned identity with a federated credential for FederatedSubject.
+var AzureWorkloads = []string{AutoscalerName, wellknown.OpsName}
+
+// FederatedSubject is the subject Entra ID matches a workload's token against.
+func FederatedSubject(workload string) string { return ServiceAccountUser(SystemNamespace, workload) }
+
+// Azure are the deploy-time values the workloads reach Azure with.
+type Azure struct {
+	SubscriptionID string
+	TenantID       string
+	// AuthorityHost is Entra ID's sign-in host: AzurePublicAuthorityHost on Azure.
+	AuthorityHost string
+	// ClientIDs are the identities' client ids, by workload (AzureWorkloads).
+	ClientIDs map[string]string
+}
+
+// AzureIdentityConfigMap names the ConfigMap a workload's pods read their identity from.
+func AzureIdentityConfigMap(workload string) string { return workload + "-azure-identity" }
+
+// AzureIdentity is that ConfigMap: the variables the Azure SDKs' workload identity credential reads.
+func AzureIdentity(workload string, a Azure) (*corev1.ConfigMap, error) {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: meta(SystemNamespace, AzureIdentityConfigMap(workload), nil),
+		Data: map[string]string{
+			"AZURE_CLIENT_ID": a.ClientIDs[workload], "AZURE_TENANT_ID": a.TenantID, "AZURE_AUTHORITY_HOST": a.AuthorityHost,
+		},
+	}
+	return cm, finish(cm, azureAddon)
+}
+
+// AzureObjects are the objects holding deploy-time Azure values: the identities' ConfigMaps and
+// cluster-autoscaler's cloud config.
+func AzureObjects(c *spec.Cluster, a Azure) ([]Object, error) {
+	var objs []Object
+	for _, w := range AzureWorkloads {
+		cm, err := AzureIdentity(w, a)
+		if err != nil {
+			return nil, err
+		}
+		objs = append(objs, cm)
+	}
+	cloud, err := AutoscalerCloudConfig(c, a)
+	if err != nil {
+		return nil, err
+	}
+	return append(objs, cloud), nil
+}
+
+// withAzureIdentity gives the pod's first container its workload's identity: a projected token
+// of its service account for Entra ID alone, and the ConfigMap's variables.
+func withAzureIdentity(p *corev1.PodSpec, workload string) {
+	expiry := int64(azureTokenSeconds)
+	p.Volumes = append(p.Volumes, corev1.Volume{Name: azureTokenVolume, VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: AzureTokenAudience, ExpirationSeconds: &expiry, Path: path.Base(azureTokenFile),
+		}}}},
+	}})
+	ct := &p.Containers[0]
+	ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: azureTokenVolume, MountPath: azureTokenDir, ReadOnly: true})
+	ct.Env = append(ct.Env, corev1.EnvVar{Name: "AZURE_FEDERATED_TOKEN_FILE", Value: azureTokenFile})
+	ct.EnvFrom = append(ct.EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: AzureIdentityConfigMap(workload)}}})
+}
+
+// HasAzureIdentity says whether the pod signs in to Azure as its workload.
+func HasAzureIdentity(p *corev1.PodSpec) bool {
+	return slices.ContainsFunc(p.Volumes, func(v corev1.Volume) bool { return v.Name == azureTokenVolume })
+}

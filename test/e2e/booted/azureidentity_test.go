@@ -1,0 +1,43 @@
+package booted_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/machines"
+)
+
+// Both clusterforge-ops replicas sign in to Azure at start through their workload identity: the
+// Azure SDK in each pod trades its projected service-account token, signed by the booted
+// apiservers, at Entra ID's stand-in (deviation "Entra ID"), which checks it against the issuer's
+// published keys and the federated credentials the Pulumi program creates. Nothing else was
+// given a token.
+func TestControlLoopsSignInToAzure(t *testing.T) {
+	needBoot(t)
+	opsClient := machines.RehearsalAzure("").ClientIDs[wellknown.OpsName]
+	if err := drills.WaitUntil(3*time.Minute, func() error {
+		exchanges, err := booted.EntraExchanges()
+		if err != nil {
+			return err
+		}
+		issued := 0
+		for _, e := range exchanges {
+			switch {
+			case e.Refused == "" && (e.ClientID != opsClient || e.Subject != addons.FederatedSubject(wellknown.OpsName)):
+				return fmt.Errorf("a token went to %s as %s", e.Subject, e.ClientID)
+			case e.Refused == "":
+				issued++
+			}
+		}
+		if issued < 2 {
+			return fmt.Errorf("%d of 2 clusterforge-ops replicas signed in; exchanges: %+v", issued, exchanges)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

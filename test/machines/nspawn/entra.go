@@ -1,0 +1,157 @@
+package nspawn
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/standin/entra"
+)
+
+// Entra ID's stand-in (deviation "Entra ID") listens in the hub on the node subnet's gateway
+// address, which pods reach through their node as they reach any address outside the cluster.
+const (
+	entraCAConfigMap = "entra-standin-ca"
+	entraCADir       = "/etc/clusterforge-standin"
+)
+
+func (b *Booted) entraHost() string {
+	return netip.MustParsePrefix(b.Cluster.Network.NodeSubnet).Masked().Addr().Next().String()
+}
+
+// AuthorityHost is where the workloads' Azure SDKs sign in: the stand-in.
+func (b *Booted) AuthorityHost() string { return "https://" + b.entraHost() + "/" }
+
+func (b *Booted) entraDir() string { return filepath.Join(b.Dir, "entra") }
+
+// EntraExchangesFile holds every token exchange the stand-in answered, one JSON line each.
+func (b *Booted) EntraExchangesFile() string { return filepath.Join(b.entraDir(), "exchanges.jsonl") }
+
+// EntraExchanges are the exchanges the stand-in answered so far.
+func (b *Booted) EntraExchanges() ([]entra.Exchange, error) {
+	data, err := os.ReadFile(b.EntraExchangesFile())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	var out []entra.Exchange
+	lines := bufio.NewScanner(bytes.NewReader(data))
+	for lines.Scan() {
+		var e entra.Exchange
+		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, err
+}
+
+// EntraFederations are the federated credentials the Pulumi program creates, with the
+// rehearsal's client ids.
+func (b *Booted) EntraFederations() []entra.Federation {
+	ids := machines.RehearsalAzure(b.AuthorityHost()).ClientIDs
+	var out []entra.Federation
+	for _, w := range addons.AzureWorkloads {
+		out = append(out, entra.Federation{ClientID: ids[w], Issuer: b.Cluster.ServiceAccountIssuer(),
+			Subject: addons.FederatedSubject(w), Audience: addons.AzureTokenAudience})
+	}
+	return out
+}
+
+// startEntra writes the stand-in's serving pair, the federated credentials and the issuer's
+// documents as the Pulumi program publishes them, and starts it.
+func (b *Booted) startEntra() error {
+	dir := b.entraDir()
+	certPEM, keyPEM, err := selfSigned(b.entraHost())
+	if err != nil {
+		return err
+	}
+	discovery, keys, err := pki.IssuerDocuments(b.Cluster.ServiceAccountIssuer(), b.Bundle.Pair(pki.ServiceAccountKey).CertPEM)
+	if err != nil {
+		return err
+	}
+	federations, err := json.MarshalIndent(b.EntraFederations(), "", "  ")
+	if err != nil {
+		return err
+	}
+	for name, content := range map[string]string{
+		"tls.crt": certPEM, "tls.key": keyPEM, "federations.json": string(federations),
+		filepath.Join("issuer", pki.IssuerDiscoveryPath): string(discovery), filepath.Join("issuer", pki.IssuerKeysPath): string(keys),
+	} {
+		if err := machines.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+			return err
+		}
+	}
+	return b.startService("entra", append(slices.Clone(b.Self), "entra", "--listen="+net.JoinHostPort(b.entraHost(), "443"),
+		"--cert="+filepath.Join(dir, "tls.crt"), "--key="+filepath.Join(dir, "tls.key"), "--tenant="+machines.RehearsalTenantID,
+		"--federations="+filepath.Join(dir, "federations.json"), "--issuer="+b.Cluster.ServiceAccountIssuer(),
+		"--issuer-documents="+filepath.Join(dir, "issuer"), "--exchanges="+b.EntraExchangesFile()))
+}
+
+// trustEntra has every pod with an Azure identity trust the stand-in's certificate, through a
+// ConfigMap in SSL_CERT_FILE (the images carry the public roots, which do not hold it).
+func (b *Booted) trustEntra(objs []addons.Object) ([]addons.Object, error) {
+	cert, err := os.ReadFile(filepath.Join(b.entraDir(), "tls.crt"))
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if t := addons.PodTemplate(o); t != nil && addons.HasAzureIdentity(&t.Spec) {
+			p := &t.Spec
+			p.Volumes = append(p.Volumes, corev1.Volume{Name: entraCAConfigMap, VolumeSource: corev1.VolumeSource{
+				ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: entraCAConfigMap}}}})
+			ct := &p.Containers[0]
+			ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: entraCAConfigMap, MountPath: entraCADir, ReadOnly: true})
+			ct.Env = append(ct.Env, corev1.EnvVar{Name: "SSL_CERT_FILE", Value: entraCADir + "/ca.crt"})
+		}
+	}
+	return append(objs, &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: addons.SystemNamespace, Name: entraCAConfigMap},
+		Data:       map[string]string{"ca.crt": string(cert)},
+	}), nil
+}
+
+// selfSigned is a serving pair for an address, its own authority.
+func selfSigned(ip string) (certPEM, keyPEM string, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "Entra ID stand-in"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(30 * 24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP(ip)}, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return "", "", err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})), nil
+}

@@ -1,0 +1,316 @@
+// Package entra stands in for Microsoft Entra ID's token service in a workload identity exchange
+// (deviation "Entra ID"): a workload's Azure SDK, pointed at it by AZURE_AUTHORITY_HOST, posts
+// its service account's token as a client assertion and gets an access token only if the token
+// passes Entra's checks against a federated credential: RS256 only, a key from the issuer's
+// published key set, the issuer, subject and audience the credential names, and not expired.
+package entra
+
+import (
+	"context"
+	"crypto"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Federation is a federated identity credential: the client id of the identity it belongs to,
+// and the issuer, subject and audience a token must carry to stand for it.
+type Federation struct {
+	ClientID string `json:"clientId"`
+	Issuer   string `json:"issuer"`
+	Subject  string `json:"subject"`
+	Audience string `json:"audience"`
+}
+
+// Exchange is one token request's outcome, as the stand-in records it.
+type Exchange struct {
+	Time     time.Time `json:"time"`
+	ClientID string    `json:"clientId"`
+	Subject  string    `json:"subject,omitempty"`
+	Scope    string    `json:"scope"`
+	// Refused is Entra's error description ("AADSTS…: …"); empty when a token was issued.
+	Refused string `json:"refused,omitempty"`
+}
+
+// Server is the token service of one tenant.
+type Server struct {
+	Tenant      string
+	Federations []Federation
+	// IssuerDocument returns a document of an issuer by URL (its discovery document, then the key
+	// set it names), as Entra fetches them.
+	IssuerDocument func(url string) ([]byte, error)
+	// Record is told every exchange.
+	Record func(Exchange)
+	Now    func() time.Time
+}
+
+// ServeHTTP answers the tenant's OpenID configuration and its token endpoint.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	base := "https://" + r.Host + "/" + s.Tenant
+	switch {
+	case r.Method == http.MethodGet && r.URL.Path == "/"+s.Tenant+"/v2.0/.well-known/openid-configuration":
+		writeJSON(w, http.StatusOK, map[string]any{
+			"token_endpoint": base + "/oauth2/v2.0/token", "authorization_endpoint": base + "/oauth2/v2.0/authorize",
+			"issuer": base + "/v2.0", "token_endpoint_auth_methods_supported": []string{"client_secret_post", "private_key_jwt"},
+		})
+	case r.Method == http.MethodPost && r.URL.Path == "/"+s.Tenant+"/oauth2/v2.0/token":
+		s.token(w, r)
+	case strings.HasPrefix(r.URL.Path, "/"+s.Tenant+"/"):
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
+	default:
+		writeError(w, http.StatusBadRequest, "invalid_tenant", 90002, "Tenant '"+strings.Split(strings.Trim(r.URL.Path, "/"), "/")[0]+"' not found.")
+	}
+}
+
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	if err := r.ParseForm(); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request", 900144, err.Error())
+		return
+	}
+	ex := Exchange{Time: s.Now(), ClientID: r.PostForm.Get("client_id"), Scope: r.PostForm.Get("scope")}
+	refuse := func(code string, aadsts int, msg string) {
+		ex.Refused = fmt.Sprintf("AADSTS%d: %s", aadsts, msg)
+		s.Record(ex)
+		writeError(w, http.StatusBadRequest, code, aadsts, msg)
+	}
+	if r.PostForm.Get("grant_type") != "client_credentials" ||
+		r.PostForm.Get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+		refuse("unsupported_grant_type", 70003, "only client credentials with a JWT bearer assertion are served here")
+		return
+	}
+	claims, err := s.verify(r.PostForm.Get("client_assertion"))
+	if err != nil {
+		var e *aadError
+		if errors.As(err, &e) {
+			refuse("invalid_client", e.code, e.msg)
+		} else {
+			refuse("invalid_client", 5002738, "Invalid JWT token. "+err.Error())
+		}
+		return
+	}
+	ex.Subject = claims.Subject
+	if !slices.ContainsFunc(s.Federations, func(f Federation) bool {
+		return f.ClientID == ex.ClientID && f.Issuer == claims.Issuer && f.Subject == claims.Subject && slices.Contains(claims.Audience, f.Audience)
+	}) {
+		refuse("invalid_client", 70021, fmt.Sprintf("No matching federated identity record found for presented assertion issuer '%s' with subject '%s' and audience '%s'.",
+			claims.Issuer, claims.Subject, strings.Join(claims.Audience, ",")))
+		return
+	}
+	// MSAL adds "openid offline_access profile"; the resource is the scope ending in /.default.
+	if !slices.ContainsFunc(strings.Fields(ex.Scope), func(scope string) bool { return strings.HasSuffix(scope, "/.default") }) {
+		refuse("invalid_scope", 1002012, "The provided value for scope "+ex.Scope+" is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier.")
+		return
+	}
+	access := make([]byte, 32)
+	_, _ = rand.Read(access)
+	s.Record(ex)
+	writeJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599,
+		"access_token": hex.EncodeToString(access)})
+}
+
+type aadError struct {
+	code int
+	msg  string
+}
+
+func (e *aadError) Error() string { return fmt.Sprintf("AADSTS%d: %s", e.code, e.msg) }
+
+// Claims are the assertion's claims Entra matches a federated credential against.
+type Claims struct {
+	Issuer    string   `json:"iss"`
+	Subject   string   `json:"sub"`
+	Audience  audience `json:"aud"`
+	Expiry    int64    `json:"exp"`
+	NotBefore int64    `json:"nbf"`
+}
+
+// audience is a JWT "aud": one string or several.
+type audience []string
+
+func (a *audience) UnmarshalJSON(b []byte) error {
+	var one string
+	if json.Unmarshal(b, &one) == nil {
+		*a = []string{one}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]string)(a))
+}
+
+// verify checks the assertion's signature with the issuer's published key and its lifetime.
+func (s *Server) verify(assertion string) (*Claims, error) {
+	parts := strings.Split(assertion, ".")
+	if len(parts) != 3 {
+		return nil, errors.New("the assertion is not a JWS compact serialization")
+	}
+	var header struct{ Alg, Kid string }
+	var claims Claims
+	if err := decodeSegment(parts[0], &header); err != nil {
+		return nil, err
+	}
+	if err := decodeSegment(parts[1], &claims); err != nil {
+		return nil, err
+	}
+	if header.Alg != "RS256" {
+		return nil, &aadError{5002738, fmt.Sprintf("Invalid JWT token. '%s' is not a supported signature algorithm.", header.Alg)}
+	}
+	key, err := s.issuerKey(claims.Issuer, header.Kid)
+	if err != nil {
+		return nil, &aadError{700211, fmt.Sprintf("No matching federated identity record found for presented assertion issuer '%s': %v", claims.Issuer, err)}
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return nil, err
+	}
+	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig); err != nil {
+		return nil, &aadError{5002730, "Invalid JWT token. The signature does not verify with the issuer's key '" + header.Kid + "'."}
+	}
+	now := s.Now().Unix()
+	if claims.Expiry <= now {
+		return nil, &aadError{700024, "Client assertion is not within its valid time range."}
+	}
+	if claims.NotBefore > now+300 {
+		return nil, &aadError{700024, "Client assertion is not within its valid time range."}
+	}
+	return &claims, nil
+}
+
+// issuerKey finds key id kid in the key set the issuer's discovery document names.
+func (s *Server) issuerKey(issuer, kid string) (*rsa.PublicKey, error) {
+	data, err := s.IssuerDocument(strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration")
+	if err != nil {
+		return nil, err
+	}
+	var discovery struct {
+		Issuer  string `json:"issuer"`
+		JWKSURI string `json:"jwks_uri"`
+	}
+	if err := json.Unmarshal(data, &discovery); err != nil {
+		return nil, err
+	}
+	if discovery.Issuer != issuer {
+		return nil, fmt.Errorf("the discovery document names issuer %q", discovery.Issuer)
+	}
+	if data, err = s.IssuerDocument(discovery.JWKSURI); err != nil {
+		return nil, err
+	}
+	var set struct {
+		Keys []struct{ Kty, Kid, N, E string }
+	}
+	if err := json.Unmarshal(data, &set); err != nil {
+		return nil, err
+	}
+	for _, k := range set.Keys {
+		if k.Kid != kid || k.Kty != "RSA" {
+			continue
+		}
+		n, err1 := base64.RawURLEncoding.DecodeString(k.N)
+		e, err2 := base64.RawURLEncoding.DecodeString(k.E)
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		return &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}, nil
+	}
+	return nil, fmt.Errorf("no RSA key %q in %s", kid, discovery.JWKSURI)
+}
+
+func decodeSegment(seg string, v any) error {
+	data, err := base64.RawURLEncoding.DecodeString(seg)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError is Entra's error body: an OAuth error, its description and the AADSTS code.
+func writeError(w http.ResponseWriter, status int, code string, aadsts int, msg string) {
+	writeJSON(w, status, map[string]any{"error": code, "error_description": fmt.Sprintf("AADSTS%d: %s", aadsts, msg), "error_codes": []int{aadsts}})
+}
+
+// DocumentsFrom serves an issuer's documents from dir, a copy of its public container: the
+// documents under the issuer's URL, by their path below it.
+func DocumentsFrom(issuer, dir string) func(string) ([]byte, error) {
+	return func(url string) ([]byte, error) {
+		rest, ok := strings.CutPrefix(url, strings.TrimSuffix(issuer, "/")+"/")
+		if !ok || strings.Contains(rest, "..") {
+			return nil, fmt.Errorf("%s is not under issuer %s", url, issuer)
+		}
+		return os.ReadFile(filepath.Join(dir, filepath.FromSlash(rest)))
+	}
+}
+
+// Main serves the stand-in: `entra --listen=… --cert=… --key=… --tenant=… --federations=…
+// --issuer=… --issuer-documents=… --exchanges=…`.
+func Main(args []string) error {
+	fs := flag.NewFlagSet("entra", flag.ContinueOnError)
+	listen := fs.String("listen", "", "host:port to serve HTTPS on")
+	cert := fs.String("cert", "", "serving certificate (PEM)")
+	key := fs.String("key", "", "serving key (PEM)")
+	tenant := fs.String("tenant", "", "the tenant id")
+	federations := fs.String("federations", "", "JSON file: the federated identity credentials ([]Federation)")
+	issuer := fs.String("issuer", "", "the service-account issuer whose documents --issuer-documents holds")
+	documents := fs.String("issuer-documents", "", "directory: the issuer's public container")
+	exchanges := fs.String("exchanges", "", "file each exchange is appended to, one JSON line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(*federations)
+	if err != nil {
+		return fmt.Errorf("entra: --federations: %w", err)
+	}
+	s := &Server{Tenant: *tenant, IssuerDocument: DocumentsFrom(*issuer, *documents), Now: time.Now}
+	if err := json.Unmarshal(data, &s.Federations); err != nil {
+		return fmt.Errorf("entra: %s: %w", *federations, err)
+	}
+	var mu sync.Mutex
+	s.Record = func(e Exchange) {
+		line, _ := json.Marshal(e)
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.OpenFile(*exchanges, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			log.Printf("entra: %v", err)
+			return
+		}
+		defer f.Close()
+		_, _ = f.Write(append(line, '\n'))
+		log.Printf("entra: %s", line)
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
+	log.Printf("Entra ID token service of tenant %s, %d federated credentials, on https://%s", *tenant, len(s.Federations), *listen)
+	if err := srv.ServeTLS(ln, *cert, *key); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
