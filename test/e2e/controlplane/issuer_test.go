@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/addons"
@@ -55,6 +56,19 @@ func TestPublishedIssuerIsTheAPIServers(t *testing.T) {
 		}
 		if err := machines.WriteFile(filepath.Join(docs, path), string(published), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+
+	// clusterforge-ops's service account, as the add-ons define it, whether or not TestAddons ran.
+	objs, err := framework.Running.Addons()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if sa, ok := o.(*corev1.ServiceAccount); ok && sa.Namespace == addons.SystemNamespace && sa.Name == wellknown.OpsName {
+			if err := framework.Running.Apply(ctx, sa); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 
