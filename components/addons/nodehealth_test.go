@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/test/toolchain"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
@@ -25,7 +27,7 @@ import (
 // of lines in the kernel's own wording (its printk formats, the NVIDIA and mlx5 drivers') and
 // reports, on its Prometheus endpoint, which conditions it set and which events it counted.
 func TestNodeProblemDetectorReadsKernelLines(t *testing.T) {
-	bin := toolchainBinary(t, "addons/node-problem-detector")
+	bin := toolchain.Binary(t, "addons/node-problem-detector")
 	dir := t.TempDir()
 	log, config := filepath.Join(dir, "kern.log"), filepath.Join(dir, KernelMonitorKey)
 	if err := os.WriteFile(log, nil, 0o644); err != nil {

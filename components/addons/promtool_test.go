@@ -9,29 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/test/toolchain"
+
 	"sigs.k8s.io/yaml"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // promtool is the pinned Prometheus v3.5.0 promtool that `make tools` builds.
-func promtool(t *testing.T) string { return toolchainBinary(t, "bin/promtool") }
-
-// toolchainBinary is a binary `make tools` builds, by its path under .tools.
-func toolchainBinary(t *testing.T, path string) string {
-	t.Helper()
-	bin, err := filepath.Abs("../../.tools/" + path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if testing.Short() {
-			t.Skipf("-short: %s is not built", path)
-		}
-		t.Fatalf("%s is missing: run `make tools`", bin)
-	}
-	return bin
-}
+func promtool(t *testing.T) string { return toolchain.Binary(t, "bin/promtool") }
 
 func runPromtool(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -176,6 +162,14 @@ var alertScenarios = []alertScenario{
 			`clusterforge_brake_refusals_total{job="clusterforge-ops",instance="10.0.4.20:9443",scope="gpu"}`: "_x5 1+1x5 6x20",
 		},
 		fire: map[string]map[string]map[string]string{"3m": {}, "7m": {"ScaleDownBrakeEngaged": {"scope": "gpu"}}, "25m": {}},
+	},
+	{
+		name: "one clusterforge-ops replica gets no Azure token, the other signs in at minute 3",
+		series: map[string]string{
+			`clusterforge_ops_azure_signed_in{job="clusterforge-ops",instance="10.0.4.20:9443"}`: "0x2 1x30",
+			`clusterforge_ops_azure_signed_in{job="clusterforge-ops",instance="10.0.4.21:9443"}`: "0x30",
+		},
+		fire: map[string]map[string]map[string]string{"5m": {}, "15m": {"AzureSignInFailing": {}}},
 	},
 	{
 		name: "a wiped member refuses to bootstrap from minute 4",

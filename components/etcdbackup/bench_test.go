@@ -9,11 +9,12 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clusterforge/clusterforge/test/toolchain"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -44,8 +45,8 @@ var datasets = []dataset{
 // in blocks to Azurite, read back and verified) and one member's restore (download, checksum,
 // etcdutl snapshot restore). scripts/bench-etcd-backup.sh runs it and writes the report.
 func BenchmarkBackup(b *testing.B) {
-	etcdBin, _ := filepath.Abs("../../.tools/bin/etcd")
-	etcdutl, _ := filepath.Abs("../../.tools/bin/etcdutl")
+	etcdBin := toolchain.Binary(b, "bin/etcd")
+	etcdutl := toolchain.Binary(b, "bin/etcdutl")
 	for _, ds := range datasets {
 		b.Run(ds.name, func(b *testing.B) {
 			cli, endpoint, _ := startEtcd(b, etcdBin, b.TempDir(), "bench")

@@ -6,13 +6,13 @@ import (
 	"crypto/rand"
 	"io"
 	"log"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clusterforge/clusterforge/test/toolchain"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 )
@@ -20,13 +20,7 @@ import (
 // azuriteStore starts the pinned Azurite (make tools) on 127.0.0.1 and opens a fresh container.
 func azuriteStore(t testing.TB, cluster string) *Store {
 	t.Helper()
-	bin, _ := filepath.Abs("../../.tools/bin/azurite-blob")
-	if _, err := os.Stat(bin); err != nil {
-		if testing.Short() {
-			t.Skip("-short: Azurite is not installed")
-		}
-		t.Fatalf("%v: run make tools-rehearsal", err)
-	}
+	bin := toolchain.Binary(t, "bin/azurite-blob")
 	const port = "10090"
 	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", port, "--location", t.TempDir(), "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -106,8 +100,8 @@ func TestStoreBirthUploadAndCorruption(t *testing.T) {
 // starts and serves the data from; a data dir a running etcd holds is refused untouched.
 func TestSnapshotRestoresIntoAWorkingMember(t *testing.T) {
 	ctx := context.Background()
-	etcdBin, _ := filepath.Abs("../../.tools/bin/etcd")
-	etcdutl, _ := filepath.Abs("../../.tools/bin/etcdutl")
+	etcdBin := toolchain.Binary(t, "bin/etcd")
+	etcdutl := toolchain.Binary(t, "bin/etcdutl")
 	live := t.TempDir()
 	cli, endpoint, stop := startEtcd(t, etcdBin, live, "original")
 	if _, err := cli.Put(ctx, "/registry/namespaces/kept", "v1"); err != nil {

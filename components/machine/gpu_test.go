@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clusterforge/clusterforge/test/toolchain"
 )
 
 // On NVSwitch sizes the real systemd starts NVIDIA's fabric manager with the kubelet, before it;
@@ -48,7 +50,7 @@ func TestFabricManagerComesBeforeTheKubeletOnNVSwitchSizes(t *testing.T) {
 // NVIDIA_VISIBLE_DEVICES=all with no GPU requested gets none, and "all" cannot widen an allocation;
 // the privileged device plugin still sees every GPU.
 func TestGPUContainersGetOnlyTheirAllocatedGPUs(t *testing.T) {
-	ctk, hook := toolkitBinary(t, "nvidia-ctk"), toolkitBinary(t, "nvidia-container-runtime-hook")
+	ctk, hook := toolchain.Binary(t, "bin/nvidia-ctk"), toolchain.Binary(t, "bin/nvidia-container-runtime-hook")
 	dir := t.TempDir()
 	config := filepath.Join(dir, "config.toml")
 	run := func(name string, args ...string) {
@@ -120,20 +122,4 @@ func TestGPUContainersGetOnlyTheirAllocatedGPUs(t *testing.T) {
 			t.Errorf("%s: the hook passed devices %q, want %q", tc.name, got, tc.want)
 		}
 	}
-}
-
-// toolkitBinary is one of the pinned NVIDIA toolkit's binaries that `make tools` builds.
-func toolkitBinary(t *testing.T, name string) string {
-	t.Helper()
-	bin, err := filepath.Abs("../../.tools/bin/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(bin); err != nil {
-		if testing.Short() {
-			t.Skipf("-short: %s is not built", name)
-		}
-		t.Fatalf("%s is missing: run `make tools`", bin)
-	}
-	return bin
 }
