@@ -6,14 +6,17 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -24,6 +27,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/netns"
 )
 
@@ -171,6 +175,27 @@ func TestHostileTenantIsRefused(t *testing.T) {
 				t.Errorf("a forged review to %s%s: HTTP %d, want 403 from clusterforge-ops", p.Name, path, status)
 			}
 		}
+	}
+	// Entra ID: a token of the team's service account for Entra's audience (a pod may project one)
+	// gets no Azure token as clusterforge-ops's identity; Entra's stand-in names the reason.
+	expiry := int64(3600)
+	token, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "default", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{addons.AzureTokenAudience}, ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	azure := machines.RehearsalAzure(booted.AuthorityHost())
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {azure.ClientIDs[wellknown.OpsName]},
+		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {token.Status.Token},
+		"scope": {"https://management.azure.com/.default"}}
+	resp, err := insecure.PostForm(azure.AuthorityHost+azure.TenantID+"/oauth2/v2.0/token", form)
+	if err != nil {
+		t.Fatalf("Entra ID from the team's pod: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "AADSTS70021") {
+		t.Errorf("the team's token at Entra ID: HTTP %d %s, want 400 AADSTS70021 (no federated credential for its subject)", resp.StatusCode, body)
 	}
 }
 
