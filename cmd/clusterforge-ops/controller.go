@@ -94,8 +94,10 @@ func controller(ctx context.Context, args []string) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		refusals.ServeHTTP(w, r)
-		fmt.Fprintf(w, "# HELP %s 1 once this replica holds an Azure token through its workload identity.\n# TYPE %[1]s gauge\n%[1]s %d\n",
-			wellknown.AzureSignedInMetric, boolGauge(signedIn.Load()))
+		if *cloudConfig != "" { // without one, nothing signs in
+			fmt.Fprintf(w, "# HELP %s 1 while this replica's last sign-in through its workload identity got a token.\n# TYPE %[1]s gauge\n%[1]s %d\n",
+				wellknown.AzureSignedInMetric, boolGauge(signedIn.Load()))
+		}
 	})
 	pair := &reloadingPair{dir: *tlsDir}
 	// Callers are asked for a certificate of the cluster CA; the webhooks take only the apiservers'
@@ -155,8 +157,8 @@ func controller(ctx context.Context, args []string) error {
 
 // machinesFrom is remediation's way to hand machines back: the worker scale sets through the
 // controller's workload identity; without a cloud config, a Node is deleted and its VM left to
-// the autoscaler, which removes what no longer registers. It signs in at once and keeps trying
-// until Entra ID answers (signedIn), so a broken federation shows at start, not at the first repair.
+// the autoscaler, which removes what no longer registers. It signs in at once and again and again
+// (signedIn), so a broken federation shows at start and whenever it breaks, not at the next repair.
 func machinesFrom(ctx context.Context, cloudConfig string, scaleSets []string, signedIn *atomic.Bool) (remediation.Machines, error) {
 	if cloudConfig == "" {
 		return nodeOnly{}, nil
@@ -172,13 +174,11 @@ func machinesFrom(ctx context.Context, cloudConfig string, scaleSets []string, s
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", cloudConfig, err)
 	}
-	// The client id, tenant, token file and Entra ID's host come from the pod's environment;
-	// the host named there is the one to ask, not the public cloud's discovery service.
-	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{DisableInstanceDiscovery: true})
+	cred, err := workloadIdentity()
 	if err != nil {
-		return nil, fmt.Errorf("workload identity: %w", err)
+		return nil, err
 	}
-	go signIn(ctx, cred, signedIn)
+	go signIn(ctx, signedIn)
 	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(cfg.SubscriptionID, cred, nil)
 	if err != nil {
 		return nil, err
@@ -186,26 +186,41 @@ func machinesFrom(ctx context.Context, cloudConfig string, scaleSets []string, s
 	return &scaleset.Machines{VMs: vms, Subscription: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, ScaleSets: scaleSets}, nil
 }
 
-// signIn asks for a Resource Manager token every 30 s until one comes.
-func signIn(ctx context.Context, cred azcore.TokenCredential, signedIn *atomic.Bool) {
+// workloadIdentity is the credential of the pod's workload identity: the client id, tenant, token
+// file and Entra ID's host come from its environment, and the host named there is the one to
+// ask, not the public cloud's discovery service.
+func workloadIdentity() (azcore.TokenCredential, error) {
+	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{DisableInstanceDiscovery: true})
+	if err != nil {
+		return nil, fmt.Errorf("workload identity: %w", err)
+	}
+	return cred, nil
+}
+
+// signIn asks for a Resource Manager token with a fresh credential (no cached token), every
+// 10 minutes while Entra ID gives one and every 30 s while it does not.
+func signIn(ctx context.Context, signedIn *atomic.Bool) {
 	for {
-		_, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{armScope}})
+		wait := 10 * time.Minute
+		cred, err := workloadIdentity()
 		if err == nil {
-			signedIn.Store(true)
-			log.Printf("azure: signed in through the workload identity")
-			return
+			_, err = cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{wellknown.AzureResourceManagerScope}})
 		}
-		log.Printf("azure: no token through the workload identity, remediation cannot hand machines back: %v", err)
+		switch {
+		case err == nil && !signedIn.Load():
+			log.Printf("azure: signed in through the workload identity")
+		case err != nil:
+			log.Printf("azure: no token through the workload identity, remediation cannot hand machines back: %v", err)
+			wait = 30 * time.Second
+		}
+		signedIn.Store(err == nil)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(30 * time.Second):
+		case <-time.After(wait):
 		}
 	}
 }
-
-// armScope is Azure Resource Manager's, in the public cloud.
-const armScope = "https://management.azure.com/.default"
 
 func boolGauge(b bool) int {
 	if b {

@@ -4,6 +4,8 @@ import (
 	"path"
 	"slices"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -16,14 +18,24 @@ import (
 const (
 	// AzureTokenAudience is the audience Entra ID takes in a token exchange.
 	AzureTokenAudience = "api://AzureADTokenExchange"
-	// AzurePublicAuthorityHost is Entra ID's sign-in host in Azure's public cloud.
-	AzurePublicAuthorityHost = "https://login.microsoftonline.com/"
-	azureTokenDir            = "/var/run/secrets/azure/tokens"
-	azureTokenFile           = azureTokenDir + "/azure-identity-token"
-	azureTokenSeconds        = 3600
-	azureAddon               = "azure-identity"
-	azureTokenVolume         = "azure-identity-token"
+	azureTokenDir      = "/var/run/secrets/azure/tokens"
+	azureTokenFile     = azureTokenDir + "/azure-identity-token"
+	azureTokenSeconds  = 3600
+	azureAddon         = "azure-identity"
+	azureTokenVolume   = "azure-identity-token"
 )
+
+// AzurePublicAuthorityHost is Entra ID's sign-in host in Azure's public cloud.
+var AzurePublicAuthorityHost = cloud.AzurePublic.ActiveDirectoryAuthorityHost
+
+// Federation is a workload's federated identity credential: Entra ID gives its identity's token for
+// a token of Issuer, naming Subject, for Audience.
+type Federation struct{ Issuer, Subject, Audience string }
+
+// FederationOf is the federated credential of a workload (AzureWorkloads) of cluster c.
+func FederationOf(c *spec.Cluster, workload string) Federation {
+	return Federation{Issuer: c.ServiceAccountIssuer(), Subject: FederatedSubject(workload), Audience: AzureTokenAudience}
+}
 
 // AzureWorkloads are the service accounts (kube-system) with an Azure identity each, a
 // user-assigned identity with a federated credential for FederatedSubject.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/test/toolchain"
+
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -88,14 +90,7 @@ func TestCollectsFilesAndServers(t *testing.T) {
 	var buf bytes.Buffer
 	WriteMetrics(&buf, certs, errs)
 	out := buf.String()
-	promtool, err := filepath.Abs(filepath.Join("..", "..", ".tools", "bin", "promtool"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(promtool); err != nil {
-		t.Skipf("promtool is not built (make tools): %v", err)
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
+	cmd := exec.Command(toolchain.Binary(t, "bin/promtool"), "check", "metrics")
 	cmd.Stdin = strings.NewReader(out)
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s\n%s", err, msg, out)

@@ -102,9 +102,8 @@ func APIServerFlags(c *spec.Cluster) Flags {
 		"requestheader-group-headers":        "X-Remote-Group",
 		"requestheader-username-headers":     "X-Remote-User",
 
-		// Tokens name the public issuer Entra ID trusts (Workload Identity); the in-cluster name of
-		// earlier releases stays accepted for the tokens already issued under it.
-		"service-account-issuer":           Repeated(c.ServiceAccountIssuer(), "https://kubernetes.default.svc."+wellknown.ClusterDomain),
+		// Tokens name the public issuer Entra ID trusts (Workload Identity).
+		"service-account-issuer":           c.ServiceAccountIssuer(),
 		"service-account-jwks-uri":         pki.IssuerKeysURL(c.ServiceAccountIssuer()),
 		"service-account-key-file":         CertPath("", pki.ServiceAccountKey),
 		"service-account-signing-key-file": KeyPath("", pki.ServiceAccountKey),

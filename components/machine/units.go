@@ -8,25 +8,19 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-// Flags are a component's command-line flags, rendered sorted by name so output is stable. A
-// flag given more than once holds its values joined by Repeated.
+// Flags are a component's command-line flags, rendered sorted by name so output is stable.
 type Flags map[string]string
 
-// Repeated is the value of a flag given once per value, in order.
-func Repeated(values ...string) string { return strings.Join(values, "\n") }
-
-// Args returns "--name=value" for every flag and value, sorted by name.
+// Args returns "--name=value" for every flag, sorted.
 func (f Flags) Args() []string {
 	names := make([]string, 0, len(f))
 	for n := range f {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	var args []string
-	for _, n := range names {
-		for _, v := range strings.Split(f[n], "\n") {
-			args = append(args, fmt.Sprintf("--%s=%s", n, v))
-		}
+	args := make([]string, len(names))
+	for i, n := range names {
+		args[i] = fmt.Sprintf("--%s=%s", n, f[n])
 	}
 	return args
 }

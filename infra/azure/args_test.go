@@ -89,12 +89,12 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 			{Role: RoleSubnetJoiner, Scope: ScopeNodeSubnet, Consumer: "cluster-autoscaler"},
 			{Role: RoleManagedIdentityOperator, Scope: ScopeWorkerIdentities, Consumer: "cluster-autoscaler"},
 		},
-		wellknown.OpsName: {{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
+		wellknown.OpsName: {{Role: RoleScaleSetInstanceRemover, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
 	}
 	// Machine roles other than etcd-main, the system pool's among them, hold nothing: a token from
 	// a node's metadata service opens nothing.
 	for _, principal := range append(c.Roles(), addons.AzureWorkloads...) {
-		got := Grants(c, principal)
+		got := Grants(principal)
 		if len(got) != len(want[principal]) {
 			t.Errorf("%s: %v, want %v", principal, got, want[principal])
 			continue

@@ -160,18 +160,21 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		scopes[ScopeWorkerScaleSets] = append(scopes[ScopeWorkerScaleSets], pool.ScaleSetIDs...)
 		scopes[ScopeWorkerIdentities] = append(scopes[ScopeWorkerIdentities], id.ID.ToStringOutput())
 	}
-	if _, err := NewIssuer(ctx, name+"-issuer", &IssuerArgs{Cluster: c, ResourceGroupName: rg.Name, PKI: certs.Bundle}, parent); err != nil {
+	issuer, err := NewIssuer(ctx, name+"-issuer", &IssuerArgs{Cluster: c, ResourceGroupName: rg.Name, PKI: certs.Bundle}, parent)
+	if err != nil {
 		return nil, err
 	}
 	for _, w := range addons.AzureWorkloads {
-		id, err := NewWorkloadIdentity(ctx, name+"-"+w, &RoleIdentityArgs{Cluster: c, Role: w, ResourceGroupName: rg.Name}, parent)
+		// The federation goes before the issuer it trusts, never after: an issuer name freed
+		// while still trusted could be registered by anyone.
+		id, err := NewWorkloadIdentity(ctx, name+"-"+w, &RoleIdentityArgs{Cluster: c, Role: w, ResourceGroupName: rg.Name}, parent, pulumi.DependsOn([]pulumi.Resource{issuer}))
 		if err != nil {
 			return nil, err
 		}
 		identities[w], comp.ClientIDs[w], comp.TenantID = id, id.ClientID, id.TenantID
 	}
 	for _, role := range append(c.Roles(), addons.AzureWorkloads...) {
-		if len(Grants(c, role)) == 0 {
+		if len(Grants(role)) == 0 {
 			continue
 		}
 		if _, err := NewGrants(ctx, name+"-"+role+"-grants", &GrantsArgs{

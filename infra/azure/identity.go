@@ -24,14 +24,17 @@ const (
 // Custom roles clusterforge defines per cluster, each holding only the actions its consumer calls
 // where no built-in role is that narrow.
 const (
-	RoleScaleSetLister = "scale-set-lister"
-	RoleSubnetJoiner   = "subnet-joiner"
+	RoleScaleSetLister          = "scale-set-lister"
+	RoleSubnetJoiner            = "subnet-joiner"
+	RoleScaleSetInstanceRemover = "scale-set-instance-remover"
 )
 
 // CustomRoleActions are the actions of each custom role.
 var CustomRoleActions = map[string][]string{
 	RoleScaleSetLister: {"Microsoft.Compute/virtualMachineScaleSets/read"},
 	RoleSubnetJoiner:   {"Microsoft.Network/virtualNetworks/subnets/read", "Microsoft.Network/virtualNetworks/subnets/join/action"},
+	// Not Virtual Machine Contributor: its run-command, extensions and model writes are root on every node.
+	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete"},
 }
 
 // Scopes a grant can name. The plural ones stand for one assignment per resource.
@@ -54,12 +57,12 @@ type Grant struct {
 // (addons.AzureWorkloads): a grant exists only for a component that calls Azure with it.
 // cluster-autoscaler (L19) lists the resource group's scale sets, resizes them and deletes their
 // instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
-// node subnet and assign the scale set's identity. clusterforge-ops's remediation deletes the
-// instance of a machine it hands back. The main etcd's backup agent writes, lists, reads and
+// node subnet and assign the scale set's identity. clusterforge-ops's remediation reads and
+// deletes the instance of a machine it hands back, nothing more. The main etcd's backup agent writes, lists, reads and
 // prunes snapshots in its one container. Nothing else calls Azure: the apiservers run no cloud
 // provider, machines learn who they are from the instance metadata, which needs no grant, and the
 // worker pools' identities hold nothing, so a token from a node's metadata service opens nothing.
-func Grants(c *spec.Cluster, principal string) []Grant {
+func Grants(principal string) []Grant {
 	switch principal {
 	case spec.RoleEtcdMain:
 		return []Grant{{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"}}
@@ -72,7 +75,7 @@ func Grants(c *spec.Cluster, principal string) []Grant {
 			{RoleManagedIdentityOperator, ScopeWorkerIdentities, ca + "a resized scale set keeps its pool's identity"},
 		}
 	case wellknown.OpsName:
-		return []Grant{{RoleVirtualMachineContributor, ScopeWorkerScaleSets, "clusterforge-ops (L36): remediation deletes the instance of a machine it hands back"}}
+		return []Grant{{RoleScaleSetInstanceRemover, ScopeWorkerScaleSets, "clusterforge-ops (L36): remediation reads and deletes the instance of a machine it hands back"}}
 	}
 	return nil
 }
@@ -133,7 +136,7 @@ type RoleGrants struct {
 	pulumi.ResourceState
 }
 
-// NewGrants assigns Grants(cluster, role) to the principal; a role without grants gets none.
+// NewGrants assigns Grants(role) to the principal; a role without grants gets none.
 func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulumi.ResourceOption) (*RoleGrants, error) {
 	comp := &RoleGrants{}
 	if err := ctx.RegisterComponentResource("clusterforge:azure:Grants", name, comp, opts...); err != nil {
@@ -141,10 +144,11 @@ func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulum
 	}
 	parent := pulumi.Parent(comp)
 	definitions := map[string]pulumi.StringOutput{}
-	for _, g := range Grants(args.Cluster, args.Role) {
+	for _, g := range Grants(args.Role) {
 		definition, custom := definitions[g.Role]
 		if actions, ok := CustomRoleActions[g.Role]; ok && !custom {
-			roleName := fmt.Sprintf("clusterforge %s %s", args.Cluster.Name, g.Role)
+			// Named for its holder too: each holder's definitions are its own resources.
+			roleName := fmt.Sprintf("clusterforge %s %s %s", args.Cluster.Name, args.Role, g.Role)
 			d, err := authorization.NewRoleDefinition(ctx, name+"-"+g.Role, &authorization.RoleDefinitionArgs{
 				RoleName: pulumi.String(roleName), Description: pulumi.String(g.Consumer),
 				RoleDefinitionId: args.ResourceGroupID.ToStringOutput().ApplyT(func(rg string) string { return nameGUID(rg + "/" + roleName) }).(pulumi.StringOutput),

@@ -45,14 +45,16 @@ func NewIssuer(ctx *pulumi.Context, name string, args *IssuerArgs, opts ...pulum
 		return nil, err
 	}
 	c, parent := args.Cluster, pulumi.Parent(comp)
-	account, err := storage.NewStorageAccount(ctx, name+"-account", IssuerAccountArgs(args), parent)
+	// Protected: its name follows from the cluster's, so once deleted anyone could take it and
+	// publish keys the federated credentials trust.
+	account, err := storage.NewStorageAccount(ctx, name+"-account", IssuerAccountArgs(args), parent, pulumi.Protect(true))
 	if err != nil {
 		return nil, err
 	}
 	container, err := storage.NewBlobContainer(ctx, name+"-container", &storage.BlobContainerArgs{
 		AccountName: account.Name, ResourceGroupName: args.ResourceGroupName,
 		ContainerName: pulumi.String(spec.IssuerContainer), PublicAccess: storage.PublicAccessBlob,
-	}, parent)
+	}, parent, pulumi.Protect(true))
 	if err != nil {
 		return nil, err
 	}
@@ -81,12 +83,13 @@ func NewWorkloadIdentity(ctx *pulumi.Context, name string, args *RoleIdentityArg
 	if err != nil {
 		return nil, err
 	}
+	f := addons.FederationOf(args.Cluster, args.Role)
 	_, err = managedidentity.NewFederatedIdentityCredential(ctx, name+"-federated", &managedidentity.FederatedIdentityCredentialArgs{
 		ResourceGroupName: args.ResourceGroupName, ResourceName: id.Name,
 		FederatedIdentityCredentialResourceName: pulumi.String("kubernetes-" + args.Role),
-		Issuer:                                  pulumi.String(args.Cluster.ServiceAccountIssuer()),
-		Subject:                                 pulumi.String(addons.FederatedSubject(args.Role)),
-		Audiences:                               pulumi.StringArray{pulumi.String(addons.AzureTokenAudience)},
+		Issuer:                                  pulumi.String(f.Issuer),
+		Subject:                                 pulumi.String(f.Subject),
+		Audiences:                               pulumi.StringArray{pulumi.String(f.Audience)},
 	}, pulumi.Parent(id))
 	return id, err
 }

@@ -40,15 +40,14 @@ func NewClusterPKI(ctx *pulumi.Context, name string, args *ClusterPKIArgs, opts 
 	var names []string
 	var certs, keys []any
 
-	newKey := func(n string) (*tls.PrivateKey, error) {
-		return tls.NewPrivateKey(ctx, name+"-"+n+"-key", &tls.PrivateKeyArgs{
-			Algorithm: pulumi.String("ECDSA"), EcdsaCurve: pulumi.String("P256"),
-		}, parent)
+	ecdsaKey := &tls.PrivateKeyArgs{Algorithm: pulumi.String("ECDSA"), EcdsaCurve: pulumi.String("P256")}
+	newKey := func(n string, args *tls.PrivateKeyArgs) (*tls.PrivateKey, error) {
+		return tls.NewPrivateKey(ctx, name+"-"+n+"-key", args, parent)
 	}
 	type authority struct{ cert, key pulumi.StringOutput }
 	cas := map[string]authority{}
 	for _, a := range pki.Authorities(c) {
-		key, err := newKey(a.Name)
+		key, err := newKey(a.Name, ecdsaKey)
 		if err != nil {
 			return nil, err
 		}
@@ -66,7 +65,7 @@ func NewClusterPKI(ctx *pulumi.Context, name string, args *ClusterPKIArgs, opts 
 		names, certs, keys = append(names, a.Name), append(certs, cert.CertPem), append(keys, key.PrivateKeyPem)
 	}
 	for _, p := range pki.Profiles(c) {
-		key, err := newKey(p.Name)
+		key, err := newKey(p.Name, ecdsaKey)
 		if err != nil {
 			return nil, err
 		}
@@ -94,9 +93,7 @@ func NewClusterPKI(ctx *pulumi.Context, name string, args *ClusterPKIArgs, opts 
 		}
 		names, certs, keys = append(names, p.Name), append(certs, cert.CertPem), append(keys, key.PrivateKeyPem)
 	}
-	saKey, err := tls.NewPrivateKey(ctx, name+"-"+pki.ServiceAccountKey+"-key", &tls.PrivateKeyArgs{
-		Algorithm: pulumi.String("RSA"), RsaBits: pulumi.Int(pki.ServiceAccountKeyBits),
-	}, parent)
+	saKey, err := newKey(pki.ServiceAccountKey, &tls.PrivateKeyArgs{Algorithm: pulumi.String("RSA"), RsaBits: pulumi.Int(pki.ServiceAccountKeyBits)})
 	if err != nil {
 		return nil, err
 	}

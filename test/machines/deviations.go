@@ -6,6 +6,8 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
 
 // Deviation is one way the rehearsals differ from what Azure runs. Every difference is listed
@@ -38,7 +40,7 @@ var Deviations = []Deviation{
 		"the rehearsal writes the same node.env; the unit is not run",
 		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, zone, location, size and NIC address, and with the scheduled events a drill writes (a machine's start of one of its events marks it Started, nothing reboots); it issues no managed-identity tokens"},
 	{"Entra ID", "the control loops that call Azure (cluster-autoscaler, clusterforge-ops) trade their service accounts' tokens at Entra ID (login.microsoftonline.com) for Azure tokens; Entra reads the issuer's keys from the public storage container the Pulumi program writes them to",
-		"add-on pods are KWOK pods: nothing signs in",
+		"add-on pods are KWOK pods, so nothing signs in on its own; the issuer check trades the real apiservers' tokens at the same stand-in, served from the test process",
 		"a stand-in in the hub on the node subnet's gateway address, port 443 (`rehearse entra`), with its own self-signed certificate, which the pods with an Azure identity trust through SSL_CERT_FILE (a ConfigMap) and reach through AZURE_AUTHORITY_HOST; it checks each assertion as Entra does (RS256 only, the issuer's published key, issuer, subject and audience of a federated credential, lifetime) against the federated credentials the Pulumi program creates, with the rehearsal's client and tenant ids, and reads the issuer's documents from build/boot/<env>/entra/issuer/, a copy of the public container; the access tokens it issues open nothing (no Resource Manager stand-in yet)"},
 	{"cloud-init datasource", "cloud-init's Azure datasource: customData, the VM's name, DHCP networking",
 		"no cloud-init: the rehearsal writes the rendered files under the machine's root",
@@ -85,14 +87,31 @@ const (
 	RehearsalTenantID       = "22222222-2222-2222-2222-222222222222"
 )
 
-// RehearsalAzure are the rehearsals' deploy-time Azure values: placeholder ids (a client id per
-// workload, its index in addons.AzureWorkloads) and Entra ID at authorityHost.
-func RehearsalAzure(authorityHost string) addons.Azure {
-	a := addons.Azure{SubscriptionID: RehearsalSubscriptionID, TenantID: RehearsalTenantID, AuthorityHost: authorityHost, ClientIDs: map[string]string{}}
+// RehearsalClientIDs are the rehearsals' placeholder client ids of the workloads' identities,
+// by workload: its index in addons.AzureWorkloads.
+func RehearsalClientIDs() map[string]string {
+	ids := map[string]string{}
 	for i, w := range addons.AzureWorkloads {
-		a.ClientIDs[w] = fmt.Sprintf("11111111-1111-1111-1111-%012d", i+1)
+		ids[w] = fmt.Sprintf("11111111-1111-1111-1111-%012d", i+1)
 	}
-	return a
+	return ids
+}
+
+// RehearsalAzure are the rehearsals' deploy-time Azure values: placeholder ids, and Entra ID at
+// authorityHost.
+func RehearsalAzure(authorityHost string) addons.Azure {
+	return addons.Azure{SubscriptionID: RehearsalSubscriptionID, TenantID: RehearsalTenantID, AuthorityHost: authorityHost, ClientIDs: RehearsalClientIDs()}
+}
+
+// RehearsalFederations are the federated credentials the Pulumi program creates for c, with the
+// rehearsals' client ids: what Entra ID's stand-in trusts.
+func RehearsalFederations(c *spec.Cluster) []entra.Federation {
+	var out []entra.Federation
+	for _, w := range addons.AzureWorkloads {
+		f := addons.FederationOf(c, w)
+		out = append(out, entra.Federation{ClientID: RehearsalClientIDs()[w], Issuer: f.Issuer, Subject: f.Subject, Audience: f.Audience})
+	}
+	return out
 }
 
 // AllAddons are every add-on object with the rehearsal's deploy-time Azure values (Entra ID at

@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// Dir is the repository's .tools directory.
-func Dir() string {
+// dir is the repository's .tools directory.
+func dir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", ".tools")
 }
@@ -19,7 +19,7 @@ func Dir() string {
 // (the fast tier may run before `make tools`) and fails it otherwise.
 func Binary(t testing.TB, path string) string {
 	t.Helper()
-	bin := filepath.Join(Dir(), path)
+	bin := filepath.Join(dir(), path)
 	if _, err := os.Stat(bin); err != nil {
 		if testing.Short() {
 			t.Skipf("-short: %s is not built", path)

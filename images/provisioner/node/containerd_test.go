@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/test/toolchain"
+
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -61,10 +63,7 @@ func prod7500(t *testing.T) *spec.Cluster {
 }
 
 func containerdConfigDump(t *testing.T, c *spec.Cluster, gpu bool) string {
-	containerd := filepath.Join("..", "..", "..", ".tools", "node", "containerd")
-	if _, err := os.Stat(containerd); err != nil {
-		t.Fatalf("%s is missing: run `make tools`", containerd)
-	}
+	containerd := toolchain.Binary(t, "node/containerd")
 	config := filepath.Join(t.TempDir(), "config.toml")
 	if err := os.WriteFile(config, []byte(machine.ContainerdConfig(c, gpu)), 0o644); err != nil {
 		t.Fatal(err)

@@ -15,10 +15,10 @@ import (
 // Azure SDK in each pod trades its projected service-account token, signed by the booted
 // apiservers, at Entra ID's stand-in (deviation "Entra ID"), which checks it against the issuer's
 // published keys and the federated credentials the Pulumi program creates. Nothing else was
-// given a token.
-func TestControlLoopsSignInToAzure(t *testing.T) {
+// given a token. (cluster-autoscaler runs at zero replicas here: deviation "add-ons".)
+func TestOpsSignsInToAzure(t *testing.T) {
 	needBoot(t)
-	opsClient := machines.RehearsalAzure("").ClientIDs[wellknown.OpsName]
+	opsClient := machines.RehearsalClientIDs()[wellknown.OpsName]
 	if err := drills.WaitUntil(3*time.Minute, func() error {
 		exchanges, err := booted.EntraExchanges()
 		if err != nil {

@@ -6,10 +6,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +27,7 @@ import (
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/netns"
+	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
 
 // A hostile tenant: a user with edit rights in one team's namespace, nothing else. Each way out
@@ -176,26 +175,23 @@ func TestHostileTenantIsRefused(t *testing.T) {
 			}
 		}
 	}
-	// Entra ID: a token of the team's service account for Entra's audience (a pod may project one)
-	// gets no Azure token as clusterforge-ops's identity; Entra's stand-in names the reason.
-	expiry := int64(3600)
-	token, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "default", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		Audiences: []string{addons.AzureTokenAudience}, ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
-	if err != nil {
+	// Entra ID: tokens of the team's service accounts for Entra's audience (a pod may project them),
+	// the default one and one named like clusterforge-ops's, get no Azure token as clusterforge-ops's
+	// identity through the SDK from the team's pod; Entra's stand-in names the reason.
+	if _, err := tenant.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: wellknown.OpsName}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	azure := machines.RehearsalAzure(booted.AuthorityHost())
-	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {azure.ClientIDs[wellknown.OpsName]},
-		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {token.Status.Token},
-		"scope": {"https://management.azure.com/.default"}}
-	resp, err := insecure.PostForm(azure.AuthorityHost+azure.TenantID+"/oauth2/v2.0/token", form)
-	if err != nil {
-		t.Fatalf("Entra ID from the team's pod: %v", err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "AADSTS70021") {
-		t.Errorf("the team's token at Entra ID: HTTP %d %s, want 400 AADSTS70021 (no federated credential for its subject)", resp.StatusCode, body)
+	for _, sa := range []string{"default", wellknown.OpsName} {
+		expiry := int64(3600)
+		token, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			Audiences: []string{addons.AzureTokenAudience}, ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = entra.SignIn(ctx, insecure, booted.AuthorityHost(), machines.RehearsalTenantID, machines.RehearsalClientIDs()[wellknown.OpsName], token.Status.Token)
+		if err == nil || !strings.Contains(err.Error(), "AADSTS70021") {
+			t.Errorf("the team's %s token at Entra ID: %v, want AADSTS70021 (no federated credential for its subject)", sa, err)
+		}
 	}
 }
 

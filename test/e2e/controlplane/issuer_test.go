@@ -4,15 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +33,6 @@ func TestPublishedIssuerIsTheAPIServers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	docs := t.TempDir()
 	for path, published := range map[string][]byte{pki.IssuerDiscoveryPath: discovery, pki.IssuerKeysPath: keys} {
 		served, err := cs.RESTClient().Get().AbsPath("/" + path).DoRaw(ctx)
 		if err != nil {
@@ -54,9 +48,10 @@ func TestPublishedIssuerIsTheAPIServers(t *testing.T) {
 		if !reflect.DeepEqual(want, got) {
 			t.Errorf("/%s: the apiserver serves\n%s\nthe Pulumi program publishes\n%s", path, served, published)
 		}
-		if err := machines.WriteFile(filepath.Join(docs, path), string(published), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	}
+	docs := t.TempDir()
+	if err := entra.WriteIssuerDocuments(docs, c.ServiceAccountIssuer(), framework.Running.Bundle.Pair(pki.ServiceAccountKey).CertPEM); err != nil {
+		t.Fatal(err)
 	}
 
 	// clusterforge-ops's service account, as the add-ons define it, whether or not TestAddons ran.
@@ -72,13 +67,7 @@ func TestPublishedIssuerIsTheAPIServers(t *testing.T) {
 		}
 	}
 
-	azure := machines.RehearsalAzure("")
-	var federations []entra.Federation
-	for _, w := range addons.AzureWorkloads {
-		federations = append(federations, entra.Federation{ClientID: azure.ClientIDs[w], Issuer: c.ServiceAccountIssuer(),
-			Subject: addons.FederatedSubject(w), Audience: addons.AzureTokenAudience})
-	}
-	srv := httptest.NewTLSServer(&entra.Server{Tenant: azure.TenantID, Federations: federations, Now: time.Now,
+	srv := httptest.NewTLSServer(&entra.Server{Tenant: machines.RehearsalTenantID, Federations: machines.RehearsalFederations(c), Now: time.Now,
 		IssuerDocument: entra.DocumentsFrom(c.ServiceAccountIssuer(), docs), Record: func(entra.Exchange) {}})
 	defer srv.Close()
 	exchange := func(namespace, serviceAccount string) error {
@@ -88,19 +77,7 @@ func TestPublishedIssuerIsTheAPIServers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		file := filepath.Join(t.TempDir(), "token")
-		if err := os.WriteFile(file, []byte(tr.Status.Token), 0o600); err != nil {
-			return err
-		}
-		cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
-			ClientID: azure.ClientIDs[wellknown.OpsName], TenantID: azure.TenantID, TokenFilePath: file, DisableInstanceDiscovery: true,
-			ClientOptions: policy.ClientOptions{Transport: srv.Client(), Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: srv.URL + "/"}},
-		})
-		if err != nil {
-			return err
-		}
-		_, err = cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{"https://management.azure.com/.default"}})
-		return err
+		return entra.SignIn(ctx, srv.Client(), srv.URL+"/", machines.RehearsalTenantID, machines.RehearsalClientIDs()[wellknown.OpsName], tr.Status.Token)
 	}
 	if err := exchange(addons.SystemNamespace, wellknown.OpsName); err != nil {
 		t.Errorf("clusterforge-ops's token gets no Azure token: %v", err)

@@ -28,13 +28,14 @@ import (
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
 
-// Entra ID's stand-in (deviation "Entra ID") listens in the hub on the node subnet's gateway
-// address, which pods reach through their node as they reach any address outside the cluster.
+// Where the pods with an Azure identity find the stand-in's certificate.
 const (
 	entraCAConfigMap = "entra-standin-ca"
 	entraCADir       = "/etc/clusterforge-standin"
 )
 
+// entraHost is where Entra ID's stand-in (deviation "Entra ID") listens: in the hub, on the node
+// subnet's gateway address, which pods reach through their node as any address outside the cluster.
 func (b *Booted) entraHost() string {
 	return netip.MustParsePrefix(b.Cluster.Network.NodeSubnet).Masked().Addr().Next().String()
 }
@@ -53,6 +54,9 @@ func (b *Booted) EntraExchanges() ([]entra.Exchange, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
+	if err != nil {
+		return nil, err
+	}
 	var out []entra.Exchange
 	lines := bufio.NewScanner(bytes.NewReader(data))
 	for lines.Scan() {
@@ -62,19 +66,7 @@ func (b *Booted) EntraExchanges() ([]entra.Exchange, error) {
 		}
 		out = append(out, e)
 	}
-	return out, err
-}
-
-// EntraFederations are the federated credentials the Pulumi program creates, with the
-// rehearsal's client ids.
-func (b *Booted) EntraFederations() []entra.Federation {
-	ids := machines.RehearsalAzure(b.AuthorityHost()).ClientIDs
-	var out []entra.Federation
-	for _, w := range addons.AzureWorkloads {
-		out = append(out, entra.Federation{ClientID: ids[w], Issuer: b.Cluster.ServiceAccountIssuer(),
-			Subject: addons.FederatedSubject(w), Audience: addons.AzureTokenAudience})
-	}
-	return out
+	return out, lines.Err()
 }
 
 // startEntra writes the stand-in's serving pair, the federated credentials and the issuer's
@@ -85,18 +77,14 @@ func (b *Booted) startEntra() error {
 	if err != nil {
 		return err
 	}
-	discovery, keys, err := pki.IssuerDocuments(b.Cluster.ServiceAccountIssuer(), b.Bundle.Pair(pki.ServiceAccountKey).CertPEM)
+	if err := entra.WriteIssuerDocuments(filepath.Join(dir, "issuer"), b.Cluster.ServiceAccountIssuer(), b.Bundle.Pair(pki.ServiceAccountKey).CertPEM); err != nil {
+		return err
+	}
+	federations, err := json.MarshalIndent(machines.RehearsalFederations(b.Cluster), "", "  ")
 	if err != nil {
 		return err
 	}
-	federations, err := json.MarshalIndent(b.EntraFederations(), "", "  ")
-	if err != nil {
-		return err
-	}
-	for name, content := range map[string]string{
-		"tls.crt": certPEM, "tls.key": keyPEM, "federations.json": string(federations),
-		filepath.Join("issuer", pki.IssuerDiscoveryPath): string(discovery), filepath.Join("issuer", pki.IssuerKeysPath): string(keys),
-	} {
+	for name, content := range map[string]string{"tls.crt": certPEM, "tls.key": keyPEM, "federations.json": string(federations)} {
 		if err := machines.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
 			return err
 		}
@@ -108,7 +96,7 @@ func (b *Booted) startEntra() error {
 }
 
 // trustEntra has every pod with an Azure identity trust the stand-in's certificate, through a
-// ConfigMap in SSL_CERT_FILE (the images carry the public roots, which do not hold it).
+// ConfigMap in SSL_CERT_FILE (the binaries' built-in public roots do not hold it).
 func (b *Booted) trustEntra(objs []addons.Object) ([]addons.Object, error) {
 	cert, err := os.ReadFile(filepath.Join(b.entraDir(), "tls.crt"))
 	if err != nil {

@@ -29,7 +29,17 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
+
+// TokenPath is the token endpoint under the authority host and tenant.
+const TokenPath = "/oauth2/v2.0/token"
 
 // Federation is a federated identity credential: the client id of the identity it belongs to,
 // and the issuer, subject and audience a token must carry to stand for it.
@@ -68,10 +78,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodGet && r.URL.Path == "/"+s.Tenant+"/v2.0/.well-known/openid-configuration":
 		writeJSON(w, http.StatusOK, map[string]any{
-			"token_endpoint": base + "/oauth2/v2.0/token", "authorization_endpoint": base + "/oauth2/v2.0/authorize",
+			"token_endpoint": base + TokenPath, "authorization_endpoint": base + "/oauth2/v2.0/authorize",
 			"issuer": base + "/v2.0", "token_endpoint_auth_methods_supported": []string{"client_secret_post", "private_key_jwt"},
 		})
-	case r.Method == http.MethodPost && r.URL.Path == "/"+s.Tenant+"/oauth2/v2.0/token":
+	case r.Method == http.MethodPost && r.URL.Path == "/"+s.Tenant+TokenPath:
 		s.token(w, r)
 	case strings.HasPrefix(r.URL.Path, "/"+s.Tenant+"/"):
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
@@ -102,7 +112,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &e) {
 			refuse("invalid_client", e.code, e.msg)
 		} else {
-			refuse("invalid_client", 5002738, "Invalid JWT token. "+err.Error())
+			refuse("invalid_client", 50027, "Invalid JWT token. "+err.Error())
 		}
 		return
 	}
@@ -261,6 +271,44 @@ func DocumentsFrom(issuer, dir string) func(string) ([]byte, error) {
 		}
 		return os.ReadFile(filepath.Join(dir, filepath.FromSlash(rest)))
 	}
+}
+
+// WriteIssuerDocuments writes the issuer's documents for the service-account public key into dir
+// as the Pulumi program publishes them: a copy of the public container, for DocumentsFrom.
+func WriteIssuerDocuments(dir, issuer, publicKeyPEM string) error {
+	discovery, keys, err := pki.IssuerDocuments(issuer, publicKeyPEM)
+	if err != nil {
+		return err
+	}
+	for path, data := range map[string][]byte{pki.IssuerDiscoveryPath: discovery, pki.IssuerKeysPath: keys} {
+		file := filepath.Join(dir, filepath.FromSlash(path))
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SignIn trades a service-account token for a Resource Manager token as the workloads do, through
+// the Azure SDK's workload identity credential, at the Entra ID of authorityHost over client.
+func SignIn(ctx context.Context, client policy.Transporter, authorityHost, tenant, clientID, token string) error {
+	file := filepath.Join(os.TempDir(), fmt.Sprintf("entra-assertion-%d", time.Now().UnixNano()))
+	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(file)
+	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
+		ClientID: clientID, TenantID: tenant, TokenFilePath: file, DisableInstanceDiscovery: true,
+		ClientOptions: policy.ClientOptions{Transport: client, Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: authorityHost}},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{wellknown.AzureResourceManagerScope}})
+	return err
 }
 
 // Main serves the stand-in: `entra --listen=… --cert=… --key=… --tenant=… --federations=…

@@ -13,15 +13,9 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
 	"github.com/clusterforge/clusterforge/components/pki"
 )
@@ -44,18 +38,9 @@ func TestWorkloadIdentityExchange(t *testing.T) {
 		t.Fatal(err)
 	}
 	der, _ := x509.MarshalPKIXPublicKey(key.Public())
-	discovery, keys, err := pki.IssuerDocuments(issuer, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})))
-	if err != nil {
-		t.Fatal(err)
-	}
 	docs := t.TempDir()
-	for path, data := range map[string][]byte{pki.IssuerDiscoveryPath: discovery, pki.IssuerKeysPath: keys} {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(docs, path)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(docs, path), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := WriteIssuerDocuments(docs, issuer, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))); err != nil {
+		t.Fatal(err)
 	}
 	var exchanges []Exchange
 	s := &Server{Tenant: tenant, Now: time.Now, IssuerDocument: DocumentsFrom(issuer, docs),
@@ -88,22 +73,11 @@ func TestWorkloadIdentityExchange(t *testing.T) {
 		{"ES256", signES256(t, ecKey, kid, claims), clientID, "AADSTS5002738"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			file := filepath.Join(t.TempDir(), "token")
-			if err := os.WriteFile(file, []byte(tc.token), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
-				ClientID: tc.client, TenantID: tenant, TokenFilePath: file, DisableInstanceDiscovery: true,
-				ClientOptions: policy.ClientOptions{Transport: srv.Client(), Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: srv.URL + "/"}},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			tok, err := cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{"https://management.azure.com/.default"}})
+			err := SignIn(ctx, srv.Client(), srv.URL+"/", tenant, tc.client, tc.token)
 			switch {
-			case tc.refusal == "" && (err != nil || tok.Token == ""):
+			case tc.refusal == "" && err != nil:
 				t.Errorf("no token: %v", err)
 			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
 				t.Errorf("got %v, want Entra's %s", err, tc.refusal)
