@@ -47,10 +47,15 @@ func controller(ctx context.Context, args []string) error {
 	identity := fs.String("identity", os.Getenv("POD_NAME"), "this replica's name in the leader election")
 	cloudConfig := fs.String("cloud-config", "", "cluster-autoscaler's Azure cloud config: remediation hands machines back through it; empty: remediation only marks and drains")
 	scaleSets := fs.String("worker-scale-sets", "", "comma-separated worker scale sets remediation may delete instances of")
+	teamQuota := fs.String("team-quota", "", "every team namespace's ResourceQuota: name=quantity pairs, comma-separated; empty: none kept")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cs, err := client(*kubeconfig)
+	if err != nil {
+		return err
+	}
+	hard, err := teams.ParseQuota(*teamQuota)
 	if err != nil {
 		return err
 	}
@@ -62,7 +67,7 @@ func controller(ctx context.Context, args []string) error {
 	cluster := informers.NewSharedInformerFactory(cs, 0)
 	nodes, namespaces := cluster.Core().V1().Nodes(), cluster.Core().V1().Namespaces()
 	nodeInformer := nodes.Informer()
-	namespaces.Informer() // registered before Start: the teams webhook reads namespaces from the cache
+	namespaceInformer := namespaces.Informer() // registered before Start: the teams webhook reads namespaces from the cache
 	own := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(*namespace))
 	configInformer := own.Core().V1().ConfigMaps().Informer()
 	cluster.Start(ctx.Done())
@@ -119,7 +124,17 @@ func controller(ctx context.Context, args []string) error {
 
 	lead := func(ctx context.Context) {
 		var wg sync.WaitGroup
-		wg.Add(2)
+		wg.Add(3)
+		go func() {
+			defer wg.Done()
+			if len(hard) == 0 {
+				return
+			}
+			q := &teams.Quotas{Client: cs, Hard: hard, Every: 10 * time.Minute, Logf: log.Printf}
+			if err := q.Run(ctx, namespaceInformer); err != nil && ctx.Err() == nil {
+				log.Printf("team quotas: %v", err)
+			}
+		}()
 		go func() {
 			defer wg.Done()
 			c := &remediation.Controller{Client: cs, Policy: remediation.DefaultPolicy(), Machines: machines, Logf: log.Printf}

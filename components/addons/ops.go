@@ -2,6 +2,8 @@ package addons
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,6 +37,16 @@ func opsImage() BuiltImage {
 	return BuiltImage{"clusterforge.local/clusterforge-ops:" + spec.ClusterforgeVersion, "bin/clusterforge-ops", "/clusterforge-ops"}
 }
 
+// teamQuotaFlag is the stack's team quota as the controller's --team-quota takes it: name=quantity
+// pairs, sorted, comma-separated (the stack's grammar allows neither character inside).
+func teamQuotaFlag(c *spec.Cluster) string {
+	var pairs []string
+	for _, name := range slices.Sorted(maps.Keys(c.Teams.Quota)) {
+		pairs = append(pairs, name+"="+c.Teams.Quota[name])
+	}
+	return strings.Join(pairs, ",")
+}
+
 // OpsAgentResources are the node agent's requests and limits; NodeReserve leaves room for them.
 var OpsAgentResources = corev1.ResourceRequirements{
 	Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
@@ -56,6 +68,8 @@ func opsController(c *spec.Cluster) []Object {
 		// One shared cache of nodes and namespaces; marking, cordoning, tainting and handing back nodes.
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "list", "watch"}},
+		// Every team namespace's quota, by server-side apply.
+		{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"get", "create", "patch"}},
 		// Drains: one node's pods at a time, by field selector, through the eviction API.
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
@@ -69,7 +83,8 @@ func opsController(c *spec.Cluster) []Object {
 			Name:  wellknown.OpsName,
 			Image: opsImage().Ref,
 			Args: []string{"controller", "--namespace=" + SystemNamespace, "--listen=:" + strconv.Itoa(wellknown.OpsWebhookPort), "--tls-dir=/etc/clusterforge-ops/tls",
-				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(sets, ",")},
+				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(sets, ","),
+				"--team-quota=" + teamQuotaFlag(c)},
 			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: wellknown.OpsWebhookPort}},
 			Resources: corev1.ResourceRequirements{

@@ -59,6 +59,7 @@ var rules = []rule{
 	{pattern: "kubelet.*", class: Roll, roles: []string{"workers"}, reason: "kubelet and containerd settings are written at boot: pools in batches, a canary first, drained"},
 	{pattern: "dns.*", class: InPlace, reason: "CoreDNS's Deployment"},
 	{pattern: "autoscaler.*", class: InPlace, reason: "cluster-autoscaler's Deployment"},
+	{pattern: "teams.*", class: InPlace, reason: "clusterforge-ops's Deployment: the quota it keeps in every team namespace"},
 	{pattern: "joins.step", class: InPlace, reason: "cluster-autoscaler's --max-nodes-per-scaleup and forge grow's increment"},
 	{pattern: "joins.pause", class: InPlace, reason: "read by forge grow when it runs"},
 	{pattern: "joins.jitter", class: Roll, roles: []string{"workers"}, reason: "the kubelet's start delay is written at boot: pools in batches, a canary first, drained"},

@@ -45,6 +45,14 @@ const (
 	azureReservedAddresses = 5
 )
 
+// DefaultTeamQuota is a team namespace's quota where the stack names none: room for a team
+// running thousands of nodes' pods, far below what fills etcd-main, and no NodePort or
+// LoadBalancer Service (nothing in the cluster makes an Azure load balancer for one).
+var DefaultTeamQuota = map[string]string{
+	"pods": "20000", "count/jobs.batch": "10000", "services": "500", "configmaps": "2000", "secrets": "2000",
+	"persistentvolumeclaims": "500", "count/serviceaccounts": "200", "services.nodeports": "0", "services.loadbalancers": "0",
+}
+
 // DefaultZones spreads machines over three availability zones.
 var DefaultZones = []string{"1", "2", "3"}
 
@@ -129,6 +137,14 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &a.EtcdCompactionInterval, DefaultEtcdCompactionInterval)
 	setDefault(c.explicit, &c.Joins.Step, joinStepFor(min(max(a.Count, 1), MaxAPIServers), min(max(a.MaxMutatingRequestsInflight, 1), 20000)))
 	setDefault(c.explicit, &c.Joins.Pause, DefaultJoinPause)
+	if c.Teams.Quota == nil {
+		c.Teams.Quota = map[string]string{}
+	}
+	for name, hard := range DefaultTeamQuota {
+		if _, given := c.Teams.Quota[name]; !given {
+			c.Teams.Quota[name] = hard
+		}
+	}
 	setDefault(c.explicit, &c.Joins.Jitter, DefaultJoinJitter)
 
 	setDefault(c.explicit, &c.DNS.Replicas, dnsReplicasFor(nodes))

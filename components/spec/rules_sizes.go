@@ -2,7 +2,9 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -117,6 +119,24 @@ func (c *Cluster) validateJoins(v *validator) {
 	v.between("joins.step", int64(j.Step), 1, MaxJoinStep, "leave it unset to size it from the apiservers (L11)")
 	v.duration("joins.pause", j.Pause, 0, 30*time.Minute)
 	v.duration("joins.jitter", j.Jitter, 0, 10*time.Minute)
+}
+
+// quotaName and quotaHard are the grammar of a ResourceQuota's hard limits as the stack may give
+// them: a resource name (optionally count/ and a group-qualified resource), and a quantity.
+var (
+	quotaName = regexp.MustCompile(`^(count/)?[a-z0-9]([a-z0-9.-]{0,200}[a-z0-9])?(/[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?)?$`)
+	quotaHard = regexp.MustCompile(`^[0-9]{1,15}(\.[0-9]{1,6})?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$`)
+)
+
+func (c *Cluster) validateTeams(v *validator) {
+	for _, name := range slices.Sorted(maps.Keys(c.Teams.Quota)) {
+		field := "teams.quota[" + MapKey(name) + "]"
+		if !quotaName.MatchString(name) {
+			v.fail(field, "name a resource as ResourceQuota does, e.g. configmaps, count/jobs.batch or requests.nvidia.com/gpu", "%s is not a quota resource name", Excerpt(name))
+		} else if !quotaHard.MatchString(c.Teams.Quota[name]) {
+			v.fail(field, `give a quantity, e.g. "500", "0" or "64Gi"`, "%s is not a quantity", Excerpt(c.Teams.Quota[name]))
+		}
+	}
 }
 
 func (c *Cluster) validatePools(v *validator, countsOK bool) {

@@ -77,6 +77,9 @@ type Cluster struct {
 	// Pools are the worker pools; each becomes one or more scale sets. At most 16.
 	Pools []Pool `yaml:"pools"`
 
+	// Teams is what every team namespace gets (L17).
+	Teams Teams `yaml:"teams"`
+
 	// explicit holds a pointer to every field the stack set, so Default keeps an explicit zero.
 	explicit map[any]bool
 	// lines maps field paths to their line in the stack file, for Validate's errors.
@@ -231,6 +234,16 @@ type Autoscaler struct {
 	// MaxNodeProvisionTime is how long a new VM may take to register before it counts as failed,
 	// as a Go duration; large GPU sizes boot slowly. Default "20m".
 	MaxNodeProvisionTime string `yaml:"maxNodeProvisionTime"`
+}
+
+// Teams is what the platform gives every team namespace (labelled clusterforge.io/team).
+type Teams struct {
+	// Quota is every team namespace's ResourceQuota, hard limits by resource name (object counts
+	// such as "configmaps" or "count/jobs.batch"; "services.nodeports"; requests such as
+	// "requests.nvidia.com/gpu"): object counts keep one team's runaway loop from filling etcd, and
+	// no NodePort Service opens a port on every node's address. A name left out keeps its default
+	// (DefaultTeamQuota); "0" forbids.
+	Quota map[string]string `yaml:"quota"`
 }
 
 // Joins paces node joins: a pool grows in steps, and each new node's kubelet starts after a random

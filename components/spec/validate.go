@@ -104,6 +104,7 @@ func (c *Cluster) Validate() error {
 	c.validateKubelet(v)
 	c.validateAutoscaler(v)
 	c.validateJoins(v)
+	c.validateTeams(v)
 	c.validatePools(v, countsOK)
 	if countsOK {
 		c.validateNetwork(v)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/ops/teams"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -252,6 +254,21 @@ func TeamNamespace(t *testing.T, cs *kubernetes.Clientset, name, team string) st
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}) })
 	return name
+}
+
+// TeamQuotaHeld waits until the team quota clusterforge-ops keeps in namespace ns is in force: the
+// apiservers refuse every counted object while a quota's status is unknown.
+func TeamQuotaHeld(t *testing.T, cs *kubernetes.Clientset, ns string) {
+	t.Helper()
+	if err := WaitUntil(2*time.Minute, func() error {
+		q, err := cs.CoreV1().ResourceQuotas(ns).Get(context.Background(), teams.QuotaName, metav1.GetOptions{})
+		if err == nil && len(q.Status.Hard) == 0 {
+			err = fmt.Errorf("quota %s/%s has no status yet", ns, teams.QuotaName)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Restricted makes pod fit the restricted Pod Security level that team namespaces enforce: a

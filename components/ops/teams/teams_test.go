@@ -141,3 +141,16 @@ func TestWebhookAddsTheTeamsAndTheBorrowersTolerations(t *testing.T) {
 		t.Errorf("a pod of no team: %v", other.Spec.Tolerations)
 	}
 }
+
+func TestParseQuota(t *testing.T) {
+	hard, err := ParseQuota("pods=20000,services.nodeports=0,requests.nvidia.com/gpu=64")
+	pods, nodePorts, gpus := hard["pods"], hard["services.nodeports"], hard["requests.nvidia.com/gpu"]
+	if err != nil || len(hard) != 3 || pods.Value() != 20000 || !nodePorts.IsZero() || gpus.Value() != 64 {
+		t.Errorf("ParseQuota: %v %v", hard, err)
+	}
+	for _, bad := range []string{"pods", "pods=many", "=1", "pods=1,secrets"} {
+		if _, err := ParseQuota(bad); err == nil {
+			t.Errorf("ParseQuota(%q) accepted", bad)
+		}
+	}
+}

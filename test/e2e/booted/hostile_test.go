@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/ops/teams"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +43,7 @@ func TestHostileTenantIsRefused(t *testing.T) {
 	admin := drills.Clientset(t, booted)
 	const user = "drill-tenant"
 	ns := drills.TeamNamespace(t, admin, "drill-hostile-a", "a")
+	drills.TeamQuotaHeld(t, admin, ns)
 	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
@@ -93,6 +96,13 @@ func TestHostileTenantIsRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
 			t.Errorf("%s: %v, want a refusal containing %q", tc.what, err, tc.refusal)
 		}
+	}
+
+	// The team quota clusterforge-ops keeps: no NodePort Service (a port on every node's address).
+	nodePort := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "node-port"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+		Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := tenant.CoreV1().Services(ns).Create(ctx, nodePort, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "exceeded quota: "+teams.QuotaName) {
+		t.Errorf("a NodePort Service: %v, want a refusal by the team quota", err)
 	}
 
 	// RBAC: nothing outside the namespace, no node identity.

@@ -41,6 +41,7 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 	cs := drills.Clientset(t, booted)
 
 	ns := drills.TeamNamespace(t, cs, "drill-ops-team", "research")
+	drills.TeamQuotaHeld(t, cs, ns)
 	pod := drills.Restricted(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "app", Image: booted.Cluster.Versions.PauseImage}}}})
 	want := teams.Tolerations("research", false)[0]

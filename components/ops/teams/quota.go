@@ -1,0 +1,84 @@
+package teams
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// QuotaName is the ResourceQuota the platform keeps in every team namespace; a team's edit role
+// may read it, not change it.
+const QuotaName = "clusterforge-team"
+
+// ParseQuota reads the hard limits as `clusterforge-ops controller --team-quota` takes them:
+// name=quantity pairs, comma-separated.
+func ParseQuota(flag string) (corev1.ResourceList, error) {
+	hard := corev1.ResourceList{}
+	for _, pair := range strings.Split(flag, ",") {
+		if pair == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(pair, "=")
+		q, err := resource.ParseQuantity(value)
+		if !ok || name == "" || err != nil {
+			return nil, fmt.Errorf("team quota %q: want name=quantity", pair)
+		}
+		hard[corev1.ResourceName(name)] = q
+	}
+	return hard, nil
+}
+
+// Quotas keeps QuotaName at Hard in every namespace labelled with a team.
+type Quotas struct {
+	Client kubernetes.Interface
+	Hard   corev1.ResourceList
+	// Every is how often every team namespace's quota is applied again, undoing edits and
+	// deletions by anyone but the platform.
+	Every time.Duration
+	// Logf reports each failure; may be nil.
+	Logf func(format string, args ...any)
+}
+
+// Run applies the quota in each team namespace as the informer sees it appear or change, and in
+// all of them every q.Every, until ctx ends.
+func (q *Quotas) Run(ctx context.Context, namespaces cache.SharedIndexInformer) error {
+	apply := func(obj any) {
+		if ns, ok := obj.(*corev1.Namespace); ok && ns.Labels[NamespaceLabel] != "" && ns.DeletionTimestamp == nil {
+			if err := q.Apply(ctx, ns.Name); err != nil && q.Logf != nil {
+				q.Logf("teams: quota of namespace %s: %v", ns.Name, err)
+			}
+		}
+	}
+	reg, err := namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: apply, UpdateFunc: func(_, obj any) { apply(obj) }})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = namespaces.RemoveEventHandler(reg) }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(q.Every):
+			for _, obj := range namespaces.GetStore().List() {
+				apply(obj)
+			}
+		}
+	}
+}
+
+// Apply sets the namespace's quota to q.Hard, by server-side apply: a no-op when it already is.
+func (q *Quotas) Apply(ctx context.Context, namespace string) error {
+	quota := corev1ac.ResourceQuota(QuotaName, namespace).WithSpec(corev1ac.ResourceQuotaSpec().WithHard(q.Hard))
+	_, err := q.Client.CoreV1().ResourceQuotas(namespace).Apply(ctx, quota, metav1.ApplyOptions{FieldManager: wellknown.OpsName, Force: true})
+	return err
+}
