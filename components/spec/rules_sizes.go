@@ -5,6 +5,7 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -128,10 +129,18 @@ var (
 	quotaHard = regexp.MustCompile(`^[0-9]{1,15}(\.[0-9]{1,6})?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$`)
 )
 
+// standardQuotaNames are the names without a "/" the apiservers take in a quota (Kubernetes'
+// IsStandardQuotaResourceName, hugepages aside); any other needs a group or count/.
+var standardQuotaNames = []string{"cpu", "memory", "ephemeral-storage", "requests.cpu", "requests.memory", "requests.storage",
+	"requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods", "resourcequotas", "services",
+	"replicationcontrollers", "secrets", "persistentvolumeclaims", "configmaps", "services.nodeports", "services.loadbalancers"}
+
 func (c *Cluster) validateTeams(v *validator) {
 	for _, name := range slices.Sorted(maps.Keys(c.Teams.Quota)) {
 		field := "teams.quota[" + MapKey(name) + "]"
-		if !quotaName.MatchString(name) {
+		standard := strings.Contains(name, "/") || slices.Contains(standardQuotaNames, name) ||
+			strings.HasPrefix(name, "hugepages-") || strings.HasPrefix(name, "requests.hugepages-")
+		if !quotaName.MatchString(name) || !standard {
 			v.fail(field, "name a resource as ResourceQuota does, e.g. configmaps, count/jobs.batch or requests.nvidia.com/gpu", "%s is not a quota resource name", Excerpt(name))
 		} else if !quotaHard.MatchString(c.Teams.Quota[name]) {
 			v.fail(field, `give a quantity, e.g. "500", "0" or "64Gi"`, "%s is not a quantity", Excerpt(c.Teams.Quota[name]))

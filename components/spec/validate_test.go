@@ -152,6 +152,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "pause image without tag", edit: func(c *Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause" }, field: "versions.pauseImage"},
 		{name: "team quota name injection", edit: func(c *Cluster) { c.Teams.Quota["pods,services.nodeports=9"] = "1" }, field: `teams.quota["pods,services.nodeports=9"]`},
 		{name: "team quota quantity injection", edit: func(c *Cluster) { c.Teams.Quota["pods"] = "1,services.nodeports=9" }, field: "teams.quota[pods]"},
+		{name: "team quota unknown resource", edit: func(c *Cluster) { c.Teams.Quota["widgets"] = "1" }, field: "teams.quota[widgets]"},
 		{name: "team quota negative", edit: func(c *Cluster) { c.Teams.Quota["secrets"] = "-1" }, field: "teams.quota[secrets]"},
 		{name: "pause image injection", edit: func(c *Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10\"\nx=1" }, field: "versions.pauseImage"},
 		{name: "unready brake off", edit: func(c *Cluster) { c.Autoscaler.MaxUnreadyPercentage = 0 }, field: "autoscaler.maxUnreadyPercentage", inText: "L19"},

@@ -19,16 +19,15 @@ import (
 	"fmt"
 	"log"
 	"math/big"
-	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/clusterforge/clusterforge/test/standin"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -348,17 +347,7 @@ func Main(args []string) error {
 		_, _ = f.Write(append(line, '\n'))
 		log.Printf("entra: %s", line)
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
-	log.Printf("Entra ID token service of tenant %s, %d federated credentials, on https://%s", *tenant, len(s.Federations), *listen)
-	if err := srv.ServeTLS(ln, *cert, *key); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return standin.Serve(*listen, s, *cert, *key, func() {
+		log.Printf("Entra ID token service of tenant %s, %d federated credentials, on https://%s", *tenant, len(s.Federations), *listen)
+	})
 }

@@ -3,7 +3,6 @@
 package imds
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,14 +13,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/clusterforge/clusterforge/test/standin"
 
 	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -234,19 +233,7 @@ func Main(args []string) error {
 	if *events != "" {
 		s.ScheduledEvents = eventsFromFile(*events)
 	}
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return err
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
-	go func() { <-ctx.Done(); _ = srv.Shutdown(context.Background()) }()
-	log.Printf("instance metadata for %d machines on %s", len(s.Machines), *listen)
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return standin.Serve(*listen, s, "", "", func() { log.Printf("instance metadata for %d machines on %s", len(s.Machines), *listen) })
 }
 
 // eventsFromFile reads the planned events of every machine from file at each request, so a drill
