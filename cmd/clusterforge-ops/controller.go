@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,14 +17,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/leader"
 	"github.com/clusterforge/clusterforge/components/ops/admission"
 	"github.com/clusterforge/clusterforge/components/ops/brake"
@@ -100,7 +96,7 @@ func controller(ctx context.Context, args []string) error {
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		refusals.ServeHTTP(w, r)
 		if *cloudConfig != "" { // without one, nothing signs in
-			fmt.Fprintf(w, "# HELP %s 1 while this replica's last sign-in through its workload identity got a token.\n# TYPE %[1]s gauge\n%[1]s %d\n",
+			fmt.Fprintf(w, "# HELP %s 1 while this replica reads its worker scale sets through its workload identity.\n# TYPE %[1]s gauge\n%[1]s %d\n",
 				wellknown.AzureSignedInMetric, boolGauge(signedIn.Load()))
 		}
 	})
@@ -172,69 +168,17 @@ func controller(ctx context.Context, args []string) error {
 
 // machinesFrom is remediation's way to hand machines back: the worker scale sets through the
 // controller's workload identity; without a cloud config, a Node is deleted and its VM left to
-// the autoscaler, which removes what no longer registers. It signs in at once and again and again
-// (signedIn), so a broken federation shows at start and whenever it breaks, not at the next repair.
+// the autoscaler, which removes what no longer registers.
 func machinesFrom(ctx context.Context, cloudConfig string, scaleSets []string, signedIn *atomic.Bool) (remediation.Machines, error) {
 	if cloudConfig == "" {
 		return nodeOnly{}, nil
 	}
-	data, err := os.ReadFile(cloudConfig)
+	access, err := scaleset.ReadAccess(cloudConfig, os.Getenv(azurecloud.FileEnv), scaleSets)
 	if err != nil {
 		return nil, err
 	}
-	var cfg struct {
-		SubscriptionID string `json:"subscriptionId"`
-		ResourceGroup  string `json:"resourceGroup"`
-	}
-	if err := json.Unmarshal(data, &cfg); err != nil {
-		return nil, fmt.Errorf("%s: %w", cloudConfig, err)
-	}
-	cred, err := workloadIdentity()
-	if err != nil {
-		return nil, err
-	}
-	go signIn(ctx, signedIn)
-	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(cfg.SubscriptionID, cred, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &scaleset.Machines{VMs: vms, Subscription: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, ScaleSets: scaleSets}, nil
-}
-
-// workloadIdentity is the credential of the pod's workload identity: the client id, tenant, token
-// file and Entra ID's host come from its environment, and the host named there is the one to
-// ask, not the public cloud's discovery service.
-func workloadIdentity() (azcore.TokenCredential, error) {
-	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{DisableInstanceDiscovery: true})
-	if err != nil {
-		return nil, fmt.Errorf("workload identity: %w", err)
-	}
-	return cred, nil
-}
-
-// signIn asks for a Resource Manager token with a fresh credential (no cached token), every
-// 10 minutes while Entra ID gives one and every 30 s while it does not.
-func signIn(ctx context.Context, signedIn *atomic.Bool) {
-	for {
-		wait := 10 * time.Minute
-		cred, err := workloadIdentity()
-		if err == nil {
-			_, err = cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{wellknown.AzureResourceManagerScope}})
-		}
-		switch {
-		case err == nil && !signedIn.Load():
-			log.Printf("azure: signed in through the workload identity")
-		case err != nil:
-			log.Printf("azure: no token through the workload identity, remediation cannot hand machines back: %v", err)
-			wait = 30 * time.Second
-		}
-		signedIn.Store(err == nil)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-	}
+	go scaleset.KeepSignedIn(ctx, access, signedIn)
+	return access.Machines()
 }
 
 func boolGauge(b bool) int {

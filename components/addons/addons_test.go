@@ -12,8 +12,6 @@ import (
 
 	_ "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm/runtime" // sets the public cloud's Resource Manager audience
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
-
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -301,12 +299,5 @@ func TestCRDsAreSchedulerPluginsOwn(t *testing.T) {
 		if string(upstream) != string(embedded) {
 			t.Errorf("%s differs from the pinned scheduler-plugins' %s: run `make generate`", src.File, src.Upstream)
 		}
-	}
-}
-
-// The scope the sign-ins ask for is the one the SDK's Resource Manager clients use.
-func TestResourceManagerScopeIsTheSDKs(t *testing.T) {
-	if want := cloud.AzurePublic.Services[cloud.ResourceManager].Audience + "/.default"; wellknown.AzureResourceManagerScope != want {
-		t.Errorf("wellknown.AzureResourceManagerScope = %q, the SDK's clients ask for %q", wellknown.AzureResourceManagerScope, want)
 	}
 }

@@ -59,7 +59,7 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 // and scale sets, reached with the autoscaler's workload identity.
 func AutoscalerCloudConfig(c *spec.Cluster, a Azure) (*corev1.Secret, error) {
 	cfg, err := json.MarshalIndent(map[string]any{
-		"cloud":                        "AzurePublicCloud",
+		"cloud":                        a.Cloud.Name,
 		"location":                     c.Location,
 		"subscriptionId":               a.SubscriptionID,
 		"tenantId":                     a.TenantID,

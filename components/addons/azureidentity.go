@@ -1,10 +1,11 @@
 package addons
 
 import (
+	"encoding/json"
 	"path"
 	"slices"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -25,8 +26,12 @@ const (
 	azureTokenVolume   = "azure-identity-token"
 )
 
-// AzurePublicAuthorityHost is Entra ID's sign-in host in Azure's public cloud.
-var AzurePublicAuthorityHost = cloud.AzurePublic.ActiveDirectoryAuthorityHost
+// The environment file, in a ConfigMap every pod with an Azure identity mounts.
+const (
+	AzureEnvironmentConfigMap = "azure-environment"
+	azureEnvironmentDir       = "/etc/azure-environment"
+	azureEnvironmentKey       = "environment.json"
+)
 
 // Federation is a workload's federated identity credential: Entra ID gives its identity's token for
 // a token of Issuer, naming Subject, for Audience.
@@ -48,8 +53,8 @@ func FederatedSubject(workload string) string { return ServiceAccountUser(System
 type Azure struct {
 	SubscriptionID string
 	TenantID       string
-	// AuthorityHost is Entra ID's sign-in host: AzurePublicAuthorityHost on Azure.
-	AuthorityHost string
+	// Cloud is azurecloud.Public on Azure.
+	Cloud azurecloud.Cloud
 	// ClientIDs are the identities' client ids, by workload (AzureWorkloads).
 	ClientIDs map[string]string
 }
@@ -62,16 +67,33 @@ func AzureIdentity(workload string, a Azure) (*corev1.ConfigMap, error) {
 	cm := &corev1.ConfigMap{
 		ObjectMeta: meta(SystemNamespace, AzureIdentityConfigMap(workload), nil),
 		Data: map[string]string{
-			"AZURE_CLIENT_ID": a.ClientIDs[workload], "AZURE_TENANT_ID": a.TenantID, "AZURE_AUTHORITY_HOST": a.AuthorityHost,
+			"AZURE_CLIENT_ID": a.ClientIDs[workload], "AZURE_TENANT_ID": a.TenantID, "AZURE_AUTHORITY_HOST": a.Cloud.AuthorityHost,
 		},
 	}
 	return cm, finish(cm, azureAddon)
 }
 
-// AzureObjects are the objects holding deploy-time Azure values: the identities' ConfigMaps and
-// cluster-autoscaler's cloud config.
+// AzureEnvironment is the ConfigMap of the cloud's environment file.
+func AzureEnvironment(a Azure) (*corev1.ConfigMap, error) {
+	env, err := json.MarshalIndent(a.Cloud, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: meta(SystemNamespace, AzureEnvironmentConfigMap, nil),
+		Data:       map[string]string{azureEnvironmentKey: string(env)},
+	}
+	return cm, finish(cm, azureAddon)
+}
+
+// AzureObjects are the objects holding deploy-time Azure values: the cloud's environment, the
+// identities' ConfigMaps and cluster-autoscaler's cloud config.
 func AzureObjects(c *spec.Cluster, a Azure) ([]Object, error) {
-	var objs []Object
+	env, err := AzureEnvironment(a)
+	if err != nil {
+		return nil, err
+	}
+	objs := []Object{env}
 	for _, w := range AzureWorkloads {
 		cm, err := AzureIdentity(w, a)
 		if err != nil {
@@ -87,7 +109,8 @@ func AzureObjects(c *spec.Cluster, a Azure) ([]Object, error) {
 }
 
 // withAzureIdentity gives the pod's first container its workload's identity: a projected token
-// of its service account for Entra ID alone, and the ConfigMap's variables.
+// of its service account for Entra ID alone, the ConfigMap's variables, and the cloud's
+// environment file.
 func withAzureIdentity(p *corev1.PodSpec, workload string) {
 	expiry := int64(azureTokenSeconds)
 	p.Volumes = append(p.Volumes, corev1.Volume{Name: azureTokenVolume, VolumeSource: corev1.VolumeSource{
@@ -97,7 +120,11 @@ func withAzureIdentity(p *corev1.PodSpec, workload string) {
 	}})
 	ct := &p.Containers[0]
 	ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: azureTokenVolume, MountPath: azureTokenDir, ReadOnly: true})
-	ct.Env = append(ct.Env, corev1.EnvVar{Name: "AZURE_FEDERATED_TOKEN_FILE", Value: azureTokenFile})
+	p.Volumes = append(p.Volumes, corev1.Volume{Name: AzureEnvironmentConfigMap, VolumeSource: corev1.VolumeSource{
+		ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: AzureEnvironmentConfigMap}}}})
+	ct.VolumeMounts = append(ct.VolumeMounts, corev1.VolumeMount{Name: AzureEnvironmentConfigMap, MountPath: azureEnvironmentDir, ReadOnly: true})
+	ct.Env = append(ct.Env, corev1.EnvVar{Name: "AZURE_FEDERATED_TOKEN_FILE", Value: azureTokenFile},
+		corev1.EnvVar{Name: azurecloud.FileEnv, Value: azureEnvironmentDir + "/" + azureEnvironmentKey})
 	ct.EnvFrom = append(ct.EnvFrom, corev1.EnvFromSource{ConfigMapRef: &corev1.ConfigMapEnvSource{
 		LocalObjectReference: corev1.LocalObjectReference{Name: AzureIdentityConfigMap(workload)}}})
 }

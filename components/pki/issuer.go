@@ -40,14 +40,7 @@ func IssuerDocuments(issuer, publicKeyPEM string) (discovery, keys []byte, err e
 	if !ok {
 		return nil, nil, errors.New("pki: the service-account key is not RSA, and Entra ID takes only RSA-signed tokens")
 	}
-	// The key id is kube-apiserver's: the SHA-256 of the key's PKIX DER, base64url.
-	sum := sha256.Sum256(block.Bytes)
-	b64 := base64.RawURLEncoding.EncodeToString
-	keys, err = json.Marshal(map[string]any{"keys": []map[string]string{{
-		"use": "sig", "kty": "RSA", "kid": b64(sum[:]), "alg": "RS256",
-		"n": b64(pub.N.Bytes()), "e": b64(big.NewInt(int64(pub.E)).Bytes()),
-	}}})
-	if err != nil {
+	if keys, err = KeySet(pub); err != nil {
 		return nil, nil, err
 	}
 	discovery, err = json.Marshal(map[string]any{
@@ -56,4 +49,22 @@ func IssuerDocuments(issuer, publicKeyPEM string) (discovery, keys []byte, err e
 		"id_token_signing_alg_values_supported": []string{"RS256"},
 	})
 	return discovery, keys, err
+}
+
+// KeyID names an RSA public key as kube-apiserver does: the SHA-256 of its PKIX DER, base64url.
+func KeyID(pub *rsa.PublicKey) string {
+	der, _ := x509.MarshalPKIXPublicKey(pub) // an RSA key always marshals
+	sum := sha256.Sum256(der)
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// KeySet is the JSON Web Key Set of RSA signing keys, each named by KeyID.
+func KeySet(keys ...*rsa.PublicKey) ([]byte, error) {
+	b64 := base64.RawURLEncoding.EncodeToString
+	set := []map[string]string{}
+	for _, k := range keys {
+		set = append(set, map[string]string{"use": "sig", "kty": "RSA", "kid": KeyID(k), "alg": "RS256",
+			"n": b64(k.N.Bytes()), "e": b64(big.NewInt(int64(k.E)).Bytes())})
+	}
+	return json.Marshal(map[string]any{"keys": set})
 }

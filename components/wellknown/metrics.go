@@ -10,7 +10,8 @@ const (
 	// Certificate expiry, served by clusterforge-csr-approver on each apiserver machine.
 	CertificateExpiryMetric     = "clusterforge_certificate_expiry_timestamp_seconds"
 	CertificateReadErrorsMetric = "clusterforge_certificate_read_errors"
-	// AzureSignedInMetric is 1 once a clusterforge-ops replica holds an Azure token.
+	// AzureSignedInMetric is 1 while a clusterforge-ops replica reads its worker scale sets through
+	// Resource Manager with its workload identity.
 	AzureSignedInMetric = "clusterforge_ops_azure_signed_in"
 	// BrakeRefusalsMetric counts the node removals the scale-down brake refused, by scope.
 	BrakeRefusalsMetric = "clusterforge_brake_refusals_total"

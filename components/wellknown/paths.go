@@ -18,7 +18,3 @@ const IMDSAddress = "169.254.169.254"
 // ClusterDomain is the cluster's DNS domain: the kubelet's clusterDomain, CoreDNS's zone, and
 // the suffix of every in-cluster service name a certificate carries.
 const ClusterDomain = "cluster.local"
-
-// AzureResourceManagerScope is the token scope the Azure SDK's Resource Manager clients ask for in
-// Azure's public cloud (their audience and "/.default"): what a control loop's sign-in proves.
-const AzureResourceManagerScope = "https://management.core.windows.net//.default"

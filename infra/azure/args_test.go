@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+
 	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
 	"github.com/pulumi/pulumi-azure-native-sdk/network/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -81,20 +83,20 @@ func TestEtcdVMArgs(t *testing.T) {
 func TestGrantsAreLeastPrivilege(t *testing.T) {
 	c := testCluster(t)
 	c.Pools = append(c.Pools, spec.Pool{Name: "gpu", VMSize: "Standard_NC4as_T4_v3", GPU: c.Pools[0].GPU})
-	want := map[string][]Grant{
-		spec.RoleEtcdMain: {{Role: RoleStorageBlobDataContributor, Scope: ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"}},
+	want := map[string][]azurerbac.Grant{
+		spec.RoleEtcdMain: {{Role: azurerbac.RoleStorageBlobDataContributor, Scope: azurerbac.ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"}},
 		addons.AutoscalerName: {
-			{Role: RoleScaleSetLister, Scope: ScopeResourceGroup, Consumer: "cluster-autoscaler"},
-			{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets, Consumer: "cluster-autoscaler"},
-			{Role: RoleSubnetJoiner, Scope: ScopeNodeSubnet, Consumer: "cluster-autoscaler"},
-			{Role: RoleManagedIdentityOperator, Scope: ScopeWorkerIdentities, Consumer: "cluster-autoscaler"},
+			{Role: azurerbac.RoleScaleSetLister, Scope: azurerbac.ScopeResourceGroup, Consumer: "cluster-autoscaler"},
+			{Role: azurerbac.RoleVirtualMachineContributor, Scope: azurerbac.ScopeWorkerScaleSets, Consumer: "cluster-autoscaler"},
+			{Role: azurerbac.RoleSubnetJoiner, Scope: azurerbac.ScopeNodeSubnet, Consumer: "cluster-autoscaler"},
+			{Role: azurerbac.RoleManagedIdentityOperator, Scope: azurerbac.ScopeWorkerIdentities, Consumer: "cluster-autoscaler"},
 		},
-		wellknown.OpsName: {{Role: RoleScaleSetInstanceRemover, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
+		wellknown.OpsName: {{Role: azurerbac.RoleScaleSetInstanceRemover, Scope: azurerbac.ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
 	}
 	// Machine roles other than etcd-main, the system pool's among them, hold nothing: a token from
 	// a node's metadata service opens nothing.
 	for _, principal := range append(c.Roles(), addons.AzureWorkloads...) {
-		got := Grants(principal)
+		got := azurerbac.Grants(principal)
 		if len(got) != len(want[principal]) {
 			t.Errorf("%s: %v, want %v", principal, got, want[principal])
 			continue
@@ -106,7 +108,7 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
-	if actions := CustomRoleActions[RoleScaleSetLister]; len(actions) != 1 || !strings.HasSuffix(actions[0], "/read") {
+	if actions := azurerbac.CustomRoleActions[azurerbac.RoleScaleSetLister]; len(actions) != 1 || !strings.HasSuffix(actions[0], "/read") {
 		t.Errorf("the scale-set lister may %v, want read only", actions)
 	}
 }

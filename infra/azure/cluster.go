@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+
 	"github.com/pulumi/pulumi-azure-native-sdk/resources/v2"
 	"github.com/pulumi/pulumi-tls/sdk/v5/go/tls"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -107,7 +109,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		groups[g] = id
 	}
 	scopes := map[string][]pulumi.StringInput{
-		ScopeResourceGroup: {rg.ID()}, ScopeNodeSubnet: {net.SubnetIDs[SubnetNodes]},
+		azurerbac.ScopeResourceGroup: {rg.ID()}, azurerbac.ScopeNodeSubnet: {net.SubnetIDs[SubnetNodes]},
 	}
 
 	backups, err := NewBackupStore(ctx, name+"-backups", &BackupStoreArgs{
@@ -116,7 +118,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
-	scopes[ScopeBackupContainer] = []pulumi.StringInput{backups.ContainerID}
+	scopes[azurerbac.ScopeBackupContainer] = []pulumi.StringInput{backups.ContainerID}
 
 	for _, e := range c.EtcdClusters() {
 		id, err := identity(e.Role)
@@ -157,8 +159,8 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			return nil, err
 		}
 		comp.Pools[p.Name] = PoolCapacity{ScaleSets: pool.ScaleSets, MaxNodes: pool.MaxNodes}
-		scopes[ScopeWorkerScaleSets] = append(scopes[ScopeWorkerScaleSets], pool.ScaleSetIDs...)
-		scopes[ScopeWorkerIdentities] = append(scopes[ScopeWorkerIdentities], id.ID.ToStringOutput())
+		scopes[azurerbac.ScopeWorkerScaleSets] = append(scopes[azurerbac.ScopeWorkerScaleSets], pool.ScaleSetIDs...)
+		scopes[azurerbac.ScopeWorkerIdentities] = append(scopes[azurerbac.ScopeWorkerIdentities], id.ID.ToStringOutput())
 	}
 	issuer, err := NewIssuer(ctx, name+"-issuer", &IssuerArgs{Cluster: c, ResourceGroupName: rg.Name, PKI: certs.Bundle}, parent)
 	if err != nil {
@@ -174,7 +176,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		identities[w], comp.ClientIDs[w], comp.TenantID = id, id.ClientID, id.TenantID
 	}
 	for _, role := range append(c.Roles(), addons.AzureWorkloads...) {
-		if len(Grants(role)) == 0 {
+		if len(azurerbac.Grants(role)) == 0 {
 			continue
 		}
 		if _, err := NewGrants(ctx, name+"-"+role+"-grants", &GrantsArgs{

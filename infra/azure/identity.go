@@ -5,80 +5,14 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+
 	"github.com/pulumi/pulumi-azure-native-sdk/authorization/v2"
 	"github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
-	"github.com/clusterforge/clusterforge/components/wellknown"
 )
-
-// Azure built-in role definition ids.
-const (
-	RoleVirtualMachineContributor  = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
-	RoleManagedIdentityOperator    = "f1a07417-d97a-45cb-824c-7a7467783830"
-	RoleStorageBlobDataContributor = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
-)
-
-// Custom roles clusterforge defines per cluster, each holding only the actions its consumer calls
-// where no built-in role is that narrow.
-const (
-	RoleScaleSetLister          = "scale-set-lister"
-	RoleSubnetJoiner            = "subnet-joiner"
-	RoleScaleSetInstanceRemover = "scale-set-instance-remover"
-)
-
-// CustomRoleActions are the actions of each custom role.
-var CustomRoleActions = map[string][]string{
-	RoleScaleSetLister: {"Microsoft.Compute/virtualMachineScaleSets/read"},
-	RoleSubnetJoiner:   {"Microsoft.Network/virtualNetworks/subnets/read", "Microsoft.Network/virtualNetworks/subnets/join/action"},
-	// Not Virtual Machine Contributor: its run-command, extensions and model writes are root on every node.
-	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete"},
-}
-
-// Scopes a grant can name. The plural ones stand for one assignment per resource.
-const (
-	ScopeResourceGroup    = "resourceGroup"
-	ScopeNodeSubnet       = "nodeSubnet"
-	ScopeWorkerScaleSets  = "workerScaleSets"
-	ScopeWorkerIdentities = "workerIdentities"
-	ScopeBackupContainer  = "backupContainer"
-)
-
-// Grant is one role of a machine role's identity, at a scope, for the component that calls it.
-type Grant struct {
-	Role     string
-	Scope    string
-	Consumer string
-}
-
-// Grants is the least privilege of each identity, a machine role's or a workload's
-// (addons.AzureWorkloads): a grant exists only for a component that calls Azure with it.
-// cluster-autoscaler (L19) lists the resource group's scale sets, resizes them and deletes their
-// instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
-// node subnet and assign the scale set's identity. clusterforge-ops's remediation reads and
-// deletes the instance of a machine it hands back, nothing more. The main etcd's backup agent writes, lists, reads and
-// prunes snapshots in its one container. Nothing else calls Azure: the apiservers run no cloud
-// provider, machines learn who they are from the instance metadata, which needs no grant, and the
-// worker pools' identities hold nothing, so a token from a node's metadata service opens nothing.
-func Grants(principal string) []Grant {
-	switch principal {
-	case spec.RoleEtcdMain:
-		return []Grant{{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"}}
-	case addons.AutoscalerName:
-		const ca = "cluster-autoscaler (L19): "
-		return []Grant{
-			{RoleScaleSetLister, ScopeResourceGroup, ca + "lists the resource group's scale sets"},
-			{RoleVirtualMachineContributor, ScopeWorkerScaleSets, ca + "resizes a scale set and deletes its instances"},
-			{RoleSubnetJoiner, ScopeNodeSubnet, ca + "a resized scale set's NICs join the node subnet"},
-			{RoleManagedIdentityOperator, ScopeWorkerIdentities, ca + "a resized scale set keeps its pool's identity"},
-		}
-	case wellknown.OpsName:
-		return []Grant{{RoleScaleSetInstanceRemover, ScopeWorkerScaleSets, "clusterforge-ops (L36): remediation reads and deletes the instance of a machine it hands back"}}
-	}
-	return nil
-}
 
 // RoleIdentityArgs configures NewRoleIdentity.
 type RoleIdentityArgs struct {
@@ -136,7 +70,7 @@ type RoleGrants struct {
 	pulumi.ResourceState
 }
 
-// NewGrants assigns Grants(role) to the principal; a role without grants gets none.
+// NewGrants assigns azurerbac.Grants(role) to the principal; a role without grants gets none.
 func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulumi.ResourceOption) (*RoleGrants, error) {
 	comp := &RoleGrants{}
 	if err := ctx.RegisterComponentResource("clusterforge:azure:Grants", name, comp, opts...); err != nil {
@@ -144,9 +78,9 @@ func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulum
 	}
 	parent := pulumi.Parent(comp)
 	definitions := map[string]pulumi.StringOutput{}
-	for _, g := range Grants(args.Role) {
+	for _, g := range azurerbac.Grants(args.Role) {
 		definition, custom := definitions[g.Role]
-		if actions, ok := CustomRoleActions[g.Role]; ok && !custom {
+		if actions, ok := azurerbac.CustomRoleActions[g.Role]; ok && !custom {
 			// Named for its holder too: each holder's definitions are its own resources.
 			roleName := fmt.Sprintf("clusterforge %s %s %s", args.Cluster.Name, args.Role, g.Role)
 			d, err := authorization.NewRoleDefinition(ctx, name+"-"+g.Role, &authorization.RoleDefinitionArgs{
@@ -163,7 +97,7 @@ func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulum
 		}
 		for i, scope := range args.Scopes[g.Scope] {
 			roleID := definition
-			if _, ok := CustomRoleActions[g.Role]; !ok {
+			if _, ok := azurerbac.CustomRoleActions[g.Role]; !ok {
 				roleID = builtInRole(scope, g.Role)
 			}
 			if _, err := authorization.NewRoleAssignment(ctx, fmt.Sprintf("%s-%s-%s-%d", name, g.Scope, g.Role, i), &authorization.RoleAssignmentArgs{

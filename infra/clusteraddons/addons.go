@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -228,7 +229,7 @@ func fillAzure(resources []Resource, c *spec.Cluster, args *AddonsArgs) {
 			field = "stringData"
 		}
 		resources[i].Args[field] = pulumi.All(inputs...).ApplyT(func(v []any) (map[string]string, error) {
-			a := addons.Azure{SubscriptionID: v[0].(string), TenantID: v[1].(string), AuthorityHost: addons.AzurePublicAuthorityHost, ClientIDs: map[string]string{}}
+			a := addons.Azure{SubscriptionID: v[0].(string), TenantID: v[1].(string), Cloud: azurecloud.Public, ClientIDs: map[string]string{}}
 			for j, w := range addons.AzureWorkloads {
 				a.ClientIDs[w] = v[2+j].(string)
 			}

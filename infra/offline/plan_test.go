@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterforge/clusterforge/components/addons"
@@ -240,7 +242,7 @@ func TestBackupStoreIsPrivate(t *testing.T) {
 			}
 			var holders []string
 			for _, ra := range byType(r, "azure-native:authorization:RoleAssignment") {
-				if strings.HasSuffix(ra.Inputs["roleDefinitionId"].(string), "/"+azure.RoleStorageBlobDataContributor) {
+				if strings.HasSuffix(ra.Inputs["roleDefinitionId"].(string), "/"+azurerbac.RoleStorageBlobDataContributor) {
 					holders = append(holders, fmt.Sprintf("%v on %v", ra.Inputs["principalId"], ra.Inputs["scope"]))
 				}
 			}

@@ -4,9 +4,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/standin/arm"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
 
@@ -97,10 +101,35 @@ func RehearsalClientIDs() map[string]string {
 	return ids
 }
 
-// RehearsalAzure are the rehearsals' deploy-time Azure values: placeholder ids, and Entra ID at
-// authorityHost.
-func RehearsalAzure(authorityHost string) addons.Azure {
-	return addons.Azure{SubscriptionID: RehearsalSubscriptionID, TenantID: RehearsalTenantID, AuthorityHost: authorityHost, ClientIDs: RehearsalClientIDs()}
+// RehearsalAzure are the rehearsals' deploy-time Azure values: placeholder ids, and the cloud.
+func RehearsalAzure(cloud azurecloud.Cloud) addons.Azure {
+	return addons.Azure{SubscriptionID: RehearsalSubscriptionID, TenantID: RehearsalTenantID, Cloud: cloud, ClientIDs: RehearsalClientIDs()}
+}
+
+// RehearsalAssignments are the role assignments the Pulumi program makes for the workloads'
+// identities (azurerbac.Grants), with the rehearsals' client ids, over the scopes Resource Manager's
+// stand-in serves: the resource group and the worker scale sets.
+func RehearsalAssignments(c *spec.Cluster) []arm.Assignment {
+	group := "/subscriptions/" + RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup()
+	scopes := map[string][]string{azurerbac.ScopeResourceGroup: {group}}
+	for _, s := range c.ScaleSets() {
+		scopes[azurerbac.ScopeWorkerScaleSets] = append(scopes[azurerbac.ScopeWorkerScaleSets], group+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+s.AzureName)
+	}
+	var out []arm.Assignment
+	for _, w := range addons.AzureWorkloads {
+		for _, g := range azurerbac.Grants(w) {
+			actions, ok := azurerbac.CustomRoleActions[g.Role]
+			if !ok {
+				actions = arm.BuiltInRoleActions[g.Role]
+			}
+			for _, scope := range scopes[g.Scope] {
+				if len(actions) > 0 {
+					out = append(out, arm.Assignment{Principal: RehearsalClientIDs()[w], Scope: scope, Actions: actions})
+				}
+			}
+		}
+	}
+	return out
 }
 
 // RehearsalFederations are the federated credentials the Pulumi program creates for c, with the
@@ -117,12 +146,12 @@ func RehearsalFederations(c *spec.Cluster) []entra.Federation {
 // AllAddons are every add-on object with the rehearsal's deploy-time Azure values (Entra ID at
 // authorityHost) and, as the Pulumi program gives them, the ops webhooks' serving pair and the
 // cluster CA they trust.
-func (p *Layout) AllAddons(authorityHost string) ([]addons.Object, error) {
+func (p *Layout) AllAddons(cloud azurecloud.Cloud) ([]addons.Object, error) {
 	objs, err := addons.Objects(p.Cluster)
 	if err != nil {
 		return nil, err
 	}
-	azure, err := addons.AzureObjects(p.Cluster, RehearsalAzure(authorityHost))
+	azure, err := addons.AzureObjects(p.Cluster, RehearsalAzure(cloud))
 	if err != nil {
 		return nil, err
 	}

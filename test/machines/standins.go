@@ -5,12 +5,13 @@ import (
 	"os"
 
 	"github.com/clusterforge/clusterforge/test/netns"
+	"github.com/clusterforge/clusterforge/test/standin/arm"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
 	"github.com/clusterforge/clusterforge/test/standin/lb"
 )
 
-// Subcommand runs the stand-ins the rehearsals start as `<self> lb|imds|entra|forward ...`,
+// Subcommand runs the stand-ins the rehearsals start as `<self> lb|imds|entra|arm|forward ...`,
 // whichever args name; ran is false for any other args. The rehearse command and the test
 // binaries that rehearse call it first.
 func Subcommand(args []string) (ran bool, err error) {
@@ -26,12 +27,14 @@ func Subcommand(args []string) (ran bool, err error) {
 		return true, imds.Main(args[1:])
 	case "entra":
 		return true, entra.Main(args[1:])
+	case "arm":
+		return true, arm.Main(args[1:])
 	}
 	return false, nil
 }
 
 // ServeSubcommand is Subcommand for a test binary's TestMain: when the binary was started as the
-// load balancer, the metadata service, Entra ID or the host forwarder, it serves and exits.
+// load balancer, the metadata service, Entra ID, Resource Manager or the host forwarder, it serves and exits.
 func ServeSubcommand() {
 	if ran, err := Subcommand(os.Args[1:]); ran {
 		if err != nil {

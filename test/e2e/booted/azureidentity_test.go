@@ -2,6 +2,7 @@ package booted_test
 
 import (
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -15,7 +16,10 @@ import (
 // Azure SDK in each pod trades its projected service-account token, signed by the booted
 // apiservers, at Entra ID's stand-in (deviation "Entra ID"), which checks it against the issuer's
 // published keys and the federated credentials the Pulumi program creates. Nothing else was
-// given a token. (cluster-autoscaler runs at zero replicas here: deviation "add-ons".)
+// given a token. With that token each reads its worker scale set at Resource Manager's stand-in
+// (deviation "Resource Manager"), reached as a custom cloud through the environment file, and
+// authorized by the role assignments the Pulumi program makes. (cluster-autoscaler runs at zero
+// replicas here: deviation "add-ons".)
 func TestOpsSignsInToAzure(t *testing.T) {
 	needBoot(t)
 	opsClient := machines.RehearsalClientIDs()[wellknown.OpsName]
@@ -35,6 +39,24 @@ func TestOpsSignsInToAzure(t *testing.T) {
 		}
 		if issued < 2 {
 			return fmt.Errorf("%d of 2 clusterforge-ops replicas signed in; exchanges: %+v", issued, exchanges)
+		}
+		calls, err := booted.ARMCalls()
+		if err != nil {
+			return err
+		}
+		read := 0
+		for _, c := range calls {
+			switch {
+			case c.Client != opsClient:
+				return fmt.Errorf("Resource Manager was called by %q: %+v", c.Client, c)
+			case c.Status != http.StatusOK:
+				return fmt.Errorf("Resource Manager refused clusterforge-ops: %+v", c)
+			case c.Action == "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read":
+				read++
+			}
+		}
+		if read < 2 {
+			return fmt.Errorf("%d of 2 clusterforge-ops replicas read their scale set; calls: %+v", read, calls)
 		}
 		return nil
 	}); err != nil {

@@ -198,7 +198,7 @@ func TestHostileTenantIsRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = entra.SignIn(ctx, insecure, booted.AuthorityHost(), machines.RehearsalTenantID, machines.RehearsalClientIDs()[wellknown.OpsName], token.Status.Token)
+		_, err = entra.SignIn(ctx, insecure, booted.AuthorityHost(), machines.RehearsalTenantID, machines.RehearsalClientIDs()[wellknown.OpsName], token.Status.Token)
 		if err == nil || !strings.Contains(err.Error(), "AADSTS70021") {
 			t.Errorf("the team's %s token at Entra ID: %v, want AADSTS70021 (no federated credential for its subject)", sa, err)
 		}

@@ -77,7 +77,8 @@ func TestPublishedIssuerIsTheAPIServers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return entra.SignIn(ctx, srv.Client(), srv.URL+"/", machines.RehearsalTenantID, machines.RehearsalClientIDs()[wellknown.OpsName], tr.Status.Token)
+		_, err = entra.SignIn(ctx, srv.Client(), srv.URL+"/", machines.RehearsalTenantID, machines.RehearsalClientIDs()[wellknown.OpsName], tr.Status.Token)
+		return err
 	}
 	if err := exchange(addons.SystemNamespace, wellknown.OpsName); err != nil {
 		t.Errorf("clusterforge-ops's token gets no Azure token: %v", err)

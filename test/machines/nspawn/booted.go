@@ -293,7 +293,7 @@ func (b *Booted) userData(role string) string {
 func (b *Booted) ScheduledEventsFile() string { return filepath.Join(b.Dir, "scheduled-events.json") }
 
 // startServices starts, in the hub namespace, the stand-ins for Azure's platform: the instance
-// metadata service, the internal load balancer, the backup store and Entra ID.
+// metadata service, the internal load balancer, the backup store, Entra ID and Resource Manager.
 func (b *Booted) startServices(ctx context.Context) error {
 	meta := map[string]imds.InstanceMetadata{}
 	for _, m := range b.Machines {
@@ -320,8 +320,11 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := b.startEntra(); err != nil {
 		return err
 	}
-	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s, Entra ID on %s",
-		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress(), b.AuthorityHost())
+	if err := b.startARM(); err != nil {
+		return err
+	}
+	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s, Entra ID on %s, Resource Manager on %s",
+		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress(), b.AuthorityHost(), b.Cloud().ResourceManagerEndpoint)
 	return b.CreateBackupContainer(ctx)
 }
 

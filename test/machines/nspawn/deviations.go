@@ -15,7 +15,7 @@ const KernelLog = "/var/log/clusterforge-kernel.log"
 // operations layer's pods for real, node-problem-detector reads each worker's KernelLog, and the
 // workloads with an Azure identity sign in at Entra ID's stand-in.
 func (b *Booted) Addons() ([]addons.Object, error) {
-	objs, err := b.AllAddons(b.AuthorityHost())
+	objs, err := b.AllAddons(b.Cloud())
 	if err != nil {
 		return nil, err
 	}

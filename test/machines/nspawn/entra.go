@@ -50,17 +50,23 @@ func (b *Booted) EntraExchangesFile() string { return filepath.Join(b.entraDir()
 
 // EntraExchanges are the exchanges the stand-in answered so far.
 func (b *Booted) EntraExchanges() ([]entra.Exchange, error) {
-	data, err := os.ReadFile(b.EntraExchangesFile())
+	return readLines[entra.Exchange](b.EntraExchangesFile())
+}
+
+// readLines reads a file of JSON lines a stand-in appends to; none yet is none.
+func readLines[T any](file string) ([]T, error) {
+	data, err := os.ReadFile(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	var out []entra.Exchange
+	var out []T
 	lines := bufio.NewScanner(bytes.NewReader(data))
+	lines.Buffer(nil, 1<<20)
 	for lines.Scan() {
-		var e entra.Exchange
+		var e T
 		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
 			return nil, err
 		}
@@ -68,6 +74,10 @@ func (b *Booted) EntraExchanges() ([]entra.Exchange, error) {
 	}
 	return out, lines.Err()
 }
+
+// entraSigningKey is the key Entra ID's stand-in signs access tokens with, which Resource
+// Manager's verifies them with.
+func (b *Booted) entraSigningKey() string { return filepath.Join(b.entraDir(), "token-key.pem") }
 
 // startEntra writes the stand-in's serving pair, the federated credentials and the issuer's
 // documents as the Pulumi program publishes them, and starts it.
@@ -89,13 +99,17 @@ func (b *Booted) startEntra() error {
 			return err
 		}
 	}
+	if err := entra.WriteSigningKey(b.entraSigningKey()); err != nil {
+		return err
+	}
 	return b.startService("entra", append(slices.Clone(b.Self), "entra", "--listen="+net.JoinHostPort(b.entraHost(), "443"),
 		"--cert="+filepath.Join(dir, "tls.crt"), "--key="+filepath.Join(dir, "tls.key"), "--tenant="+machines.RehearsalTenantID,
 		"--federations="+filepath.Join(dir, "federations.json"), "--issuer="+b.Cluster.ServiceAccountIssuer(),
-		"--issuer-documents="+filepath.Join(dir, "issuer"), "--exchanges="+b.EntraExchangesFile()))
+		"--issuer-documents="+filepath.Join(dir, "issuer"), "--exchanges="+b.EntraExchangesFile(), "--signing-key="+b.entraSigningKey()))
 }
 
-// trustEntra has every pod with an Azure identity trust the stand-in's certificate, through a
+// trustEntra has every pod with an Azure identity trust the stand-in's certificate (Resource
+// Manager's stand-in serves it too), through a
 // ConfigMap in SSL_CERT_FILE (the binaries' built-in public roots do not hold it).
 func (b *Booted) trustEntra(objs []addons.Object) ([]addons.Object, error) {
 	cert, err := os.ReadFile(filepath.Join(b.entraDir(), "tls.crt"))

@@ -9,6 +9,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -18,7 +19,7 @@ import (
 // operations layer's webhook configurations, whose backend would be a KWOK pod that serves nothing;
 // the brake and team drills register them with handlers served from the test process.
 func (p *Layout) Addons() ([]addons.Object, error) {
-	objs, err := p.AllAddons(addons.AzurePublicAuthorityHost) // add-on pods are KWOK's: nothing signs in
+	objs, err := p.AllAddons(azurecloud.Public) // add-on pods are KWOK's: nothing signs in
 	if err != nil {
 		return nil, err
 	}

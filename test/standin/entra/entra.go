@@ -7,18 +7,15 @@ package entra
 
 import (
 	"context"
-	"crypto"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"log"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,12 +26,13 @@ import (
 
 	"github.com/clusterforge/clusterforge/test/standin"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/pki"
-	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // TokenPath is the token endpoint under the authority host and tenant.
@@ -69,6 +67,58 @@ type Server struct {
 	// Record is told every exchange.
 	Record func(Exchange)
 	Now    func() time.Time
+	// SigningKey signs the access tokens, and the tenant's key set publishes its public half;
+	// one is made at first use when nil.
+	SigningKey *rsa.PrivateKey
+	keyOnce    sync.Once
+	keyErr     error
+}
+
+// TokenKey is the public half of the key that signs the access tokens.
+func (s *Server) TokenKey() (*rsa.PublicKey, error) {
+	s.keyOnce.Do(func() {
+		if s.SigningKey == nil {
+			s.SigningKey, s.keyErr = rsa.GenerateKey(rand.Reader, 2048)
+		}
+	})
+	if s.keyErr != nil {
+		return nil, s.keyErr
+	}
+	return &s.SigningKey.PublicKey, nil
+}
+
+// AccessClaims are an access token's claims, as Entra's v1 tokens for Resource Manager carry them;
+// the stand-in names a workload's object by its client id.
+type AccessClaims struct {
+	Audience  string `json:"aud"`
+	Issuer    string `json:"iss"`
+	Tenant    string `json:"tid"`
+	AppID     string `json:"appid"`
+	ObjectID  string `json:"oid"`
+	IssuedAt  int64  `json:"iat"`
+	NotBefore int64  `json:"nbf"`
+	Expiry    int64  `json:"exp"`
+}
+
+// TokenIssuer is the issuer of a tenant's access tokens.
+func TokenIssuer(tenant string) string { return "https://sts.windows.net/" + tenant + "/" }
+
+// KeysPath is the tenant's signing key set under the authority host.
+func KeysPath(tenant string) string { return "/" + tenant + "/discovery/v2.0/keys" }
+
+// tokenLifetime is an access token's, as Entra issues them by default.
+const tokenLifetime = time.Hour
+
+// AccessToken issues clientID's token for the resource a scope ending in /.default names.
+func (s *Server) AccessToken(clientID, resource string) (string, error) {
+	if _, err := s.TokenKey(); err != nil {
+		return "", err
+	}
+	now := s.Now()
+	return standin.SignRS256(s.SigningKey, AccessClaims{
+		Audience: resource, Issuer: TokenIssuer(s.Tenant), Tenant: s.Tenant, AppID: clientID, ObjectID: clientID,
+		IssuedAt: now.Unix(), NotBefore: now.Unix(), Expiry: now.Add(tokenLifetime).Unix(),
+	})
 }
 
 // ServeHTTP answers the tenant's OpenID configuration and its token endpoint.
@@ -78,10 +128,22 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && r.URL.Path == "/"+s.Tenant+"/v2.0/.well-known/openid-configuration":
 		writeJSON(w, http.StatusOK, map[string]any{
 			"token_endpoint": base + TokenPath, "authorization_endpoint": base + "/oauth2/v2.0/authorize",
-			"issuer": base + "/v2.0", "token_endpoint_auth_methods_supported": []string{"client_secret_post", "private_key_jwt"},
+			"issuer": base + "/v2.0", "jwks_uri": "https://" + r.Host + KeysPath(s.Tenant), "token_endpoint_auth_methods_supported": []string{"client_secret_post", "private_key_jwt"},
 		})
 	case r.Method == http.MethodPost && r.URL.Path == "/"+s.Tenant+TokenPath:
 		s.token(w, r)
+	case r.Method == http.MethodGet && r.URL.Path == KeysPath(s.Tenant):
+		key, err := s.TokenKey()
+		var keys []byte
+		if err == nil {
+			keys, err = pki.KeySet(key)
+		}
+		if err != nil {
+			writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
+			return
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_, _ = w.Write(keys)
 	case strings.HasPrefix(r.URL.Path, "/"+s.Tenant+"/"):
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "not_found"})
 	default:
@@ -124,15 +186,19 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// MSAL adds "openid offline_access profile"; the resource is the scope ending in /.default.
-	if !slices.ContainsFunc(strings.Fields(ex.Scope), func(scope string) bool { return strings.HasSuffix(scope, "/.default") }) {
+	i := slices.IndexFunc(strings.Fields(ex.Scope), func(scope string) bool { return strings.HasSuffix(scope, "/.default") })
+	if i < 0 {
 		refuse("invalid_scope", 1002012, "The provided value for scope "+ex.Scope+" is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier.")
 		return
 	}
-	access := make([]byte, 32)
-	_, _ = rand.Read(access)
+	access, err := s.AccessToken(ex.ClientID, strings.TrimSuffix(strings.Fields(ex.Scope)[i], "/.default"))
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
+		return
+	}
 	s.Record(ex)
-	writeJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": 3599, "ext_expires_in": 3599,
-		"access_token": hex.EncodeToString(access)})
+	writeJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": int(tokenLifetime.Seconds()), "ext_expires_in": int(tokenLifetime.Seconds()),
+		"access_token": access})
 }
 
 type aadError struct {
@@ -165,38 +231,24 @@ func (a *audience) UnmarshalJSON(b []byte) error {
 
 // verify checks the assertion's signature with the issuer's published key and its lifetime.
 func (s *Server) verify(assertion string) (*Claims, error) {
-	parts := strings.Split(assertion, ".")
-	if len(parts) != 3 {
-		return nil, errors.New("the assertion is not a JWS compact serialization")
-	}
-	var header struct{ Alg, Kid string }
 	var claims Claims
-	if err := decodeSegment(parts[0], &header); err != nil {
+	err := standin.ParseRS256(assertion, &claims, func(kid string) (*rsa.PublicKey, error) {
+		key, err := s.issuerKey(claims.Issuer, kid)
+		if err != nil {
+			return nil, &aadError{700211, fmt.Sprintf("No matching federated identity record found for presented assertion issuer '%s': %v", claims.Issuer, err)}
+		}
+		return key, nil
+	})
+	switch {
+	case errors.Is(err, standin.ErrNotRS256):
+		return nil, &aadError{5002738, "Invalid JWT token. " + err.Error() + "."}
+	case errors.Is(err, standin.ErrSignature):
+		return nil, &aadError{5002730, "Invalid JWT token. " + err.Error() + "."}
+	case err != nil:
 		return nil, err
-	}
-	if err := decodeSegment(parts[1], &claims); err != nil {
-		return nil, err
-	}
-	if header.Alg != "RS256" {
-		return nil, &aadError{5002738, fmt.Sprintf("Invalid JWT token. '%s' is not a supported signature algorithm.", header.Alg)}
-	}
-	key, err := s.issuerKey(claims.Issuer, header.Kid)
-	if err != nil {
-		return nil, &aadError{700211, fmt.Sprintf("No matching federated identity record found for presented assertion issuer '%s': %v", claims.Issuer, err)}
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil {
-		return nil, err
-	}
-	digest := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
-	if err := rsa.VerifyPKCS1v15(key, crypto.SHA256, digest[:], sig); err != nil {
-		return nil, &aadError{5002730, "Invalid JWT token. The signature does not verify with the issuer's key '" + header.Kid + "'."}
 	}
 	now := s.Now().Unix()
-	if claims.Expiry <= now {
-		return nil, &aadError{700024, "Client assertion is not within its valid time range."}
-	}
-	if claims.NotBefore > now+300 {
+	if claims.Expiry <= now || claims.NotBefore > now+300 {
 		return nil, &aadError{700024, "Client assertion is not within its valid time range."}
 	}
 	return &claims, nil
@@ -221,32 +273,7 @@ func (s *Server) issuerKey(issuer, kid string) (*rsa.PublicKey, error) {
 	if data, err = s.IssuerDocument(discovery.JWKSURI); err != nil {
 		return nil, err
 	}
-	var set struct {
-		Keys []struct{ Kty, Kid, N, E string }
-	}
-	if err := json.Unmarshal(data, &set); err != nil {
-		return nil, err
-	}
-	for _, k := range set.Keys {
-		if k.Kid != kid || k.Kty != "RSA" {
-			continue
-		}
-		n, err1 := base64.RawURLEncoding.DecodeString(k.N)
-		e, err2 := base64.RawURLEncoding.DecodeString(k.E)
-		if err := errors.Join(err1, err2); err != nil {
-			return nil, err
-		}
-		return &rsa.PublicKey{N: new(big.Int).SetBytes(n), E: int(new(big.Int).SetBytes(e).Int64())}, nil
-	}
-	return nil, fmt.Errorf("no RSA key %q in %s", kid, discovery.JWKSURI)
-}
-
-func decodeSegment(seg string, v any) error {
-	data, err := base64.RawURLEncoding.DecodeString(seg)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, v)
+	return standin.KeyFromSet(data, kid)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -293,10 +320,10 @@ func WriteIssuerDocuments(dir, issuer, publicKeyPEM string) error {
 
 // SignIn trades a service-account token for a Resource Manager token as the workloads do, through
 // the Azure SDK's workload identity credential, at the Entra ID of authorityHost over client.
-func SignIn(ctx context.Context, client policy.Transporter, authorityHost, tenant, clientID, token string) error {
+func SignIn(ctx context.Context, client policy.Transporter, authorityHost, tenant, clientID, token string) (azcore.AccessToken, error) {
 	file := filepath.Join(os.TempDir(), fmt.Sprintf("entra-assertion-%d", time.Now().UnixNano()))
 	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
-		return err
+		return azcore.AccessToken{}, err
 	}
 	defer os.Remove(file)
 	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
@@ -304,10 +331,9 @@ func SignIn(ctx context.Context, client policy.Transporter, authorityHost, tenan
 		ClientOptions: policy.ClientOptions{Transport: client, Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: authorityHost}},
 	})
 	if err != nil {
-		return err
+		return azcore.AccessToken{}, err
 	}
-	_, err = cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{wellknown.AzureResourceManagerScope}})
-	return err
+	return cred.GetToken(ctx, policy.TokenRequestOptions{Scopes: []string{azurecloud.Public.Scope()}})
 }
 
 // Main serves the stand-in: `entra --listen=… --cert=… --key=… --tenant=… --federations=…
@@ -322,6 +348,7 @@ func Main(args []string) error {
 	issuer := fs.String("issuer", "", "the service-account issuer whose documents --issuer-documents holds")
 	documents := fs.String("issuer-documents", "", "directory: the issuer's public container")
 	exchanges := fs.String("exchanges", "", "file each exchange is appended to, one JSON line")
+	signingKey := fs.String("signing-key", "", "the key that signs access tokens (RSA, PEM); Resource Manager's stand-in verifies with it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -330,6 +357,9 @@ func Main(args []string) error {
 		return fmt.Errorf("entra: --federations: %w", err)
 	}
 	s := &Server{Tenant: *tenant, IssuerDocument: DocumentsFrom(*issuer, *documents), Now: time.Now}
+	if s.SigningKey, err = ReadSigningKey(*signingKey); err != nil {
+		return fmt.Errorf("entra: --signing-key: %w", err)
+	}
 	if err := json.Unmarshal(data, &s.Federations); err != nil {
 		return fmt.Errorf("entra: %s: %w", *federations, err)
 	}
@@ -350,4 +380,26 @@ func Main(args []string) error {
 	return standin.Serve(*listen, s, *cert, *key, func() {
 		log.Printf("Entra ID token service of tenant %s, %d federated credentials, on https://%s", *tenant, len(s.Federations), *listen)
 	})
+}
+
+// WriteSigningKey writes a new token signing key (RSA, PKCS #1 PEM) for ReadSigningKey.
+func WriteSigningKey(file string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+}
+
+// ReadSigningKey reads a key WriteSigningKey wrote.
+func ReadSigningKey(file string) (*rsa.PrivateKey, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return nil, errors.New("not PEM")
+	}
+	return x509.ParsePKCS1PrivateKey(block.Bytes)
 }

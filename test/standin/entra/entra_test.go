@@ -12,12 +12,16 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/test/standin"
 )
 
 const (
@@ -75,10 +79,12 @@ func TestWorkloadIdentityExchange(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			err := SignIn(ctx, srv.Client(), srv.URL+"/", tenant, tc.client, tc.token)
+			token, err := SignIn(ctx, srv.Client(), srv.URL+"/", tenant, tc.client, tc.token)
 			switch {
 			case tc.refusal == "" && err != nil:
 				t.Errorf("no token: %v", err)
+			case tc.refusal == "":
+				checkAccessToken(t, srv, token.Token, tc.client)
 			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
 				t.Errorf("got %v, want Entra's %s", err, tc.refusal)
 			}
@@ -116,4 +122,39 @@ func jwsInput(t *testing.T, alg, kid string, claims map[string]any) string {
 		t.Fatal(err)
 	}
 	return base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(payload)
+}
+
+// checkAccessToken verifies an access token as Resource Manager does: with a key from the key set
+// the tenant's OpenID configuration names, for Resource Manager's audience and the client.
+func checkAccessToken(t *testing.T, srv *httptest.Server, token, client string) {
+	t.Helper()
+	get := func(url string, v any) []byte {
+		resp, err := srv.Client().Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+		}
+		if v != nil {
+			if err := json.Unmarshal(data, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return data
+	}
+	var config struct {
+		JWKSURI string `json:"jwks_uri"`
+	}
+	get(srv.URL+"/"+tenant+"/v2.0/.well-known/openid-configuration", &config)
+	keys := get(config.JWKSURI, nil)
+	var claims AccessClaims
+	if err := standin.ParseRS256(token, &claims, func(kid string) (*rsa.PublicKey, error) { return standin.KeyFromSet(keys, kid) }); err != nil {
+		t.Fatalf("the access token does not verify with the tenant's published key: %v", err)
+	}
+	if want := azurecloud.Public.TokenAudience; claims.Audience != want || claims.AppID != client || claims.Tenant != tenant {
+		t.Errorf("access token claims %+v, want audience %s, app %s, tenant %s", claims, want, client, tenant)
+	}
 }

@@ -1,0 +1,77 @@
+// Package azurerbac is what each identity of a cluster may do on Azure: the role assignments the
+// Pulumi program makes (Grants) and the custom roles it defines, least privilege per caller.
+package azurerbac
+
+import (
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// Azure built-in role definition ids.
+const (
+	RoleVirtualMachineContributor  = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
+	RoleManagedIdentityOperator    = "f1a07417-d97a-45cb-824c-7a7467783830"
+	RoleStorageBlobDataContributor = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+)
+
+// Custom roles clusterforge defines per cluster, each holding only the actions its consumer calls
+// where no built-in role is that narrow.
+const (
+	RoleScaleSetLister          = "scale-set-lister"
+	RoleSubnetJoiner            = "subnet-joiner"
+	RoleScaleSetInstanceRemover = "scale-set-instance-remover"
+)
+
+// CustomRoleActions are the actions of each custom role.
+var CustomRoleActions = map[string][]string{
+	RoleScaleSetLister: {"Microsoft.Compute/virtualMachineScaleSets/read"},
+	RoleSubnetJoiner:   {"Microsoft.Network/virtualNetworks/subnets/read", "Microsoft.Network/virtualNetworks/subnets/join/action"},
+	// Not Virtual Machine Contributor: its run-command, extensions and model writes are root on every node.
+	// The deletion is a long-running operation, and polling it is an action of its own.
+	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete",
+		"Microsoft.Compute/locations/operations/read"},
+}
+
+// Scopes a grant can name. The plural ones stand for one assignment per resource.
+const (
+	ScopeResourceGroup    = "resourceGroup"
+	ScopeNodeSubnet       = "nodeSubnet"
+	ScopeWorkerScaleSets  = "workerScaleSets"
+	ScopeWorkerIdentities = "workerIdentities"
+	ScopeBackupContainer  = "backupContainer"
+)
+
+// Grant is one role of a machine role's identity, at a scope, for the component that calls it.
+type Grant struct {
+	Role     string
+	Scope    string
+	Consumer string
+}
+
+// Grants is the least privilege of each identity, a machine role's or a workload's
+// (addons.AzureWorkloads): a grant exists only for a component that calls Azure with it.
+// cluster-autoscaler (L19) lists the resource group's scale sets, resizes them and deletes their
+// instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
+// node subnet and assign the scale set's identity. clusterforge-ops's remediation reads and
+// deletes the instance of a machine it hands back, nothing more. The main etcd's backup agent writes, lists, reads and
+// prunes snapshots in its one container. Nothing else calls Azure: the apiservers run no cloud
+// provider, machines learn who they are from the instance metadata, which needs no grant, and the
+// worker pools' identities hold nothing, so a token from a node's metadata service opens nothing.
+func Grants(principal string) []Grant {
+	switch principal {
+	case spec.RoleEtcdMain:
+		return []Grant{{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"}}
+	case addons.AutoscalerName:
+		const ca = "cluster-autoscaler (L19): "
+		return []Grant{
+			{RoleScaleSetLister, ScopeResourceGroup, ca + "lists the resource group's scale sets"},
+			{RoleVirtualMachineContributor, ScopeWorkerScaleSets, ca + "resizes a scale set and deletes its instances"},
+			{RoleSubnetJoiner, ScopeNodeSubnet, ca + "a resized scale set's NICs join the node subnet"},
+			{RoleManagedIdentityOperator, ScopeWorkerIdentities, ca + "a resized scale set keeps its pool's identity"},
+		}
+	case wellknown.OpsName:
+		return []Grant{{RoleScaleSetInstanceRemover, ScopeWorkerScaleSets, "clusterforge-ops (L36): remediation reads and deletes the instance of a machine it hands back"}}
+	}
+	return nil
+}

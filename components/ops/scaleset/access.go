@@ -1,0 +1,96 @@
+package scaleset
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+
+	"github.com/clusterforge/clusterforge/components/azurecloud"
+)
+
+// Access is how the controller reaches the worker scale sets: the cluster's subscription and
+// resource group from the cloud config, the cloud from its environment file, and the pod's
+// workload identity.
+type Access struct {
+	Cloud         azurecloud.Cloud
+	Subscription  string
+	ResourceGroup string
+	ScaleSets     []string
+}
+
+// ReadAccess reads the cloud config (cluster-autoscaler's, which names the subscription and the
+// resource group) and the environment file.
+func ReadAccess(cloudConfig, environment string, scaleSets []string) (*Access, error) {
+	data, err := os.ReadFile(cloudConfig)
+	if err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		SubscriptionID string `json:"subscriptionId"`
+		ResourceGroup  string `json:"resourceGroup"`
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("%s: %w", cloudConfig, err)
+	}
+	if len(scaleSets) == 0 {
+		return nil, errors.New("scaleset: no worker scale sets")
+	}
+	env, err := azurecloud.Read(environment)
+	if err != nil {
+		return nil, err
+	}
+	return &Access{Cloud: env, Subscription: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, ScaleSets: scaleSets}, nil
+}
+
+// Machines are the scale sets reached with a fresh credential: the client id, tenant and token
+// file come from the pod's environment, Entra ID's host from the cloud, and instance discovery is
+// off, since the host named is the one to ask.
+func (a *Access) Machines() (*Machines, error) {
+	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
+		DisableInstanceDiscovery: true, ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK()}})
+	if err != nil {
+		return nil, fmt.Errorf("workload identity: %w", err)
+	}
+	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(a.Subscription, cred, &arm.ClientOptions{ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK()}})
+	if err != nil {
+		return nil, err
+	}
+	return &Machines{VMs: vms, Subscription: a.Subscription, ResourceGroup: a.ResourceGroup, ScaleSets: a.ScaleSets}, nil
+}
+
+// KeepSignedIn proves the access works, at once and then every 10 minutes (every 30 s while it
+// does not): a fresh credential (no cached token) reads the first worker scale set's instances,
+// which signs in at Entra ID and exercises the role remediation relies on. A broken federation
+// or grant shows at start and whenever it breaks, not at the next repair.
+func KeepSignedIn(ctx context.Context, a *Access, signedIn *atomic.Bool) {
+	for {
+		wait := 10 * time.Minute
+		m, err := a.Machines()
+		if err == nil {
+			_, err = m.VMs.NewListPager(a.ResourceGroup, a.ScaleSets[0], nil).NextPage(ctx)
+		}
+		switch {
+		case err == nil && !signedIn.Load():
+			log.Printf("azure: signed in through the workload identity and read scale set %s", a.ScaleSets[0])
+		case err != nil:
+			log.Printf("azure: cannot read scale set %s through the workload identity, remediation cannot hand machines back: %v", a.ScaleSets[0], err)
+			wait = 30 * time.Second
+		}
+		signedIn.Store(err == nil)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}

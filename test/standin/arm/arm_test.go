@@ -1,0 +1,336 @@
+package arm
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	azarm "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/test/standin"
+	"github.com/clusterforge/clusterforge/test/standin/entra"
+)
+
+const (
+	subscription = "00000000-0000-0000-0000-000000000000"
+	tenant       = "22222222-2222-2222-2222-222222222222"
+	group        = "rg-test"
+	operator     = "11111111-1111-1111-1111-00000000000a" // Virtual Machine Contributor over the resource group
+	remover      = "11111111-1111-1111-1111-00000000000b" // clusterforge-ops's custom role over one scale set
+	stranger     = "11111111-1111-1111-1111-00000000000c" // no assignment
+)
+
+// speedup runs the model's minutes in a tenth of a second: latencies, windows and Retry-After
+// shrink alike.
+const speedup = 600
+
+// fleet records what the machines behind the instances were asked to do.
+type fleet struct {
+	mu   sync.Mutex
+	done []string
+}
+
+func (f *fleet) note(op string, in Instance) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.done = append(f.done, op+" "+in.ComputerName)
+	return nil
+}
+func (f *fleet) Create(_ context.Context, in Instance) error  { return f.note("create", in) }
+func (f *fleet) Delete(_ context.Context, in Instance) error  { return f.note("delete", in) }
+func (f *fleet) Reimage(_ context.Context, in Instance) error { return f.note("reimage "+in.Image, in) }
+func (f *fleet) RunCommand(_ context.Context, id string, script []string) (string, string, error) {
+	return "ran " + strings.Join(script, ";") + " on " + id[strings.LastIndex(id, "/")+1:], "", nil
+}
+
+// tokens are Entra's access tokens for one client, from the Entra ID stand-in.
+type tokens struct {
+	entra  *entra.Server
+	client string
+}
+
+func (c tokens) GetToken(_ context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	tok, err := c.entra.AccessToken(c.client, strings.TrimSuffix(opts.Scopes[0], "/.default"))
+	return azcore.AccessToken{Token: tok, ExpiresOn: time.Now().Add(time.Hour)}, err
+}
+
+type world struct {
+	srv   *Server
+	http  *httptest.Server
+	entra *entra.Server
+	fleet *fleet
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	e := &entra.Server{Tenant: tenant, Now: time.Now}
+	key, err := e.TokenKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := pki.KeySet(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupID := "/subscriptions/" + subscription + "/resourceGroups/" + group
+	w := &world{entra: e, fleet: &fleet{}}
+	w.srv = &Server{Subscription: subscription, ResourceGroup: group, Location: "eastus2", Speedup: speedup, PageSize: 2, Machines: w.fleet,
+		Auth: &Authority{Tenant: tenant, AuthorityHost: "https://login.microsoftonline.com/",
+			TokenKey: func(kid string) (*rsa.PublicKey, error) { return standin.KeyFromSet(keys, kid) },
+			Assignments: []Assignment{
+				{Principal: operator, Scope: groupID, Actions: []string{"Microsoft.Compute/virtualMachineScaleSets/*", "Microsoft.Compute/virtualMachines/*", "Microsoft.Compute/locations/*"}},
+				{Principal: remover, Scope: groupID + "/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", Actions: azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceRemover]},
+			}}}
+	var five []*Instance
+	for range 5 {
+		five = append(five, &Instance{})
+	}
+	w.srv.AddScaleSet(ScaleSet{Name: "cpu", SKU: "Standard_D8s_v5", Zones: []string{"1", "2", "3"}, ComputerNamePrefix: "cpu", Image: "image-1", Instances: five})
+	w.srv.AddScaleSet(ScaleSet{Name: "gpu", SKU: "Standard_ND96asr_v4", ComputerNamePrefix: "gpu", Image: "image-1"})
+	w.http = httptest.NewTLSServer(w.srv)
+	t.Cleanup(w.http.Close)
+	return w
+}
+
+func (w *world) options() *azarm.ClientOptions {
+	return &azarm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: w.http.Client(),
+		Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: "https://login.microsoftonline.com/", Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
+			cloud.ResourceManager: {Endpoint: w.http.URL, Audience: "https://management.core.windows.net/"}}}}}
+}
+
+func (w *world) compute(t *testing.T, client string) *armcompute.ClientFactory {
+	t.Helper()
+	f, err := armcompute.NewClientFactory(subscription, tokens{w.entra, client}, w.options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func names(t *testing.T, vms *armcompute.VirtualMachineScaleSetVMsClient, set string) []string {
+	t.Helper()
+	var out []string
+	pager := vms.NewListPager(group, set, nil)
+	for pager.More() {
+		page, err := pager.NextPage(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, vm := range page.Value {
+			out = append(out, *vm.Properties.OSProfile.ComputerName)
+		}
+	}
+	return out
+}
+
+// The Azure SDK's own clients list, resize, upgrade, reimage, run commands on and delete
+// instances through the stand-in, every change a long-running operation they poll.
+func TestComputeThroughTheSDK(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	f := w.compute(t, operator)
+	vms, sets := f.NewVirtualMachineScaleSetVMsClient(), f.NewVirtualMachineScaleSetsClient()
+
+	if got := strings.Join(names(t, vms, "cpu"), " "); got != "cpu000000 cpu000001 cpu000002 cpu000003 cpu000004" {
+		t.Fatalf("listed %s (pages of two), want Azure's computer names of instances 0-4", got)
+	}
+	grow, err := sets.BeginUpdate(ctx, group, "gpu", armcompute.VirtualMachineScaleSetUpdate{SKU: &armcompute.SKU{Capacity: to.Ptr(int64(37))}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := grow.PollUntilDone(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	gpu := names(t, vms, "gpu")
+	if len(gpu) != 37 || gpu[36] != "gpu000010" {
+		t.Errorf("grown to %d instances, the last %q: want 37, the 37th named in base 36 (gpu000010)", len(gpu), gpu[len(gpu)-1])
+	}
+
+	if _, err := sets.BeginUpdate(ctx, group, "cpu", armcompute.VirtualMachineScaleSetUpdate{Properties: &armcompute.VirtualMachineScaleSetUpdateProperties{
+		VirtualMachineProfile: &armcompute.VirtualMachineScaleSetUpdateVMProfile{StorageProfile: &armcompute.VirtualMachineScaleSetUpdateStorageProfile{
+			ImageReference: &armcompute.ImageReference{ID: to.Ptr("image-2")}}}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	upgrade, err := sets.BeginUpdateInstances(ctx, group, "cpu", armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: []*string{to.Ptr("1"), to.Ptr("2")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := upgrade.PollUntilDone(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	reimage, err := vms.BeginReimage(ctx, group, "cpu", "1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reimage.PollUntilDone(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	for id, latest := range map[string]bool{"1": true, "2": true, "3": false} {
+		vm, err := vms.Get(ctx, group, "cpu", id, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if *vm.Properties.LatestModelApplied != latest {
+			t.Errorf("instance %s: latest model applied %v, want %v", id, *vm.Properties.LatestModelApplied, latest)
+		}
+	}
+
+	run, err := vms.BeginRunCommand(ctx, group, "cpu", "3", armcompute.RunCommandInput{CommandID: to.Ptr("RunShellScript"), Script: []*string{to.Ptr("true")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := run.PollUntilDone(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Value) == 0 || *out.Value[0].Message != "ran true on 3" {
+		t.Errorf("run command returned %+v, want the machine's output", out.Value)
+	}
+
+	del, err := sets.BeginDeleteInstances(ctx, group, "cpu", armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: []*string{to.Ptr("0"), to.Ptr("4")}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := del.PollUntilDone(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(t, vms, "cpu"), " "); got != "cpu000001 cpu000002 cpu000003" {
+		t.Errorf("after deleting 0 and 4: %s", got)
+	}
+	w.fleet.mu.Lock()
+	done := strings.Join(w.fleet.done, "\n")
+	w.fleet.mu.Unlock()
+	for _, want := range []string{"create gpu000010", "reimage image-2 cpu000001", "delete cpu000000", "delete cpu000004"} {
+		if !strings.Contains(done, want) {
+			t.Errorf("the machines were not told %q; they were told:\n%s", want, done)
+		}
+	}
+}
+
+// Remediation's own code removes a node's instance with clusterforge-ops's custom role, and the
+// role opens nothing else; callers without a valid token for Resource Manager are refused.
+func TestRemediationRoleAndAuthentication(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	ops := w.compute(t, remover)
+	m := &scaleset.Machines{VMs: ops.NewVirtualMachineScaleSetVMsClient(), Subscription: subscription, ResourceGroup: group, ScaleSets: []string{"cpu"}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu000002"},
+		Spec: corev1.NodeSpec{ProviderID: "azure:///subscriptions/" + subscription + "/resourceGroups/" + group + "/providers/Microsoft.Compute/virtualMachineScaleSets/cpu/virtualMachines/2"}}
+	if err := m.Remove(ctx, node); err != nil {
+		t.Fatalf("remediation could not remove its node's instance with its role: %v", err)
+	}
+	if got := strings.Join(names(t, w.compute(t, operator).NewVirtualMachineScaleSetVMsClient(), "cpu"), " "); strings.Contains(got, "cpu000002") {
+		t.Errorf("cpu000002 is still listed: %s", got)
+	}
+
+	refused := func(name string, err error, code string) {
+		t.Helper()
+		var re *azcore.ResponseError
+		if !errors.As(err, &re) || re.ErrorCode != code {
+			t.Errorf("%s: got %v, want %s", name, err, code)
+		}
+	}
+	_, err := ops.NewVirtualMachineScaleSetsClient().BeginUpdate(ctx, group, "cpu", armcompute.VirtualMachineScaleSetUpdate{SKU: &armcompute.SKU{Capacity: to.Ptr(int64(50))}}, nil)
+	refused("the remover resizing", err, "AuthorizationFailed")
+	_, err = ops.NewVirtualMachineScaleSetVMsClient().BeginRunCommand(ctx, group, "cpu", "1", armcompute.RunCommandInput{CommandID: to.Ptr("RunShellScript"), Script: []*string{to.Ptr("id")}}, nil)
+	refused("the remover running a command", err, "AuthorizationFailed")
+	_, err = ops.NewVirtualMachineScaleSetVMsClient().BeginDelete(ctx, group, "gpu", "0", nil)
+	refused("the remover deleting in another scale set", err, "AuthorizationFailed")
+	_, err = w.compute(t, stranger).NewVirtualMachineScaleSetVMsClient().Get(ctx, group, "cpu", "1", nil)
+	refused("a client without assignments", err, "AuthorizationFailed")
+
+	for name, tc := range map[string]struct {
+		header, code string
+	}{
+		"no token":           {"", "AuthenticationFailed"},
+		"a Graph token":      {"Bearer " + must(w.entra.AccessToken(operator, "https://graph.microsoft.com")), "InvalidAuthenticationTokenAudience"},
+		"another tenant's":   {"Bearer " + must((&entra.Server{Tenant: "33333333-3333-3333-3333-333333333333", SigningKey: w.entra.SigningKey, Now: time.Now}).AccessToken(operator, "https://management.core.windows.net/")), "InvalidAuthenticationTokenTenant"},
+		"a forged signature": {"Bearer " + forged(must(w.entra.AccessToken(operator, "https://management.core.windows.net/"))), "InvalidAuthenticationToken"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, w.http.URL+"/subscriptions/"+subscription+"/resourceGroups/"+group+"/providers/Microsoft.Compute/virtualMachineScaleSets?api-version=2024-11-01", nil)
+		if tc.header != "" {
+			req.Header.Set("Authorization", tc.header)
+		}
+		resp, err := w.http.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		re := errorCode(resp)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || re != tc.code {
+			t.Errorf("%s: %d %s, want 401 %s", name, resp.StatusCode, re, tc.code)
+		}
+	}
+}
+
+// Compute's token buckets refuse a burst past their capacity with 429 and a Retry-After, and
+// the SDK's retry policy, waiting as told, gets every call through.
+func TestThrottlingAsComputeDoes(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	vms := w.compute(t, operator).NewVirtualMachineScaleSetVMsClient()
+	const burst = 60 // GetVMScaleSetVMs holds 36 a VM, refilled at 12 a minute
+	for range burst {
+		if _, err := vms.Get(ctx, group, "cpu", "1", nil); err != nil {
+			t.Fatalf("a throttled call was not retried through: %v", err)
+		}
+	}
+	throttled := 0
+	for _, c := range w.srv.Calls() {
+		if c.Status == http.StatusTooManyRequests {
+			throttled++
+			if c.Throttled != PolicyGetVMScaleSetVMs.Name {
+				t.Errorf("throttled by %s, want %s", c.Throttled, PolicyGetVMScaleSetVMs.Name)
+			}
+		}
+	}
+	if throttled < burst-int(PolicyGetVMScaleSetVMs.ResourceCapacity)-2 {
+		t.Errorf("%d of %d calls throttled, want about %d past the bucket's capacity", throttled, burst, burst-int(PolicyGetVMScaleSetVMs.ResourceCapacity))
+	}
+}
+
+func must(s string, err error) string {
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// forged keeps a token's header and claims and signs them with another key.
+func forged(token string) string {
+	other, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	parts := strings.Split(token, ".")
+	resigned := must(standin.SignRS256(other, map[string]any{}))
+	return parts[0] + "." + parts[1] + "." + strings.Split(resigned, ".")[2]
+}
+
+// errorCode is a Resource Manager error body's code.
+func errorCode(resp *http.Response) string {
+	var body struct {
+		Error struct{ Code string }
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return body.Error.Code
+}

@@ -1,0 +1,101 @@
+package arm
+
+import (
+	"crypto/rsa"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"sync"
+
+	"github.com/clusterforge/clusterforge/components/azurecloud"
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/test/standin"
+	"github.com/clusterforge/clusterforge/test/standin/entra"
+)
+
+// Inventory is what the stand-in holds at start: the resource group's scale sets and VMs.
+type Inventory struct {
+	ScaleSets []ScaleSet `json:"scaleSets"`
+	VMs       []VM       `json:"vms"`
+}
+
+// BuiltInRoleActions are the actions of Azure's built-in roles this project assigns, as far as
+// the stand-in serves them (Virtual Machine Contributor holds more, on networks and disks).
+var BuiltInRoleActions = map[string][]string{
+	azurerbac.RoleVirtualMachineContributor: {"Microsoft.Compute/virtualMachineScaleSets/*", "Microsoft.Compute/virtualMachines/*", "Microsoft.Compute/locations/*"},
+}
+
+// Main serves the stand-in: `arm --listen=… --cert=… --key=… --subscription=… --resource-group=…
+// --location=… --tenant=… --token-key=… --inventory=… --assignments=… --calls=…`.
+func Main(args []string) error {
+	fs := flag.NewFlagSet("arm", flag.ContinueOnError)
+	listen := fs.String("listen", "", "host:port to serve HTTPS on")
+	cert := fs.String("cert", "", "serving certificate (PEM)")
+	key := fs.String("key", "", "serving key (PEM)")
+	s := &Server{}
+	fs.StringVar(&s.Subscription, "subscription", "", "the subscription id")
+	fs.StringVar(&s.ResourceGroup, "resource-group", "", "the resource group")
+	fs.StringVar(&s.Location, "location", "", "the region")
+	tenant := fs.String("tenant", "", "the Entra ID tenant whose access tokens are taken")
+	tokenKey := fs.String("token-key", "", "Entra ID's token signing key (the stand-in's, entra.WriteSigningKey)")
+	inventory := fs.String("inventory", "", "JSON file: the scale sets and VMs (Inventory)")
+	assignments := fs.String("assignments", "", "JSON file: the role assignments ([]Assignment)")
+	calls := fs.String("calls", "", "file each request is appended to, one JSON line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	signing, err := entra.ReadSigningKey(*tokenKey)
+	if err != nil {
+		return fmt.Errorf("arm: --token-key: %w", err)
+	}
+	pub := &signing.PublicKey
+	s.Auth = &Authority{Tenant: *tenant, AuthorityHost: azurecloud.Public.AuthorityHost, TokenKey: func(kid string) (*rsa.PublicKey, error) {
+		if kid != pki.KeyID(pub) {
+			return nil, fmt.Errorf("no key %q in the tenant's key set", kid)
+		}
+		return pub, nil
+	}}
+	var inv Inventory
+	if err := readJSON(*inventory, &inv); err != nil {
+		return err
+	}
+	if err := readJSON(*assignments, &s.Auth.Assignments); err != nil {
+		return err
+	}
+	for _, ss := range inv.ScaleSets {
+		s.AddScaleSet(ss)
+	}
+	for _, vm := range inv.VMs {
+		s.AddVM(vm)
+	}
+	var mu sync.Mutex
+	s.Record = func(c Call) {
+		line, _ := json.Marshal(c)
+		mu.Lock()
+		defer mu.Unlock()
+		f, err := os.OpenFile(*calls, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			log.Printf("arm: %v", err)
+			return
+		}
+		defer f.Close()
+		_, _ = f.Write(append(line, '\n'))
+	}
+	return standin.Serve(*listen, s, *cert, *key, func() {
+		log.Printf("Resource Manager of subscription %s, resource group %s: %d scale sets, %d VMs, on https://%s", s.Subscription, s.ResourceGroup, len(inv.ScaleSets), len(inv.VMs), *listen)
+	})
+}
+
+func readJSON(file string, v any) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
