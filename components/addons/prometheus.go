@@ -248,8 +248,8 @@ func AlertRules() RuleFile {
 					"description": "Something wants to remove more than half of a pool (or of the cluster) at once: a fleet-wide failure, a bad health check or a runaway autoscaler. Find out which before removing more (L14, docs/operations/fleet-operations.md)."}},
 			{Alert: "AzureSignInFailing", Expr: `min(` + wellknown.AzureSignedInMetric + `{job="` + wellknown.OpsName + `"}) == 0`, For: "10m",
 				Labels: map[string]string{"severity": "critical"},
-				Annotations: map[string]string{"summary": "A clusterforge-ops replica has no Azure token through its workload identity",
-					"description": "Remediation cannot hand broken machines back, and cluster-autoscaler, federated the same way, likely cannot scale. Its log names Entra ID's answer: check the issuer's public container, the federated credentials and the service-account key (docs/operations/credentials.md)."}},
+				Annotations: map[string]string{"summary": "A clusterforge-ops replica cannot read its worker scale sets through its workload identity",
+					"description": "Remediation cannot hand broken machines back, and cluster-autoscaler, federated the same way, likely cannot scale. Its log names Entra ID's or Resource Manager's answer: check the issuer's public container, the federated credentials, the service-account key and the identity's role assignments (docs/operations/credentials.md)."}},
 		}},
 		{Name: "etcd-backup", Rules: []Rule{
 			{Alert: "EtcdBackupStale", Expr: `time() - max(` + wellknown.EtcdBackupLastSuccessMetric + `{job="etcd-backup"}) > 2 * max(` + wellknown.EtcdBackupIntervalMetric + `{job="etcd-backup"})`,

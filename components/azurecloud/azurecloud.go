@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
+	// Registers Resource Manager's endpoints in the SDK's clouds, which Public reads.
+	_ "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm/runtime"
 )
 
 // Cloud is one Azure cloud's endpoints.

@@ -71,6 +71,12 @@ type Target interface {
 	Commit(ctx context.Context) error
 }
 
+// WorkerReplacer is a Target that replaces a batch of workers at once, as Replace does each:
+// on Azure, one request per scale set for the whole batch, not one per machine.
+type WorkerReplacer interface {
+	ReplaceWorkers(ctx context.Context, names []string) error
+}
+
 // Roller runs one roll.
 type Roller struct {
 	Target  Target
@@ -85,8 +91,11 @@ type Roller struct {
 	// ValidationTimeout is how long a gate waits for two validations in a row before it refuses
 	// the stage. Default 5 minutes (kops waits 15; a roll that stops early loses nothing).
 	ValidationTimeout time.Duration
-	// MachineTimeout bounds each machine's replacement. Default 10 minutes.
+	// MachineTimeout bounds each machine's replacement, and a worker batch's for every
+	// DrainParallelism machines in it. Default 10 minutes.
 	MachineTimeout time.Duration
+	// DrainParallelism is how many nodes of a batch drain at once. Default 10.
+	DrainParallelism int
 	// Extra are changes the spec does not show (certificates due for renewal).
 	Extra []change.Change
 	// StopAfter stops the roll after that many machines, as an interruption would (drills).
@@ -150,21 +159,22 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 				return results, ErrStopped
 			}
 			began := time.Now()
-			mctx, cancel := context.WithTimeout(ctx, r.MachineTimeout)
-			err := r.step(mctx, stage, batch)
+			// Each machine is recorded as it finishes: a resumed roll redoes none of them.
+			finished := func(m string) error {
+				results = append(results, Result{Name: m, Role: stage.Role, Took: time.Since(began)})
+				j.Done = append(j.Done, m)
+				if err := j.save(r.Journal); err != nil {
+					return err
+				}
+				r.logf("[%d/%d] %s done in %s", len(j.Done), total, m, time.Since(began).Round(100*time.Millisecond))
+				return nil
+			}
+			mctx, cancel := context.WithTimeout(ctx, r.batchTimeout(len(batch)))
+			err := r.step(mctx, stage, batch, finished)
 			cancel()
 			if err != nil {
 				return results, fmt.Errorf("%s %v: %w; the roll stopped here, fix the cause and run it again to resume", stage.Role, batch, err)
 			}
-			took := time.Since(began)
-			for _, m := range batch {
-				results = append(results, Result{Name: m, Role: stage.Role, Took: took})
-			}
-			j.Done = append(j.Done, batch...)
-			if err := j.save(r.Journal); err != nil {
-				return results, err
-			}
-			r.logf("[%d/%d] %s done in %s", len(j.Done), total, batch, took.Round(100*time.Millisecond))
 			if stage.Kind == change.Workers && b == 0 {
 				if err := r.validate(ctx); err != nil {
 					return results, fmt.Errorf("the canary %v of %s left the cluster invalid: %w", batch, stage.Role, err)
@@ -201,17 +211,30 @@ func (r *Roller) defaults() {
 	if r.MachineTimeout == 0 {
 		r.MachineTimeout = 10 * time.Minute
 	}
+	if r.DrainParallelism == 0 {
+		r.DrainParallelism = 10
+	}
 }
 
-func (r *Roller) step(ctx context.Context, stage change.Stage, batch []string) error {
+// batchTimeout bounds a batch: a machine's timeout for each round of DrainParallelism machines.
+func (r *Roller) batchTimeout(n int) time.Duration {
+	return r.MachineTimeout * time.Duration(1+(n-1)/r.DrainParallelism)
+}
+
+func (r *Roller) step(ctx context.Context, stage change.Stage, batch []string, finished func(string) error) error {
+	var err error
 	switch stage.Kind {
 	case change.EtcdMember:
-		return r.replaceMember(ctx, stage.Role, batch[0])
+		err = r.replaceMember(ctx, stage.Role, batch[0])
 	case change.APIServer:
-		return r.replaceAPIServer(ctx, batch[0])
+		err = r.replaceAPIServer(ctx, batch[0])
 	default:
-		return r.replaceWorkers(ctx, batch)
+		return r.replaceWorkers(ctx, batch, finished)
 	}
+	if err != nil {
+		return err
+	}
+	return finished(batch[0])
 }
 
 func (r *Roller) logf(format string, args ...any) {

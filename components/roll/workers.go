@@ -3,8 +3,10 @@ package roll
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -13,10 +15,11 @@ import (
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 )
 
-// replaceWorkers rolls one batch of a pool: every node cordoned and drained through the
-// eviction API (which honours PodDisruptionBudgets: a refused eviction is retried, never
-// forced), replaced, Ready on the desired kubelet version and uncordoned.
-func (r *Roller) replaceWorkers(ctx context.Context, nodes []string) error {
+// replaceWorkers rolls one batch of a pool: every node cordoned, then drained through the
+// eviction API, DrainParallelism at a time (a PodDisruptionBudget's refusal is retried, never
+// forced); the batch replaced at once; each node, once Ready on the desired kubelet version,
+// uncordoned and finished.
+func (r *Roller) replaceWorkers(ctx context.Context, nodes []string, finished func(string) error) error {
 	cs, err := r.Target.Clientset()
 	if err != nil {
 		return err
@@ -26,44 +29,63 @@ func (r *Roller) replaceWorkers(ctx context.Context, nodes []string) error {
 			return err
 		}
 	}
+	drains, dctx := errgroup.WithContext(ctx)
+	drains.SetLimit(r.DrainParallelism)
 	for _, n := range nodes {
-		began := time.Now()
-		evicted, err := drain.Node(ctx, cs, n)
-		if err != nil {
-			return err
-		}
-		r.logf("%s: cordoned and drained in %s (%d pods evicted)", n, time.Since(began).Round(100*time.Millisecond), evicted)
+		drains.Go(func() error {
+			began := time.Now()
+			evicted, err := drain.Node(dctx, cs, n)
+			if err != nil {
+				return fmt.Errorf("drain %s: %w", n, err)
+			}
+			r.logf("%s: cordoned and drained in %s (%d pods evicted)", n, time.Since(began).Round(100*time.Millisecond), evicted)
+			return nil
+		})
+	}
+	if err := drains.Wait(); err != nil {
+		return err
 	}
 	replaced := time.Now()
-	for _, n := range nodes {
-		if err := r.Target.Replace(ctx, n); err != nil {
-			return fmt.Errorf("replace %s: %w", n, err)
+	if batch, ok := r.Target.(WorkerReplacer); ok {
+		if err := batch.ReplaceWorkers(ctx, nodes); err != nil {
+			return fmt.Errorf("replace %v: %w", nodes, err)
 		}
-		r.logf("%s: replaced, booted in %s", n, time.Since(replaced).Round(100*time.Millisecond))
+	} else {
+		for _, n := range nodes {
+			if err := r.Target.Replace(ctx, n); err != nil {
+				return fmt.Errorf("replace %s: %w", n, err)
+			}
+		}
 	}
+	r.logf("%v: replaced, booted in %s", nodes, time.Since(replaced).Round(100*time.Millisecond))
 	want := r.Desired.Versions.Kubernetes
-	for _, n := range nodes {
-		if err := poll(ctx, n+" to be Ready on "+want, func() error {
+	waiting := slices.Clone(nodes)
+	return poll(ctx, fmt.Sprintf("%v to be Ready on %s", waiting, want), func() error {
+		for _, n := range slices.Clone(waiting) {
 			node, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err == nil {
+				err = nodestatus.Ready(node, time.Now())
+			}
+			if err == nil && node.Status.NodeInfo.KubeletVersion != want {
+				err = fmt.Errorf("kubelet %s", node.Status.NodeInfo.KubeletVersion)
+			}
 			if err != nil {
-				return err
+				continue
 			}
-			if err := nodestatus.Ready(node, time.Now()); err != nil {
-				return err
+			r.logf("%s: Ready on %s %s after the replacement began", n, want, time.Since(replaced).Round(100*time.Millisecond))
+			if err := setUnschedulable(ctx, cs, n, false); err != nil {
+				return permanent{err}
 			}
-			if v := node.Status.NodeInfo.KubeletVersion; v != want {
-				return fmt.Errorf("kubelet %s", v)
+			if err := finished(n); err != nil {
+				return permanent{err}
 			}
-			return nil
-		}); err != nil {
-			return err
+			waiting = slices.DeleteFunc(waiting, func(w string) bool { return w == n })
 		}
-		r.logf("%s: Ready on %s %s after the replacement began", n, want, time.Since(replaced).Round(100*time.Millisecond))
-		if err := setUnschedulable(ctx, cs, n, false); err != nil {
-			return err
+		if len(waiting) > 0 {
+			return fmt.Errorf("%v not Ready on %s yet", waiting, want)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 func setUnschedulable(ctx context.Context, cs *kubernetes.Clientset, node string, v bool) error {

@@ -4,16 +4,12 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
-
-	"github.com/clusterforge/clusterforge/components/azurerbac"
 
 	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
 	"github.com/pulumi/pulumi-azure-native-sdk/network/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
-	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -77,39 +73,6 @@ func TestEtcdVMArgs(t *testing.T) {
 		if ip.PrivateIPAddress != pulumi.String(m.IP) || ip.PrivateIPAllocationMethod != pulumi.String("Static") {
 			t.Errorf("member %d: address %v (%v), want static %s", i, ip.PrivateIPAddress, ip.PrivateIPAllocationMethod, m.IP)
 		}
-	}
-}
-
-func TestGrantsAreLeastPrivilege(t *testing.T) {
-	c := testCluster(t)
-	c.Pools = append(c.Pools, spec.Pool{Name: "gpu", VMSize: "Standard_NC4as_T4_v3", GPU: c.Pools[0].GPU})
-	want := map[string][]azurerbac.Grant{
-		spec.RoleEtcdMain: {{Role: azurerbac.RoleStorageBlobDataContributor, Scope: azurerbac.ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"}},
-		addons.AutoscalerName: {
-			{Role: azurerbac.RoleScaleSetLister, Scope: azurerbac.ScopeResourceGroup, Consumer: "cluster-autoscaler"},
-			{Role: azurerbac.RoleVirtualMachineContributor, Scope: azurerbac.ScopeWorkerScaleSets, Consumer: "cluster-autoscaler"},
-			{Role: azurerbac.RoleSubnetJoiner, Scope: azurerbac.ScopeNodeSubnet, Consumer: "cluster-autoscaler"},
-			{Role: azurerbac.RoleManagedIdentityOperator, Scope: azurerbac.ScopeWorkerIdentities, Consumer: "cluster-autoscaler"},
-		},
-		wellknown.OpsName: {{Role: azurerbac.RoleScaleSetInstanceRemover, Scope: azurerbac.ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
-	}
-	// Machine roles other than etcd-main, the system pool's among them, hold nothing: a token from
-	// a node's metadata service opens nothing.
-	for _, principal := range append(c.Roles(), addons.AzureWorkloads...) {
-		got := azurerbac.Grants(principal)
-		if len(got) != len(want[principal]) {
-			t.Errorf("%s: %v, want %v", principal, got, want[principal])
-			continue
-		}
-		for i, g := range got {
-			w := want[principal][i]
-			if g.Role != w.Role || g.Scope != w.Scope || !strings.HasPrefix(g.Consumer, w.Consumer) {
-				t.Errorf("%s grant %d: %+v, want %+v", principal, i, g, w)
-			}
-		}
-	}
-	if actions := azurerbac.CustomRoleActions[azurerbac.RoleScaleSetLister]; len(actions) != 1 || !strings.HasSuffix(actions[0], "/read") {
-		t.Errorf("the scale-set lister may %v, want read only", actions)
 	}
 }
 

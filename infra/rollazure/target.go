@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -26,6 +27,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/auto/optup"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -323,6 +325,76 @@ func (t *Target) Replace(ctx context.Context, name string) error {
 	}
 	_, err = reimage.PollUntilDone(ctx, nil)
 	return err
+}
+
+var _ roll.WorkerReplacer = (*Target)(nil)
+
+// ReplaceWorkers moves a batch of workers onto their scale sets' latest model: each node's
+// instance found in one listing of each scale set, then, for every scale set of the batch at
+// once, one UpdateInstances and one Reimage naming all its instances. Per machine, a batch of
+// 50 would be 100 operations polled one after another; here it is two per scale set.
+func (t *Target) ReplaceWorkers(ctx context.Context, names []string) error {
+	rg := t.Cluster.ResourceGroup()
+	ids := map[string][]*string{}
+	left := slices.Clone(names)
+	for _, set := range scaleSets(t.Cluster)[1:] { // the pools'; [0] is the apiservers'
+		if len(left) == 0 {
+			break
+		}
+		vms, err := t.instances(ctx, set)
+		if err != nil {
+			return err
+		}
+		for _, vm := range vms {
+			if i := slices.IndexFunc(left, func(n string) bool { return strings.EqualFold(n, computerName(vm)) }); i >= 0 {
+				ids[set] = append(ids[set], vm.InstanceID)
+				left = slices.Delete(left, i, i+1)
+			}
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("no worker scale-set instance named %v in %s", left, rg)
+	}
+	err := eachScaleSet(ids, func(set string, in []*string) (func() error, error) {
+		p, err := t.Azure.ScaleSets.BeginUpdateInstances(ctx, rg, set, armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: in}, nil)
+		if err != nil {
+			return nil, err
+		}
+		return func() error { _, err := p.PollUntilDone(ctx, nil); return err }, nil
+	})
+	if err != nil {
+		return fmt.Errorf("update to the latest model: %w", err)
+	}
+	// cloud-init runs the new user-data only on a fresh OS disk.
+	err = eachScaleSet(ids, func(set string, in []*string) (func() error, error) {
+		p, err := t.Azure.ScaleSets.BeginReimage(ctx, rg, set, &armcompute.VirtualMachineScaleSetsClientBeginReimageOptions{
+			VMScaleSetReimageInput: &armcompute.VirtualMachineScaleSetReimageParameters{InstanceIDs: in}})
+		if err != nil {
+			return nil, err
+		}
+		return func() error { _, err := p.PollUntilDone(ctx, nil); return err }, nil
+	})
+	if err != nil {
+		return fmt.Errorf("reimage: %w", err)
+	}
+	return nil
+}
+
+// eachScaleSet starts an operation on every scale set, then waits for them all.
+func eachScaleSet(ids map[string][]*string, start func(set string, ids []*string) (wait func() error, err error)) error {
+	var waits []func() error
+	for _, set := range slices.Sorted(maps.Keys(ids)) {
+		wait, err := start(set, ids[set])
+		if err != nil {
+			return fmt.Errorf("%s: %w", set, err)
+		}
+		waits = append(waits, wait)
+	}
+	var g errgroup.Group
+	for _, w := range waits {
+		g.Go(w)
+	}
+	return g.Wait()
 }
 
 // replaceMemberVM runs the Pulumi update that replaces one member's VM: the program lifts that

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -16,16 +15,12 @@ import (
 	"github.com/clusterforge/clusterforge/components/azurerbac"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	azarm "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/cloud"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
-	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/test/standin"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
@@ -62,64 +57,31 @@ func (f *fleet) RunCommand(_ context.Context, id string, script []string) (strin
 	return "ran " + strings.Join(script, ";") + " on " + id[strings.LastIndex(id, "/")+1:], "", nil
 }
 
-// tokens are Entra's access tokens for one client, from the Entra ID stand-in.
-type tokens struct {
-	entra  *entra.Server
-	client string
-}
-
-func (c tokens) GetToken(_ context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	tok, err := c.entra.AccessToken(c.client, strings.TrimSuffix(opts.Scopes[0], "/.default"))
-	return azcore.AccessToken{Token: tok, ExpiresOn: time.Now().Add(time.Hour)}, err
-}
-
 type world struct {
+	*Local
 	srv   *Server
-	http  *httptest.Server
-	entra *entra.Server
 	fleet *fleet
 }
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	e := &entra.Server{Tenant: tenant, Now: time.Now}
-	key, err := e.TokenKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := pki.KeySet(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	groupID := "/subscriptions/" + subscription + "/resourceGroups/" + group
-	w := &world{entra: e, fleet: &fleet{}}
-	w.srv = &Server{Subscription: subscription, ResourceGroup: group, Location: "eastus2", Speedup: speedup, PageSize: 2, Machines: w.fleet,
-		Auth: &Authority{Tenant: tenant, AuthorityHost: "https://login.microsoftonline.com/",
-			TokenKey: func(kid string) (*rsa.PublicKey, error) { return standin.KeyFromSet(keys, kid) },
-			Assignments: []Assignment{
-				{Principal: operator, Scope: groupID, Actions: []string{"Microsoft.Compute/virtualMachineScaleSets/*", "Microsoft.Compute/virtualMachines/*", "Microsoft.Compute/locations/*"}},
-				{Principal: remover, Scope: groupID + "/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", Actions: azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceRemover]},
-			}}}
+	w := &world{fleet: &fleet{}}
+	w.srv = &Server{Subscription: subscription, ResourceGroup: group, Location: "eastus2", Speedup: speedup, PageSize: 2, Machines: w.fleet}
+	w.Local = Serve(t, w.srv, tenant)
+	w.Grant(operator, w.GroupID(), "Microsoft.Compute/virtualMachineScaleSets/*", "Microsoft.Compute/virtualMachines/*", "Microsoft.Compute/locations/*")
+	w.Grant(remover, w.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceRemover]...)
 	var five []*Instance
 	for range 5 {
 		five = append(five, &Instance{})
 	}
 	w.srv.AddScaleSet(ScaleSet{Name: "cpu", SKU: "Standard_D8s_v5", Zones: []string{"1", "2", "3"}, ComputerNamePrefix: "cpu", Image: "image-1", Instances: five})
 	w.srv.AddScaleSet(ScaleSet{Name: "gpu", SKU: "Standard_ND96asr_v4", ComputerNamePrefix: "gpu", Image: "image-1"})
-	w.http = httptest.NewTLSServer(w.srv)
-	t.Cleanup(w.http.Close)
 	return w
-}
-
-func (w *world) options() *azarm.ClientOptions {
-	return &azarm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: w.http.Client(),
-		Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: "https://login.microsoftonline.com/", Services: map[cloud.ServiceName]cloud.ServiceConfiguration{
-			cloud.ResourceManager: {Endpoint: w.http.URL, Audience: "https://management.core.windows.net/"}}}}}
 }
 
 func (w *world) compute(t *testing.T, client string) *armcompute.ClientFactory {
 	t.Helper()
-	f, err := armcompute.NewClientFactory(subscription, tokens{w.entra, client}, w.options())
+	f, err := armcompute.NewClientFactory(subscription, w.Credential(client), w.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,15 +224,15 @@ func TestRemediationRoleAndAuthentication(t *testing.T) {
 		header, code string
 	}{
 		"no token":           {"", "AuthenticationFailed"},
-		"a Graph token":      {"Bearer " + must(w.entra.AccessToken(operator, "https://graph.microsoft.com")), "InvalidAuthenticationTokenAudience"},
-		"another tenant's":   {"Bearer " + must((&entra.Server{Tenant: "33333333-3333-3333-3333-333333333333", SigningKey: w.entra.SigningKey, Now: time.Now}).AccessToken(operator, "https://management.core.windows.net/")), "InvalidAuthenticationTokenTenant"},
-		"a forged signature": {"Bearer " + forged(must(w.entra.AccessToken(operator, "https://management.core.windows.net/"))), "InvalidAuthenticationToken"},
+		"a Graph token":      {"Bearer " + must(w.Entra.AccessToken(operator, "https://graph.microsoft.com")), "InvalidAuthenticationTokenAudience"},
+		"another tenant's":   {"Bearer " + must((&entra.Server{Tenant: "33333333-3333-3333-3333-333333333333", SigningKey: w.Entra.SigningKey, Now: time.Now}).AccessToken(operator, "https://management.core.windows.net/")), "InvalidAuthenticationTokenTenant"},
+		"a forged signature": {"Bearer " + forged(must(w.Entra.AccessToken(operator, "https://management.core.windows.net/"))), "InvalidAuthenticationToken"},
 	} {
-		req, _ := http.NewRequest(http.MethodGet, w.http.URL+"/subscriptions/"+subscription+"/resourceGroups/"+group+"/providers/Microsoft.Compute/virtualMachineScaleSets?api-version=2024-11-01", nil)
+		req, _ := http.NewRequest(http.MethodGet, w.HTTP.URL+"/subscriptions/"+subscription+"/resourceGroups/"+group+"/providers/Microsoft.Compute/virtualMachineScaleSets?api-version=2024-11-01", nil)
 		if tc.header != "" {
 			req.Header.Set("Authorization", tc.header)
 		}
-		resp, err := w.http.Client().Do(req)
+		resp, err := w.HTTP.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

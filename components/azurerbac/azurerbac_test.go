@@ -1,0 +1,49 @@
+package azurerbac
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// Only the components that call Azure hold grants, each the narrowest that serves it.
+func TestGrantsAreLeastPrivilege(t *testing.T) {
+	c := &spec.Cluster{Name: "cf-test", Network: spec.Network{Hub: spec.Hub{
+		VNetID: "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/hub/providers/Microsoft.Network/virtualNetworks/hub", AddressSpace: "10.255.0.0/16"}},
+		Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3}, {Name: "gpu", VMSize: "Standard_NC4as_T4_v3"}}}
+	c.Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]Grant{
+		spec.RoleEtcdMain: {{Role: RoleStorageBlobDataContributor, Scope: ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"}},
+		addons.AutoscalerName: {
+			{Role: RoleScaleSetLister, Scope: ScopeResourceGroup, Consumer: "cluster-autoscaler"},
+			{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets, Consumer: "cluster-autoscaler"},
+			{Role: RoleSubnetJoiner, Scope: ScopeNodeSubnet, Consumer: "cluster-autoscaler"},
+			{Role: RoleManagedIdentityOperator, Scope: ScopeWorkerIdentities, Consumer: "cluster-autoscaler"},
+		},
+		wellknown.OpsName: {{Role: RoleScaleSetInstanceRemover, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
+	}
+	// Machine roles other than etcd-main, the system pool's among them, hold nothing: a token from
+	// a node's metadata service opens nothing.
+	for _, principal := range append(c.Roles(), addons.AzureWorkloads...) {
+		got := Grants(principal)
+		if len(got) != len(want[principal]) {
+			t.Errorf("%s: %v, want %v", principal, got, want[principal])
+			continue
+		}
+		for i, g := range got {
+			w := want[principal][i]
+			if g.Role != w.Role || g.Scope != w.Scope || !strings.HasPrefix(g.Consumer, w.Consumer) {
+				t.Errorf("%s grant %d: %+v, want %+v", principal, i, g, w)
+			}
+		}
+	}
+	if actions := CustomRoleActions[RoleScaleSetLister]; len(actions) != 1 || !strings.HasSuffix(actions[0], "/read") {
+		t.Errorf("the scale-set lister may %v, want read only", actions)
+	}
+}
