@@ -14,25 +14,42 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// leaderLast reorders an etcd stage so the member leading now goes last: each follower replaced
-// costs no election.
-func (r *Roller) leaderLast(ctx context.Context, stage change.Stage) change.Stage {
+// memberOrder reorders an etcd stage: members missing from the cluster first (a roll stopped
+// between a removal and its replacement leaves one out, and no other may go before it is back),
+// the member leading now last (each follower replaced costs no election).
+func (r *Roller) memberOrder(ctx context.Context, stage change.Stage) change.Stage {
 	cli, err := r.Target.EtcdClient(stage.Role)
 	if err != nil {
 		return stage
 	}
 	defer cli.Close()
-	leader, _, err := leaderOf(ctx, cli)
+	leader, members, err := leaderOf(ctx, cli)
 	if err != nil {
 		return stage
 	}
-	batches := slices.Clone(stage.Batches)
-	if i := slices.IndexFunc(batches, func(b []string) bool { return b[0] == leader.Name }); i >= 0 {
-		last := batches[i]
-		batches = append(slices.Delete(batches, i, i+1), last)
+	rank := func(b []string) int {
+		switch {
+		case !slices.ContainsFunc(members, func(m member) bool { return m.Name == b[0] }):
+			return 0
+		case b[0] == leader.Name:
+			return 2
+		}
+		return 1
 	}
+	batches := slices.Clone(stage.Batches)
+	slices.SortStableFunc(batches, func(a, b []string) int { return rank(a) - rank(b) })
 	stage.Batches = batches
 	return stage
+}
+
+// memberCount is how many members the desired spec gives an etcd cluster.
+func memberCount(c *spec.Cluster, role string) int {
+	for _, e := range c.EtcdClusters() {
+		if e.Role == role {
+			return len(e.Members)
+		}
+	}
+	return 0
 }
 
 // replaceMember replaces one etcd member: quorum re-checked, leadership moved off it, the member
@@ -57,6 +74,9 @@ func (r *Roller) replaceMember(ctx context.Context, role, name string) error {
 		return err
 	}
 	i := slices.IndexFunc(members, func(m member) bool { return m.Name == name })
+	if want := memberCount(r.Desired, role); i >= 0 && len(members) < want {
+		return fmt.Errorf("%s has %d of its %d members: %s is not removed while another is missing (replace the missing member first: the roll, run again, does)", role, len(members), want, name)
+	}
 	if i >= 0 {
 		if leader.Name == name {
 			if err := r.moveLeader(ctx, role, leader, members); err != nil {

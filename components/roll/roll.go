@@ -100,6 +100,8 @@ type Roller struct {
 	Extra []change.Change
 	// StopAfter stops the roll after that many machines, as an interruption would (drills).
 	StopAfter int
+	// Holder names this roll in the cluster's mutation lease (Lock); Holder("roll") when empty.
+	Holder string
 }
 
 // Result is one replaced machine.
@@ -114,6 +116,15 @@ var ErrStopped = errors.New("roll stopped before the end, as asked; run it again
 // Run computes the plan and executes it, skipping the machines the journal has finished.
 func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 	r.defaults()
+	cs, err := r.Target.Clientset()
+	if err != nil {
+		return nil, err
+	}
+	ctx, release, err := Lock(ctx, cs, r.Holder)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	inv, err := r.Target.Inventory(ctx)
 	if err != nil {
 		return nil, err
@@ -148,7 +159,7 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 			return results, err
 		}
 		if stage.Kind == change.EtcdMember {
-			stage = r.leaderLast(ctx, stage)
+			stage = r.memberOrder(ctx, stage)
 		}
 		for b, batch := range stage.Batches {
 			batch = slices.DeleteFunc(slices.Clone(batch), func(m string) bool { return slices.Contains(j.Done, m) })
@@ -172,6 +183,9 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 			mctx, cancel := context.WithTimeout(ctx, r.batchTimeout(len(batch)))
 			err := r.step(mctx, stage, batch, finished)
 			cancel()
+			if cause := context.Cause(ctx); err != nil && cause != nil {
+				err = errors.Join(err, cause)
+			}
 			if err != nil {
 				return results, fmt.Errorf("%s %v: %w; the roll stopped here, fix the cause and run it again to resume", stage.Role, batch, err)
 			}
@@ -213,6 +227,9 @@ func (r *Roller) defaults() {
 	}
 	if r.DrainParallelism == 0 {
 		r.DrainParallelism = 10
+	}
+	if r.Holder == "" {
+		r.Holder = Holder("roll")
 	}
 }
 

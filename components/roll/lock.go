@@ -1,0 +1,103 @@
+package roll
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
+)
+
+// The mutation lease's timing: renewed every half minute, taken over only when its holder has not
+// renewed it for two minutes (its process is gone).
+const (
+	lockDuration = 2 * time.Minute
+	lockRenew    = 30 * time.Second
+)
+
+// Holder names this process for the mutation lease: what it does, who runs it, from where.
+func Holder(what string) string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s by %s@%s (pid %d)", what, name, host, os.Getpid())
+}
+
+// ErrLocked is returned when another holder has the cluster's mutation lease.
+type ErrLocked struct {
+	Holder  string
+	Since   time.Time
+	Renewed time.Time
+}
+
+func (e *ErrLocked) Error() string {
+	return fmt.Sprintf("the cluster is being changed: %q holds the lease kube-system/%s since %s (renewed %s ago); wait for it to end, or, if its operator left, see docs/runbooks/roll.md (a roll whose operator left)",
+		e.Holder, wellknown.MutationLease, e.Since.UTC().Format(time.RFC3339), time.Since(e.Renewed).Round(time.Second))
+}
+
+// Lock takes the cluster's mutation lease for holder and keeps it: the context returned ends
+// when the lease is lost (another took it over after this process stopped renewing), and
+// release gives it back. A lease its holder stopped renewing lockDuration ago is taken over.
+func Lock(ctx context.Context, cs kubernetes.Interface, holder string) (context.Context, func(), error) {
+	leases := cs.CoordinationV1().Leases(metav1.NamespaceSystem)
+	now := metav1.NewMicroTime(time.Now())
+	seconds := int32(lockDuration.Seconds())
+	spec := coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds, AcquireTime: &now, RenewTime: &now}
+	lease, err := leases.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: wellknown.MutationLease}, Spec: spec}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		if lease, err = leases.Get(ctx, wellknown.MutationLease, metav1.GetOptions{}); err != nil {
+			return nil, nil, err
+		}
+		if h := lease.Spec.HolderIdentity; h != nil && *h != "" && lease.Spec.RenewTime != nil && time.Since(lease.Spec.RenewTime.Time) < lockDuration {
+			e := &ErrLocked{Holder: *h, Renewed: lease.Spec.RenewTime.Time}
+			if lease.Spec.AcquireTime != nil {
+				e.Since = lease.Spec.AcquireTime.Time
+			}
+			return nil, nil, e
+		}
+		lease.Spec = spec
+		// The resource version makes two takeovers at once race: one update fails.
+		lease, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("take the lease kube-system/%s: %w", wellknown.MutationLease, err)
+	}
+	held, lost := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-held.Done():
+				return
+			case <-time.After(lockRenew):
+			}
+			renewed := metav1.NewMicroTime(time.Now())
+			lease.Spec.RenewTime = &renewed
+			next, err := leases.Update(held, lease, metav1.UpdateOptions{})
+			switch {
+			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
+				lost(fmt.Errorf("lost the lease kube-system/%s: %w", wellknown.MutationLease, err))
+				return
+			case err == nil:
+				lease = next
+			} // another error (an apiserver restart) is retried at the next renewal
+		}
+	}()
+	release := func() {
+		lost(nil)
+		<-done
+		lease.Spec.HolderIdentity, lease.Spec.RenewTime = nil, nil
+		_, _ = leases.Update(context.WithoutCancel(ctx), lease, metav1.UpdateOptions{})
+	}
+	return held, release, nil
+}
