@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -61,7 +62,7 @@ func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous
 	err = pulumi.RunErr(program.Run, pulumi.WithMocks(Project, stack, rec), func(info *pulumi.RunInfo) {
 		info.Config = map[string]string{spec.ConfigKey: string(raw)}
 		if prev.RollStep != "" {
-			info.Config[program.RollStepKey] = prev.RollStep
+			info.Config[program.RollStepKey] = program.RollStep(prev.RollStep, time.Now())
 		}
 		info.DryRun = true
 	})

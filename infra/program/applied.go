@@ -3,6 +3,7 @@ package program
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -26,6 +27,32 @@ const (
 	RollMember  = "member:"
 	RollDone    = "done"
 )
+
+// rollStepLifetime is how long a step set by `make roll` is honoured: one `pulumi up`'s worth.
+// A roll that stops leaves its last step in the stack's config; once it has lapsed, a plain
+// `pulumi up` is one, and cannot replace an etcd VM without the roll's gates.
+const rollStepLifetime = 30 * time.Minute
+
+// RollStep is the config value of a step, valid from now for rollStepLifetime.
+func RollStep(step string, now time.Time) string {
+	return step + "@" + now.Add(rollStepLifetime).UTC().Format(time.RFC3339)
+}
+
+// activeStep reads a RollStep value: the step while it is valid, "" once lapsed or unset.
+func activeStep(value string, now time.Time) (step string, lapsed bool, err error) {
+	if value == "" {
+		return "", false, nil
+	}
+	step, until, ok := strings.Cut(value, "@")
+	deadline, perr := time.Parse(time.RFC3339, until)
+	if !ok || perr != nil {
+		return "", false, fmt.Errorf("%s %q: want <step>@<RFC 3339 time>, as `make roll` sets it (remove it: pulumi config rm %s)", RollStepKey, value, RollStepKey)
+	}
+	if now.After(deadline) {
+		return "", true, nil
+	}
+	return step, false, nil
+}
 
 // Previous is what a stack's last apply left (its appliedSpec output) and the roll step a run is
 // part of, if any: what `make plan`'s mock engine and `make roll` hand the program.

@@ -42,7 +42,14 @@ func Run(ctx *pulumi.Context) error {
 	if err != nil {
 		return err
 	}
-	step, _ := ctx.GetConfig(RollStepKey)
+	value, _ := ctx.GetConfig(RollStepKey)
+	step, lapsed, err := activeStep(value, time.Now())
+	if err != nil {
+		return err
+	}
+	if lapsed {
+		_ = ctx.Log.Warn(fmt.Sprintf("%s %q has lapsed (a roll stopped there): this run is a plain `pulumi up`", RollStepKey, value), nil)
+	}
 	record, err := guard(ctx.Stack(), last, c, step)
 	if err != nil {
 		return err

@@ -400,14 +400,14 @@ func eachScaleSet(ids map[string][]*string, start func(set string, ids []*string
 // replaceMemberVM runs the Pulumi update that replaces one member's VM: the program lifts that
 // VM's protection for this run only (rollStep member:<name>), and the update targets it alone.
 func (t *Target) replaceMemberVM(ctx context.Context, role string, m spec.Member) error {
-	if err := t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: program.RollMember + m.Name}); err != nil {
+	if err := t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: program.RollStep(program.RollMember+m.Name, time.Now())}); err != nil {
 		return err
 	}
 	urn := azure.EtcdMemberVMURN(t.StackName, t.Project, t.Cluster, role, m)
 	if _, err := t.Stack.Up(ctx, optup.Target([]string{urn}), optup.Replace([]string{urn}), optup.Parallel(1), t.progress()); err != nil {
 		return fmt.Errorf("replace %s's VM: %w", m.Name, err)
 	}
-	return t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: program.RollModels})
+	return t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: program.RollStep(program.RollModels, time.Now())})
 }
 
 func (t *Target) progress() optup.Option {
@@ -486,7 +486,7 @@ func (t *Target) Commit(ctx context.Context) error {
 }
 
 func (t *Target) upWith(ctx context.Context, step string) error {
-	if err := t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: step}); err != nil {
+	if err := t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: program.RollStep(step, time.Now())}); err != nil {
 		return err
 	}
 	_, err := t.Stack.Up(ctx, t.progress())

@@ -2,12 +2,14 @@ package rollazure
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
@@ -44,8 +46,18 @@ type fakeStack struct {
 	ups   []optup.Options
 }
 
+// SetConfig records a roll step without its deadline, once the deadline is checked to lie ahead.
 func (s *fakeStack) SetConfig(_ context.Context, key string, val auto.ConfigValue) error {
-	s.calls.add("config " + key + "=" + val.Value)
+	value := val.Value
+	if key == program.RollStepKey {
+		step, until, _ := strings.Cut(value, "@")
+		deadline, err := time.Parse(time.RFC3339, until)
+		if err != nil || !deadline.After(time.Now()) || deadline.After(time.Now().Add(time.Hour)) {
+			return fmt.Errorf("roll step %q: want a deadline within the hour", value)
+		}
+		value = step
+	}
+	s.calls.add("config " + key + "=" + value)
 	return nil
 }
 
