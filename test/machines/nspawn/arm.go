@@ -10,6 +10,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/standin"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
 )
 
@@ -30,7 +31,7 @@ func (b *Booted) armDir() string { return filepath.Join(b.Dir, "arm") }
 func (b *Booted) ARMCallsFile() string { return filepath.Join(b.armDir(), "calls.jsonl") }
 
 // ARMCalls are the requests the stand-in answered so far.
-func (b *Booted) ARMCalls() ([]arm.Call, error) { return readLines[arm.Call](b.ARMCallsFile()) }
+func (b *Booted) ARMCalls() ([]arm.Call, error) { return standin.Lines[arm.Call](b.ARMCallsFile()) }
 
 // armInventory is the booted machines as Resource Manager lists them: the apiservers' and the
 // workers' scale-set instances by the resource IDs the metadata service gives them, and the etcd

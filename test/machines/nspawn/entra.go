@@ -1,8 +1,6 @@
 package nspawn
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,7 +8,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"math/big"
 	"net"
 	"net/netip"
@@ -25,6 +22,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/standin"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
 
@@ -50,29 +48,7 @@ func (b *Booted) EntraExchangesFile() string { return filepath.Join(b.entraDir()
 
 // EntraExchanges are the exchanges the stand-in answered so far.
 func (b *Booted) EntraExchanges() ([]entra.Exchange, error) {
-	return readLines[entra.Exchange](b.EntraExchangesFile())
-}
-
-// readLines reads a file of JSON lines a stand-in appends to; none yet is none.
-func readLines[T any](file string) ([]T, error) {
-	data, err := os.ReadFile(file)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []T
-	lines := bufio.NewScanner(bytes.NewReader(data))
-	lines.Buffer(nil, 1<<20)
-	for lines.Scan() {
-		var e T
-		if err := json.Unmarshal(lines.Bytes(), &e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, lines.Err()
+	return standin.Lines[entra.Exchange](b.EntraExchangesFile())
 }
 
 // entraSigningKey is the key Entra ID's stand-in signs access tokens with, which Resource

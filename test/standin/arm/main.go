@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"sync"
 
 	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/azurerbac"
@@ -71,19 +70,7 @@ func Main(args []string) error {
 	for _, vm := range inv.VMs {
 		s.AddVM(vm)
 	}
-	var mu sync.Mutex
-	s.Record = func(c Call) {
-		line, _ := json.Marshal(c)
-		mu.Lock()
-		defer mu.Unlock()
-		f, err := os.OpenFile(*calls, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			log.Printf("arm: %v", err)
-			return
-		}
-		defer f.Close()
-		_, _ = f.Write(append(line, '\n'))
-	}
+	s.Record = standin.Recorder[Call](*calls, "")
 	return standin.Serve(*listen, s, *cert, *key, func() {
 		log.Printf("Resource Manager of subscription %s, resource group %s: %d scale sets, %d VMs, on https://%s", s.Subscription, s.ResourceGroup, len(inv.ScaleSets), len(inv.VMs), *listen)
 	})

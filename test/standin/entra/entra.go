@@ -363,20 +363,7 @@ func Main(args []string) error {
 	if err := json.Unmarshal(data, &s.Federations); err != nil {
 		return fmt.Errorf("entra: %s: %w", *federations, err)
 	}
-	var mu sync.Mutex
-	s.Record = func(e Exchange) {
-		line, _ := json.Marshal(e)
-		mu.Lock()
-		defer mu.Unlock()
-		f, err := os.OpenFile(*exchanges, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			log.Printf("entra: %v", err)
-			return
-		}
-		defer f.Close()
-		_, _ = f.Write(append(line, '\n'))
-		log.Printf("entra: %s", line)
-	}
+	s.Record = standin.Recorder[Exchange](*exchanges, "entra")
 	return standin.Serve(*listen, s, *cert, *key, func() {
 		log.Printf("Entra ID token service of tenant %s, %d federated credentials, on https://%s", *tenant, len(s.Federations), *listen)
 	})
