@@ -40,8 +40,11 @@ var Public = Cloud{
 	TokenAudience:           cloud.AzurePublic.Services[cloud.ResourceManager].Audience,
 }
 
-// Scope is the token scope of Resource Manager's clients: its audience and "/.default".
-func (c Cloud) Scope() string { return c.TokenAudience + "/.default" }
+// ScopeSuffix ends a client-credentials scope: the resource it names, then this.
+const ScopeSuffix = "/.default"
+
+// Scope is the token scope of Resource Manager's clients: its audience and ScopeSuffix.
+func (c Cloud) Scope() string { return c.TokenAudience + ScopeSuffix }
 
 // SDK is the cloud as the Azure SDK's clients take it.
 func (c Cloud) SDK() cloud.Configuration {

@@ -33,6 +33,12 @@ var CustomRoleActions = map[string][]string{
 		"Microsoft.Compute/locations/operations/read"},
 }
 
+// BuiltInRoleActions are the Compute actions of the built-in roles assigned here (Virtual Machine
+// Contributor holds more, on networks and disks), as the stand-ins authorize them.
+var BuiltInRoleActions = map[string][]string{
+	RoleVirtualMachineContributor: {"Microsoft.Compute/virtualMachineScaleSets/*", "Microsoft.Compute/virtualMachines/*", "Microsoft.Compute/locations/*"},
+}
+
 // Scopes a grant can name. The plural ones stand for one assignment per resource.
 const (
 	ScopeResourceGroup    = "resourceGroup"
@@ -54,10 +60,11 @@ type Grant struct {
 // cluster-autoscaler (L19) lists the resource group's scale sets, resizes them and deletes their
 // instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
 // node subnet and assign the scale set's identity. clusterforge-ops's remediation reads and
-// deletes the instance of a machine it hands back, nothing more. The main etcd's backup agent writes, lists, reads and
-// prunes snapshots in its one container. Nothing else calls Azure: the apiservers run no cloud
-// provider, machines learn who they are from the instance metadata, which needs no grant, and the
-// worker pools' identities hold nothing, so a token from a node's metadata service opens nothing.
+// deletes the instance of a machine it hands back and polls that deletion, nothing more. The
+// main etcd's backup agent writes, lists, reads and prunes snapshots in its one container.
+// Nothing else calls Azure: the apiservers run no cloud provider, machines learn who they are
+// from the instance metadata, which needs no grant, and the worker pools' identities hold
+// nothing, so a token from a node's metadata service opens nothing.
 func Grants(principal string) []Grant {
 	switch principal {
 	case spec.RoleEtcdMain:

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -100,8 +101,8 @@ type Roller struct {
 	Extra []change.Change
 	// StopAfter stops the roll after that many machines, as an interruption would (drills).
 	StopAfter int
-	// Holder names this roll in the cluster's mutation lease (Lock); Holder("roll") when empty.
-	Holder string
+
+	logMu sync.Mutex // the parallel drains log at once
 }
 
 // Result is one replaced machine.
@@ -120,7 +121,7 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, release, err := Lock(ctx, cs, r.Holder)
+	ctx, release, err := Lock(ctx, cs, Holder("roll"))
 	if err != nil {
 		return nil, err
 	}
@@ -228,9 +229,6 @@ func (r *Roller) defaults() {
 	if r.DrainParallelism == 0 {
 		r.DrainParallelism = 10
 	}
-	if r.Holder == "" {
-		r.Holder = Holder("roll")
-	}
 }
 
 // batchTimeout bounds a batch: a machine's timeout for each round of DrainParallelism machines.
@@ -255,6 +253,8 @@ func (r *Roller) step(ctx context.Context, stage change.Stage, batch []string, f
 }
 
 func (r *Roller) logf(format string, args ...any) {
+	r.logMu.Lock()
+	defer r.logMu.Unlock()
 	if r.Progress != nil {
 		fmt.Fprintf(r.Progress, "==> "+format+"\n", args...)
 	}

@@ -2,6 +2,7 @@ package roll
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -61,6 +62,7 @@ func (r *Roller) replaceWorkers(ctx context.Context, nodes []string, finished fu
 	want := r.Desired.Versions.Kubernetes
 	waiting := slices.Clone(nodes)
 	return poll(ctx, fmt.Sprintf("%v to be Ready on %s", waiting, want), func() error {
+		var notYet []error
 		for _, n := range slices.Clone(waiting) {
 			node, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
 			if err == nil {
@@ -70,6 +72,7 @@ func (r *Roller) replaceWorkers(ctx context.Context, nodes []string, finished fu
 				err = fmt.Errorf("kubelet %s", node.Status.NodeInfo.KubeletVersion)
 			}
 			if err != nil {
+				notYet = append(notYet, fmt.Errorf("%s: %w", n, err))
 				continue
 			}
 			r.logf("%s: Ready on %s %s after the replacement began", n, want, time.Since(replaced).Round(100*time.Millisecond))
@@ -81,10 +84,7 @@ func (r *Roller) replaceWorkers(ctx context.Context, nodes []string, finished fu
 			}
 			waiting = slices.DeleteFunc(waiting, func(w string) bool { return w == n })
 		}
-		if len(waiting) > 0 {
-			return fmt.Errorf("%v not Ready on %s yet", waiting, want)
-		}
-		return nil
+		return errors.Join(notYet...)
 	})
 }
 

@@ -17,7 +17,7 @@ const (
 	// BorrowPriority is the class of pods that may borrow other teams' idle nodes (L17): below
 	// every owner's pod, so the owner's pods preempt them; above balloons.
 	BorrowPriority = "clusterforge-borrow"
-	// MutationLease is the cluster-side lock every change of a running cluster holds (a roll,
-	// its models' update): one at a time, whoever runs it and from wherever.
+	// MutationLease is the cluster-side lock a roll holds from its first step to its last: one
+	// roll at a time, whoever runs it and from wherever.
 	MutationLease = "clusterforge-mutation"
 )

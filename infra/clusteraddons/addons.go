@@ -217,7 +217,7 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 }
 
 // fillAzure sets the data of the Azure objects' resources (addons.AzureObjects, in order) from
-// the deploy-time values; Entra ID is the public cloud's.
+// the deploy-time values; the cloud is azurecloud.Public.
 func fillAzure(resources []Resource, c *spec.Cluster, args *AddonsArgs) {
 	inputs := []any{args.SubscriptionID, args.TenantID}
 	for _, w := range addons.AzureWorkloads {

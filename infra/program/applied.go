@@ -18,9 +18,9 @@ const Project = "clusterforge"
 // next run compares the stack file with it.
 const AppliedOutput = "appliedSpec"
 
-// RollStepKey is the config key `make roll` sets on the runs it makes: RollModels updates every
-// model (scale sets, add-ons) but replaces no etcd VM, RollMember+<name> replaces one etcd
-// member's VM, RollDone records the roll as applied. Plain `pulumi up` leaves it unset.
+// RollStepKey is the config key `make roll` sets on the runs it makes, as RollStep(step): RollModels
+// updates every model (scale sets, add-ons) but replaces no etcd VM, RollMember+<name> replaces
+// one etcd member's VM, RollDone records the roll as applied. Plain `pulumi up` leaves it unset.
 const (
 	RollStepKey = "clusterforge:rollStep"
 	RollModels  = "models"

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
@@ -14,12 +15,18 @@ import (
 	"github.com/clusterforge/clusterforge/test/standin/arm"
 )
 
-// reimaged records the instances the stand-in's machines were reimaged as.
-type reimaged struct{ names []string }
+// reimaged records the instances the stand-in's machines were reimaged as; each scale set's
+// operation runs on its own.
+type reimaged struct {
+	mu    sync.Mutex
+	names []string
+}
 
 func (r *reimaged) Create(context.Context, arm.Instance) error { return nil }
 func (r *reimaged) Delete(context.Context, arm.Instance) error { return nil }
 func (r *reimaged) Reimage(_ context.Context, in arm.Instance) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.names = append(r.names, in.ComputerName+"@"+in.Image)
 	return nil
 }
@@ -39,7 +46,7 @@ func TestWorkerBatchIsTwoOperationsPerScaleSet(t *testing.T) {
 	srv := &arm.Server{Subscription: "00000000-0000-0000-0000-000000000000", ResourceGroup: c.ResourceGroup(), Location: c.Location, Speedup: 600, Machines: machines}
 	local := arm.Serve(t, srv, "22222222-2222-2222-2222-222222222222")
 	const operator = "11111111-1111-1111-1111-00000000000a"
-	local.Grant(operator, local.GroupID(), arm.BuiltInRoleActions[azurerbac.RoleVirtualMachineContributor]...)
+	local.Grant(operator, local.GroupID(), azurerbac.BuiltInRoleActions[azurerbac.RoleVirtualMachineContributor]...)
 	var pools []string
 	for _, s := range c.ScaleSets() {
 		var four []*arm.Instance

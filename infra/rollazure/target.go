@@ -337,10 +337,11 @@ func (t *Target) ReplaceWorkers(ctx context.Context, names []string) error {
 	rg := t.Cluster.ResourceGroup()
 	ids := map[string][]*string{}
 	left := slices.Clone(names)
-	for _, set := range scaleSets(t.Cluster)[1:] { // the pools'; [0] is the apiservers'
+	for _, pool := range t.Cluster.ScaleSets() {
 		if len(left) == 0 {
 			break
 		}
+		set := pool.AzureName
 		vms, err := t.instances(ctx, set)
 		if err != nil {
 			return err
@@ -380,25 +381,25 @@ func (t *Target) ReplaceWorkers(ctx context.Context, names []string) error {
 	return nil
 }
 
-// eachScaleSet starts an operation on every scale set, then waits for them all.
+// eachScaleSet starts an operation on every scale set, then waits for every one started, even
+// when a later one could not start.
 func eachScaleSet(ids map[string][]*string, start func(set string, ids []*string) (wait func() error, err error)) error {
-	var waits []func() error
+	var g errgroup.Group
+	var failed error
 	for _, set := range slices.Sorted(maps.Keys(ids)) {
 		wait, err := start(set, ids[set])
 		if err != nil {
-			return fmt.Errorf("%s: %w", set, err)
+			failed = fmt.Errorf("%s: %w", set, err)
+			break
 		}
-		waits = append(waits, wait)
+		g.Go(wait)
 	}
-	var g errgroup.Group
-	for _, w := range waits {
-		g.Go(w)
-	}
-	return g.Wait()
+	return errors.Join(failed, g.Wait())
 }
 
 // replaceMemberVM runs the Pulumi update that replaces one member's VM: the program lifts that
-// VM's protection for this run only (rollStep member:<name>), and the update targets it alone.
+// VM's protection for this run only (rollStep member:<name>, for 30 minutes), and the update
+// targets it alone.
 func (t *Target) replaceMemberVM(ctx context.Context, role string, m spec.Member) error {
 	if err := t.Stack.SetConfig(ctx, program.RollStepKey, auto.ConfigValue{Value: program.RollStep(program.RollMember+m.Name, time.Now())}); err != nil {
 		return err

@@ -123,7 +123,7 @@ func RehearsalAssignments(c *spec.Cluster) []arm.Assignment {
 		for _, g := range azurerbac.Grants(w) {
 			actions, ok := azurerbac.CustomRoleActions[g.Role]
 			if !ok {
-				actions = arm.BuiltInRoleActions[g.Role]
+				actions = azurerbac.BuiltInRoleActions[g.Role]
 			}
 			for _, scope := range scopes[g.Scope] {
 				if len(actions) > 0 {
@@ -146,8 +146,8 @@ func RehearsalFederations(c *spec.Cluster) []entra.Federation {
 	return out
 }
 
-// AllAddons are every add-on object with the rehearsal's deploy-time Azure values (Entra ID at
-// authorityHost) and, as the Pulumi program gives them, the ops webhooks' serving pair and the
+// AllAddons are every add-on object with the rehearsal's deploy-time Azure values (the cloud
+// its workloads call) and, as the Pulumi program gives them, the ops webhooks' serving pair and the
 // cluster CA they trust.
 func (p *Layout) AllAddons(cloud azurecloud.Cloud) ([]addons.Object, error) {
 	objs, err := addons.Objects(p.Cluster)

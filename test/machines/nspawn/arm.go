@@ -5,7 +5,6 @@ import (
 	"net"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
@@ -47,7 +46,7 @@ func (b *Booted) armInventory() arm.Inventory {
 		}
 		i := slices.IndexFunc(inv.ScaleSets, func(s arm.ScaleSet) bool { return s.Name == in.ScaleSet })
 		if i < 0 {
-			inv.ScaleSets = append(inv.ScaleSets, arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: strings.TrimSuffix(m.Name, m.Name[len(m.Name)-6:]), Image: m.Image})
+			inv.ScaleSets = append(inv.ScaleSets, arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-6], Image: m.Image})
 			i = len(inv.ScaleSets) - 1
 		}
 		inv.ScaleSets[i].Instances = append(inv.ScaleSets[i].Instances, &arm.Instance{ID: in.ID, ComputerName: m.Name, Zone: m.Zone, Image: m.Image})
@@ -75,6 +74,6 @@ func (b *Booted) startARM() error {
 	return b.startService("arm", append(slices.Clone(b.Self), "arm", "--listen="+net.JoinHostPort(b.entraHost(), armPort),
 		"--cert="+filepath.Join(b.entraDir(), "tls.crt"), "--key="+filepath.Join(b.entraDir(), "tls.key"),
 		"--subscription="+machines.RehearsalSubscriptionID, "--resource-group="+b.Cluster.ResourceGroup(), "--location="+b.Cluster.Location,
-		"--tenant="+machines.RehearsalTenantID, "--token-key="+b.entraSigningKey(),
+		"--tenant="+machines.RehearsalTenantID, "--authority-host="+b.AuthorityHost(), "--token-key="+b.entraSigningKey(),
 		"--inventory="+filepath.Join(dir, "inventory.json"), "--assignments="+filepath.Join(dir, "assignments.json"), "--calls="+b.ARMCallsFile()))
 }

@@ -54,8 +54,7 @@ type VM struct {
 	Name, ComputerName, VMID string
 }
 
-// Machines is what stands behind the instances: booted machines, or nothing (nil) when the model
-// alone is driven, as the fleet benchmark does.
+// Machines is what stands behind the instances; nil when the model alone is driven.
 type Machines interface {
 	Create(ctx context.Context, in Instance) error
 	Delete(ctx context.Context, in Instance) error
@@ -151,23 +150,6 @@ func (s *Server) AddVM(vm VM) {
 		vm.VMID = uuid()
 	}
 	s.vms = append(s.vms, &vm)
-}
-
-// ScaleSets are a copy of the scale sets as they stand.
-func (s *Server) ScaleSets() []ScaleSet {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []ScaleSet
-	for _, ss := range s.scaleSets {
-		c := *ss
-		c.Instances = nil
-		for _, in := range ss.Instances {
-			ic := *in
-			c.Instances = append(c.Instances, &ic)
-		}
-		out = append(out, c)
-	}
-	return out
 }
 
 // Calls are every request answered so far.
@@ -708,7 +690,7 @@ func (s *Server) batch(name string, ids []string, kind string) func(http.Respons
 			s.mu.Unlock()
 			return aerr
 		}
-		var ins []Instance
+		var found []*Instance
 		for _, id := range ids {
 			in, aerr := ss.instance(id)
 			if aerr != nil {
@@ -719,6 +701,10 @@ func (s *Server) batch(name string, ids []string, kind string) func(http.Respons
 				}
 				return errorf(http.StatusBadRequest, "InvalidParameter", "Instance id %s of %s does not exist.", id, name)
 			}
+			found = append(found, in)
+		}
+		var ins []Instance
+		for _, in := range found {
 			in.State = map[string]string{OpDelete: "Deleting", OpReimage: "Updating", OpUpgrade: "Updating"}[kind]
 			ins = append(ins, *in)
 		}

@@ -7,11 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/azurerbac"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -68,7 +70,7 @@ func newWorld(t *testing.T) *world {
 	w := &world{fleet: &fleet{}}
 	w.srv = &Server{Subscription: subscription, ResourceGroup: group, Location: "eastus2", Speedup: speedup, PageSize: 2, Machines: w.fleet}
 	w.Local = Serve(t, w.srv, tenant)
-	w.Grant(operator, w.GroupID(), "Microsoft.Compute/virtualMachineScaleSets/*", "Microsoft.Compute/virtualMachines/*", "Microsoft.Compute/locations/*")
+	w.Grant(operator, w.GroupID(), azurerbac.BuiltInRoleActions[azurerbac.RoleVirtualMachineContributor]...)
 	w.Grant(remover, w.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceRemover]...)
 	var five []*Instance
 	for range 5 {
@@ -125,6 +127,22 @@ func TestComputeThroughTheSDK(t *testing.T) {
 	gpu := names(t, vms, "gpu")
 	if len(gpu) != 37 || gpu[36] != "gpu000010" {
 		t.Errorf("grown to %d instances, the last %q: want 37, the 37th named in base 36 (gpu000010)", len(gpu), gpu[len(gpu)-1])
+	}
+	// A batch larger than a bucket holds (DeleteVMScaleSet: 12 a scale set) waits for a full
+	// bucket, not for ever.
+	var twenty []*string
+	for i := range 20 {
+		twenty = append(twenty, to.Ptr(strconv.Itoa(i)))
+	}
+	shrink, err := sets.BeginDeleteInstances(ctx, group, "gpu", armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: twenty}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shrink.PollUntilDone(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if gpu := names(t, vms, "gpu"); len(gpu) != 17 {
+		t.Errorf("%d instances after deleting 20 of 37", len(gpu))
 	}
 
 	if _, err := sets.BeginUpdate(ctx, group, "cpu", armcompute.VirtualMachineScaleSetUpdate{Properties: &armcompute.VirtualMachineScaleSetUpdateProperties{
@@ -225,8 +243,8 @@ func TestRemediationRoleAndAuthentication(t *testing.T) {
 	}{
 		"no token":           {"", "AuthenticationFailed"},
 		"a Graph token":      {"Bearer " + must(w.Entra.AccessToken(operator, "https://graph.microsoft.com")), "InvalidAuthenticationTokenAudience"},
-		"another tenant's":   {"Bearer " + must((&entra.Server{Tenant: "33333333-3333-3333-3333-333333333333", SigningKey: w.Entra.SigningKey, Now: time.Now}).AccessToken(operator, "https://management.core.windows.net/")), "InvalidAuthenticationTokenTenant"},
-		"a forged signature": {"Bearer " + forged(must(w.Entra.AccessToken(operator, "https://management.core.windows.net/"))), "InvalidAuthenticationToken"},
+		"another tenant's":   {"Bearer " + must((&entra.Server{Tenant: "33333333-3333-3333-3333-333333333333", SigningKey: w.Entra.SigningKey, Now: time.Now}).AccessToken(operator, azurecloud.Public.TokenAudience)), "InvalidAuthenticationTokenTenant"},
+		"a forged signature": {"Bearer " + forged(must(w.Entra.AccessToken(operator, azurecloud.Public.TokenAudience))), "InvalidAuthenticationToken"},
 	} {
 		req, _ := http.NewRequest(http.MethodGet, w.HTTP.URL+"/subscriptions/"+subscription+"/resourceGroups/"+group+"/providers/Microsoft.Compute/virtualMachineScaleSets?api-version=2024-11-01", nil)
 		if tc.header != "" {

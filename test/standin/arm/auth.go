@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/test/standin"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
@@ -20,7 +21,7 @@ type Assignment struct {
 	Actions []string
 }
 
-// Authority is how the stand-in knows its callers: Entra ID access tokens of one tenant, signed
+// Authority is how the stand-in knows its callers (set before it serves): Entra ID access tokens of one tenant, signed
 // with a key of the tenant's key set, for Resource Manager's audience, and what each may do.
 type Authority struct {
 	Tenant        string
@@ -30,8 +31,8 @@ type Authority struct {
 	Assignments []Assignment
 }
 
-// Audiences Resource Manager takes tokens for.
-var Audiences = []string{"https://management.core.windows.net/", "https://management.azure.com/", "https://management.azure.com"}
+// Audiences Resource Manager takes tokens for: its token audience and its endpoint.
+var Audiences = []string{azurecloud.Public.TokenAudience, azurecloud.Public.ResourceManagerEndpoint, azurecloud.Public.ResourceManagerEndpoint + "/"}
 
 // clockSkew is how far a token's times may be off, as Azure allows.
 const clockSkew = 5 * time.Minute

@@ -45,10 +45,8 @@ func Serve(t testing.TB, s *Server, tenant string) *Local {
 	return l
 }
 
-// Grant assigns principal the actions over scope.
+// Grant assigns principal the actions over scope; before the first request.
 func (l *Local) Grant(principal, scope string, actions ...string) {
-	l.Server.mu.Lock()
-	defer l.Server.mu.Unlock()
 	l.Server.Auth.Assignments = append(l.Server.Auth.Assignments, Assignment{Principal: principal, Scope: scope, Actions: actions})
 }
 
@@ -72,6 +70,6 @@ type tokens struct {
 }
 
 func (c tokens) GetToken(_ context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	tok, err := c.entra.AccessToken(c.client, strings.TrimSuffix(opts.Scopes[0], "/.default"))
+	tok, err := c.entra.AccessToken(c.client, strings.TrimSuffix(opts.Scopes[0], azurecloud.ScopeSuffix))
 	return azcore.AccessToken{Token: tok, ExpiresOn: time.Now().Add(time.Hour)}, err
 }

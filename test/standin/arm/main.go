@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/clusterforge/clusterforge/components/azurecloud"
-	"github.com/clusterforge/clusterforge/components/azurerbac"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/test/standin"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
@@ -19,12 +18,6 @@ import (
 type Inventory struct {
 	ScaleSets []ScaleSet `json:"scaleSets"`
 	VMs       []VM       `json:"vms"`
-}
-
-// BuiltInRoleActions are the actions of Azure's built-in roles this project assigns, as far as
-// the stand-in serves them (Virtual Machine Contributor holds more, on networks and disks).
-var BuiltInRoleActions = map[string][]string{
-	azurerbac.RoleVirtualMachineContributor: {"Microsoft.Compute/virtualMachineScaleSets/*", "Microsoft.Compute/virtualMachines/*", "Microsoft.Compute/locations/*"},
 }
 
 // Main serves the stand-in: `arm --listen=… --cert=… --key=… --subscription=… --resource-group=…
@@ -39,6 +32,7 @@ func Main(args []string) error {
 	fs.StringVar(&s.ResourceGroup, "resource-group", "", "the resource group")
 	fs.StringVar(&s.Location, "location", "", "the region")
 	tenant := fs.String("tenant", "", "the Entra ID tenant whose access tokens are taken")
+	authority := fs.String("authority-host", azurecloud.Public.AuthorityHost, "Entra ID's host, named in a refusal's WWW-Authenticate")
 	tokenKey := fs.String("token-key", "", "Entra ID's token signing key (the stand-in's, entra.WriteSigningKey)")
 	inventory := fs.String("inventory", "", "JSON file: the scale sets and VMs (Inventory)")
 	assignments := fs.String("assignments", "", "JSON file: the role assignments ([]Assignment)")
@@ -51,7 +45,7 @@ func Main(args []string) error {
 		return fmt.Errorf("arm: --token-key: %w", err)
 	}
 	pub := &signing.PublicKey
-	s.Auth = &Authority{Tenant: *tenant, AuthorityHost: azurecloud.Public.AuthorityHost, TokenKey: func(kid string) (*rsa.PublicKey, error) {
+	s.Auth = &Authority{Tenant: *tenant, AuthorityHost: *authority, TokenKey: func(kid string) (*rsa.PublicKey, error) {
 		if kid != pki.KeyID(pub) {
 			return nil, fmt.Errorf("no key %q in the tenant's key set", kid)
 		}

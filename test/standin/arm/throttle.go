@@ -26,18 +26,13 @@ type Policy struct {
 // (learn.microsoft.com, 2024) documents them, and Resource Manager's per-subscription token
 // buckets (250 reads refilled at 25 a second, 200 writes and 200 deletes at 10 a second).
 var (
-	PolicyPutVM                = Policy{Name: "PutVM", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
-	PolicyUpdateVM             = Policy{Name: "UpdateVM", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
-	PolicyDeleteVM             = Policy{Name: "DeleteVM", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
-	PolicyLowCostGetVM         = Policy{Name: "LowCostGetVM", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 8000, SubscriptionCapacity: 24000}
-	PolicyGetOperation         = Policy{Name: "GetOperation", ResourceRefill: 15, ResourceCapacity: 45, SubscriptionRefill: 5000, SubscriptionCapacity: 15000}
-	PolicyPutVMScaleSet        = Policy{Name: "PutVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 125, SubscriptionCapacity: 375}
-	PolicyUpdateVMScaleSet     = Policy{Name: "UpdateVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
-	PolicyDeleteVMScaleSet     = Policy{Name: "DeleteVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 175, SubscriptionCapacity: 525}
-	PolicyLowCostGetVMScaleSet = Policy{Name: "LowCostGetVMScaleSet", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 800, SubscriptionCapacity: 2400}
-	// The documented table marks List (by resource group) subscription-level only.
+	PolicyUpdateVM              = Policy{Name: "UpdateVM", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
+	PolicyLowCostGetVM          = Policy{Name: "LowCostGetVM", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 8000, SubscriptionCapacity: 24000}
+	PolicyGetOperation          = Policy{Name: "GetOperation", ResourceRefill: 15, ResourceCapacity: 45, SubscriptionRefill: 5000, SubscriptionCapacity: 15000}
+	PolicyUpdateVMScaleSet      = Policy{Name: "UpdateVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
+	PolicyDeleteVMScaleSet      = Policy{Name: "DeleteVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 175, SubscriptionCapacity: 525}
+	PolicyLowCostGetVMScaleSet  = Policy{Name: "LowCostGetVMScaleSet", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 800, SubscriptionCapacity: 2400}
 	PolicyHighCostGetVMScaleSet = Policy{Name: "HighCostGetVMScaleSet", ResourceRefill: 10, ResourceCapacity: 30, SubscriptionRefill: 360, SubscriptionCapacity: 1080}
-	PolicyListVMScaleSets       = Policy{Name: "HighCostGetVMScaleSet", SubscriptionRefill: 360, SubscriptionCapacity: 1080}
 	PolicyUpdateVMScaleSetVMs   = Policy{Name: "UpdateVMScaleSetVMs", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
 	PolicyDeleteVMScaleSetVMs   = Policy{Name: "DeleteVMScaleSetVMs", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
 	PolicyGetVMScaleSetVMs      = Policy{Name: "GetVMScaleSetVMs", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 2000, SubscriptionCapacity: 6000}
@@ -45,6 +40,15 @@ var (
 	PolicySubscriptionWrites    = Policy{Name: "SubscriptionWrites", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, Header: "x-ms-ratelimit-remaining-subscription-writes"}
 	PolicySubscriptionDeletes   = Policy{Name: "SubscriptionDeletes", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, Header: "x-ms-ratelimit-remaining-subscription-deletes"}
 )
+
+// PolicyListVMScaleSets is High Cost Get VMSS for a list, which the documented table applies at
+// the subscription level only.
+var PolicyListVMScaleSets = subscriptionOnly(PolicyHighCostGetVMScaleSet)
+
+func subscriptionOnly(p Policy) Policy {
+	p.ResourceRefill, p.ResourceCapacity = 0, 0
+	return p
+}
 
 // bucket is one token bucket, refilled continuously.
 type bucket struct {
@@ -82,7 +86,7 @@ func charges(resource string, policies ...Policy) []charge {
 	return out
 }
 
-// refilled brings a bucket up to now; a minute of the model's time lasts minute of real time.
+// refilled brings a bucket up to now; minute is a minute of the model's time in real time.
 func (t *throttle) refilled(c charge, now time.Time, minute time.Duration) *bucket {
 	if t.buckets == nil {
 		t.buckets = map[string]*bucket{}
@@ -100,23 +104,24 @@ func (t *throttle) refilled(c charge, now time.Time, minute time.Duration) *buck
 }
 
 // take draws n tokens from every bucket of cs, or none: then it says how long until the emptiest
-// has them, in real time, and which policy refused.
+// has them, in real time, and which policy refused. A batch charges one token per instance, at
+// most a full bucket, so that no request is refused for ever.
 func (t *throttle) take(cs []charge, n float64, now time.Time, minute time.Duration) (wait time.Duration, refused *Policy) {
 	for _, c := range cs {
 		b := t.refilled(c, now, minute)
-		if b.tokens >= n {
-			continue
-		}
-		refill, _ := c.perMinute()
-		if w := time.Duration((n - b.tokens) / refill * float64(minute)); w > wait {
-			wait, refused = w, &c.policy
+		refill, capacity := c.perMinute()
+		if need := math.Min(n, capacity); b.tokens < need {
+			if w := time.Duration((need - b.tokens) / refill * float64(minute)); w > wait {
+				wait, refused = w, &c.policy
+			}
 		}
 	}
 	if refused != nil {
 		return wait, refused
 	}
 	for _, c := range cs {
-		t.buckets[c.policy.Name+"|"+c.resource].tokens -= n
+		_, capacity := c.perMinute()
+		t.buckets[c.policy.Name+"|"+c.resource].tokens -= math.Min(n, capacity)
 	}
 	return 0, nil
 }

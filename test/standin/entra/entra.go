@@ -186,12 +186,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// MSAL adds "openid offline_access profile"; the resource is the scope ending in /.default.
-	i := slices.IndexFunc(strings.Fields(ex.Scope), func(scope string) bool { return strings.HasSuffix(scope, "/.default") })
+	scopes := strings.Fields(ex.Scope)
+	i := slices.IndexFunc(scopes, func(scope string) bool { return strings.HasSuffix(scope, azurecloud.ScopeSuffix) })
 	if i < 0 {
 		refuse("invalid_scope", 1002012, "The provided value for scope "+ex.Scope+" is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier.")
 		return
 	}
-	access, err := s.AccessToken(ex.ClientID, strings.TrimSuffix(strings.Fields(ex.Scope)[i], "/.default"))
+	access, err := s.AccessToken(ex.ClientID, strings.TrimSuffix(scopes[i], azurecloud.ScopeSuffix))
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
 		return
