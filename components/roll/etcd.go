@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -42,8 +43,11 @@ func (r *Roller) memberOrder(ctx context.Context, stage change.Stage) change.Sta
 	return stage
 }
 
-// memberCount is how many members the desired spec gives an etcd cluster.
+// memberCount is how many members a spec gives an etcd cluster; 0 for no spec.
 func memberCount(c *spec.Cluster, role string) int {
+	if c == nil {
+		return 0
+	}
 	for _, e := range c.EtcdClusters() {
 		if e.Role == role {
 			return len(e.Members)
@@ -74,8 +78,17 @@ func (r *Roller) replaceMember(ctx context.Context, role, name string) error {
 		return err
 	}
 	i := slices.IndexFunc(members, func(m member) bool { return m.Name == name })
-	if want := memberCount(r.Desired, role); i >= 0 && len(members) < want {
-		return fmt.Errorf("%s has %d of its %d members: %s is not removed while another is missing (replace the missing member first: the roll, run again, does)", role, len(members), want, name)
+	if i < 0 { // not answering; its replacement wipes it, so it must not be listed either
+		list, err := cli.MemberList(ctx)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(list.Members, func(m *etcdserverpb.Member) bool { return m.Name == name }) {
+			return fmt.Errorf("%s is a member of %s but did not answer: it is not replaced while listed (run the roll again)", name, role)
+		}
+	}
+	if want := max(memberCount(r.Applied, role), memberCount(r.Desired, role)); i >= 0 && len(members) < want {
+		return fmt.Errorf("%s has %d of its %d members answering: %s is not removed while another is missing (replace the missing member first: the roll, run again, does)", role, len(members), want, name)
 	}
 	if i >= 0 {
 		if leader.Name == name {

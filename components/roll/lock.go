@@ -16,10 +16,12 @@ import (
 )
 
 // The mutation lease's timing: renewed every half minute, taken over only when its holder has not
-// renewed it for two minutes (its process is gone).
+// renewed it for two minutes (its process is gone); a holder that could not renew it for 75 s
+// stops first, so that it has stopped before anyone may take over.
 const (
 	lockDuration = 2 * time.Minute
 	lockRenew    = 30 * time.Second
+	lockDeadline = 75 * time.Second
 )
 
 // Holder names this process for the mutation lease: what it does, who runs it, from where.
@@ -75,29 +77,40 @@ func Lock(ctx context.Context, cs kubernetes.Interface, holder string) (context.
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		last := time.Now()
 		for {
 			select {
 			case <-held.Done():
 				return
-			case <-time.After(lockRenew):
+			case <-time.After(lockRenew / 3):
+			}
+			if time.Since(last) < lockRenew {
+				continue
 			}
 			renewed := metav1.NewMicroTime(time.Now())
 			lease.Spec.RenewTime = &renewed
-			next, err := leases.Update(held, lease, metav1.UpdateOptions{})
+			rctx, cancel := context.WithTimeout(held, lockRenew/3)
+			next, err := leases.Update(rctx, lease, metav1.UpdateOptions{})
+			cancel()
 			switch {
 			case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 				lost(fmt.Errorf("lost the lease kube-system/%s: %w", wellknown.MutationLease, err))
 				return
 			case err == nil:
-				lease = next
-			} // another error (an apiserver restart) is retried at the next renewal
+				lease, last = next, time.Now()
+			case time.Since(last) > lockDeadline:
+				lost(fmt.Errorf("could not renew the lease kube-system/%s for %s, so another may take it over soon: %w", wellknown.MutationLease, lockDeadline, err))
+				return
+			} // another error (an apiserver restart) is retried shortly
 		}
 	}()
 	release := func() {
 		lost(nil)
 		<-done
 		lease.Spec.HolderIdentity, lease.Spec.RenewTime = nil, nil
-		_, _ = leases.Update(context.WithoutCancel(ctx), lease, metav1.UpdateOptions{})
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lockRenew)
+		defer cancel()
+		_, _ = leases.Update(rctx, lease, metav1.UpdateOptions{}) // a lease left held lapses in lockDuration
 	}
 	return held, release, nil
 }

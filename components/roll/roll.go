@@ -162,7 +162,8 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 		if stage.Kind == change.EtcdMember {
 			stage = r.memberOrder(ctx, stage)
 		}
-		for b, batch := range stage.Batches {
+		rolled := 0 // batches rolled in this stage by this run: the first is the canary, on a resume too
+		for _, batch := range stage.Batches {
 			batch = slices.DeleteFunc(slices.Clone(batch), func(m string) bool { return slices.Contains(j.Done, m) })
 			if len(batch) == 0 {
 				continue
@@ -190,7 +191,8 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 			if err != nil {
 				return results, fmt.Errorf("%s %v: %w; the roll stopped here, fix the cause and run it again to resume", stage.Role, batch, err)
 			}
-			if stage.Kind == change.Workers && b == 0 {
+			rolled++
+			if stage.Kind == change.Workers && rolled == 1 {
 				if err := r.validate(ctx); err != nil {
 					return results, fmt.Errorf("the canary %v of %s left the cluster invalid: %w", batch, stage.Role, err)
 				}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,14 +43,20 @@ func ReadAccess(cloudConfig, environment string, scaleSets []string) (*Access, e
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", cloudConfig, err)
 	}
-	if len(scaleSets) == 0 {
+	var sets []string
+	for _, set := range scaleSets {
+		if set = strings.TrimSpace(set); set != "" {
+			sets = append(sets, set)
+		}
+	}
+	if len(sets) == 0 {
 		return nil, errors.New("scaleset: no worker scale sets")
 	}
 	env, err := azurecloud.Read(environment)
 	if err != nil {
 		return nil, err
 	}
-	return &Access{Cloud: env, Subscription: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, ScaleSets: scaleSets}, nil
+	return &Access{Cloud: env, Subscription: cfg.SubscriptionID, ResourceGroup: cfg.ResourceGroup, ScaleSets: sets}, nil
 }
 
 // Machines are the scale sets reached with a fresh credential: the client id, tenant and token

@@ -416,7 +416,20 @@ func (s *Server) scaleSetRoute(r *http.Request, rest []string) (*route, *apiErro
 		if err != nil {
 			return nil, err
 		}
-		switch strings.ToLower(rest[1]) {
+		action := strings.ToLower(rest[1])
+		if len(batch) == 0 {
+			if action != "reimage" {
+				return nil, errorf(http.StatusBadRequest, "InvalidParameter", "instanceIds is required for %s.", rest[1])
+			}
+			// Azure reimages every instance when none is named.
+			s.mu.Lock()
+			ss, _ := s.findScaleSet(name)
+			for _, in := range ss.Instances {
+				batch = append(batch, in.ID)
+			}
+			s.mu.Unlock()
+		}
+		switch action {
 		case "manualupgrade":
 			return &route{action: compute + "/manualUpgrade/action", scope: id, policies: []Policy{PolicyUpdateVMScaleSet}, count: len(batch), handle: s.batch(name, batch, OpUpgrade)}, nil
 		case "reimage":
@@ -700,6 +713,10 @@ func (s *Server) batch(name string, ids []string, kind string) func(http.Respons
 					return nil
 				}
 				return errorf(http.StatusBadRequest, "InvalidParameter", "Instance id %s of %s does not exist.", id, name)
+			}
+			if in.State != "Succeeded" {
+				s.mu.Unlock()
+				return errorf(http.StatusConflict, "OperationNotAllowed", "Operation on instance %s of %s is not allowed: it is %s by another operation.", id, name, in.State)
 			}
 			found = append(found, in)
 		}
