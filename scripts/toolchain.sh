@@ -9,7 +9,8 @@
 #                                 store the backups go to
 #   checks    → .tools/bin        what only the tests run: promtool; NVIDIA's nvidia-ctk and runtime hook,
 #                                 which a test runs against the config GPU images get
-#   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins)
+#   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins),
+#                                 our clusterforge-node-join among them
 #   addons    → .tools/addons     the add-ons' binaries, which images/cmd/mkimages puts in the OCI
 #                                 images a worker preloads: CoreDNS, Prometheus, node_exporter,
 #                                 node-problem-detector, scheduler-plugins' PodGroup controller and
@@ -105,18 +106,20 @@ declare -A TOOLS=(
   [etcdctl@$ETCD_PREVIOUS]="etcd-${ETCD_PREVIOUS%.*} go.etcd.io/etcd/etcdctl/v3 - versions/etcd-$ETCD_PREVIOUS"
   [etcdutl@$ETCD_PREVIOUS]="etcd-${ETCD_PREVIOUS%.*} go.etcd.io/etcd/etcdutl/v3 - versions/etcd-$ETCD_PREVIOUS"
 )
-# Our own binaries the machines run, built from this repository's module (Go's cache keeps it quick).
+# Our own binaries the machines run, built from this repository's module (Go's cache keeps it
+# quick): package, then the folder under .tools.
 declare -A LOCAL_TOOLS=(
-  [clusterforge-csr-approver]="./cmd/clusterforge-csr-approver"
-  [clusterforge-etcd-backup]="./cmd/clusterforge-etcd-backup"
-  [clusterforge-ops]="./cmd/clusterforge-ops"
+  [clusterforge-csr-approver]="./cmd/clusterforge-csr-approver bin"
+  [clusterforge-etcd-backup]="./cmd/clusterforge-etcd-backup bin"
+  [clusterforge-node-join]="./cmd/clusterforge-node-join node"
+  [clusterforge-ops]="./cmd/clusterforge-ops bin"
 )
 declare -A TOOL_GROUPS=(
   [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup clusterforge-ops azurite"
   [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS kubelet@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
   [checks]="promtool nvidia-ctk nvidia-container-runtime-hook"
-  [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback"
+  [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback clusterforge-node-join"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
   [addons]="coredns prometheus node_exporter node-problem-detector scheduler-plugins-controller clusterforge-ops"
@@ -172,8 +175,11 @@ build() {
 }
 
 build_local() {
-  step "$1: building ${LOCAL_TOOLS[$1]} (this repository)"
-  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$BIN/$1" "${LOCAL_TOOLS[$1]}"
+  local pkg dest
+  read -r pkg dest <<<"${LOCAL_TOOLS[$1]}"
+  step "$1: building $pkg (this repository)"
+  mkdir -p "$TOOLS_DIR/$dest"
+  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/$dest/$1" "$pkg"
 }
 
 # install_azurite: the pinned Azurite from npm (scripts/toolchain/azurite's lock file), linked as

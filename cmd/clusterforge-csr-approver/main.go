@@ -1,10 +1,12 @@
-// Command clusterforge-csr-approver approves kubelet serving certificates whose names are the
-// requesting node's own (package csrapprover). The apiserver machines run it, one leader at a time.
+// Command clusterforge-csr-approver approves the client certificates of nodes joining as their
+// own Azure instance, and kubelet serving certificates whose names are the requesting node's own
+// (package csrapprover). The apiserver machines run it, one leader at a time.
 // Every one, leader or not, also serves its machine's certificate expiry (package certexpiry).
 package main
 
 import (
 	"context"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"net/http"
@@ -15,11 +17,19 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+
+	// Mozilla's roots, where the machine has none, to check attested documents' signers.
+	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/clusterforge/clusterforge/components/attestation"
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/certexpiry"
 	"github.com/clusterforge/clusterforge/components/csrapprover"
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 )
 
 func main() {
@@ -30,6 +40,7 @@ func main() {
 	metrics := flag.String("metrics-address", "", "host:port to serve certificate expiry on (/metrics); empty: none")
 	certDir := flag.String("certificates-dir", "", "directory of this machine's certificate files (*.crt) to report")
 	endpoints := flag.String("certificate-endpoints", "", "comma-separated host:port of TLS servers whose certificates to report")
+	providerID := flag.String("provider-id", "", "this machine's provider ID (azure://<resource id>), naming the cluster's subscription and resource group")
 	flag.Parse()
 	if *metrics != "" {
 		source := certexpiry.Source{Dir: *certDir}
@@ -44,13 +55,49 @@ func main() {
 			}
 		}()
 	}
-	if err := run(*kubeconfig, *subnet, *identity, *lease); err != nil {
+	joins, err := newJoins(*providerID)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
+		os.Exit(2)
+	}
+	if err := run(*kubeconfig, *subnet, *identity, *lease, joins); err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig, subnet, identity, lease string) error {
+// newJoins reaches the worker scale sets through Resource Manager with the machine's managed
+// identity, in the cloud AZURE_ENVIRONMENT_FILEPATH describes (Azure's public cloud without it),
+// and trusts attested documents signed under the system's roots.
+func newJoins(providerID string) (*csrapprover.Joins, error) {
+	self, err := scaleset.ParseProviderID(providerID)
+	if err != nil {
+		return nil, fmt.Errorf("--provider-id: %w", err)
+	}
+	cloud := azurecloud.Public
+	if file := os.Getenv(azurecloud.FileEnv); file != "" {
+		if cloud, err = azurecloud.Read(file); err != nil {
+			return nil, err
+		}
+	}
+	cred, err := azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ClientOptions: policy.ClientOptions{Cloud: cloud.SDK()}})
+	if err != nil {
+		return nil, err
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		return nil, err
+	}
+	return &csrapprover.Joins{
+		Attested: attestation.Verifier{Roots: roots, Issuers: attestation.FetchIssuers(&http.Client{Timeout: 10 * time.Second}),
+			Now: time.Now, MaxAge: csrapprover.AttestationMaxAge},
+		Instances: csrapprover.WorkerInstances{Cred: cred, ControlPlane: self.ScaleSet,
+			Access: &scaleset.Access{Cloud: cloud, Subscription: self.Subscription, ResourceGroup: self.ResourceGroup}},
+		Subscription: self.Subscription,
+	}, nil
+}
+
+func run(kubeconfig, subnet, identity, lease string, joins *csrapprover.Joins) error {
 	prefix, err := netip.ParsePrefix(subnet)
 	if err != nil {
 		return fmt.Errorf("--node-subnet: %w", err)
@@ -70,5 +117,5 @@ func run(kubeconfig, subnet, identity, lease string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Identity: identity, Lease: lease})
+	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Joins: joins, Identity: identity, Lease: lease})
 }

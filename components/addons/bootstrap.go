@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,13 +15,11 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// The objects that let workers join and serve: kubelet TLS bootstrap with the join token, client
-// certificates approved by the controller-manager, serving certificates by
+// The objects that let workers join and serve: a joining node's certificate request made with the
+// join token and approved by clusterforge-csr-approver once Azure vouches for the instance,
+// renewals by the node itself approved by the controller-manager, serving certificates by
 // clusterforge-csr-approver. They are applied from outside the machines, with the other add-ons,
 // so no machine holds a credential able to create them.
-
-// BootstrapGroup is the extra group of the workers' join token.
-const BootstrapGroup = "system:bootstrappers:clusterforge:worker"
 
 // bootstrapTokenFormat is "<id>.<secret>" as the apiserver's bootstrap authenticator reads it.
 var bootstrapTokenFormat = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
@@ -54,8 +53,7 @@ func bootstrap(*spec.Cluster) []Object {
 	}
 	const approver = "clusterforge:csr-approver"
 	return []Object{
-		binding("clusterforge:node-bootstrapper", "system:node-bootstrapper", rbacv1.GroupKind, BootstrapGroup),
-		binding("clusterforge:node-autoapprove-bootstrap", "system:certificates.k8s.io:certificatesigningrequests:nodeclient", rbacv1.GroupKind, BootstrapGroup),
+		binding("clusterforge:node-bootstrapper", "system:node-bootstrapper", rbacv1.GroupKind, pki.BootstrapGroup),
 		binding("clusterforge:node-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, pki.NodesGroup),
 		// kube-proxy runs on each worker with the node's client certificate (machine.kubeProxy).
 		binding("clusterforge:node-proxier", "system:node-proxier", rbacv1.GroupKind, pki.NodesGroup),
@@ -63,7 +61,7 @@ func bootstrap(*spec.Cluster) []Object {
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: approver}, Rules: []rbacv1.PolicyRule{
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
-			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{"kubernetes.io/kubelet-serving"}, Verbs: []string{"approve"}},
+			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{certv1.KubeletServingSignerName, certv1.KubeAPIServerClientKubeletSignerName}, Verbs: []string{"approve"}},
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
 		}},
 		binding(approver, approver, rbacv1.UserKind, pki.CSRApproverUser),
@@ -75,7 +73,7 @@ func bootstrap(*spec.Cluster) []Object {
 }
 
 // BootstrapTokenSecret is the workers' join token, valid until expires (pki.BootstrapTokenWindow);
-// the tokencleaner controller deletes it then. It authenticates only (no signing), into BootstrapGroup.
+// the tokencleaner controller deletes it then. It authenticates only (no signing), into pki.BootstrapGroup.
 func BootstrapTokenSecret(token string, expires time.Time) (*corev1.Secret, error) {
 	m := bootstrapTokenFormat.FindStringSubmatch(token)
 	if m == nil {
@@ -90,7 +88,7 @@ func BootstrapTokenSecret(token string, expires time.Time) (*corev1.Secret, erro
 			"token-secret":                   m[2],
 			"expiration":                     expires.UTC().Format(time.RFC3339),
 			"usage-bootstrap-authentication": "true",
-			"auth-extra-groups":              BootstrapGroup,
+			"auth-extra-groups":              pki.BootstrapGroup,
 		},
 	}
 	return s, finish(s, "bootstrap")

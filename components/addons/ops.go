@@ -60,10 +60,6 @@ func ops(c *spec.Cluster) []Object {
 }
 
 func opsController(c *spec.Cluster) []Object {
-	var sets []string
-	for _, s := range c.ScaleSets() {
-		sets = append(sets, s.AzureName)
-	}
 	objs := serviceAccount(SystemNamespace, wellknown.OpsName, []rbacv1.PolicyRule{
 		// One shared cache of nodes and namespaces; marking, cordoning, tainting and handing back nodes.
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "update", "patch", "delete"}},
@@ -83,7 +79,7 @@ func opsController(c *spec.Cluster) []Object {
 			Name:  wellknown.OpsName,
 			Image: opsImage().Ref,
 			Args: []string{"controller", "--namespace=" + SystemNamespace, "--listen=:" + strconv.Itoa(wellknown.OpsWebhookPort), "--tls-dir=/etc/clusterforge-ops/tls",
-				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(sets, ","),
+				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(c.ScaleSetNames(), ","),
 				"--team-quota=" + teamQuotaFlag(c)},
 			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: wellknown.OpsWebhookPort}},

@@ -21,6 +21,7 @@ const (
 	RoleScaleSetLister          = "scale-set-lister"
 	RoleSubnetJoiner            = "subnet-joiner"
 	RoleScaleSetInstanceRemover = "scale-set-instance-remover"
+	RoleScaleSetInstanceReader  = "scale-set-instance-reader"
 )
 
 // CustomRoleActions are the actions of each custom role.
@@ -31,6 +32,7 @@ var CustomRoleActions = map[string][]string{
 	// The deletion is a long-running operation, and polling it is an action of its own.
 	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete",
 		"Microsoft.Compute/locations/operations/read"},
+	RoleScaleSetInstanceReader: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"},
 }
 
 // BuiltInRoleActions are the Compute actions of the built-in roles assigned here (Virtual Machine
@@ -61,14 +63,17 @@ type Grant struct {
 // instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
 // node subnet and assign the scale set's identity. clusterforge-ops's remediation reads and
 // deletes the instance of a machine it hands back and polls that deletion, nothing more. The
-// main etcd's backup agent writes, lists, reads and prunes snapshots in its one container.
+// main etcd's backup agent writes, lists, reads and prunes snapshots in its one container. The
+// apiserver machines' CSR approver reads the worker instance a joining node claims to be.
 // Nothing else calls Azure: the apiservers run no cloud provider, machines learn who they are
 // from the instance metadata, which needs no grant, and the worker pools' identities hold
-// nothing, so a token from a node's metadata service opens nothing.
+// nothing, so a token from a worker's metadata service opens nothing.
 func Grants(principal string) []Grant {
 	switch principal {
 	case spec.RoleEtcdMain:
 		return []Grant{{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"}}
+	case spec.RoleAPIServer:
+		return []Grant{{RoleScaleSetInstanceReader, ScopeWorkerScaleSets, "clusterforge-csr-approver: reads the instance a joining node's attested document must name"}}
 	case addons.AutoscalerName:
 		const ca = "cluster-autoscaler (L19): "
 		return []Grant{

@@ -19,7 +19,8 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]Grant{
-		spec.RoleEtcdMain: {{Role: RoleStorageBlobDataContributor, Scope: ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"}},
+		spec.RoleEtcdMain:  {{Role: RoleStorageBlobDataContributor, Scope: ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"}},
+		spec.RoleAPIServer: {{Role: RoleScaleSetInstanceReader, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-csr-approver"}},
 		addons.AutoscalerName: {
 			{Role: RoleScaleSetLister, Scope: ScopeResourceGroup, Consumer: "cluster-autoscaler"},
 			{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets, Consumer: "cluster-autoscaler"},
@@ -28,8 +29,8 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 		},
 		wellknown.OpsName: {{Role: RoleScaleSetInstanceRemover, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
 	}
-	// Machine roles other than etcd-main, the system pool's among them, hold nothing: a token from
-	// a node's metadata service opens nothing.
+	// Worker roles, the system pool's among them, hold nothing: a token from a worker's metadata
+	// service opens nothing.
 	for _, principal := range append(c.Roles(), addons.AzureWorkloads...) {
 		got := Grants(principal)
 		if len(got) != len(want[principal]) {
@@ -43,7 +44,9 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
-	if actions := CustomRoleActions[RoleScaleSetLister]; len(actions) != 1 || !strings.HasSuffix(actions[0], "/read") {
-		t.Errorf("the scale-set lister may %v, want read only", actions)
+	for _, role := range []string{RoleScaleSetLister, RoleScaleSetInstanceReader} {
+		if actions := CustomRoleActions[role]; len(actions) != 1 || !strings.HasSuffix(actions[0], "/read") {
+			t.Errorf("%s may %v, want read only", role, actions)
+		}
 	}
 }

@@ -1,8 +1,10 @@
-// Package csrapprover approves kubelet serving certificates after checking the requester is the
-// node it claims to be. kube-controller-manager auto-approves only kubelet client certificates:
-// a serving certificate names addresses, and a node that could name any address could pose as any
-// kubelet to the apiserver (which verifies kubelet certificates, CIS 1.2.5). It runs on the
-// apiserver machines, one leader at a time, with a cluster-level cache of nodes and CSRs.
+// Package csrapprover approves the certificates of kubelets after checking each requester is the
+// node it claims to be: a joining node's client certificate (join.go) and every kubelet's serving
+// certificate. kube-controller-manager approves only the renewal of a client certificate by the
+// node that holds it. A serving certificate names addresses, and a node that could name any
+// address could pose as any kubelet to the apiserver (which verifies kubelet certificates, CIS
+// 1.2.5). It runs on the apiserver machines, one leader at a time, with a cluster-level cache of
+// nodes and CSRs.
 package csrapprover
 
 import (
@@ -22,6 +24,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/clusterforge/clusterforge/components/leader"
@@ -103,34 +106,84 @@ func nodeHasAddress(n *corev1.Node, kind corev1.NodeAddressType, value string) b
 type Config struct {
 	Client     kubernetes.Interface
 	NodeSubnet netip.Prefix
+	// Joins judges joining nodes' client certificates; nil leaves them to others.
+	Joins *Joins
 	// Identity names this candidate in the leader election (the machine's name).
 	Identity string
 	// Lease is the leader election's lease in kube-system.
 	Lease string
 }
 
-// Run approves or denies pending kubelet serving CSRs while this candidate leads, standing for
-// election again each time it loses the lease, until ctx ends.
+// Run approves or denies pending kubelet serving CSRs, and joining nodes' client CSRs, while this
+// candidate leads, standing for election again each time it loses the lease, until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	return leader.Run(ctx, leader.Election{Client: cfg.Client, Namespace: metav1.NamespaceSystem, Lease: cfg.Lease,
 		Identity: cfg.Identity, Logf: klog.Infof}, func(ctx context.Context) { lead(ctx, cfg) })
 }
 
-// lead watches nodes and CSRs through one shared cache and judges each pending serving CSR.
+// lead watches nodes and CSRs through one shared cache and judges each pending CSR it owns, one
+// at a time from a queue; a request it cannot judge yet (Resource Manager did not answer) is tried
+// again with backoff.
 func lead(ctx context.Context, cfg Config) {
 	factory := informers.NewSharedInformerFactory(cfg.Client, 10*time.Minute)
 	nodeInformer := factory.Core().V1().Nodes()
 	nodeInformer.Informer()
-	csrs := factory.Certificates().V1().CertificateSigningRequests().Informer()
+	csrInformer := factory.Certificates().V1().CertificateSigningRequests()
+	csrs := csrInformer.Informer()
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
-	judge := func(obj any) {
-		csr, ok := obj.(*certv1.CertificateSigningRequest)
-		if !ok || csr.Spec.SignerName != certv1.KubeletServingSignerName || len(csr.Status.Conditions) > 0 {
+	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer queue.ShutDown()
+	enqueue := func(obj any) {
+		if csr, ok := obj.(*certv1.CertificateSigningRequest); ok && len(csr.Status.Conditions) == 0 && cfg.owns(csr) {
+			queue.Add(csr.Name)
+		}
+	}
+	// Added after the caches synced: the pending CSRs arrive first, as adds.
+	if _, err := csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
+		klog.Errorf("watch CSRs: %v", err)
+		return
+	}
+	go func() {
+		<-ctx.Done()
+		queue.ShutDown()
+	}()
+	for {
+		name, quit := queue.Get()
+		if quit {
 			return
 		}
+		csr, err := csrInformer.Lister().Get(name)
+		if err == nil && len(csr.Status.Conditions) == 0 {
+			err = cfg.judge(ctx, csr, nodeInformer.Lister().Get)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			klog.Errorf("csr %s: %v (will retry)", name, err)
+			queue.AddRateLimited(name)
+		} else {
+			queue.Forget(name)
+		}
+		queue.Done(name)
+	}
+}
+
+// owns says whether the request is one this approver judges.
+func (cfg Config) owns(csr *certv1.CertificateSigningRequest) bool {
+	return csr.Spec.SignerName == certv1.KubeletServingSignerName || (cfg.Joins != nil && IsJoin(csr))
+}
+
+// judge decides one pending request and records the verdict.
+func (cfg Config) judge(ctx context.Context, csr *certv1.CertificateSigningRequest, cachedNode func(string) (*corev1.Node, error)) error {
+	var approve bool
+	var reason string
+	if IsJoin(csr) {
+		var err error
+		if approve, reason, err = cfg.Joins.Decide(ctx, csr); err != nil {
+			return err
+		}
+	} else {
 		name := strings.TrimPrefix(csr.Spec.Username, "system:node:")
-		node, err := nodeInformer.Lister().Get(name)
+		node, err := cachedNode(name)
 		if apierrors.IsNotFound(err) { // a node registered just now may not be cached yet
 			node, err = cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		}
@@ -138,22 +191,15 @@ func lead(ctx context.Context, cfg Config) {
 			node, err = nil, nil
 		}
 		if err != nil {
-			klog.Errorf("csr %s: node %s: %v", csr.Name, name, err)
-			return
+			return fmt.Errorf("node %s: %w", name, err)
 		}
-		approve, reason := Decide(csr, node, cfg.NodeSubnet)
-		if err := settle(ctx, cfg.Client, csr, approve, reason); err != nil {
-			klog.Errorf("csr %s: %v", csr.Name, err)
-			return
-		}
-		klog.Infof("csr %s: approved %v: %s", csr.Name, approve, reason)
+		approve, reason = Decide(csr, node, cfg.NodeSubnet)
 	}
-	// Added after the caches synced: the pending CSRs arrive first, as adds.
-	if _, err := csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: judge, UpdateFunc: func(_, obj any) { judge(obj) }}); err != nil {
-		klog.Errorf("watch CSRs: %v", err)
-		return
+	if err := settle(ctx, cfg.Client, csr, approve, reason); err != nil {
+		return err
 	}
-	<-ctx.Done()
+	klog.Infof("csr %s: approved %v: %s", csr.Name, approve, reason)
+	return nil
 }
 
 func settle(ctx context.Context, client kubernetes.Interface, csr *certv1.CertificateSigningRequest, approve bool, reason string) error {

@@ -146,6 +146,9 @@ func scheduler(c *spec.Cluster, b pki.Bundle) part {
 // CSRApproverLease is the lease the approvers of the apiserver machines elect their leader with.
 const CSRApproverLease = "clusterforge-csr-approver"
 
+// CSRApproverUnit is the approver's unit on the apiserver machines.
+const CSRApproverUnit = "clusterforge-csr-approver.service"
+
 // CSRApproverFlags are clusterforge-csr-approver's flags.
 func CSRApproverFlags(c *spec.Cluster) Flags {
 	var members []string
@@ -159,6 +162,8 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 		"node-subnet": c.Network.NodeSubnet,
 		"identity":    "${NODE_NAME}",
 		"lease":       CSRApproverLease,
+		// A joining node's instance must be in this machine's subscription and resource group.
+		"provider-id": "${PROVIDER_ID}",
 		// Certificate expiry for Prometheus (CertificateExpiringSoon): this machine's files and the
 		// serving certificates of every etcd member, which only the apiservers may reach.
 		"metrics-address":       fmt.Sprintf("${NODE_IP}:%d", wellknown.CertificateMetricsPort),
@@ -167,11 +172,11 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 	}
 }
 
-// csrApprover approves kubelet serving certificates whose names are the node's own
-// (components/csrapprover), with an identity of its own.
+// csrApprover approves joining nodes' client certificates and kubelet serving certificates whose
+// names are the node's own (components/csrapprover), with an identity of its own.
 func csrApprover(c *spec.Cluster, b pki.Bundle) part {
 	return part{files: localClient(b, pki.CSRApprover, CSRApproverKubeconfig), units: []Unit{service{
-		name: "clusterforge-csr-approver", description: "clusterforge: approve kubelet serving certificates of real nodes",
+		name: strings.TrimSuffix(CSRApproverUnit, ".service"), description: "clusterforge: approve the certificates of real nodes",
 		after: []string{identityUnit, APIServerUnit}, requires: []string{identityUnit},
 		binary: BinDir + "/clusterforge-csr-approver", flags: CSRApproverFlags(c), envFiles: []string{NodeEnvFile},
 	}.unit()}}

@@ -116,11 +116,12 @@ func KubeletFlags(pool spec.Pool) Flags {
 		pairs = append(pairs, k+"="+labels[k])
 	}
 	return Flags{
-		"config":               KubeletConfigPath,
-		"bootstrap-kubeconfig": KubeletBootstrapKubeconfig,
-		"kubeconfig":           KubeletKubeconfig,
-		"node-ip":              "${NODE_IP}",
-		"node-labels":          strings.Join(pairs, ","),
+		"config": KubeletConfigPath,
+		// Written by clusterforge-node-join before the kubelet's first start (nodeJoin): no
+		// bootstrap here, since a join token alone proves no node's name.
+		"kubeconfig":  KubeletKubeconfig,
+		"node-ip":     "${NODE_IP}",
+		"node-labels": strings.Join(pairs, ","),
 		// The scale-set instance's id, from the instance metadata: without it cluster-autoscaler
 		// counts the node as unregistered and deletes the instance.
 		"provider-id": "${PROVIDER_ID}",
@@ -151,8 +152,7 @@ func RegisterTaints(pool spec.Pool) []spec.Taint {
 	return taints
 }
 
-// BootstrapKubeconfig authenticates a new kubelet with the bootstrap token until it holds a
-// client certificate (TLS bootstrap).
+// BootstrapKubeconfig authenticates a new worker's certificate request with the join token.
 func BootstrapKubeconfig(server, token string) string {
 	return kubeconfig(server, CertPath("", pki.ClusterCA), "kubelet-bootstrap", "token: "+token)
 }
@@ -167,8 +167,8 @@ Wants=` + FabricManagerUnit + `
 After=` + FabricManagerUnit + `
 `
 
-// KubeletClientCert is the kubelet's client certificate, which its TLS bootstrap writes and then
-// rotates: once it is there the bootstrap credential has done its work.
+// KubeletClientCert is the kubelet's client certificate, which clusterforge-node-join writes and
+// the kubelet then rotates: once it is there the join token has done its work.
 const KubeletClientCert = KubeletDir + "/pki/kubelet-client-current.pem"
 
 // BootstrapCopies are the files that hold the join token on a worker besides
@@ -237,12 +237,27 @@ func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 	jitter, forget := joinJitter(c.Joins.JitterSeconds()), forgetBootstrap()
 	return part{
 		files: append(append(files, jitter.files...), forget.files...),
-		units: append(forget.units, jitter.units[0], service{
+		units: append(forget.units, jitter.units[0], nodeJoin(), service{
 			name: "kubelet", description: "Kubernetes node agent (pool " + pool.Name + ")",
-			after: []string{identityUnit, ContainerdUnit, joinJitterUnit}, requires: []string{identityUnit, joinJitterUnit},
+			after: []string{identityUnit, ContainerdUnit, nodeJoinUnit}, requires: []string{identityUnit, nodeJoinUnit},
 			binary: BinDir + "/kubelet", flags: KubeletFlags(pool), envFiles: []string{NodeEnvFile},
 		}.unit()),
 	}
+}
+
+// nodeJoinUnit gets the kubelet its client certificate before its first start, proving which
+// Azure instance this is with the instance's attested document (components/nodejoin), after the
+// join jitter, so a pool's step spreads its requests too. It retries on its own until it has one.
+const nodeJoinUnit = "clusterforge-node-join.service"
+
+func nodeJoin() Unit {
+	return service{
+		name: strings.TrimSuffix(nodeJoinUnit, ".service"), description: "clusterforge: prove this instance and get the kubelet's client certificate",
+		after: []string{identityUnit, joinJitterUnit}, requires: []string{identityUnit, joinJitterUnit}, oneshot: true,
+		binary: BinDir + "/clusterforge-node-join", envFiles: []string{NodeEnvFile},
+		flags: Flags{"node-name": "${NODE_NAME}", "provider-id": "${PROVIDER_ID}", "metadata-endpoint": "http://" + wellknown.IMDSAddress,
+			"bootstrap-kubeconfig": KubeletBootstrapKubeconfig, "kubeconfig": KubeletKubeconfig, "client-cert": KubeletClientCert},
+	}.unit()
 }
 
 // joinJitterUnit delays the kubelet's first start of each boot by a random 0 to Joins.Jitter

@@ -30,8 +30,8 @@ conntrack:
   maxPerCore: 0
 `
 
-// kubeProxy starts once the kubelet runs: its kubeconfig appears when the kubelet's TLS bootstrap
-// is done, and the unit retries until then.
+// kubeProxy starts once the kubelet runs, with the kubelet's kubeconfig, which
+// clusterforge-node-join wrote before the kubelet started.
 func kubeProxy() part {
 	return part{
 		files: []File{{Path: KubeProxyConfigPath, Content: kubeProxyConfig, Mode: 0o644}},

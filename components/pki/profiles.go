@@ -117,6 +117,8 @@ const (
 	APIServerWebhookUser = "kube-apiserver-webhook-client"
 	// NodesGroup is the group of every kubelet's client certificate (its Organization).
 	NodesGroup = "system:nodes"
+	// BootstrapGroup is the extra group of the workers' join token.
+	BootstrapGroup = "system:bootstrappers:clusterforge:worker"
 )
 
 // Authority is a self-signed certificate authority.

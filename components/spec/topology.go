@@ -182,6 +182,15 @@ func (c *Cluster) ScaleSets() []ScaleSet {
 	return sets
 }
 
+// ScaleSetNames are the worker scale sets' Azure names.
+func (c *Cluster) ScaleSetNames() []string {
+	var names []string
+	for _, s := range c.ScaleSets() {
+		names = append(names, s.AzureName)
+	}
+	return names
+}
+
 // share is part i of total split into n near-equal parts.
 func share(total, n, i int) int {
 	s := total / n

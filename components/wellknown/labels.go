@@ -51,3 +51,11 @@ const (
 
 // NodeProblemConditions are node-problem-detector's conditions.
 var NodeProblemConditions = []string{KernelDeadlockCondition, ReadonlyFilesystemCondition, NetworkProblemCondition, GPUProblemCondition}
+
+// A joining node's client certificate request carries its attested document (the metadata
+// service's JSON answer, its nonce bound to the request's key) and the resource ID of the
+// instance it says it is; the CSR approver checks one against the other through Resource Manager.
+const (
+	AttestedDocumentAnnotation = "clusterforge.io/attested-document"
+	InstanceAnnotation         = "clusterforge.io/instance"
+)

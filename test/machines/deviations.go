@@ -1,13 +1,17 @@
 package machines
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/clusterforge/clusterforge/components/azurerbac"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/azurecloud"
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
@@ -40,15 +44,15 @@ var Deviations = []Deviation{
 	{"pki", "certificates from the Pulumi TLS provider, in state",
 		"a set from the same profiles, kept in build/rehearse/<env>/identity.json until `rehearse clean`; the apiserver certificate also names each apiserver's address (its mapped 127.0.0.1)",
 		"the set `make plan` issued from the same profiles into the user-data, kept in build/plan/<env>.pki.json as state keeps it"},
-	{"instance metadata", "the instance metadata service at 169.254.169.254 answers each VM about itself; clusterforge-identity.service reads NODE_NAME and NODE_IP from it",
-		"the rehearsal writes the same node.env; the unit is not run",
-		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, zone, location, size and NIC address, and with the scheduled events a drill writes (a machine's start of one of its events marks it Started, nothing reboots); it issues no managed-identity tokens"},
+	{"instance metadata", "the instance metadata service at 169.254.169.254 answers each VM about itself; clusterforge-identity.service reads NODE_NAME, NODE_IP and PROVIDER_ID from it; a joining worker asks it for its attested document (signed by Azure under a public root); the apiserver machines' CSR approver gets its identity's token from it",
+		"the rehearsal writes the same node.env, with resource ids as the booted stand-in gives them; the unit is not run; no worker joins (KWOK's nodes are made by the rehearsal)",
+		"a stand-in on 169.254.169.254 in the hub (`rehearse imds`) answers each machine, told apart by its source address, with its name, resource id, vmId, zone, location, size and NIC address, and with the scheduled events a drill writes (a machine's start of one of its events marks it Started, nothing reboots); it signs attested documents as Azure shapes them (PKCS#7, the signer's certificate for metadata.azure.com alone, its issuer served at the address the certificate names) under a root made at boot, which the CSR approver trusts through SSL_CERT_FILE in a drop-in, and issues the apiserver machines' identity's tokens signed with Entra's stand-in's key"},
 	{"Entra ID", "the control loops that call Azure (cluster-autoscaler, clusterforge-ops) trade their service accounts' tokens at Entra ID (login.microsoftonline.com) for Azure tokens; Entra reads the issuer's keys from the public storage container the Pulumi program writes them to",
 		"add-on pods are KWOK pods, so nothing signs in on its own; the issuer check trades the real apiservers' tokens at the same stand-in, served from the test process",
 		"a stand-in in the hub on the node subnet's gateway address, port 443 (`rehearse entra`), with its own self-signed certificate, which the pods with an Azure identity trust through SSL_CERT_FILE (a ConfigMap) and reach through AZURE_AUTHORITY_HOST; it checks each assertion as Entra does (RS256 only, the issuer's published key, issuer, subject and audience of a federated credential, lifetime) against the federated credentials the Pulumi program creates, with the rehearsal's client and tenant ids, and reads the issuer's documents from build/boot/<env>/entra/issuer/, a copy of the public container; it signs the access tokens it issues (RS256, a key made at boot, build/boot/<env>/entra/token-key.pem) for Resource Manager's stand-in to verify"},
-	{"Resource Manager", "cluster-autoscaler and clusterforge-ops call Resource Manager (management.azure.com) and its Compute provider on the worker scale sets with their workload identities' tokens, authorized by the role assignments the Pulumi program makes; the workloads read the cloud's endpoints from the environment file (AzurePublicCloud)",
+	{"Resource Manager", "cluster-autoscaler and clusterforge-ops call Resource Manager (management.azure.com) and its Compute provider on the worker scale sets with their workload identities' tokens, and the CSR approver with the apiserver machines' identity, authorized by the role assignments the Pulumi program makes; they read the cloud's endpoints from the environment file (AzurePublicCloud; the approver's public cloud without one)",
 		"add-on pods are KWOK pods, so nothing calls it; the stand-in's own tests drive it with the Azure SDK's clients and remediation's code",
-		"a stand-in in the hub beside Entra ID's, port 8443, its certificate (`rehearse arm`), named in the environment file of a custom cloud (AzureStackCloud, the format cluster-autoscaler reads); it holds the booted machines as scale-set instances and the etcd members as VMs, answers in Resource Manager's wire protocol with long-running operations (Azure-AsyncOperation and Location polling) that take this project's planning latencies, throttles with Compute's documented token buckets and Resource Manager's (429, Retry-After, x-ms-ratelimit-remaining-*), takes only Entra's stand-in's tokens for its audience and tenant, and authorizes each request against the workloads' role assignments (azurerbac.Grants) with the rehearsal's client ids; reading an operation's status needs Microsoft.Compute/locations/operations/read in an assignment of the caller that started it; no machine stands behind its changes yet (a deleted instance leaves the model, its machine runs on), and its requests go to build/boot/<env>/arm/calls.jsonl"},
+		"a stand-in in the hub beside Entra ID's, port 8443, its certificate (`rehearse arm`), named in the environment file of a custom cloud (AzureStackCloud, the format cluster-autoscaler reads); it holds the booted machines as scale-set instances and the etcd members as VMs, answers in Resource Manager's wire protocol with long-running operations (Azure-AsyncOperation and Location polling) that take this project's planning latencies, throttles with Compute's documented token buckets and Resource Manager's (429, Retry-After, x-ms-ratelimit-remaining-*), takes only Entra's stand-in's tokens for its audience and tenant, and authorizes each request against the role assignments (azurerbac.Grants) of the workloads and the apiserver machines with the rehearsal's client ids; reading an operation's status needs Microsoft.Compute/locations/operations/read in an assignment of the caller that started it; no machine stands behind its changes yet (a deleted instance leaves the model, its machine runs on), and its requests go to build/boot/<env>/arm/calls.jsonl"},
 	{"cloud-init datasource", "cloud-init's Azure datasource: customData, the VM's name, DHCP networking",
 		"no cloud-init: the rehearsal writes the rendered files under the machine's root",
 		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set); the seed keeps the join token after clusterforge-forget-bootstrap removes cloud-init's copies"},
@@ -76,7 +80,7 @@ var Deviations = []Deviation{
 		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied, except the net.* ones each machine's own network namespace holds, which the boot script applies before systemd starts (with /proc/sys/net writable, as systemd-nspawn leaves it for a private network); the settings the kubelet's protectKernelDefaults checks (vm.overcommit_memory 1, vm.panic_on_oom 0, kernel.panic 10, kernel.panic_on_oops 1, kernel.keys.root_max*) are not namespaced, so the boot sets them on this host as the image does (the kubelet's own defaults, which it sets on any host it runs on) and logs what it changed; the image's inotify limits (fs.inotify.max_user_instances 8192, max_user_watches 1048576) count for all machines together, which run as this host's root, so the boot raises this host's to at least those; /dev/kmsg is bound read-only for the kubelet (with CAP_SYSLOG), and node-problem-detector reads each worker's /var/log/clusterforge-kernel.log instead (its filelog watcher, the same rules), which the drills write, since a line in the shared kernel log would be every worker's; keyring system calls are allowed for runc; this host grants no CAP_SYS_RESOURCE, so the workers' containerd config gets restrict_oom_score_adj = true"},
 	{"workers", "VMSS instances running kubelet and containerd",
 		"KWOK nodes with the pools' labels, taints and VM capacity, at most --nodes-per-pool per pool (GPU nodes without the preflight taint, as if their tests had passed: no agent runs on a KWOK node; the preflight drill gives its own nodes the taint); KWOK acts for every node as one user in system:nodes (clusterforge:kwok), so priority and fairness classes its heartbeats and leases as kubelets', and RBAC grants it what the Node authorizer grants each kubelet for its own node",
-		"each pool's `nodes` instances booted from the worker image: its containerd and kubelet, TLS bootstrap through the load balancer"},
+		"each pool's `nodes` instances booted from the worker image: its containerd and kubelet, the attested join through the load balancer"},
 	{"roll", "make roll replaces an etcd member's VM by a targeted Pulumi update and reimages a scale-set instance on its latest model, through Azure's APIs",
 		"the supervisor replaces a machine by stopping its processes, emptying its etcd data dir and starting it from the desired rendering with the desired versions' binaries (.tools/versions/); a worker is its KWOK node registered again with the new kubelet version, no kubelet binary runs",
 		"the roll drill's kubelet part (TestKubeletUpgradeRoll; make roll itself acts on the process rehearsal or Azure): a replaced machine is shut down by its systemd, gets a new OS disk (its image under an empty overlay) and local disk, and boots the image again from the desired plan's user-data; the image is the one the boot unpacked, and the workers start on the previous kubelet written onto their OS disks, not from an image baked at that version; etcd members are refused (their roll is drilled on the process rehearsal)"},
@@ -94,11 +98,15 @@ const (
 	RehearsalTenantID       = "22222222-2222-2222-2222-222222222222"
 )
 
-// RehearsalClientIDs are the rehearsals' placeholder client ids of the workloads' identities,
-// by workload: its index in addons.AzureWorkloads.
+// armPrincipals are the identities that call Resource Manager: the workloads', and the apiserver
+// machines' (their CSR approver reads joining instances).
+var armPrincipals = append(slices.Clone(addons.AzureWorkloads), spec.RoleAPIServer)
+
+// RehearsalClientIDs are the rehearsals' placeholder client ids of those identities, by workload
+// or machine role: its index in armPrincipals.
 func RehearsalClientIDs() map[string]string {
 	ids := map[string]string{}
-	for i, w := range addons.AzureWorkloads {
+	for i, w := range armPrincipals {
 		ids[w] = fmt.Sprintf("11111111-1111-1111-1111-%012d", i+1)
 	}
 	return ids
@@ -109,8 +117,8 @@ func RehearsalAzure(cloud azurecloud.Cloud) addons.Azure {
 	return addons.Azure{SubscriptionID: RehearsalSubscriptionID, TenantID: RehearsalTenantID, Cloud: cloud, ClientIDs: RehearsalClientIDs()}
 }
 
-// RehearsalAssignments are the role assignments the Pulumi program makes for the workloads'
-// identities (azurerbac.Grants), with the rehearsals' client ids, over the scopes Resource Manager's
+// RehearsalAssignments are the role assignments the Pulumi program makes for the identities that
+// call Resource Manager (azurerbac.Grants), with the rehearsals' client ids, over the scopes its
 // stand-in serves: the resource group and the worker scale sets.
 func RehearsalAssignments(c *spec.Cluster) []arm.Assignment {
 	group := "/subscriptions/" + RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup()
@@ -119,7 +127,7 @@ func RehearsalAssignments(c *spec.Cluster) []arm.Assignment {
 		scopes[azurerbac.ScopeWorkerScaleSets] = append(scopes[azurerbac.ScopeWorkerScaleSets], group+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+s.AzureName)
 	}
 	var out []arm.Assignment
-	for _, w := range addons.AzureWorkloads {
+	for _, w := range armPrincipals {
 		for _, g := range azurerbac.Grants(w) {
 			actions, ok := azurerbac.CustomRoleActions[g.Role]
 			if !ok {
@@ -207,4 +215,23 @@ func markdownDeviations() string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", cell.Replace(d.Topic), cell.Replace(d.Azure), or(d.Process), or(d.Boot))
 	}
 	return b.String()
+}
+
+// ResourceID is the resource ID the metadata stand-in gives a rehearsal machine: a scale-set
+// instance's for the apiservers and workers, their names being the scale set's computer name
+// prefix and six base-36 digits of the instance id, as Azure names them; a VM's for etcd members.
+func ResourceID(c *spec.Cluster, role, name string) string {
+	group := "/subscriptions/" + RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup() + "/providers/Microsoft.Compute/"
+	if role != spec.RoleAPIServer && machine.ImageOf(role) != machine.ImageWorker || len(name) < 6 {
+		return group + "virtualMachines/" + name
+	}
+	prefix := strings.TrimRight(name[:len(name)-6], "-")
+	instance, _ := strconv.ParseInt(name[len(name)-6:], 36, 64)
+	return fmt.Sprintf("%svirtualMachineScaleSets/%s/virtualMachines/%d", group, prefix, instance)
+}
+
+// VMID is a rehearsal machine's Azure vmId: fixed by its name, so a reboot keeps it.
+func VMID(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return fmt.Sprintf("%x-%x-%x-%x-%x", sum[0:4], sum[4:6], sum[6:8], sum[8:10], sum[10:16])
 }

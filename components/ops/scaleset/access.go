@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -27,6 +28,8 @@ type Access struct {
 	Subscription  string
 	ResourceGroup string
 	ScaleSets     []string
+	// Transport carries the requests; nil is the SDK's own.
+	Transport policy.Transporter
 }
 
 // ReadAccess reads the cloud config (cluster-autoscaler's, which names the subscription and the
@@ -68,7 +71,12 @@ func (a *Access) Machines() (*Machines, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workload identity: %w", err)
 	}
-	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(a.Subscription, cred, &arm.ClientOptions{ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK()}})
+	return a.MachinesAs(cred)
+}
+
+// MachinesAs are the scale sets reached with cred.
+func (a *Access) MachinesAs(cred azcore.TokenCredential) (*Machines, error) {
+	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(a.Subscription, cred, &arm.ClientOptions{ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK(), Transport: a.Transport}})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,10 @@ import (
 // instanceID is a scale-set VM's provider ID as the kubelet registers it (azure://<resource id>).
 var instanceID = regexp.MustCompile(`^azure:///subscriptions/([0-9a-fA-F-]{36})/resourceGroups/([-\w._()]{1,90})/providers/Microsoft\.Compute/virtualMachineScaleSets/([-\w.]{1,64})/virtualMachines/([0-9]{1,10})$`)
 
+// ErrNotClusterInstance is a claim of an instance that is not the cluster's worker of that name:
+// another scale set, another computer name, or no such instance.
+var ErrNotClusterInstance = errors.New("not this cluster's worker")
+
 // Instance is one scale-set VM.
 type Instance struct {
 	Subscription, ResourceGroup, ScaleSet, ID string
@@ -46,22 +50,9 @@ type Machines struct {
 
 // Remove deletes the node's instance and waits for the deletion; an instance already gone is done.
 func (m *Machines) Remove(ctx context.Context, node *corev1.Node) error {
-	in, err := ParseProviderID(node.Spec.ProviderID)
-	if err != nil {
+	in, vm, err := m.lookup(ctx, node.Spec.ProviderID, node.Name)
+	if err != nil || vm == nil {
 		return err
-	}
-	if !strings.EqualFold(in.Subscription, m.Subscription) || !strings.EqualFold(in.ResourceGroup, m.ResourceGroup) || !slices.Contains(m.ScaleSets, in.ScaleSet) {
-		return fmt.Errorf("node %s names %s/%s/%s, not one of this cluster's worker scale sets %v in %s", node.Name, in.Subscription, in.ResourceGroup, in.ScaleSet, m.ScaleSets, m.ResourceGroup)
-	}
-	vm, err := m.VMs.Get(ctx, in.ResourceGroup, in.ScaleSet, in.ID, nil)
-	if notFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if name := computerName(&vm.VirtualMachineScaleSetVM); !strings.EqualFold(name, node.Name) {
-		return fmt.Errorf("node %s names instance %s of %s, whose computer name is %q: not removed", node.Name, in.ID, in.ScaleSet, name)
 	}
 	poller, err := m.VMs.BeginDelete(ctx, in.ResourceGroup, in.ScaleSet, in.ID, nil)
 	if notFound(err) {
@@ -74,6 +65,46 @@ func (m *Machines) Remove(ctx context.Context, node *corev1.Node) error {
 	return err
 }
 
+// VMID is Azure's unique id of the instance a node named name claims by its provider ID, checked
+// as Remove checks: the id an attested document of that instance names.
+func (m *Machines) VMID(ctx context.Context, providerID, name string) (string, error) {
+	in, vm, err := m.lookup(ctx, providerID, name)
+	switch {
+	case err != nil:
+		return "", err
+	case vm == nil:
+		return "", fmt.Errorf("instance %s of %s does not exist: %w", in.ID, in.ScaleSet, ErrNotClusterInstance)
+	case vm.Properties == nil || vm.Properties.VMID == nil:
+		return "", fmt.Errorf("instance %s of %s has no vmId", in.ID, in.ScaleSet)
+	}
+	return *vm.Properties.VMID, nil
+}
+
+// lookup reads the instance providerID names, once it is one of the cluster's worker scale sets'
+// and its computer name is name; vm is nil when it does not exist.
+func (m *Machines) lookup(ctx context.Context, providerID, name string) (Instance, *armcompute.VirtualMachineScaleSetVM, error) {
+	in, err := ParseProviderID(providerID)
+	if err != nil {
+		return in, nil, fmt.Errorf("%w: %w", err, ErrNotClusterInstance)
+	}
+	if !strings.EqualFold(in.Subscription, m.Subscription) || !strings.EqualFold(in.ResourceGroup, m.ResourceGroup) || !slices.Contains(m.ScaleSets, in.ScaleSet) {
+		return in, nil, fmt.Errorf("node %s names %s/%s/%s, not one of this cluster's worker scale sets %v in %s: %w", name, in.Subscription, in.ResourceGroup, in.ScaleSet, m.ScaleSets, m.ResourceGroup, ErrNotClusterInstance)
+	}
+	vm, err := m.VMs.Get(ctx, in.ResourceGroup, in.ScaleSet, in.ID, nil)
+	switch {
+	case notFound(err):
+		return in, nil, nil
+	case forbidden(err): // each worker scale set grants its readers; the others do not
+		return in, nil, fmt.Errorf("%w: %w", err, ErrNotClusterInstance)
+	case err != nil:
+		return in, nil, err
+	}
+	if got := computerName(&vm.VirtualMachineScaleSetVM); !strings.EqualFold(got, name) {
+		return in, nil, fmt.Errorf("node %s names instance %s of %s, whose computer name is %q: %w", name, in.ID, in.ScaleSet, got, ErrNotClusterInstance)
+	}
+	return in, &vm.VirtualMachineScaleSetVM, nil
+}
+
 func computerName(vm *armcompute.VirtualMachineScaleSetVM) string {
 	if vm.Properties == nil || vm.Properties.OSProfile == nil || vm.Properties.OSProfile.ComputerName == nil {
 		return ""
@@ -84,4 +115,9 @@ func computerName(vm *armcompute.VirtualMachineScaleSetVM) string {
 func notFound(err error) bool {
 	var re *azcore.ResponseError
 	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
+}
+
+func forbidden(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusForbidden
 }

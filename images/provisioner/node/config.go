@@ -35,7 +35,7 @@ type Config struct {
 	Stack string `mapstructure:"stack" required:"true"`
 	// BinariesDir is a local directory holding the pinned binaries of the role's image
 	// (machine.ImageBinaries): for workers containerd, containerd-shim-runc-v2, ctr, runc, crictl,
-	// kubelet and a cni/ folder of CNI plugins; for the control plane etcd, etcdctl, etcdutl,
+	// kubelet, kube-proxy, clusterforge-node-join and a cni/ folder of CNI plugins; for the control plane etcd, etcdctl, etcdutl,
 	// kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, clusterforge-etcd-backup and
 	// clusterforge-csr-approver. Required; `scripts/toolchain.sh` builds it.
 	BinariesDir string `mapstructure:"binaries_dir" required:"true"`

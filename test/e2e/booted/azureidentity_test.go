@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -22,7 +23,7 @@ import (
 // replicas here: deviation "add-ons".)
 func TestOpsSignsInToAzure(t *testing.T) {
 	needBoot(t)
-	opsClient := machines.RehearsalClientIDs()[wellknown.OpsName]
+	opsClient, approverClient := machines.RehearsalClientIDs()[wellknown.OpsName], machines.RehearsalClientIDs()[spec.RoleAPIServer]
 	if err := drills.WaitUntil(3*time.Minute, func() error {
 		exchanges, err := booted.EntraExchanges()
 		if err != nil {
@@ -47,6 +48,7 @@ func TestOpsSignsInToAzure(t *testing.T) {
 		read := 0
 		for _, c := range calls {
 			switch {
+			case c.Client == approverClient: // the CSR approver's reads: TestJoinNeedsTheInstancesAttestedDocument
 			case c.Client != opsClient:
 				return fmt.Errorf("Resource Manager was called by %q: %+v", c.Client, c)
 			case c.Status != http.StatusOK:

@@ -259,12 +259,7 @@ func TestClusterForms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var workers []string
-	for _, m := range booted.Machines {
-		if m.Image == machine.ImageWorker {
-			workers = append(workers, m.Name)
-		}
-	}
+	workers := workerNames()
 	for _, n := range nodes.Items {
 		workers = slices.DeleteFunc(workers, func(w string) bool { return w == n.Name })
 	}

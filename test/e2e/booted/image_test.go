@@ -41,6 +41,17 @@ func preloadedApp(t testing.TB) string {
 	return list[len(list)-1].Name
 }
 
+// workerNames are the booted worker machines' names.
+func workerNames() []string {
+	var workers []string
+	for _, m := range booted.Machines {
+		if m.Image == machine.ImageWorker {
+			workers = append(workers, m.Name)
+		}
+	}
+	return workers
+}
+
 // firstWorker names a booted worker machine.
 func firstWorker(t testing.TB) string {
 	t.Helper()

@@ -23,12 +23,7 @@ func TestJoinTokenLeavesTheWorkers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	_, secret, _ := strings.Cut(booted.Bundle.BootstrapToken, ".")
-	var workers []string
-	for _, m := range booted.Machines {
-		if m.Image == machine.ImageWorker {
-			workers = append(workers, m.Name)
-		}
-	}
+	workers := workerNames()
 	for _, w := range workers {
 		// containerd's store holds images only; the seed is the test's datasource.
 		search := "grep -rlF -e " + machine.ShellQuote(secret) + " /etc /var /run /root /home --exclude-dir=containerd 2>/dev/null | grep -v '^" + nspawn.CloudInitSeed + "/' || true"

@@ -214,12 +214,7 @@ func TestNodeAgentsChangeOnlyTheirOwnNode(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cs := drills.Clientset(t, booted)
-	var workers []string
-	for _, m := range booted.Machines {
-		if m.Image == machine.ImageWorker {
-			workers = append(workers, m.Name)
-		}
-	}
+	workers := workerNames()
 	own, other := workers[0], workers[1]
 	pods, err := cs.CoreV1().Pods(addons.SystemNamespace).List(ctx, metav1.ListOptions{
 		LabelSelector: "app=" + addons.OpsAgentName, FieldSelector: "spec.nodeName=" + own})

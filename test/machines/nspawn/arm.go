@@ -2,15 +2,19 @@ package nspawn
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/clusterforge/clusterforge/components/azurecloud"
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/standin"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
+	"github.com/clusterforge/clusterforge/test/standin/imds"
 )
 
 // armPort is where Resource Manager's stand-in (deviation "Resource Manager") listens: beside
@@ -41,7 +45,7 @@ func (b *Booted) armInventory() arm.Inventory {
 		meta := b.metadata(m)
 		in, err := scaleset.ParseProviderID("azure://" + meta.ResourceID)
 		if err != nil {
-			inv.VMs = append(inv.VMs, arm.VM{Name: m.Name, ComputerName: m.Name})
+			inv.VMs = append(inv.VMs, arm.VM{Name: m.Name, ComputerName: m.Name, VMID: meta.VMID})
 			continue
 		}
 		i := slices.IndexFunc(inv.ScaleSets, func(s arm.ScaleSet) bool { return s.Name == in.ScaleSet })
@@ -49,7 +53,7 @@ func (b *Booted) armInventory() arm.Inventory {
 			inv.ScaleSets = append(inv.ScaleSets, arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-6], Image: m.Image})
 			i = len(inv.ScaleSets) - 1
 		}
-		inv.ScaleSets[i].Instances = append(inv.ScaleSets[i].Instances, &arm.Instance{ID: in.ID, ComputerName: m.Name, Zone: m.Zone, Image: m.Image})
+		inv.ScaleSets[i].Instances = append(inv.ScaleSets[i].Instances, &arm.Instance{ID: in.ID, ComputerName: m.Name, VMID: meta.VMID, Zone: m.Zone, Image: m.Image})
 	}
 	return inv
 }
@@ -76,4 +80,34 @@ func (b *Booted) startARM() error {
 		"--subscription="+machines.RehearsalSubscriptionID, "--resource-group="+b.Cluster.ResourceGroup(), "--location="+b.Cluster.Location,
 		"--tenant="+machines.RehearsalTenantID, "--authority-host="+b.AuthorityHost(), "--token-key="+b.entraSigningKey(),
 		"--inventory="+filepath.Join(dir, "inventory.json"), "--assignments="+filepath.Join(dir, "assignments.json"), "--calls="+b.ARMCallsFile()))
+}
+
+// Where an apiserver machine keeps the cloud its CSR approver calls and the roots it trusts.
+const (
+	approverCloudFile = "/etc/clusterforge/rehearsal/azure-environment.json"
+	approverRootsFile = "/etc/clusterforge/rehearsal/roots.pem"
+)
+
+// approverAzure points the apiserver machines' CSR approver at the stand-ins through the Azure
+// SDK's own configuration: the custom cloud's environment file, and roots holding the stand-ins'
+// serving certificate and the attested documents' root (Azure's are public roots).
+func (b *Booted) approverAzure() ([]machine.File, error) {
+	cloud, err := json.Marshal(b.Cloud())
+	if err != nil {
+		return nil, err
+	}
+	var roots []byte
+	for _, f := range []string{filepath.Join(b.entraDir(), "tls.crt"), filepath.Join(b.attestationDir(), imds.RootFile)} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		roots = append(roots, data...)
+	}
+	dropIn := fmt.Sprintf("[Service]\nEnvironment=%s=%s SSL_CERT_FILE=%s\n", azurecloud.FileEnv, approverCloudFile, approverRootsFile)
+	return []machine.File{
+		{Path: approverCloudFile, Content: string(cloud), Mode: 0o644},
+		{Path: approverRootsFile, Content: string(roots), Mode: 0o644},
+		{Path: machine.UnitDir + "/" + machine.CSRApproverUnit + ".d/50-rehearsal-azure.conf", Content: dropIn, Mode: 0o644},
+	}, nil
 }

@@ -292,8 +292,9 @@ func (b *Booted) userData(role string) string {
 // JSON, machine address → maintenance.Document, read at each request; absent means none.
 func (b *Booted) ScheduledEventsFile() string { return filepath.Join(b.Dir, "scheduled-events.json") }
 
-// startServices starts, in the hub namespace, the stand-ins for Azure's platform: the instance
-// metadata service, the internal load balancer, the backup store, Entra ID and Resource Manager.
+// startServices starts, in the hub namespace, the stand-ins for Azure's platform: the internal
+// load balancer, the backup store, Entra ID, the instance metadata service (attested documents,
+// the machines' identities' tokens) and Resource Manager.
 func (b *Booted) startServices(ctx context.Context) error {
 	meta := map[string]imds.InstanceMetadata{}
 	for _, m := range b.Machines {
@@ -307,10 +308,6 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := machines.WriteFile(metaFile, string(data)+"\n", 0o644); err != nil {
 		return err
 	}
-	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+wellknown.IMDSAddress+":80", "--machines="+metaFile,
-		"--events="+b.ScheduledEventsFile())); err != nil {
-		return err
-	}
 	if err := b.startService("lb", b.LBCommand()); err != nil {
 		return err
 	}
@@ -318,6 +315,15 @@ func (b *Booted) startServices(ctx context.Context) error {
 		return err
 	}
 	if err := b.startEntra(); err != nil {
+		return err
+	}
+	// After Entra ID's: the machines' identities' tokens are signed with its key.
+	if err := imds.WriteSigningChain(b.attestationDir()); err != nil {
+		return err
+	}
+	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+wellknown.IMDSAddress+":80", "--machines="+metaFile,
+		"--events="+b.ScheduledEventsFile(), "--attestation-dir="+b.attestationDir(), "--tenant="+machines.RehearsalTenantID,
+		"--token-key="+b.entraSigningKey())); err != nil {
 		return err
 	}
 	if err := b.startARM(); err != nil {
@@ -328,28 +334,29 @@ func (b *Booted) startServices(ctx context.Context) error {
 	return b.CreateBackupContainer(ctx)
 }
 
+// attestationDir holds the chain the metadata stand-in signs attested documents with.
+func (b *Booted) attestationDir() string { return filepath.Join(b.Dir, "attestation") }
+
 // metadata is what the instance metadata service says of a machine.
 func (b *Booted) metadata(m *Machine) imds.InstanceMetadata {
 	c := b.Cluster
-	rg := "/subscriptions/" + machines.RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup() + "/providers/Microsoft.Compute/"
-	id, size := rg+"virtualMachines/"+m.Name, c.APIServer.VMSize
+	size := c.APIServer.VMSize
 	switch m.Role {
 	case spec.RoleEtcdMain:
 		size = c.EtcdMain.VMSize
 	case spec.RoleEtcdEvents:
 		size = c.EtcdEvents.VMSize
 	}
-	if m.Role == spec.RoleAPIServer || m.Image == machine.ImageWorker {
-		prefix := strings.TrimRight(m.Name[:len(m.Name)-6], "-")
-		instance, _ := strconv.ParseInt(m.Name[len(m.Name)-6:], 36, 64)
-		id = fmt.Sprintf("%svirtualMachineScaleSets/%s/virtualMachines/%d", rg, prefix, instance)
-		if p, ok := c.PoolOfRole(m.Role); ok {
-			size = p.VMSize
-		}
+	if p, ok := c.PoolOfRole(m.Role); ok {
+		size = p.VMSize
+	}
+	var identities []string
+	if id, ok := machines.RehearsalClientIDs()[m.Role]; ok {
+		identities = []string{id}
 	}
 	subnet := m.prefix.Masked()
-	return imds.InstanceMetadata{Name: m.Name, ResourceID: id, Zone: m.Zone, Location: c.Location, VMSize: size,
-		PrivateIP: m.Address, SubnetAddress: subnet.Addr().String(), SubnetPrefix: subnet.Bits()}
+	return imds.InstanceMetadata{Name: m.Name, ResourceID: machines.ResourceID(c, m.Role, m.Name), VMID: machines.VMID(m.Name), Zone: m.Zone,
+		Location: c.Location, VMSize: size, PrivateIP: m.Address, SubnetAddress: subnet.Addr().String(), SubnetPrefix: subnet.Bits(), Identities: identities}
 }
 
 // startService runs argv in the hub namespace, detached: it outlives this command until Down.
@@ -561,7 +568,7 @@ func (b *Booted) waitCluster(ctx context.Context) error {
 	if err := b.each(workers, func(m *Machine) error { return b.waitNodeReady(ctx, m.Name) }); err != nil {
 		return err
 	}
-	b.logf("%d workers joined (TLS bootstrap through the load balancer) and are Ready with their pool labels", len(workers))
+	b.logf("%d workers joined (attested, through the load balancer) and are Ready with their pool labels", len(workers))
 	return b.applyAddons(ctx)
 }
 

@@ -157,7 +157,8 @@ func (b *Booted) create(m *Machine) error {
 // machineDeviations are files the boot adds to a machine before its first boot: a worker's pod
 // network reading its NIC's IP configurations from a file (deviation "pod IPs"), containerd's
 // config edited (deviation "kernel") and the kubelet's nodefs thresholds dropped (deviation "OS
-// disk"), the backup store's address for the main etcd's units (deviation "backup store").
+// disk"), the backup store's address for the main etcd's units (deviation "backup store"), and
+// the cloud the CSR approver calls (deviation "Resource Manager").
 func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 	if m.Image == machine.ImageWorker {
 		config, err := os.ReadFile(filepath.Join(b.imageDir(m.Image), machine.ContainerdConfigPath))
@@ -179,6 +180,9 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 			{Path: machine.ContainerdConfigPath, Content: edited, Mode: 0o644},
 			{Path: machine.UnitDir + "/kubelet.service.d/50-rehearsal-nodefs.conf", Content: kubeletNodefsDropIn, Mode: 0o644},
 		}, nil
+	}
+	if m.Role == spec.RoleAPIServer {
+		return b.approverAzure()
 	}
 	if m.Role != spec.RoleEtcdMain {
 		return nil, nil

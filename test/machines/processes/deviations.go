@@ -96,6 +96,6 @@ var flagOverrides = map[string]map[string]string{
 }
 
 // identityEnv is what clusterforge-identity.service would write to machine.NodeEnvFile.
-func identityEnv(name, ip string) string {
-	return fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\n", name, ip)
+func identityEnv(c *spec.Cluster, in machines.Instance) string {
+	return fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\nPROVIDER_ID=azure://%s\n", in.Name, in.IP, machines.ResourceID(c, in.Role, in.Name))
 }

@@ -23,7 +23,7 @@ func (p *Layout) materialize(in machines.Instance) error {
 		return err
 	}
 	files := append(append([]machine.File(nil), in.Machine.Files...), in.Machine.UnitFiles()...)
-	files = append(files, machine.File{Path: machine.NodeEnvFile, Content: identityEnv(in.Name, in.IP), Mode: 0o644})
+	files = append(files, machine.File{Path: machine.NodeEnvFile, Content: identityEnv(p.Cluster, in), Mode: 0o644})
 	for _, f := range files {
 		content := f.Content
 		if !strings.HasPrefix(content, "-----BEGIN") { // keys and certificates hold no paths

@@ -53,10 +53,17 @@ func (l *Local) Grant(principal, scope string, actions ...string) {
 // GroupID is the resource group's resource ID.
 func (l *Local) GroupID() string { return l.Server.groupID() }
 
+// Cloud is the stand-in as a custom cloud; its clients need Transport.
+func (l *Local) Cloud() azurecloud.Cloud {
+	return azurecloud.Cloud{Name: azurecloud.Custom, ResourceManagerEndpoint: l.HTTP.URL, AuthorityHost: azurecloud.Public.AuthorityHost, TokenAudience: azurecloud.Public.TokenAudience}
+}
+
+// Transport trusts the stand-in's serving certificate.
+func (l *Local) Transport() policy.Transporter { return l.HTTP.Client() }
+
 // Options point the SDK's Resource Manager clients at the stand-in, as a custom cloud.
 func (l *Local) Options() *azarm.ClientOptions {
-	c := azurecloud.Cloud{Name: azurecloud.Custom, ResourceManagerEndpoint: l.HTTP.URL, AuthorityHost: azurecloud.Public.AuthorityHost, TokenAudience: azurecloud.Public.TokenAudience}
-	return &azarm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: l.HTTP.Client(), Cloud: c.SDK()}}
+	return &azarm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: l.Transport(), Cloud: l.Cloud().SDK()}}
 }
 
 // Credential is a principal's: Entra's stand-in's access tokens for the scope asked.

@@ -106,8 +106,8 @@ func TokenIssuer(tenant string) string { return "https://sts.windows.net/" + ten
 // KeysPath is the tenant's signing key set under the authority host.
 func KeysPath(tenant string) string { return "/" + tenant + "/discovery/v2.0/keys" }
 
-// tokenLifetime is an access token's, as Entra issues them by default.
-const tokenLifetime = time.Hour
+// TokenLifetime is an access token's, as Entra issues them by default.
+const TokenLifetime = time.Hour
 
 // AccessToken issues clientID's token for the resource a scope ending in /.default names.
 func (s *Server) AccessToken(clientID, resource string) (string, error) {
@@ -117,7 +117,7 @@ func (s *Server) AccessToken(clientID, resource string) (string, error) {
 	now := s.Now()
 	return standin.SignRS256(s.SigningKey, AccessClaims{
 		Audience: resource, Issuer: TokenIssuer(s.Tenant), Tenant: s.Tenant, AppID: clientID, ObjectID: clientID,
-		IssuedAt: now.Unix(), NotBefore: now.Unix(), Expiry: now.Add(tokenLifetime).Unix(),
+		IssuedAt: now.Unix(), NotBefore: now.Unix(), Expiry: now.Add(TokenLifetime).Unix(),
 	})
 }
 
@@ -198,7 +198,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Record(ex)
-	writeJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": int(tokenLifetime.Seconds()), "ext_expires_in": int(tokenLifetime.Seconds()),
+	writeJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": int(TokenLifetime.Seconds()), "ext_expires_in": int(TokenLifetime.Seconds()),
 		"access_token": access})
 }
 

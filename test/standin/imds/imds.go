@@ -21,7 +21,9 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/test/standin"
+	"github.com/clusterforge/clusterforge/test/standin/entra"
 
+	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/ops/maintenance"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -31,21 +33,25 @@ import (
 type InstanceMetadata struct {
 	Name       string `json:"name"`
 	ResourceID string `json:"resourceId"`
-	Zone       string `json:"zone"`
-	Location   string `json:"location"`
-	VMSize     string `json:"vmSize"`
+	// VMID is Azure's unique id of the VM, which its attested document names.
+	VMID     string `json:"vmId"`
+	Zone     string `json:"zone"`
+	Location string `json:"location"`
+	VMSize   string `json:"vmSize"`
 	// PrivateIP is the primary NIC's address; SubnetAddress and SubnetPrefix its subnet.
 	PrivateIP     string `json:"privateIp"`
 	SubnetAddress string `json:"subnetAddress"`
 	SubnetPrefix  int    `json:"subnetPrefix"`
+	// Identities are the client ids of the machine's user-assigned identities.
+	Identities []string `json:"identities,omitempty"`
 }
 
 // document is the machine's /metadata/instance document as Azure (api-version 2021-02-01) shapes it.
 func (m InstanceMetadata) document() map[string]any {
 	return map[string]any{
 		"compute": map[string]any{
-			"name": m.Name, "resourceId": m.ResourceID, "zone": m.Zone, "location": m.Location, "vmSize": m.VMSize,
-			"osType": "Linux",
+			"name": m.Name, "resourceId": m.ResourceID, "vmId": m.VMID, "subscriptionId": m.subscription(), "zone": m.Zone,
+			"location": m.Location, "vmSize": m.VMSize, "osType": "Linux",
 		},
 		"network": map[string]any{"interface": []any{map[string]any{
 			"ipv4": map[string]any{
@@ -60,9 +66,13 @@ func (m InstanceMetadata) document() map[string]any {
 // source address, as Azure's service answers each VM (deviation "instance metadata"), and
 // /metadata/scheduledevents, the events a drill has planned for it. A machine may start one of its
 // events early (a POST of StartRequests); the event is then served Started, without NotBefore.
+// With a Signer it serves each machine's attested document too.
 type Server struct {
 	// Machines maps a machine's address to its metadata.
 	Machines map[string]InstanceMetadata
+	Signer   *Signer
+	// Entra issues the machines' identities' tokens; nil serves none.
+	Entra *entra.Server
 	// ScheduledEvents are the events of the machine at an address; nil serves none.
 	ScheduledEvents func(address string) (maintenance.Document, error)
 
@@ -84,6 +94,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 		w.WriteHeader(code)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+	}
+	if r.URL.Path == IssuerPath && s.Signer != nil { // a public certificate, as Azure's PKI serves it
+		w.Header().Set("Content-Type", "application/pkix-cert")
+		_, _ = w.Write(s.Signer.Issuer.Raw)
+		return
 	}
 	if r.Header.Get("Metadata") != "true" || r.Header.Get("X-Forwarded-For") != "" {
 		fail(http.StatusBadRequest, "Bad request. Required metadata header not specified")
@@ -109,6 +124,20 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if err := s.start(doc, r.Body); err != nil {
 				fail(http.StatusBadRequest, err.Error())
 			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		_ = json.NewEncoder(w).Encode(doc)
+		return
+	}
+	if r.URL.Path == IdentityPath && s.Entra != nil {
+		s.identityToken(w, r, m)
+		return
+	}
+	if r.URL.Path == attestation.Path && s.Signer != nil {
+		doc, err := s.Signer.Document(m, r.URL.Query().Get("nonce"), time.Now())
+		if err != nil {
+			fail(http.StatusBadRequest, err.Error())
 			return
 		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
@@ -219,6 +248,9 @@ func Main(args []string) error {
 	listen := fs.String("listen", wellknown.IMDSAddress+":80", "host:port to serve")
 	machines := fs.String("machines", "", "JSON file: address → InstanceMetadata")
 	events := fs.String("events", "", "JSON file, read at each request: address → scheduled events document (none when absent)")
+	signing := fs.String("attestation-dir", "", "signing chain of attested documents (WriteSigningChain); none served when empty")
+	tenant := fs.String("tenant", "", "Entra tenant of the machines' identities")
+	tokenKey := fs.String("token-key", "", "Entra ID's token signing key (PEM); no identity tokens served when empty")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -232,6 +264,18 @@ func Main(args []string) error {
 	}
 	if *events != "" {
 		s.ScheduledEvents = eventsFromFile(*events)
+	}
+	if *tokenKey != "" {
+		key, err := entra.ReadSigningKey(*tokenKey)
+		if err != nil {
+			return fmt.Errorf("imds: --token-key: %w", err)
+		}
+		s.Entra = &entra.Server{Tenant: *tenant, SigningKey: key, Now: time.Now}
+	}
+	if *signing != "" {
+		if s.Signer, err = ReadSigner(*signing); err != nil {
+			return fmt.Errorf("imds: --attestation-dir: %w", err)
+		}
 	}
 	return standin.Serve(*listen, s, "", "", func() { log.Printf("instance metadata for %d machines on %s", len(s.Machines), *listen) })
 }

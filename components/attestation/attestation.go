@@ -1,0 +1,176 @@
+// Package attestation reads Azure's attested data: the instance metadata service's document,
+// signed by Azure, that names the VM asking for it (its vmId and subscription) and echoes a nonce
+// the VM chose. A joining node binds the nonce to the key of its certificate request, so the
+// document vouches for that request and no other.
+package attestation
+
+import (
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/smallstep/pkcs7"
+)
+
+// The metadata service's endpoint and version of the attested document.
+const (
+	Path       = "/metadata/attested/document"
+	APIVersion = "2020-09-01"
+)
+
+// SignerDomain is the name Azure's signing certificate is issued for, itself or a subdomain
+// ("Azure Instance Metadata Service: attested data", learn.microsoft.com).
+const SignerDomain = "metadata.azure.com"
+
+// TimeLayout is the document's timestamps' format ("11/28/18 00:16:17 -0000").
+const TimeLayout = "01/02/06 15:04:05 -0700"
+
+// Document is the metadata service's answer: a PKCS#7 signed message, base64 encoded.
+type Document struct {
+	Encoding  string `json:"encoding"`
+	Signature string `json:"signature"`
+}
+
+// Payload is the signed content, the fields read here.
+type Payload struct {
+	Nonce          string `json:"nonce"`
+	VMID           string `json:"vmId"`
+	SubscriptionID string `json:"subscriptionId"`
+	SKU            string `json:"sku"`
+	TimeStamp      struct {
+		CreatedOn string `json:"createdOn"`
+		ExpiresOn string `json:"expiresOn"`
+	} `json:"timeStamp"`
+}
+
+// Nonce is the nonce a request for key asks for: the metadata service takes ten digits, here the
+// first 64 bits of the SHA-256 of the key's PKIX encoding, modulo 10^10.
+func Nonce(key crypto.PublicKey) (string, error) {
+	der, err := x509.MarshalPKIXPublicKey(key)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(der)
+	return fmt.Sprintf("%010d", binary.BigEndian.Uint64(sum[:8])%10_000_000_000), nil
+}
+
+// Verifier checks documents: the signature, the signer's certificate chained to Roots at Now
+// for SignerDomain, and the document's own validity window.
+type Verifier struct {
+	Roots *x509.CertPool
+	// Issuers fetches a certificate's issuer from its Authority Information Access URL: Azure's
+	// message carries the signer's certificate alone. Nil uses only the message's certificates.
+	Issuers func(url string) (*x509.Certificate, error)
+	Now     func() time.Time
+	// MaxAge refuses a document created longer ago than this.
+	MaxAge time.Duration
+}
+
+// Verify returns the payload of a document that passes every check.
+func (v Verifier) Verify(doc Document) (Payload, error) {
+	if doc.Encoding != "pkcs7" {
+		return Payload{}, fmt.Errorf("attestation: encoding %q, want pkcs7", doc.Encoding)
+	}
+	der, err := base64.StdEncoding.DecodeString(doc.Signature)
+	if err != nil {
+		return Payload{}, fmt.Errorf("attestation: signature: %w", err)
+	}
+	p7, err := pkcs7.Parse(der)
+	if err != nil {
+		return Payload{}, fmt.Errorf("attestation: %w", err)
+	}
+	if err := p7.Verify(); err != nil { // the signature over the content; the chain is checked below
+		return Payload{}, fmt.Errorf("attestation: %w", err)
+	}
+	signer := p7.GetOnlySigner()
+	if signer == nil {
+		return Payload{}, errors.New("attestation: not one signer")
+	}
+	if !slices.ContainsFunc(signer.DNSNames, func(n string) bool { return n == SignerDomain || strings.HasSuffix(n, "."+SignerDomain) }) {
+		return Payload{}, fmt.Errorf("attestation: signed for %q, not %s", signer.DNSNames, SignerDomain)
+	}
+	now := v.Now()
+	intermediates := x509.NewCertPool()
+	for _, c := range p7.Certificates {
+		intermediates.AddCert(c)
+	}
+	if v.Issuers != nil {
+		for _, url := range signer.IssuingCertificateURL {
+			if issuer, err := v.Issuers(url); err == nil {
+				intermediates.AddCert(issuer)
+			}
+		}
+	}
+	if _, err := signer.Verify(x509.VerifyOptions{Roots: v.Roots, Intermediates: intermediates, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return Payload{}, fmt.Errorf("attestation: signer %s: %w", signer.Subject, err)
+	}
+	var p Payload
+	if err := json.Unmarshal(p7.Content, &p); err != nil {
+		return Payload{}, fmt.Errorf("attestation: content: %w", err)
+	}
+	created, err := time.Parse(TimeLayout, p.TimeStamp.CreatedOn)
+	if err != nil {
+		return Payload{}, fmt.Errorf("attestation: createdOn: %w", err)
+	}
+	expires, err := time.Parse(TimeLayout, p.TimeStamp.ExpiresOn)
+	if err != nil {
+		return Payload{}, fmt.Errorf("attestation: expiresOn: %w", err)
+	}
+	switch {
+	case now.Before(created.Add(-time.Minute)): // a minute of clock skew
+		return Payload{}, fmt.Errorf("attestation: created %s, in the future", p.TimeStamp.CreatedOn)
+	case now.Sub(created) > v.MaxAge:
+		return Payload{}, fmt.Errorf("attestation: created %s, more than %s ago", p.TimeStamp.CreatedOn, v.MaxAge)
+	case now.After(expires):
+		return Payload{}, fmt.Errorf("attestation: expired %s", p.TimeStamp.ExpiresOn)
+	}
+	return p, nil
+}
+
+// FetchIssuers fetches issuers over HTTP (Authority Information Access URLs are plain http; the
+// chain's verification is what trusts them) and keeps each for the process's life.
+func FetchIssuers(client *http.Client) func(url string) (*x509.Certificate, error) {
+	var mu sync.Mutex
+	cache := map[string]*x509.Certificate{}
+	return func(url string) (*x509.Certificate, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := cache[url]; ok {
+			return c, nil
+		}
+		resp, err := client.Get(url)
+		if err != nil {
+			return nil, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("attestation: issuer %s: HTTP %d", url, resp.StatusCode)
+		}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		if err != nil {
+			return nil, err
+		}
+		if block, _ := pem.Decode(data); block != nil {
+			data = block.Bytes
+		}
+		c, err := x509.ParseCertificate(data)
+		if err != nil {
+			return nil, fmt.Errorf("attestation: issuer %s: %w", url, err)
+		}
+		cache[url] = c
+		return c, nil
+	}
+}

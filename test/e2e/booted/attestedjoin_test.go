@@ -1,0 +1,139 @@
+package booted_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/clusterforge/clusterforge/components/attestation"
+	"github.com/clusterforge/clusterforge/components/csrapprover"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/machines"
+)
+
+// Every worker joined through its instance's attested document, checked by the CSR approver
+// against Resource Manager with the apiserver machines' identity; and the join token alone, as
+// root on a worker holds it before it is removed, gets no other node's certificate: neither
+// without a document, nor with the worker's own document under another node's name.
+func TestJoinNeedsTheInstancesAttestedDocument(t *testing.T) {
+	needBoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cs := drills.Clientset(t, booted)
+	workers := workerNames()
+	// The approver read each worker's instance as the apiservers' identity (2xx), and approved it.
+	calls, err := booted.ARMCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, reads := machines.RehearsalClientIDs()[spec.RoleAPIServer], 0
+	for _, c := range calls {
+		if c.Client == approver && c.Action == "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read" && c.Status == 200 {
+			reads++
+		}
+	}
+	if reads < len(workers) {
+		t.Errorf("the approver read %d worker instances through Resource Manager, want one per worker (%d) at least", reads, len(workers))
+	}
+	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := map[string]bool{}
+	for _, c := range csrs.Items {
+		for _, cond := range c.Status.Conditions {
+			if c.Spec.SignerName == certv1.KubeAPIServerClientKubeletSignerName && cond.Type == certv1.CertificateApproved && cond.Reason == csrapprover.Reason {
+				if f := strings.Fields(cond.Message); len(f) > 1 && f[0] == "node" {
+					joined[f[1]] = true
+				}
+			}
+		}
+	}
+	for _, w := range workers {
+		if !joined[w] {
+			t.Errorf("no join of %s approved by the CSR approver (approved: %v)", w, joined)
+		}
+	}
+
+	// The join token, from the test host.
+	token, err := kubernetes.NewForConfig(&rest.Config{Host: booted.Cluster.APIServerURL(), BearerToken: booted.Bundle.BootstrapToken, Dial: booted.Dial,
+		TLSClientConfig: rest.TLSClientConfig{CAData: []byte(booted.Bundle.Pair(pki.ClusterCA).CertPEM)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, err := attestation.Nonce(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first worker's own document, bound to this key, asked on that worker as its root could.
+	doc, err := booted.Exec(ctx, workers[0], "curl", "-fsS", "-H", "Metadata: true",
+		"http://"+wellknown.IMDSAddress+attestation.Path+"?api-version="+attestation.APIVersion+"&nonce="+nonce)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := booted.Machine(workers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := booted.Machine(workers[len(workers)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := machines.ResourceID(booted.Cluster, first.Role, first.Name)
+	for _, tc := range []struct {
+		name, node, doc, instance, denial string
+	}{
+		{"no document", victim.Name, "", machines.ResourceID(booted.Cluster, victim.Role, victim.Name), "no attested document"},
+		{"another worker's document", victim.Name, doc, machines.ResourceID(booted.Cluster, victim.Role, victim.Name), "the attested document is vmId"},
+		{"its own instance under another name", victim.Name, doc, own, "computer name"},
+	} {
+		request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + tc.node, Organization: []string{pki.NodesGroup}}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csr, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: tc.doc, wellknown.InstanceAnnotation: tc.instance}},
+			Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
+				SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if err := drills.WaitUntil(2*time.Minute, func() error {
+			got, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type != certv1.CertificateDenied || c.Reason != csrapprover.Reason || !strings.Contains(c.Message, tc.denial) {
+					t.Errorf("%s: %s by %s (%s), want denied by the CSR approver for %q", tc.name, c.Type, c.Reason, c.Message, tc.denial)
+				}
+				t.Logf("%s: %s: %s", tc.name, c.Type, c.Message)
+				return nil
+			}
+			return fmt.Errorf("%s: pending", tc.name)
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+}

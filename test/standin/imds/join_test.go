@@ -1,0 +1,153 @@
+package imds_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	certv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/attestation"
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+	"github.com/clusterforge/clusterforge/components/csrapprover"
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/standin/arm"
+	"github.com/clusterforge/clusterforge/test/standin/imds"
+)
+
+const (
+	subscription = "00000000-0000-0000-0000-00000000c0de"
+	group        = "cf-dev"
+	approver     = "11111111-1111-1111-1111-0000000000ap"
+)
+
+// A joining node's client certificate is approved only with its own instance's attested document,
+// bound to the request's key, for the name Resource Manager gives that instance: the approver's
+// own code against the metadata and Resource Manager stand-ins. A worker's root holds the join
+// token and its own metadata service, so each refusal is something such a worker could try.
+func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
+	dir := t.TempDir()
+	if err := imds.WriteSigningChain(dir); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := imds.ReadSigner(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &arm.Server{Subscription: subscription, ResourceGroup: group, Location: "eastus2"}
+	local := arm.Serve(t, srv, "22222222-2222-2222-2222-222222222222")
+	local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cf-dev-cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
+	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu", ComputerNamePrefix: "cf-dev-cpu", Instances: []*arm.Instance{{}, {}}})
+	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-apiserver", ComputerNamePrefix: "cf-dev-apiserver", Instances: []*arm.Instance{{}}})
+	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-other", ComputerNamePrefix: "cf-dev-other", Instances: []*arm.Instance{{}}})
+	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(subscription, local.Credential(approver), local.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := vms.NewListPager(group, "cf-dev-cpu", nil).NextPage(context.Background())
+	if err != nil || len(page.Value) != 2 {
+		t.Fatalf("workers: %v", err)
+	}
+	workers := page.Value
+	// The metadata service answers each machine about itself, by address.
+	meta := &imds.Server{Signer: signer, Machines: map[string]imds.InstanceMetadata{}}
+	for i, vm := range workers {
+		meta.Machines["10.0.2."+string(rune('4'+i))] = imds.InstanceMetadata{Name: *vm.Properties.OSProfile.ComputerName, ResourceID: *vm.ID, VMID: *vm.Properties.VMID}
+	}
+	roots := x509.NewCertPool()
+	root, err := os.ReadFile(filepath.Join(dir, imds.RootFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots.AppendCertsFromPEM(root)
+	joins := csrapprover.Joins{
+		Attested: attestation.Verifier{Roots: roots, Issuers: func(string) (*x509.Certificate, error) { return signer.Issuer, nil }, Now: time.Now, MaxAge: 10 * time.Minute},
+		Instances: csrapprover.WorkerInstances{Cred: local.Credential(approver), ControlPlane: "cf-dev-apiserver",
+			Access: &scaleset.Access{Cloud: local.Cloud(), Transport: local.Transport(), Subscription: subscription, ResourceGroup: group}},
+		Subscription: subscription,
+	}
+	attested := func(from string, nonce string) string {
+		req := httptest.NewRequest(http.MethodGet, "http://169.254.169.254"+attestation.Path+"?api-version="+attestation.APIVersion+"&nonce="+nonce, nil)
+		req.RemoteAddr, req.Header["Metadata"] = from+":40000", []string{"true"}
+		w := httptest.NewRecorder()
+		meta.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("attested document: HTTP %d %s", w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	request := func(node string, key *ecdsa.PrivateKey) []byte {
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{pki.NodesGroup}}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der})
+	}
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	nonceOf := func(k *ecdsa.PrivateKey) string {
+		n, err := attestation.Nonce(k.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	csr := func(node string, key *ecdsa.PrivateKey, doc, instance string, groups ...string) *certv1.CertificateSigningRequest {
+		return &certv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{Name: "join", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.InstanceAnnotation: instance}},
+			Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeAPIServerClientKubeletSignerName, Request: request(node, key),
+				Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}, Username: "system:bootstrap:abcdef",
+				Groups: append([]string{"system:bootstrappers", "system:authenticated"}, groups...)},
+		}
+	}
+	a, b := meta.Machines["10.0.2.4"], meta.Machines["10.0.2.5"]
+	k, other := newKey(), newKey()
+	for _, tc := range []struct {
+		name    string
+		csr     *certv1.CertificateSigningRequest
+		approve bool
+		reason  string
+	}{
+		{"its own instance", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup), true, "is instance"},
+		{"another node's name", csr(b.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup), false, "computer name"},
+		{"another node's name and instance", csr(b.Name, k, attested("10.0.2.4", nonceOf(k)), b.ResourceID, pki.BootstrapGroup), false, "the attested document is vmId"},
+		{"a document bound to another key", csr(a.Name, k, attested("10.0.2.4", nonceOf(other)), a.ResourceID, pki.BootstrapGroup), false, "nonce"},
+		{"no document", csr(a.Name, k, "", a.ResourceID, pki.BootstrapGroup), false, "no attested document"},
+		{"a control-plane instance", csr("cf-dev-apiserver000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-apiserver/"), pki.BootstrapGroup), false, "the control plane's scale set"},
+		{"a scale set the approver may not read", csr("cf-dev-other000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-other/"), pki.BootstrapGroup), false, "403"},
+		{"another resource group", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/cf-dev/", "/cf-prod/"), pki.BootstrapGroup), false, "not one of this cluster's worker scale sets"},
+		{"not the join token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), false, "not a join request"},
+	} {
+		approve, reason, err := joins.Decide(context.Background(), tc.csr)
+		if err != nil || approve != tc.approve || !strings.Contains(reason, tc.reason) {
+			t.Errorf("%s: approve %v (%q, error %v), want %v with %q", tc.name, approve, reason, err, tc.approve, tc.reason)
+		}
+	}
+	// Resource Manager not answering is no verdict: the request waits for a retry.
+	local.HTTP.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if approve, reason, err := joins.Decide(ctx, csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup)); approve || err == nil {
+		t.Errorf("Resource Manager down: approve %v (%q), want an error to retry", approve, reason)
+	}
+}
