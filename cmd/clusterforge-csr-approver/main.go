@@ -55,12 +55,12 @@ func main() {
 			}
 		}()
 	}
-	joins, err := newJoins(*providerID)
+	joins, placement, err := newJoins(*providerID)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, *subnet, *identity, *lease, joins); err != nil {
+	if err := run(*kubeconfig, *subnet, *identity, *lease, joins, placement); err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(1)
 	}
@@ -68,36 +68,36 @@ func main() {
 
 // newJoins reaches the worker scale sets through Resource Manager with the machine's managed
 // identity, in the cloud AZURE_ENVIRONMENT_FILEPATH describes (Azure's public cloud without it),
-// and trusts attested documents signed under the system's roots.
-func newJoins(providerID string) (*csrapprover.Joins, error) {
+// for joins and placement labels, and trusts attested documents signed under the system's roots.
+func newJoins(providerID string) (*csrapprover.Joins, *csrapprover.WorkerInstances, error) {
 	self, err := scaleset.ParseProviderID(providerID)
 	if err != nil {
-		return nil, fmt.Errorf("--provider-id: %w", err)
+		return nil, nil, fmt.Errorf("--provider-id: %w", err)
 	}
 	cloud := azurecloud.Public
 	if file := os.Getenv(azurecloud.FileEnv); file != "" {
 		if cloud, err = azurecloud.Read(file); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	cred, err := azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{ClientOptions: policy.ClientOptions{Cloud: cloud.SDK()}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	roots, err := x509.SystemCertPool()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	workers := &csrapprover.WorkerInstances{Cred: cred, ControlPlane: self.ScaleSet,
+		Access: &scaleset.Access{Cloud: cloud, Subscription: self.Subscription, ResourceGroup: self.ResourceGroup}}
 	return &csrapprover.Joins{
 		Attested: attestation.Verifier{Roots: roots, Issuers: attestation.FetchIssuers(&http.Client{Timeout: 10 * time.Second}),
-			Now: time.Now, MaxAge: csrapprover.AttestationMaxAge},
-		Instances: csrapprover.WorkerInstances{Cred: cred, ControlPlane: self.ScaleSet,
-			Access: &scaleset.Access{Cloud: cloud, Subscription: self.Subscription, ResourceGroup: self.ResourceGroup}},
-		Subscription: self.Subscription,
-	}, nil
+			Now: time.Now, MaxAge: attestation.MaxAge},
+		Instances: workers, Subscription: self.Subscription,
+	}, workers, nil
 }
 
-func run(kubeconfig, subnet, identity, lease string, joins *csrapprover.Joins) error {
+func run(kubeconfig, subnet, identity, lease string, joins *csrapprover.Joins, placement csrapprover.Placement) error {
 	prefix, err := netip.ParsePrefix(subnet)
 	if err != nil {
 		return fmt.Errorf("--node-subnet: %w", err)
@@ -117,5 +117,5 @@ func run(kubeconfig, subnet, identity, lease string, joins *csrapprover.Joins) e
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Joins: joins, Identity: identity, Lease: lease})
+	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Joins: joins, Placement: placement, Identity: identity, Lease: lease})
 }

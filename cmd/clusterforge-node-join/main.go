@@ -10,7 +10,6 @@ import (
 	"log"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -20,19 +19,17 @@ import (
 func main() {
 	cfg := nodejoin.Config{Logf: log.Printf}
 	flag.StringVar(&cfg.NodeName, "node-name", "", "the node's name, its instance's computer name")
-	providerID := flag.String("provider-id", "", "the instance's provider ID (azure://<resource id>)")
+	flag.StringVar(&cfg.ProviderID, "provider-id", "", "the instance's provider ID (azure://<resource id>)")
 	flag.StringVar(&cfg.Metadata, "metadata-endpoint", "", "the instance metadata service's base URL")
 	flag.StringVar(&cfg.BootstrapKubeconfig, "bootstrap-kubeconfig", "", "kubeconfig with the join token")
 	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "the kubelet's kubeconfig to write")
 	flag.StringVar(&cfg.ClientCert, "client-cert", "", "the kubelet's current client certificate and key (a link to a dated file beside it)")
 	flag.DurationVar(&cfg.Retry, "retry", 30*time.Second, "wait between attempts")
 	flag.Parse()
-	resourceID, ok := strings.CutPrefix(*providerID, "azure://")
-	if !ok || cfg.NodeName == "" || cfg.Metadata == "" {
-		fmt.Fprintln(os.Stderr, "clusterforge-node-join: --node-name, --metadata-endpoint and --provider-id=azure://<resource id> are required")
+	if cfg.NodeName == "" || cfg.Metadata == "" || cfg.ProviderID == "" {
+		fmt.Fprintln(os.Stderr, "clusterforge-node-join: --node-name, --metadata-endpoint and --provider-id are required")
 		os.Exit(2)
 	}
-	cfg.InstanceID = resourceID
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := nodejoin.Join(ctx, cfg); err != nil {

@@ -38,6 +38,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/machines/nspawn"
 	"github.com/clusterforge/clusterforge/test/machines/processes"
@@ -335,10 +336,10 @@ Stack %s is running on loopback.
   processes:   %s   (logs in %s)
 Try:
   export KUBECONFIG=%s
-  %s/kubectl get nodes -L clusterforge.io/pool
+  %s/kubectl get nodes -L %s
   %s/kubectl -n kube-system get leases
 Stop it with: make rehearse-down STACK=%s
-`, stack, rel(kubeconfig), rel(endpoints), rel(filepath.Join(dir, "logs")), rel(kubeconfig), tools, tools, stack)
+`, stack, rel(kubeconfig), rel(endpoints), rel(filepath.Join(dir, "logs")), rel(kubeconfig), tools, wellknown.PoolLabel, tools, stack)
 }
 
 // boot boots every machine of the stack's plan and leaves them running.

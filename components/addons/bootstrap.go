@@ -62,7 +62,8 @@ func bootstrap(*spec.Cluster) []Object {
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{certv1.KubeletServingSignerName, certv1.KubeAPIServerClientKubeletSignerName}, Verbs: []string{"approve"}},
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+			// Placement labels on each worker's Node (wellknown.PlacementLabels).
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		}},
 		binding(approver, approver, rbacv1.UserKind, pki.CSRApproverUser),
 		&rbacv1.Role{ObjectMeta: meta(SystemNamespace, approver, nil), Rules: leaderElection(machine.CSRApproverLease)},

@@ -201,10 +201,10 @@ func sameFieldsBut(field string, except ...string) string {
 }
 
 // nodeLabels: NodeRestriction lets a kubelet change its Node's labels outside the kubernetes.io
-// and k8s.io namespaces, and a pool's labels (clusterforge.io/pool, the GPU label, the stack's
-// own) are what place the system add-ons and every team's pods. A kubelet sets them when it
-// registers and never again, so this policy refuses any later change to them by a node: root on
-// one worker cannot move it into the system pool.
+// and k8s.io namespaces. The placement labels are the CSR approver's, under
+// node-restriction.kubernetes.io/, which no kubelet may set; a pool's own labels (the stack's) a
+// kubelet sets when it registers and never again, so this policy refuses any later change to them
+// by a node.
 func nodeLabels() []Object {
 	return admissionPolicy(NodeLabelsPolicy,
 		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Update)},

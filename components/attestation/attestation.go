@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -24,11 +25,21 @@ import (
 	"github.com/smallstep/pkcs7"
 )
 
-// The metadata service's endpoint and version of the attested document.
+// The metadata service's endpoint and version of the attested document, and its encoding.
 const (
 	Path       = "/metadata/attested/document"
 	APIVersion = "2020-09-01"
+	Encoding   = "pkcs7"
 )
+
+// DocumentURL is where a machine asks the metadata service at base for its document with nonce.
+func DocumentURL(base, nonce string) string {
+	return base + Path + "?api-version=" + APIVersion + "&nonce=" + nonce
+}
+
+// MaxAge is how old a document may be when its request is judged: a node asks for it just before
+// it makes the request, waits this long for the verdict, and asks again on a refusal.
+const MaxAge = 10 * time.Minute
 
 // SignerDomain is the name Azure's signing certificate is issued for, itself or a subdomain
 // ("Azure Instance Metadata Service: attested data", learn.microsoft.com).
@@ -48,7 +59,6 @@ type Payload struct {
 	Nonce          string `json:"nonce"`
 	VMID           string `json:"vmId"`
 	SubscriptionID string `json:"subscriptionId"`
-	SKU            string `json:"sku"`
 	TimeStamp      struct {
 		CreatedOn string `json:"createdOn"`
 		ExpiresOn string `json:"expiresOn"`
@@ -80,8 +90,8 @@ type Verifier struct {
 
 // Verify returns the payload of a document that passes every check.
 func (v Verifier) Verify(doc Document) (Payload, error) {
-	if doc.Encoding != "pkcs7" {
-		return Payload{}, fmt.Errorf("attestation: encoding %q, want pkcs7", doc.Encoding)
+	if doc.Encoding != Encoding {
+		return Payload{}, fmt.Errorf("attestation: encoding %q, want %s", doc.Encoding, Encoding)
 	}
 	der, err := base64.StdEncoding.DecodeString(doc.Signature)
 	if err != nil {
@@ -107,7 +117,11 @@ func (v Verifier) Verify(doc Document) (Payload, error) {
 		intermediates.AddCert(c)
 	}
 	if v.Issuers != nil {
-		for _, url := range signer.IssuingCertificateURL {
+		urls := signer.IssuingCertificateURL
+		if len(urls) > maxIssuerURLs { // the certificate is not trusted yet: fetch little for it
+			urls = urls[:maxIssuerURLs]
+		}
+		for _, url := range urls {
 			if issuer, err := v.Issuers(url); err == nil {
 				intermediates.AddCert(issuer)
 			}
@@ -140,37 +154,63 @@ func (v Verifier) Verify(doc Document) (Payload, error) {
 	return p, nil
 }
 
-// FetchIssuers fetches issuers over HTTP (Authority Information Access URLs are plain http; the
-// chain's verification is what trusts them) and keeps each for the process's life.
+// maxIssuerURLs is how many issuer addresses of one certificate are fetched.
+const maxIssuerURLs = 2
+
+// IssuerHosts are the hosts Azure's signing certificates name their issuers at (Microsoft's and
+// DigiCert's PKI): FetchIssuers asks no other, since the certificate naming them is not trusted
+// until its chain is built.
+var IssuerHosts = []string{"www.microsoft.com", "cacerts.digicert.com"}
+
+// FetchIssuers fetches issuers over plain HTTP (as Authority Information Access names them; the
+// chain's verification is what trusts them) from IssuerHosts only, and remembers each answer,
+// a failure for ten minutes, at most 64 of them.
 func FetchIssuers(client *http.Client) func(url string) (*x509.Certificate, error) {
+	type answer struct {
+		cert *x509.Certificate
+		err  error
+		at   time.Time
+	}
 	var mu sync.Mutex
-	cache := map[string]*x509.Certificate{}
-	return func(url string) (*x509.Certificate, error) {
+	cache := map[string]answer{}
+	return func(raw string) (*x509.Certificate, error) {
+		u, err := url.Parse(raw)
+		if err != nil || u.Scheme != "http" || !slices.Contains(IssuerHosts, u.Hostname()) || u.Port() != "" {
+			return nil, fmt.Errorf("attestation: issuer %q is not at %v", raw, IssuerHosts)
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		if c, ok := cache[url]; ok {
-			return c, nil
+		if a, ok := cache[raw]; ok && (a.err == nil || time.Since(a.at) < 10*time.Minute) {
+			return a.cert, a.err
 		}
-		resp, err := client.Get(url)
-		if err != nil {
-			return nil, err
+		cert, err := fetchIssuer(client, raw)
+		if len(cache) >= 64 {
+			clear(cache)
 		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("attestation: issuer %s: HTTP %d", url, resp.StatusCode)
-		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		if err != nil {
-			return nil, err
-		}
-		if block, _ := pem.Decode(data); block != nil {
-			data = block.Bytes
-		}
-		c, err := x509.ParseCertificate(data)
-		if err != nil {
-			return nil, fmt.Errorf("attestation: issuer %s: %w", url, err)
-		}
-		cache[url] = c
-		return c, nil
+		cache[raw] = answer{cert, err, time.Now()}
+		return cert, err
 	}
+}
+
+func fetchIssuer(client *http.Client, url string) (*x509.Certificate, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("attestation: issuer %s: HTTP %d", url, resp.StatusCode)
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err != nil {
+		return nil, err
+	}
+	if block, _ := pem.Decode(data); block != nil {
+		data = block.Bytes
+	}
+	c, err := x509.ParseCertificate(data)
+	if err != nil {
+		return nil, fmt.Errorf("attestation: issuer %s: %w", url, err)
+	}
+	return c, nil
 }

@@ -32,7 +32,7 @@ var CustomRoleActions = map[string][]string{
 	// The deletion is a long-running operation, and polling it is an action of its own.
 	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete",
 		"Microsoft.Compute/locations/operations/read"},
-	RoleScaleSetInstanceReader: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"},
+	RoleScaleSetInstanceReader: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"},
 }
 
 // BuiltInRoleActions are the Compute actions of the built-in roles assigned here (Virtual Machine
@@ -73,7 +73,7 @@ func Grants(principal string) []Grant {
 	case spec.RoleEtcdMain:
 		return []Grant{{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"}}
 	case spec.RoleAPIServer:
-		return []Grant{{RoleScaleSetInstanceReader, ScopeWorkerScaleSets, "clusterforge-csr-approver: reads the instance a joining node's attested document must name"}}
+		return []Grant{{RoleScaleSetInstanceReader, ScopeWorkerScaleSets, "clusterforge-csr-approver: reads the instance a joining node's attested document must name, and its scale set's placement tags"}}
 	case addons.AutoscalerName:
 		const ca = "cluster-autoscaler (L19): "
 		return []Grant{

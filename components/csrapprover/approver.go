@@ -9,26 +9,36 @@ package csrapprover
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	certlisters "k8s.io/client-go/listers/certificates/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"github.com/clusterforge/clusterforge/components/leader"
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Reason is the condition reason the approver sets, approving or denying.
@@ -43,7 +53,7 @@ var allowedUsages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.Usage
 // subnet. NodeRestriction lets a kubelet write only its own Node, so a node cannot borrow another
 // node's address through it. node is nil when no such Node exists.
 func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet netip.Prefix) (approve bool, reason string) {
-	name, ok := strings.CutPrefix(csr.Spec.Username, "system:node:")
+	name, ok := strings.CutPrefix(csr.Spec.Username, pki.NodeUserPrefix)
 	switch {
 	case csr.Spec.SignerName != certv1.KubeletServingSignerName:
 		return false, "not a kubelet serving certificate"
@@ -52,30 +62,12 @@ func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet
 	case node == nil || node.Name != name:
 		return false, fmt.Sprintf("no Node %q", name)
 	}
-	for _, u := range csr.Spec.Usages {
-		if !slices.Contains(allowedUsages, u) {
-			return false, fmt.Sprintf("usage %q is not for serving", u)
-		}
-	}
-	if !slices.Contains(csr.Spec.Usages, certv1.UsageServerAuth) {
-		return false, "no server auth usage"
-	}
-	block, _ := pem.Decode(csr.Spec.Request)
-	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return false, "the request is not a PEM certificate request"
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		return false, fmt.Sprintf("unreadable request: %v", err)
-	}
-	if err := req.CheckSignature(); err != nil {
-		return false, fmt.Sprintf("bad request signature: %v", err)
-	}
+	req, reason := nodeRequest(csr, allowedUsages, certv1.UsageServerAuth)
 	switch {
+	case req == nil:
+		return false, reason
 	case req.Subject.CommonName != csr.Spec.Username:
 		return false, fmt.Sprintf("subject %q is not the requester", req.Subject.CommonName)
-	case !slices.Equal(req.Subject.Organization, []string{pki.NodesGroup}):
-		return false, fmt.Sprintf("organization %q, want system:nodes", req.Subject.Organization)
 	case len(req.EmailAddresses) > 0 || len(req.URIs) > 0:
 		return false, "e-mail or URI names"
 	case len(req.DNSNames) == 0 && len(req.IPAddresses) == 0:
@@ -98,6 +90,34 @@ func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet
 	return true, fmt.Sprintf("node %s serving %v %v", name, req.DNSNames, req.IPAddresses)
 }
 
+// nodeRequest reads a node's certificate request: usages among allowed, required among them, a
+// self-signed PEM request for a subject in system:nodes; nil, and why, when it is not one.
+func nodeRequest(csr *certv1.CertificateSigningRequest, allowed []certv1.KeyUsage, required certv1.KeyUsage) (*x509.CertificateRequest, string) {
+	for _, u := range csr.Spec.Usages {
+		if !slices.Contains(allowed, u) {
+			return nil, fmt.Sprintf("usage %q is not one of %q", u, allowed)
+		}
+	}
+	if !slices.Contains(csr.Spec.Usages, required) {
+		return nil, fmt.Sprintf("no %q usage", required)
+	}
+	block, _ := pem.Decode(csr.Spec.Request)
+	if block == nil || block.Type != "CERTIFICATE REQUEST" {
+		return nil, "the request is not a PEM certificate request"
+	}
+	req, err := x509.ParseCertificateRequest(block.Bytes)
+	if err != nil {
+		return nil, fmt.Sprintf("unreadable request: %v", err)
+	}
+	if err := req.CheckSignature(); err != nil {
+		return nil, fmt.Sprintf("bad request signature: %v", err)
+	}
+	if !slices.Equal(req.Subject.Organization, []string{pki.NodesGroup}) {
+		return nil, fmt.Sprintf("organization %q, want %s", req.Subject.Organization, pki.NodesGroup)
+	}
+	return req, ""
+}
+
 func nodeHasAddress(n *corev1.Node, kind corev1.NodeAddressType, value string) bool {
 	return slices.ContainsFunc(n.Status.Addresses, func(a corev1.NodeAddress) bool { return a.Type == kind && a.Address == value })
 }
@@ -108,63 +128,171 @@ type Config struct {
 	NodeSubnet netip.Prefix
 	// Joins judges joining nodes' client certificates; nil leaves them to others.
 	Joins *Joins
+	// Placement gives each worker's Node its placement labels; nil labels none.
+	Placement Placement
 	// Identity names this candidate in the leader election (the machine's name).
 	Identity string
 	// Lease is the leader election's lease in kube-system.
 	Lease string
 }
 
-// Run approves or denies pending kubelet serving CSRs, and joining nodes' client CSRs, while this
-// candidate leads, standing for election again each time it loses the lease, until ctx ends.
+// Placement tells the placement labels of the worker a Node claims to be (WorkerInstances).
+type Placement interface {
+	Placement(ctx context.Context, providerID, name string) (map[string]string, error)
+}
+
+// Run approves or denies pending kubelet serving CSRs and joining nodes' client CSRs, and labels
+// new workers' Nodes, while this candidate leads, standing for election again each time it loses
+// the lease, until ctx ends.
 func Run(ctx context.Context, cfg Config) error {
 	return leader.Run(ctx, leader.Election{Client: cfg.Client, Namespace: metav1.NamespaceSystem, Lease: cfg.Lease,
 		Identity: cfg.Identity, Logf: klog.Infof}, func(ctx context.Context) { lead(ctx, cfg) })
 }
 
-// lead watches nodes and CSRs through one shared cache and judges each pending CSR it owns, one
-// at a time from a queue; a request it cannot judge yet (Resource Manager did not answer) is tried
-// again with backoff.
+// lead watches nodes and CSRs through one shared cache and judges each pending CSR it owns, and
+// labels each Node that has no pool label yet, one at a time from a queue; what it cannot settle
+// yet (Resource Manager did not answer) is tried again with backoff.
 func lead(ctx context.Context, cfg Config) {
 	factory := informers.NewSharedInformerFactory(cfg.Client, 10*time.Minute)
 	nodeInformer := factory.Core().V1().Nodes()
 	nodeInformer.Informer()
 	csrInformer := factory.Certificates().V1().CertificateSigningRequests()
 	csrs := csrInformer.Informer()
+	if err := csrs.AddIndexers(cache.Indexers{attestedIndex: attestedDocument}); err != nil {
+		klog.Errorf("index CSRs: %v", err)
+		return
+	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	if cfg.Joins != nil {
+		joins := *cfg.Joins
+		joins.Carrying = func(document string) []string {
+			names, _ := csrs.GetIndexer().IndexKeys(attestedIndex, documentKey(document))
+			return names
+		}
+		cfg.Joins = &joins
+	}
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 	defer queue.ShutDown()
-	enqueue := func(obj any) {
+	enqueueCSR := func(obj any) {
 		if csr, ok := obj.(*certv1.CertificateSigningRequest); ok && len(csr.Status.Conditions) == 0 && cfg.owns(csr) {
-			queue.Add(csr.Name)
+			queue.Add(csrKey + csr.Name)
 		}
 	}
-	// Added after the caches synced: the pending CSRs arrive first, as adds.
-	if _, err := csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
+	// A Node is looked up when it registers and when its provider ID is set, not on each status
+	// update: a node naming an instance that is not its own is refused once per provider ID.
+	enqueueNode := func(old, obj any) {
+		n, ok := obj.(*corev1.Node)
+		if !ok || cfg.Placement == nil || n.Spec.ProviderID == "" || n.Labels[wellknown.PoolLabel] != "" {
+			return
+		}
+		if o, ok := old.(*corev1.Node); ok && o.Spec.ProviderID == n.Spec.ProviderID {
+			return
+		}
+		queue.Add(nodeKey + n.Name)
+	}
+	// Added after the caches synced: the pending CSRs and unlabelled Nodes arrive first, as adds.
+	if _, err := csrs.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: enqueueCSR, UpdateFunc: func(_, obj any) { enqueueCSR(obj) }}); err != nil {
 		klog.Errorf("watch CSRs: %v", err)
+		return
+	}
+	if _, err := nodeInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) { enqueueNode(nil, obj) }, UpdateFunc: enqueueNode}); err != nil {
+		klog.Errorf("watch Nodes: %v", err)
 		return
 	}
 	go func() {
 		<-ctx.Done()
 		queue.ShutDown()
 	}()
-	for {
-		name, quit := queue.Get()
-		if quit {
-			return
-		}
-		csr, err := csrInformer.Lister().Get(name)
-		if err == nil && len(csr.Status.Conditions) == 0 {
-			err = cfg.judge(ctx, csr, nodeInformer.Lister().Get)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			klog.Errorf("csr %s: %v (will retry)", name, err)
-			queue.AddRateLimited(name)
-		} else {
-			queue.Forget(name)
-		}
-		queue.Done(name)
+	// A few at a time: each may wait on Resource Manager, and a pool's join step brings thousands.
+	var workers sync.WaitGroup
+	for range judges {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for work(ctx, cfg, queue, csrInformer.Lister(), nodeInformer.Lister()) {
+			}
+		}()
 	}
+	workers.Wait()
+}
+
+// judges is how many requests and Nodes are settled at once.
+const judges = 4
+
+// attestedIndex indexes join requests by their attested document.
+const attestedIndex = "attested-document"
+
+func attestedDocument(obj any) ([]string, error) {
+	csr, ok := obj.(*certv1.CertificateSigningRequest)
+	if !ok || !IsJoin(csr) {
+		return nil, nil
+	}
+	if doc := csr.Annotations[wellknown.AttestedDocumentAnnotation]; doc != "" {
+		return []string{documentKey(doc)}, nil
+	}
+	return nil, nil
+}
+
+func documentKey(document string) string {
+	sum := sha256.Sum256([]byte(document))
+	return hex.EncodeToString(sum[:])
+}
+
+// work settles one queued CSR or Node; false once the queue is shut down.
+func work(ctx context.Context, cfg Config, queue workqueue.TypedRateLimitingInterface[string], csrs certlisters.CertificateSigningRequestLister, nodes corelisters.NodeLister) bool {
+	key, quit := queue.Get()
+	if quit {
+		return false
+	}
+	defer queue.Done(key)
+	var err error
+	if name, ok := strings.CutPrefix(key, nodeKey); ok {
+		var node *corev1.Node
+		if node, err = nodes.Get(name); err == nil && node.Labels[wellknown.PoolLabel] == "" {
+			err = cfg.label(ctx, node)
+		}
+	} else {
+		var csr *certv1.CertificateSigningRequest
+		if csr, err = csrs.Get(strings.TrimPrefix(key, csrKey)); err == nil && len(csr.Status.Conditions) == 0 {
+			err = cfg.judge(ctx, csr, nodes.Get)
+		}
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		klog.Errorf("%s: %v (will retry)", key, err)
+		queue.AddRateLimited(key)
+		return true
+	}
+	queue.Forget(key)
+	return true
+}
+
+// The queue's keys: a CSR's name or a Node's, each behind its kind.
+const (
+	csrKey  = "csr/"
+	nodeKey = "node/"
+)
+
+// label gives a worker's Node its placement labels. A Node that is not a worker's (another scale
+// set, another computer name) stays unlabelled, so nothing placed by pool lands on it.
+func (cfg Config) label(ctx context.Context, node *corev1.Node) error {
+	labels, err := cfg.Placement.Placement(ctx, node.Spec.ProviderID, node.Name)
+	if errors.Is(err, scaleset.ErrNotClusterInstance) {
+		klog.Warningf("node %s: not labelled: %v", node.Name, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels}})
+	if err != nil {
+		return err
+	}
+	if _, err := cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return err
+	}
+	klog.Infof("node %s: labelled %v from its instance's scale set", node.Name, labels)
+	return nil
 }
 
 // owns says whether the request is one this approver judges.
@@ -182,7 +310,7 @@ func (cfg Config) judge(ctx context.Context, csr *certv1.CertificateSigningReque
 			return err
 		}
 	} else {
-		name := strings.TrimPrefix(csr.Spec.Username, "system:node:")
+		name := strings.TrimPrefix(csr.Spec.Username, pki.NodeUserPrefix)
 		node, err := cachedNode(name)
 		if apierrors.IsNotFound(err) { // a node registered just now may not be cached yet
 			node, err = cfg.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})

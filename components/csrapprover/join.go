@@ -2,13 +2,12 @@ package csrapprover
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -19,10 +18,6 @@ import (
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
-
-// AttestationMaxAge is how old an attested document may be when its request is judged: a node
-// asks for it just before it makes the request, and asks again on a refusal.
-const AttestationMaxAge = 10 * time.Minute
 
 // clientUsages are what a kubelet client certificate may be used for.
 var clientUsages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageClientAuth}
@@ -43,24 +38,90 @@ type WorkerInstances struct {
 	Cred   azcore.TokenCredential
 	// ControlPlane is the apiservers' own scale set.
 	ControlPlane string
+
+	mu     sync.Mutex
+	labels map[string]scaleSetLabels // by scale set
 }
 
 // VMID reads the instance providerID names.
-func (w WorkerInstances) VMID(ctx context.Context, providerID, name string) (string, error) {
+func (w *WorkerInstances) VMID(ctx context.Context, providerID, name string) (string, error) {
+	vmID, _, err := w.instance(ctx, providerID, name)
+	return vmID, err
+}
+
+// Placement reads the placement labels (wellknown.PlacementLabels) of the worker a Node named name
+// is, by its provider ID: the instance must carry the Node's name, and its scale set's
+// node-template tags give the labels.
+func (w *WorkerInstances) Placement(ctx context.Context, providerID, name string) (map[string]string, error) {
+	_, labels, err := w.instance(ctx, providerID, name)
+	return labels, err
+}
+
+// labelsTTL is how long a scale set's placement labels are kept before they are read again.
+const labelsTTL = 10 * time.Minute
+
+type scaleSetLabels struct {
+	labels map[string]string
+	read   time.Time
+}
+
+// instance reads the instance providerID names, checked to carry name, and its scale set's
+// placement labels: a scale set without a pool tag is no worker's, whatever the approver's
+// identity may read.
+func (w *WorkerInstances) instance(ctx context.Context, providerID, name string) (string, map[string]string, error) {
+	m, err := w.machines(providerID)
+	if err != nil {
+		return "", nil, err
+	}
+	vmID, err := m.VMID(ctx, providerID, name)
+	if err != nil {
+		return "", nil, err
+	}
+	set := m.ScaleSets[0]
+	w.mu.Lock()
+	cached, ok := w.labels[set]
+	w.mu.Unlock()
+	if ok && time.Since(cached.read) < labelsTTL {
+		return vmID, cached.labels, nil
+	}
+	sets, err := w.Access.ScaleSetsAs(w.Cred)
+	if err != nil {
+		return "", nil, err
+	}
+	ss, err := sets.Get(ctx, m.ResourceGroup, set, nil)
+	if err != nil {
+		return "", nil, err
+	}
+	labels := map[string]string{}
+	for tag, value := range ss.Tags {
+		if key, ok := wellknown.TagLabel(tag); ok && value != nil && slices.Contains(wellknown.PlacementLabels, key) {
+			labels[key] = *value
+		}
+	}
+	if labels[wellknown.PoolLabel] == "" {
+		return "", nil, fmt.Errorf("scale set %s has no %s tag, so it is no worker pool's: %w", set, wellknown.LabelTag(wellknown.PoolLabel), scaleset.ErrNotClusterInstance)
+	}
+	w.mu.Lock()
+	if w.labels == nil {
+		w.labels = map[string]scaleSetLabels{}
+	}
+	w.labels[set] = scaleSetLabels{labels, time.Now()}
+	w.mu.Unlock()
+	return vmID, labels, nil
+}
+
+// machines reaches the one scale set providerID names, refusing the control plane's.
+func (w *WorkerInstances) machines(providerID string) (*scaleset.Machines, error) {
 	in, err := scaleset.ParseProviderID(providerID)
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", err, scaleset.ErrNotClusterInstance)
+		return nil, fmt.Errorf("%w: %w", err, scaleset.ErrNotClusterInstance)
 	}
 	if strings.EqualFold(in.ScaleSet, w.ControlPlane) {
-		return "", fmt.Errorf("%s is the control plane's scale set: %w", in.ScaleSet, scaleset.ErrNotClusterInstance)
+		return nil, fmt.Errorf("%s is the control plane's scale set: %w", in.ScaleSet, scaleset.ErrNotClusterInstance)
 	}
 	access := *w.Access
 	access.ScaleSets = []string{in.ScaleSet}
-	m, err := access.MachinesAs(w.Cred)
-	if err != nil {
-		return "", err
-	}
-	return m.VMID(ctx, providerID, name)
+	return access.MachinesAs(w.Cred)
 }
 
 // Joins judges the client certificate requests of joining nodes. The join token is in every
@@ -72,6 +133,8 @@ type Joins struct {
 	Attested     attestation.Verifier
 	Instances    Instances
 	Subscription string
+	// Carrying names the requests whose annotations hold this very attested document.
+	Carrying func(document string) []string
 }
 
 // IsJoin says whether the request is a joining node's, made with the join token; renewals by a
@@ -86,37 +149,31 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 	if !IsJoin(csr) {
 		return false, "not a join request", nil
 	}
-	for _, u := range csr.Spec.Usages {
-		if !slices.Contains(clientUsages, u) {
-			return false, fmt.Sprintf("usage %q is not for a client", u), nil
-		}
+	req, reason := nodeRequest(csr, clientUsages, certv1.UsageClientAuth)
+	if req == nil {
+		return false, reason, nil
 	}
-	if !slices.Contains(csr.Spec.Usages, certv1.UsageClientAuth) {
-		return false, "no client auth usage", nil
-	}
-	block, _ := pem.Decode(csr.Spec.Request)
-	if block == nil || block.Type != "CERTIFICATE REQUEST" {
-		return false, "the request is not a PEM certificate request", nil
-	}
-	req, err := x509.ParseCertificateRequest(block.Bytes)
-	if err != nil {
-		return false, fmt.Sprintf("unreadable request: %v", err), nil
-	}
-	if err := req.CheckSignature(); err != nil {
-		return false, fmt.Sprintf("bad request signature: %v", err), nil
-	}
-	name, ok := strings.CutPrefix(req.Subject.CommonName, "system:node:")
+	name, ok := strings.CutPrefix(req.Subject.CommonName, pki.NodeUserPrefix)
 	switch {
 	case !ok || name == "":
 		return false, fmt.Sprintf("subject %q is not a node", req.Subject.CommonName), nil
-	case !slices.Equal(req.Subject.Organization, []string{pki.NodesGroup}):
-		return false, fmt.Sprintf("organization %q, want system:nodes", req.Subject.Organization), nil
 	case len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0:
 		return false, "a client certificate names no hosts", nil
 	}
+	document := csr.Annotations[wellknown.AttestedDocumentAnnotation]
 	var doc attestation.Document
-	if err := json.Unmarshal([]byte(csr.Annotations[wellknown.AttestedDocumentAnnotation]), &doc); err != nil {
+	if err := json.Unmarshal([]byte(document), &doc); err != nil {
 		return false, fmt.Sprintf("no attested document (%s): %v", wellknown.AttestedDocumentAnnotation, err), nil
+	}
+	// A document vouches for one request. Whoever may read requests (nodes may) could copy one and
+	// search for a key whose nonce matches (ten digits): the copy is refused, and the original too
+	// if it is still pending, and its node asks again with a new document.
+	if j.Carrying != nil {
+		for _, other := range j.Carrying(document) {
+			if other != csr.Name {
+				return false, fmt.Sprintf("request %s carries the same attested document: a document vouches for one request", other), nil
+			}
+		}
 	}
 	payload, err := j.Attested.Verify(doc)
 	if err != nil {
@@ -132,8 +189,8 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 	case !strings.EqualFold(payload.SubscriptionID, j.Subscription):
 		return false, fmt.Sprintf("attested in subscription %s, not the cluster's", payload.SubscriptionID), nil
 	}
-	instance := csr.Annotations[wellknown.InstanceAnnotation]
-	vmID, err := j.Instances.VMID(ctx, "azure://"+instance, name)
+	instance := csr.Annotations[wellknown.ProviderIDAnnotation]
+	vmID, err := j.Instances.VMID(ctx, instance, name)
 	if errors.Is(err, scaleset.ErrNotClusterInstance) {
 		return false, err.Error(), nil
 	}

@@ -132,15 +132,15 @@ func readableDir(t *testing.T) string {
 // A label the kubelet would split into two is refused by the renderer itself.
 func TestSplittingLabelsAreRefused(t *testing.T) {
 	c := testCluster(t)
-	for _, labels := range []map[string]string{{"team": "a,clusterforge.io/pool=cpu"}, {"a=b": "c"}, {"a,b": "c"}} {
+	for _, labels := range []map[string]string{{"team": "a,example.com/pool=cpu"}, {"a=b": "c"}, {"a,b": "c"}} {
 		c.Pools[0].Labels = labels
 		if _, err := Render(c, pki.Bundle{}, spec.WorkerRole(c.Pools[0].Name)); err == nil || !strings.Contains(err.Error(), "split") {
 			t.Errorf("labels %q: %v, want the split refused", labels, err)
 		}
 	}
 	c.Pools[0].Labels = map[string]string{"example.com/x": "a=b", wellknown.PoolLabel: "other"}
-	if got := NodeLabels(c.Pools[0]); got[wellknown.PoolLabel] != c.Pools[0].Name || got["example.com/x"] != "a=b" {
-		t.Errorf("NodeLabels %v: the pool label must be clusterforge's and '=' in a value is the kubelet's too", got)
+	if got := NodeLabels(c.Pools[0]); got[wellknown.PoolLabel] != "" || got["example.com/x"] != "a=b" {
+		t.Errorf("NodeLabels %v: the pool label is the CSR approver's, not the kubelet's, and '=' in a value is the kubelet's too", got)
 	}
 }
 

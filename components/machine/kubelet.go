@@ -82,14 +82,28 @@ tlsCipherSuites: [%s]
 		r.EvictionMemory>>20, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
 }
 
-// NodeLabels are the labels every node of a pool registers with; clusterforge's own win over the
-// pool's.
+// NodeLabels are the labels every node of a pool registers with: the pool's own, never a placement
+// label (wellknown.PlacementLabels), which no kubelet may set (spec validation refuses them first).
 func NodeLabels(pool spec.Pool) map[string]string {
 	labels := maps.Clone(pool.Labels)
-	if labels == nil {
-		labels = map[string]string{}
+	maps.DeleteFunc(labels, func(k, _ string) bool { return slices.Contains(wellknown.PlacementLabels, k) })
+	return labels
+}
+
+// NodeTemplateTags are a pool's scale sets' tags that carry PlacementOf(pool), which the CSR
+// approver reads back (and cluster-autoscaler, to build a node of an empty scale set).
+func NodeTemplateTags(pool spec.Pool) map[string]string {
+	tags := map[string]string{}
+	for k, v := range PlacementOf(pool) {
+		tags[wellknown.LabelTag(k)] = v
 	}
-	labels[wellknown.PoolLabel] = pool.Name
+	return tags
+}
+
+// PlacementOf is what the CSR approver labels a pool's nodes with (wellknown.PlacementLabels),
+// from their scale set's tags.
+func PlacementOf(pool spec.Pool) map[string]string {
+	labels := map[string]string{wellknown.PoolLabel: pool.Name}
 	if pool.IsGPU() {
 		labels[wellknown.GPULabel] = "true"
 	}
@@ -110,22 +124,24 @@ func checkLabelsSplit(pool spec.Pool) error {
 
 // KubeletFlags are the worker kubelet flags.
 func KubeletFlags(pool spec.Pool) Flags {
-	labels := NodeLabels(pool)
-	pairs := make([]string, 0, len(labels))
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		pairs = append(pairs, k+"="+labels[k])
-	}
-	return Flags{
+	flags := Flags{
 		"config": KubeletConfigPath,
 		// Written by clusterforge-node-join before the kubelet's first start (nodeJoin): no
 		// bootstrap here, since a join token alone proves no node's name.
-		"kubeconfig":  KubeletKubeconfig,
-		"node-ip":     "${NODE_IP}",
-		"node-labels": strings.Join(pairs, ","),
+		"kubeconfig": KubeletKubeconfig,
+		"node-ip":    "${NODE_IP}",
 		// The scale-set instance's id, from the instance metadata: without it cluster-autoscaler
 		// counts the node as unregistered and deletes the instance.
 		"provider-id": "${PROVIDER_ID}",
 	}
+	if labels := NodeLabels(pool); len(labels) > 0 {
+		pairs := make([]string, 0, len(labels))
+		for _, k := range slices.Sorted(maps.Keys(labels)) {
+			pairs = append(pairs, k+"="+labels[k])
+		}
+		flags["node-labels"] = strings.Join(pairs, ",")
+	}
+	return flags
 }
 
 // NodeTaints are the pool's taints, plus nvidia.com/gpu:NoSchedule on GPU pools, which a team's
@@ -195,7 +211,7 @@ for _ in $(seq 60); do
   [ -s ` + ShellQuote(KubeletKubeconfig) + ` ] && break
   sleep 1
 done
-[ -s ` + ShellQuote(KubeletKubeconfig) + ` ] || { echo "the kubelet wrote no kubeconfig: the join token stays" >&2; exit 1; }
+[ -s ` + ShellQuote(KubeletKubeconfig) + ` ] || { echo "no kubeconfig for the kubelet yet: the join token stays" >&2; exit 1; }
 rm -f ` + ShellQuote(KubeletBootstrapKubeconfig) + ` ` + strings.Join(BootstrapCopies, " ") + `
 echo "join token removed"
 `

@@ -27,6 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/certificate"
+	csrutil "k8s.io/client-go/util/certificate/csr"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -37,8 +39,8 @@ import (
 type Config struct {
 	// NodeName is the name the node registers, its instance's computer name.
 	NodeName string
-	// InstanceID is the instance's resource ID, from the metadata service.
-	InstanceID string
+	// ProviderID is the instance's provider ID (azure://<resource ID>), from the metadata service.
+	ProviderID string
 	// Metadata is the metadata service's base URL.
 	Metadata            string
 	BootstrapKubeconfig string
@@ -75,22 +77,29 @@ func Join(ctx context.Context, cfg Config) error {
 	}
 }
 
-// joined says whether the kubelet's kubeconfig and a certificate valid for another hour are there.
+// joined says whether the kubelet's kubeconfig and an unexpired certificate are there: the kubelet
+// renews it itself, and the join token is gone after the first join.
 func joined(cfg Config) bool {
 	if _, err := os.Stat(cfg.Kubeconfig); err != nil {
 		return false
 	}
-	data, err := os.ReadFile(cfg.ClientCert)
+	store, err := store(cfg.ClientCert)
 	if err != nil {
 		return false
 	}
-	for block, rest := pem.Decode(data); block != nil; block, rest = pem.Decode(rest) {
-		if block.Type == "CERTIFICATE" {
-			cert, err := x509.ParseCertificate(block.Bytes)
-			return err == nil && time.Until(cert.NotAfter) > time.Hour
-		}
+	current, err := store.Current()
+	return err == nil && current.Leaf != nil && time.Now().Before(current.Leaf.NotAfter)
+}
+
+// store is the kubelet's own certificate store of its client pair: current is the
+// "<prefix>-current.pem" link to a dated pair beside it.
+func store(current string) (certificate.FileStore, error) {
+	prefix, ok := strings.CutSuffix(filepath.Base(current), "-current.pem")
+	if !ok {
+		return nil, fmt.Errorf("%s is not a certificate store's <prefix>-current.pem", current)
 	}
-	return false
+	dir := filepath.Dir(current)
+	return certificate.NewFileStore(prefix, dir, dir, "", "")
 }
 
 // join makes one attempt: a new key, its attested document, the request, and the wait.
@@ -100,7 +109,7 @@ func join(ctx context.Context, cfg Config) error {
 		return err
 	}
 	request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
-		Subject: pkix.Name{CommonName: "system:node:" + cfg.NodeName, Organization: []string{pki.NodesGroup}}}, key)
+		Subject: pkix.Name{CommonName: pki.NodeUserPrefix + cfg.NodeName, Organization: []string{pki.NodesGroup}}}, key)
 	if err != nil {
 		return err
 	}
@@ -122,7 +131,7 @@ func join(ctx context.Context, cfg Config) error {
 	}
 	csr, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "node-join-" + cfg.NodeName + "-", Annotations: map[string]string{
-			wellknown.AttestedDocumentAnnotation: doc, wellknown.InstanceAnnotation: cfg.InstanceID}},
+			wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: cfg.ProviderID}},
 		Spec: certv1.CertificateSigningRequestSpec{
 			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
 			SignerName: certv1.KubeAPIServerClientKubeletSignerName,
@@ -133,15 +142,21 @@ func join(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("certificate request: %w", err)
 	}
 	cfg.Logf("asked for a client certificate as %s (request %s)", cfg.NodeName, csr.Name)
-	cert, err := issued(ctx, client, csr.Name)
+	wait, cancel := context.WithTimeout(ctx, attestation.MaxAge)
+	defer cancel()
+	cert, err := csrutil.WaitForCertificate(wait, client, csr.Name, csr.UID)
 	if err != nil {
-		return err
+		return fmt.Errorf("request %s: %w", csr.Name, err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		return err
 	}
-	if err := writeCurrent(cfg.ClientCert, append(cert, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})...)); err != nil {
+	certs, err := store(cfg.ClientCert)
+	if err != nil {
+		return err
+	}
+	if _, err := certs.Update(cert, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})); err != nil {
 		return err
 	}
 	kubeconfig := clientcmdapi.NewConfig()
@@ -158,7 +173,7 @@ func join(ctx context.Context, cfg Config) error {
 
 // attested asks the metadata service for the instance's attested document for nonce.
 func attested(ctx context.Context, metadata, nonce string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metadata+attestation.Path+"?api-version="+attestation.APIVersion+"&nonce="+nonce, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, attestation.DocumentURL(metadata, nonce), nil)
 	if err != nil {
 		return "", err
 	}
@@ -180,49 +195,4 @@ func attested(ctx context.Context, metadata, nonce string) (string, error) {
 		return "", fmt.Errorf("attested document: not a signed document: %s", body)
 	}
 	return string(body), nil
-}
-
-// issued waits up to 10 minutes for the request's verdict: the certificate, or the approver's
-// reason for denying it.
-func issued(ctx context.Context, client kubernetes.Interface, name string) ([]byte, error) {
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		csr, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, name, metav1.GetOptions{})
-		if err == nil {
-			for _, c := range csr.Status.Conditions {
-				if c.Type == certv1.CertificateDenied || c.Type == certv1.CertificateFailed {
-					return nil, fmt.Errorf("request %s %s: %s: %s", name, strings.ToLower(string(c.Type)), c.Reason, c.Message)
-				}
-			}
-			if len(csr.Status.Certificate) > 0 {
-				return csr.Status.Certificate, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("request %s: no certificate within 10 minutes (last read: %v)", name, err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-}
-
-// writeCurrent writes a dated pair beside current and points current at it.
-func writeCurrent(current string, pair []byte) error {
-	dir := filepath.Dir(current)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	dated := filepath.Join(dir, "kubelet-client-"+time.Now().UTC().Format("2006-01-02-15-04-05")+".pem")
-	if err := os.WriteFile(dated, pair, 0o600); err != nil {
-		return err
-	}
-	link := current + ".tmp"
-	_ = os.Remove(link)
-	if err := os.Symlink(dated, link); err != nil {
-		return err
-	}
-	return os.Rename(link, current)
 }

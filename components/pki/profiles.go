@@ -115,8 +115,10 @@ const (
 	APIServerKubeletUser = "kube-apiserver-kubelet-client"
 	// APIServerWebhookUser is the apiserver when it calls clusterforge-ops's webhooks.
 	APIServerWebhookUser = "kube-apiserver-webhook-client"
-	// NodesGroup is the group of every kubelet's client certificate (its Organization).
-	NodesGroup = "system:nodes"
+	// NodesGroup is the group of every kubelet's client certificate (its Organization), and
+	// NodeUserPrefix begins its user name (its CommonName), the node's name following.
+	NodesGroup     = "system:nodes"
+	NodeUserPrefix = "system:node:"
 	// BootstrapGroup is the extra group of the workers' join token.
 	BootstrapGroup = "system:bootstrappers:clusterforge:worker"
 )
@@ -162,7 +164,7 @@ func Authorities(c *spec.Cluster) []Authority {
 }
 
 // Profiles are every leaf certificate the cluster's machines hold, and the ops webhooks' serving
-// pair. Workers hold none: kubelets get theirs through TLS bootstrap.
+// pair. Workers hold none: each gets its kubelet's through the attested join (components/nodejoin).
 func Profiles(c *spec.Cluster) []Profile {
 	var profiles []Profile
 	for _, e := range c.EtcdClusters() {
@@ -217,7 +219,7 @@ type KeyPair struct {
 // The service-account entry holds the public key PEM in CertPEM.
 type Bundle struct {
 	Pairs map[string]KeyPair
-	// BootstrapToken is the kubelet TLS-bootstrap token, "<id>.<secret>", valid until
+	// BootstrapToken is the workers' join token, "<id>.<secret>", valid until
 	// BootstrapTokenExpires (BootstrapTokenWindow).
 	BootstrapToken        string
 	BootstrapTokenExpires time.Time

@@ -191,7 +191,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "kubernetes.io label", edit: func(c *Cluster) { c.Pools[0].Labels = map[string]string{"kubernetes.io/role": "x"} }, field: "pools[0].labels[kubernetes.io/role]", inText: "kubelet"},
 		{name: "k8s.io subdomain label", edit: func(c *Cluster) { c.Pools[0].Labels = map[string]string{"x.k8s.io/a": "b"} }, field: "pools[0].labels[x.k8s.io/a]"},
 		{name: "hostname label", edit: func(c *Cluster) { c.Pools[0].Labels = map[string]string{"kubernetes.io/hostname": "a"} }, field: "pools[0].labels[kubernetes.io/hostname]", inText: "reserved"},
-		{name: "pool label", edit: func(c *Cluster) { c.Pools[0].Labels = map[string]string{wellknown.PoolLabel: "gpu"} }, field: "pools[0].labels[clusterforge.io/pool]"},
+		{name: "pool label", edit: func(c *Cluster) { c.Pools[0].Labels = map[string]string{wellknown.PoolLabel: "gpu"} }, field: "pools[0].labels[" + wellknown.PoolLabel + "]"},
 		{name: "taint key", edit: func(c *Cluster) { c.Pools[0].Taints = []Taint{{Key: "a b", Effect: "NoSchedule"}} }, field: "pools[0].taints[0].key"},
 		{name: "kubernetes.io taint", edit: func(c *Cluster) {
 			c.Pools[0].Taints = []Taint{{Key: "node.kubernetes.io/unschedulable", Effect: "NoSchedule"}}

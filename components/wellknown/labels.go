@@ -1,12 +1,39 @@
 package wellknown
 
-// Labels clusterforge sets on every node of a pool.
+import "strings"
+
+// Labels that place pods on a pool's nodes: the CSR approver sets them on each worker's Node from
+// its instance's scale set (the scale set's node-template tags, as Resource Manager reads them),
+// under node-restriction.kubernetes.io/, which NodeRestriction lets no kubelet set, so no node
+// chooses its own pool.
 const (
 	// PoolLabel names the pool a node belongs to.
-	PoolLabel = "clusterforge.io/pool"
+	PoolLabel = "node-restriction.kubernetes.io/clusterforge-pool"
 	// GPULabel marks the nodes of GPU pools.
-	GPULabel = "clusterforge.io/gpu"
+	GPULabel = "node-restriction.kubernetes.io/clusterforge-gpu"
 )
+
+// PlacementLabels are the labels only the CSR approver sets.
+var PlacementLabels = []string{PoolLabel, GPULabel}
+
+// Tag keys on Azure resources: every resource's cluster and role, and on worker scale sets a
+// label of their nodes (cluster-autoscaler's node-template convention, which it reads to build a
+// node of an empty scale set).
+const (
+	TagCluster           = "clusterforge.io/cluster"
+	TagRole              = "clusterforge.io/role"
+	NodeTemplateLabelTag = "k8s.io_cluster-autoscaler_node-template_label_"
+)
+
+// LabelTag is the node-template tag of a label key: Azure's tag names take no '/', and
+// cluster-autoscaler reads each '_' back as one.
+func LabelTag(key string) string { return NodeTemplateLabelTag + strings.ReplaceAll(key, "/", "_") }
+
+// TagLabel is the label key of a node-template tag.
+func TagLabel(tag string) (key string, ok bool) {
+	rest, ok := strings.CutPrefix(tag, NodeTemplateLabelTag)
+	return strings.ReplaceAll(rest, "_", "/"), ok
+}
 
 // Taints of the fleet operations layer (components/ops), which the add-ons that register its
 // webhooks and the code that acts on them must agree on.
@@ -53,9 +80,9 @@ const (
 var NodeProblemConditions = []string{KernelDeadlockCondition, ReadonlyFilesystemCondition, NetworkProblemCondition, GPUProblemCondition}
 
 // A joining node's client certificate request carries its attested document (the metadata
-// service's JSON answer, its nonce bound to the request's key) and the resource ID of the
+// service's JSON answer, its nonce bound to the request's key) and the provider ID of the
 // instance it says it is; the CSR approver checks one against the other through Resource Manager.
 const (
 	AttestedDocumentAnnotation = "clusterforge.io/attested-document"
-	InstanceAnnotation         = "clusterforge.io/instance"
+	ProviderIDAnnotation       = "clusterforge.io/provider-id"
 )

@@ -40,6 +40,9 @@ type ScaleSetSpec struct {
 	SinglePlacementGroup bool
 	// Zones the scale set spreads over. Default: the cluster's.
 	Zones []string
+	// NodeTemplateTags, for worker pools, carry the placement labels the CSR approver gives their
+	// nodes (machine.NodeTemplateTags).
+	NodeTemplateTags map[string]string
 	// Groups, for worker pools, maps GroupNodes and GroupPods to application security group ids:
 	// the primary IP configuration is the node, the others are its pods.
 	Groups            map[string]pulumi.StringInput
@@ -88,7 +91,7 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 		ResourceGroupName:        s.ResourceGroupName,
 		Location:                 pulumi.String(c.Location),
 		VmScaleSetName:           pulumi.String(s.Name),
-		Tags:                     tags(c, s.Role),
+		Tags:                     scaleSetTags(c, s),
 		Zones:                    pulumi.ToStringArray(zones),
 		OrchestrationMode:        pulumi.String("Uniform"),
 		SinglePlacementGroup:     pulumi.Bool(s.SinglePlacementGroup),
@@ -140,4 +143,13 @@ func scaleSetOSDisk(vmSize string) *compute.VirtualMachineScaleSetOSDiskArgs {
 		Caching:      compute.CachingTypesReadWrite,
 		ManagedDisk:  &compute.VirtualMachineScaleSetManagedDiskParametersArgs{StorageAccountType: pulumi.String("Premium_LRS")},
 	}
+}
+
+// scaleSetTags are a scale set's tags: its cluster and role, and its nodes' placement labels.
+func scaleSetTags(c *spec.Cluster, s ScaleSetSpec) pulumi.StringMap {
+	t := tags(c, s.Role)
+	for k, v := range s.NodeTemplateTags {
+		t[k] = pulumi.String(v)
+	}
+	return t
 }

@@ -15,18 +15,13 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
-)
-
-// Tag keys on every Azure resource.
-const (
-	TagCluster = "clusterforge.io/cluster"
-	TagRole    = "clusterforge.io/role"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 func tags(c *spec.Cluster, role string) pulumi.StringMap {
-	t := pulumi.StringMap{TagCluster: pulumi.String(c.Name)}
+	t := pulumi.StringMap{wellknown.TagCluster: pulumi.String(c.Name)}
 	if role != "" {
-		t[TagRole] = pulumi.String(role)
+		t[wellknown.TagRole] = pulumi.String(role)
 	}
 	return t
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -47,7 +48,7 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		vmss := set.AzureName
 		ss, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
 			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: args.Pool.VMSize, ImageID: args.Pool.Image,
-			Capacity: set.Nodes, IPConfigurations: c.Kubelet.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
+			Capacity: set.Nodes, NodeTemplateTags: machine.NodeTemplateTags(args.Pool), IPConfigurations: c.Kubelet.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
 			Groups: args.Groups, SubnetID: args.SubnetID,
 			IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
 		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"}))

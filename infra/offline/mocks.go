@@ -11,7 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/pki"
-	"github.com/clusterforge/clusterforge/infra/azure"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/infra/program"
 )
 
@@ -195,7 +195,7 @@ func (r *recorder) captureUserData(in resource.PropertyMap) {
 	if !tags.IsObject() {
 		return
 	}
-	role := lookup(tags.ObjectValue(), azure.TagRole)
+	role := lookup(tags.ObjectValue(), wellknown.TagRole)
 	if !data.IsString() || !role.IsString() {
 		return
 	}

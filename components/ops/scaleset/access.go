@@ -76,11 +76,20 @@ func (a *Access) Machines() (*Machines, error) {
 
 // MachinesAs are the scale sets reached with cred.
 func (a *Access) MachinesAs(cred azcore.TokenCredential) (*Machines, error) {
-	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(a.Subscription, cred, &arm.ClientOptions{ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK(), Transport: a.Transport}})
+	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(a.Subscription, cred, a.options())
 	if err != nil {
 		return nil, err
 	}
 	return &Machines{VMs: vms, Subscription: a.Subscription, ResourceGroup: a.ResourceGroup, ScaleSets: a.ScaleSets}, nil
+}
+
+// ScaleSetsAs is a client of the scale sets themselves (their models and tags), with cred.
+func (a *Access) ScaleSetsAs(cred azcore.TokenCredential) (*armcompute.VirtualMachineScaleSetsClient, error) {
+	return armcompute.NewVirtualMachineScaleSetsClient(a.Subscription, cred, a.options())
+}
+
+func (a *Access) options() *arm.ClientOptions {
+	return &arm.ClientOptions{ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK(), Transport: a.Transport}}
 }
 
 // KeepSignedIn proves the access works, at once and then every 10 minutes (every 30 s while it

@@ -16,6 +16,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// ProviderIDPrefix begins a node's provider ID, its VM's resource ID following.
+const ProviderIDPrefix = "azure://"
+
 // instanceID is a scale-set VM's provider ID as the kubelet registers it (azure://<resource id>).
 var instanceID = regexp.MustCompile(`^azure:///subscriptions/([0-9a-fA-F-]{36})/resourceGroups/([-\w._()]{1,90})/providers/Microsoft\.Compute/virtualMachineScaleSets/([-\w.]{1,64})/virtualMachines/([0-9]{1,10})$`)
 
@@ -99,7 +102,7 @@ func (m *Machines) lookup(ctx context.Context, providerID, name string) (Instanc
 	case err != nil:
 		return in, nil, err
 	}
-	if got := computerName(&vm.VirtualMachineScaleSetVM); !strings.EqualFold(got, name) {
+	if got := computerName(&vm.VirtualMachineScaleSetVM); strings.ToLower(got) != name { // node names are the computer names, lowercased
 		return in, nil, fmt.Errorf("node %s names instance %s of %s, whose computer name is %q: %w", name, in.ID, in.ScaleSet, got, ErrNotClusterInstance)
 	}
 	return in, &vm.VirtualMachineScaleSetVM, nil
@@ -112,12 +115,10 @@ func computerName(vm *armcompute.VirtualMachineScaleSetVM) string {
 	return *vm.Properties.OSProfile.ComputerName
 }
 
-func notFound(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
-}
+func notFound(err error) bool  { return statusIs(err, http.StatusNotFound) }
+func forbidden(err error) bool { return statusIs(err, http.StatusForbidden) }
 
-func forbidden(err error) bool {
+func statusIs(err error, code int) bool {
 	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == http.StatusForbidden
+	return errors.As(err, &re) && re.StatusCode == code
 }

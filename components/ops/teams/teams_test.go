@@ -17,7 +17,7 @@ import (
 func TestParseAllocationsNamesEachBadField(t *testing.T) {
 	_, err := ParseAllocations(`
 - team: "Bad Team!"
-  nodeSelector: {clusterforge.io/pool: gpu}
+  nodeSelector: {node-restriction.kubernetes.io/clusterforge-pool: gpu}
   nodes: 2
 - team: b
   nodes: -1

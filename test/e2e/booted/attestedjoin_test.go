@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
+	"github.com/clusterforge/clusterforge/components/azurerbac"
 	"github.com/clusterforge/clusterforge/components/csrapprover"
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -44,7 +47,7 @@ func TestJoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	}
 	approver, reads := machines.RehearsalClientIDs()[spec.RoleAPIServer], 0
 	for _, c := range calls {
-		if c.Client == approver && c.Action == "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read" && c.Status == 200 {
+		if c.Client == approver && slices.Contains(azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader], c.Action) && strings.HasSuffix(c.Action, "/virtualMachines/read") && c.Status == 200 {
 			reads++
 		}
 	}
@@ -77,19 +80,21 @@ func TestJoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nonce, err := attestation.Nonce(key.Public())
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The first worker's own document, bound to this key, asked on that worker as its root could.
-	doc, err := booted.Exec(ctx, workers[0], "curl", "-fsS", "-H", "Metadata: true",
-		"http://"+wellknown.IMDSAddress+attestation.Path+"?api-version="+attestation.APIVersion+"&nonce="+nonce)
-	if err != nil {
-		t.Fatal(err)
+	// A new key and the first worker's own document bound to it, asked on that worker as its root could.
+	attested := func() (*ecdsa.PrivateKey, string) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nonce, err := attestation.Nonce(key.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := booted.Exec(ctx, workers[0], "curl", "-fsS", "-H", "Metadata: true", attestation.DocumentURL("http://"+wellknown.IMDSAddress, nonce))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key, doc
 	}
 	first, err := booted.Machine(workers[0])
 	if err != nil {
@@ -99,20 +104,25 @@ func TestJoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	own := machines.ResourceID(booted.Cluster, first.Role, first.Name)
+	own, theirs := machines.ResourceID(booted.Cluster, first.Role, first.Name), machines.ResourceID(booted.Cluster, victim.Role, victim.Name)
+	none, _ := attested()
+	key, doc := attested()
+	ownKey, ownDoc := attested()
 	for _, tc := range []struct {
 		name, node, doc, instance, denial string
+		key                               *ecdsa.PrivateKey
 	}{
-		{"no document", victim.Name, "", machines.ResourceID(booted.Cluster, victim.Role, victim.Name), "no attested document"},
-		{"another worker's document", victim.Name, doc, machines.ResourceID(booted.Cluster, victim.Role, victim.Name), "the attested document is vmId"},
-		{"its own instance under another name", victim.Name, doc, own, "computer name"},
+		{"no document", victim.Name, "", theirs, "no attested document", none},
+		{"another worker's document", victim.Name, doc, theirs, "the attested document is vmId", key},
+		{"its own instance under another name", victim.Name, ownDoc, own, "computer name", ownKey},
+		{"a document another request carried", victim.Name, doc, theirs, "carries the same attested document", key},
 	} {
-		request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + tc.node, Organization: []string{pki.NodesGroup}}}, key)
+		request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + tc.node, Organization: []string{pki.NodesGroup}}}, tc.key)
 		if err != nil {
 			t.Fatal(err)
 		}
 		csr, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: tc.doc, wellknown.InstanceAnnotation: tc.instance}},
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: tc.doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + tc.instance}},
 			Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
 				SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}},
 		}, metav1.CreateOptions{})

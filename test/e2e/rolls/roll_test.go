@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/big"
 	"os"
 	"slices"
@@ -148,9 +149,17 @@ func TestRollDrills(t *testing.T) {
 		return d
 	}
 
-	// 1. etcd v3.5.21 to v3.6.4: events first, then main, each member replaced on an empty disk.
+	// 1. etcd v3.5.21 to v3.6.4: events first, then main, each member replaced on an empty disk;
+	// a second roll started meanwhile (two `make roll` at once) is refused, naming the first.
 	etcdUp := variant(t, start, func(c *spec.Cluster) { c.Versions.Etcd = spec.DefaultEtcdVersion })
+	second := contend(ctx, t, r, cs)
 	rollTo("etcd "+spec.PreviousEtcdVersion+" to "+spec.DefaultEtcdVersion, etcdUp, false, 0)
+	var locked *roll.ErrLocked
+	if err := <-second; !errors.As(err, &locked) || locked.Holder != roll.Holder("roll") || locked.Since.IsZero() {
+		t.Errorf("a second roll during the first: %v, want it refused naming the first roll and its start", err)
+	} else {
+		t.Logf("a second roll during the first was refused: %v", err)
+	}
 	for _, role := range []string{spec.RoleEtcdMain, spec.RoleEtcdEvents} {
 		for _, in := range r.Of(role) {
 			if v := etcdVersion(t, r, role, in.Name); v != strings.TrimPrefix(spec.DefaultEtcdVersion, "v") {
@@ -195,6 +204,33 @@ func TestRollDrills(t *testing.T) {
 		t.Errorf("%d of %d acknowledged writes lost over the drills: %v", len(lost), len(acked), lost)
 	}
 	writeReport(t, done, len(acked))
+}
+
+// contend starts a second roll as soon as a roll holds the cluster's mutation lease, and sends what
+// its Run returned. It rolls toward what is applied, so it would change nothing if it ran.
+func contend(ctx context.Context, t *testing.T, r *processes.Rehearsal, cs kubernetes.Interface) <-chan error {
+	t.Helper()
+	applied, err := r.Applied()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := r.RollTo(applied, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			lease, err := cs.CoordinationV1().Leases(metav1.NamespaceSystem).Get(ctx, wellknown.MutationLease, metav1.GetOptions{})
+			if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_, err := (&roll.Roller{Target: target, Applied: applied, Desired: applied, Journal: r.RollJournal(), Progress: io.Discard}).Run(ctx)
+		out <- err
+	}()
+	return out
 }
 
 // variant is a copy of c (through the applied record's encoding) with edit applied.

@@ -3,6 +3,7 @@ package nspawn
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/standin"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
@@ -43,14 +45,19 @@ func (b *Booted) armInventory() arm.Inventory {
 	var inv arm.Inventory
 	for _, m := range b.Machines {
 		meta := b.metadata(m)
-		in, err := scaleset.ParseProviderID("azure://" + meta.ResourceID)
+		in, err := scaleset.ParseProviderID(scaleset.ProviderIDPrefix + meta.ResourceID)
 		if err != nil {
 			inv.VMs = append(inv.VMs, arm.VM{Name: m.Name, ComputerName: m.Name, VMID: meta.VMID})
 			continue
 		}
 		i := slices.IndexFunc(inv.ScaleSets, func(s arm.ScaleSet) bool { return s.Name == in.ScaleSet })
 		if i < 0 {
-			inv.ScaleSets = append(inv.ScaleSets, arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-6], Image: m.Image})
+			set := arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-6], Image: m.Image,
+				Tags: map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: m.Role}}
+			if pool, ok := b.Cluster.PoolOfRole(m.Role); ok {
+				maps.Copy(set.Tags, machine.NodeTemplateTags(pool)) // as the Pulumi program tags them
+			}
+			inv.ScaleSets = append(inv.ScaleSets, set)
 			i = len(inv.ScaleSets) - 1
 		}
 		inv.ScaleSets[i].Instances = append(inv.ScaleSets[i].Instances, &arm.Instance{ID: in.ID, ComputerName: m.Name, VMID: meta.VMID, Zone: m.Zone, Image: m.Image})
@@ -88,9 +95,14 @@ const (
 	approverRootsFile = "/etc/clusterforge/rehearsal/roots.pem"
 )
 
+// approverHosts resolves the host the attested documents' signer names its issuer at to the
+// metadata stand-in, which serves that issuer.
+var approverHosts = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n" + wellknown.IMDSAddress + " " + imds.IssuerHost + "\n"
+
 // approverAzure points the apiserver machines' CSR approver at the stand-ins through the Azure
-// SDK's own configuration: the custom cloud's environment file, and roots holding the stand-ins'
-// serving certificate and the attested documents' root (Azure's are public roots).
+// SDK's own configuration: the custom cloud's environment file, roots holding the stand-ins'
+// serving certificate and the attested documents' root (Azure's are public roots), and the
+// issuer's host in /etc/hosts.
 func (b *Booted) approverAzure() ([]machine.File, error) {
 	cloud, err := json.Marshal(b.Cloud())
 	if err != nil {
@@ -108,6 +120,7 @@ func (b *Booted) approverAzure() ([]machine.File, error) {
 	return []machine.File{
 		{Path: approverCloudFile, Content: string(cloud), Mode: 0o644},
 		{Path: approverRootsFile, Content: string(roots), Mode: 0o644},
+		{Path: "/etc/hosts", Content: approverHosts, Mode: 0o644},
 		{Path: machine.UnitDir + "/" + machine.CSRApproverUnit + ".d/50-rehearsal-azure.conf", Content: dropIn, Mode: 0o644},
 	}, nil
 }

@@ -572,7 +572,8 @@ func (b *Booted) waitCluster(ctx context.Context) error {
 	return b.applyAddons(ctx)
 }
 
-// waitNodeReady waits until the worker machine's node is Ready and carries its pool's label.
+// waitNodeReady waits until the worker machine's node is Ready and carries its pool's label, which
+// the CSR approver sets.
 func (b *Booted) waitNodeReady(ctx context.Context, name string) error {
 	m, err := b.Machine(name)
 	if err != nil {
@@ -588,7 +589,10 @@ func (b *Booted) waitNodeReady(ctx context.Context, name string) error {
 		if err != nil {
 			return err
 		}
-		if got := n.Labels[wellknown.PoolLabel]; got != pool.Name {
+		switch got := n.Labels[wellknown.PoolLabel]; {
+		case got == "": // the CSR approver labels the Node once it registers
+			return fmt.Errorf("no %s label yet", wellknown.PoolLabel)
+		case got != pool.Name:
 			return machines.Permanent{Err: fmt.Errorf("node label %s=%q, want %q", wellknown.PoolLabel, got, pool.Name)}
 		}
 		return nodestatus.Ready(n, time.Now())

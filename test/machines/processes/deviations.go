@@ -10,6 +10,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/azurecloud"
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -97,5 +98,5 @@ var flagOverrides = map[string]map[string]string{
 
 // identityEnv is what clusterforge-identity.service would write to machine.NodeEnvFile.
 func identityEnv(c *spec.Cluster, in machines.Instance) string {
-	return fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\nPROVIDER_ID=azure://%s\n", in.Name, in.IP, machines.ResourceID(c, in.Role, in.Name))
+	return fmt.Sprintf("NODE_NAME=%s\nNODE_IP=%s\nPROVIDER_ID=%s%s\n", in.Name, in.IP, scaleset.ProviderIDPrefix, machines.ResourceID(c, in.Role, in.Name))
 }

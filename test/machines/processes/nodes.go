@@ -218,6 +218,10 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 	}
 	name := fmt.Sprintf("%s-%s-%d", p.Cluster.Name, pool.Name, n)
 	labels := machine.NodeLabels(pool)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, machine.PlacementOf(pool)) // the CSR approver's on a real node
 	maps.Copy(labels, map[string]string{
 		corev1.LabelHostname:           name,
 		corev1.LabelOSStable:           "linux",

@@ -45,6 +45,7 @@ type ScaleSet struct {
 	ComputerNamePrefix string
 	// Image is the model's image reference.
 	Image     string
+	Tags      map[string]string
 	Instances []*Instance
 	nextID    int
 }
@@ -600,7 +601,7 @@ func (s *Server) scaleSetJSON(ss *ScaleSet) map[string]any {
 		}
 	}
 	return map[string]any{
-		"id": s.scaleSetID(ss.Name), "name": ss.Name, "type": compute, "location": s.Location, "zones": ss.Zones,
+		"id": s.scaleSetID(ss.Name), "name": ss.Name, "type": compute, "location": s.Location, "zones": ss.Zones, "tags": ss.Tags,
 		"sku": map[string]any{"name": ss.SKU, "tier": "Standard", "capacity": len(ss.Instances)},
 		"properties": map[string]any{
 			"provisioningState": state, "orchestrationMode": "Uniform", "upgradePolicy": map[string]any{"mode": "Manual"},

@@ -22,12 +22,15 @@ import (
 	"github.com/smallstep/pkcs7"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
-	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-// IssuerPath is where the stand-in serves its signing certificate's issuer, the address that
-// certificate's Authority Information Access names (Azure's names a Microsoft PKI URL).
-const IssuerPath = "/stand-in/attestation/issuer.crt"
+// IssuerHost and IssuerPath are where the signing certificate's Authority Information Access
+// names its issuer, on Microsoft's PKI host as Azure's does; the stand-in serves it at any host,
+// and a machine that fetches it resolves IssuerHost to the stand-in.
+const IssuerPath = "/pkiops/certs/attested-data-stand-in-issuing-ca.crt"
+
+// IssuerHost is the first of Azure's PKI hosts.
+var IssuerHost = attestation.IssuerHosts[0]
 
 // The files of a signing chain: a root, an intermediate and the signer, as Azure's documents
 // chain from a public root through an issuing CA to metadata.azure.com.
@@ -78,7 +81,7 @@ func WriteSigningChain(dir string) error {
 		return err
 	}
 	signer, signerKey, err := issue(&x509.Certificate{Subject: pkix.Name{CommonName: attestation.SignerDomain}, DNSNames: []string{attestation.SignerDomain},
-		KeyUsage: x509.KeyUsageDigitalSignature, IssuingCertificateURL: []string{"http://" + wellknown.IMDSAddress + IssuerPath}}, issuer, issuerKey)
+		KeyUsage: x509.KeyUsageDigitalSignature, IssuingCertificateURL: []string{"http://" + IssuerHost + IssuerPath}}, issuer, issuerKey)
 	if err != nil {
 		return err
 	}
@@ -168,7 +171,7 @@ func (s *Signer) Document(m InstanceMetadata, nonce string, now time.Time) (atte
 	if err != nil {
 		return attestation.Document{}, err
 	}
-	return attestation.Document{Encoding: "pkcs7", Signature: base64.StdEncoding.EncodeToString(der)}, nil
+	return attestation.Document{Encoding: attestation.Encoding, Signature: base64.StdEncoding.EncodeToString(der)}, nil
 }
 
 // subscription is the subscription of the machine's resource ID.

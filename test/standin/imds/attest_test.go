@@ -50,7 +50,7 @@ func TestAttestedDocumentVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, body := get(attestation.Path + "?api-version=" + attestation.APIVersion + "&nonce=" + nonce)
+	code, body := get(attestation.DocumentURL("", nonce))
 	if code != http.StatusOK {
 		t.Fatalf("attested document: HTTP %d %s", code, body)
 	}
@@ -75,7 +75,7 @@ func TestAttestedDocumentVerifies(t *testing.T) {
 		return w.Result(), nil
 	})})
 	now := time.Now()
-	v := attestation.Verifier{Roots: roots, Issuers: issuers, Now: func() time.Time { return now }, MaxAge: 10 * time.Minute}
+	v := attestation.Verifier{Roots: roots, Issuers: issuers, Now: func() time.Time { return now }, MaxAge: attestation.MaxAge}
 	p, err := v.Verify(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -104,9 +104,9 @@ func TestAttestedDocumentVerifies(t *testing.T) {
 	}{
 		"another root":     {attestation.Verifier{Roots: others, Issuers: issuers, Now: v.Now, MaxAge: v.MaxAge}, doc},
 		"no issuer fetch":  {attestation.Verifier{Roots: roots, Now: v.Now, MaxAge: v.MaxAge}, doc},
-		"too old":          {attestation.Verifier{Roots: roots, Issuers: issuers, Now: func() time.Time { return now.Add(11 * time.Minute) }, MaxAge: v.MaxAge}, doc},
+		"too old":          {attestation.Verifier{Roots: roots, Issuers: issuers, Now: func() time.Time { return now.Add(attestation.MaxAge + time.Minute) }, MaxAge: v.MaxAge}, doc},
 		"from the future":  {attestation.Verifier{Roots: roots, Issuers: issuers, Now: func() time.Time { return now.Add(-2 * time.Minute) }, MaxAge: v.MaxAge}, doc},
-		"altered content":  {v, attestation.Document{Encoding: "pkcs7", Signature: base64.StdEncoding.EncodeToString(tampered)}},
+		"altered content":  {v, attestation.Document{Encoding: attestation.Encoding, Signature: base64.StdEncoding.EncodeToString(tampered)}},
 		"another encoding": {v, attestation.Document{Encoding: "jwt", Signature: doc.Signature}},
 	} {
 		if p, err := tc.v.Verify(tc.doc); err == nil {
@@ -115,7 +115,13 @@ func TestAttestedDocumentVerifies(t *testing.T) {
 			t.Logf("%s: %v", name, err)
 		}
 	}
-	if code, body := get(attestation.Path + "?api-version=" + attestation.APIVersion + "&nonce=12345"); code != http.StatusBadRequest {
+	// A certificate is not trusted until its chain is: its issuer is fetched only from Azure's PKI hosts.
+	for _, url := range []string{"http://169.254.169.254" + IssuerPath, "https://www.microsoft.com" + IssuerPath, "http://www.microsoft.com:8080" + IssuerPath} {
+		if _, err := issuers(url); err == nil || fetched != 1 {
+			t.Errorf("issuer at %s: fetched (%v)", url, err)
+		}
+	}
+	if code, body := get(attestation.DocumentURL("", "12345")); code != http.StatusBadRequest {
 		t.Errorf("a 5-digit nonce: HTTP %d %s, want 400", code, body)
 	}
 }

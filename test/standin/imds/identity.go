@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
 
@@ -23,7 +24,7 @@ func (s *Server) identityToken(w http.ResponseWriter, r *http.Request, m Instanc
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": errCode, "error_description": msg})
 	}
 	q := r.URL.Query()
-	resource := strings.TrimSuffix(q.Get("resource"), "/.default")
+	resource := strings.TrimSuffix(q.Get("resource"), azurecloud.ScopeSuffix)
 	client := q.Get("client_id")
 	switch {
 	case resource == "":

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,8 +24,10 @@ import (
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/azurerbac"
 	"github.com/clusterforge/clusterforge/components/csrapprover"
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
@@ -52,7 +55,8 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	srv := &arm.Server{Subscription: subscription, ResourceGroup: group, Location: "eastus2"}
 	local := arm.Serve(t, srv, "22222222-2222-2222-2222-222222222222")
 	local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cf-dev-cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
-	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu", ComputerNamePrefix: "cf-dev-cpu", Instances: []*arm.Instance{{}, {}}})
+	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu", ComputerNamePrefix: "cf-dev-cpu", Instances: []*arm.Instance{{}, {}},
+		Tags: machine.NodeTemplateTags(spec.Pool{Name: "cpu"})})
 	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-apiserver", ComputerNamePrefix: "cf-dev-apiserver", Instances: []*arm.Instance{{}}})
 	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-other", ComputerNamePrefix: "cf-dev-other", Instances: []*arm.Instance{{}}})
 	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(subscription, local.Credential(approver), local.Options())
@@ -75,14 +79,15 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	roots.AppendCertsFromPEM(root)
+	instances := &csrapprover.WorkerInstances{Cred: local.Credential(approver), ControlPlane: "cf-dev-apiserver",
+		Access: &scaleset.Access{Cloud: local.Cloud(), Transport: local.Transport(), Subscription: subscription, ResourceGroup: group}}
 	joins := csrapprover.Joins{
-		Attested: attestation.Verifier{Roots: roots, Issuers: func(string) (*x509.Certificate, error) { return signer.Issuer, nil }, Now: time.Now, MaxAge: 10 * time.Minute},
-		Instances: csrapprover.WorkerInstances{Cred: local.Credential(approver), ControlPlane: "cf-dev-apiserver",
-			Access: &scaleset.Access{Cloud: local.Cloud(), Transport: local.Transport(), Subscription: subscription, ResourceGroup: group}},
+		Attested:     attestation.Verifier{Roots: roots, Issuers: func(string) (*x509.Certificate, error) { return signer.Issuer, nil }, Now: time.Now, MaxAge: attestation.MaxAge},
+		Instances:    instances,
 		Subscription: subscription,
 	}
 	attested := func(from string, nonce string) string {
-		req := httptest.NewRequest(http.MethodGet, "http://169.254.169.254"+attestation.Path+"?api-version="+attestation.APIVersion+"&nonce="+nonce, nil)
+		req := httptest.NewRequest(http.MethodGet, attestation.DocumentURL("http://"+wellknown.IMDSAddress, nonce), nil)
 		req.RemoteAddr, req.Header["Metadata"] = from+":40000", []string{"true"}
 		w := httptest.NewRecorder()
 		meta.ServeHTTP(w, req)
@@ -92,7 +97,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		return w.Body.String()
 	}
 	request := func(node string, key *ecdsa.PrivateKey) []byte {
-		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: "system:node:" + node, Organization: []string{pki.NodesGroup}}}, key)
+		der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + node, Organization: []string{pki.NodesGroup}}}, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +119,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	}
 	csr := func(node string, key *ecdsa.PrivateKey, doc, instance string, groups ...string) *certv1.CertificateSigningRequest {
 		return &certv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: "join", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.InstanceAnnotation: instance}},
+			ObjectMeta: metav1.ObjectMeta{Name: "join", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + instance}},
 			Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeAPIServerClientKubeletSignerName, Request: request(node, key),
 				Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}, Username: "system:bootstrap:abcdef",
 				Groups: append([]string{"system:bootstrappers", "system:authenticated"}, groups...)},
@@ -122,6 +127,15 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	}
 	a, b := meta.Machines["10.0.2.4"], meta.Machines["10.0.2.5"]
 	k, other := newKey(), newKey()
+	// A document another request already carries (as if a node had copied it and found a key with
+	// the same nonce): the index the approver keeps answers.
+	copied := attested("10.0.2.4", nonceOf(k))
+	joins.Carrying = func(document string) []string {
+		if document == copied {
+			return []string{"join", "the-original"}
+		}
+		return []string{"join"}
+	}
 	for _, tc := range []struct {
 		name    string
 		csr     *certv1.CertificateSigningRequest
@@ -136,6 +150,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		{"a control-plane instance", csr("cf-dev-apiserver000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-apiserver/"), pki.BootstrapGroup), false, "the control plane's scale set"},
 		{"a scale set the approver may not read", csr("cf-dev-other000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-other/"), pki.BootstrapGroup), false, "403"},
 		{"another resource group", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/cf-dev/", "/cf-prod/"), pki.BootstrapGroup), false, "not one of this cluster's worker scale sets"},
+		{"a document another request carries", csr(a.Name, k, copied, a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document"},
 		{"not the join token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), false, "not a join request"},
 	} {
 		approve, reason, err := joins.Decide(context.Background(), tc.csr)
@@ -143,6 +158,14 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 			t.Errorf("%s: approve %v (%q, error %v), want %v with %q", tc.name, approve, reason, err, tc.approve, tc.reason)
 		}
 	}
+	// A Node's placement labels come from its instance's scale set, once the instance carries its name.
+	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, a.Name); err != nil || labels[wellknown.PoolLabel] != "cpu" || len(labels) != 1 {
+		t.Errorf("placement of %s: %v, %v; want the cpu pool's label alone", a.Name, labels, err)
+	}
+	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, b.Name); !errors.Is(err, scaleset.ErrNotClusterInstance) {
+		t.Errorf("placement of %s by %s's provider ID: %v, %v; want it refused", b.Name, a.Name, labels, err)
+	}
+
 	// Resource Manager not answering is no verdict: the request waits for a retry.
 	local.HTTP.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
