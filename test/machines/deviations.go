@@ -121,7 +121,7 @@ func RehearsalAzure(cloud azurecloud.Cloud) addons.Azure {
 // call Resource Manager (azurerbac.Grants), with the rehearsals' client ids, over the scopes its
 // stand-in serves: the resource group and the worker scale sets.
 func RehearsalAssignments(c *spec.Cluster) []arm.Assignment {
-	group := "/subscriptions/" + RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup()
+	group := rehearsalGroupID(c)
 	scopes := map[string][]string{azurerbac.ScopeResourceGroup: {group}}
 	for _, s := range c.ScaleSets() {
 		scopes[azurerbac.ScopeWorkerScaleSets] = append(scopes[azurerbac.ScopeWorkerScaleSets], group+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+s.AzureName)
@@ -217,11 +217,16 @@ func markdownDeviations() string {
 	return b.String()
 }
 
+// rehearsalGroupID is the resource ID of the cluster's resource group in the rehearsal's subscription.
+func rehearsalGroupID(c *spec.Cluster) string {
+	return "/subscriptions/" + RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup()
+}
+
 // ResourceID is the resource ID the metadata stand-in gives a rehearsal machine: a scale-set
 // instance's for the apiservers and workers, their names being the scale set's computer name
 // prefix and six base-36 digits of the instance id, as Azure names them; a VM's for etcd members.
 func ResourceID(c *spec.Cluster, role, name string) string {
-	group := "/subscriptions/" + RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup() + "/providers/Microsoft.Compute/"
+	group := rehearsalGroupID(c) + "/providers/Microsoft.Compute/"
 	if role != spec.RoleAPIServer && machine.ImageOf(role) != machine.ImageWorker || len(name) < 6 {
 		return group + "virtualMachines/" + name
 	}

@@ -83,7 +83,7 @@ func (b *Booted) startARM() error {
 		}
 	}
 	return b.startService("arm", append(slices.Clone(b.Self), "arm", "--listen="+net.JoinHostPort(b.entraHost(), armPort),
-		"--cert="+filepath.Join(b.entraDir(), "tls.crt"), "--key="+filepath.Join(b.entraDir(), "tls.key"),
+		"--cert="+b.entraCert(), "--key="+b.entraKey(),
 		"--subscription="+machines.RehearsalSubscriptionID, "--resource-group="+b.Cluster.ResourceGroup(), "--location="+b.Cluster.Location,
 		"--tenant="+machines.RehearsalTenantID, "--authority-host="+b.AuthorityHost(), "--token-key="+b.entraSigningKey(),
 		"--inventory="+filepath.Join(dir, "inventory.json"), "--assignments="+filepath.Join(dir, "assignments.json"), "--calls="+b.ARMCallsFile()))
@@ -109,7 +109,7 @@ func (b *Booted) approverAzure() ([]machine.File, error) {
 		return nil, err
 	}
 	var roots []byte
-	for _, f := range []string{filepath.Join(b.entraDir(), "tls.crt"), filepath.Join(b.attestationDir(), imds.RootFile)} {
+	for _, f := range []string{b.entraCert(), filepath.Join(b.attestationDir(), imds.RootFile)} {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			return nil, err

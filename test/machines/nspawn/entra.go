@@ -43,6 +43,10 @@ func (b *Booted) AuthorityHost() string { return "https://" + b.entraHost() + "/
 
 func (b *Booted) entraDir() string { return filepath.Join(b.Dir, "entra") }
 
+// The stand-in's serving pair, which Resource Manager's stand-in serves too.
+func (b *Booted) entraCert() string { return filepath.Join(b.entraDir(), "tls.crt") }
+func (b *Booted) entraKey() string  { return filepath.Join(b.entraDir(), "tls.key") }
+
 // EntraExchangesFile holds every token exchange the stand-in answered, one JSON line each.
 func (b *Booted) EntraExchangesFile() string { return filepath.Join(b.entraDir(), "exchanges.jsonl") }
 
@@ -70,8 +74,8 @@ func (b *Booted) startEntra() error {
 	if err != nil {
 		return err
 	}
-	for name, content := range map[string]string{"tls.crt": certPEM, "tls.key": keyPEM, "federations.json": string(federations)} {
-		if err := machines.WriteFile(filepath.Join(dir, name), content, 0o600); err != nil {
+	for file, content := range map[string]string{b.entraCert(): certPEM, b.entraKey(): keyPEM, filepath.Join(dir, "federations.json"): string(federations)} {
+		if err := machines.WriteFile(file, content, 0o600); err != nil {
 			return err
 		}
 	}
@@ -79,7 +83,7 @@ func (b *Booted) startEntra() error {
 		return err
 	}
 	return b.startService("entra", append(slices.Clone(b.Self), "entra", "--listen="+net.JoinHostPort(b.entraHost(), "443"),
-		"--cert="+filepath.Join(dir, "tls.crt"), "--key="+filepath.Join(dir, "tls.key"), "--tenant="+machines.RehearsalTenantID,
+		"--cert="+b.entraCert(), "--key="+b.entraKey(), "--tenant="+machines.RehearsalTenantID,
 		"--federations="+filepath.Join(dir, "federations.json"), "--issuer="+b.Cluster.ServiceAccountIssuer(),
 		"--issuer-documents="+filepath.Join(dir, "issuer"), "--exchanges="+b.EntraExchangesFile(), "--signing-key="+b.entraSigningKey()))
 }
@@ -88,7 +92,7 @@ func (b *Booted) startEntra() error {
 // Manager's stand-in serves it too), through a
 // ConfigMap in SSL_CERT_FILE (the binaries' built-in public roots do not hold it).
 func (b *Booted) trustEntra(objs []addons.Object) ([]addons.Object, error) {
-	cert, err := os.ReadFile(filepath.Join(b.entraDir(), "tls.crt"))
+	cert, err := os.ReadFile(b.entraCert())
 	if err != nil {
 		return nil, err
 	}

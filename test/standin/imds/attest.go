@@ -16,9 +16,9 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strings"
 	"time"
 
+	azarm "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/smallstep/pkcs7"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
@@ -176,9 +176,8 @@ func (s *Signer) Document(m InstanceMetadata, nonce string, now time.Time) (atte
 
 // subscription is the subscription of the machine's resource ID.
 func (m InstanceMetadata) subscription() string {
-	parts := strings.Split(m.ResourceID, "/")
-	if len(parts) > 2 && parts[1] == "subscriptions" {
-		return parts[2]
+	if id, err := azarm.ParseResourceID(m.ResourceID); err == nil {
+		return id.SubscriptionID
 	}
 	return ""
 }
