@@ -243,6 +243,19 @@ type route struct {
 	handle func(w http.ResponseWriter, r *http.Request, caller string) *apiError
 	// authorize replaces the check of an assignment over scope.
 	authorize func(caller string) bool
+	// missing is the answer for a resource that does not exist, given only to a caller who may
+	// read or write it: Azure authorizes before it looks.
+	missing *apiError
+}
+
+// missingRoute authorizes a request for a resource that does not exist as a read or a write of
+// it, and then answers 404.
+func missingRoute(r *http.Request, resourceType, id string, missing *apiError) *route {
+	action := resourceType + "/read"
+	if r.Method != http.MethodGet {
+		action = resourceType + "/write"
+	}
+	return &route{action: action, scope: id, missing: missing}
 }
 
 // ServeHTTP authenticates the caller, throttles and authorizes the request, then answers it.
@@ -275,6 +288,10 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	call.Action = rt.action
 	if rt.authorize != nil && !rt.authorize(caller) || rt.authorize == nil && !s.Auth.allowed(caller, rt.action, rt.scope) {
 		fail(errorf(http.StatusForbidden, "AuthorizationFailed", "The client '%s' with object id '%s' does not have authorization to perform action '%s' over scope '%s' or the scope is invalid. If access was recently granted, please refresh your credentials.", caller, caller, rt.action, rt.scope))
+		return
+	}
+	if rt.missing != nil {
+		fail(rt.missing)
 		return
 	}
 	arm := PolicySubscriptionReads
@@ -404,7 +421,7 @@ func (s *Server) scaleSetRoute(r *http.Request, rest []string) (*route, *apiErro
 	_, missing := s.findScaleSet(name)
 	s.mu.Unlock()
 	if missing != nil {
-		return nil, missing
+		return missingRoute(r, compute, id, missing), nil
 	}
 	method := r.Method
 	switch {
@@ -463,7 +480,8 @@ func (s *Server) vmRoute(r *http.Request, rest []string) (*route, *apiError) {
 	i := slices.IndexFunc(s.vms, func(vm *VM) bool { return strings.EqualFold(vm.Name, rest[0]) })
 	s.mu.Unlock()
 	if i < 0 {
-		return nil, errorf(http.StatusNotFound, "ResourceNotFound", "The Resource 'Microsoft.Compute/virtualMachines/%s' under resource group '%s' was not found.", rest[0], s.ResourceGroup)
+		return missingRoute(r, "Microsoft.Compute/virtualMachines", id, errorf(http.StatusNotFound, "ResourceNotFound",
+			"The Resource 'Microsoft.Compute/virtualMachines/%s' under resource group '%s' was not found.", rest[0], s.ResourceGroup)), nil
 	}
 	switch {
 	case len(rest) == 1 && r.Method == http.MethodGet:

@@ -58,7 +58,6 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu", ComputerNamePrefix: "cf-dev-cpu", Instances: []*arm.Instance{{}, {}},
 		Tags: machine.NodeTemplateTags(spec.Pool{Name: "cpu"})})
 	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-apiserver", ComputerNamePrefix: "cf-dev-apiserver", Instances: []*arm.Instance{{}}})
-	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-other", ComputerNamePrefix: "cf-dev-other", Instances: []*arm.Instance{{}}})
 	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(subscription, local.Credential(approver), local.Options())
 	if err != nil {
 		t.Fatal(err)
@@ -149,6 +148,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		{"no document", csr(a.Name, k, "", a.ResourceID, pki.BootstrapGroup), false, "no attested document"},
 		{"a control-plane instance", csr("cf-dev-apiserver000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-apiserver/"), pki.BootstrapGroup), false, "the control plane's scale set"},
 		{"a scale set the approver may not read", csr("cf-dev-other000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-other/"), pki.BootstrapGroup), false, "403"},
+		{"an instance that does not exist", csr("cf-dev-cpu000009", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/virtualMachines/0", "/virtualMachines/9"), pki.BootstrapGroup), false, "does not exist"},
 		{"another resource group", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/cf-dev/", "/cf-prod/"), pki.BootstrapGroup), false, "not one of this cluster's worker scale sets"},
 		{"a document another request carries", csr(a.Name, k, copied, a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document"},
 		{"not the join token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), false, "not a join request"},
