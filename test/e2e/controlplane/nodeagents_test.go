@@ -95,30 +95,31 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		return err
 	}
 	cases := []nodeChange{
-		{"the ops agent takes the preflight taint off", change(opsAgent, func(n *corev1.Node) { n.Spec.Taints = withoutPreflight(n.Spec.Taints) }), "", false},
-		{"the ops agent sets its preflight condition", func() error { return condition(opsAgent, wellknown.PreflightFailedCondition) }, "", false},
-		{"the ops agent sets its maintenance condition", func() error { return condition(opsAgent, wellknown.MaintenanceScheduledCondition) }, "", false},
-		{"node-problem-detector sets a kernel condition", func() error { return condition(npd, wellknown.KernelDeadlockCondition) }, "", false},
-		{"the ops agent moves its node to another pool", change(opsAgent, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "labels", false},
+		{"the ops agent takes the preflight taint off", change(opsAgent, func(n *corev1.Node) { n.Spec.Taints = withoutPreflight(n.Spec.Taints) }), "", ""},
+		{"the ops agent sets its preflight condition", func() error { return condition(opsAgent, wellknown.PreflightFailedCondition) }, "", ""},
+		{"the ops agent sets its maintenance condition", func() error { return condition(opsAgent, wellknown.MaintenanceScheduledCondition) }, "", ""},
+		{"node-problem-detector sets a kernel condition", func() error { return condition(npd, wellknown.KernelDeadlockCondition) }, "", ""},
+		{"the ops agent moves its node to another pool", change(opsAgent, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "labels", ""},
 		{"the ops agent marks its node for replacement", change(opsAgent, func(n *corev1.Node) {
 			n.Annotations = map[string]string{wellknown.ReasonAnnotation: "drill"}
-		}), "annotations", false},
+		}), "annotations", ""},
 		{"the ops agent holds its node's deletion with a finalizer", change(opsAgent, func(n *corev1.Node) {
 			n.Finalizers = append(n.Finalizers, "example.com/hold")
-		}), "finalizers or owners", false},
-		{"the ops agent cordons its node", change(opsAgent, func(n *corev1.Node) { n.Spec.Unschedulable = true }), "cordon or uncordon", false},
+		}), "finalizers or owners", ""},
+		{"the ops agent cordons its node", change(opsAgent, func(n *corev1.Node) { n.Spec.Unschedulable = true }), "cordon or uncordon", ""},
 		{"the ops agent gives its node to a team", change(opsAgent, func(n *corev1.Node) {
 			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: wellknown.TeamKey, Value: "drill", Effect: corev1.TaintEffectNoSchedule})
-		}), "taints", false},
+		}), "taints", ""},
 		{"the ops agent swaps the preflight taint for a team's", change(opsAgent, func(n *corev1.Node) {
 			n.Spec.Taints = append(withoutPreflight(n.Spec.Taints), corev1.Taint{Key: wellknown.TeamKey, Value: "drill", Effect: corev1.TaintEffectNoSchedule})
-		}), "taints", false},
-		{"the ops agent marks its node not ready", func() error { return condition(opsAgent, string(corev1.NodeReady)) }, "conditions", false},
-		{"the ops agent sets node-problem-detector's condition", func() error { return condition(opsAgent, wellknown.GPUProblemCondition) }, "conditions", false},
-		{"node-problem-detector clears a failed preflight", func() error { return condition(npd, wellknown.PreflightFailedCondition) }, "conditions", false},
-		{"the kubelet updates a label of its own", change(kubelet, func(n *corev1.Node) { n.Labels[corev1.LabelInstanceTypeStable] = "Standard_Drill" }), "", false},
-		{"the kubelet moves its node to another pool", change(kubelet, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "after it registers", true},
-		{"the kubelet adds a label a pool could place pods by", change(kubelet, func(n *corev1.Node) { n.Labels["example.com/accelerator"] = "a100" }), "after it registers", true},
+		}), "taints", ""},
+		{"the ops agent marks its node not ready", func() error { return condition(opsAgent, string(corev1.NodeReady)) }, "conditions", ""},
+		{"the ops agent sets node-problem-detector's condition", func() error { return condition(opsAgent, wellknown.GPUProblemCondition) }, "conditions", ""},
+		{"node-problem-detector clears a failed preflight", func() error { return condition(npd, wellknown.PreflightFailedCondition) }, "conditions", ""},
+		{"the kubelet updates a label of its own", change(kubelet, func(n *corev1.Node) { n.Labels[corev1.LabelInstanceTypeStable] = "Standard_Drill" }), "", ""},
+		// The placement labels are the CSR approver's: NodeRestriction refuses them to any kubelet.
+		{"the kubelet moves its node to another pool", change(kubelet, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "is not allowed to modify labels: " + wellknown.PoolLabel, nodeRestriction},
+		{"the kubelet adds a label a pool could place pods by", change(kubelet, func(n *corev1.Node) { n.Labels["example.com/accelerator"] = "a100" }), "after it registers", addons.NodeLabelsPolicy},
 	}
 	check := func(tc nodeChange) error {
 		err := tc.change()
@@ -126,7 +127,10 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 			return err
 		}
 		by := drills.RefusedBy(addons.NodeAgentsOwnNodePolicy)
-		if tc.byKubelet {
+		switch tc.by {
+		case nodeRestriction:
+			by = "is forbidden"
+		case addons.NodeLabelsPolicy:
 			by = drills.RefusedBy(addons.NodeLabelsPolicy)
 		}
 		if err == nil || !strings.Contains(err.Error(), by) || !strings.Contains(err.Error(), tc.refusal) {
@@ -163,8 +167,12 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 // nodeChange is a change to a Node as one of its agents or as the node, and the refusal expected
 // ("" when admitted): a part of the message, and whose policy (the kubelet's or the agents').
 type nodeChange struct {
-	what      string
-	change    func() error
-	refusal   string
-	byKubelet bool
+	what    string
+	change  func() error
+	refusal string
+	// by is what refuses it: the node agents' policy when empty.
+	by string
 }
+
+// nodeRestriction names the NodeRestriction admission plugin among nodeChange's refusers.
+const nodeRestriction = "NodeRestriction"
