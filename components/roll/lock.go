@@ -39,11 +39,14 @@ type ErrLocked struct {
 	Holder  string
 	Since   time.Time
 	Renewed time.Time
+	// Read is when the lease was read: the message's "renewed ago" counts to then, however late
+	// it is printed.
+	Read time.Time
 }
 
 func (e *ErrLocked) Error() string {
-	return fmt.Sprintf("the cluster is being changed: %q holds the lease kube-system/%s since %s (renewed %s ago); wait for it to end, or, if its operator left, see docs/runbooks/roll.md (a roll whose operator left)",
-		e.Holder, wellknown.MutationLease, e.Since.UTC().Format(time.RFC3339), time.Since(e.Renewed).Round(time.Second))
+	return fmt.Sprintf("the cluster is being changed: %q holds the lease kube-system/%s since %s (renewed %s before it was read); wait for it to end, or, if its operator left, see docs/runbooks/roll.md (a roll whose operator left)",
+		e.Holder, wellknown.MutationLease, e.Since.UTC().Format(time.RFC3339), e.Read.Sub(e.Renewed).Round(time.Second))
 }
 
 // Lock takes the cluster's mutation lease for holder and keeps it: the context returned ends
@@ -60,7 +63,7 @@ func Lock(ctx context.Context, cs kubernetes.Interface, holder string) (context.
 			return nil, nil, err
 		}
 		if h := lease.Spec.HolderIdentity; h != nil && *h != "" && lease.Spec.RenewTime != nil && time.Since(lease.Spec.RenewTime.Time) < lockDuration {
-			e := &ErrLocked{Holder: *h, Renewed: lease.Spec.RenewTime.Time}
+			e := &ErrLocked{Holder: *h, Renewed: lease.Spec.RenewTime.Time, Read: time.Now()}
 			if lease.Spec.AcquireTime != nil {
 				e.Since = lease.Spec.AcquireTime.Time
 			}
