@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -41,6 +42,9 @@ type WorkerInstances struct {
 
 	mu     sync.Mutex
 	labels map[string]scaleSetLabels // by scale set
+	// seen are the instances read lately, by provider ID and node name: a join's lookup serves its
+	// Node's labelling, so a joining node costs Resource Manager one instance read, not two.
+	seen map[string]seenInstance
 }
 
 // VMID reads the instance providerID names.
@@ -57,12 +61,21 @@ func (w *WorkerInstances) Placement(ctx context.Context, providerID, name string
 	return labels, err
 }
 
-// labelsTTL is how long a scale set's placement labels are kept before they are read again.
-const labelsTTL = 10 * time.Minute
+// labelsTTL is how long a scale set's placement labels are kept before they are read again, and
+// seenTTL how long an instance read is: a node registers within minutes of its join.
+const (
+	labelsTTL = 10 * time.Minute
+	seenTTL   = time.Hour
+)
 
 type scaleSetLabels struct {
 	labels map[string]string
 	read   time.Time
+}
+
+type seenInstance struct {
+	vmID string
+	read time.Time
 }
 
 // instance reads the instance providerID names, checked to carry name, and its scale set's
@@ -73,9 +86,16 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 	if err != nil {
 		return "", nil, err
 	}
-	vmID, err := m.VMID(ctx, providerID, name)
-	if err != nil {
-		return "", nil, err
+	key := providerID + " " + name
+	w.mu.Lock()
+	seen, ok := w.seen[key]
+	w.mu.Unlock()
+	vmID := seen.vmID
+	if !ok || time.Since(seen.read) > seenTTL {
+		if vmID, err = m.VMID(ctx, providerID, name); err != nil {
+			return "", nil, err
+		}
+		w.remember(key, vmID)
 	}
 	set := m.ScaleSets[0]
 	w.mu.Lock()
@@ -108,6 +128,19 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 	w.labels[set] = scaleSetLabels{labels, time.Now()}
 	w.mu.Unlock()
 	return vmID, labels, nil
+}
+
+// remember keeps an instance read, dropping the stale ones as the map grows.
+func (w *WorkerInstances) remember(key, vmID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.seen == nil {
+		w.seen = map[string]seenInstance{}
+	}
+	if len(w.seen) >= 20_000 {
+		maps.DeleteFunc(w.seen, func(_ string, s seenInstance) bool { return time.Since(s.read) > seenTTL })
+	}
+	w.seen[key] = seenInstance{vmID, time.Now()}
 }
 
 // machines reaches the one scale set providerID names, refusing the control plane's.

@@ -158,15 +158,23 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 			t.Errorf("%s: approve %v (%q, error %v), want %v with %q", tc.name, approve, reason, err, tc.approve, tc.reason)
 		}
 	}
-	// A Node's placement labels come from its instance's scale set, once the instance carries its name.
+	// A Node's placement labels come from its instance's scale set, once the instance carries its
+	// name; the join already read the instance, so labelling reads nothing more.
+	reads := len(srv.Calls())
 	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, a.Name); err != nil || labels[wellknown.PoolLabel] != "cpu" || len(labels) != 1 {
 		t.Errorf("placement of %s: %v, %v; want the cpu pool's label alone", a.Name, labels, err)
+	}
+	if calls := srv.Calls()[reads:]; len(calls) != 0 {
+		t.Errorf("labelling a joined node called Resource Manager again: %+v", calls)
 	}
 	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, b.Name); !errors.Is(err, scaleset.ErrNotClusterInstance) {
 		t.Errorf("placement of %s by %s's provider ID: %v, %v; want it refused", b.Name, a.Name, labels, err)
 	}
 
-	// Resource Manager not answering is no verdict: the request waits for a retry.
+	// Resource Manager not answering is no verdict: the request waits for a retry (an approver
+	// that has not read the instance yet).
+	joins.Instances = &csrapprover.WorkerInstances{Cred: local.Credential(approver), ControlPlane: "cf-dev-apiserver",
+		Access: &scaleset.Access{Cloud: local.Cloud(), Transport: local.Transport(), Subscription: subscription, ResourceGroup: group}}
 	local.HTTP.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
