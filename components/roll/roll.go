@@ -78,6 +78,14 @@ type WorkerReplacer interface {
 	ReplaceWorkers(ctx context.Context, names []string) error
 }
 
+// ModelTarget is a Target whose new worker machines boot from a model it keeps per pool (Azure's
+// scale-set models, which a scale-out uses too): Prepare leaves every pool's model as applied, and
+// MoveWorkerModels makes the named pools' models the desired ones and every other pool's the
+// applied one. The roll moves the canary's pool first and the rest once the canary has passed.
+type ModelTarget interface {
+	MoveWorkerModels(ctx context.Context, pools []string) error
+}
+
 // Roller runs one roll.
 type Roller struct {
 	Target  Target
@@ -182,22 +190,33 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 				r.logf("[%d/%d] %s done in %s", len(j.Done), total, m, time.Since(began).Round(100*time.Millisecond))
 				return nil
 			}
-			mctx, cancel := context.WithTimeout(ctx, r.batchTimeout(len(batch)))
-			err := r.step(mctx, stage, batch, finished)
-			cancel()
-			if cause := context.Cause(ctx); err != nil && cause != nil {
-				err = errors.Join(err, cause)
+			rollBatch := func() error {
+				mctx, cancel := context.WithTimeout(ctx, r.batchTimeout(len(batch)))
+				err := r.step(mctx, stage, batch, finished)
+				cancel()
+				if cause := context.Cause(ctx); err != nil && cause != nil {
+					err = errors.Join(err, cause)
+				}
+				if err != nil {
+					return fmt.Errorf("%s %v: %w; the roll stopped here, fix the cause and run it again to resume", stage.Role, batch, err)
+				}
+				if stage.Kind == change.Workers && rolled == 0 {
+					if err := r.validate(ctx); err != nil {
+						return fmt.Errorf("the canary %v of %s left the cluster invalid: %w", batch, stage.Role, err)
+					}
+					r.logf("canary %v of %s validated", batch, stage.Role)
+				}
+				return nil
+			}
+			if stage.Kind == change.Workers && !j.WorkerModelsMoved {
+				err = r.fleetCanary(ctx, j, stage.Role, rollBatch)
+			} else {
+				err = rollBatch()
 			}
 			if err != nil {
-				return results, fmt.Errorf("%s %v: %w; the roll stopped here, fix the cause and run it again to resume", stage.Role, batch, err)
+				return results, err
 			}
 			rolled++
-			if stage.Kind == change.Workers && rolled == 1 {
-				if err := r.validate(ctx); err != nil {
-					return results, fmt.Errorf("the canary %v of %s left the cluster invalid: %w", batch, stage.Role, err)
-				}
-				r.logf("canary %v of %s validated", batch, stage.Role)
-			}
 		}
 	}
 	for _, m := range plan.Machines() {
@@ -216,6 +235,42 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 	}
 	r.logf("rolled %d machines; the cluster runs the stack file", len(results))
 	return results, nil
+}
+
+// fleetCanary rolls the first worker batch with its pool's model alone moved, the rest of the
+// fleet's held as applied: if the canary fails, its pool's model is put back, so no scale-out
+// boots a model that failed; once it passes, every pool's model moves.
+func (r *Roller) fleetCanary(ctx context.Context, j *journal, role string, rollBatch func() error) error {
+	models, ok := r.Target.(ModelTarget)
+	if !ok {
+		return rollBatch()
+	}
+	canary, _ := r.Desired.PoolOfRole(role)
+	pool := canary.Name
+	r.logf("canary: the model of pool %s moves alone; the other pools keep theirs until it passes", pool)
+	if err := models.MoveWorkerModels(ctx, []string{pool}); err != nil {
+		return fmt.Errorf("moving pool %s's model for the canary: %w", pool, err)
+	}
+	if err := rollBatch(); err != nil {
+		// Put back even when the roll was cancelled: a failed model must not stay for scale-outs.
+		back, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.MachineTimeout)
+		defer cancel()
+		if berr := models.MoveWorkerModels(back, nil); berr != nil {
+			return fmt.Errorf("%w; putting pool %s's model back failed too, every pool must be put back by hand: %w", err, pool, berr)
+		}
+		r.logf("canary failed: pool %s's model is back to the applied one", pool)
+		return fmt.Errorf("%w (pool %s's model was put back)", err, pool)
+	}
+	var pools []string
+	for _, p := range r.Desired.Pools {
+		pools = append(pools, p.Name)
+	}
+	if err := models.MoveWorkerModels(ctx, pools); err != nil {
+		return fmt.Errorf("moving the models of pools %v after the canary: %w", pools, err)
+	}
+	r.logf("canary passed: the models of pools %v moved", pools)
+	j.WorkerModelsMoved = true
+	return j.save(r.Journal)
 }
 
 func (r *Roller) defaults() {
@@ -286,6 +341,8 @@ type journal struct {
 	// Plan is a digest of the applied and desired specs: a journal of another roll is refused.
 	Plan string   `json:"plan"`
 	Done []string `json:"done"`
+	// WorkerModelsMoved: the canary passed and every worker pool's model is the desired one.
+	WorkerModelsMoved bool `json:"workerModelsMoved,omitempty"`
 }
 
 func (r *Roller) openJournal() (*journal, error) {

@@ -1,6 +1,7 @@
 package azure
 
 import (
+	"cmp"
 	"encoding/json"
 	"strings"
 	"time"
@@ -25,6 +26,10 @@ type ClusterArgs struct {
 	// Replacing names the one etcd member whose VM this run may replace (`make roll`); every
 	// other etcd VM and NIC is protected. Empty outside a roll.
 	Replacing string
+	// Applied is the spec the cluster last ran; the worker pools named in Held keep their
+	// scale-set models rendered from it (a roll moves them after its canary).
+	Applied *spec.Cluster
+	Held    map[string]bool
 }
 
 // EtcdClientAccess is the etcdClient stack output: PEMs of the etcd CA and a client pair.
@@ -151,9 +156,15 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		if err != nil {
 			return nil, err
 		}
+		var held *spec.Cluster
+		if args.Held[p.Name] && args.Applied != nil {
+			if _, ok := args.Applied.PoolOfRole(role); ok {
+				held = args.Applied
+			}
+		}
 		pool, err := NewWorkerPool(ctx, name+"-"+role, &WorkerPoolArgs{
-			Cluster: c, Pool: p, ResourceGroupName: rg.Name, SubnetID: net.SubnetIDs[SubnetNodes], Groups: groups,
-			IdentityID: id.ID, CustomData: CustomData(c, certs.Bundle, role), Login: login,
+			Cluster: c, Pool: p, Model: held, ResourceGroupName: rg.Name, SubnetID: net.SubnetIDs[SubnetNodes], Groups: groups,
+			IdentityID: id.ID, CustomData: CustomData(cmp.Or(held, c), certs.Bundle, role), Login: login,
 		}, parent)
 		if err != nil {
 			return nil, err

@@ -10,8 +10,12 @@ import (
 
 // WorkerPoolArgs configures NewWorkerPool.
 type WorkerPoolArgs struct {
-	Cluster           *spec.Cluster
-	Pool              spec.Pool
+	Cluster *spec.Cluster
+	Pool    spec.Pool
+	// Model, when set, is the spec the scale sets' model (size, image, pod addresses) is rendered
+	// from, as CustomData is: the applied spec while a roll holds the pool's model back. It has
+	// the pool.
+	Model             *spec.Cluster
 	ResourceGroupName pulumi.StringInput
 	SubnetID          pulumi.StringInput
 	// Groups are the node and pod application security groups (Network.GroupIDs).
@@ -40,6 +44,11 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		return nil, err
 	}
 	c, parent := args.Cluster, pulumi.Parent(comp)
+	model, pool := c, args.Pool
+	if args.Model != nil {
+		model = args.Model
+		pool, _ = model.PoolOfRole(spec.WorkerRole(args.Pool.Name))
+	}
 	var names []string
 	for _, set := range c.ScaleSets() {
 		if set.Pool.Name != args.Pool.Name {
@@ -47,8 +56,8 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		}
 		vmss := set.AzureName
 		ss, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
-			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: args.Pool.VMSize, ImageID: args.Pool.Image,
-			Capacity: set.Nodes, NodeTemplateTags: machine.NodeTemplateTags(args.Pool), IPConfigurations: c.Kubelet.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
+			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: pool.VMSize, ImageID: pool.Image,
+			Capacity: set.Nodes, NodeTemplateTags: machine.NodeTemplateTags(args.Pool), IPConfigurations: model.Kubelet.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
 			Groups: args.Groups, SubnetID: args.SubnetID,
 			IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
 		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"}))

@@ -147,3 +147,46 @@ func TestProjectIsPulumis(t *testing.T) {
 		t.Errorf("Pulumi.yaml does not name the project %q:\n%s", program.Project, data)
 	}
 }
+
+// A roll holds every worker pool's scale-set model as applied until its canary passes: the
+// models step moves the control plane's models alone, a models step naming the canary's pool
+// moves that pool's, and the roll's end records every pool as desired.
+func TestRollHoldsWorkerModelsUntilTheCanary(t *testing.T) {
+	before, err := Run("edited", stackFile("dev"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, prev := editedDev(t, "vmSize: Standard_D4ds_v5", "vmSize: Standard_D8ds_v5")
+	cpu := spec.WorkerRole("cpu")
+	for _, step := range []struct {
+		step  string
+		moved bool
+	}{
+		{program.RollModels, false},
+		{program.RollMember + "cf-dev-etcd-main-0", false},
+		{program.ModelsStep([]string{"gpu"}), false},
+		{program.ModelsStep([]string{"cpu"}), true},
+		{program.ModelsStep([]string{"cpu", "gpu"}), true},
+		{program.RollDone, true},
+	} {
+		r, err := RunAfter("edited", path, nil, program.Previous{AppliedSpec: prev.AppliedSpec, RollStep: step.step})
+		if err != nil {
+			t.Fatalf("%s: %v", step.step, err)
+		}
+		want, data := "Standard_D4ds_v5", before.UserData[cpu]
+		if step.moved {
+			want = "Standard_D8ds_v5"
+		}
+		for _, s := range byType(r, "azure-native:compute:VirtualMachineScaleSet") {
+			if role(s) != cpu {
+				continue
+			}
+			if got := field(s.Inputs, "sku", "name"); got != want {
+				t.Errorf("step %s: %s's model is %v, want %s", step.step, s.Name, got, want)
+			}
+		}
+		if same := r.UserData[cpu] == data; same == step.moved {
+			t.Errorf("step %s: the cpu pool's user data is the applied one: %v, want %v", step.step, same, !step.moved)
+		}
+	}
+}

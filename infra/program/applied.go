@@ -2,6 +2,7 @@ package program
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,14 +20,41 @@ const Project = "clusterforge"
 const AppliedOutput = "appliedSpec"
 
 // RollStepKey is the config key `make roll` sets on the runs it makes, as RollStep(step): RollModels
-// updates every model (scale sets, add-ons) but replaces no etcd VM, RollMember+<name> replaces
-// one etcd member's VM, RollDone records the roll as applied. Plain `pulumi up` leaves it unset.
+// updates the control plane's models and the add-ons but replaces no etcd VM, and keeps each
+// worker pool's model as applied unless ModelsStep names the pool; RollMember+<name> replaces one
+// etcd member's VM; RollDone records the roll as applied. Plain `pulumi up` leaves it unset.
 const (
 	RollStepKey = "clusterforge:rollStep"
 	RollModels  = "models"
 	RollMember  = "member:"
 	RollDone    = "done"
 )
+
+// ModelsStep is RollModels with the worker pools whose models move: the canary's pool first, the
+// rest once the canary has passed.
+func ModelsStep(pools []string) string {
+	if len(pools) == 0 {
+		return RollModels
+	}
+	return RollModels + "=" + strings.Join(pools, ",")
+}
+
+// heldPools are the worker pools whose scale-set models stay as applied during a roll's step:
+// every pool the step does not name, until the roll is done.
+func heldPools(c *spec.Cluster, step string) map[string]bool {
+	if step == "" || step == RollDone {
+		return nil
+	}
+	var moved []string
+	if rest, ok := strings.CutPrefix(step, RollModels+"="); ok {
+		moved = strings.Split(rest, ",")
+	}
+	held := map[string]bool{}
+	for _, p := range c.Pools {
+		held[p.Name] = !slices.Contains(moved, p.Name)
+	}
+	return held
+}
 
 // rollStepLifetime is how long a step set by `make roll` is honoured: one `pulumi up`'s worth.
 // A roll that stops leaves its last step in the stack's config; once it has lapsed, a plain

@@ -59,7 +59,9 @@ func Run(ctx *pulumi.Context) error {
 		return err
 	}
 	ctx.Export(AppliedOutput, pulumi.String(resolved))
-	cluster, err := azure.NewCluster(ctx, c.Name, &azure.ClusterArgs{Cluster: c, Now: time.Now(), Replacing: strings.TrimPrefix(step, RollMember)})
+	cluster, err := azure.NewCluster(ctx, c.Name, &azure.ClusterArgs{
+		Cluster: c, Now: time.Now(), Replacing: strings.TrimPrefix(step, RollMember), Applied: last, Held: heldPools(c, step),
+	})
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,10 @@ type Target struct {
 	Progress io.Writer
 }
 
-var _ roll.Target = (*Target)(nil)
+var (
+	_ roll.Target      = (*Target)(nil)
+	_ roll.ModelTarget = (*Target)(nil)
+)
 
 // Inventory lists the etcd members by their fixed names, the apiserver scale set's instances by
 // VM name, and each pool's nodes.
@@ -472,10 +475,17 @@ func (t *Target) FreshBackup(ctx context.Context) error { return t.onMember(ctx,
 // BackupNow takes and verifies a snapshot on a main member.
 func (t *Target) BackupNow(ctx context.Context) error { return t.onMember(ctx, "snapshot") }
 
-// Prepare runs `pulumi up` with rollStep models: scale-set models, add-ons and everything else
-// in place; no etcd VM is replaced (their immutable properties are ignored outside a member's step).
+// Prepare runs `pulumi up` with rollStep models: the apiservers' scale-set model, add-ons and
+// everything else in place; no etcd VM is replaced (their immutable properties are ignored outside
+// a member's step), and the worker pools keep their models until the canary.
 func (t *Target) Prepare(ctx context.Context) error {
 	return t.upWith(ctx, program.RollModels)
+}
+
+// MoveWorkerModels runs `pulumi up` with the named pools' scale-set models moved to the desired
+// spec and every other pool's kept as applied.
+func (t *Target) MoveWorkerModels(ctx context.Context, pools []string) error {
+	return t.upWith(ctx, program.ModelsStep(pools))
 }
 
 // Commit runs `pulumi up` with rollStep done, which records the desired spec as applied.

@@ -195,6 +195,24 @@ func TestReplaceMemberIsOneTargetedUpdate(t *testing.T) {
 	}
 }
 
+// A canary's model moves by one whole update with the step naming its pool, which the program
+// reads (infra/offline's TestRollHoldsWorkerModelsUntilTheCanary); nil puts every pool's back.
+func TestWorkerModelsMoveByTheRollStep(t *testing.T) {
+	target, rec, stack := newTarget(t, "")
+	for _, pools := range [][]string{{"cpu"}, nil} {
+		if err := target.MoveWorkerModels(context.Background(), pools); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"config " + program.RollStepKey + "=" + program.RollModels + "=cpu", "up", "config " + program.RollStepKey + "=" + program.RollModels, "up"}
+	if !slices.Equal(rec.log, want) {
+		t.Fatalf("calls %q, want %q", rec.log, want)
+	}
+	if up := stack.ups[0]; len(up.Target) != 0 || len(up.Replace) != 0 {
+		t.Errorf("the update targets %v and replaces %v, want the whole stack and no replacement", up.Target, up.Replace)
+	}
+}
+
 // A member's etcd is stopped through Run Command on its VM before it is removed.
 func TestStopEtcdRunsOnTheMember(t *testing.T) {
 	target, rec, _ := newTarget(t, "")
