@@ -14,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: check e2e disk-free freeze diff roll bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: check e2e disk-free freeze diff roll tools-stack bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -47,7 +47,7 @@ diff: $(REHEARSE) ## What the stack file changes against what $(STACK) last appl
 	@if $(RUNNING); then $(REHEARSE) diff --stack $(STACK); else $(GO) run ./cmd/forge diff --stack $(STACK); fi
 
 roll: $(REHEARSE) ## Roll $(STACK)'s machines onto the stack file, one stage at a time behind the gates; resumes an interrupted roll (RENEW=1 renews certificates)
-	@if $(RUNNING); then $(REHEARSE) roll --stack $(STACK) $(if $(RENEW),--renew-certificates); \
+	@if $(RUNNING); then $(MAKE) --no-print-directory tools-stack && $(REHEARSE) roll --stack $(STACK) $(if $(RENEW),--renew-certificates); \
 	else $(GO) run ./cmd/forge roll --stack $(STACK) $(if $(RENEW),--renew-certificates); fi
 
 # The images `make boot` boots, baked when missing (`make image-local` rebakes one).
@@ -116,8 +116,11 @@ generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc) and the P
 $(REHEARSE):
 	@$(GO) build -o $@ ./cmd/rehearse
 
-rehearse: setup tools-rehearsal $(REHEARSE) ## Start $(STACK)'s control plane for real on loopback and leave it running
+rehearse: setup tools-rehearsal tools-stack ## Start $(STACK)'s control plane for real on loopback and leave it running; over an existing one, refuses what needs a roll
 	@$(REHEARSE) up --stack $(STACK)
+
+tools-stack: $(REHEARSE) ## Build the releases $(STACK)'s versions name beyond the pinned ones (the upgrade drills' older releases)
+	@groups="$$($(REHEARSE) releases --stack $(STACK))"; [ -z "$$groups" ] || scripts/toolchain.sh $$groups
 
 rehearse-down: $(REHEARSE) ## Stop everything `make rehearse` started for $(STACK); keeps its disks, PKI and backups
 	@$(REHEARSE) down --stack $(STACK)

@@ -7,6 +7,7 @@
 //	rehearse etcd-restore --stack dev [--snapshot NAME]   restore the main etcd (latest snapshot by default)
 //	rehearse diff --stack dev         what the stack file changes against what the rehearsal last applied
 //	rehearse roll --stack dev [--renew-certificates]   roll the rehearsal's machines onto the stack file
+//	rehearse releases --stack dev     the scripts/toolchain.sh groups the stack's versions need
 //	rehearse deviations               list every difference from Azure
 //	rehearse boot --stack dev         boot every machine of the plan from its image (systemd-nspawn), leave it running
 //	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
@@ -34,7 +35,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -53,7 +53,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|etcd-backup|etcd-restore|boot|boot-down|bench-scale|bench-joins|deviations [--stack <env>] [flags]")
+		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|releases|etcd-backup|etcd-restore|boot|boot-down|bench-scale|bench-joins|deviations [--stack <env>] [flags]")
 	}
 	if ran, err := machines.Subcommand(args); ran {
 		return err
@@ -117,6 +117,12 @@ func run(args []string) error {
 		return err
 	case "up":
 		return up(*stack, dir, *tools, args)
+	case "releases":
+		c, _, err := loadStack(*stack)
+		if err == nil {
+			fmt.Println(strings.Join(processes.Releases(c.Versions), " "))
+		}
+		return err
 	case "serve":
 		return serve(*stack, dir, *tools, *nodes)
 	case "bench-scale":
@@ -124,7 +130,7 @@ func run(args []string) error {
 	case "bench-joins":
 		return benchJoins(*stack, dir+"-scale", *tools, bench)
 	}
-	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, etcd-backup, etcd-restore, boot, boot-down, bench-scale, bench-joins, deviations, lb or imds", verb)
+	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, releases, etcd-backup, etcd-restore, boot, boot-down, bench-scale, bench-joins, deviations, lb or imds", verb)
 }
 
 // diff prints what the stack file changes against what the running rehearsal last applied.
@@ -150,8 +156,27 @@ func diff(stack, dir, tools string) error {
 		"the rehearsal in "+dir, "make roll STACK="+stack)
 }
 
-// up starts `rehearse serve` in its own session and relays its progress until it is ready.
+// up starts `rehearse serve` in its own session and relays its progress until it is ready. Over
+// an existing rehearsal it applies what changes in place and refuses, as `pulumi up` does, what
+// needs a roll: a running rehearsal is left as it is, a stopped one starts as last applied.
 func up(stack, dir, tools string, args []string) error {
+	c, _, err := loadStack(stack)
+	if err != nil {
+		return err
+	}
+	var refused error
+	if changes, _ := processes.PendingRoll(dir, c); len(changes) > 0 {
+		var fields []string
+		for _, ch := range changes {
+			fields = append(fields, fmt.Sprintf("%s (%s -> %s: %s)", ch.Field, ch.From, ch.To, ch.Class))
+		}
+		refused = fmt.Errorf("refused: the stack file changes what machines run: %s; the rehearsal runs as last applied: "+
+			"see `make diff STACK=%s`, then `make roll STACK=%s` for what a roll applies", strings.Join(fields, ", "), stack, stack)
+		if processes.Running(dir) {
+			return refused
+		}
+		fmt.Printf("==> the stack file changes what machines run: starting the rehearsal of %s as last applied\n", stack)
+	}
 	if err := down(dir); err != nil {
 		return err
 	}
@@ -185,7 +210,7 @@ func up(stack, dir, tools string, args []string) error {
 	for lines.Scan() {
 		if lines.Text() == readyLine {
 			printTry(stack, dir, tools)
-			return nil
+			return refused
 		}
 		fmt.Println(lines.Text())
 	}
@@ -251,12 +276,8 @@ func layout(stack, dir, tools string, nodes int) (*processes.Layout, error) {
 		return nil, err
 	}
 	// Machines keep what they were last applied with until a roll replaces them, as on Azure.
-	if applied, err := (&processes.Layout{Layout: &machines.Layout{Options: machines.Options{Dir: dir}}}).Applied(); err == nil {
-		if changes := change.Diff(applied, c); change.Worst(changes) >= change.Roll {
-			fmt.Printf("==> the stack file changes what machines run (%d changes); starting the rehearsal as last applied: see make diff STACK=%s, then make roll STACK=%s\n",
-				len(changes), stack, stack)
-			c = applied
-		}
+	if _, applied := processes.PendingRoll(dir, c); applied != nil {
+		c = applied
 	}
 	toolsAbs, err := filepath.Abs(tools)
 	if err != nil {

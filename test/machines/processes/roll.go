@@ -206,6 +206,21 @@ func (p *Layout) Applied() (*spec.Cluster, error) {
 	return spec.ParseResolved(data)
 }
 
+// PendingRoll is what desired changes against what the rehearsal in dir last applied that needs a
+// roll or is refused, and that applied spec: machines keep what they were applied with until a
+// roll replaces them, as on Azure. Nothing before the first start or when all applies in place.
+func PendingRoll(dir string, desired *spec.Cluster) ([]change.Change, *spec.Cluster) {
+	applied, err := (&Layout{Layout: &machines.Layout{Options: machines.Options{Dir: dir}}}).Applied()
+	if err != nil {
+		return nil, nil
+	}
+	changes := slices.DeleteFunc(change.Diff(applied, desired), func(c change.Change) bool { return c.Class == change.InPlace })
+	if len(changes) == 0 {
+		return nil, nil
+	}
+	return changes, applied
+}
+
 // recordApplied writes the layout's stack as the one last applied, what `make diff` compares with.
 func (p *Layout) recordApplied() error {
 	data, err := p.Stack.Resolved()

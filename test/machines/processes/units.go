@@ -63,6 +63,18 @@ func (p *Layout) materialize(in machines.Instance) error {
 	return nil
 }
 
+// UpgradeReleases is scripts/toolchain.sh's group of the releases before the pinned ones.
+const UpgradeReleases = "upgrades"
+
+// Releases are the scripts/toolchain.sh groups a stack's versions need beyond the rehearsal's:
+// the older releases when it names one (the only other versions a stack may name).
+func Releases(v spec.Versions) []string {
+	if v.Kubernetes == spec.PreviousKubernetesVersion || v.Etcd == spec.PreviousEtcdVersion {
+		return []string{UpgradeReleases}
+	}
+	return nil
+}
+
 // toolDirs are where a machine's binaries come from: .tools/bin holds the pinned releases, and
 // .tools/versions/<component>-<version> (scripts/toolchain.sh upgrades) an older one a machine
 // still runs before a roll reaches it.
@@ -77,7 +89,7 @@ func (p *Layout) toolDirs(v spec.Versions) ([]string, error) {
 		}
 		dir := filepath.Join(filepath.Dir(p.Tools), "versions", pin.component+"-"+pin.version)
 		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("rehearsal: %s %s is not built (%v): run scripts/toolchain.sh upgrades", pin.component, pin.version, err)
+			return nil, fmt.Errorf("rehearsal: %s %s is not built (%v): run scripts/toolchain.sh %s", pin.component, pin.version, err, UpgradeReleases)
 		}
 		dirs = append(dirs, dir)
 	}
