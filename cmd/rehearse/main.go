@@ -368,6 +368,11 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("boot needs root: it mounts, makes loop devices and network namespaces, and runs systemd-nspawn")
 	}
+	// Booting again starts every machine afresh: a cluster's etcd data is not lost without a word.
+	if _, err := os.Stat(nspawn.MachinesFile(dir)); err == nil {
+		return fmt.Errorf("refused: a booted %s is here (%s); booting again would start it afresh and lose its etcd data: "+
+			"remove it first with `make boot-down STACK=%s`", stack, nspawn.MachinesFile(dir), stack)
+	}
 	c, self, err := loadStack(stack)
 	if err != nil {
 		return err
