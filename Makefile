@@ -14,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: check e2e disk-free freeze diff roll tools-stack bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: check e2e disk-free freeze diff roll tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -153,6 +153,10 @@ bench-scale: setup tools-rehearsal $(REHEARSE) ## How many KWOK nodes $(STACK)'s
 
 bench-joins: setup tools-rehearsal $(REHEARSE) ## 1,000 KWOK nodes joining $(STACK)'s control plane all at once vs in its join steps, 3 rounds each: mutating p99 (build/bench/joins; about 40 minutes)
 	@ARGS="$(ARGS)" PUBLISH="$(PUBLISH)" scripts/bench-joins.sh $(STACK)
+
+FLEET_STACK ?= prod-10k
+bench-fleet: $(REHEARSE) ## The fleet benchmark: worker roll, GPU growth and remediation at $(FLEET_STACK)'s full size against Resource Manager's stand-in, several runs (build/bench/fleet; no root)
+	@$(REHEARSE) bench-fleet --stack $(FLEET_STACK) --commit "$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD || echo ' with uncommitted changes')"
 
 bench-etcd-backup: ## Benchmark etcd snapshot, upload and restore times and sizes; the default RPO (build/bench/etcd-backup.md)
 	@scripts/bench-etcd-backup.sh

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/ops/joins"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/bench/fleet"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/machines/processes"
 	"github.com/clusterforge/clusterforge/test/scale"
@@ -29,6 +31,9 @@ type benchFlags struct {
 	stormRounds, stormNodes  int
 	churn                    float64
 	joinNodes, joinRounds    int
+	fleetOut, commit         string
+	fleetRuns                int
+	fleetScale, speedup      float64
 }
 
 func (b *benchFlags) register(fs *flag.FlagSet) {
@@ -43,6 +48,42 @@ func (b *benchFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&b.churn, "churn", 0, "bench-scale: pods created (and deleted once running) a second")
 	fs.IntVar(&b.joinNodes, "join-nodes", 0, "bench-joins: nodes each run joins (default 1000)")
 	fs.IntVar(&b.joinRounds, "join-rounds", 0, "bench-joins: rounds of each mode (default 3)")
+	fs.StringVar(&b.fleetOut, "fleet-out", "build/bench/fleet", "bench-fleet: report directory")
+	fs.StringVar(&b.commit, "commit", "", "bench-fleet: the commit measured, for the report")
+	fs.IntVar(&b.fleetRuns, "runs", 3, "bench-fleet: runs of every scenario")
+	fs.Float64Var(&b.fleetScale, "scale", 1, "bench-fleet: share of every scale set's capacity the fleet fills")
+	fs.Float64Var(&b.speedup, "speedup", 60, "bench-fleet: how much faster than real time the model runs")
+}
+
+// benchFleet runs the fleet benchmark and writes its report.
+func benchFleet(stack string, b benchFlags) error {
+	c, err := spec.LoadStack(spec.StackFile(spec.StackDir, stack))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	var runs [][]fleet.Scenario
+	for i := range b.fleetRuns {
+		fmt.Printf("==> bench-fleet run %d of %d: %s at scale %g, %g times real time\n", i+1, b.fleetRuns, stack, b.fleetScale, b.speedup)
+		run, err := fleet.Run(ctx, fleet.Options{Stack: stack, Cluster: c, Scale: b.fleetScale, Speedup: b.speedup, Progress: os.Stdout})
+		if err != nil {
+			return err
+		}
+		runs = append(runs, run)
+	}
+	s := fleet.Summarize(runs)
+	s.Date, s.Commit, s.Machine = time.Now().UTC().Format("2006-01-02"), b.commit, scale.ThisMachine(b.fleetOut)
+	s.Stack, s.Scale, s.Speedup = stack, b.fleetScale, b.speedup
+	if err := s.Write(b.fleetOut); err != nil {
+		return err
+	}
+	fmt.Print(s.Markdown())
+	fmt.Printf("==> report in %s (summary.json, fleet.md, progress.svg)\n", b.fleetOut)
+	if !s.Valid {
+		return fmt.Errorf("bench-fleet: a scenario delivered less than it offered: the figures are invalid")
+	}
+	return nil
 }
 
 // options are scale.Options with the flags applied.

@@ -13,6 +13,7 @@
 //	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
 //	rehearse bench-scale --stack dev  the scale benchmark on a rehearsal of its own (build/bench/scale)
 //	rehearse bench-joins --stack dev  1,000 nodes joining all at once vs in the stack's steps (build/bench/joins)
+//	rehearse bench-fleet --stack prod-10k   rolls, growth and repairs against Resource Manager's stand-in (build/bench/fleet)
 //
 // `up` leaves a supervisor behind (`rehearse serve`, pid in <dir>/rehearse.pid) that restarts
 // failed services as systemd would, until `down`; etcd-backup and etcd-restore ask it to act on
@@ -53,7 +54,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|releases|etcd-backup|etcd-restore|boot|boot-down|bench-scale|bench-joins|deviations [--stack <env>] [flags]")
+		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|releases|etcd-backup|etcd-restore|boot|boot-down|bench-scale|bench-joins|bench-fleet|deviations [--stack <env>] [flags]")
 	}
 	if ran, err := machines.Subcommand(args); ran {
 		return err
@@ -129,8 +130,10 @@ func run(args []string) error {
 		return benchScale(*stack, dir+"-scale", *tools, bench)
 	case "bench-joins":
 		return benchJoins(*stack, dir+"-scale", *tools, bench)
+	case "bench-fleet":
+		return benchFleet(*stack, bench)
 	}
-	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, releases, etcd-backup, etcd-restore, boot, boot-down, bench-scale, bench-joins, deviations, lb or imds", verb)
+	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, releases, etcd-backup, etcd-restore, boot, boot-down, bench-scale, bench-joins, bench-fleet, deviations, lb or imds", verb)
 }
 
 // diff prints what the stack file changes against what the running rehearsal last applied.

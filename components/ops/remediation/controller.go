@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,15 +40,25 @@ type Controller struct {
 	// DrainFor is how long one pass of a drain waits for pods to go before the controller looks at
 	// other nodes. Default 1 minute.
 	DrainFor time.Duration
+	// Workers are how many nodes are worked on at once: drains and hand-backs wait on the API and
+	// on Azure (a deletion takes about a minute). Marks are made one at a time. Default Workers.
+	Workers int
 
 	nodes cache.Store
 	queue workqueue.TypedRateLimitingInterface[string]
+	// marking is held for a whole Mark step, over held and stopped: a mark's check of the
+	// unhealthy share is judged on the marks before it.
+	marking sync.Mutex
 	// held are the nodes the brake refused, until when they are not asked for again: a node's
 	// every status change would otherwise ask the webhook again, fleet-wide in a cascade.
 	held map[string]time.Time
 	// stopped is, by pool, why marking stopped there (too many unhealthy), logged when it changes.
 	stopped map[string]string
 }
+
+// Workers is the default number of nodes worked on at once: 500 hand-backs (5 % of a 10,000-node
+// fleet) one at a time took nine hours at a minute a deletion (make bench-fleet).
+const Workers = 10
 
 // errRefused is a mark the scale-down brake turned away: the node waits for the brake's window.
 var errRefused = errors.New("refused by the scale-down brake")
@@ -84,8 +95,16 @@ func (c *Controller) Run(ctx context.Context, informer cache.SharedIndexInformer
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	for c.work(ctx) {
+	var workers sync.WaitGroup
+	for range c.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for c.work(ctx) {
+			}
+		}()
 	}
+	workers.Wait()
 	return ctx.Err()
 }
 
@@ -96,6 +115,9 @@ func (c *Controller) start(nodes cache.Store) {
 	}
 	if c.DrainFor == 0 {
 		c.DrainFor = time.Minute
+	}
+	if c.Workers == 0 {
+		c.Workers = Workers
 	}
 	c.nodes = nodes
 	c.held = map[string]time.Time{}
@@ -136,6 +158,8 @@ func (c *Controller) sync(ctx context.Context, name string) (time.Duration, erro
 	step, reason, again := c.Policy.Next(node, now)
 	switch step {
 	case Mark:
+		c.marking.Lock()
+		defer c.marking.Unlock()
 		if until, ok := c.held[name]; ok && now.Before(until) {
 			return until.Sub(now), nil
 		}

@@ -2,7 +2,10 @@ package scaleset
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
@@ -58,7 +61,8 @@ func (p *Pool) Capacity(ctx context.Context) (int, error) {
 }
 
 // SetCapacity spreads n over the scale sets, the first ones taking the remainder, each within
-// its maximum, and updates only the SKU's capacity of each.
+// its maximum, and updates only the SKU's capacity of each: every update started, then all waited
+// for together (a GPU pool is 80 scale sets; one after another, a step took 80 creations' time).
 func (p *Pool) SetCapacity(ctx context.Context, n int) error {
 	limit := 0
 	for _, s := range p.Sets {
@@ -67,19 +71,25 @@ func (p *Pool) SetCapacity(ctx context.Context, n int) error {
 	if n > limit {
 		return fmt.Errorf("%d nodes: the pool's scale sets hold %d (pools[].maxNodes)", n, limit)
 	}
+	var waits errgroup.Group
+	var failed error
 	for i, want := range spread(n, p.Sets) {
 		s := p.Sets[i]
 		poller, err := p.ScaleSets.BeginUpdate(ctx, p.ResourceGroup, s.AzureName, armcompute.VirtualMachineScaleSetUpdate{
 			SKU: &armcompute.SKU{Capacity: to.Ptr(int64(want))},
 		}, nil)
 		if err != nil {
-			return fmt.Errorf("scale set %s to %d: %w", s.AzureName, want, err)
+			failed = fmt.Errorf("scale set %s to %d: %w", s.AzureName, want, err)
+			break // every update started is still waited for
 		}
-		if _, err := poller.PollUntilDone(ctx, nil); err != nil {
-			return fmt.Errorf("scale set %s to %d: %w", s.AzureName, want, err)
-		}
+		waits.Go(func() error {
+			if _, err := poller.PollUntilDone(ctx, nil); err != nil {
+				return fmt.Errorf("scale set %s to %d: %w", s.AzureName, want, err)
+			}
+			return nil
+		})
 	}
-	return nil
+	return errors.Join(failed, waits.Wait())
 }
 
 // spread divides n over the sets as evenly as their MaxNodes allow: each node goes to the

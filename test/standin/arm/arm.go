@@ -116,8 +116,11 @@ type Call struct {
 	// Action is the Azure RBAC action the request performs.
 	Action string `json:"action"`
 	Status int    `json:"status"`
-	// Throttled names the policy that refused it (429).
-	Throttled string `json:"throttled,omitempty"`
+	// Resource is the resource the request acts on.
+	Resource string `json:"resource,omitempty"`
+	// Throttled names the policy that refused it (429), RetryAfter how long the caller was told to wait.
+	Throttled  string        `json:"throttled,omitempty"`
+	RetryAfter time.Duration `json:"retryAfter,omitempty"`
 }
 
 type operation struct {
@@ -151,6 +154,23 @@ func (s *Server) AddVM(vm VM) {
 		vm.VMID = uuid()
 	}
 	s.vms = append(s.vms, &vm)
+}
+
+// ScaleSets are copies of the scale sets and their instances as they are now.
+func (s *Server) ScaleSets() []ScaleSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []ScaleSet
+	for _, ss := range s.scaleSets {
+		c := *ss
+		c.Instances = nil
+		for _, in := range ss.Instances {
+			copied := *in
+			c.Instances = append(c.Instances, &copied)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // Calls are every request answered so far.
@@ -285,7 +305,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		fail(aerr)
 		return
 	}
-	call.Action = rt.action
+	call.Action, call.Resource = rt.action, rt.resource
 	if rt.authorize != nil && !rt.authorize(caller) || rt.authorize == nil && !s.Auth.allowed(caller, rt.action, rt.scope) {
 		fail(errorf(http.StatusForbidden, "AuthorizationFailed", "The client '%s' with object id '%s' does not have authorization to perform action '%s' over scope '%s' or the scope is invalid. If access was recently granted, please refresh your credentials.", caller, caller, rt.action, rt.scope))
 		return
@@ -311,7 +331,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		w.Header().Set(k, v)
 	}
 	if refused != nil {
-		call.Throttled = refused.Name
+		call.Throttled, call.RetryAfter = refused.Name, wait
 		s.retryAfter(w, wait)
 		fail(&apiError{status: http.StatusTooManyRequests, Code: "OperationNotAllowed",
 			Message: "The server rejected the request because too many requests have been received for this subscription.",
@@ -341,7 +361,7 @@ func (w *statusWriter) WriteHeader(code int) {
 func (s *Server) retryAfter(w http.ResponseWriter, wait time.Duration) {
 	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 	if s.speedup() > 1 {
-		w.Header().Set("retry-after-ms", strconv.FormatInt(max(wait.Milliseconds(), 1), 10))
+		w.Header().Set("retry-after-ms", strconv.FormatInt(max(int64(math.Ceil(float64(wait)/float64(time.Millisecond))), 1), 10)) // never early
 	}
 }
 
@@ -349,7 +369,8 @@ func (s *Server) groupID() string {
 	return "/subscriptions/" + s.Subscription + "/resourceGroups/" + s.ResourceGroup
 }
 
-func (s *Server) scaleSetID(name string) string {
+// ScaleSetID is a scale set's resource ID.
+func (s *Server) ScaleSetID(name string) string {
 	return s.groupID() + "/providers/Microsoft.Compute/virtualMachineScaleSets/" + name
 }
 
@@ -416,7 +437,7 @@ func (s *Server) scaleSetRoute(r *http.Request, rest []string) (*route, *apiErro
 		return &route{action: compute + "/read", scope: group, policies: []Policy{PolicyListVMScaleSets}, handle: s.listScaleSets}, nil
 	}
 	name := rest[0]
-	id := s.scaleSetID(name)
+	id := s.ScaleSetID(name)
 	s.mu.Lock()
 	_, missing := s.findScaleSet(name)
 	s.mu.Unlock()
@@ -619,7 +640,7 @@ func (s *Server) scaleSetJSON(ss *ScaleSet) map[string]any {
 		}
 	}
 	return map[string]any{
-		"id": s.scaleSetID(ss.Name), "name": ss.Name, "type": compute, "location": s.Location, "zones": ss.Zones, "tags": ss.Tags,
+		"id": s.ScaleSetID(ss.Name), "name": ss.Name, "type": compute, "location": s.Location, "zones": ss.Zones, "tags": ss.Tags,
 		"sku": map[string]any{"name": ss.SKU, "tier": "Standard", "capacity": len(ss.Instances)},
 		"properties": map[string]any{
 			"provisioningState": state, "orchestrationMode": "Uniform", "upgradePolicy": map[string]any{"mode": "Manual"},
@@ -800,7 +821,7 @@ func (s *Server) finish(in Instance, kind string) error {
 }
 
 func (s *Server) instanceJSON(ss *ScaleSet, in *Instance, expand bool) map[string]any {
-	id := s.scaleSetID(ss.Name) + "/virtualMachines/" + in.ID
+	id := s.ScaleSetID(ss.Name) + "/virtualMachines/" + in.ID
 	props := map[string]any{
 		"latestModelApplied": in.Image == ss.Image, "vmId": in.VMID, "provisioningState": in.State,
 		"osProfile":      map[string]any{"computerName": in.ComputerName},

@@ -29,21 +29,32 @@ type Local struct {
 // Serve serves s over TLS until the test ends, taking tokens of a tenant of its own.
 func Serve(t testing.TB, s *Server, tenant string) *Local {
 	t.Helper()
+	l, err := Start(s, tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return l
+}
+
+// Start serves s over TLS on loopback, taking tokens of a tenant of its own, until Close.
+func Start(s *Server, tenant string) (*Local, error) {
 	e := &entra.Server{Tenant: tenant, Now: time.Now}
 	key, err := e.TokenKey()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	keys, err := pki.KeySet(key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	s.Auth = &Authority{Tenant: tenant, AuthorityHost: azurecloud.Public.AuthorityHost,
 		TokenKey: func(kid string) (*rsa.PublicKey, error) { return standin.KeyFromSet(keys, kid) }}
-	l := &Local{Server: s, HTTP: httptest.NewTLSServer(s), Entra: e}
-	t.Cleanup(l.HTTP.Close)
-	return l
+	return &Local{Server: s, HTTP: httptest.NewTLSServer(s), Entra: e}, nil
 }
+
+// Close stops serving.
+func (l *Local) Close() { l.HTTP.Close() }
 
 // Grant assigns principal the actions over scope; before the first request.
 func (l *Local) Grant(principal, scope string, actions ...string) {
