@@ -31,6 +31,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -119,11 +120,18 @@ func run(args []string) error {
 	case "up":
 		return up(*stack, dir, *tools, args)
 	case "releases":
+		// What the stack file names, and what a rehearsal started as last applied runs.
 		c, _, err := loadStack(*stack)
-		if err == nil {
-			fmt.Println(strings.Join(processes.Releases(c.Versions), " "))
+		if err != nil {
+			return err
 		}
-		return err
+		groups := processes.Releases(c.Versions)
+		if _, applied := processes.PendingRoll(dir, c); applied != nil {
+			groups = append(groups, processes.Releases(applied.Versions)...)
+		}
+		slices.Sort(groups)
+		fmt.Println(strings.Join(slices.Compact(groups), " "))
+		return nil
 	case "serve":
 		return serve(*stack, dir, *tools, *nodes)
 	case "bench-scale":

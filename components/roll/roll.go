@@ -82,9 +82,14 @@ type WorkerReplacer interface {
 // scale-set models, which a scale-out uses too): Prepare leaves every pool's model as applied, and
 // MoveWorkerModels makes the named pools' models the desired ones and every other pool's the
 // applied one. The roll moves the canary's pool first and the rest once the canary has passed.
+// StaleWorkers are the workers not on their pool's model: those a scale-out added while it was held.
 type ModelTarget interface {
 	MoveWorkerModels(ctx context.Context, pools []string) error
+	StaleWorkers(ctx context.Context) ([]string, error)
 }
+
+// putBackTimeout bounds putting a failed canary's model back: one whole `pulumi up`.
+const putBackTimeout = 30 * time.Minute
 
 // Roller runs one roll.
 type Roller struct {
@@ -209,7 +214,7 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 				return nil
 			}
 			if stage.Kind == change.Workers && !j.WorkerModelsMoved {
-				err = r.fleetCanary(ctx, j, stage.Role, rollBatch)
+				err = r.fleetCanary(ctx, j, plan, stage.Role, rollBatch)
 			} else {
 				err = rollBatch()
 			}
@@ -224,6 +229,9 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 			return results, fmt.Errorf("internal error: the roll ended with %s not replaced; nothing recorded as applied", m)
 		}
 	}
+	if err := r.heldScaleOuts(ctx); err != nil {
+		return results, err
+	}
 	if err := r.gate(ctx, ""); err != nil {
 		return results, err
 	}
@@ -237,26 +245,36 @@ func (r *Roller) Run(ctx context.Context) ([]Result, error) {
 	return results, nil
 }
 
-// fleetCanary rolls the first worker batch with its pool's model alone moved, the rest of the
-// fleet's held as applied: if the canary fails, its pool's model is put back, so no scale-out
-// boots a model that failed; once it passes, every pool's model moves.
-func (r *Roller) fleetCanary(ctx context.Context, j *journal, role string, rollBatch func() error) error {
+// fleetCanary rolls the first worker batch with its pool's model moved, and those of pools a
+// resumed roll has rolled already; every other pool's is held as applied. If the canary fails,
+// its pool's model is put back, so no later scale-out boots a model that failed; once it passes,
+// every pool's model moves.
+func (r *Roller) fleetCanary(ctx context.Context, j *journal, plan change.Plan, role string, rollBatch func() error) error {
 	models, ok := r.Target.(ModelTarget)
 	if !ok {
 		return rollBatch()
 	}
 	canary, _ := r.Desired.PoolOfRole(role)
 	pool := canary.Name
-	r.logf("canary: the model of pool %s moves alone; the other pools keep theirs until it passes", pool)
-	if err := models.MoveWorkerModels(ctx, []string{pool}); err != nil {
+	rolled := r.rolledPools(plan, j)
+	moved := rolled
+	if !slices.Contains(moved, pool) {
+		moved = append(slices.Clone(rolled), pool)
+	}
+	r.logf("canary: the models of pools %v move; the other pools keep theirs until it passes", moved)
+	if err := models.MoveWorkerModels(ctx, moved); err != nil {
 		return fmt.Errorf("moving pool %s's model for the canary: %w", pool, err)
 	}
 	if err := rollBatch(); err != nil {
+		if slices.Contains(rolled, pool) {
+			return err // its pool was rolled before: its model stays
+		}
 		// Put back even when the roll was cancelled: a failed model must not stay for scale-outs.
-		back, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.MachineTimeout)
+		back, cancel := context.WithTimeout(context.WithoutCancel(ctx), putBackTimeout)
 		defer cancel()
-		if berr := models.MoveWorkerModels(back, nil); berr != nil {
-			return fmt.Errorf("%w; putting pool %s's model back failed too, every pool must be put back by hand: %w", err, pool, berr)
+		if berr := models.MoveWorkerModels(back, rolled); berr != nil {
+			return fmt.Errorf("%w; putting pool %s's model back failed too (%w): it stays the canary's until the roll runs again, "+
+				"which moves only the canary's model before anything else", err, pool, berr)
 		}
 		r.logf("canary failed: pool %s's model is back to the applied one", pool)
 		return fmt.Errorf("%w (pool %s's model was put back)", err, pool)
@@ -271,6 +289,42 @@ func (r *Roller) fleetCanary(ctx context.Context, j *journal, role string, rollB
 	r.logf("canary passed: the models of pools %v moved", pools)
 	j.WorkerModelsMoved = true
 	return j.save(r.Journal)
+}
+
+// rolledPools are the pools with a machine the journal finished: a resumed roll keeps their models.
+func (r *Roller) rolledPools(plan change.Plan, j *journal) []string {
+	var out []string
+	for _, stage := range plan.Stages {
+		p, ok := r.Desired.PoolOfRole(stage.Role)
+		if stage.Kind != change.Workers || !ok || slices.Contains(out, p.Name) {
+			continue
+		}
+		for _, b := range stage.Batches {
+			if slices.ContainsFunc(b, func(m string) bool { return slices.Contains(j.Done, m) }) {
+				out = append(out, p.Name)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// heldScaleOuts refuses to record the roll while a worker is not on its pool's model: a scale-out
+// while its pool was held booted the applied one. The roll run again replaces it.
+func (r *Roller) heldScaleOuts(ctx context.Context) error {
+	models, ok := r.Target.(ModelTarget)
+	if !ok {
+		return nil
+	}
+	stale, err := models.StaleWorkers(ctx)
+	if err != nil {
+		return err
+	}
+	if len(stale) > 0 {
+		return fmt.Errorf("workers %v joined while their pool's model was held and run the applied one: "+
+			"nothing recorded as applied; run the roll again to replace them", stale)
+	}
+	return nil
 }
 
 func (r *Roller) defaults() {

@@ -59,8 +59,12 @@ func Run(ctx *pulumi.Context) error {
 		return err
 	}
 	ctx.Export(AppliedOutput, pulumi.String(resolved))
+	replacing, _ := strings.CutPrefix(step, RollMember)
+	if replacing == step {
+		replacing = ""
+	}
 	cluster, err := azure.NewCluster(ctx, c.Name, &azure.ClusterArgs{
-		Cluster: c, Now: time.Now(), Replacing: strings.TrimPrefix(step, RollMember), Applied: last, Held: heldPools(c, step),
+		Cluster: c, Now: time.Now(), Replacing: replacing, Applied: last, Held: heldPools(c, step),
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,7 @@
 package rollazure
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -486,6 +487,23 @@ func (t *Target) Prepare(ctx context.Context) error {
 // spec and every other pool's kept as applied.
 func (t *Target) MoveWorkerModels(ctx context.Context, pools []string) error {
 	return t.upWith(ctx, program.ModelsStep(pools))
+}
+
+// StaleWorkers are the worker instances not on their scale set's latest model.
+func (t *Target) StaleWorkers(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, set := range t.Cluster.ScaleSets() {
+		vms, err := t.instances(ctx, set.AzureName)
+		if err != nil {
+			return nil, err
+		}
+		for _, vm := range vms {
+			if p := vm.Properties; p == nil || p.LatestModelApplied == nil || !*p.LatestModelApplied {
+				out = append(out, cmp.Or(computerName(vm), *vm.Name))
+			}
+		}
+	}
+	return out, nil
 }
 
 // Commit runs `pulumi up` with rollStep done, which records the desired spec as applied.

@@ -270,3 +270,15 @@ func TestModelsReportStaleInstances(t *testing.T) {
 		}
 	}
 }
+
+// The workers a roll must still replace are those off their scale set's model, by computer name.
+func TestStaleWorkersAreThoseOffTheModel(t *testing.T) {
+	target, _, _ := newTarget(t, "")
+	stale, err := target.StaleWorkers(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(stale, "cf-dev-cpu000003") || slices.Contains(stale, "cf-dev-cpu000000") || slices.ContainsFunc(stale, func(n string) bool { return strings.Contains(n, "apiserver") }) {
+		t.Errorf("stale workers %v: want cf-dev-cpu000003, not cf-dev-cpu000000 nor an apiserver", stale)
+	}
+}

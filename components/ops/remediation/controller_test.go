@@ -256,7 +256,10 @@ func TestHandBacksRunAtOnce(t *testing.T) {
 			break
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("%d nodes left; at most %d removals were under way at once, want 3", len(list.Items), machines.top)
+			machines.mu.Lock()
+			top := machines.top
+			machines.mu.Unlock()
+			t.Fatalf("%d nodes left; at most %d removals were under way at once, want 3", len(list.Items), top)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

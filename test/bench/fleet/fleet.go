@@ -137,13 +137,16 @@ type fleet struct {
 	errs   []string
 }
 
+// filled is how many instances a scale set holds at the run's scale.
+func (o Options) filled(set spec.ScaleSet) int { return int(float64(set.MaxNodes)*o.Scale + 0.5) }
+
 // start serves a stand-in holding the stack's scale sets, each filled to Scale of its capacity
 // on image-1 under an image-2 model; the GPU pools' empty when grow.
 func (o Options) start(grow bool) (*fleet, error) {
 	c := o.Cluster
 	srv := &arm.Server{Subscription: "00000000-0000-0000-0000-000000000000", ResourceGroup: c.ResourceGroup(), Location: c.Location, Speedup: o.Speedup}
 	for _, set := range c.ScaleSets() {
-		n := int(float64(set.MaxNodes)*o.Scale + 0.5)
+		n := o.filled(set)
 		if grow && set.Pool.IsGPU() {
 			n = 0
 		}
@@ -322,7 +325,7 @@ func (f *fleet) growGPU(ctx context.Context) (offered, delivered int, err error)
 		}
 		target := 0
 		for _, s := range pool.Sets {
-			target += int(float64(s.MaxNodes)*f.o.Scale + 0.5)
+			target += f.o.filled(s)
 		}
 		offered += target
 		grown := &created{Pool: pool, f: f, sets: pool.Sets, base: delivered}
@@ -403,5 +406,6 @@ func (f *fleet) remediate(ctx context.Context) (offered, delivered int, err erro
 		})
 	}
 	_ = work.Wait()
-	return len(nodes), delivered, ctx.Err()
+	// Delivered is what the stand-in no longer holds, not what Remove said.
+	return len(nodes), all - f.succeeded(func(string, *arm.Instance) bool { return true }), ctx.Err()
 }

@@ -30,5 +30,10 @@ func TestFleetSmoke(t *testing.T) {
 		if !s.Valid || s.Offered == 0 || s.FailedCalls > 0 || s.RetriedEarly > 0 || len(s.Errors) > 0 {
 			t.Errorf("%s: %d of %d machines, %d failed calls, %d retried early, errors %v", s.Name, s.Delivered, s.Offered, s.FailedCalls, s.RetriedEarly, s.Errors)
 		}
+		// One step of 160 GPU machines over 80 scale sets: about one creation (2 minutes), not 80
+		// one after another (2.7 hours), with room for this machine's load.
+		if s.Name == GrowGPU && s.Hours > 1 {
+			t.Errorf("growing the GPU pool took %.2f hours of the model's time, want under one: are its scale sets grown one after another?", s.Hours)
+		}
 	}
 }

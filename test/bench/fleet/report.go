@@ -115,6 +115,7 @@ func (s Summary) Markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "`make bench-fleet` on %s, commit %s, %d cores (%s): stack %s at %.0f%% of its scale sets' capacity, %d runs, time %g times faster than real time; median (range) over the runs, hours of the model's time.\n\n",
 		s.Date, s.Commit, s.Machine.Cores, s.Machine.CPU, s.Stack, 100*s.Scale, s.Runs, s.Speedup)
+	b.WriteString("Machines, calls, 429s, retries before their `Retry-After` and failed calls are the last run's.\n\n")
 	b.WriteString("| scenario | machines | hours | calls | throttled | retried before Retry-After | failed calls | valid |\n|---|---|---|---|---|---|---|---|\n")
 	for _, name := range Scenarios {
 		var hours []float64

@@ -324,3 +324,21 @@ func errorCode(resp *http.Response) string {
 	_ = json.NewDecoder(resp.Body).Decode(&body)
 	return body.Error.Code
 }
+
+// A batch request is one request to Resource Manager's write bucket, and a token per VM, at most
+// a full bucket, to Compute's.
+func TestBatchesCostResourceManagerOneRequest(t *testing.T) {
+	var th throttle
+	now, minute := time.Now(), time.Minute
+	cs := charges("/subscriptions/s/resourceGroups/g/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", PolicySubscriptionWrites, PolicyUpdateVMScaleSetVMs)
+	if wait, refused := th.take(cs, 300, now, minute); refused != nil {
+		t.Fatalf("a batch of 300 refused by %s for %s", refused.Name, wait)
+	}
+	h := th.headers(cs, now, minute)
+	if got := h[PolicySubscriptionWrites.Header]; got != "199" {
+		t.Errorf("Resource Manager's writes left %s after one batch request, want 199", got)
+	}
+	if got := h["x-ms-ratelimit-remaining-resource"]; !strings.Contains(got, "UpdateVMScaleSetVMsSubscription;1200") || !strings.Contains(got, "UpdateVMScaleSetVMsResource;0") {
+		t.Errorf("Compute's buckets after a batch of 300: %s, want 1200 left for the subscription and the scale set's emptied", got)
+	}
+}

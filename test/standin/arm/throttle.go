@@ -20,6 +20,9 @@ type Policy struct {
 	SubscriptionRefill, SubscriptionCapacity float64
 	// Header, when set, reports the subscription bucket in its own header (Resource Manager's).
 	Header string
+	// PerRequest: a request takes one token however many VMs it acts on (Resource Manager counts
+	// requests; Compute counts the VMs of a batch).
+	PerRequest bool
 }
 
 // Compute's policies for VMs, scale sets and scale-set VMs as "Compute throttling limits"
@@ -36,9 +39,9 @@ var (
 	PolicyUpdateVMScaleSetVMs   = Policy{Name: "UpdateVMScaleSetVMs", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
 	PolicyDeleteVMScaleSetVMs   = Policy{Name: "DeleteVMScaleSetVMs", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
 	PolicyGetVMScaleSetVMs      = Policy{Name: "GetVMScaleSetVMs", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 2000, SubscriptionCapacity: 6000}
-	PolicySubscriptionReads     = Policy{Name: "SubscriptionReads", SubscriptionRefill: 25 * 60, SubscriptionCapacity: 250, Header: "x-ms-ratelimit-remaining-subscription-reads"}
-	PolicySubscriptionWrites    = Policy{Name: "SubscriptionWrites", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, Header: "x-ms-ratelimit-remaining-subscription-writes"}
-	PolicySubscriptionDeletes   = Policy{Name: "SubscriptionDeletes", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, Header: "x-ms-ratelimit-remaining-subscription-deletes"}
+	PolicySubscriptionReads     = Policy{Name: "SubscriptionReads", SubscriptionRefill: 25 * 60, SubscriptionCapacity: 250, Header: "x-ms-ratelimit-remaining-subscription-reads", PerRequest: true}
+	PolicySubscriptionWrites    = Policy{Name: "SubscriptionWrites", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, Header: "x-ms-ratelimit-remaining-subscription-writes", PerRequest: true}
+	PolicySubscriptionDeletes   = Policy{Name: "SubscriptionDeletes", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, Header: "x-ms-ratelimit-remaining-subscription-deletes", PerRequest: true}
 )
 
 // PolicyListVMScaleSets is High Cost Get VMSS for a list, which the documented table applies at
@@ -103,14 +106,23 @@ func (t *throttle) refilled(c charge, now time.Time, minute time.Duration) *buck
 	return b
 }
 
-// take draws n tokens from every bucket of cs, or none: then it says how long until the emptiest
-// has them, in real time, and which policy refused. A batch charges one token per instance, at
-// most a full bucket, so that no request is refused for ever.
+// cost is what a request acting on n VMs takes from c's bucket: one token per VM for Compute's
+// policies, at most a full bucket so that no request is refused for ever; one for Resource Manager's.
+func (c charge) cost(n float64) float64 {
+	if c.policy.PerRequest {
+		return 1
+	}
+	_, capacity := c.perMinute()
+	return math.Min(n, capacity)
+}
+
+// take draws from every bucket of cs what the request costs, or nothing: then it says how long
+// until the emptiest has it, in real time, and which policy refused.
 func (t *throttle) take(cs []charge, n float64, now time.Time, minute time.Duration) (wait time.Duration, refused *Policy) {
 	for _, c := range cs {
 		b := t.refilled(c, now, minute)
-		refill, capacity := c.perMinute()
-		if need := math.Min(n, capacity); b.tokens < need {
+		refill, _ := c.perMinute()
+		if need := c.cost(n); b.tokens < need {
 			if w := time.Duration((need - b.tokens) / refill * float64(minute)); w > wait {
 				wait, refused = w, &c.policy
 			}
@@ -120,8 +132,7 @@ func (t *throttle) take(cs []charge, n float64, now time.Time, minute time.Durat
 		return wait, refused
 	}
 	for _, c := range cs {
-		_, capacity := c.perMinute()
-		t.buckets[c.policy.Name+"|"+c.resource].tokens -= math.Min(n, capacity)
+		t.buckets[c.policy.Name+"|"+c.resource].tokens -= c.cost(n)
 	}
 	return 0, nil
 }
