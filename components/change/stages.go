@@ -23,10 +23,6 @@ const (
 	Workers Kind = "workers"
 )
 
-// WorkerBatchPercent sizes a pool's batches after its canary: a twentieth of the pool at once
-// keeps most capacity serving and a 2,500-node pool's roll within twenty-one batches.
-const WorkerBatchPercent = 5
-
 // Inventory lists the machines running now, per role, in a stable order.
 type Inventory map[string][]string
 
@@ -87,8 +83,7 @@ func stageFor(role string, machines []string) Stage {
 	case spec.RoleAPIServer:
 		return Stage{Role: role, Kind: APIServer, Batches: batches(machines, 0, 1)}
 	default:
-		size := max(1, (len(machines)*WorkerBatchPercent+99)/100)
-		return Stage{Role: role, Kind: Workers, Batches: batches(machines, 1, size)}
+		return Stage{Role: role, Kind: Workers, Batches: batches(machines, 1, spec.RollBatch(len(machines)))}
 	}
 }
 

@@ -158,7 +158,7 @@ func (c *Cluster) defaultNetworkAt(nodes int, base netip.Addr) {
 	n := &c.Network
 	setDefault(c.explicit, &n.ServiceCIDR, DefaultServiceCIDR)
 	if n.AddressSpace == "" && !c.explicit[&n.AddressSpace] {
-		need := addressesFor(nodes, min(max(c.Kubelet.MaxPods, 0), 250)) + azureReservedAddresses
+		need := addressesFor(nodes, min(max(c.Kubelet.MaxPods, 0), maxPodsPerNode)) + azureReservedAddresses
 		nodeBits := max(minNodeSubnetBits, bitsFor(need))
 		n.AddressSpace = netip.PrefixFrom(base, 32-nodeBits-1).String()
 		setDefault(c.explicit, &n.NodeSubnet, netip.PrefixFrom(addrAdd(base, 1<<nodeBits), 32-nodeBits).String())

@@ -3,18 +3,12 @@ package spec
 import "fmt"
 
 // Egress: nodes and pods reach registries and object stores through the spoke's NAT gateway,
-// whose public IPs each give a fixed number of SNAT ports. Azure's rule (learn.microsoft.com/
-// azure/nat-gateway/nat-gateway-resource, "Scalability", read 2026-11): 64,512 SNAT ports per
-// public IP, at most 16 public IPs per gateway, one gateway per subnet. Ports that run out fail
+// whose public IPs each give SNATPortsPerPublicIP ports, MaxNATPublicIPs at most. Ports that run out fail
 // new connections: pulls stall (L23) exactly when the whole fleet pulls a new image (L26).
-const (
-	SNATPortsPerPublicIP = 64512
-	MaxNATPublicIPs      = 16
-	// egressBaseConnections are a node's outbound flows through the gateway besides image pulls:
-	// the agents' to Azure's services (the kubelet's and etcd's stay in the VNet). A workload's own
-	// internet traffic is its to budget.
-	egressBaseConnections = 16
-)
+// egressBaseConnections are a node's outbound flows through the gateway besides image pulls:
+// the agents' to Azure's services (the kubelet's and etcd's stay in the VNet). A workload's own
+// internet traffic is its to budget.
+const egressBaseConnections = 16
 
 // EgressPortsPerNode is one node's outbound connections at its peak: every parallel image pull
 // (L20) downloading at containerd's full layer concurrency (L24), plus the base. HTTP/2 may share a

@@ -53,8 +53,7 @@ func (c *Cluster) validateCounts(v *validator) bool {
 	}
 	ok = v.between("targetNodes", int64(c.TargetNodes), 1, MaxClusterNodes, "the control plane is sized for it (L09)")
 	ok = v.between("kubelet.podPidsLimit", int64(c.Kubelet.PodPidsLimit), 1024, MaxPodPids, "a pod's processes and threads, at most the node's kernel.pid_max") && ok
-	// Azure allows 256 IP configurations per NIC: the primary plus one per pod (L29).
-	return v.between("kubelet.maxPods", int64(c.Kubelet.MaxPods), 1, 250, "each pod takes a secondary IP configuration on the node's NIC (L29)") && ok
+	return v.between("kubelet.maxPods", int64(c.Kubelet.MaxPods), 1, maxPodsPerNode, "each pod takes a secondary IP configuration on the node's NIC (L29)") && ok
 }
 
 func (c *Cluster) validateEtcd(v *validator, field string, e Etcd) {

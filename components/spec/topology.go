@@ -37,17 +37,6 @@ const (
 // CertificateExpiringSoon alert fires and `make roll` renews it.
 const CertificateRenewBefore = 30 * 24 * time.Hour
 
-// MaxScaleSetInstances is what one VMSS holds with singlePlacementGroup=false and a gallery image.
-const MaxScaleSetInstances = 1000
-
-// MaxPlacementGroupInstances is what one VMSS holds with singlePlacementGroup=true, which
-// InfiniBand sizes need: the IB fabric spans one placement group (Azure: "Working with large
-// virtual machine scale sets", learn.microsoft.com/azure/virtual-machine-scale-sets).
-const MaxPlacementGroupInstances = 100
-
-// MaxCustomDataBytes is Azure's limit on decoded customData.
-const MaxCustomDataBytes = 65535
-
 // Offsets of static addresses inside their subnets (Azure reserves .0 to .3).
 const (
 	apiServerIPOffset  = 10

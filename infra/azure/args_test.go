@@ -191,3 +191,18 @@ func addr(t *testing.T, cidr string, i int) string {
 	}
 	return a.String()
 }
+
+// TestPodsGroupHoldsFourThousandIPConfigurations: every pod's IP configuration joins one
+// application security group, which Azure caps at 4,000.
+func TestPodsGroupHoldsFourThousandIPConfigurations(t *testing.T) {
+	c := testCluster(t)
+	c.Kubelet.MaxPods = 30
+	for step := range 2 {
+		c.TargetNodes = int(spec.LimitIPConfigsPerASG.Value)/30 + step
+		for _, u := range LimitUses(c) {
+			if u.Limit == &spec.LimitIPConfigsPerASG && (u.Over() != (step == 1) || u.Field != "targetNodes") {
+				t.Errorf("%d nodes: %d IP configurations of %d, over %v, field %q", c.TargetNodes, u.Use, u.Limit.Value, u.Over(), u.Field)
+			}
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/azure"
 	"github.com/clusterforge/clusterforge/infra/program"
 )
 
@@ -210,4 +212,50 @@ func (r *Result) Summary(w io.Writer) {
 	cpus, memory := addons.PrometheusResources(c)
 	fmt.Fprintf(w, "  L34 Prometheus %d CPUs (GOMAXPROCS=%d), %s memory\n", cpus, cpus, memory.String())
 	fmt.Fprintf(w, "  L30 node subnet %s for %d nodes x (%d pods + 1)\n", c.Network.NodeSubnet, c.TargetNodes, c.Kubelet.MaxPods)
+	Headroom(w, c)
+}
+
+// LimitUses is every Azure limit's use by the cluster at full size, in the order of spec.Limits.
+func LimitUses(c *spec.Cluster) []spec.LimitUse {
+	byLimit := map[*spec.Limit]spec.LimitUse{}
+	for _, u := range append(c.LimitUses(), azure.LimitUses(c)...) {
+		byLimit[u.Limit] = u
+	}
+	uses := make([]spec.LimitUse, 0, len(spec.Limits))
+	for _, l := range spec.Limits {
+		if u, ok := byLimit[l]; ok {
+			uses = append(uses, u)
+		}
+	}
+	return uses
+}
+
+// Headroom prints the use of every Azure limit at full size, then what to change for each one
+// over: a hard limit cannot be reached, a quota needs a request first, a rate limit slows.
+func Headroom(w io.Writer, c *spec.Cluster) {
+	fmt.Fprintf(w, "Azure limits at full size (targetNodes %d, every pool at maxNodes):\n", c.TargetNodes)
+	fmt.Fprintf(w, "  %9s %9s %6s  %-5s  %s\n", "use", "limit", "share", "kind", "limit: where")
+	var over []spec.LimitUse
+	for _, u := range LimitUses(c) {
+		share, mark := fmt.Sprintf("%.0f%%", 100*u.Share()), ""
+		if u.Over() {
+			share, mark, over = ">100%", "  "+overMarks[u.Limit.Kind], append(over, u)
+		}
+		fmt.Fprintf(w, "  %9s %9s %6s  %-5s  %s: %s%s\n", thousands(u.Use), thousands(u.Limit.Value), share, u.Limit.Kind, u.Limit.Name, u.Where, mark)
+	}
+	for _, u := range over {
+		fmt.Fprintf(w, "  %s %s: %s: %s\n", overMarks[u.Limit.Kind], u.Limit.Name, u.Field, u.Fix)
+	}
+}
+
+// overMarks say what a use past each kind of limit means.
+var overMarks = map[spec.LimitKind]string{spec.Hard: "OVER", spec.Quota: "REQUEST", spec.Rate: "THROTTLED"}
+
+// thousands writes n with a comma every three digits, as Azure's pages write limits.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

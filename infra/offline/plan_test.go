@@ -402,6 +402,31 @@ func TestGoldenUserData(t *testing.T) {
 	}
 }
 
+// TestGoldenHeadroom keeps every checked-in stack's headroom table, one row per Azure limit.
+func TestGoldenHeadroom(t *testing.T) {
+	for stack, r := range planAll(t) {
+		if uses := LimitUses(r.Cluster); len(uses) != len(spec.Limits) {
+			t.Errorf("%s: %d limits have a row, want all %d", stack, len(uses), len(spec.Limits))
+		}
+		var b strings.Builder
+		Headroom(&b, r.Cluster)
+		path := filepath.Join("testdata", stack, "headroom.txt")
+		if *update {
+			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to create it)", err)
+		}
+		if string(want) != b.String() {
+			t.Errorf("%s differs from the headroom table; run `go test ./infra/offline -run Golden -update` and review the diff", path)
+		}
+	}
+}
+
 // requireTool finds a validator; in CI a missing one fails the test instead of skipping it.
 func requireTool(t *testing.T, name string) string {
 	path, err := exec.LookPath(name)

@@ -6,42 +6,34 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// Policy is one of Compute's throttling policies: a token bucket per resource and one per
-// subscription and region, each refilled at a rate per minute up to its capacity. A request takes
-// a token from both; with either empty it is refused (429) until a token comes back.
-// Resource Manager's own buckets (reads, writes, deletes per subscription) are policies too.
+// Policy is one of Compute's or Resource Manager's throttling policies (spec.ThrottlePolicy): a
+// request takes a token from the policy's resource bucket and its subscription bucket; with either
+// empty it is refused (429) until a token comes back.
 type Policy struct {
-	// Name is the policy as the x-ms-ratelimit-remaining-resource header names it.
-	Name string
-	// ResourceRefill and ResourceCapacity are per minute; 0 means the policy has no per-resource bucket.
-	ResourceRefill, ResourceCapacity         float64
-	SubscriptionRefill, SubscriptionCapacity float64
+	spec.ThrottlePolicy
 	// Header, when set, reports the subscription bucket in its own header (Resource Manager's).
 	Header string
-	// PerRequest: a request takes one token however many VMs it acts on (Resource Manager counts
-	// requests; Compute counts the VMs of a batch).
-	PerRequest bool
 }
 
-// Compute's policies for VMs, scale sets and scale-set VMs as "Compute throttling limits"
-// (learn.microsoft.com, 2024) documents them, and Resource Manager's per-subscription token
-// buckets (250 reads refilled at 25 a second, 200 writes and 200 deletes at 10 a second).
+// The policies the stand-in applies, Azure's figures from spec.
 var (
-	PolicyUpdateVM              = Policy{Name: "UpdateVM", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
-	PolicyLowCostGetVM          = Policy{Name: "LowCostGetVM", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 8000, SubscriptionCapacity: 24000}
-	PolicyGetOperation          = Policy{Name: "GetOperation", ResourceRefill: 15, ResourceCapacity: 45, SubscriptionRefill: 5000, SubscriptionCapacity: 15000}
-	PolicyUpdateVMScaleSet      = Policy{Name: "UpdateVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
-	PolicyDeleteVMScaleSet      = Policy{Name: "DeleteVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 175, SubscriptionCapacity: 525}
-	PolicyLowCostGetVMScaleSet  = Policy{Name: "LowCostGetVMScaleSet", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 800, SubscriptionCapacity: 2400}
-	PolicyHighCostGetVMScaleSet = Policy{Name: "HighCostGetVMScaleSet", ResourceRefill: 10, ResourceCapacity: 30, SubscriptionRefill: 360, SubscriptionCapacity: 1080}
-	PolicyUpdateVMScaleSetVMs   = Policy{Name: "UpdateVMScaleSetVMs", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
-	PolicyDeleteVMScaleSetVMs   = Policy{Name: "DeleteVMScaleSetVMs", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
-	PolicyGetVMScaleSetVMs      = Policy{Name: "GetVMScaleSetVMs", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 2000, SubscriptionCapacity: 6000}
-	PolicySubscriptionReads     = Policy{Name: "SubscriptionReads", SubscriptionRefill: 25 * 60, SubscriptionCapacity: 250, Header: "x-ms-ratelimit-remaining-subscription-reads", PerRequest: true}
-	PolicySubscriptionWrites    = Policy{Name: "SubscriptionWrites", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, Header: "x-ms-ratelimit-remaining-subscription-writes", PerRequest: true}
-	PolicySubscriptionDeletes   = Policy{Name: "SubscriptionDeletes", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, Header: "x-ms-ratelimit-remaining-subscription-deletes", PerRequest: true}
+	PolicyDeleteVMScaleSetVMs   = Policy{ThrottlePolicy: spec.ThrottleDeleteVMScaleSetVMs}
+	PolicyGetVMScaleSetVMs      = Policy{ThrottlePolicy: spec.ThrottleGetVMScaleSetVMs}
+	PolicyUpdateVM              = Policy{ThrottlePolicy: spec.ThrottleUpdateVM}
+	PolicyLowCostGetVM          = Policy{ThrottlePolicy: spec.ThrottleLowCostGetVM}
+	PolicyGetOperation          = Policy{ThrottlePolicy: spec.ThrottleGetOperation}
+	PolicyUpdateVMScaleSet      = Policy{ThrottlePolicy: spec.ThrottleUpdateVMScaleSet}
+	PolicyDeleteVMScaleSet      = Policy{ThrottlePolicy: spec.ThrottleDeleteVMScaleSet}
+	PolicyLowCostGetVMScaleSet  = Policy{ThrottlePolicy: spec.ThrottleLowCostGetVMScaleSet}
+	PolicyHighCostGetVMScaleSet = Policy{ThrottlePolicy: spec.ThrottleHighCostGetVMScaleSet}
+	PolicyUpdateVMScaleSetVMs   = Policy{ThrottlePolicy: spec.ThrottleUpdateVMScaleSetVMs}
+	PolicySubscriptionReads     = Policy{ThrottlePolicy: spec.ThrottleResourceManagerReads, Header: "x-ms-ratelimit-remaining-subscription-reads"}
+	PolicySubscriptionWrites    = Policy{ThrottlePolicy: spec.ThrottleResourceManagerWrites, Header: "x-ms-ratelimit-remaining-subscription-writes"}
+	PolicySubscriptionDeletes   = Policy{ThrottlePolicy: spec.ThrottleResourceManagerDeletes, Header: "x-ms-ratelimit-remaining-subscription-deletes"}
 )
 
 // PolicyListVMScaleSets is High Cost Get VMSS for a list, which the documented table applies at

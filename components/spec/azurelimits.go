@@ -1,0 +1,279 @@
+package spec
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// LimitKind says what a plan over a limit means.
+type LimitKind string
+
+const (
+	// Hard limits no request raises: a plan over one cannot reach its size.
+	Hard LimitKind = "hard"
+	// Quota limits are defaults Azure raises on request: a plan over one needs that request first.
+	Quota LimitKind = "quota"
+	// Rate limits are token buckets: an operation larger than the bucket is throttled, not refused.
+	Rate LimitKind = "rate"
+)
+
+// Limit is one of Azure's limits a cluster of this kind meets.
+type Limit struct {
+	// Name is Azure's wording of the row.
+	Name string
+	// Value is the limit; for a quota, the default a subscription starts with.
+	Value int64
+	Kind  LimitKind
+	// Per is what one Value applies to.
+	Per string
+	// Source is the page that states it (read 2026-11).
+	Source string
+}
+
+// Pages the limits come from.
+const (
+	limitsPage     = "https://learn.microsoft.com/azure/azure-resource-manager/management/azure-subscription-service-limits"
+	networkLimits  = limitsPage + "#azure-resource-manager-virtual-networking-limits"
+	scaleSetLimits = limitsPage + "#virtual-machine-scale-sets-limits"
+	vmLimits       = limitsPage + "#virtual-machines-limits"
+	lbLimits       = limitsPage + "#load-balancer"
+	placementPage  = "https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-placement-groups"
+	natPage        = "https://learn.microsoft.com/azure/nat-gateway/nat-gateway-resource"
+	disksFAQ       = "https://learn.microsoft.com/azure/virtual-machines/faq-for-disks"
+	computeRates   = "https://learn.microsoft.com/azure/virtual-machines/compute-throttling-limits"
+	managerRates   = "https://learn.microsoft.com/azure/azure-resource-manager/management/request-limits-and-throttling"
+)
+
+// Values other code sizes things by.
+const (
+	// MaxScaleSetInstances is what one VMSS holds with singlePlacementGroup=false and a gallery image.
+	MaxScaleSetInstances = 1000
+	// MaxPlacementGroupInstances is what one VMSS holds with singlePlacementGroup=true, which
+	// InfiniBand sizes need: the IB fabric spans one placement group.
+	MaxPlacementGroupInstances = 100
+	// MaxCustomDataBytes is Azure's limit on decoded customData.
+	MaxCustomDataBytes = 65535
+	// SNATPortsPerPublicIP and MaxNATPublicIPs: one NAT gateway's egress (natPage, "Scalability").
+	SNATPortsPerPublicIP = 64512
+	MaxNATPublicIPs      = 16
+	maxIPConfigsPerNIC   = 256
+	// maxPodsPerNode: a node's NIC has its primary IP configuration and one secondary per pod (L29).
+	maxPodsPerNode = maxIPConfigsPerNIC - 1
+)
+
+// Azure's limits, each once. Networking rows without a maximum column are hard: "If there's no
+// maximum limit column, the resource doesn't have adjustable limits" (networkLimits).
+var (
+	LimitPrivateIPsPerVNet = Limit{Name: "Private IP addresses per virtual network", Value: 65536, Kind: Hard,
+		Per: "virtual network", Source: networkLimits}
+	// LimitPrivateIPsPerPeeredGroup counts a VNet's addresses with those of every VNet peered with
+	// it: each host of a VNet holds the mappings of all of them.
+	LimitPrivateIPsPerPeeredGroup = Limit{Name: "Total private addresses for a group of peered virtual networks", Value: 128000, Kind: Hard,
+		Per: "virtual network and the VNets peered with it", Source: networkLimits}
+	LimitIPConfigsPerNIC = Limit{Name: "Private IP addresses per network interface", Value: maxIPConfigsPerNIC, Kind: Hard,
+		Per: "network interface", Source: networkLimits}
+	LimitIPConfigsPerASG = Limit{Name: "IP configurations per application security group", Value: 4000, Kind: Hard,
+		Per: "application security group", Source: networkLimits}
+	LimitPeeringsPerVNet = Limit{Name: "Virtual network peerings per virtual network", Value: 500, Kind: Hard,
+		Per: "virtual network", Source: networkLimits}
+	LimitSubnetsPerVNet = Limit{Name: "Subnets per virtual network", Value: 3000, Kind: Hard,
+		Per: "virtual network", Source: networkLimits}
+	LimitRulesPerNSG = Limit{Name: "NSG rules per NSG", Value: 1000, Kind: Hard,
+		Per: "network security group", Source: networkLimits}
+	LimitPrefixesPerNSG = Limit{Name: "IP addresses and ranges specified for source or destination in a security group", Value: 4000, Kind: Hard,
+		Per: "network security group, sources and destinations apart", Source: networkLimits}
+	LimitRoutesPerTable = Limit{Name: "User-defined routes per route table", Value: 400, Kind: Hard,
+		Per: "route table", Source: networkLimits}
+	LimitVNetsPerRegion = Limit{Name: "Virtual networks", Value: 1000, Kind: Hard,
+		Per: "subscription and region", Source: networkLimits}
+	LimitNICsPerRegion = Limit{Name: "Network interface cards", Value: 65536, Kind: Hard,
+		Per: "subscription and region", Source: networkLimits}
+	LimitNSGsPerRegion = Limit{Name: "Network Security Groups", Value: 5000, Kind: Hard,
+		Per: "subscription and region", Source: networkLimits}
+	LimitStandardPublicIPs = Limit{Name: "Standard Public IP addresses", Value: 10, Kind: Quota,
+		Per: "subscription and region (1,000 on Enterprise Agreements)", Source: networkLimits}
+	LimitNATPublicIPs = Limit{Name: "Public IP addresses per NAT gateway", Value: MaxNATPublicIPs, Kind: Hard,
+		Per: "NAT gateway (64,512 SNAT ports each)", Source: natPage}
+	LimitLoadBalancerBackends = Limit{Name: "Backend pool size (Standard Load Balancer)", Value: 5000, Kind: Hard,
+		Per: "load balancer", Source: lbLimits}
+	LimitScaleSetInstances = Limit{Name: "Maximum number of VMs in a scale set", Value: MaxScaleSetInstances, Kind: Hard,
+		Per: "scale set with singlePlacementGroup=false and a gallery image", Source: scaleSetLimits}
+	LimitPlacementGroupInstances = Limit{Name: "VMs in a single placement group", Value: MaxPlacementGroupInstances, Kind: Hard,
+		Per: "scale set with singlePlacementGroup=true (InfiniBand)", Source: placementPage}
+	LimitScaleSetsPerRegion = Limit{Name: "Maximum number of scale sets per subscription per region", Value: 2500, Kind: Hard,
+		Per: "subscription and region", Source: scaleSetLimits}
+	LimitVMsPerRegion = Limit{Name: "VMs per subscription", Value: 25000, Kind: Hard,
+		Per: "subscription and region", Source: vmLimits}
+	LimitRegionalVCPUs = Limit{Name: "Total regional vCPUs", Value: 20, Kind: Quota,
+		Per: "subscription and region (350 on Enterprise Agreements); each VM family has its own quota too", Source: vmLimits}
+	LimitManagedDisks = Limit{Name: "Managed disks", Value: 50000, Kind: Hard,
+		Per: "subscription, region and disk type", Source: disksFAQ}
+	// A scale set's reimage, upgrade and delete of instances charge one token per VM.
+	LimitScaleSetVMUpdates = rateLimit("Update VMSS (reimage, upgrade instances), subscription bucket", ThrottleUpdateVMScaleSet)
+	LimitScaleSetVMDeletes = rateLimit("Delete VMSS (delete instances), subscription bucket", ThrottleDeleteVMScaleSet)
+)
+
+func rateLimit(name string, p ThrottlePolicy) Limit {
+	return Limit{Name: name, Value: int64(p.SubscriptionCapacity), Kind: Rate,
+		Per: fmt.Sprintf("subscription and region, refilled %d a minute", int(p.SubscriptionRefill)), Source: computeRates}
+}
+
+// Limits lists every limit in the order the headroom table and the reference page show them.
+var Limits = []*Limit{
+	&LimitPrivateIPsPerVNet, &LimitPrivateIPsPerPeeredGroup, &LimitIPConfigsPerNIC, &LimitIPConfigsPerASG,
+	&LimitPeeringsPerVNet, &LimitSubnetsPerVNet, &LimitRulesPerNSG, &LimitPrefixesPerNSG, &LimitRoutesPerTable,
+	&LimitNATPublicIPs, &LimitLoadBalancerBackends, &LimitScaleSetInstances, &LimitPlacementGroupInstances,
+	&LimitVNetsPerRegion, &LimitNSGsPerRegion, &LimitNICsPerRegion, &LimitScaleSetsPerRegion, &LimitVMsPerRegion,
+	&LimitManagedDisks, &LimitStandardPublicIPs, &LimitRegionalVCPUs, &LimitScaleSetVMUpdates, &LimitScaleSetVMDeletes,
+}
+
+// ThrottlePolicy is one of Compute's or Resource Manager's throttling policies: a token bucket per
+// resource and one per subscription and region, each refilled per minute up to its capacity.
+type ThrottlePolicy struct {
+	// Name is the policy as the x-ms-ratelimit-remaining-resource header names it.
+	Name string
+	// ResourceRefill and ResourceCapacity are per minute; 0 means the policy has no per-resource bucket.
+	ResourceRefill, ResourceCapacity         float64
+	SubscriptionRefill, SubscriptionCapacity float64
+	// PerRequest: a request takes one token however many VMs it acts on (Resource Manager counts
+	// requests; Compute counts the VMs of a batch).
+	PerRequest bool
+}
+
+// Compute's policies for VMs, scale sets and scale-set VMs (computeRates), and Resource Manager's
+// per-subscription buckets: 250 reads refilled at 25 a second, 200 writes and 200 deletes at 10
+// (managerRates).
+var (
+	ThrottleUpdateVM               = ThrottlePolicy{Name: "UpdateVM", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
+	ThrottleLowCostGetVM           = ThrottlePolicy{Name: "LowCostGetVM", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 8000, SubscriptionCapacity: 24000}
+	ThrottleGetOperation           = ThrottlePolicy{Name: "GetOperation", ResourceRefill: 15, ResourceCapacity: 45, SubscriptionRefill: 5000, SubscriptionCapacity: 15000}
+	ThrottleUpdateVMScaleSet       = ThrottlePolicy{Name: "UpdateVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
+	ThrottleDeleteVMScaleSet       = ThrottlePolicy{Name: "DeleteVMScaleSet", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 175, SubscriptionCapacity: 525}
+	ThrottleLowCostGetVMScaleSet   = ThrottlePolicy{Name: "LowCostGetVMScaleSet", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 800, SubscriptionCapacity: 2400}
+	ThrottleHighCostGetVMScaleSet  = ThrottlePolicy{Name: "HighCostGetVMScaleSet", ResourceRefill: 10, ResourceCapacity: 30, SubscriptionRefill: 360, SubscriptionCapacity: 1080}
+	ThrottleUpdateVMScaleSetVMs    = ThrottlePolicy{Name: "UpdateVMScaleSetVMs", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
+	ThrottleDeleteVMScaleSetVMs    = ThrottlePolicy{Name: "DeleteVMScaleSetVMs", ResourceRefill: 4, ResourceCapacity: 12, SubscriptionRefill: 500, SubscriptionCapacity: 1500}
+	ThrottleGetVMScaleSetVMs       = ThrottlePolicy{Name: "GetVMScaleSetVMs", ResourceRefill: 12, ResourceCapacity: 36, SubscriptionRefill: 2000, SubscriptionCapacity: 6000}
+	ThrottleResourceManagerReads   = ThrottlePolicy{Name: "SubscriptionReads", SubscriptionRefill: 25 * 60, SubscriptionCapacity: 250, PerRequest: true}
+	ThrottleResourceManagerWrites  = ThrottlePolicy{Name: "SubscriptionWrites", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, PerRequest: true}
+	ThrottleResourceManagerDeletes = ThrottlePolicy{Name: "SubscriptionDeletes", SubscriptionRefill: 10 * 60, SubscriptionCapacity: 200, PerRequest: true}
+)
+
+// LimitUse is how much of one limit a plan takes at full size: targetNodes, every pool at maxNodes.
+type LimitUse struct {
+	Limit *Limit
+	// Where names the instance closest to the limit: a VNet, a scale set, the subscription.
+	Where string
+	Use   int64
+	// Field is the stack field that moves the use, and Fix what to do with it when over.
+	Field, Fix string
+}
+
+// Share is the use as a fraction of the limit.
+func (u LimitUse) Share() float64 { return float64(u.Use) / float64(u.Limit.Value) }
+
+// Over reports a use past the limit.
+func (u LimitUse) Over() bool { return u.Use > u.Limit.Value }
+
+// worst keeps, of several instances of one limit, the one closest to it.
+func worst(uses ...LimitUse) LimitUse {
+	return slices.MaxFunc(uses, func(a, b LimitUse) int { return int(a.Use - b.Use) })
+}
+
+// machineCount is every VM of the cluster at full size.
+func (c *Cluster) machineCount() int64 {
+	return int64(c.TargetNodes) + int64(c.APIServer.Count) + int64(c.EtcdMain.Members) + int64(c.EtcdEvents.Members)
+}
+
+// controlPlaneAddresses are the control plane's addresses: every apiserver, the load balancer's
+// front end and every etcd member.
+func (c *Cluster) controlPlaneAddresses() int64 {
+	return int64(c.APIServer.Count) + 1 + int64(c.EtcdMain.Members) + int64(c.EtcdEvents.Members)
+}
+
+// LimitUses is the stack's use of every limit its own fields decide, one row per limit: the
+// instance closest to it. The Azure program adds the rows its design decides (azure.LimitUses).
+func (c *Cluster) LimitUses() []LimitUse {
+	podAddresses := int64(c.TargetNodes) * int64(c.Kubelet.MaxPods+1)
+	vnet := "VNet " + c.Name
+	fitPods := (LimitPrivateIPsPerVNet.Value-c.controlPlaneAddresses())/int64(max(c.TargetNodes, 1)) - 1
+	uses := []LimitUse{
+		{Limit: &LimitPrivateIPsPerVNet, Where: vnet, Use: podAddresses + c.controlPlaneAddresses(), Field: "kubelet.maxPods",
+			Fix: fmt.Sprintf("every node takes kubelet.maxPods + 1 addresses in one VNet: lower kubelet.maxPods to %d or targetNodes", fitPods)},
+		{Limit: &LimitPrivateIPsPerPeeredGroup, Where: vnet + " and its peers", Use: podAddresses + c.controlPlaneAddresses(), Field: "kubelet.maxPods",
+			Fix: "every node takes kubelet.maxPods + 1 addresses: lower kubelet.maxPods or targetNodes"},
+		{Limit: &LimitIPConfigsPerNIC, Where: "every worker's NIC", Use: int64(c.Kubelet.MaxPods) + 1, Field: "kubelet.maxPods",
+			Fix: fmt.Sprintf("lower kubelet.maxPods to %d: a pod takes one of its node's IP configurations (L29)", maxPodsPerNode)},
+		{Limit: &LimitNATPublicIPs, Where: "NAT gateway " + c.Name, Use: int64(c.NATPublicIPs()), Field: "kubelet.maxParallelImagePulls",
+			Fix: fmt.Sprintf("lower kubelet.maxParallelImagePulls to %d or kubelet.maxConcurrentDownloads, or leave them unset to size them from targetNodes",
+				parallelPullsWithinSNAT(c.TargetNodes, c.Kubelet.MaxConcurrentDownloads))},
+		{Limit: &LimitLoadBalancerBackends, Where: "the apiservers' load balancer", Use: int64(c.APIServer.Count), Field: "apiServer.count",
+			Fix: "lower apiServer.count"},
+		{Limit: &LimitNICsPerRegion, Where: "subscription, " + c.Location, Use: c.machineCount(), Field: "targetNodes",
+			Fix: "split the fleet over clusters in several subscriptions or regions"},
+		{Limit: &LimitVMsPerRegion, Where: "subscription, " + c.Location, Use: c.machineCount(), Field: "targetNodes",
+			Fix: "split the fleet over clusters in several subscriptions or regions"},
+		{Limit: &LimitScaleSetsPerRegion, Where: "subscription, " + c.Location, Use: int64(len(c.ScaleSets())), Field: "pools",
+			Fix: "split the fleet over clusters in several subscriptions or regions"},
+		{Limit: &LimitStandardPublicIPs, Where: "subscription, " + c.Location, Use: int64(c.NATPublicIPs()), Field: "targetNodes",
+			Fix: fmt.Sprintf("request a Standard Public IP addresses quota of %d in %s", c.NATPublicIPs(), c.Location)},
+		c.vCPUUse(),
+	}
+	sets := c.ScaleSets()
+	for _, limit := range []*Limit{&LimitScaleSetInstances, &LimitPlacementGroupInstances} {
+		var in []LimitUse
+		for i, s := range sets {
+			if s.SinglePlacementGroup == (limit == &LimitPlacementGroupInstances) {
+				in = append(in, LimitUse{Limit: limit, Where: "scale set " + s.AzureName, Use: int64(s.MaxNodes),
+					Field: fmt.Sprintf("pools[%d].maxNodes", slices.IndexFunc(c.Pools, func(p Pool) bool { return p.Name == sets[i].Pool.Name })),
+					Fix:   "a pool is split into scale sets of at most this size"})
+			}
+		}
+		if len(in) == 0 {
+			in = append(in, LimitUse{Limit: limit, Where: "no scale set of this kind"})
+		}
+		uses = append(uses, worst(in...))
+	}
+	var batches, deletes []LimitUse
+	for i, p := range c.Pools {
+		batches = append(batches, LimitUse{Limit: &LimitScaleSetVMUpdates, Where: "a worker roll's batch of pool " + p.Name,
+			Use: int64(RollBatch(p.MaxNodes)), Field: fmt.Sprintf("pools[%d].maxNodes", i),
+			Fix: "batches past the bucket wait for its refill: the roll slows, nothing fails"})
+	}
+	deletes = append(deletes, LimitUse{Limit: &LimitScaleSetVMDeletes, Where: "cluster-autoscaler's scale-down", Use: int64(c.Autoscaler.MaxScaleDownParallelism),
+		Field: "autoscaler.maxScaleDownParallelism", Fix: "deletes past the bucket wait for its refill: lower autoscaler.maxScaleDownParallelism"})
+	return append(uses, worst(batches...), worst(deletes...))
+}
+
+// RollBatchPercent sizes a pool's batches after its canary: a twentieth of the pool at once
+// keeps most capacity serving and a 2,500-node pool's roll within twenty-one batches.
+const RollBatchPercent = 5
+
+// RollBatch is how many of n machines a worker roll replaces at once after its canary.
+func RollBatch(n int) int { return max(1, (n*RollBatchPercent+99)/100) }
+
+// vCPUUse is the regional vCPUs the cluster needs at full size; the fix lists them by size, the
+// requests the quota page takes.
+func (c *Cluster) vCPUUse() LimitUse {
+	bySize := map[string]int64{}
+	add := func(size string, n int) {
+		capacity, _ := VMCapacity(size)
+		bySize[size] += int64(capacity.CPUs) * int64(n)
+	}
+	add(c.APIServer.VMSize, c.APIServer.Count)
+	add(c.EtcdMain.VMSize, c.EtcdMain.Members)
+	add(c.EtcdEvents.VMSize, c.EtcdEvents.Members)
+	for _, p := range c.Pools {
+		add(p.VMSize, p.MaxNodes)
+	}
+	var total int64
+	var parts []string
+	for _, size := range slices.Sorted(maps.Keys(bySize)) {
+		total += bySize[size]
+		parts = append(parts, fmt.Sprintf("%d for %s", bySize[size], size))
+	}
+	return LimitUse{Limit: &LimitRegionalVCPUs, Where: "subscription, " + c.Location, Use: total, Field: "pools",
+		Fix: fmt.Sprintf("request %d regional vCPUs in %s and each family's share: %s", total, c.Location, strings.Join(parts, ", "))}
+}

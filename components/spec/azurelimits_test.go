@@ -1,0 +1,137 @@
+package spec
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the generated table of docs/reference/stack.md")
+
+// TestLimitUsesAtTheLimit takes one stack to each limit the stack's own fields decide, then one
+// step past it: at the limit the use is not over, past it the row is over and names the field.
+func TestLimitUsesAtTheLimit(t *testing.T) {
+	tinyControlPlane := func(c *Cluster) {
+		c.APIServer.Count, c.APIServer.VMSize = 2, "Standard_D2ds_v5"
+		c.EtcdMain.Members, c.EtcdMain.VMSize, c.EtcdEvents.Members, c.EtcdEvents.VMSize = 3, "Standard_D2ds_v5", 1, "Standard_D2ds_v5"
+		c.Pools[0].VMSize = "Standard_D2ds_v5"
+	}
+	natNodes := func(c *Cluster, ips int64) int {
+		return int(ips * SNATPortsPerPublicIP / int64(c.EgressPortsPerNode()))
+	}
+	for _, tc := range []struct {
+		limit *Limit
+		// edit sets the stack at the limit (step 0) or one step past it (step 1).
+		edit  func(c *Cluster, step int)
+		field string
+	}{
+		{&LimitPrivateIPsPerVNet, func(c *Cluster, step int) {
+			c.Kubelet.MaxPods = 30
+			c.TargetNodes = int((LimitPrivateIPsPerVNet.Value-c.controlPlaneAddresses())/31) + step
+		}, "kubelet.maxPods"},
+		{&LimitPrivateIPsPerPeeredGroup, func(c *Cluster, step int) {
+			c.Kubelet.MaxPods = 30
+			c.TargetNodes = int((LimitPrivateIPsPerPeeredGroup.Value-c.controlPlaneAddresses())/31) + step
+		}, "kubelet.maxPods"},
+		{&LimitIPConfigsPerNIC, func(c *Cluster, step int) { c.Kubelet.MaxPods = maxPodsPerNode + step }, "kubelet.maxPods"},
+		{&LimitNATPublicIPs, func(c *Cluster, step int) { c.TargetNodes = natNodes(c, MaxNATPublicIPs) + step }, "kubelet.maxParallelImagePulls"},
+		{&LimitStandardPublicIPs, func(c *Cluster, step int) { c.TargetNodes = natNodes(c, LimitStandardPublicIPs.Value) + step }, "targetNodes"},
+		{&LimitLoadBalancerBackends, func(c *Cluster, step int) { c.APIServer.Count = int(LimitLoadBalancerBackends.Value) + step }, "apiServer.count"},
+		{&LimitNICsPerRegion, func(c *Cluster, step int) {
+			c.TargetNodes = int(LimitNICsPerRegion.Value-c.machineCount()) + c.TargetNodes + step
+		}, "targetNodes"},
+		{&LimitVMsPerRegion, func(c *Cluster, step int) {
+			c.TargetNodes = int(LimitVMsPerRegion.Value-c.machineCount()) + c.TargetNodes + step
+		}, "targetNodes"},
+		{&LimitScaleSetsPerRegion, func(c *Cluster, step int) {
+			c.Pools[0].VMSize = "Standard_ND96isr_H100_v5" // InfiniBand: 100 a scale set
+			c.Pools[0].MaxNodes = int(LimitScaleSetsPerRegion.Value)*MaxPlacementGroupInstances + step
+		}, "pools"},
+		{&LimitRegionalVCPUs, func(c *Cluster, step int) {
+			tinyControlPlane(c) // 2 + 3 + 1 VMs of 2 vCPUs: 12
+			c.Pools[0].MaxNodes = 4 + step
+		}, "pools"},
+		{&LimitScaleSetVMUpdates, func(c *Cluster, step int) {
+			c.Pools[0].MaxNodes = int(LimitScaleSetVMUpdates.Value)*100/RollBatchPercent + step
+		}, "pools[0].maxNodes"},
+		{&LimitScaleSetVMDeletes, func(c *Cluster, step int) {
+			c.Autoscaler.MaxScaleDownParallelism = int(LimitScaleSetVMDeletes.Value) + step
+		}, "autoscaler.maxScaleDownParallelism"},
+	} {
+		for step := range 2 {
+			c := parseValid(t)
+			tc.edit(c, step)
+			u, ok := useOf(c.LimitUses(), tc.limit)
+			if !ok {
+				t.Fatalf("%s: no row", tc.limit.Name)
+			}
+			if u.Over() != (step == 1) {
+				t.Errorf("%s, step %d: use %d of %d, over %v", tc.limit.Name, step, u.Use, tc.limit.Value, u.Over())
+			}
+			if step == 1 && (u.Field != tc.field || u.Fix == "") {
+				t.Errorf("%s: over names field %q (fix %q), want %q", tc.limit.Name, u.Field, u.Fix, tc.field)
+			}
+		}
+	}
+}
+
+// TestScaleSetsNeverPassTheirLimit: a pool one past what a scale set holds is split, so its
+// scale sets stay within the limit.
+func TestScaleSetsNeverPassTheirLimit(t *testing.T) {
+	for _, tc := range []struct {
+		size  string
+		limit *Limit
+	}{
+		{"Standard_D16ds_v5", &LimitScaleSetInstances},
+		{"Standard_ND96isr_H100_v5", &LimitPlacementGroupInstances},
+	} {
+		for step, want := range []int64{tc.limit.Value, tc.limit.Value/2 + 1} {
+			c := parseValid(t)
+			c.Pools[0].VMSize, c.Pools[0].MaxNodes = tc.size, int(tc.limit.Value)+step
+			u, ok := useOf(c.LimitUses(), tc.limit)
+			if !ok || u.Use != want || u.Over() {
+				t.Errorf("%s with %d nodes: largest scale set %d (row %v), want %d", tc.size, c.Pools[0].MaxNodes, u.Use, ok, want)
+			}
+		}
+	}
+}
+
+func useOf(uses []LimitUse, l *Limit) (LimitUse, bool) {
+	for _, u := range uses {
+		if u.Limit == l {
+			return u, true
+		}
+	}
+	return LimitUse{}, false
+}
+
+// The stack reference's table of limits is spec.Limits (`go test ./components/spec -run LimitsPage
+// -update` rewrites it).
+func TestLimitsPageShowsTheTable(t *testing.T) {
+	const page = "../../docs/reference/stack.md"
+	data, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok := strings.Cut(string(data), "<!-- limits:start -->\n")
+	block, after, ok2 := strings.Cut(rest, "<!-- limits:end -->")
+	if !ok || !ok2 {
+		t.Fatalf("%s has no <!-- limits:start/end --> block", page)
+	}
+	var b strings.Builder
+	b.WriteString("| limit | value | kind | per | source |\n|---|---|---|---|---|\n")
+	for _, l := range Limits {
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | [page](%s) |\n", l.Name, l.Value, l.Kind, l.Per, l.Source)
+	}
+	if *update {
+		if err := os.WriteFile(page, []byte(before+"<!-- limits:start -->\n"+b.String()+"<!-- limits:end -->"+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if block != b.String() {
+		t.Errorf("%s's table of limits is not spec.Limits: run `go test ./components/spec -run LimitsPage -update` and review the diff", page)
+	}
+}
