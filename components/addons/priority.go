@@ -61,7 +61,7 @@ func BalloonName(pool spec.Pool) string { return "balloon-" + pool.Name }
 // so each balloon holds a whole node (L15, L18).
 func BalloonRequests(c *spec.Cluster, pool spec.Pool) corev1.ResourceList {
 	capacity, _ := spec.VMCapacity(pool.VMSize) // Validate refuses sizes it does not know
-	allocCPU, allocMemory := spec.Allocatable(capacity, c.Kubelet.MaxPods)
+	allocCPU, allocMemory := spec.Allocatable(capacity, pool.MaxPods)
 	cpu := resource.NewMilliQuantity(allocCPU, resource.DecimalSI)
 	cpu.Sub(NodeReserve[corev1.ResourceCPU])
 	memory := resource.NewQuantity(allocMemory, resource.BinarySI)

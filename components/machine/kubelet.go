@@ -28,7 +28,7 @@ func KubeletConfig(c *spec.Cluster, pool spec.Pool) string {
 		fmt.Fprintf(&taints, "- key: %s\n  value: %s\n  effect: %s\n", yamlString(t.Key), yamlString(t.Value), yamlString(t.Effect))
 	}
 	size, _ := spec.VMCapacity(pool.VMSize) // Validate refuses sizes it does not know
-	r := spec.NodeReservation(size, c.Kubelet.MaxPods)
+	r := spec.NodeReservation(size, pool.MaxPods)
 	registerWithTaints := "registerWithTaints: []\n"
 	if taints.Len() > 0 {
 		registerWithTaints = "registerWithTaints:\n" + taints.String()
@@ -77,7 +77,7 @@ eventRecordQPS: 5
 streamingConnectionIdleTimeout: 5m
 tlsMinVersion: VersionTLS12
 tlsCipherSuites: [%s]
-%s`, CertPath("", pki.ClusterCA), c.DNSServiceIP(), wellknown.ClusterDomain, wellknown.ContainerdEndpoint, c.Kubelet.MaxPods, c.Kubelet.PodPidsLimit,
+%s`, CertPath("", pki.ClusterCA), c.DNSServiceIP(), wellknown.ClusterDomain, wellknown.ContainerdEndpoint, pool.MaxPods, c.Kubelet.PodPidsLimit,
 		c.Kubelet.MaxParallelImagePulls, r.KubeCPUMilli, r.KubeMemory>>20, r.SystemCPUMilli, r.SystemMemory>>20,
 		r.EvictionMemory>>20, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
 }

@@ -196,16 +196,21 @@ func (c *Cluster) controlPlaneAddresses() int64 {
 // LimitUses is the stack's use of every limit its own fields decide, one row per limit: the
 // instance closest to it. The Azure program adds the rows its design decides (azure.LimitUses).
 func (c *Cluster) LimitUses() []LimitUse {
-	podAddresses := int64(c.TargetNodes) * int64(c.Kubelet.MaxPods+1)
+	podAddresses := c.PodNetworkAddresses(c.TargetNodes)
 	vnet := "VNet " + c.Name
-	fitPods := (LimitPrivateIPsPerVNet.Value-c.controlPlaneAddresses())/int64(max(c.TargetNodes, 1)) - 1
+	nic := LimitUse{Limit: &LimitIPConfigsPerNIC, Where: "no worker NIC"}
+	for i, p := range c.Pools {
+		if use := int64(p.MaxPods) + 1; use > nic.Use {
+			nic.Use, nic.Where, nic.Field = use, "a NIC of pool "+p.Name, fmt.Sprintf("pools[%d].maxPods", i)
+			nic.Fix = fmt.Sprintf("lower pools[%d].maxPods to %d: a pod takes one of its node's IP configurations (L29)", i, maxPodsPerNode)
+		}
+	}
 	uses := []LimitUse{
-		{Limit: &LimitPrivateIPsPerVNet, Where: vnet, Use: podAddresses + c.controlPlaneAddresses(), Field: "kubelet.maxPods",
-			Fix: fmt.Sprintf("every node takes kubelet.maxPods + 1 addresses in one VNet: lower kubelet.maxPods to %d or targetNodes", fitPods)},
-		{Limit: &LimitPrivateIPsPerPeeredGroup, Where: vnet + " and its peers", Use: podAddresses + c.controlPlaneAddresses(), Field: "kubelet.maxPods",
-			Fix: "every node takes kubelet.maxPods + 1 addresses: lower kubelet.maxPods or targetNodes"},
-		{Limit: &LimitIPConfigsPerNIC, Where: "every worker's NIC", Use: int64(c.Kubelet.MaxPods) + 1, Field: "kubelet.maxPods",
-			Fix: fmt.Sprintf("lower kubelet.maxPods to %d: a pod takes one of its node's IP configurations (L29)", maxPodsPerNode)},
+		{Limit: &LimitPrivateIPsPerVNet, Where: vnet, Use: podAddresses + c.controlPlaneAddresses(), Field: "pools",
+			Fix: "every node takes its pool's maxPods + 1 addresses in one VNet: lower the pools' maxPods or maxNodes"},
+		{Limit: &LimitPrivateIPsPerPeeredGroup, Where: vnet + " and its peers", Use: podAddresses + c.controlPlaneAddresses(), Field: "pools",
+			Fix: "every node takes its pool's maxPods + 1 addresses: lower the pools' maxPods or maxNodes"},
+		nic,
 		{Limit: &LimitNATPublicIPs, Where: "NAT gateway " + c.Name, Use: int64(c.NATPublicIPs()), Field: "kubelet.maxParallelImagePulls",
 			Fix: fmt.Sprintf("lower kubelet.maxParallelImagePulls to %d or kubelet.maxConcurrentDownloads, or leave them unset to size them from targetNodes",
 				parallelPullsWithinSNAT(c.TargetNodes, c.Kubelet.MaxConcurrentDownloads))},

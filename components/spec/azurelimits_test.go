@@ -28,14 +28,16 @@ func TestLimitUsesAtTheLimit(t *testing.T) {
 		field string
 	}{
 		{&LimitPrivateIPsPerVNet, func(c *Cluster, step int) {
-			c.Kubelet.MaxPods = 30
-			c.TargetNodes = int((LimitPrivateIPsPerVNet.Value-c.controlPlaneAddresses())/31) + step
-		}, "kubelet.maxPods"},
+			c.Pools[0].MaxPods = 30
+			c.Pools[0].MaxNodes = int((LimitPrivateIPsPerVNet.Value-c.controlPlaneAddresses())/31) + step
+			c.TargetNodes = c.Pools[0].MaxNodes
+		}, "pools"},
 		{&LimitPrivateIPsPerPeeredGroup, func(c *Cluster, step int) {
-			c.Kubelet.MaxPods = 30
-			c.TargetNodes = int((LimitPrivateIPsPerPeeredGroup.Value-c.controlPlaneAddresses())/31) + step
-		}, "kubelet.maxPods"},
-		{&LimitIPConfigsPerNIC, func(c *Cluster, step int) { c.Kubelet.MaxPods = maxPodsPerNode + step }, "kubelet.maxPods"},
+			c.Pools[0].MaxPods = 30
+			c.Pools[0].MaxNodes = int((LimitPrivateIPsPerPeeredGroup.Value-c.controlPlaneAddresses())/31) + step
+			c.TargetNodes = c.Pools[0].MaxNodes
+		}, "pools"},
+		{&LimitIPConfigsPerNIC, func(c *Cluster, step int) { c.Pools[0].MaxPods = maxPodsPerNode + step }, "pools[0].maxPods"},
 		{&LimitNATPublicIPs, func(c *Cluster, step int) { c.TargetNodes = natNodes(c, MaxNATPublicIPs) + step }, "kubelet.maxParallelImagePulls"},
 		{&LimitStandardPublicIPs, func(c *Cluster, step int) { c.TargetNodes = natNodes(c, LimitStandardPublicIPs.Value) + step }, "targetNodes"},
 		{&LimitLoadBalancerBackends, func(c *Cluster, step int) { c.APIServer.Count = int(LimitLoadBalancerBackends.Value) + step }, "apiServer.count"},

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"strings"
 )
@@ -97,6 +98,7 @@ func (c *Cluster) Default() {
 	for i := range c.Pools {
 		p := &c.Pools[i]
 		setDefault(c.explicit, &p.MaxNodes, p.Nodes)
+		setDefault(c.explicit, &p.MaxPods, c.Kubelet.MaxPods)
 		if p.GPU == nil {
 			gpu := vmSizes[p.VMSize].GPUs > 0
 			p.GPU = &gpu
@@ -158,7 +160,7 @@ func (c *Cluster) defaultNetworkAt(nodes int, base netip.Addr) {
 	n := &c.Network
 	setDefault(c.explicit, &n.ServiceCIDR, DefaultServiceCIDR)
 	if n.AddressSpace == "" && !c.explicit[&n.AddressSpace] {
-		need := addressesFor(nodes, min(max(c.Kubelet.MaxPods, 0), maxPodsPerNode)) + azureReservedAddresses
+		need := int64(math.Ceil(float64(c.PodNetworkAddresses(nodes))*podAddressHeadroom)) + azureReservedAddresses
 		nodeBits := max(minNodeSubnetBits, bitsFor(need))
 		n.AddressSpace = netip.PrefixFrom(base, 32-nodeBits-1).String()
 		setDefault(c.explicit, &n.NodeSubnet, netip.PrefixFrom(addrAdd(base, 1<<nodeBits), 32-nodeBits).String())

@@ -96,10 +96,10 @@ func (c *Cluster) validateNetwork(v *validator) {
 	}
 
 	// Counts are bounded (validateCounts), so none of this overflows.
-	need := int64(c.TargetNodes)*int64(c.Kubelet.MaxPods+1) + azureReservedAddresses
+	need := c.PodNetworkAddresses(c.TargetNodes) + azureReservedAddresses
 	if have := size(subnets[2].prefix); have < need {
 		v.fail("network.nodeSubnet", fmt.Sprintf("use a /%d or larger, or leave it unset to size it from targetNodes (L30)", 32-bitsFor(need)),
-			"%s holds %d addresses but %d nodes × (%d pods + 1) need %d", subnets[2].prefix, have, c.TargetNodes, c.Kubelet.MaxPods, need)
+			"%s holds %d addresses but %d nodes with their pods need %d", subnets[2].prefix, have, c.TargetNodes, need)
 	}
 	etcd := subnets[1].prefix
 	lastMain, lastEvents := int64(etcdMainIPOffset+c.EtcdMain.Members-1), int64(etcdEventsIPOffset+c.EtcdEvents.Members-1)

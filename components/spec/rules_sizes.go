@@ -47,6 +47,7 @@ func (c *Cluster) validateCounts(v *validator) bool {
 		field := fmt.Sprintf("pools[%d]", i)
 		ok = v.between(field+".nodes", int64(p.Nodes), 0, MaxClusterNodes, "a pool holds at most what the cluster does") && ok
 		ok = v.between(field+".maxNodes", int64(p.MaxNodes), 0, MaxClusterNodes, "a pool holds at most what the cluster does") && ok
+		ok = v.between(field+".maxPods", int64(p.MaxPods), 1, maxPodsPerNode, "each pod takes a secondary IP configuration on the node's NIC (L29)") && ok
 	}
 	if !ok {
 		return false // targetNodes is derived from them

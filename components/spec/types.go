@@ -196,7 +196,7 @@ type APIServer struct {
 
 // Kubelet holds the node agent settings.
 type Kubelet struct {
-	// MaxPods is the kubelet's pod limit and the number of secondary NIC IPs per node (L29, L30). Default 30.
+	// MaxPods is every pool's default pods a node (pools[].maxPods). Default 30.
 	MaxPods int `yaml:"maxPods"`
 	// PodPidsLimit is the most processes and threads one pod may hold, so one team's fork bomb
 	// cannot exhaust its node's (kernel.pid_max is 4,194,304). Default 32768.
@@ -275,6 +275,9 @@ type Pool struct {
 	Nodes int `yaml:"nodes"`
 	// MaxNodes is the pool's capacity: the autoscaler's maximum, nodes to 20,000. Default: Nodes.
 	MaxNodes int `yaml:"maxNodes"`
+	// MaxPods is the pool's kubelet pod limit and its NICs' secondary IP configurations (L29, L30).
+	// GPU pools whose training pods use the host network (L33) need few. Default: kubelet.maxPods.
+	MaxPods int `yaml:"maxPods"`
 	// Image is the gallery image version id the pool's machines boot: a version of "worker-gpu" for
 	// GPU pools, of "worker-cpu" otherwise. Default: the cluster's gpuImage or image.
 	Image string `yaml:"image"`

@@ -139,6 +139,8 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "bad compaction", edit: func(c *Cluster) { c.APIServer.EtcdCompactionInterval = "often" }, field: "apiServer.etcdCompactionInterval"},
 		{name: "compaction off", edit: func(c *Cluster) { c.APIServer.EtcdCompactionInterval = "0s" }, field: "apiServer.etcdCompactionInterval"},
 		{name: "too many pods per NIC", edit: func(c *Cluster) { c.Kubelet.MaxPods = 300 }, field: "kubelet.maxPods"},
+		{name: "too many pods per NIC in a pool", edit: func(c *Cluster) { c.Pools[0].MaxPods = 256 }, field: "pools[0].maxPods"},
+		{name: "no pods in a pool", edit: func(c *Cluster) { c.Pools[0].MaxPods = 0 }, field: "pools[0].maxPods"},
 		{name: "no process limit per pod", edit: func(c *Cluster) { c.Kubelet.PodPidsLimit = -1 }, field: "kubelet.podPidsLimit"},
 		{name: "a process limit past the node's", edit: func(c *Cluster) { c.Kubelet.PodPidsLimit = MaxPodPids + 1 }, field: "kubelet.podPidsLimit"},
 		{name: "no parallel downloads", edit: func(c *Cluster) { c.Kubelet.MaxConcurrentDownloads = -1 }, field: "kubelet.maxConcurrentDownloads", inText: "L24"},
@@ -310,7 +312,8 @@ func TestSizingFollowsNodeCount(t *testing.T) {
 				tc.nodes, a.VMSize, c.EtcdMain.VMSize, a.MaxRequestsInflight, a.MaxMutatingRequestsInflight,
 				c.EtcdMain.QuotaBackendBytes, c.EtcdEvents.Members, c.DNS.Replicas)
 		}
-		if need := addressesFor(tc.nodes, c.Kubelet.MaxPods); size(mustPrefix(t, c.Network.NodeSubnet)) < need {
+		// Every node and its 30 pods, with a quarter more for churn (L30).
+		if need := int64(tc.nodes) * 31 * 5 / 4; size(mustPrefix(t, c.Network.NodeSubnet)) < need {
 			t.Errorf("%d nodes: node subnet %s holds fewer than %d addresses", tc.nodes, c.Network.NodeSubnet, need)
 		}
 		// Every size a tier picks is in the table, with the facts its role needs.

@@ -1,7 +1,6 @@
 package azure
 
 import (
-	"fmt"
 	"net/netip"
 
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -29,7 +28,8 @@ func LimitUses(c *spec.Cluster) []spec.LimitUse {
 			mostPrefixes = spec.LimitUse{Limit: &spec.LimitPrefixesPerNSG, Where: where, Use: int64(prefixes)}
 		}
 	}
-	nodes, pods := int64(c.TargetNodes), int64(c.TargetNodes)*int64(c.Kubelet.MaxPods)
+	nodes := int64(c.TargetNodes)
+	pods := c.PodNetworkAddresses(c.TargetNodes) - nodes
 	disks := int64(c.EtcdMain.Members + c.EtcdEvents.Members) // etcd VMs boot from a managed disk
 	if !spec.HasLocalDisk(c.APIServer.VMSize) {
 		disks += int64(c.APIServer.Count)
@@ -37,8 +37,7 @@ func LimitUses(c *spec.Cluster) []spec.LimitUse {
 	vnet := "VNet " + c.Name
 	return []spec.LimitUse{
 		{Limit: &spec.LimitIPConfigsPerASG, Where: "application security group " + GroupPods, Use: max(nodes, pods), Field: "targetNodes",
-			Fix: fmt.Sprintf("every pod's IP configuration is in one application security group: at most %d nodes of kubelet.maxPods %d",
-				spec.LimitIPConfigsPerASG.Value/int64(max(c.Kubelet.MaxPods, 1)), c.Kubelet.MaxPods)},
+			Fix: "every pod's IP configuration is in one application security group: lower targetNodes or the pools' maxPods"},
 		{Limit: &spec.LimitPeeringsPerVNet, Where: vnet, Use: 1},
 		{Limit: &spec.LimitSubnetsPerVNet, Where: vnet, Use: int64(len(SubnetRoles))},
 		mostRules, mostPrefixes,

@@ -57,7 +57,7 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		vmss := set.AzureName
 		ss, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
 			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: pool.VMSize, ImageID: pool.Image,
-			Capacity: set.Nodes, NodeTemplateTags: machine.NodeTemplateTags(pool), IPConfigurations: model.Kubelet.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
+			Capacity: set.Nodes, NodeTemplateTags: machine.NodeTemplateTags(pool), IPConfigurations: pool.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
 			Groups: args.Groups, SubnetID: args.SubnetID,
 			IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
 		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"}))

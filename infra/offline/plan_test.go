@@ -178,8 +178,8 @@ func TestTopology(t *testing.T) {
 						t.Errorf("%s: an InfiniBand scale set spans zones %v: one placement group is in one zone", s.Name, zones)
 					}
 					ips := field(s.Inputs, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations").([]any)[0].(map[string]any)["ipConfigurations"].([]any)
-					if len(ips) != c.Kubelet.MaxPods+1 {
-						t.Errorf("%s: %d IP configurations, want %d (native pod IPs, L29)", s.Name, len(ips), c.Kubelet.MaxPods+1)
+					if len(ips) != p.MaxPods+1 {
+						t.Errorf("%s: %d IP configurations, want %d (native pod IPs, L29)", s.Name, len(ips), p.MaxPods+1)
 					}
 				}
 			}

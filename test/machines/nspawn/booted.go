@@ -143,12 +143,13 @@ func placeMachines(c *spec.Cluster) ([]*Machine, error) {
 			next = next.Next()
 		}
 	}
-	// Each worker NIC's secondary IPs follow every primary address, maxPods apiece.
+	// Each worker NIC's secondary IPs follow every primary address, its pool's maxPods apiece.
 	for _, m := range out {
-		if m.Image != machine.ImageWorker {
+		pool, ok := c.PoolOfRole(m.Role)
+		if !ok {
 			continue
 		}
-		for range c.Kubelet.MaxPods {
+		for range pool.MaxPods {
 			m.PodIPs = append(m.PodIPs, next.String())
 			next = next.Next()
 		}

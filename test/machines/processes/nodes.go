@@ -207,7 +207,7 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 	res := corev1.ResourceList{
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(capacity.CPUs), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(int64(capacity.MemoryGiB)<<30, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(int64(p.Cluster.Kubelet.MaxPods), resource.DecimalSI),
+		corev1.ResourcePods:   *resource.NewQuantity(int64(pool.MaxPods), resource.DecimalSI),
 	}
 	if capacity.GPUs > 0 {
 		res[machine.GPUResource] = *resource.NewQuantity(int64(capacity.GPUs), resource.DecimalSI)
