@@ -34,7 +34,7 @@ import (
 
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the approver's identity")
-	subnet := flag.String("node-subnet", "", "CIDR every serving certificate's addresses must lie in")
+	subnets := flag.String("node-subnets", "", "comma-separated CIDRs one of which holds every serving certificate's addresses")
 	identity := flag.String("identity", "", "this candidate's name in the leader election (default: the host name)")
 	lease := flag.String("lease", "clusterforge-csr-approver", "leader election lease in kube-system")
 	metrics := flag.String("metrics-address", "", "host:port to serve certificate expiry on (/metrics); empty: none")
@@ -60,7 +60,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, *subnet, *identity, *lease, joins, placement); err != nil {
+	if err := run(*kubeconfig, *subnets, *identity, *lease, joins, placement); err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(1)
 	}
@@ -97,11 +97,16 @@ func newJoins(providerID string) (*csrapprover.Joins, *csrapprover.WorkerInstanc
 	}, workers, nil
 }
 
-func run(kubeconfig, subnet, identity, lease string, joins *csrapprover.Joins, placement csrapprover.Placement) error {
-	prefix, err := netip.ParsePrefix(subnet)
-	if err != nil {
-		return fmt.Errorf("--node-subnet: %w", err)
+func run(kubeconfig, subnets, identity, lease string, joins *csrapprover.Joins, placement csrapprover.Placement) error {
+	var prefixes []netip.Prefix
+	for _, s := range strings.Split(subnets, ",") {
+		prefix, err := netip.ParsePrefix(s)
+		if err != nil {
+			return fmt.Errorf("--node-subnets: %w", err)
+		}
+		prefixes = append(prefixes, prefix.Masked())
 	}
+	var err error
 	if identity == "" {
 		if identity, err = os.Hostname(); err != nil {
 			return err
@@ -117,5 +122,5 @@ func run(kubeconfig, subnet, identity, lease string, joins *csrapprover.Joins, p
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnet: prefix.Masked(), Joins: joins, Placement: placement, Identity: identity, Lease: lease})
+	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnets: prefixes, Joins: joins, Placement: placement, Identity: identity, Lease: lease})
 }

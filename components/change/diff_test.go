@@ -74,7 +74,9 @@ var edits = []struct {
 	{"apiserver inflight", func(c *spec.Cluster) { c.APIServer.MaxRequestsInflight++ }, Roll, []string{"apiserver"}},
 	{"apiserver count", func(c *spec.Cluster) { c.APIServer.Count++ }, InPlace, nil},
 	{"scheduler plugins", func(c *spec.Cluster) { c.Versions.SchedulerPlugins = "v0.33.6" }, Roll, []string{"apiserver"}},
-	{"max pods", func(c *spec.Cluster) { c.Kubelet.MaxPods = 40 }, Roll, []string{"worker-cpu", "worker-gpu"}},
+	{"max pods", func(c *spec.Cluster) { // every pool's default; 31 keeps two scale sets a VNet
+		c.Kubelet.MaxPods, c.Pools[0].MaxPods, c.Pools[1].MaxPods = 31, 31, 31
+	}, Roll, []string{"worker-cpu", "worker-gpu"}},
 	{"pause image", func(c *spec.Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10.2" }, Roll, []string{"worker-cpu", "worker-gpu"}},
 	{"pool label", func(c *spec.Cluster) { c.Pools[0].Labels["team"] = "infra" }, Roll, []string{"worker-cpu"}},
 	{"pool taint", func(c *spec.Cluster) { c.Pools[0].Taints = nil }, Roll, []string{"worker-cpu"}},
@@ -83,15 +85,20 @@ var edits = []struct {
 	{"pool onto InfiniBand", func(c *spec.Cluster) { c.Pools[1].VMSize = "Standard_ND96isr_H100_v5" }, Refused, nil},
 	{"pool max nodes", func(c *spec.Cluster) { c.Pools[0].MaxNodes = 50 }, InPlace, nil},
 	{"pool added", func(c *spec.Cluster) {
-		c.Pools = append(c.Pools, spec.Pool{Name: "big", VMSize: "Standard_D16ds_v5", MaxNodes: 3, Image: c.Image, GPU: new(bool)})
-	}, InPlace, nil},
+		c.Pools = append(c.Pools, spec.Pool{Name: "big", VMSize: "Standard_D16ds_v5", MaxNodes: 3, MaxPods: 30, Image: c.Image, GPU: new(bool),
+			VNets: []string{"10.9.0.0/16"}})
+	}, Roll, []string{"apiserver"}},
 	{"pool removed", func(c *spec.Cluster) { c.Pools = c.Pools[:1] }, Refused, nil},
 	{"dns replicas", func(c *spec.Cluster) { c.DNS.Replicas = 7 }, InPlace, nil},
 	{"autoscaler", func(c *spec.Cluster) { c.Autoscaler.MaxScaleDownParallelism = 3 }, InPlace, nil},
 	{"coredns", func(c *spec.Cluster) { c.Versions.CoreDNS = "v1.12.2" }, InPlace, nil},
 	{"target nodes", func(c *spec.Cluster) { c.TargetNodes = 200 }, InPlace, nil},
 	{"hub", func(c *spec.Cluster) { c.Network.Hub.AddressSpace = "10.254.0.0/16" }, InPlace, nil},
-	{"node subnet", func(c *spec.Cluster) { c.Network.NodeSubnet = "10.0.128.0/17" }, Refused, nil},
+	{"control plane subnet", func(c *spec.Cluster) { c.Network.EtcdSubnet = "10.0.128.0/24" }, Refused, nil},
+	{"worker VNet moved", func(c *spec.Cluster) { c.Pools[0].VNets = []string{"10.9.0.0/16"} }, Refused, nil},
+	{"worker VNet added", func(c *spec.Cluster) { c.Pools[0].VNets = append(c.Pools[0].VNets, "10.9.0.0/16") }, Roll, []string{"apiserver"}},
+	{"pods a node, same split", func(c *spec.Cluster) { c.Pools[0].MaxPods = 25 }, Roll, []string{"worker-cpu"}},
+	{"pods a node, new split", func(c *spec.Cluster) { c.Pools[0].MaxPods = 100 }, Refused, nil},
 	{"service range", func(c *spec.Cluster) { c.Network.ServiceCIDR = "172.17.0.0/16" }, Refused, nil},
 	{"admin", func(c *spec.Cluster) { c.Admin.Username = "ops" }, Refused, nil},
 	{"zones", func(c *spec.Cluster) { c.Zones = []string{"1"} }, Refused, nil},
@@ -172,12 +179,12 @@ func TestRefusalNamesTheFix(t *testing.T) {
 	base := applied(t)
 	desired := copyOf(t, base)
 	desired.Versions.Kubernetes = "v1.36.0"
-	desired.Network.NodeSubnet = "10.0.128.0/17"
+	desired.Network.EtcdSubnet = "10.0.128.0/24"
 	_, err := NewPlan(base, desired, Inventory{})
 	if err == nil {
 		t.Fatal("planned a refused change")
 	}
-	for _, want := range []string{"versions.kubernetes", "roll to v1.35.x first", "network.nodeSubnet", "new address plan is a new cluster"} {
+	for _, want := range []string{"versions.kubernetes", "roll to v1.35.x first", "network.etcdSubnet", "new address plan is a new cluster"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q: %v", want, err)
 		}

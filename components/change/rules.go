@@ -3,6 +3,7 @@ package change
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/mod/semver"
@@ -63,10 +64,15 @@ var rules = []rule{
 	{pattern: "joins.step", class: InPlace, reason: "cluster-autoscaler's --max-nodes-per-scaleup and forge grow's increment"},
 	{pattern: "joins.pause", class: InPlace, reason: "read by forge grow when it runs"},
 	{pattern: "joins.jitter", class: Roll, roles: []string{"workers"}, reason: "the kubelet's start delay is written at boot: pools in batches, a canary first, drained"},
-	{pattern: "pools[*]", class: InPlace, check: poolRemoval, reason: "a new pool is a new scale set"},
+	{pattern: "pools[*]", class: Roll, roles: []string{spec.RoleAPIServer}, check: poolRemoval,
+		reason: "a new pool is new scale sets in new worker VNets; the CSR approver on the apiservers learns their addresses"},
 	{pattern: "pools[*].name", class: InPlace, reason: "pools are matched by name"},
 	{pattern: "pools[*].nodes", class: InPlace, reason: "only a new scale set is created with it; afterwards the autoscaler owns the count (L19)"},
 	{pattern: "pools[*].maxNodes", class: InPlace, reason: "the autoscaler's bound; a pool past one scale set's limit gains scale sets"},
+	{pattern: "pools[*].vnets", class: Roll, roles: []string{spec.RoleAPIServer}, check: vnetsAppended,
+		reason: "a grown pool's new scale sets live in new worker VNets, peered with the others; the CSR approver on the apiservers learns their addresses"},
+	{pattern: "pools[*].maxPods", class: Roll, roles: []string{"pool"}, check: scaleSetsStay,
+		reason: "the kubelet's pod limit and the NICs' IP configurations: instances are replaced in batches, a canary first, drained"},
 	{pattern: "pools[*].vmSize", class: Roll, roles: []string{"pool"}, check: placementGroup,
 		reason: "the scale set's model changes; instances are replaced in batches, a canary first, drained"},
 	{pattern: "pools[*].*", class: Roll, roles: []string{"pool"}, reason: "written at boot: instances are replaced in batches, a canary first, drained"},
@@ -171,6 +177,29 @@ func poolRemoval(ch *Change, applied, _ *spec.Cluster) string {
 		if p.Name == poolName(ch.Field) && p.MaxNodes > 0 {
 			return "removing a pool deletes its scale sets with whatever runs there: set its maxNodes and nodes to 0, apply, then remove it"
 		}
+	}
+	return ""
+}
+
+// vnetsAppended refuses a change to a pool's worker VNets other than new ones at the end: a VNet
+// in use holds its scale sets' NICs, and no address of a running cluster moves.
+func vnetsAppended(ch *Change, applied, desired *spec.Cluster) string {
+	from, _ := applied.PoolOfRole(spec.WorkerRole(poolName(ch.Field)))
+	to, _ := desired.PoolOfRole(spec.WorkerRole(poolName(ch.Field)))
+	if len(to.VNets) < len(from.VNets) || !slices.Equal(from.VNets, to.VNets[:len(from.VNets)]) {
+		return "a worker VNet in use cannot move or go: keep the pool's VNets and add new ones at the end (make freeze does)"
+	}
+	return ""
+}
+
+// scaleSetsStay refuses a pods-per-node change that would split the pool's scale sets or share
+// its VNets differently: each scale set stays in the VNet it was created in.
+func scaleSetsStay(ch *Change, applied, desired *spec.Cluster) string {
+	from, _ := applied.PoolOfRole(spec.WorkerRole(poolName(ch.Field)))
+	to, _ := desired.PoolOfRole(spec.WorkerRole(poolName(ch.Field)))
+	if from.ScaleSetLimit() != to.ScaleSetLimit() || from.ScaleSetsPerVNet() != to.ScaleSetsPerVNet() {
+		return fmt.Sprintf("%d pods a node changes how the pool's scale sets fill its VNets (%d a VNet, not %d): add a new pool with it, move the work, then scale this one to 0",
+			to.MaxPods, to.ScaleSetsPerVNet(), from.ScaleSetsPerVNet())
 	}
 	return ""
 }

@@ -52,7 +52,7 @@ var allowedUsages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.Usage
 // asks to serve and no more, and its addresses are the node's own InternalIPs inside the node
 // subnet. NodeRestriction lets a kubelet write only its own Node, so a node cannot borrow another
 // node's address through it. node is nil when no such Node exists.
-func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet netip.Prefix) (approve bool, reason string) {
+func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnets []netip.Prefix) (approve bool, reason string) {
 	name, ok := strings.CutPrefix(csr.Spec.Username, pki.NodeUserPrefix)
 	switch {
 	case csr.Spec.SignerName != certv1.KubeletServingSignerName:
@@ -80,8 +80,8 @@ func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet
 	}
 	for _, ip := range req.IPAddresses {
 		addr, ok := netip.AddrFromSlice(ip)
-		if !ok || !nodeSubnet.Contains(addr.Unmap()) {
-			return false, fmt.Sprintf("address %s is outside the node subnet %s", ip, nodeSubnet)
+		if !ok || !slices.ContainsFunc(nodeSubnets, func(p netip.Prefix) bool { return p.Contains(addr.Unmap()) }) {
+			return false, fmt.Sprintf("address %s is outside the node subnets %v", ip, nodeSubnets)
 		}
 		if !nodeHasAddress(node, corev1.NodeInternalIP, addr.Unmap().String()) {
 			return false, fmt.Sprintf("address %s is not one of the node's", ip)
@@ -124,8 +124,9 @@ func nodeHasAddress(n *corev1.Node, kind corev1.NodeAddressType, value string) b
 
 // Config is what one approver needs.
 type Config struct {
-	Client     kubernetes.Interface
-	NodeSubnet netip.Prefix
+	Client kubernetes.Interface
+	// NodeSubnets are the worker VNets' subnets, where every node's address lies.
+	NodeSubnets []netip.Prefix
 	// Joins judges joining nodes' client certificates; nil leaves them to others.
 	Joins *Joins
 	// Placement gives each worker's Node its placement labels; nil labels none.
@@ -321,7 +322,7 @@ func (cfg Config) judge(ctx context.Context, csr *certv1.CertificateSigningReque
 		if err != nil {
 			return fmt.Errorf("node %s: %w", name, err)
 		}
-		approve, reason = Decide(csr, node, cfg.NodeSubnet)
+		approve, reason = Decide(csr, node, cfg.NodeSubnets)
 	}
 	if err := settle(ctx, cfg.Client, csr, approve, reason); err != nil {
 		return err

@@ -57,7 +57,7 @@ func TestDecide(t *testing.T) {
 	}{
 		{name: "the node's own names", dns: []string{"n1"}, ips: []string{"10.1.2.3"}, approve: true},
 		{name: "another node's address", dns: []string{"n1"}, ips: []string{"10.1.2.4"}, reason: "not one of the node's"},
-		{name: "address outside the subnet", ips: []string{"10.9.2.3"}, reason: "outside the node subnet"},
+		{name: "address outside the subnet", ips: []string{"10.9.2.3"}, reason: "outside the node subnets"},
 		{name: "another name", dns: []string{"n1", "kubernetes.default"}, reason: "not the node's"},
 		{name: "requested by a user", user: "mallory", dns: []string{"n1"}, reason: "not a node"},
 		{name: "not in system:nodes", groups: []string{"system:authenticated"}, dns: []string{"n1"}, reason: "not a node"},
@@ -95,7 +95,7 @@ func TestDecide(t *testing.T) {
 			csr := &certv1.CertificateSigningRequest{Spec: certv1.CertificateSigningRequestSpec{
 				Request: request(t, cn, org, tc.dns, tc.ips), SignerName: signer, Usages: usages, Username: user, Groups: groups,
 			}}
-			approve, reason := Decide(csr, n, subnet)
+			approve, reason := Decide(csr, n, []netip.Prefix{netip.MustParsePrefix("10.2.0.0/16"), subnet})
 			if approve != tc.approve || !strings.Contains(reason, tc.reason) {
 				t.Errorf("approve %v (%s), want %v (%s)", approve, reason, tc.approve, tc.reason)
 			}

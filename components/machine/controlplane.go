@@ -158,10 +158,10 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 		}
 	}
 	return Flags{
-		"kubeconfig":  CSRApproverKubeconfig,
-		"node-subnet": c.Network.NodeSubnet,
-		"identity":    "${NODE_NAME}",
-		"lease":       CSRApproverLease,
+		"kubeconfig":   CSRApproverKubeconfig,
+		"node-subnets": strings.Join(c.NodeSubnets(), ","),
+		"identity":     "${NODE_NAME}",
+		"lease":        CSRApproverLease,
 		// A joining node's instance must be in this machine's subscription and resource group.
 		"provider-id": "${PROVIDER_ID}",
 		// Certificate expiry for Prometheus (CertificateExpiringSoon): this machine's files and the

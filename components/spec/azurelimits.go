@@ -59,6 +59,10 @@ const (
 	SNATPortsPerPublicIP = 64512
 	MaxNATPublicIPs      = 16
 	maxIPConfigsPerNIC   = 256
+	privateIPsPerVNet    = 65536
+	// workerVNetAddresses is what a worker VNet gives its NICs: Azure's limit, less the five
+	// addresses Azure keeps in its one subnet.
+	workerVNetAddresses int64 = privateIPsPerVNet - azureReservedAddresses
 	// maxPodsPerNode: a node's NIC has its primary IP configuration and one secondary per pod (L29).
 	maxPodsPerNode = maxIPConfigsPerNIC - 1
 )
@@ -66,7 +70,7 @@ const (
 // Azure's limits, each once. Networking rows without a maximum column are hard: "If there's no
 // maximum limit column, the resource doesn't have adjustable limits" (networkLimits).
 var (
-	LimitPrivateIPsPerVNet = Limit{Name: "Private IP addresses per virtual network", Value: 65536, Kind: Hard,
+	LimitPrivateIPsPerVNet = Limit{Name: "Private IP addresses per virtual network", Value: privateIPsPerVNet, Kind: Hard,
 		Per: "virtual network", Source: networkLimits}
 	// LimitPrivateIPsPerPeeredGroup counts a VNet's addresses with those of every VNet peered with
 	// it: each host of a VNet holds the mappings of all of them.
@@ -177,43 +181,61 @@ func (u LimitUse) Share() float64 { return float64(u.Use) / float64(u.Limit.Valu
 // Over reports a use past the limit.
 func (u LimitUse) Over() bool { return u.Use > u.Limit.Value }
 
+// PoolField is the path of a field of pools[i].
+func PoolField(i int, field string) string { return fmt.Sprintf("pools[%d].%s", i, field) }
+
 // worst keeps, of several instances of one limit, the one closest to it.
 func worst(uses ...LimitUse) LimitUse {
 	return slices.MaxFunc(uses, func(a, b LimitUse) int { return int(a.Use - b.Use) })
 }
 
-// machineCount is every VM of the cluster at full size.
-func (c *Cluster) machineCount() int64 {
-	return int64(c.TargetNodes) + int64(c.APIServer.Count) + int64(c.EtcdMain.Members) + int64(c.EtcdEvents.Members)
+// ControlPlaneMachines are the apiservers and every etcd member.
+func (c *Cluster) ControlPlaneMachines() int {
+	return c.APIServer.Count + c.EtcdMain.Members + c.EtcdEvents.Members
 }
 
-// controlPlaneAddresses are the control plane's addresses: every apiserver, the load balancer's
-// front end and every etcd member.
-func (c *Cluster) controlPlaneAddresses() int64 {
-	return int64(c.APIServer.Count) + 1 + int64(c.EtcdMain.Members) + int64(c.EtcdEvents.Members)
-}
+// machineCount is every VM of the cluster at full size.
+func (c *Cluster) machineCount() int64 { return int64(c.TargetNodes) + int64(c.ControlPlaneMachines()) }
+
+// controlPlaneAddresses are the control plane's machines and the load balancer's front end.
+func (c *Cluster) controlPlaneAddresses() int64 { return int64(c.ControlPlaneMachines()) + 1 }
 
 // LimitUses is the stack's use of every limit its own fields decide, one row per limit: the
 // instance closest to it. The Azure program adds the rows its design decides (azure.LimitUses).
 func (c *Cluster) LimitUses() []LimitUse {
-	podAddresses := c.PodNetworkAddresses(c.TargetNodes)
-	vnet := "VNet " + c.Name
+	// A worker VNet's peered group is every VNet of the cluster, and the hub when it reaches them.
+	group := c.controlPlaneAddresses()
+	vnetUse := LimitUse{Limit: &LimitPrivateIPsPerVNet, Where: "VNet " + c.Name, Use: c.controlPlaneAddresses()}
 	nic := LimitUse{Limit: &LimitIPConfigsPerNIC, Where: "no worker NIC"}
+	natIPs := int64(c.NATPublicIPs(c.ControlPlaneMachines()))
+	nat := LimitUse{Limit: &LimitNATPublicIPs, Where: "NAT gateway of VNet " + c.Name, Use: natIPs}
+	for _, w := range c.WorkerVNets() {
+		group += w.Addresses()
+		if w.Addresses() > vnetUse.Use {
+			vnetUse = LimitUse{Limit: &LimitPrivateIPsPerVNet, Where: "VNet " + w.Name, Use: w.Addresses(), Field: PoolField(w.PoolIndex, "maxPods"),
+				Fix: "a worker VNet holds its scale sets at full size: lower the pool's maxPods"}
+		}
+		ips := int64(c.NATPublicIPs(w.Nodes()))
+		if natIPs += ips; ips > nat.Use {
+			nat = LimitUse{Limit: &LimitNATPublicIPs, Where: "NAT gateway of VNet " + w.Name, Use: ips, Field: "kubelet.maxParallelImagePulls",
+				Fix: fmt.Sprintf("lower kubelet.maxParallelImagePulls to %d or kubelet.maxConcurrentDownloads, or leave them unset to size them from targetNodes",
+					parallelPullsWithinSNAT(w.Nodes(), c.Kubelet.MaxConcurrentDownloads))}
+		}
+	}
+	// The control plane's VNet peers with the hub and every worker VNet: the hub's own always count.
+	group += int64(c.Network.Hub.AddressesInUse)
+	where := "every VNet of " + c.Name + " and the hub's addresses in use (network.hub.addressesInUse)"
 	for i, p := range c.Pools {
 		if use := int64(p.MaxPods) + 1; use > nic.Use {
-			nic.Use, nic.Where, nic.Field = use, "a NIC of pool "+p.Name, fmt.Sprintf("pools[%d].maxPods", i)
-			nic.Fix = fmt.Sprintf("lower pools[%d].maxPods to %d: a pod takes one of its node's IP configurations (L29)", i, maxPodsPerNode)
+			nic = LimitUse{Limit: &LimitIPConfigsPerNIC, Where: "a NIC of pool " + p.Name, Use: use, Field: PoolField(i, "maxPods"),
+				Fix: fmt.Sprintf("lower pools[%d].maxPods to %d: a pod takes one of its node's IP configurations (L29)", i, maxPodsPerNode)}
 		}
 	}
 	uses := []LimitUse{
-		{Limit: &LimitPrivateIPsPerVNet, Where: vnet, Use: podAddresses + c.controlPlaneAddresses(), Field: "pools",
-			Fix: "every node takes its pool's maxPods + 1 addresses in one VNet: lower the pools' maxPods or maxNodes"},
-		{Limit: &LimitPrivateIPsPerPeeredGroup, Where: vnet + " and its peers", Use: podAddresses + c.controlPlaneAddresses(), Field: "pools",
-			Fix: "every node takes its pool's maxPods + 1 addresses: lower the pools' maxPods or maxNodes"},
-		nic,
-		{Limit: &LimitNATPublicIPs, Where: "NAT gateway " + c.Name, Use: int64(c.NATPublicIPs()), Field: "kubelet.maxParallelImagePulls",
-			Fix: fmt.Sprintf("lower kubelet.maxParallelImagePulls to %d or kubelet.maxConcurrentDownloads, or leave them unset to size them from targetNodes",
-				parallelPullsWithinSNAT(c.TargetNodes, c.Kubelet.MaxConcurrentDownloads))},
+		vnetUse,
+		{Limit: &LimitPrivateIPsPerPeeredGroup, Where: where, Use: group, Field: "pools",
+			Fix: "every node takes its pool's maxPods + 1 addresses in one peered group: lower the pools' maxPods or maxNodes, or split the fleet into clusters (docs/design/pod-network.md)"},
+		nic, nat,
 		{Limit: &LimitLoadBalancerBackends, Where: "the apiservers' load balancer", Use: int64(c.APIServer.Count), Field: "apiServer.count",
 			Fix: "lower apiServer.count"},
 		{Limit: &LimitNICsPerRegion, Where: "subscription, " + c.Location, Use: c.machineCount(), Field: "targetNodes",
@@ -222,8 +244,10 @@ func (c *Cluster) LimitUses() []LimitUse {
 			Fix: "split the fleet over clusters in several subscriptions or regions"},
 		{Limit: &LimitScaleSetsPerRegion, Where: "subscription, " + c.Location, Use: int64(len(c.ScaleSets())), Field: "pools",
 			Fix: "split the fleet over clusters in several subscriptions or regions"},
-		{Limit: &LimitStandardPublicIPs, Where: "subscription, " + c.Location, Use: int64(c.NATPublicIPs()), Field: "targetNodes",
-			Fix: fmt.Sprintf("request a Standard Public IP addresses quota of %d in %s", c.NATPublicIPs(), c.Location)},
+		{Limit: &LimitVNetsPerRegion, Where: "subscription, " + c.Location, Use: int64(1 + len(c.WorkerVNets())), Field: "pools",
+			Fix: "split the fleet over clusters in several subscriptions or regions"},
+		{Limit: &LimitStandardPublicIPs, Where: "subscription, " + c.Location, Use: natIPs, Field: "targetNodes",
+			Fix: fmt.Sprintf("request a Standard Public IP addresses quota of %d in %s", natIPs, c.Location)},
 		c.vCPUUse(),
 	}
 	sets := c.ScaleSets()
@@ -241,15 +265,27 @@ func (c *Cluster) LimitUses() []LimitUse {
 		}
 		uses = append(uses, worst(in...))
 	}
-	var batches, deletes []LimitUse
+	batches := []LimitUse{{Limit: &LimitScaleSetVMUpdates, Where: "no pool"}}
 	for i, p := range c.Pools {
 		batches = append(batches, LimitUse{Limit: &LimitScaleSetVMUpdates, Where: "a worker roll's batch of pool " + p.Name,
-			Use: int64(RollBatch(p.MaxNodes)), Field: fmt.Sprintf("pools[%d].maxNodes", i),
+			Use: int64(RollBatch(p.MaxNodes)), Field: PoolField(i, "maxNodes"),
 			Fix: "batches past the bucket wait for its refill: the roll slows, nothing fails"})
 	}
-	deletes = append(deletes, LimitUse{Limit: &LimitScaleSetVMDeletes, Where: "cluster-autoscaler's scale-down", Use: int64(c.Autoscaler.MaxScaleDownParallelism),
-		Field: "autoscaler.maxScaleDownParallelism", Fix: "deletes past the bucket wait for its refill: lower autoscaler.maxScaleDownParallelism"})
-	return append(uses, worst(batches...), worst(deletes...))
+	deletes := LimitUse{Limit: &LimitScaleSetVMDeletes, Where: "cluster-autoscaler's scale-down", Use: int64(c.Autoscaler.MaxScaleDownParallelism),
+		Field: "autoscaler.maxScaleDownParallelism", Fix: "deletes past the bucket wait for its refill: lower autoscaler.maxScaleDownParallelism"}
+	return append(uses, worst(batches...), deletes)
+}
+
+// validateLimits refuses a stack over one of Azure's hard limits at full size: it could not
+// reach its size, and would find out at scale-up time.
+func (c *Cluster) validateLimits(v *validator) {
+	v.between("network.hub.addressesInUse", int64(c.Network.Hub.AddressesInUse), 0, LimitPrivateIPsPerPeeredGroup.Value,
+		"the hub's own addresses and its other peers', counted in one peered group's limit")
+	for _, u := range c.LimitUses() {
+		if u.Over() && u.Limit.Kind == Hard {
+			v.fail(u.Field, u.Fix, "%s at full size: %d, over Azure's %s of %d", u.Where, u.Use, u.Limit.Name, u.Limit.Value)
+		}
+	}
 }
 
 // RollBatchPercent sizes a pool's batches after its canary: a twentieth of the pool at once

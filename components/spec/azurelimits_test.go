@@ -18,8 +18,10 @@ func TestLimitUsesAtTheLimit(t *testing.T) {
 		c.EtcdMain.Members, c.EtcdMain.VMSize, c.EtcdEvents.Members, c.EtcdEvents.VMSize = 3, "Standard_D2ds_v5", 1, "Standard_D2ds_v5"
 		c.Pools[0].VMSize = "Standard_D2ds_v5"
 	}
-	natNodes := func(c *Cluster, ips int64) int {
-		return int(ips * SNATPortsPerPublicIP / int64(c.EgressPortsPerNode()))
+	// One worker VNet of 2,000 nodes pulling p images of 64 layers: 2,000 × (64p + 16) ports.
+	pulling := func(c *Cluster, p int) {
+		c.Pools[0].MaxNodes, c.Pools[0].MaxPods, c.TargetNodes = 2000, 30, 2000
+		c.Kubelet.MaxParallelImagePulls, c.Kubelet.MaxConcurrentDownloads = p, 64
 	}
 	for _, tc := range []struct {
 		limit *Limit
@@ -27,19 +29,15 @@ func TestLimitUsesAtTheLimit(t *testing.T) {
 		edit  func(c *Cluster, step int)
 		field string
 	}{
-		{&LimitPrivateIPsPerVNet, func(c *Cluster, step int) {
-			c.Pools[0].MaxPods = 30
-			c.Pools[0].MaxNodes = int((LimitPrivateIPsPerVNet.Value-c.controlPlaneAddresses())/31) + step
-			c.TargetNodes = c.Pools[0].MaxNodes
-		}, "pools"},
 		{&LimitPrivateIPsPerPeeredGroup, func(c *Cluster, step int) {
 			c.Pools[0].MaxPods = 30
 			c.Pools[0].MaxNodes = int((LimitPrivateIPsPerPeeredGroup.Value-c.controlPlaneAddresses())/31) + step
 			c.TargetNodes = c.Pools[0].MaxNodes
 		}, "pools"},
 		{&LimitIPConfigsPerNIC, func(c *Cluster, step int) { c.Pools[0].MaxPods = maxPodsPerNode + step }, "pools[0].maxPods"},
-		{&LimitNATPublicIPs, func(c *Cluster, step int) { c.TargetNodes = natNodes(c, MaxNATPublicIPs) + step }, "kubelet.maxParallelImagePulls"},
-		{&LimitStandardPublicIPs, func(c *Cluster, step int) { c.TargetNodes = natNodes(c, LimitStandardPublicIPs.Value) + step }, "targetNodes"},
+		{&LimitNATPublicIPs, func(c *Cluster, step int) { pulling(c, 7+step) }, "kubelet.maxParallelImagePulls"}, // 15 IPs, then 17
+		// The control plane's gateway and the worker VNet's: 1 + 9 IPs, then 1 + 11.
+		{&LimitStandardPublicIPs, func(c *Cluster, step int) { pulling(c, 4+step) }, "targetNodes"},
 		{&LimitLoadBalancerBackends, func(c *Cluster, step int) { c.APIServer.Count = int(LimitLoadBalancerBackends.Value) + step }, "apiServer.count"},
 		{&LimitNICsPerRegion, func(c *Cluster, step int) {
 			c.TargetNodes = int(LimitNICsPerRegion.Value-c.machineCount()) + c.TargetNodes + step
@@ -47,10 +45,6 @@ func TestLimitUsesAtTheLimit(t *testing.T) {
 		{&LimitVMsPerRegion, func(c *Cluster, step int) {
 			c.TargetNodes = int(LimitVMsPerRegion.Value-c.machineCount()) + c.TargetNodes + step
 		}, "targetNodes"},
-		{&LimitScaleSetsPerRegion, func(c *Cluster, step int) {
-			c.Pools[0].VMSize = "Standard_ND96isr_H100_v5" // InfiniBand: 100 a scale set
-			c.Pools[0].MaxNodes = int(LimitScaleSetsPerRegion.Value)*MaxPlacementGroupInstances + step
-		}, "pools"},
 		{&LimitRegionalVCPUs, func(c *Cluster, step int) {
 			tinyControlPlane(c) // 2 + 3 + 1 VMs of 2 vCPUs: 12
 			c.Pools[0].MaxNodes = 4 + step
@@ -65,6 +59,7 @@ func TestLimitUsesAtTheLimit(t *testing.T) {
 		for step := range 2 {
 			c := parseValid(t)
 			tc.edit(c, step)
+			c.placeNetwork(c.outsideTaken())
 			u, ok := useOf(c.LimitUses(), tc.limit)
 			if !ok {
 				t.Fatalf("%s: no row", tc.limit.Name)
@@ -96,6 +91,31 @@ func TestScaleSetsNeverPassTheirLimit(t *testing.T) {
 			if !ok || u.Use != want || u.Over() {
 				t.Errorf("%s with %d nodes: largest scale set %d (row %v), want %d", tc.size, c.Pools[0].MaxNodes, u.Use, ok, want)
 			}
+		}
+	}
+}
+
+// TestWorkerVNetsNeverPassTheirLimit: a pool one node past what its VNets hold gets another VNet,
+// and its first VNets keep their scale sets.
+func TestWorkerVNetsNeverPassTheirLimit(t *testing.T) {
+	for _, tc := range []struct {
+		size          string
+		pods, perVNet int // two scale sets of 1,000 × 31 fit 65,531 addresses; 40 of 100 × 11 fit 4,000 nodes
+	}{
+		{"Standard_D16ds_v5", 30, 2000},
+		{"Standard_ND96isr_H100_v5", 10, 4000},
+	} {
+		var first []string
+		for step := range 2 {
+			c := parseValid(t)
+			c.Pools[0].VMSize, c.Pools[0].MaxPods, c.Pools[0].MaxNodes = tc.size, tc.pods, tc.perVNet+step
+			c.TargetNodes = c.Pools[0].MaxNodes
+			c.placeNetwork(c.outsideTaken())
+			u, _ := useOf(c.LimitUses(), &LimitPrivateIPsPerVNet)
+			if len(c.Pools[0].VNets) != 1+step || u.Over() || (step == 1 && c.Pools[0].VNets[0] != first[0]) {
+				t.Errorf("%s, %d nodes: VNets %v (before %v), largest %d addresses", tc.size, c.Pools[0].MaxNodes, c.Pools[0].VNets, first, u.Use)
+			}
+			first = c.Pools[0].VNets
 		}
 	}
 }

@@ -2,7 +2,8 @@ package spec
 
 import (
 	"fmt"
-	"math"
+	"math/bits"
+
 	"net/netip"
 	"strings"
 )
@@ -38,10 +39,6 @@ const (
 	DefaultBackupInterval         = "3m"
 	// placeholderGallery holds the placeholder images `make plan` accepts and `pulumi up` refuses.
 	placeholderGallery = "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge/images/"
-	// defaultVNetBase is where a derived address space starts.
-	defaultVNetBase = "10.0.0.0"
-	// minNodeSubnetBits keeps the derived VNet large enough for the control-plane and etcd /24s.
-	minNodeSubnetBits = 10
 	// azureReservedAddresses are the five addresses Azure keeps in every subnet.
 	azureReservedAddresses = 5
 )
@@ -151,30 +148,103 @@ func (c *Cluster) Default() {
 
 	setDefault(c.explicit, &c.DNS.Replicas, dnsReplicasFor(nodes))
 	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, parallelPullsWithinSNAT(nodes, max(c.Kubelet.MaxConcurrentDownloads, 1)))
-	c.defaultNetworkAt(nodes, netip.MustParseAddr(defaultVNetBase))
+	setDefault(c.explicit, &c.Network.ServiceCIDR, DefaultServiceCIDR)
+	c.placeNetwork(c.outsideTaken())
 }
 
-// defaultNetworkAt derives the address plan from base: the node subnet (node + pod IPs, L29/L30)
-// takes the upper half of the VNet, the control-plane and etcd /24s sit at its start.
-func (c *Cluster) defaultNetworkAt(nodes int, base netip.Addr) {
+// placeNetwork derives every address the stack left out, clear of taken (the hub, the service
+// range, and in make freeze every cluster peered with the same hub): the control plane's VNet,
+// the first free /23 of 10.0.0.0/8, holds the control-plane and etcd /24s; each pool's worker
+// VNets are the next free /16s, as many as its scale sets need, after those the stack gives.
+func (c *Cluster) placeNetwork(taken []netip.Prefix) {
 	n := &c.Network
-	setDefault(c.explicit, &n.ServiceCIDR, DefaultServiceCIDR)
-	if n.AddressSpace == "" && !c.explicit[&n.AddressSpace] {
-		need := int64(math.Ceil(float64(c.PodNetworkAddresses(nodes))*podAddressHeadroom)) + azureReservedAddresses
-		nodeBits := max(minNodeSubnetBits, bitsFor(need))
-		n.AddressSpace = netip.PrefixFrom(base, 32-nodeBits-1).String()
-		setDefault(c.explicit, &n.NodeSubnet, netip.PrefixFrom(addrAdd(base, 1<<nodeBits), 32-nodeBits).String())
+	for _, f := range c.frozenFields() {
+		if s, ok := f.ptr.(*string); ok && strings.HasPrefix(f.path, "network.") && f.path != "network.serviceCIDR" && !c.explicit[f.ptr] {
+			*s = ""
+		}
+	}
+	if len(c.givenVNets) != len(c.Pools) {
+		c.givenVNets = nil
+		for i := range c.Pools {
+			given := 0
+			if c.explicit[&c.Pools[i].VNets] {
+				given = len(c.Pools[i].VNets)
+			}
+			c.givenVNets = append(c.givenVNets, given)
+		}
+	}
+	for i := range c.Pools {
+		c.Pools[i].VNets = c.Pools[i].VNets[:c.givenVNets[i]]
+	}
+	for _, s := range append([]string{n.AddressSpace}, c.givenVNetPrefixes()...) {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			taken = append(taken, p.Masked())
+		}
+	}
+	if n.AddressSpace == "" {
+		block, ok := freeBlock(controlPlaneVNetBits, taken)
+		if !ok {
+			return // Validate reports the empty address space.
+		}
+		n.AddressSpace, taken = block.String(), append(taken, block)
 	}
 	vnet, err := netip.ParsePrefix(n.AddressSpace)
 	if err != nil || !vnet.Addr().Is4() {
 		return // Validate reports it.
 	}
-	base = vnet.Masked().Addr()
+	base := vnet.Masked().Addr()
 	setDefault(c.explicit, &n.ControlPlaneSubnet, netip.PrefixFrom(base, 24).String())
 	setDefault(c.explicit, &n.EtcdSubnet, netip.PrefixFrom(addrAdd(base, 256), 24).String())
 	if cp, err := netip.ParsePrefix(n.ControlPlaneSubnet); err == nil && cp.Addr().Is4() {
 		setDefault(c.explicit, &n.APIServerIP, addrAdd(cp.Masked().Addr(), apiServerIPOffset).String())
 	}
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		for len(p.VNets) < p.VNetsNeeded() {
+			block, ok := freeBlock(workerVNetBits, taken)
+			if !ok {
+				break // Validate reports the pool short of VNets.
+			}
+			p.VNets, taken = append(p.VNets, block.String()), append(taken, block)
+		}
+	}
+}
+
+// The derived sizes: the control plane's VNet holds its two /24s, a worker VNet the most
+// addresses one VNet may hold (a /16).
+const controlPlaneVNetBits = 23
+
+var workerVNetBits = 32 - bits.Len(privateIPsPerVNet-1)
+
+// givenVNetPrefixes are the worker VNets the stack gives.
+func (c *Cluster) givenVNetPrefixes() []string {
+	var out []string
+	for i, p := range c.Pools {
+		out = append(out, p.VNets[:c.givenVNets[i]]...)
+	}
+	return out
+}
+
+// outsideTaken are the ranges no VNet of the cluster may take: the hub's and the service range.
+func (c *Cluster) outsideTaken() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range []string{c.Network.Hub.AddressSpace, c.Network.ServiceCIDR} {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// freeBlock is the first block of 10.0.0.0/8 of that many bits that overlaps nothing taken.
+func freeBlock(bits int, taken []netip.Prefix) (netip.Prefix, bool) {
+	pool := netip.MustParsePrefix("10.0.0.0/8")
+	for block := netip.PrefixFrom(pool.Addr(), bits); pool.Contains(block.Addr()); block = netip.PrefixFrom(addrAdd(block.Addr(), 1<<(32-bits)), bits) {
+		if !overlapsAny(block, taken) {
+			return block, true
+		}
+	}
+	return netip.Prefix{}, false
 }
 
 // setDefault sets *field to value unless the stack set it (explicit, from the decoder) or it is

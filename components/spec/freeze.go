@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,7 +31,7 @@ func (c *Cluster) frozenFields() []frozenField {
 		{"apiServer.vmSize", &c.APIServer.VMSize}, {"apiServer.maxRequestsInflight", &c.APIServer.MaxRequestsInflight},
 		{"apiServer.maxMutatingRequestsInflight", &c.APIServer.MaxMutatingRequestsInflight},
 		{"network.addressSpace", &n.AddressSpace}, {"network.controlPlaneSubnet", &n.ControlPlaneSubnet},
-		{"network.etcdSubnet", &n.EtcdSubnet}, {"network.nodeSubnet", &n.NodeSubnet},
+		{"network.etcdSubnet", &n.EtcdSubnet},
 		{"network.apiServerIP", &n.APIServerIP}, {"network.serviceCIDR", &n.ServiceCIDR},
 	}
 }
@@ -43,13 +44,20 @@ func (c *Cluster) Unfrozen() []string {
 			out = append(out, f.path)
 		}
 	}
+	for i, p := range c.Pools {
+		if i < len(c.givenVNets) && len(p.VNets) > c.givenVNets[i] {
+			out = append(out, poolVNetsPath(i))
+		}
+	}
 	return out
 }
 
+func poolVNetsPath(i int) string { return PoolField(i, "vnets") }
+
 // Freeze writes every unfrozen size and address of a stack file's cluster into the file, each
-// marked by a comment, keeping the rest of the file (comments included) as it is. A cluster
-// whose address space is derived gets the first block of 10.0.0.0/8 that overlaps neither its
-// hub nor a frozen sibling peered with the same hub, so clusters sharing a hub never collide.
+// marked by a comment, keeping the rest of the file (comments included) as it is. Derived VNets
+// take the first free blocks of 10.0.0.0/8 beside the hub and every frozen sibling peered with
+// the same hub, so clusters sharing a hub never collide; a grown pool's VNets are appended.
 func Freeze(stackYAML []byte, siblings []*Cluster) ([]byte, error) {
 	c, err := ParseStackFile(stackYAML)
 	if err != nil {
@@ -59,10 +67,16 @@ func Freeze(stackYAML []byte, siblings []*Cluster) ([]byte, error) {
 	if len(unfrozen) == 0 {
 		return stackYAML, nil
 	}
-	if !c.explicit[&c.Network.AddressSpace] {
-		if err := c.moveAddressPlan(siblings); err != nil {
-			return nil, err
+	taken := c.outsideTaken()
+	for _, s := range siblings {
+		// An unfrozen sibling's derived blocks are not its own yet: they move when it is frozen.
+		if s.Name != c.Name && strings.EqualFold(s.Network.Hub.VNetID, c.Network.Hub.VNetID) {
+			taken = append(taken, s.givenPrefixes()...)
 		}
+	}
+	c.placeNetwork(taken)
+	if c.Network.AddressSpace == "" || slices.ContainsFunc(c.Pools, func(p Pool) bool { return len(p.VNets) < p.VNetsNeeded() }) {
+		return nil, fmt.Errorf("no free blocks left in 10.0.0.0/8 beside the hub and the clusters peered with it; set network.addressSpace and pools[].vnets")
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(stackYAML, &doc); err != nil {
@@ -74,8 +88,16 @@ func Freeze(stackYAML []byte, siblings []*Cluster) ([]byte, error) {
 	for _, f := range c.frozenFields() {
 		values[f.path] = f.ptr
 	}
+	comment := "frozen by make freeze (targetNodes " + strconv.Itoa(c.TargetNodes) + ")"
 	for _, path := range unfrozen {
-		setPath(target, strings.Split(path, "."), scalar(values[path]), "frozen by make freeze (targetNodes "+strconv.Itoa(c.TargetNodes)+")")
+		if v, ok := values[path]; ok {
+			setPath(target, strings.Split(path, "."), scalar(v), comment)
+		}
+	}
+	for i, p := range c.Pools {
+		if slices.Contains(unfrozen, poolVNetsPath(i)) {
+			setPoolVNets(target, i, p.VNets, comment)
+		}
 	}
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
@@ -134,39 +156,6 @@ func setPath(m *yaml.Node, path []string, value *yaml.Node, comment string) {
 	setPath(sub, path[1:], value, comment)
 }
 
-// moveAddressPlan derives the network again from the first free base address.
-func (c *Cluster) moveAddressPlan(siblings []*Cluster) error {
-	var taken []netip.Prefix
-	if hub, err := netip.ParsePrefix(c.Network.Hub.AddressSpace); err == nil {
-		taken = append(taken, hub)
-	}
-	for _, s := range siblings {
-		// An unfrozen sibling's derived block is not its own yet: it moves when it is frozen.
-		if s.Name == c.Name || !s.explicit[&s.Network.AddressSpace] || !strings.EqualFold(s.Network.Hub.VNetID, c.Network.Hub.VNetID) {
-			continue
-		}
-		if p, err := netip.ParsePrefix(s.Network.AddressSpace); err == nil {
-			taken = append(taken, p)
-		}
-	}
-	want := netip.MustParsePrefix(c.Network.AddressSpace).Bits()
-	block := netip.PrefixFrom(netip.MustParseAddr(defaultVNetBase), want)
-	pool := netip.MustParsePrefix("10.0.0.0/8")
-	for pool.Contains(block.Addr()) {
-		if !overlapsAny(block, taken) {
-			for _, f := range c.frozenFields() {
-				if s, ok := f.ptr.(*string); ok && strings.HasPrefix(f.path, "network.") && !c.explicit[f.ptr] {
-					*s = ""
-				}
-			}
-			c.defaultNetworkAt(min(max(c.TargetNodes, 0), MaxClusterNodes), block.Addr())
-			return nil
-		}
-		block = netip.PrefixFrom(addrAdd(block.Addr(), 1<<(32-want)), want)
-	}
-	return fmt.Errorf("network.addressSpace: no free /%d in 10.0.0.0/8 beside the hub and the clusters peered with it; set network.addressSpace", want)
-}
-
 func overlapsAny(p netip.Prefix, others []netip.Prefix) bool {
 	for _, o := range others {
 		if p.Overlaps(o) {
@@ -176,24 +165,65 @@ func overlapsAny(p netip.Prefix, others []netip.Prefix) bool {
 	return false
 }
 
-// CheckSharedHub refuses a cluster whose address space overlaps another cluster's peered with
-// the same hub: Azure refuses the second peering, so the apply would stop halfway.
+// CheckSharedHub refuses a cluster whose VNets overlap another cluster's peered with the same
+// hub: Azure refuses the second peering, so the apply would stop halfway.
 func CheckSharedHub(c *Cluster, others []*Cluster) error {
-	own, err := netip.ParsePrefix(c.Network.AddressSpace)
-	if err != nil {
-		return nil // Validate reports it.
-	}
 	var clashes []string
 	for _, o := range others {
-		p, err := netip.ParsePrefix(o.Network.AddressSpace)
-		if o.Name != c.Name && err == nil && strings.EqualFold(o.Network.Hub.VNetID, c.Network.Hub.VNetID) && own.Overlaps(p) {
-			clashes = append(clashes, fmt.Sprintf("%s (%s)", o.Name, p))
+		if o.Name == c.Name || !strings.EqualFold(o.Network.Hub.VNetID, c.Network.Hub.VNetID) {
+			continue
+		}
+		for _, own := range c.vnetPrefixes() {
+			for _, p := range o.vnetPrefixes() {
+				if own.Overlaps(p) {
+					clashes = append(clashes, fmt.Sprintf("%s overlaps %s's %s", own, o.Name, p))
+				}
+			}
 		}
 	}
 	if len(clashes) == 0 {
 		return nil
 	}
 	return &FieldError{Field: "network.addressSpace",
-		Problem: fmt.Sprintf("%s overlaps %s, peered with the same hub %s", own, strings.Join(clashes, ", "), path.Base(c.Network.Hub.VNetID)),
-		Fix:     "give each cluster its own block: make freeze picks a free one for a stack that has not been applied"}
+		Problem: fmt.Sprintf("%s, peered with the same hub %s", strings.Join(clashes, ", "), path.Base(c.Network.Hub.VNetID)),
+		Fix:     "give each cluster its own blocks: make freeze picks free ones for a stack that has not been applied"}
+}
+
+// vnetPrefixes are the cluster's VNets: the control plane's and every pool's.
+func (c *Cluster) vnetPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range append([]string{c.Network.AddressSpace}, c.NodeSubnets()...) {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// givenPrefixes are the VNets the stack file itself gives: a frozen cluster's own.
+func (c *Cluster) givenPrefixes() []netip.Prefix {
+	var out []netip.Prefix
+	given := c.givenVNetPrefixes()
+	if c.explicit[&c.Network.AddressSpace] {
+		given = append(given, c.Network.AddressSpace)
+	}
+	for _, s := range given {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// setPoolVNets writes pools[i].vnets as a flow list under the stack's pools.
+func setPoolVNets(cluster *yaml.Node, i int, vnets []string, comment string) {
+	pools, err := child(cluster, "pools")
+	if err != nil || pools.Kind != yaml.SequenceNode || i >= len(pools.Content) {
+		return // ParseStackFile read the pools from here
+	}
+	list := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Style: yaml.FlowStyle}
+	for _, v := range vnets {
+		list.Content = append(list.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v})
+	}
+	setPath(pools.Content[i], []string{"vnets"}, list, comment)
 }

@@ -223,6 +223,9 @@ func (c *Cluster) validateAzureNames(v *validator) {
 	check("name", "resourceGroups", c.ResourceGroup())
 	check("name", "loadBalancers", c.Name+"-apiserver")
 	check("name", "virtualNetworkPeerings", c.HubPeeringName())
+	for _, w := range c.WorkerVNets() {
+		check("name", "virtualNetworkPeerings", c.HubPeeringNameOf(w))
+	}
 	for _, e := range c.EtcdClusters() {
 		for _, m := range e.Members {
 			check("name", "virtualMachines", m.Name)
@@ -280,5 +283,11 @@ func (c *Cluster) BackupStoreURL() string {
 	return "https://" + c.BackupStorageAccount() + ".blob.core.windows.net/" + BackupContainer
 }
 
-// HubPeeringName is the name of the hub's peering back to this spoke.
+// HubPeeringName is the name of the hub's peering back to the control plane's VNet.
 func (c *Cluster) HubPeeringName() string { return "spoke-" + c.Name }
+
+// HubPeeringNameOf is the hub's peering back to a worker VNet: the underscore, which no cluster
+// name holds, keeps it apart from every cluster's HubPeeringName on a shared hub.
+func (c *Cluster) HubPeeringNameOf(w WorkerVNet) string {
+	return fmt.Sprintf("spoke-%s_%s-%d", c.Name, w.Pool.Name, w.Index)
+}

@@ -57,7 +57,6 @@ func (c *Cluster) validateNetwork(v *validator) {
 		{"network.addressSpace", n.AddressSpace},
 		{"network.controlPlaneSubnet", n.ControlPlaneSubnet},
 		{"network.etcdSubnet", n.EtcdSubnet},
-		{"network.nodeSubnet", n.NodeSubnet},
 		{"network.serviceCIDR", n.ServiceCIDR},
 		{"network.hub.addressSpace", n.Hub.AddressSpace},
 	} {
@@ -65,10 +64,26 @@ func (c *Cluster) validateNetwork(v *validator) {
 			all = append(all, named{f.field, p})
 		}
 	}
-	if len(all) < 6 {
+	var workers []named
+	for i, p := range c.Pools {
+		for k, s := range p.VNets {
+			field := fmt.Sprintf("%s[%d]", poolVNetsPath(i), k)
+			if pfx, ok := v.prefix(field, s); ok {
+				workers = append(workers, named{field, pfx})
+				if pfx.Bits() > workerVNetBits {
+					v.fail(field, fmt.Sprintf("use a /%d or larger: a worker VNet holds its scale sets at full size", workerVNetBits), "%s is too small", pfx)
+				}
+			}
+		}
+		// More is allowed: a pool that shrank keeps the VNets it had, empty, as no VNet in use may go.
+		if given := len(p.VNets); given < p.VNetsNeeded() {
+			v.fail(poolVNetsPath(i), "run make freeze: it adds the VNets a grown pool needs", "%d VNets for %d scale sets that take %d", given, p.scaleSetCount(), p.VNetsNeeded())
+		}
+	}
+	if len(all) < 5 {
 		return // Malformed CIDRs are reported; their relations cannot be checked.
 	}
-	vnet, subnets, service, hub := all[0], all[1:4], all[4], all[5]
+	vnet, subnets, service, hub := all[0], all[1:3], all[3], all[4]
 	for i, s := range subnets {
 		if !contains(vnet.prefix, s.prefix) {
 			v.fail(s.field, fmt.Sprintf("place it inside network.addressSpace %s", vnet.prefix), "%s is outside the VNet", s.prefix)
@@ -82,9 +97,18 @@ func (c *Cluster) validateNetwork(v *validator) {
 			}
 		}
 	}
-	for _, outside := range []named{service, hub} {
-		if outside.prefix.Overlaps(vnet.prefix) {
-			v.fail(outside.field, fmt.Sprintf("pick a range that does not overlap network.addressSpace %s", vnet.prefix), "%s overlaps the spoke VNet", outside.prefix)
+	// Every VNet of the cluster, the hub and the service range are apart: peering joins them all.
+	spaces := append([]named{vnet}, workers...)
+	for i, s := range spaces {
+		for _, o := range spaces[i+1:] {
+			if s.prefix.Overlaps(o.prefix) {
+				v.fail(o.field, fmt.Sprintf("move it off %s (%s)", s.field, s.prefix), "%s overlaps another VNet of the cluster", o.prefix)
+			}
+		}
+		for _, outside := range []named{service, hub} {
+			if outside.prefix.Overlaps(s.prefix) {
+				v.fail(outside.field, fmt.Sprintf("pick a range that does not overlap %s %s", s.field, s.prefix), "%s overlaps a VNet of the cluster", outside.prefix)
+			}
 		}
 	}
 	if service.prefix.Overlaps(hub.prefix) {
@@ -95,12 +119,6 @@ func (c *Cluster) validateNetwork(v *validator) {
 			"%s is out of range", service.prefix)
 	}
 
-	// Counts are bounded (validateCounts), so none of this overflows.
-	need := c.PodNetworkAddresses(c.TargetNodes) + azureReservedAddresses
-	if have := size(subnets[2].prefix); have < need {
-		v.fail("network.nodeSubnet", fmt.Sprintf("use a /%d or larger, or leave it unset to size it from targetNodes (L30)", 32-bitsFor(need)),
-			"%s holds %d addresses but %d nodes with their pods need %d", subnets[2].prefix, have, c.TargetNodes, need)
-	}
 	etcd := subnets[1].prefix
 	lastMain, lastEvents := int64(etcdMainIPOffset+c.EtcdMain.Members-1), int64(etcdEventsIPOffset+c.EtcdEvents.Members-1)
 	if lastMain >= etcdEventsIPOffset || lastEvents > size(etcd)-2 {

@@ -47,7 +47,6 @@ func (c *Cluster) validateCounts(v *validator) bool {
 		field := fmt.Sprintf("pools[%d]", i)
 		ok = v.between(field+".nodes", int64(p.Nodes), 0, MaxClusterNodes, "a pool holds at most what the cluster does") && ok
 		ok = v.between(field+".maxNodes", int64(p.MaxNodes), 0, MaxClusterNodes, "a pool holds at most what the cluster does") && ok
-		ok = v.between(field+".maxPods", int64(p.MaxPods), 1, maxPodsPerNode, "each pod takes a secondary IP configuration on the node's NIC (L29)") && ok
 	}
 	if !ok {
 		return false // targetNodes is derived from them
@@ -167,6 +166,9 @@ func (c *Cluster) validatePools(v *validator, countsOK bool) {
 				"%s has no local temp or NVMe disk", p.VMSize)
 		} else if known && p.IsGPU() && size.GPUs == 0 {
 			v.fail(field+".gpu", "remove gpu: true or pick a GPU size", "%s has no GPUs", p.VMSize)
+		}
+		if p.MaxPods < 1 { // the most is a NIC's IP configurations: Azure's limit, checked with the others
+			v.fail(field+".maxPods", "give each node at least one pod", "%d pods a node", p.MaxPods)
 		}
 		if p.MaxNodes < p.Nodes {
 			v.fail(field+".maxNodes", "set maxNodes to at least nodes", "nodes %d, maxNodes %d", p.Nodes, p.MaxNodes)

@@ -67,21 +67,3 @@ func joinStepFor(apiservers, maxMutatingInflight int) int {
 func dnsReplicasFor(nodes int) int {
 	return max(2, (nodes+99)/100)
 }
-
-// podAddressHeadroom is the share of extra pod addresses kept free for surge and churn (L30).
-const podAddressHeadroom = 1.25
-
-// PodNetworkAddresses is what nodes nodes take in the VNet at full size: each node's primary IP
-// plus one secondary IP configuration per pod (Azure CNI, L29), every pool at maxNodes with its
-// own pods a node, the rest of nodes at kubelet.maxPods. Counts are clamped to their valid ranges,
-// so an unvalidated spec cannot overflow it.
-func (c *Cluster) PodNetworkAddresses(nodes int) int64 {
-	perNode := func(pods int) int64 { return int64(min(max(pods, 0), maxPodsPerNode)) + 1 }
-	var total int64
-	for _, p := range c.Pools {
-		n := min(max(p.MaxNodes, 0), nodes)
-		total += int64(n) * perNode(p.MaxPods)
-		nodes -= n
-	}
-	return total + int64(nodes)*perNode(c.Kubelet.MaxPods)
-}

@@ -138,26 +138,120 @@ type ScaleSet struct {
 	// Zones the scale set spreads over: every zone of the cluster, or, for a single placement
 	// group (one InfiniBand fabric), one zone, taken in turn by the pool's scale sets.
 	Zones []string
+	// VNet is the index of the pool's worker VNet the scale set lives in (Pool.VNets).
+	VNet int
 }
 
 // ScaleSetLimit is how many instances one scale set of the pool holds: a single placement group's
-// for InfiniBand sizes, else a scale set's.
+// for InfiniBand sizes, else a scale set's, and never more than one worker VNet holds.
 func (p Pool) ScaleSetLimit() int {
+	limit := int64(MaxScaleSetInstances)
 	if c, _ := VMCapacity(p.VMSize); c.InfiniBand {
-		return MaxPlacementGroupInstances
+		limit = MaxPlacementGroupInstances
 	}
-	return MaxScaleSetInstances
+	return int(min(limit, workerVNetAddresses/p.addressesPerNode()))
+}
+
+// addressesPerNode is a node's primary address and one per pod, clamped to the valid range.
+func (p Pool) addressesPerNode() int64 { return int64(min(max(p.MaxPods, 1), maxPodsPerNode)) + 1 }
+
+// ScaleSetsPerVNet is how many of the pool's scale sets one worker VNet holds at their largest:
+// within its addresses, and within the primary IP configurations its nodes group holds.
+func (p Pool) ScaleSetsPerVNet() int {
+	limit := int64(p.ScaleSetLimit())
+	return int(max(1, min(workerVNetAddresses/(limit*p.addressesPerNode()), LimitIPConfigsPerASG.Value/limit)))
+}
+
+// scaleSetCount is how many scale sets hold the pool at maxNodes.
+func (p Pool) scaleSetCount() int {
+	limit := p.ScaleSetLimit()
+	return max(1, (min(max(p.MaxNodes, 0), MaxClusterNodes)+limit-1)/limit)
+}
+
+// VNetsNeeded is how many worker VNets the pool's scale sets take. A scale set's place is fixed
+// by its index, so a growing pool appends scale sets and VNets and never moves one.
+func (p Pool) VNetsNeeded() int {
+	per := p.ScaleSetsPerVNet()
+	return (p.scaleSetCount() + per - 1) / per
+}
+
+// WorkerVNet is one VNet of a pool's scale sets, with its one subnet spanning it.
+type WorkerVNet struct {
+	Pool Pool
+	// PoolIndex is the pool's place in Cluster.Pools.
+	PoolIndex int
+	// Index is the VNet's place in Pool.VNets.
+	Index  int
+	Prefix string
+	// Name is its Azure name, "<cluster>-<pool>-<index>".
+	Name      string
+	ScaleSets []ScaleSet
+}
+
+// Nodes is how many nodes the VNet holds at full size.
+func (w WorkerVNet) Nodes() int {
+	n := 0
+	for _, s := range w.ScaleSets {
+		n += s.MaxNodes
+	}
+	return n
+}
+
+// Addresses is what the VNet's NICs take at full size.
+func (w WorkerVNet) Addresses() int64 { return int64(w.Nodes()) * w.Pool.addressesPerNode() }
+
+// WorkerVNets lists every pool's worker VNets with their scale sets, in pool order.
+func (c *Cluster) WorkerVNets() []WorkerVNet {
+	var out []WorkerVNet
+	sets := c.ScaleSets()
+	for pi, p := range c.Pools {
+		for i, prefix := range p.VNets {
+			w := WorkerVNet{Pool: p, PoolIndex: pi, Index: i, Prefix: prefix, Name: fmt.Sprintf("%s-%s-%d", c.Name, p.Name, i)}
+			for _, s := range sets {
+				if s.Pool.Name == p.Name && s.VNet == i {
+					w.ScaleSets = append(w.ScaleSets, s)
+				}
+			}
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// VNetOf is the worker VNet a scale set lives in.
+func (c *Cluster) VNetOf(s ScaleSet) (WorkerVNet, bool) {
+	for _, w := range c.WorkerVNets() {
+		if w.Pool.Name == s.Pool.Name && w.Index == s.VNet {
+			return w, true
+		}
+	}
+	return WorkerVNet{}, false
+}
+
+// NodeSubnets are the worker VNets' prefixes: each VNet is one subnet of nodes and their pods.
+func (c *Cluster) NodeSubnets() []string {
+	var out []string
+	for _, p := range c.Pools {
+		out = append(out, p.VNets...)
+	}
+	return out
+}
+
+// ReachWorkers reports whether the worker VNets peer with the hub (Hub.ReachWorkers).
+func (c *Cluster) ReachWorkers() bool {
+	return c.Network.Hub.ReachWorkers == nil || *c.Network.Hub.ReachWorkers
 }
 
 // ScaleSets splits every pool into the scale sets that hold it.
 func (c *Cluster) ScaleSets() []ScaleSet {
 	var sets []ScaleSet
 	for _, p := range c.Pools {
-		limit := p.ScaleSetLimit()
-		n := max(1, (p.MaxNodes+limit-1)/limit)
+		n, perVNet := p.scaleSetCount(), p.ScaleSetsPerVNet()
+		size, _ := VMCapacity(p.VMSize)
+		spg := size.InfiniBand
 		for i := range n {
 			s := ScaleSet{Name: p.Name, Pool: p, Nodes: share(p.Nodes, n, i), MaxNodes: share(p.MaxNodes, n, i),
-				SinglePlacementGroup: limit == MaxPlacementGroupInstances, Zones: c.Zones}
+				SinglePlacementGroup: spg, Zones: c.Zones, VNet: i / perVNet}
 			if s.SinglePlacementGroup && len(c.Zones) > 0 {
 				s.Zones = []string{c.Zones[i%len(c.Zones)]}
 			}

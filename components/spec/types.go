@@ -84,6 +84,8 @@ type Cluster struct {
 	explicit map[any]bool
 	// lines maps field paths to their line in the stack file, for Validate's errors.
 	lines map[string]int
+	// givenVNets is how many worker VNets the stack gives each pool; Default derives the rest.
+	givenVNets []int
 }
 
 // Versions pins the binaries the machine image carries.
@@ -131,22 +133,20 @@ type Admin struct {
 	SSHPublicKey string `yaml:"sshPublicKey"`
 }
 
-// Network describes the spoke VNet. Every CIDR left empty is derived from the node count.
+// Network describes the control plane's VNet; the workers' are the pools' (Pool.VNets). Every
+// CIDR left empty is derived, then frozen by make freeze.
 type Network struct {
-	// AddressSpace is the spoke VNet's CIDR. Default: sized so NodeSubnet fits in its upper half.
+	// AddressSpace is the control plane's VNet: a /23 by default, its two subnets.
 	AddressSpace string `yaml:"addressSpace"`
 	// ControlPlaneSubnet holds the apiservers and the internal load balancer. Default: first /24 of AddressSpace.
 	ControlPlaneSubnet string `yaml:"controlPlaneSubnet"`
 	// EtcdSubnet holds both etcd clusters. Default: second /24 of AddressSpace.
 	EtcdSubnet string `yaml:"etcdSubnet"`
-	// NodeSubnet holds worker NICs and, as secondary IP configurations, every pod IP (Azure CNI, L29).
-	// Default: the smallest block holding targetNodes × (maxPods + 1) addresses with 25% headroom (L30).
-	NodeSubnet string `yaml:"nodeSubnet"`
 	// ServiceCIDR is the Kubernetes service range; it lives outside the VNet. Default "172.16.0.0/16".
 	ServiceCIDR string `yaml:"serviceCIDR"`
 	// APIServerIP is the internal load balancer's static frontend address. Default: 10th address of ControlPlaneSubnet.
 	APIServerIP string `yaml:"apiServerIP"`
-	// Hub is the existing hub VNet this spoke peers with, and nothing else (L31).
+	// Hub is the existing hub VNet the cluster's VNets peer with, and no other cluster's (L31).
 	Hub Hub `yaml:"hub"`
 }
 
@@ -156,6 +156,12 @@ type Hub struct {
 	VNetID string `yaml:"vnetId"`
 	// AddressSpace is the hub VNet's CIDR: where researchers, SSH and the API clients come from. Required.
 	AddressSpace string `yaml:"addressSpace"`
+	// ReachWorkers peers the worker VNets with the hub too, so researchers reach nodes and pods by
+	// address (L31); false peers only the control plane's VNet. Default true.
+	ReachWorkers *bool `yaml:"reachWorkers"`
+	// AddressesInUse are the private addresses in use in the hub and in the other VNets peered with
+	// it: they count in the same 128,000 as the cluster's own (docs/design/pod-network.md). Default 0.
+	AddressesInUse int `yaml:"addressesInUse"`
 }
 
 // Etcd describes one etcd cluster of dedicated VMs.
@@ -202,8 +208,8 @@ type Kubelet struct {
 	// cannot exhaust its node's (kernel.pid_max is 4,194,304). Default 32768.
 	PodPidsLimit int `yaml:"podPidsLimit"`
 	// MaxParallelImagePulls caps concurrent pulls once serializeImagePulls is off (L20). Default 10,
-	// or fewer where targetNodes × (pulls × maxConcurrentDownloads + 16) would outrun the NAT
-	// gateway's 16 × 64,512 SNAT ports.
+	// or fewer where targetNodes × (pulls × maxConcurrentDownloads + 16) would outrun one NAT
+	// gateway's 16 × 64,512 SNAT ports (each VNet has its own, so the default is on the safe side).
 	MaxParallelImagePulls int `yaml:"maxParallelImagePulls"`
 	// MaxConcurrentDownloads is containerd's layer downloads at once per image (L24). Default 10.
 	MaxConcurrentDownloads int `yaml:"maxConcurrentDownloads"`
@@ -278,6 +284,9 @@ type Pool struct {
 	// MaxPods is the pool's kubelet pod limit and its NICs' secondary IP configurations (L29, L30).
 	// GPU pools whose training pods use the host network (L33) need few. Default: kubelet.maxPods.
 	MaxPods int `yaml:"maxPods"`
+	// VNets are the pool's worker VNets, a /16 or larger each, holding its scale sets in order.
+	// Default: as many as its scale sets need at maxNodes, frozen by make freeze.
+	VNets []string `yaml:"vnets"`
 	// Image is the gallery image version id the pool's machines boot: a version of "worker-gpu" for
 	// GPU pools, of "worker-cpu" otherwise. Default: the cluster's gpuImage or image.
 	Image string `yaml:"image"`

@@ -108,7 +108,7 @@ func (c *Cluster) Validate() error {
 	c.validatePools(v, countsOK)
 	if countsOK {
 		c.validateNetwork(v)
-		c.validateEgress(v)
+		c.validateLimits(v)
 		c.validateAzureNames(v)
 	}
 	return joinErrors(v.errs)

@@ -213,11 +213,16 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "overlapping subnets", edit: func(c *Cluster) { c.Network.EtcdSubnet = c.Network.ControlPlaneSubnet }, field: "network.etcdSubnet", inText: "overlaps"},
 		{name: "subnet outside VNet", edit: func(c *Cluster) { c.Network.EtcdSubnet = "192.168.0.0/24" }, field: "network.etcdSubnet", inText: "outside"},
 		{name: "subnet below /29", edit: func(c *Cluster) { c.Network.ControlPlaneSubnet = "10.0.0.0/30"; c.Network.APIServerIP = "10.0.0.2" }, field: "network.controlPlaneSubnet"},
-		{name: "service CIDR in VNet", edit: func(c *Cluster) { c.Network.ServiceCIDR = "10.0.2.0/24" }, field: "network.serviceCIDR"},
+		{name: "service CIDR in VNet", edit: func(c *Cluster) { c.Network.ServiceCIDR = "10.0.1.0/24" }, field: "network.serviceCIDR"},
 		{name: "service CIDR too small for DNS", edit: func(c *Cluster) { c.Network.ServiceCIDR = "172.16.0.0/29" }, field: "network.serviceCIDR"},
 		{name: "service CIDR above /12", edit: func(c *Cluster) { c.Network.ServiceCIDR = "172.16.0.0/11" }, field: "network.serviceCIDR"},
 		{name: "hub overlaps spoke", edit: func(c *Cluster) { c.Network.Hub.AddressSpace = "10.0.0.0/8" }, field: "network.hub.addressSpace"},
-		{name: "pod space too small (L30)", edit: func(c *Cluster) { c.TargetNodes = 1000 }, field: "network.nodeSubnet", inText: "1000 nodes"},
+		{name: "worker VNet too small", edit: func(c *Cluster) { c.Pools[0].VNets = []string{"10.1.0.0/20"} }, field: "pools[0].vnets[0]", inText: "too small"},
+		{name: "worker VNet on the control plane's", edit: func(c *Cluster) { c.Pools[0].VNets = []string{"10.0.0.0/16"} }, field: "pools[0].vnets[0]", inText: "overlaps"},
+		{name: "worker VNet on the hub", edit: func(c *Cluster) { c.Pools[0].VNets = []string{"10.255.0.0/16"} }, field: "network.hub.addressSpace"},
+		{name: "pool short of VNets", edit: func(c *Cluster) { c.Pools[0].VNets = nil }, field: "pools[0].vnets", inText: "make freeze"},
+		{name: "hub's addresses fill the peered group", edit: func(c *Cluster) { c.Network.Hub.AddressesInUse = 127990 }, field: "pools", inText: "peered"},
+		{name: "hub's addresses negative", edit: func(c *Cluster) { c.Network.Hub.AddressesInUse = -1 }, field: "network.hub.addressesInUse"},
 		{name: "etcd subnet too small", edit: func(c *Cluster) { c.Network.EtcdSubnet = "10.0.1.0/28" }, field: "network.etcdSubnet"},
 		{name: "etcd member on the last address", edit: func(c *Cluster) { c.Network.EtcdSubnet = "10.0.1.0/27" }, field: "network.etcdSubnet"},
 		{name: "control plane too small", edit: func(c *Cluster) { c.Network.ControlPlaneSubnet = "10.0.0.0/29"; c.Network.APIServerIP = "10.0.0.5" }, field: "network.controlPlaneSubnet"},
@@ -312,9 +317,9 @@ func TestSizingFollowsNodeCount(t *testing.T) {
 				tc.nodes, a.VMSize, c.EtcdMain.VMSize, a.MaxRequestsInflight, a.MaxMutatingRequestsInflight,
 				c.EtcdMain.QuotaBackendBytes, c.EtcdEvents.Members, c.DNS.Replicas)
 		}
-		// Every node and its 30 pods, with a quarter more for churn (L30).
-		if need := int64(tc.nodes) * 31 * 5 / 4; size(mustPrefix(t, c.Network.NodeSubnet)) < need {
-			t.Errorf("%d nodes: node subnet %s holds fewer than %d addresses", tc.nodes, c.Network.NodeSubnet, need)
+		// Two scale sets of 1,000 nodes and their 30 pods fit a /16 (65,531 addresses), three do not.
+		if want := (tc.nodes + 1999) / 2000; len(c.Pools[0].VNets) != want || mustPrefix(t, c.Pools[0].VNets[0]).Bits() != 16 {
+			t.Errorf("%d nodes: worker VNets %v, want %d /16s", tc.nodes, c.Pools[0].VNets, want)
 		}
 		// Every size a tier picks is in the table, with the facts its role needs.
 		for _, s := range []string{a.VMSize, c.EtcdMain.VMSize, c.EtcdEvents.VMSize} {
@@ -331,8 +336,8 @@ func TestDefaultSurvivesHugeCounts(t *testing.T) {
 		{Name: "a", VMSize: "Standard_D4ds_v5", MaxNodes: 1 << 62}, {Name: "b", VMSize: "Standard_D4ds_v5", MaxNodes: 1 << 62},
 	}}
 	c.Default()
-	if c.TargetNodes <= 0 || c.Network.NodeSubnet == "" {
-		t.Errorf("target %d, node subnet %q", c.TargetNodes, c.Network.NodeSubnet)
+	if c.TargetNodes <= 0 || c.Network.AddressSpace == "" {
+		t.Errorf("target %d, address space %q", c.TargetNodes, c.Network.AddressSpace)
 	}
 	if fields := Fields(c.Validate()); !slices.Contains(fields, "pools[0].maxNodes") || !slices.Contains(fields, "pools[1].maxNodes") {
 		t.Errorf("fields %v", fields)
@@ -398,8 +403,9 @@ func TestNodeReservationFollowsAKS(t *testing.T) {
 	}
 }
 
-// Default parallel pulls are the most whose peak fits the NAT gateway's SNAT ports (Azure: 64,512
-// per public IP, 16 IPs), up to 10; an explicit value beyond that is refused, naming the fix.
+// Default parallel pulls are the most whose peak fits one NAT gateway's SNAT ports for the whole
+// fleet (Azure: 64,512 per public IP, 16 IPs), up to 10; each VNet has its own gateway, and a
+// VNet whose nodes' peak passes its gateway is refused, naming the fix.
 func TestParallelPullsFitTheNATGateway(t *testing.T) {
 	const ports = 16 * 64512
 	for _, nodes := range []int{10, 2500, 7500, 10000, 20000} {
@@ -409,12 +415,14 @@ func TestParallelPullsFitTheNATGateway(t *testing.T) {
 		if nodes*(p*d+16) > ports || p < 10 && nodes*((p+1)*d+16) <= ports {
 			t.Errorf("%d nodes: %d parallel pulls of %d downloads; the gateway holds %d ports", nodes, p, d, ports)
 		}
-		if want := (nodes*(p*d+16) + 64511) / 64512; c.NATPublicIPs() != want {
-			t.Errorf("%d nodes: %d NAT public IPs, want %d", nodes, c.NATPublicIPs(), want)
+		if want := (nodes*(p*d+16) + 64511) / 64512; c.NATPublicIPs(nodes) != want {
+			t.Errorf("%d nodes: %d NAT public IPs, want %d", nodes, c.NATPublicIPs(nodes), want)
 		}
 	}
-	_, err := ParseStackFile(stackFile(strings.Replace(validSpec, "maxNodes: 10\n", "maxNodes: 10000\nkubelet:\n  maxParallelImagePulls: 10\n", 1)))
+	// Three scale sets of 1,000 nodes of 16 pods share a VNet: 3,000 × (10 × 64 + 16) ports.
+	_, err := ParseStackFile(stackFile(strings.Replace(validSpec, "maxNodes: 10\n",
+		"maxNodes: 3000\n  maxPods: 16\nkubelet:\n  maxParallelImagePulls: 10\n  maxConcurrentDownloads: 64\n", 1)))
 	if fields := Fields(err); !slices.Contains(fields, "kubelet.maxParallelImagePulls") {
-		t.Errorf("10,000 nodes pulling 10 images at once: fields %v, want kubelet.maxParallelImagePulls refused", fields)
+		t.Errorf("3,000 nodes of one VNet pulling 10 images of 64 layers at once: fields %v, want kubelet.maxParallelImagePulls refused", fields)
 	}
 }

@@ -114,51 +114,77 @@ func (f flow) decide(rules []Rule, vnet []netip.Prefix) (Rule, bool) {
 }
 
 // Every rule row decides at least one flow of this table, allow rules included, and every flow is
-// decided as the policy intends.
+// decided as the policy intends. A group reaches no further than its VNet: a node of the other
+// worker VNet comes as an address only.
 func TestInboundRules(t *testing.T) {
 	c := testCluster(t)
-	n := c.Network
+	c.Pools = append(c.Pools, spec.Pool{Name: "gpu", VMSize: "Standard_NC4as_T4_v3", Nodes: 1, MaxNodes: 1, MaxPods: 30})
+	c.Pools[1].VNets = []string{"10.9.0.0/16", "10.10.0.0/16"} // a shrunk pool keeps its second VNet
+	n, workers := c.Network, c.WorkerVNets()
 	at := func(cidr string, i int) string { return addr(t, cidr, i) }
-	hub, cp, etcd, node, pod := at(n.Hub.AddressSpace, 7), at(n.ControlPlaneSubnet, 5), at(n.EtcdSubnet, 11), at(n.NodeSubnet, 6), at(n.NodeSubnet, 9)
+	hub, cp, etcd := at(n.Hub.AddressSpace, 7), at(n.ControlPlaneSubnet, 5), at(n.EtcdSubnet, 11)
 	api, kubelet, ssh := strconv.Itoa(wellknown.APIServerPort), strconv.Itoa(wellknown.KubeletPort), strconv.Itoa(wellknown.SSHPort)
+	anyPod := at(workers[1].Prefix, 9)
 	flows := []flow{
 		{SubnetControlPlane, hub, "", "", api, true},
-		{SubnetControlPlane, node, GroupNodes, "", api, true},
-		{SubnetControlPlane, pod, GroupPods, "", api, true},
+		{SubnetControlPlane, at(workers[0].Prefix, 6), "", "", api, true},
+		{SubnetControlPlane, anyPod, "", "", api, true},
 		{SubnetControlPlane, etcd, "", "", api, false},
 		{SubnetControlPlane, "AzureLoadBalancer", "", "", api, true},
 		{SubnetControlPlane, hub, "", "", ssh, true},
-		{SubnetControlPlane, node, GroupNodes, "", ssh, false},
-		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(wellknown.ControllerManagerPort), false},
-		{SubnetControlPlane, pod, GroupPods, "", strconv.Itoa(wellknown.CertificateMetricsPort), true},
-		{SubnetControlPlane, node, GroupNodes, "", strconv.Itoa(wellknown.CertificateMetricsPort), false},
+		{SubnetControlPlane, anyPod, "", "", ssh, false},
+		{SubnetControlPlane, anyPod, "", "", strconv.Itoa(wellknown.ControllerManagerPort), false},
+		{SubnetControlPlane, anyPod, "", "", strconv.Itoa(wellknown.CertificateMetricsPort), true},
+		{SubnetControlPlane, etcd, "", "", strconv.Itoa(wellknown.CertificateMetricsPort), false},
 		{SubnetEtcd, cp, "", "", "2379", true},
 		{SubnetEtcd, cp, "", "", "2381", false},
 		{SubnetEtcd, etcd, "", "", "2380", true},
-		{SubnetEtcd, pod, GroupPods, "", "2381", true},
-		{SubnetEtcd, pod, GroupPods, "", "2379", false},
-		{SubnetEtcd, node, GroupNodes, "", "2381", false},
+		{SubnetEtcd, anyPod, "", "", "2381", true},
+		{SubnetEtcd, anyPod, "", "", "2379", false},
 		{SubnetEtcd, hub, "", "", "2379", false},
 		{SubnetEtcd, hub, "", "", ssh, true},
-		{SubnetNodes, cp, "", GroupNodes, kubelet, true},
-		{SubnetNodes, pod, GroupPods, GroupNodes, kubelet, false},
-		{SubnetNodes, hub, "", GroupNodes, kubelet, false},
-		{SubnetNodes, etcd, "", GroupNodes, kubelet, false},
-		{SubnetNodes, hub, "", GroupNodes, ssh, true},
-		{SubnetNodes, pod, GroupPods, GroupNodes, ssh, false},
-		{SubnetNodes, cp, "", GroupPods, "8443", true},
-		{SubnetNodes, cp, "", GroupNodes, "30000", false},
-		{SubnetNodes, pod, GroupPods, GroupPods, "8080", true},
-		{SubnetNodes, node, GroupNodes, GroupPods, "8080", true},
-		{SubnetNodes, hub, "", GroupPods, "8888", true},
-		{SubnetNodes, node, GroupNodes, GroupNodes, "29500", true},
-		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(wellknown.NodeExporterPort), true},
-		{SubnetNodes, pod, GroupPods, GroupNodes, strconv.Itoa(wellknown.TrafficMetricsPort), true},
-		{SubnetNodes, hub, "", GroupNodes, strconv.Itoa(wellknown.TrafficMetricsPort), false},
-		{SubnetNodes, pod, GroupPods, GroupNodes, "30000", false},
-		{SubnetNodes, hub, "", GroupNodes, "30000", false},
+	}
+	for _, w := range workers {
+		// The first VNet of another pool, and the pool's own other VNet if it has one.
+		other := workers[slices.IndexFunc(workers, func(o spec.WorkerVNet) bool { return o.Pool.Name != w.Pool.Name })]
+		node, pod := at(w.Prefix, 6), at(w.Prefix, 9)
+		otherNode, otherPod := at(other.Prefix, 6), at(other.Prefix, 9)
+		if i := slices.IndexFunc(workers, func(o spec.WorkerVNet) bool { return o.Pool.Name == w.Pool.Name && o.Prefix != w.Prefix }); i >= 0 {
+			poolNode, poolPod := at(workers[i].Prefix, 6), at(workers[i].Prefix, 9)
+			flows = append(flows,
+				flow{w.Name, poolNode, "", GroupNodes, "29500", true},
+				flow{w.Name, poolPod, "", GroupNodes, "22", true}, // the price of no group across VNets
+				flow{w.Name, poolNode, "", GroupNodes, kubelet, false})
+		}
+		flows = append(flows,
+			flow{w.Name, cp, "", GroupNodes, kubelet, true},
+			flow{w.Name, pod, "", GroupNodes, kubelet, false},
+			flow{w.Name, node, GroupNodes, GroupNodes, kubelet, false},
+			flow{w.Name, otherNode, "", GroupNodes, kubelet, false},
+			flow{w.Name, hub, "", GroupNodes, kubelet, false},
+			flow{w.Name, node, GroupNodes, GroupNodes, "29500", true},
+			flow{w.Name, otherNode, "", GroupNodes, "29500", false},
+			flow{w.Name, otherPod, "", GroupNodes, ssh, false},
+			flow{w.Name, otherPod, "", GroupNodes, strconv.Itoa(wellknown.NodeExporterPort), true},
+			flow{w.Name, otherPod, "", "", "8080", true},
+			flow{w.Name, pod, "", GroupNodes, strconv.Itoa(wellknown.NodeExporterPort), true},
+			flow{w.Name, pod, "", GroupNodes, strconv.Itoa(wellknown.TrafficMetricsPort), true},
+			flow{w.Name, hub, "", GroupNodes, strconv.Itoa(wellknown.TrafficMetricsPort), false},
+			flow{w.Name, hub, "", GroupNodes, ssh, true},
+			flow{w.Name, pod, "", GroupNodes, ssh, false},
+			flow{w.Name, pod, "", GroupNodes, "30000", false},
+			flow{w.Name, cp, "", GroupNodes, "30000", false},
+			flow{w.Name, cp, "", "", "8443", true},
+			flow{w.Name, pod, "", "", "8080", true},
+			flow{w.Name, node, GroupNodes, "", "8080", true},
+			flow{w.Name, hub, "", "", "8888", true},
+			flow{w.Name, etcd, "", "", "8080", false},
+		)
 	}
 	vnet := []netip.Prefix{netip.MustParsePrefix(n.AddressSpace), netip.MustParsePrefix(n.Hub.AddressSpace)}
+	for _, w := range workers {
+		vnet = append(vnet, netip.MustParsePrefix(w.Prefix))
+	}
 	all := InboundRules(c)
 	deciding := map[string]bool{}
 	for _, f := range flows {
@@ -192,16 +218,18 @@ func addr(t *testing.T, cidr string, i int) string {
 	return a.String()
 }
 
-// TestPodsGroupHoldsFourThousandIPConfigurations: every pod's IP configuration joins one
-// application security group, which Azure caps at 4,000.
-func TestPodsGroupHoldsFourThousandIPConfigurations(t *testing.T) {
-	c := testCluster(t)
-	c.Kubelet.MaxPods = 30
-	for step := range 2 {
-		c.TargetNodes = int(spec.LimitIPConfigsPerASG.Value)/30 + step
+// TestNodesGroupHoldsFourThousandIPConfigurations: a VNet's nodes group holds its nodes' primary
+// IP configurations, which Azure caps at 4,000: a pool past that takes another VNet.
+func TestNodesGroupHoldsFourThousandIPConfigurations(t *testing.T) {
+	for step, vnets := range []int{1, 2} {
+		c := testCluster(t)
+		c.Pools[0].VMSize, c.Pools[0].MaxPods = "Standard_ND96isr_H100_v5", 10 // 40 scale sets of 100 fit 4,000
+		c.Pools[0].MaxNodes = int(spec.LimitIPConfigsPerASG.Value) + step
+		c.TargetNodes = c.Pools[0].MaxNodes
+		c.Default()
 		for _, u := range LimitUses(c) {
-			if u.Limit == &spec.LimitIPConfigsPerASG && (u.Over() != (step == 1) || u.Field != "targetNodes") {
-				t.Errorf("%d nodes: %d IP configurations of %d, over %v, field %q", c.TargetNodes, u.Use, u.Limit.Value, u.Over(), u.Field)
+			if u.Limit == &spec.LimitIPConfigsPerASG && (u.Over() || step == 0 && u.Use != spec.LimitIPConfigsPerASG.Value || len(c.Pools[0].VNets) != vnets) {
+				t.Errorf("%d nodes: VNets %v, largest nodes group %d of %d", c.TargetNodes, c.Pools[0].VNets, u.Use, u.Limit.Value)
 			}
 		}
 	}

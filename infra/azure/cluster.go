@@ -3,6 +3,7 @@ package azure
 import (
 	"cmp"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 
@@ -73,6 +74,12 @@ type Cluster struct {
 
 // NewCluster builds the cluster.
 func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pulumi.ResourceOption) (*Cluster, error) {
+	// The stack's own limits are Validate's; these are the design's, refused before anything is made.
+	for _, u := range LimitUses(args.Cluster) {
+		if u.Over() && u.Limit.Kind == spec.Hard {
+			return nil, fmt.Errorf("%s at full size: %d, over Azure's %s of %d", u.Where, u.Use, u.Limit.Name, u.Limit.Value)
+		}
+	}
 	comp := &Cluster{Pools: map[string]PoolCapacity{}, ClientIDs: map[string]pulumi.StringOutput{}}
 	if err := ctx.RegisterComponentResource(ClusterType, name, comp, opts...); err != nil {
 		return nil, err
@@ -109,12 +116,9 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		identities[role] = id
 		return id, err
 	}
-	groups := map[string]pulumi.StringInput{}
-	for g, id := range net.GroupIDs {
-		groups[g] = id
-	}
-	scopes := map[string][]pulumi.StringInput{
-		azurerbac.ScopeResourceGroup: {rg.ID()}, azurerbac.ScopeNodeSubnet: {net.SubnetIDs[SubnetNodes]},
+	scopes := map[string][]pulumi.StringInput{azurerbac.ScopeResourceGroup: {rg.ID()}}
+	for _, w := range c.WorkerVNets() {
+		scopes[azurerbac.ScopeNodeSubnet] = append(scopes[azurerbac.ScopeNodeSubnet], net.WorkerSubnetIDs[w.Name])
 	}
 
 	backups, err := NewBackupStore(ctx, name+"-backups", &BackupStoreArgs{
@@ -163,7 +167,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 			}
 		}
 		pool, err := NewWorkerPool(ctx, name+"-"+role, &WorkerPoolArgs{
-			Cluster: c, Pool: p, Model: held, ResourceGroupName: rg.Name, SubnetID: net.SubnetIDs[SubnetNodes], Groups: groups,
+			Cluster: c, Pool: p, Model: held, ResourceGroupName: rg.Name, Network: net,
 			IdentityID: id.ID, CustomData: CustomData(cmp.Or(held, c), certs.Bundle, role), Login: login,
 		}, parent)
 		if err != nil {

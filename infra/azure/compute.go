@@ -43,9 +43,9 @@ type ScaleSetSpec struct {
 	// NodeTemplateTags, for worker pools, carry the placement labels the CSR approver gives their
 	// nodes (machine.NodeTemplateTags).
 	NodeTemplateTags map[string]string
-	// Groups, for worker pools, maps GroupNodes and GroupPods to application security group ids:
-	// the primary IP configuration is the node, the others are its pods.
-	Groups            map[string]pulumi.StringInput
+	// NodeGroupID, for worker pools, is the VNet's nodes group, which the primary IP configuration
+	// (the node's address) joins; its pods' join none.
+	NodeGroupID       pulumi.StringInput
 	SubnetID          pulumi.StringInput
 	BackendPoolIDs    []pulumi.StringInput
 	IdentityID        pulumi.StringInput
@@ -67,12 +67,8 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 			Primary: pulumi.Bool(i == 0),
 			Subnet:  &compute.ApiEntityReferenceArgs{Id: s.SubnetID},
 		}
-		if s.Groups != nil {
-			group := GroupPods
-			if i == 0 {
-				group = GroupNodes
-			}
-			cfg.ApplicationSecurityGroups = compute.SubResourceArray{compute.SubResourceArgs{Id: s.Groups[group]}}
+		if i == 0 && s.NodeGroupID != nil {
+			cfg.ApplicationSecurityGroups = compute.SubResourceArray{compute.SubResourceArgs{Id: s.NodeGroupID}}
 		}
 		if i == 0 && len(s.BackendPoolIDs) > 0 {
 			var pools compute.SubResourceArray

@@ -2,6 +2,7 @@ package azure
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -9,41 +10,48 @@ import (
 // LimitUses is the use of every Azure limit this program's design decides (one row per limit:
 // the instance closest to it), beside the stack's own (spec.LimitUses), at full size.
 func LimitUses(c *spec.Cluster) []spec.LimitUse {
-	rules := InboundRules(c)
 	var mostRules, mostPrefixes spec.LimitUse
-	for _, role := range SubnetRoles {
+	for key, rules := range InboundRules(c) {
 		prefixes := 0
-		for _, r := range rules[role] {
+		for _, r := range rules {
 			for _, s := range r.Sources {
 				if _, err := netip.ParsePrefix(s); err == nil {
 					prefixes++
 				}
 			}
 		}
-		where := "NSG " + role
-		if len(rules[role]) > int(mostRules.Use) {
-			mostRules = spec.LimitUse{Limit: &spec.LimitRulesPerNSG, Where: where, Use: int64(len(rules[role]))}
+		where := "NSG " + key
+		if len(rules) > int(mostRules.Use) || len(rules) == int(mostRules.Use) && where < mostRules.Where {
+			mostRules = spec.LimitUse{Limit: &spec.LimitRulesPerNSG, Where: where, Use: int64(len(rules))}
 		}
-		if prefixes > int(mostPrefixes.Use) {
+		if prefixes > int(mostPrefixes.Use) || prefixes == int(mostPrefixes.Use) && where < mostPrefixes.Where {
 			mostPrefixes = spec.LimitUse{Limit: &spec.LimitPrefixesPerNSG, Where: where, Use: int64(prefixes)}
 		}
 	}
-	nodes := int64(c.TargetNodes)
-	pods := c.PodNetworkAddresses(c.TargetNodes) - nodes
+	workers := c.WorkerVNets()
+	group := spec.LimitUse{Limit: &spec.LimitIPConfigsPerASG, Where: "no worker VNet"}
+	for _, w := range workers {
+		if int64(w.Nodes()) > group.Use {
+			i := slices.IndexFunc(c.Pools, func(p spec.Pool) bool { return p.Name == w.Pool.Name })
+			group = spec.LimitUse{Limit: &spec.LimitIPConfigsPerASG, Where: "nodes group of VNet " + w.Name, Use: int64(w.Nodes()),
+				Field: spec.PoolField(i, "maxNodes"), Fix: "a worker VNet takes at most as many nodes as its nodes group holds"}
+		}
+	}
+	// The control plane's VNet peers with every worker VNet and the hub: one more than any worker
+	// VNet, which peers with the others, the control plane's and at most the hub.
+	peerings := int64(len(workers) + 1)
 	disks := int64(c.EtcdMain.Members + c.EtcdEvents.Members) // etcd VMs boot from a managed disk
 	if !spec.HasLocalDisk(c.APIServer.VMSize) {
 		disks += int64(c.APIServer.Count)
 	}
-	vnet := "VNet " + c.Name
+	region := "subscription, " + c.Location
 	return []spec.LimitUse{
-		{Limit: &spec.LimitIPConfigsPerASG, Where: "application security group " + GroupPods, Use: max(nodes, pods), Field: "targetNodes",
-			Fix: "every pod's IP configuration is in one application security group: lower targetNodes or the pools' maxPods"},
-		{Limit: &spec.LimitPeeringsPerVNet, Where: vnet, Use: 1},
-		{Limit: &spec.LimitSubnetsPerVNet, Where: vnet, Use: int64(len(SubnetRoles))},
+		group,
+		{Limit: &spec.LimitPeeringsPerVNet, Where: "VNet " + c.Name + " (the control plane's)", Use: peerings},
+		{Limit: &spec.LimitSubnetsPerVNet, Where: "VNet " + c.Name + " (the control plane's)", Use: int64(len(ControlPlaneSubnets))},
 		mostRules, mostPrefixes,
 		{Limit: &spec.LimitRoutesPerTable, Where: "no route table: pod addresses are the VNet's own (L29)", Use: 0},
-		{Limit: &spec.LimitVNetsPerRegion, Where: "subscription, " + c.Location, Use: 1},
-		{Limit: &spec.LimitNSGsPerRegion, Where: "subscription, " + c.Location, Use: int64(len(SubnetRoles))},
-		{Limit: &spec.LimitManagedDisks, Where: "subscription, " + c.Location, Use: disks},
+		{Limit: &spec.LimitNSGsPerRegion, Where: region, Use: int64(len(ControlPlaneSubnets) + len(workers))},
+		{Limit: &spec.LimitManagedDisks, Where: region, Use: disks},
 	}
 }

@@ -1,6 +1,8 @@
 package azure
 
 import (
+	"fmt"
+
 	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
@@ -17,9 +19,8 @@ type WorkerPoolArgs struct {
 	// the pool.
 	Model             *spec.Cluster
 	ResourceGroupName pulumi.StringInput
-	SubnetID          pulumi.StringInput
-	// Groups are the node and pod application security groups (Network.GroupIDs).
-	Groups     map[string]pulumi.StringInput
+	// Network holds each scale set's worker VNet: its subnet and nodes group.
+	Network    *Network
 	IdentityID pulumi.StringInput
 	CustomData pulumi.StringInput
 	Login      Login
@@ -55,10 +56,14 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 			continue
 		}
 		vmss := set.AzureName
+		vnet, ok := c.VNetOf(set)
+		if !ok {
+			return nil, fmt.Errorf("scale set %s: pool %s has no worker VNet %d (Validate refuses this)", vmss, set.Pool.Name, set.VNet)
+		}
 		ss, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
 			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: pool.VMSize, ImageID: pool.Image,
 			Capacity: set.Nodes, NodeTemplateTags: machine.NodeTemplateTags(pool), IPConfigurations: pool.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
-			Groups: args.Groups, SubnetID: args.SubnetID,
+			NodeGroupID: args.Network.NodeGroupIDs[vnet.Name], SubnetID: args.Network.WorkerSubnetIDs[vnet.Name],
 			IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
 		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"}))
 		if err != nil {

@@ -206,12 +206,15 @@ func (r *Result) Summary(w io.Writer) {
 		fmt.Fprintf(w, "  L15 %s: %d balloon pods of %s CPU, %s memory at priority %d\n", p.Name, p.Nodes, req.Cpu(), req.Memory(), addons.BalloonPriorityValue)
 	}
 	fmt.Fprintf(w, "  L16 kube-scheduler from scheduler-plugins %s: Coscheduling + MostAllocated\n", c.Versions.SchedulerPlugins)
-	fmt.Fprintf(w, "  L20 %d parallel pulls × %d downloads per node; egress through %d NAT public IPs (%d SNAT ports each, %d per node at the peak)\n",
-		c.Kubelet.MaxParallelImagePulls, c.Kubelet.MaxConcurrentDownloads, c.NATPublicIPs(), spec.SNATPortsPerPublicIP, c.EgressPortsPerNode())
+	fmt.Fprintf(w, "  L20 %d parallel pulls × %d downloads per node; egress through each VNet's NAT gateway (%d SNAT ports a public IP, %d per node at the peak)\n",
+		c.Kubelet.MaxParallelImagePulls, c.Kubelet.MaxConcurrentDownloads, spec.SNATPortsPerPublicIP, c.EgressPortsPerNode())
 	fmt.Fprintf(w, "  L19 cluster-autoscaler: every scale set from 0 to its capacity, stops above %d%% unready\n", c.Autoscaler.MaxUnreadyPercentage)
 	cpus, memory := addons.PrometheusResources(c)
 	fmt.Fprintf(w, "  L34 Prometheus %d CPUs (GOMAXPROCS=%d), %s memory\n", cpus, cpus, memory.String())
-	fmt.Fprintf(w, "  L30 node subnet %s for %d nodes x (%d pods + 1)\n", c.Network.NodeSubnet, c.TargetNodes, c.Kubelet.MaxPods)
+	for _, v := range c.WorkerVNets() {
+		fmt.Fprintf(w, "  L30 worker VNet %s %s: %d nodes x (%d pods + 1) at full size, %d NAT public IPs\n",
+			v.Name, v.Prefix, v.Nodes(), v.Pool.MaxPods, c.NATPublicIPs(v.Nodes()))
+	}
 	Headroom(w, c)
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,14 +141,20 @@ func TestTopology(t *testing.T) {
 			if pools == nil {
 				t.Error("apiserver scale set is not behind the load balancer")
 			}
-			// The NAT gateway's public IPs hold every node's peak egress (spec.NATPublicIPs).
-			natIPs := byType(r, "azure-native:network:PublicIPAddress")
-			if len(natIPs) != c.NATPublicIPs() || len(natIPs) > spec.MaxNATPublicIPs ||
-				int64(len(natIPs))*spec.SNATPortsPerPublicIP < int64(c.TargetNodes)*int64(c.EgressPortsPerNode()) {
-				t.Errorf("%d NAT public IPs for %d nodes × %d ports", len(natIPs), c.TargetNodes, c.EgressPortsPerNode())
+			// Each VNet's NAT gateway holds its machines' peak egress: 64,512 ports a public IP.
+			nats := byType(r, "azure-native:network:NatGateway")
+			if len(nats) != 1+len(c.WorkerVNets()) {
+				t.Errorf("%d NAT gateways, want one for each of %d VNets", len(nats), 1+len(c.WorkerVNets()))
 			}
-			if nats := byType(r, "azure-native:network:NatGateway"); len(nats) != 1 || len(field(nats[0].Inputs, "publicIpAddresses").([]any)) != len(natIPs) {
-				t.Errorf("the NAT gateway does not use its %d public IPs", len(natIPs))
+			for _, w := range c.WorkerVNets() {
+				for _, nat := range nats {
+					if strings.Contains(nat.Name, w.Name+"-nat") {
+						ips := len(field(nat.Inputs, "publicIpAddresses").([]any))
+						if ips > spec.MaxNATPublicIPs || int64(ips)*spec.SNATPortsPerPublicIP < int64(w.Nodes())*int64(c.EgressPortsPerNode()) {
+							t.Errorf("%s: %d public IPs for %d nodes × %d ports", nat.Name, ips, w.Nodes(), c.EgressPortsPerNode())
+						}
+					}
+				}
 			}
 			lbs := byType(r, "azure-native:network:LoadBalancer")
 			if len(lbs) != 1 || field(lbs[0].Inputs, "probes").([]any)[0].(map[string]any)["requestPath"] != spec.APIServerProbePath {
@@ -184,16 +191,84 @@ func TestTopology(t *testing.T) {
 				}
 			}
 
-			peerings := byType(r, "azure-native:network:VirtualNetworkPeering")
-			if len(peerings) != 2 {
-				t.Fatalf("%d peerings, want 2 (spoke<->hub only, L31)", len(peerings))
-			}
-			toHub := field(peerings[1].Inputs, "remoteVirtualNetwork", "id")
-			if toHub != c.Network.Hub.VNetID {
-				t.Errorf("spoke peers with %v, want only the hub", toHub)
-			}
+			checkVNets(t, r)
 		})
 	}
+}
+
+// checkVNets: the control plane's VNet and every worker VNet, each worker VNet one subnet of its
+// whole prefix holding exactly its scale sets' NICs, every pair of them peered both ways, the hub
+// with the control plane's and (when it reaches them) the workers', and nothing else peered (L31).
+func checkVNets(t *testing.T, r *Result) {
+	t.Helper()
+	c := r.Cluster
+	vnetByID, prefixOf := map[string]string{}, map[string]string{}
+	for _, v := range byType(r, "azure-native:network:VirtualNetwork") {
+		prefixes := field(v.Inputs, "addressSpace", "addressPrefixes").([]any)
+		vnetByID[v.Name], prefixOf[v.Name] = prefixes[0].(string), prefixes[0].(string)
+	}
+	want := append([]string{c.Network.AddressSpace}, c.NodeSubnets()...)
+	if got := slices.Sorted(maps.Values(prefixOf)); !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+		t.Errorf("VNets %v, want the control plane's and every pool's %v", got, want)
+	}
+	subnetPrefix := map[string]string{}
+	for _, s := range byType(r, "azure-native:network:Subnet") {
+		subnetPrefix[s.Name] = s.Inputs["addressPrefix"].(string)
+	}
+	for _, s := range byType(r, "azure-native:compute:VirtualMachineScaleSet") {
+		set, ok := scaleSetOf(c, s.Inputs["vmScaleSetName"].(string))
+		if !ok {
+			continue // the apiservers'
+		}
+		w, _ := c.VNetOf(set)
+		for _, ip := range field(s.Inputs, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations").([]any)[0].(map[string]any)["ipConfigurations"].([]any) {
+			id := field(ip, "subnet", "id").(string)
+			if got := subnetPrefix[id[strings.LastIndex(id, "/")+1:]]; got != w.Prefix {
+				t.Fatalf("%s: a NIC in subnet %s, want its VNet %s's %s", set.AzureName, got, w.Name, w.Prefix)
+			}
+		}
+	}
+	// Peerings as pairs of prefixes (the hub by its id).
+	peered := map[[2]string]bool{}
+	for _, p := range byType(r, "azure-native:network:VirtualNetworkPeering") {
+		local := prefixOf[p.Inputs["virtualNetworkName"].(string)]
+		if p.Inputs["virtualNetworkName"] == c.HubVNet().Names[0] {
+			local = "hub"
+		}
+		remoteID := field(p.Inputs, "remoteVirtualNetwork", "id").(string)
+		remote := vnetByID[remoteID[strings.LastIndex(remoteID, "/")+1:]]
+		if remoteID == c.Network.Hub.VNetID {
+			remote = "hub"
+		}
+		if local == "" || remote == "" {
+			t.Errorf("peering %s joins %q and %q: not this cluster's VNets or the hub", p.Name, local, remote)
+		}
+		peered[[2]string{local, remote}] = true
+	}
+	wantPeered := map[[2]string]bool{}
+	pair := func(a, b string) { wantPeered[[2]string{a, b}], wantPeered[[2]string{b, a}] = true, true }
+	pair(c.Network.AddressSpace, "hub")
+	for i, w := range want[1:] {
+		pair(w, c.Network.AddressSpace)
+		for _, o := range want[1 : i+1] {
+			pair(w, o)
+		}
+		if c.ReachWorkers() {
+			pair(w, "hub")
+		}
+	}
+	if !maps.Equal(peered, wantPeered) {
+		t.Errorf("peerings %v, want %v", peered, wantPeered)
+	}
+}
+
+func scaleSetOf(c *spec.Cluster, name string) (spec.ScaleSet, bool) {
+	for _, s := range c.ScaleSets() {
+		if s.AzureName == name {
+			return s, true
+		}
+	}
+	return spec.ScaleSet{}, false
 }
 
 // The main etcd's backups go to one private account: no public network, no shared keys, versions
@@ -261,17 +336,17 @@ func mockID(res Resource) string {
 }
 
 // The security rules reach Azure as the policy says (infra/azure judges the policy itself):
-// every rule with its address sources or its application security groups, and every worker NIC's
-// primary IP configuration in the node group, its pod IP configurations in the pod group.
+// every rule with its address sources or its VNet's nodes group, and every worker NIC's primary
+// IP configuration in its VNet's nodes group, its pod IP configurations in none.
 func TestSecurityGroupsReachAzure(t *testing.T) {
 	r := planAll(t)["prod-7500"]
-	asg := map[string]string{} // group name -> mocked id
+	network := r.Cluster.Name + "-network-"
+	asg := map[string]string{} // worker VNet name -> its nodes group's mocked id
 	for _, g := range byType(r, "azure-native:network:ApplicationSecurityGroup") {
-		name := strings.TrimSuffix(strings.TrimPrefix(g.Name, r.Cluster.Name+"-network-"), "-asg")
-		asg[name] = fmt.Sprintf("/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/%s/providers/%s/%s", r.Cluster.Name, g.Type, g.Name)
+		asg[strings.TrimSuffix(strings.TrimPrefix(g.Name, network), "-"+azure.GroupNodes+"-asg")] = mockID(g)
 	}
-	if len(asg) != len(azure.Groups) {
-		t.Fatalf("application security groups %v, want %v", asg, azure.Groups)
+	if len(asg) != len(r.Cluster.WorkerVNets()) {
+		t.Fatalf("application security groups %v, want one a worker VNet", asg)
 	}
 	ids := func(v any) []string {
 		var out []string
@@ -280,17 +355,17 @@ func TestSecurityGroupsReachAzure(t *testing.T) {
 		}
 		return out
 	}
-	groupIDs := func(names []string) []string {
-		var out []string
-		for _, n := range names {
-			out = append(out, asg[n])
-		}
-		return out
-	}
 	policy := azure.InboundRules(r.Cluster)
 	for _, nsg := range byType(r, "azure-native:network:NetworkSecurityGroup") {
-		got := asList(field(nsg.Inputs, "securityRules"))
-		want := policy[role(nsg)]
+		key := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(nsg.Name, network), "-nsg"), "-"+azure.SubnetNodes)
+		groupIDs := func(names []string) []string {
+			var out []string
+			for range names { // GroupNodes: the NSG's own VNet's
+				out = append(out, asg[key])
+			}
+			return out
+		}
+		got, want := asList(field(nsg.Inputs, "securityRules")), policy[key]
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d rules, want %d", nsg.Name, len(got), len(want))
 		}
@@ -306,17 +381,19 @@ func TestSecurityGroupsReachAzure(t *testing.T) {
 		}
 	}
 	for _, s := range byType(r, "azure-native:compute:VirtualMachineScaleSet") {
-		if !strings.HasPrefix(role(s), "worker-") {
+		set, ok := scaleSetOf(r.Cluster, s.Inputs["vmScaleSetName"].(string))
+		if !ok {
 			continue
 		}
+		w, _ := r.Cluster.VNetOf(set)
 		ips := asList(field(s.Inputs, "virtualMachineProfile", "networkProfile", "networkInterfaceConfigurations").([]any)[0].(map[string]any)["ipConfigurations"])
 		for i, ip := range ips {
-			want := asg[azure.GroupPods]
+			var want []string
 			if i == 0 {
-				want = asg[azure.GroupNodes]
+				want = []string{asg[w.Name]}
 			}
-			if got := ids(ip.(map[string]any)["applicationSecurityGroups"]); !slices.Equal(got, []string{want}) {
-				t.Fatalf("%s IP configuration %d is in %v, want %s", s.Name, i, got, want)
+			if got := ids(ip.(map[string]any)["applicationSecurityGroups"]); !slices.Equal(got, want) {
+				t.Fatalf("%s IP configuration %d is in %v, want %v", s.Name, i, got, want)
 			}
 		}
 	}
@@ -575,8 +652,8 @@ func TestResourceCountIndependentOfNodes(t *testing.T) {
 		t.Errorf("19x the nodes gave %d resources, want %d", len(r.Resources), len(base.Resources))
 	}
 	// Beyond each scale set and the autoscaler's, remediation's and the CSR approver's grants on it
-	// (100 instances a set for InfiniBand pools), the count is the cluster's.
-	if others := len(base.Resources) - 4*len(byType(base, "azure-native:compute:VirtualMachineScaleSet")); others > base.Cluster.TargetNodes/40 {
+	// (100 instances a set for InfiniBand pools), the count is the cluster's and its VNets'.
+	if others := len(base.Resources) - 4*len(byType(base, "azure-native:compute:VirtualMachineScaleSet")); others > base.Cluster.TargetNodes/25 {
 		t.Errorf("prod-10k plans %d resources besides its scale sets; a 10,000-node cluster should need far fewer than one per node", others)
 	}
 }

@@ -118,7 +118,7 @@ func TestKubeletServingCertificatesNeedTheNodesIdentity(t *testing.T) {
 		t.Fatalf("nodes: %v", err)
 	}
 	node := nodes.Items[0].Name
-	subnet := netip.MustParsePrefix(framework.Running.Cluster.Network.NodeSubnet)
+	subnet := netip.MustParsePrefix(framework.Running.Cluster.NodeSubnets()[0])
 	own, other := subnet.Addr().Next().Next().Next().Next(), subnet.Addr().Next().Next().Next().Next().Next()
 	// As the kubelet would register it: its InternalIP inside the node subnet.
 	patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":%q},{"type":"Hostname","address":%q}]}}`, own, node)

@@ -134,24 +134,23 @@ func placeMachines(c *spec.Cluster) ([]*Machine, error) {
 			return nil, err
 		}
 	}
-	next := addrAdd(netip.MustParsePrefix(c.Network.NodeSubnet).Masked().Addr(), 4) // Azure keeps .0-.3
-	for _, s := range c.ScaleSets() {
-		for i := range s.Nodes {
-			if err := add(instance(s.AzureName, i), spec.WorkerRole(s.Pool.Name), next.String(), c.Network.NodeSubnet, s.Zones[i%len(s.Zones)]); err != nil {
-				return nil, err
+	for _, w := range c.WorkerVNets() {
+		next := addrAdd(netip.MustParsePrefix(w.Prefix).Masked().Addr(), 4) // Azure keeps .0-.3
+		first := len(out)
+		for _, s := range w.ScaleSets {
+			for i := range s.Nodes {
+				if err := add(instance(s.AzureName, i), spec.WorkerRole(s.Pool.Name), next.String(), w.Prefix, s.Zones[i%len(s.Zones)]); err != nil {
+					return nil, err
+				}
+				next = next.Next()
 			}
-			next = next.Next()
 		}
-	}
-	// Each worker NIC's secondary IPs follow every primary address, its pool's maxPods apiece.
-	for _, m := range out {
-		pool, ok := c.PoolOfRole(m.Role)
-		if !ok {
-			continue
-		}
-		for range pool.MaxPods {
-			m.PodIPs = append(m.PodIPs, next.String())
-			next = next.Next()
+		// Each worker NIC's secondary IPs follow its VNet's primary addresses, maxPods apiece.
+		for _, m := range out[first:] {
+			for range w.Pool.MaxPods {
+				m.PodIPs = append(m.PodIPs, next.String())
+				next = next.Next()
+			}
 		}
 	}
 	return out, nil
@@ -264,7 +263,7 @@ func (b *Booted) prepare() error {
 			return fmt.Errorf("boot: %w (run `make plan STACK=%s` first)", err, b.opts.Stack)
 		}
 	}
-	for _, sub := range []string{b.Cluster.Network.ControlPlaneSubnet, b.Cluster.Network.EtcdSubnet, b.Cluster.Network.NodeSubnet} {
+	for _, sub := range append([]string{b.Cluster.Network.ControlPlaneSubnet, b.Cluster.Network.EtcdSubnet}, b.Cluster.NodeSubnets()...) {
 		p := netip.MustParsePrefix(sub).Masked()
 		b.net.Gateways = append(b.net.Gateways, netip.PrefixFrom(p.Addr().Next(), p.Bits()))
 	}

@@ -32,10 +32,10 @@ const (
 	entraCADir       = "/etc/clusterforge-standin"
 )
 
-// entraHost is where Entra ID's stand-in (deviation "Entra ID") listens: in the hub, on the node
-// subnet's gateway address, which pods reach through their node as any address outside the cluster.
+// entraHost is where Entra ID's stand-in (deviation "Entra ID") listens: in the hub, on the first
+// worker VNet's gateway address, which pods reach through their node as any address outside the cluster.
 func (b *Booted) entraHost() string {
-	return netip.MustParsePrefix(b.Cluster.Network.NodeSubnet).Masked().Addr().Next().String()
+	return netip.MustParsePrefix(b.Cluster.NodeSubnets()[0]).Masked().Addr().Next().String()
 }
 
 // AuthorityHost is where the workloads' Azure SDKs sign in: the stand-in.

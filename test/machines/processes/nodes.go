@@ -120,7 +120,8 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 		// KWOK's status heartbeats come about a minute apart, past the node controller's grace,
 		// and every node flaps NotReady, which marks its pods unready for good.
 		"--node-lease-duration-seconds=40",
-		"--cidr=" + r.Cluster.Network.NodeSubnet,
+		// KWOK's pods take addresses of one range: the first pool's first worker VNet (deviation "addresses").
+		"--cidr=" + r.Cluster.NodeSubnets()[0],
 	}
 	proc, err := machines.StartProcess(argv, os.Environ(), r.Dir, filepath.Join(r.LogDir(), "kwok.log"))
 	if err != nil {
