@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/test/drills"
 )
 
@@ -58,10 +57,11 @@ func freePodSlots(b *testing.B) int {
 	}
 	free := 0
 	for _, m := range booted.Machines {
-		if m.Image != machine.ImageWorker {
+		pool, ok := booted.Cluster.PoolOfRole(m.Role)
+		if !ok {
 			continue
 		}
-		free += booted.Cluster.Kubelet.MaxPods
+		free += pool.MaxPods
 		for _, p := range pods.Items {
 			if p.Spec.NodeName == m.Name {
 				free--
