@@ -164,5 +164,5 @@ bench-etcd-backup: ## Benchmark etcd snapshot, upload and restore times and size
 bench: ## Benchmark planning the 10,000-node stack
 	$(GO) test -run '^$$' -bench PlanProd10k -benchtime 5x -count 5 ./infra/offline
 
-golden: ## Rewrite the golden user-data files after an intended change (review the diff)
+golden: ## Rewrite the golden user-data files and headroom tables after an intended change (review the diff)
 	$(GO) test ./infra/offline -run Golden -update
