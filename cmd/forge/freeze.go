@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -18,7 +16,7 @@ func freeze(dir, stack string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	siblings, err := loadSiblings(dir, stack)
+	siblings, err := spec.LoadSiblings(dir, stack)
 	if err != nil {
 		return err
 	}
@@ -44,26 +42,4 @@ func freeze(dir, stack string, out io.Writer) error {
 	fmt.Fprintf(out, "froze %s: address space %s, etcd %s, apiserver %s, for %d nodes; review and commit it\n",
 		path, c.Network.AddressSpace, c.EtcdMain.VMSize, c.APIServer.VMSize, c.TargetNodes)
 	return nil
-}
-
-// loadSiblings reads every other stack file of dir; one that does not load is an error, since
-// its address space cannot be checked.
-func loadSiblings(dir, stack string) ([]*spec.Cluster, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "Pulumi.*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	var out []*spec.Cluster
-	for _, f := range files {
-		name := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml")
-		if name == stack {
-			continue
-		}
-		c, err := spec.LoadStack(f)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, nil
 }

@@ -59,8 +59,8 @@ var edits = []struct {
 	class Class
 	roles []string
 }{
-	{"kubernetes patch", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.34.3" }, Roll, []string{"apiserver", "worker-cpu", "worker-gpu"}},
-	{"kubernetes minor", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.35.0" }, Roll, []string{"apiserver", "worker-cpu", "worker-gpu"}},
+	{"kubernetes patch", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.34.3" }, Roll, []string{"apiserver", "worker-cpu", "worker-gpu", "worker-cpu2"}},
+	{"kubernetes minor", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.35.0" }, Roll, []string{"apiserver", "worker-cpu", "worker-gpu", "worker-cpu2"}},
 	{"kubernetes two minors", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.36.0" }, Refused, nil},
 	{"kubernetes downgrade", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.33.4" }, Refused, nil},
 	{"etcd patch", func(c *spec.Cluster) { c.Versions.Etcd = "v3.6.5" }, Roll, []string{"etcd-events", "etcd-main"}},
@@ -75,9 +75,12 @@ var edits = []struct {
 	{"apiserver count", func(c *spec.Cluster) { c.APIServer.Count++ }, InPlace, nil},
 	{"scheduler plugins", func(c *spec.Cluster) { c.Versions.SchedulerPlugins = "v0.33.6" }, Roll, []string{"apiserver"}},
 	{"max pods", func(c *spec.Cluster) { // every pool's default; 31 keeps two scale sets a VNet
-		c.Kubelet.MaxPods, c.Pools[0].MaxPods, c.Pools[1].MaxPods = 31, 31, 31
-	}, Roll, []string{"worker-cpu", "worker-gpu"}},
-	{"pause image", func(c *spec.Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10.2" }, Roll, []string{"worker-cpu", "worker-gpu"}},
+		c.Kubelet.MaxPods = 31
+		for i := range c.Pools {
+			c.Pools[i].MaxPods = 31
+		}
+	}, Roll, []string{"worker-cpu", "worker-gpu", "worker-cpu2"}},
+	{"pause image", func(c *spec.Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10.2" }, Roll, []string{"worker-cpu", "worker-gpu", "worker-cpu2"}},
 	{"pool label", func(c *spec.Cluster) { c.Pools[0].Labels["team"] = "infra" }, Roll, []string{"worker-cpu"}},
 	{"pool taint", func(c *spec.Cluster) { c.Pools[0].Taints = nil }, Roll, []string{"worker-cpu"}},
 	{"pool image", func(c *spec.Cluster) { c.Pools[1].Image += "1" }, Roll, []string{"worker-gpu"}},

@@ -44,7 +44,7 @@ func TestCanaryMovesTheFleetsModelsOnlyOncePassed(t *testing.T) {
 		after     [][]string // every move after it
 	}{
 		{"a failed canary", nil, failed, []string{"cpu"}, [][]string{nil}},
-		{"a passed canary", nil, nil, []string{"cpu"}, [][]string{{"cpu", "gpu"}}},
+		{"a passed canary", nil, nil, []string{"cpu"}, [][]string{{"cpu", "gpu", "cpu2"}}},
 		{"a failed canary of a resumed roll keeps the pool it rolled", []string{"gpu-0", "gpu-1"}, failed, []string{"gpu", "cpu"}, [][]string{{"gpu"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -181,11 +181,24 @@ func (u LimitUse) Share() float64 { return float64(u.Use) / float64(u.Limit.Valu
 // Over reports a use past the limit.
 func (u LimitUse) Over() bool { return u.Use > u.Limit.Value }
 
+func (u LimitUse) problem() string {
+	return fmt.Sprintf("%s at full size: %d, over Azure's %s of %d", u.Where, u.Use, u.Limit.Name, u.Limit.Value)
+}
+
+// Refusal is what a plan over a hard limit stops with, naming the field and the fix where one
+// field moves the use.
+func (u LimitUse) Refusal() error {
+	if u.Field == "" {
+		return fmt.Errorf("%s", u.problem())
+	}
+	return &FieldError{Field: u.Field, Problem: u.problem(), Fix: u.Fix}
+}
+
 // PoolField is the path of a field of pools[i].
 func PoolField(i int, field string) string { return fmt.Sprintf("pools[%d].%s", i, field) }
 
-// worst keeps, of several instances of one limit, the one closest to it.
-func worst(uses ...LimitUse) LimitUse {
+// Worst keeps, of several instances of one limit, the one closest to it: the first of equals.
+func Worst(uses ...LimitUse) LimitUse {
 	return slices.MaxFunc(uses, func(a, b LimitUse) int { return int(a.Use - b.Use) })
 }
 
@@ -200,17 +213,52 @@ func (c *Cluster) machineCount() int64 { return int64(c.TargetNodes) + int64(c.C
 // controlPlaneAddresses are the control plane's machines and the load balancer's front end.
 func (c *Cluster) controlPlaneAddresses() int64 { return int64(c.ControlPlaneMachines()) + 1 }
 
+// HubGroup is the use of the peered-group limit by the cluster's hub at full size: the hub's own
+// addresses in use (the largest any stack on it gives) and the VNets peered with it of this cluster
+// and of every other on the same hub. Each may plan within its own group while together they pass
+// the hub's.
+func (c *Cluster) HubGroup(others []*Cluster) LimitUse {
+	inUse, use, names := c.Network.Hub.AddressesInUse, c.hubPeeredAddresses(), []string{c.Name}
+	for _, o := range others {
+		if c.sharesHubWith(o) {
+			inUse, use, names = max(inUse, o.Network.Hub.AddressesInUse), use+o.hubPeeredAddresses(), append(names, o.Name)
+		}
+	}
+	slices.Sort(names)
+	hub := c.HubVNet()
+	return LimitUse{Limit: &LimitPrivateIPsPerPeeredGroup, Use: use + int64(inUse), Field: "network.hub.vnetId",
+		Where: fmt.Sprintf("the hub %s/%s: its addresses in use and the VNets of %s peered with it", hub.ResourceGroup, hub.Names[0], strings.Join(names, ", ")),
+		Fix:   "give a large cluster a hub of its own, or set network.hub.reachWorkers: false to peer only its control plane's VNet with the hub (docs/design/pod-network.md)"}
+}
+
+// hubPeeredAddresses are the addresses, at full size, of the cluster's VNets peered with its hub:
+// the control plane's, and the worker VNets' when they reach it.
+func (c *Cluster) hubPeeredAddresses() int64 {
+	if c.ReachWorkers() {
+		return c.vnetAddresses()
+	}
+	return c.controlPlaneAddresses()
+}
+
+// vnetAddresses are the addresses, at full size, of every VNet of the cluster.
+func (c *Cluster) vnetAddresses() int64 {
+	n := c.controlPlaneAddresses()
+	for _, w := range c.WorkerVNets() {
+		n += w.Addresses()
+	}
+	return n
+}
+
 // LimitUses is the stack's use of every limit its own fields decide, one row per limit: the
 // instance closest to it. The Azure program adds the rows its design decides (azure.LimitUses).
 func (c *Cluster) LimitUses() []LimitUse {
 	// A worker VNet's peered group is every VNet of the cluster, and the hub when it reaches them.
-	group := c.controlPlaneAddresses()
+	group := c.vnetAddresses()
 	vnetUse := LimitUse{Limit: &LimitPrivateIPsPerVNet, Where: "VNet " + c.Name, Use: c.controlPlaneAddresses()}
 	nic := LimitUse{Limit: &LimitIPConfigsPerNIC, Where: "no worker NIC"}
 	natIPs := int64(c.NATPublicIPs(c.ControlPlaneMachines()))
 	nat := LimitUse{Limit: &LimitNATPublicIPs, Where: "NAT gateway of VNet " + c.Name, Use: natIPs}
 	for _, w := range c.WorkerVNets() {
-		group += w.Addresses()
 		if w.Addresses() > vnetUse.Use {
 			vnetUse = LimitUse{Limit: &LimitPrivateIPsPerVNet, Where: "VNet " + w.Name, Use: w.Addresses(), Field: PoolField(w.PoolIndex, "maxPods"),
 				Fix: "a worker VNet holds its scale sets at full size: lower the pool's maxPods"}
@@ -263,7 +311,7 @@ func (c *Cluster) LimitUses() []LimitUse {
 		if len(in) == 0 {
 			in = append(in, LimitUse{Limit: limit, Where: "no scale set of this kind"})
 		}
-		uses = append(uses, worst(in...))
+		uses = append(uses, Worst(in...))
 	}
 	batches := []LimitUse{{Limit: &LimitScaleSetVMUpdates, Where: "no pool"}}
 	for i, p := range c.Pools {
@@ -273,17 +321,17 @@ func (c *Cluster) LimitUses() []LimitUse {
 	}
 	deletes := LimitUse{Limit: &LimitScaleSetVMDeletes, Where: "cluster-autoscaler's scale-down", Use: int64(c.Autoscaler.MaxScaleDownParallelism),
 		Field: "autoscaler.maxScaleDownParallelism", Fix: "deletes past the bucket wait for its refill: lower autoscaler.maxScaleDownParallelism"}
-	return append(uses, worst(batches...), deletes)
+	return append(uses, Worst(batches...), deletes)
 }
 
 // validateLimits refuses a stack over one of Azure's hard limits at full size: it could not
 // reach its size, and would find out at scale-up time.
 func (c *Cluster) validateLimits(v *validator) {
 	v.between("network.hub.addressesInUse", int64(c.Network.Hub.AddressesInUse), 0, LimitPrivateIPsPerPeeredGroup.Value,
-		"the hub's own addresses and its other peers', counted in one peered group's limit")
+		"the hub's own addresses and its peers' that no stack beside this one describes, counted in one peered group's limit")
 	for _, u := range c.LimitUses() {
 		if u.Over() && u.Limit.Kind == Hard {
-			v.fail(u.Field, u.Fix, "%s at full size: %d, over Azure's %s of %d", u.Where, u.Use, u.Limit.Name, u.Limit.Value)
+			v.fail(u.Field, u.Fix, "%s", u.problem())
 		}
 	}
 }

@@ -70,7 +70,7 @@ func Freeze(stackYAML []byte, siblings []*Cluster) ([]byte, error) {
 	taken := c.outsideTaken()
 	for _, s := range siblings {
 		// An unfrozen sibling's derived blocks are not its own yet: they move when it is frozen.
-		if s.Name != c.Name && strings.EqualFold(s.Network.Hub.VNetID, c.Network.Hub.VNetID) {
+		if c.sharesHubWith(s) {
 			taken = append(taken, s.givenPrefixes()...)
 		}
 	}
@@ -165,12 +165,21 @@ func overlapsAny(p netip.Prefix, others []netip.Prefix) bool {
 	return false
 }
 
-// CheckSharedHub refuses a cluster whose VNets overlap another cluster's peered with the same
-// hub: Azure refuses the second peering, so the apply would stop halfway.
-func CheckSharedHub(c *Cluster, others []*Cluster) error {
+// sharesHubWith reports whether o is another cluster peered with c's hub.
+func (c *Cluster) sharesHubWith(o *Cluster) bool {
+	return o.Name != c.Name && strings.EqualFold(o.Network.Hub.VNetID, c.Network.Hub.VNetID)
+}
+
+// CheckHub refuses a cluster whose VNets overlap another cluster's peered with the same hub (Azure
+// refuses the second peering, so the apply would stop halfway), or that takes the hub's peered
+// group past Azure's limit (HubGroup).
+func CheckHub(c *Cluster, others []*Cluster) error {
+	if hub := c.HubGroup(others); hub.Over() {
+		return hub.Refusal()
+	}
 	var clashes []string
 	for _, o := range others {
-		if o.Name == c.Name || !strings.EqualFold(o.Network.Hub.VNetID, c.Network.Hub.VNetID) {
+		if !c.sharesHubWith(o) {
 			continue
 		}
 		for _, own := range c.vnetPrefixes() {

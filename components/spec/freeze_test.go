@@ -89,18 +89,18 @@ func TestFrozenSizesSurviveGrowth(t *testing.T) {
 	}
 }
 
-// Stacks peered with one hub get disjoint address plans; CheckSharedHub refuses overlap.
+// Stacks peered with one hub get disjoint address plans; CheckHub refuses overlap.
 func TestFreezeGivesEachClusterItsOwnBlock(t *testing.T) {
 	_, dev := freezeStack(t, "dev")
 	onDevsHub := func(s string) string {
 		return regexp.MustCompile(`vnetId: \S+`).ReplaceAllString(s, "vnetId: "+dev.Network.Hub.VNetID)
 	}
 	_, big := freezeEdited(t, "prod-2500", onDevsHub, dev)
-	if err := CheckSharedHub(big, []*Cluster{dev}); err != nil {
+	if err := CheckHub(big, []*Cluster{dev}); err != nil {
 		t.Fatal(err)
 	}
 	_, clash := freezeEdited(t, "prod-2500", onDevsHub)
-	err := CheckSharedHub(clash, []*Cluster{dev, big})
+	err := CheckHub(clash, []*Cluster{dev, big})
 	if err == nil || !strings.Contains(err.Error(), "network.addressSpace") || !strings.Contains(err.Error(), "cf-dev's 10.0.0.0/23") {
 		t.Fatalf("two clusters on 10.0.0.0 behind one hub: %v", err)
 	}

@@ -41,6 +41,27 @@ func LoadStack(path string) (*Cluster, error) {
 	return c, nil
 }
 
+// LoadSiblings loads every stack file of dir (StackDir) but stack's own; one that does not load is
+// an error, since no check across the stacks may leave one out.
+func LoadSiblings(dir, stack string) ([]*Cluster, error) {
+	files, err := filepath.Glob(StackFile(dir, "*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*Cluster
+	for _, f := range files {
+		if f == StackFile(dir, stack) {
+			continue
+		}
+		c, err := LoadStack(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
 func readStackFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {

@@ -237,6 +237,9 @@ func (c *Cluster) NodeSubnets() []string {
 	return out
 }
 
+// ControlPlaneVNetName is the name the control plane's VNet goes by beside the worker VNets'.
+func (c *Cluster) ControlPlaneVNetName() string { return c.Name + "-control-plane" }
+
 // ReachWorkers reports whether the worker VNets peer with the hub (Hub.ReachWorkers).
 func (c *Cluster) ReachWorkers() bool {
 	return c.Network.Hub.ReachWorkers == nil || *c.Network.Hub.ReachWorkers

@@ -159,8 +159,9 @@ type Hub struct {
 	// ReachWorkers peers the worker VNets with the hub too, so researchers reach nodes and pods by
 	// address (L31); false peers only the control plane's VNet. Default true.
 	ReachWorkers *bool `yaml:"reachWorkers"`
-	// AddressesInUse are the private addresses in use in the hub and in the other VNets peered with
-	// it: they count in the same 128,000 as the cluster's own (docs/design/pod-network.md). Default 0.
+	// AddressesInUse are the private addresses in use in the hub and in the VNets peered with it
+	// that no stack beside this one describes (`make plan` counts those stacks' own): they count in
+	// the same 128,000 as the cluster's (docs/design/pod-network.md). Default 0.
 	AddressesInUse int `yaml:"addressesInUse"`
 }
 

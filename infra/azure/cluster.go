@@ -3,7 +3,6 @@ package azure
 import (
 	"cmp"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"time"
 
@@ -77,7 +76,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	// The stack's own limits are Validate's; these are the design's, refused before anything is made.
 	for _, u := range LimitUses(args.Cluster) {
 		if u.Over() && u.Limit.Kind == spec.Hard {
-			return nil, fmt.Errorf("%s at full size: %d, over Azure's %s of %d", u.Where, u.Use, u.Limit.Name, u.Limit.Value)
+			return nil, u.Refusal()
 		}
 	}
 	comp := &Cluster{Pools: map[string]PoolCapacity{}, ClientIDs: map[string]pulumi.StringOutput{}}

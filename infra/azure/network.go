@@ -248,7 +248,7 @@ func NewNetwork(ctx *pulumi.Context, name string, args *NetworkArgs, opts ...pul
 		comp.WorkerSubnetIDs[w.Name], comp.NodeGroupIDs[w.Name] = subnet.ID(), asg.ID()
 		// Pod to pod and kubelet to API everywhere: the control plane's VNet and every earlier
 		// worker VNet, both ways.
-		if err := b.peer(name+"-"+w.Name+"-cp", vnet, cpVNet, w.Name, c.Name+"-control-plane"); err != nil {
+		if err := b.peer(name+"-"+w.Name+"-cp", vnet, cpVNet, w.Name, c.ControlPlaneVNetName()); err != nil {
 			return nil, err
 		}
 		for _, o := range workers {

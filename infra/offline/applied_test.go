@@ -125,7 +125,7 @@ func TestRollChangesNeedTheRoll(t *testing.T) {
 
 // An in-place change needs no roll; a refused one is refused even inside a roll.
 func TestInPlaceAppliesRefusedNever(t *testing.T) {
-	path, prev := editedDev(t, "maxNodes: 10\n", "maxNodes: 9\n")
+	path, prev := editedDev(t, "maxNodes: 5\n", "maxNodes: 4\n")
 	if _, err := RunAfter("edited", path, nil, prev); err != nil {
 		t.Fatalf("an in-place change: %v", err)
 	}

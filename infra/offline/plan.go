@@ -36,6 +36,8 @@ type Result struct {
 	UserData map[string]string
 	// Kubeconfigs maps each Kubernetes provider to the kubeconfig it was given.
 	Kubeconfigs map[string]string
+	// HubGroup is the peered group of the stack's hub, with every stack beside it on that hub.
+	HubGroup spec.LimitUse
 }
 
 // Run plans a stack from its stack file (stacks/Pulumi.<stack>.yaml). With a bundle, the
@@ -49,6 +51,14 @@ func Run(stack, stackFile string, bundle *pki.Bundle) (*Result, error) {
 func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous) (*Result, error) {
 	cluster, err := spec.LoadStack(stackFile)
 	if err != nil {
+		return nil, err
+	}
+	// The clusters beside this one on its hub count in the hub's peered group.
+	siblings, err := spec.LoadSiblings(filepath.Dir(stackFile), stack)
+	if err != nil {
+		return nil, err
+	}
+	if err := spec.CheckHub(cluster, siblings); err != nil {
 		return nil, err
 	}
 	data, err := os.ReadFile(stackFile)
@@ -78,7 +88,7 @@ func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous
 		a, b := rec.resources[i], rec.resources[j]
 		return a.Type < b.Type || a.Type == b.Type && a.Name < b.Name
 	})
-	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData, Kubeconfigs: rec.kubeconfigs}, nil
+	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData, Kubeconfigs: rec.kubeconfigs, HubGroup: cluster.HubGroup(siblings)}, nil
 }
 
 // WriteStack plans a stack with a real PKI, as `make plan` does: the PKI kept in
@@ -215,19 +225,20 @@ func (r *Result) Summary(w io.Writer) {
 		fmt.Fprintf(w, "  L30 worker VNet %s %s: %d nodes x (%d pods + 1) at full size, %d NAT public IPs\n",
 			v.Name, v.Prefix, v.Nodes(), v.Pool.MaxPods, c.NATPublicIPs(v.Nodes()))
 	}
-	Headroom(w, c)
+	r.Headroom(w)
 }
 
-// LimitUses is every Azure limit's use by the cluster at full size, in the order of spec.Limits.
-func LimitUses(c *spec.Cluster) []spec.LimitUse {
-	byLimit := map[*spec.Limit]spec.LimitUse{}
-	for _, u := range append(c.LimitUses(), azure.LimitUses(c)...) {
-		byLimit[u.Limit] = u
+// LimitUses is every Azure limit's use by the cluster at full size, in the order of spec.Limits:
+// of several instances of one limit, the one closest to it.
+func (r *Result) LimitUses() []spec.LimitUse {
+	byLimit := map[*spec.Limit][]spec.LimitUse{}
+	for _, u := range append(append(r.Cluster.LimitUses(), azure.LimitUses(r.Cluster)...), r.HubGroup) {
+		byLimit[u.Limit] = append(byLimit[u.Limit], u)
 	}
 	uses := make([]spec.LimitUse, 0, len(spec.Limits))
 	for _, l := range spec.Limits {
-		if u, ok := byLimit[l]; ok {
-			uses = append(uses, u)
+		if in, ok := byLimit[l]; ok {
+			uses = append(uses, spec.Worst(in...))
 		}
 	}
 	return uses
@@ -235,11 +246,11 @@ func LimitUses(c *spec.Cluster) []spec.LimitUse {
 
 // Headroom prints the use of every Azure limit at full size, then what to change for each one
 // over: a hard limit cannot be reached, a quota needs a request first, a rate limit slows.
-func Headroom(w io.Writer, c *spec.Cluster) {
-	fmt.Fprintf(w, "Azure limits at full size (targetNodes %d, every pool at maxNodes):\n", c.TargetNodes)
+func (r *Result) Headroom(w io.Writer) {
+	fmt.Fprintf(w, "Azure limits at full size (targetNodes %d, every pool at maxNodes):\n", r.Cluster.TargetNodes)
 	fmt.Fprintf(w, "  %9s %9s %6s  %-5s  %s\n", "use", "limit", "share", "kind", "limit: where")
 	var over []spec.LimitUse
-	for _, u := range LimitUses(c) {
+	for _, u := range r.LimitUses() {
 		share, mark := fmt.Sprintf("%.0f%%", 100*u.Share()), ""
 		if u.Over() {
 			share, mark, over = ">100%", "  "+overMarks[u.Limit.Kind], append(over, u)

@@ -482,11 +482,11 @@ func TestGoldenUserData(t *testing.T) {
 // TestGoldenHeadroom keeps every checked-in stack's headroom table, one row per Azure limit.
 func TestGoldenHeadroom(t *testing.T) {
 	for stack, r := range planAll(t) {
-		if uses := LimitUses(r.Cluster); len(uses) != len(spec.Limits) {
+		if uses := r.LimitUses(); len(uses) != len(spec.Limits) {
 			t.Errorf("%s: %d limits have a row, want all %d", stack, len(uses), len(spec.Limits))
 		}
 		var b strings.Builder
-		Headroom(&b, r.Cluster)
+		r.Headroom(&b)
 		path := filepath.Join("testdata", stack, "headroom.txt")
 		if *update {
 			if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {

@@ -32,7 +32,7 @@ func Run(ctx *pulumi.Context) error {
 			return err
 		}
 	}
-	if err := sharesNoAddresses(ctx, c); err != nil {
+	if err := fitsTheHub(ctx, c); err != nil {
 		return err
 	}
 	if err := machine.Preflight(c); err != nil {
@@ -105,28 +105,18 @@ func inStackFile(ctx *pulumi.Context, err error) error {
 	return err
 }
 
-// sharesNoAddresses refuses a cluster whose address space overlaps another stack's on the same
-// hub: Azure would refuse the second peering halfway through the apply.
-func sharesNoAddresses(ctx *pulumi.Context, c *spec.Cluster) error {
+// fitsTheHub refuses a cluster whose address space overlaps another stack's on the same hub
+// (Azure would refuse the second peering halfway through the apply), or whose VNets with theirs
+// pass the hub's peered group.
+func fitsTheHub(ctx *pulumi.Context, c *spec.Cluster) error {
 	if ctx.RootDirectory() == "" {
 		return nil
 	}
-	files, err := filepath.Glob(filepath.Join(ctx.RootDirectory(), spec.StackDir, "Pulumi.*.yaml"))
+	others, err := spec.LoadSiblings(filepath.Join(ctx.RootDirectory(), spec.StackDir), ctx.Stack())
 	if err != nil {
-		return err
+		return fmt.Errorf("checking the stacks beside this one on its hub: %w", err)
 	}
-	var others []*spec.Cluster
-	for _, f := range files {
-		if f == spec.StackFile(filepath.Join(ctx.RootDirectory(), spec.StackDir), ctx.Stack()) {
-			continue
-		}
-		other, err := spec.LoadStack(f)
-		if err != nil {
-			return fmt.Errorf("checking the address plans of the stacks beside this one: %w", err)
-		}
-		others = append(others, other)
-	}
-	return spec.CheckSharedHub(c, others)
+	return spec.CheckHub(c, others)
 }
 
 // deployable refuses what `make plan` tolerates but a real deployment cannot use.

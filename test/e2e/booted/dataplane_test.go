@@ -290,12 +290,17 @@ func checkPodDNS(t *testing.T, cl []client, ns string) {
 	}
 }
 
-// A pod calls the API through kubernetes.default with the service-account token and CA the
-// kubelet projected into it, and is told who it is.
+// A pod on each worker (each worker VNet) calls the API through kubernetes.default with the
+// service-account token and CA the kubelet projected into it, and is told who it is.
 func TestPodCallsTheAPIWithItsToken(t *testing.T) {
 	cl, ns := dataPlaneClients(t)
+	for _, c := range cl {
+		t.Run(c.node, func(t *testing.T) { checkPodCallsTheAPI(t, c, ns) })
+	}
+}
+
+func checkPodCallsTheAPI(t *testing.T, c client, ns string) {
 	ctx := context.Background()
-	c := cl[0]
 	p, err := drills.Clientset(t, booted).CoreV1().Pods(ns).Get(ctx, c.name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

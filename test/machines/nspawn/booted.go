@@ -180,7 +180,7 @@ func Boot(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer) (
 	if err != nil {
 		return nil, err
 	}
-	b = &Booted{opts: o, Machines: placed, progress: progress, net: &bootNetwork{Hub: Hub(o.Name)}}
+	b = &Booted{opts: o, Machines: placed, progress: progress, net: newBootNetwork(Hub(o.Name), c)}
 	b.Layout = &machines.Layout{Cluster: c, Bundle: bundle, Options: machines.Options{
 		Dir: o.Dir, Tools: o.Tools, Self: o.Self, Dial: netns.DialerIn(netnsPath(b.net.Hub)), StoreHost: bootStoreHost(c),
 	}}
@@ -204,7 +204,7 @@ func Boot(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer) (
 	if err := b.prepare(); err != nil {
 		return b, err
 	}
-	b.logf("network: namespace %s, bridge %s with %v and %v", b.net.Hub, hubBridge, b.net.Gateways, b.net.Extra)
+	b.logf("network: namespace %s, VNets %v, and %v", b.net.Hub, b.net.VNets, b.net.Extra)
 	if err := b.startServices(ctx); err != nil {
 		return b, err
 	}
@@ -263,11 +263,6 @@ func (b *Booted) prepare() error {
 			return fmt.Errorf("boot: %w (run `make plan STACK=%s` first)", err, b.opts.Stack)
 		}
 	}
-	for _, sub := range append([]string{b.Cluster.Network.ControlPlaneSubnet, b.Cluster.Network.EtcdSubnet}, b.Cluster.NodeSubnets()...) {
-		p := netip.MustParsePrefix(sub).Masked()
-		b.net.Gateways = append(b.net.Gateways, netip.PrefixFrom(p.Addr().Next(), p.Bits()))
-	}
-	b.net.Extra = []netip.Addr{netip.MustParseAddr(b.Cluster.Network.APIServerIP), netip.MustParseAddr(wellknown.IMDSAddress)}
 	if err := b.net.create(); err != nil {
 		return err
 	}

@@ -3,30 +3,61 @@ package nspawn
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os/exec"
 	"strings"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-// bootNetwork is the network `make boot` makes (deviation "network"): a hub namespace with a
-// bridge that stands for the spoke VNet (the subnets' gateways, the load balancer frontend and the
-// instance metadata address are on it), and one namespace per machine joined to the bridge by a
-// veth pair, its eth0 configured before the machine starts, as Azure's DHCP would have it. As in
-// the VNet, machines never meet at layer 2: the bridge's ports are isolated and the hub answers
-// every ARP request (proxy ARP) and routes each packet, pod IPs to the worker whose NIC holds them.
-// Nothing is routed out of the hub: every packet stays in these namespaces.
+// bootNetwork is the network `make boot` makes (deviation "network"): a hub namespace with one
+// bridge for each of the cluster's VNets (its subnets' gateways on it; the control plane's also
+// holds the load balancer frontend and the instance metadata address), and one namespace per
+// machine joined to its VNet's bridge by a veth pair, its eth0 configured before the machine
+// starts, as Azure's DHCP would have it. As in a VNet, machines never meet at layer 2: the bridges'
+// ports are isolated and the hub answers every ARP request (proxy ARP) and routes each packet, pod
+// IPs to the worker whose NIC holds them. The hub forwards between every two bridges, as the
+// cluster peers every two of its VNets, until unpeer cuts a pair. Nothing is routed out of the hub.
 type bootNetwork struct {
 	// Hub is the hub namespace's name, cfboot-<env>.
 	Hub string
-	// Gateways are the subnets' first addresses, on the bridge, with their prefix length.
-	Gateways []netip.Prefix
-	// Extra are single addresses on the bridge: the load balancer frontend and the metadata service.
+	// VNets are the cluster's VNets, the control plane's first.
+	VNets []bootVNet
+	// Extra are single addresses on the control plane's bridge: the load balancer frontend and the
+	// metadata service.
 	Extra []netip.Addr
 }
 
-// hubBridge is the bridge in the hub namespace.
-const hubBridge = "br0"
+// bootVNet is one VNet: a bridge in the hub namespace.
+type bootVNet struct {
+	Name   string
+	Prefix netip.Prefix
+	Bridge string
+	// Gateways are its subnets' first addresses, with their prefix length.
+	Gateways []netip.Prefix
+}
+
+func (v bootVNet) String() string { return fmt.Sprintf("%s %s on %s", v.Name, v.Prefix, v.Bridge) }
+
+// newBootNetwork lays out the cluster's VNets: the control plane's with its two subnets, then
+// every worker VNet, one subnet spanning it.
+func newBootNetwork(hub string, c *spec.Cluster) *bootNetwork {
+	gateway := func(p netip.Prefix) netip.Prefix { return netip.PrefixFrom(p.Addr().Next(), p.Bits()) }
+	cp := bootVNet{Name: c.ControlPlaneVNetName(), Prefix: netip.MustParsePrefix(c.Network.AddressSpace).Masked(), Bridge: "vnet0"}
+	for _, sub := range []string{c.Network.ControlPlaneSubnet, c.Network.EtcdSubnet} {
+		cp.Gateways = append(cp.Gateways, gateway(netip.MustParsePrefix(sub).Masked()))
+	}
+	n := &bootNetwork{Hub: hub, VNets: []bootVNet{cp},
+		Extra: []netip.Addr{netip.MustParseAddr(c.Network.APIServerIP), netip.MustParseAddr(wellknown.IMDSAddress)}}
+	for i, w := range c.WorkerVNets() {
+		p := netip.MustParsePrefix(w.Prefix).Masked()
+		n.VNets = append(n.VNets, bootVNet{Name: w.Name, Prefix: p, Bridge: fmt.Sprintf("vnet%d", i+1), Gateways: []netip.Prefix{gateway(p)}})
+	}
+	return n
+}
 
 // netnsPath is where `ip netns` keeps a named namespace.
 func netnsPath(name string) string { return "/run/netns/" + name }
@@ -34,50 +65,49 @@ func netnsPath(name string) string { return "/run/netns/" + name }
 // machineNetns names machine i's namespace.
 func (n *bootNetwork) machineNetns(i int) string { return fmt.Sprintf("%s-m%d", n.Hub, i) }
 
-// create makes the hub namespace and its bridge.
+// create makes the hub namespace and its bridges.
 func (n *bootNetwork) create() error {
-	cmds := [][]string{
-		{"netns", "add", n.Hub},
-		{"-n", n.Hub, "link", "set", "lo", "up"},
-		{"-n", n.Hub, "link", "add", hubBridge, "type", "bridge"},
-		{"-n", n.Hub, "link", "set", hubBridge, "up"},
-	}
-	for _, gw := range n.Gateways {
-		cmds = append(cmds, []string{"-n", n.Hub, "addr", "add", gw.String(), "dev", hubBridge})
+	cmds := [][]string{{"netns", "add", n.Hub}, {"-n", n.Hub, "link", "set", "lo", "up"}}
+	// The hub routes between the subnets and answers ARP for every address, back out of the port
+	// the request came in (proxy_arp_pvlan), with no redirect to a machine it isolates (these
+	// sysctls are the namespace's own).
+	settings := []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0"}
+	for _, v := range n.VNets {
+		cmds = append(cmds, []string{"-n", n.Hub, "link", "add", v.Bridge, "type", "bridge"}, []string{"-n", n.Hub, "link", "set", v.Bridge, "up"})
+		for _, gw := range v.Gateways {
+			cmds = append(cmds, []string{"-n", n.Hub, "addr", "add", gw.String(), "dev", v.Bridge})
+		}
+		conf := "net.ipv4.conf." + v.Bridge + "."
+		settings = append(settings, conf+"send_redirects=0", conf+"proxy_arp=1", conf+"proxy_arp_pvlan=1")
 	}
 	for _, a := range n.Extra {
-		cmds = append(cmds, []string{"-n", n.Hub, "addr", "add", a.String() + "/32", "dev", hubBridge})
+		cmds = append(cmds, []string{"-n", n.Hub, "addr", "add", a.String() + "/32", "dev", n.VNets[0].Bridge})
 	}
 	for _, args := range cmds {
 		if err := ip(args...); err != nil {
 			return err
 		}
 	}
-	// The hub routes between the subnets and answers ARP for every address, back out of the port
-	// the request came in (proxy_arp_pvlan), with no redirect to a machine it isolates (these
-	// sysctls are the namespace's own).
-	settings := []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf." + hubBridge + ".send_redirects=0",
-		"net.ipv4.conf." + hubBridge + ".proxy_arp=1", "net.ipv4.conf." + hubBridge + ".proxy_arp_pvlan=1"}
 	if out, err := exec.Command("ip", append([]string{"netns", "exec", n.Hub, "sysctl", "-qw"}, settings...)...).CombinedOutput(); err != nil {
 		return fmt.Errorf("configure the hub %s: %v: %s", n.Hub, err, out)
 	}
 	return nil
 }
 
-// attach gives machine i its namespace, joined to an isolated port of the bridge, with addr and
-// mac on eth0 and a default route through its subnet's gateway; the hub routes each of podIPs
+// attach gives machine i its namespace, joined to an isolated port of its VNet's bridge, with addr
+// and mac on eth0 and a default route through its subnet's gateway; the hub routes each of podIPs
 // (the NIC's secondary IPs) to addr.
 func (n *bootNetwork) attach(i int, addr netip.Prefix, mac string, podIPs []string) error {
 	ns := n.machineNetns(i)
-	gw, ok := n.gatewayOf(addr.Addr())
+	v, gw, ok := n.subnetOf(addr.Addr())
 	if !ok {
-		return fmt.Errorf("boot network: %s is in no subnet of %v", addr, n.Gateways)
+		return fmt.Errorf("boot network: %s is in no subnet of %v", addr, n.VNets)
 	}
 	hubSide := fmt.Sprintf("cfv%d", i)
 	for _, args := range [][]string{
 		{"netns", "add", ns},
 		{"link", "add", hubSide, "netns", n.Hub, "type", "veth", "peer", "name", "eth0", "address", mac, "netns", ns},
-		{"-n", n.Hub, "link", "set", hubSide, "master", hubBridge},
+		{"-n", n.Hub, "link", "set", hubSide, "master", v.Bridge},
 		{"-n", n.Hub, "link", "set", hubSide, "type", "bridge_slave", "isolated", "on"},
 		{"-n", n.Hub, "link", "set", hubSide, "up"},
 		{"-n", ns, "link", "set", "lo", "up"},
@@ -94,7 +124,7 @@ func (n *bootNetwork) attach(i int, addr netip.Prefix, mac string, podIPs []stri
 	}
 	var routes strings.Builder
 	for _, p := range podIPs {
-		fmt.Fprintf(&routes, "route add %s/32 via %s dev %s\n", p, addr.Addr(), hubBridge)
+		fmt.Fprintf(&routes, "route add %s/32 via %s dev %s\n", p, addr.Addr(), v.Bridge)
 	}
 	cmd := exec.Command("ip", "-n", n.Hub, "-batch", "-")
 	cmd.Stdin = strings.NewReader(routes.String())
@@ -104,16 +134,60 @@ func (n *bootNetwork) attach(i int, addr netip.Prefix, mac string, podIPs []stri
 	return nil
 }
 
-func (n *bootNetwork) gatewayOf(a netip.Addr) (netip.Addr, bool) {
-	for _, gw := range n.Gateways {
-		if gw.Contains(a) {
-			return gw.Addr(), true
+// subnetOf finds the VNet and the subnet gateway of an address.
+func (n *bootNetwork) subnetOf(a netip.Addr) (bootVNet, netip.Addr, bool) {
+	for _, v := range n.VNets {
+		for _, gw := range v.Gateways {
+			if gw.Contains(a) {
+				return v, gw.Addr(), true
+			}
 		}
 	}
-	return netip.Addr{}, false
+	return bootVNet{}, netip.Addr{}, false
 }
 
-// removeNetworks deletes every namespace named hub or hub-*, and with them their veths and bridge.
+// unpeer stops the hub forwarding between two worker VNets, as deleting their peering would (the
+// hub answers "prohibited"); the returned func peers them again. The control plane's VNet cannot be
+// cut: what it holds here (the load balancer frontend) is the hub's own address, which no
+// forwarding rule reaches.
+func (n *bootNetwork) unpeer(a, z string) (func() error, error) {
+	va, okA := n.vnet(a)
+	vz, okZ := n.vnet(z)
+	if !okA || !okZ || a == z || va.Bridge == n.VNets[0].Bridge || vz.Bridge == n.VNets[0].Bridge {
+		return nil, fmt.Errorf("unpeer %s and %s: want two worker VNets of %v", a, z, n.VNets[1:])
+	}
+	rules := [][]string{{"iif", va.Bridge, "to", vz.Prefix.String(), "prohibit"}, {"iif", vz.Bridge, "to", va.Prefix.String(), "prohibit"}}
+	added := 0
+	peer := func() error {
+		var errs []error
+		for _, r := range rules[:added] {
+			errs = append(errs, ip(append([]string{"-n", n.Hub, "rule", "del"}, r...)...))
+		}
+		return errors.Join(errs...)
+	}
+	for _, r := range rules {
+		if err := ip(append([]string{"-n", n.Hub, "rule", "add"}, r...)...); err != nil {
+			return nil, errors.Join(err, peer())
+		}
+		added++
+	}
+	return peer, nil
+}
+
+// Unpeer cuts the peering of two worker VNets, by name (spec.WorkerVNet.Name), until the returned
+// func restores it.
+func (b *Booted) Unpeer(a, z string) (peer func() error, err error) { return b.net.unpeer(a, z) }
+
+func (n *bootNetwork) vnet(name string) (bootVNet, bool) {
+	for _, v := range n.VNets {
+		if v.Name == name {
+			return v, true
+		}
+	}
+	return bootVNet{}, false
+}
+
+// removeNetworks deletes every namespace named hub or hub-*, and with them their veths and bridges.
 func removeNetworks(hub string) error {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
