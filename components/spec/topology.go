@@ -33,6 +33,15 @@ const (
 	APIServerShutdownDelaySeconds = APIServerProbeIntervalSeconds * (APIServerProbeFailures + 2)
 )
 
+// The apiserver scale set repairs itself (L05): an instance that fails the load balancer's probe
+// is reimaged by Azure's automatic instance repairs, keeping its instance id and address. Azure
+// judges an instance only a grace period after its last change; PT10M is Azure's minimum. Both
+// are in Azure's own words, as the program sends them.
+const (
+	APIServerRepairGracePeriod = "PT10M"
+	APIServerRepairAction      = "Reimage"
+)
+
 // CertificateRenewBefore is how long before expiry a leaf certificate is due: the
 // CertificateExpiringSoon alert fires and `make roll` renews it.
 const CertificateRenewBefore = 30 * 24 * time.Hour

@@ -40,7 +40,7 @@ const (
 func LoadBalancerArgs(a *APIServerGroupArgs, lbName string) *network.LoadBalancerArgs {
 	c := a.Cluster
 	ref := func(kind, name string) *network.SubResourceArgs {
-		return &network.SubResourceArgs{Id: pulumi.Sprintf("%s/providers/Microsoft.Network/loadBalancers/%s/%s/%s", a.ResourceGroupID, lbName, kind, name)}
+		return &network.SubResourceArgs{Id: lbPart(a.ResourceGroupID, lbName, kind, name)}
 	}
 	return &network.LoadBalancerArgs{
 		ResourceGroupName: a.ResourceGroupName, Location: pulumi.String(c.Location), LoadBalancerName: pulumi.String(lbName),
@@ -66,6 +66,11 @@ func LoadBalancerArgs(a *APIServerGroupArgs, lbName string) *network.LoadBalance
 	}
 }
 
+// lbPart is the resource ID of one of the load balancer's parts: a frontend, pool or probe.
+func lbPart(groupID pulumi.StringInput, lbName, kind, name string) pulumi.StringOutput {
+	return pulumi.Sprintf("%s/providers/Microsoft.Network/loadBalancers/%s/%s/%s", groupID, lbName, kind, name)
+}
+
 // NewAPIServerGroup builds the load balancer and the apiserver scale set.
 func NewAPIServerGroup(ctx *pulumi.Context, name string, args *APIServerGroupArgs, opts ...pulumi.ResourceOption) (*APIServerGroup, error) {
 	comp := &APIServerGroup{}
@@ -78,11 +83,12 @@ func NewAPIServerGroup(ctx *pulumi.Context, name string, args *APIServerGroupArg
 	if err != nil {
 		return nil, err
 	}
-	backend := pulumi.Sprintf("%s/providers/Microsoft.Network/loadBalancers/%s/backendAddressPools/%s", args.ResourceGroupID, lbName, lbBackend)
+	backend := lbPart(args.ResourceGroupID, lbName, "backendAddressPools", lbBackend)
 	if _, err := compute.NewVirtualMachineScaleSet(ctx, name+"-vmss", ScaleSetArgs(ScaleSetSpec{
 		Cluster: c, Role: spec.RoleAPIServer, Name: c.Name + "-apiserver", VMSize: c.APIServer.VMSize, ImageID: c.ControlPlaneImage,
 		Capacity: c.APIServer.Count, IPConfigurations: 1, SubnetID: args.SubnetID, BackendPoolIDs: []pulumi.StringInput{backend},
 		IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
+		RepairProbeID: lbPart(args.ResourceGroupID, lbName, "probes", lbProbe),
 	}), parent, pulumi.DependsOn([]pulumi.Resource{lb})); err != nil {
 		return nil, err
 	}

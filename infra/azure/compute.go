@@ -45,7 +45,10 @@ type ScaleSetSpec struct {
 	NodeTemplateTags map[string]string
 	// NodeGroupID, for worker pools, is the VNet's nodes group, which the primary IP configuration
 	// (the node's address) joins; its pods' join none.
-	NodeGroupID       pulumi.StringInput
+	NodeGroupID pulumi.StringInput
+	// RepairProbeID, for the apiservers alone, is the load balancer probe whose failures make
+	// Azure reimage an instance (spec.APIServerRepairAction); etcd members are VMs, never repaired.
+	RepairProbeID     pulumi.StringInput
 	SubnetID          pulumi.StringInput
 	BackendPoolIDs    []pulumi.StringInput
 	IdentityID        pulumi.StringInput
@@ -83,6 +86,22 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 	if zones == nil {
 		zones = c.Zones
 	}
+	network := &compute.VirtualMachineScaleSetNetworkProfileArgs{
+		NetworkInterfaceConfigurations: compute.VirtualMachineScaleSetNetworkConfigurationArray{
+			compute.VirtualMachineScaleSetNetworkConfigurationArgs{
+				Name:                        pulumi.String("nic"),
+				Primary:                     pulumi.Bool(true),
+				EnableAcceleratedNetworking: pulumi.Bool(true),
+				IpConfigurations:            ipConfigs,
+			},
+		},
+	}
+	var repairs *compute.AutomaticRepairsPolicyArgs
+	if s.RepairProbeID != nil {
+		network.HealthProbe = &compute.ApiEntityReferenceArgs{Id: s.RepairProbeID}
+		repairs = &compute.AutomaticRepairsPolicyArgs{Enabled: pulumi.Bool(true),
+			GracePeriod: pulumi.String(spec.APIServerRepairGracePeriod), RepairAction: pulumi.String(spec.APIServerRepairAction)}
+	}
 	return &compute.VirtualMachineScaleSetArgs{
 		ResourceGroupName:        s.ResourceGroupName,
 		Location:                 pulumi.String(c.Location),
@@ -94,6 +113,7 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 		Overprovision:            pulumi.Bool(false),
 		PlatformFaultDomainCount: pulumi.Int(1),
 		UpgradePolicy:            &compute.UpgradePolicyArgs{Mode: compute.UpgradeModeManual},
+		AutomaticRepairsPolicy:   repairs,
 		Sku: &compute.SkuArgs{
 			Name: pulumi.String(s.VMSize), Tier: pulumi.String("Standard"), Capacity: pulumi.Float64(float64(s.Capacity)),
 		},
@@ -112,16 +132,7 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 				ImageReference: &compute.ImageReferenceArgs{Id: pulumi.String(s.ImageID)},
 				OsDisk:         scaleSetOSDisk(s.VMSize),
 			},
-			NetworkProfile: &compute.VirtualMachineScaleSetNetworkProfileArgs{
-				NetworkInterfaceConfigurations: compute.VirtualMachineScaleSetNetworkConfigurationArray{
-					compute.VirtualMachineScaleSetNetworkConfigurationArgs{
-						Name:                        pulumi.String("nic"),
-						Primary:                     pulumi.Bool(true),
-						EnableAcceleratedNetworking: pulumi.Bool(true),
-						IpConfigurations:            ipConfigs,
-					},
-				},
-			},
+			NetworkProfile: network,
 		},
 	}
 }

@@ -160,6 +160,22 @@ func TestTopology(t *testing.T) {
 			if len(lbs) != 1 || field(lbs[0].Inputs, "probes").([]any)[0].(map[string]any)["requestPath"] != spec.APIServerProbePath {
 				t.Errorf("want one internal load balancer probing %s", spec.APIServerProbePath)
 			}
+			// L05: Azure reimages an apiserver that fails that probe; workers are remediation's.
+			probe := fmt.Sprintf("/loadBalancers/%s/probes/%s", lbs[0].Inputs["loadBalancerName"], field(lbs[0].Inputs, "probes").([]any)[0].(map[string]any)["name"])
+			if id, _ := field(api[0].Inputs, "virtualMachineProfile", "networkProfile", "healthProbe", "id").(string); !strings.HasSuffix(id, probe) {
+				t.Errorf("apiserver scale set's health probe %q, want the load balancer's %s", id, probe)
+			}
+			if r := field(api[0].Inputs, "automaticRepairsPolicy"); field(api[0].Inputs, "automaticRepairsPolicy", "enabled") != true ||
+				field(api[0].Inputs, "automaticRepairsPolicy", "repairAction") != "Reimage" || field(api[0].Inputs, "automaticRepairsPolicy", "gracePeriod") != "PT10M" {
+				t.Errorf("apiserver scale set's automatic repairs %v, want enabled, Reimage after PT10M", r)
+			}
+			for _, p := range c.Pools {
+				for _, s := range sets[spec.WorkerRole(p.Name)] {
+					if r := field(s.Inputs, "automaticRepairsPolicy"); r != nil {
+						t.Errorf("%s: automatic repairs %v: workers are repaired by remediation, behind its brake", s.Name, r)
+					}
+				}
+			}
 
 			for _, s := range append(api, sets[spec.WorkerRole(c.Pools[0].Name)]...) {
 				if field(s.Inputs, "singlePlacementGroup") != false {

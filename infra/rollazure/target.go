@@ -80,6 +80,9 @@ type Target struct {
 	Access             Access
 	// Progress receives the Pulumi updates' output.
 	Progress io.Writer
+
+	// heldRepairs: this roll suspended the apiservers' automatic repairs and resumes them.
+	heldRepairs bool
 }
 
 var (
@@ -280,18 +283,68 @@ func (t *Target) LeaseMachine(ctx context.Context, lease string) (string, error)
 }
 
 // TakeOutOfRotation stops kube-apiserver on the instance (Run Command): it fails its probe at
-// once and serves through its shutdown delay while the load balancer takes it out.
+// once and serves through its shutdown delay while the load balancer takes it out. The
+// apiservers' automatic repairs are suspended first, unless someone else already has: Azure
+// documents a reimage as restarting their grace period, not a command, so they could reimage the
+// stopped instance under the roll. Replace resumes them.
 func (t *Target) TakeOutOfRotation(ctx context.Context, name string) error {
 	set, vm, err := t.instance(ctx, name)
 	if err != nil {
 		return err
 	}
-	poller, err := t.Azure.ScaleSetVMs.BeginRunCommand(ctx, t.Cluster.ResourceGroup(), set, *vm.InstanceID, shellCommand("systemctl stop kube-apiserver"), nil)
-	if err != nil {
-		return fmt.Errorf("stop kube-apiserver on %s: %w", name, err)
+	if err := t.holdRepairs(ctx); err != nil {
+		return err
 	}
-	_, err = poller.PollUntilDone(ctx, nil)
-	return err
+	poller, err := t.Azure.ScaleSetVMs.BeginRunCommand(ctx, t.Cluster.ResourceGroup(), set, *vm.InstanceID, shellCommand("systemctl stop kube-apiserver"), nil)
+	if err == nil {
+		_, err = poller.PollUntilDone(ctx, nil)
+	}
+	if err != nil {
+		return errors.Join(fmt.Errorf("stop kube-apiserver on %s: %w", name, err), t.releaseRepairs(ctx))
+	}
+	return nil
+}
+
+// holdRepairs suspends the apiserver scale set's automatic repairs if they are running.
+func (t *Target) holdRepairs(ctx context.Context) error {
+	view, err := t.Azure.ScaleSets.GetInstanceView(ctx, t.Cluster.ResourceGroup(), apiserverScaleSet(t.Cluster), nil)
+	if err != nil {
+		return fmt.Errorf("read the apiservers' automatic repairs: %w", err)
+	}
+	for _, svc := range view.OrchestrationServices {
+		if svc.ServiceName != nil && *svc.ServiceName == armcompute.OrchestrationServiceNamesAutomaticRepairs &&
+			svc.ServiceState != nil && *svc.ServiceState == armcompute.OrchestrationServiceStateRunning {
+			if err := t.setRepairs(ctx, armcompute.OrchestrationServiceStateActionSuspend); err != nil {
+				return err
+			}
+			t.heldRepairs = true
+		}
+	}
+	return nil
+}
+
+// releaseRepairs resumes the repairs holdRepairs suspended.
+func (t *Target) releaseRepairs(ctx context.Context) error {
+	if !t.heldRepairs {
+		return nil
+	}
+	if err := t.setRepairs(ctx, armcompute.OrchestrationServiceStateActionResume); err != nil {
+		return err
+	}
+	t.heldRepairs = false
+	return nil
+}
+
+func (t *Target) setRepairs(ctx context.Context, action armcompute.OrchestrationServiceStateAction) error {
+	poller, err := t.Azure.ScaleSets.BeginSetOrchestrationServiceState(ctx, t.Cluster.ResourceGroup(), apiserverScaleSet(t.Cluster),
+		armcompute.OrchestrationServiceStateInput{ServiceName: to.Ptr(armcompute.OrchestrationServiceNamesAutomaticRepairs), Action: to.Ptr(action)}, nil)
+	if err == nil {
+		_, err = poller.PollUntilDone(ctx, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("%s the apiservers' automatic repairs: %w", action, err)
+	}
+	return nil
 }
 
 // StopEtcd stops etcd on the member's VM (Run Command).
@@ -327,8 +380,11 @@ func (t *Target) Replace(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("reimage %s: %w", name, err)
 	}
-	_, err = reimage.PollUntilDone(ctx, nil)
-	return err
+	if _, err := reimage.PollUntilDone(ctx, nil); err != nil {
+		return err
+	}
+	// The reimage restarted the repairs' grace period: it covers the apiserver's start.
+	return t.releaseRepairs(ctx)
 }
 
 var _ roll.WorkerReplacer = (*Target)(nil)

@@ -1,6 +1,7 @@
 package rollazure
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -32,6 +33,8 @@ import (
 type calls struct {
 	mu  sync.Mutex
 	log []string
+	// repairs is the apiserver scale set's automatic repairs service state (Running when "").
+	repairs armcompute.OrchestrationServiceState
 }
 
 func (c *calls) add(s string) {
@@ -115,6 +118,24 @@ func newTarget(t *testing.T, runOutput string) (*Target, *calls, *fakeStack) {
 			},
 		},
 		VirtualMachineScaleSetsServer: computefake.VirtualMachineScaleSetsServer{
+			GetInstanceView: func(_ context.Context, rg, set string, _ *armcompute.VirtualMachineScaleSetsClientGetInstanceViewOptions) (resp azfake.Responder[armcompute.VirtualMachineScaleSetsClientGetInstanceViewResponse], errResp azfake.ErrorResponder) {
+				rec.mu.Lock()
+				state := cmp.Or(rec.repairs, armcompute.OrchestrationServiceStateRunning)
+				rec.mu.Unlock()
+				resp.SetResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientGetInstanceViewResponse{VirtualMachineScaleSetInstanceView: armcompute.VirtualMachineScaleSetInstanceView{
+					OrchestrationServices: []*armcompute.OrchestrationServiceSummary{{ServiceName: to.Ptr(armcompute.OrchestrationServiceNamesAutomaticRepairs), ServiceState: to.Ptr(state)}}}}, nil)
+				return resp, errResp
+			},
+			BeginSetOrchestrationServiceState: func(_ context.Context, rg, set string, in armcompute.OrchestrationServiceStateInput, _ *armcompute.VirtualMachineScaleSetsClientBeginSetOrchestrationServiceStateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientSetOrchestrationServiceStateResponse], errResp azfake.ErrorResponder) {
+				rec.add("repairs " + string(*in.Action) + " " + rg + "/" + set)
+				rec.mu.Lock()
+				rec.repairs = map[armcompute.OrchestrationServiceStateAction]armcompute.OrchestrationServiceState{
+					armcompute.OrchestrationServiceStateActionSuspend: armcompute.OrchestrationServiceStateSuspended,
+					armcompute.OrchestrationServiceStateActionResume:  armcompute.OrchestrationServiceStateRunning}[*in.Action]
+				rec.mu.Unlock()
+				resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientSetOrchestrationServiceStateResponse{}, nil)
+				return resp, errResp
+			},
 			BeginUpdateInstances: func(_ context.Context, rg, set string, ids armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs, _ *armcompute.VirtualMachineScaleSetsClientBeginUpdateInstancesOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateInstancesResponse], errResp azfake.ErrorResponder) {
 				rec.add("update-instances " + rg + "/" + set + "/" + *ids.InstanceIDs[0])
 				resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientUpdateInstancesResponse{}, nil)
@@ -177,6 +198,32 @@ func TestReplaceWorkerUpdatesThenReimages(t *testing.T) {
 	}
 }
 
+// Rolling an apiserver holds its scale set's automatic repairs off from taking it out of rotation
+// until its reimage, which restarts their grace period; repairs someone else suspended stay so.
+func TestAPIServerRollHoldsRepairsOff(t *testing.T) {
+	for _, before := range []armcompute.OrchestrationServiceState{armcompute.OrchestrationServiceStateRunning, armcompute.OrchestrationServiceStateSuspended} {
+		target, rec, _ := newTarget(t, "")
+		rec.repairs = before
+		ctx := context.Background()
+		if err := target.TakeOutOfRotation(ctx, "cf-dev-apiserver000001"); err != nil {
+			t.Fatal(err)
+		}
+		if err := target.Replace(ctx, "cf-dev-apiserver000001"); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"run cf-dev/cf-dev-apiserver/1: systemctl stop kube-apiserver", "update-instances cf-dev/cf-dev-apiserver/1", "reimage cf-dev/cf-dev-apiserver/1"}
+		if before == armcompute.OrchestrationServiceStateRunning {
+			want = slices.Concat([]string{"repairs Suspend cf-dev/cf-dev-apiserver"}, want, []string{"repairs Resume cf-dev/cf-dev-apiserver"})
+		}
+		if !slices.Equal(rec.log, want) {
+			t.Errorf("repairs %s before: calls %q, want %q", before, rec.log, want)
+		}
+		if rec.repairs != before {
+			t.Errorf("repairs %s after the roll, want %s as before", rec.repairs, before)
+		}
+	}
+}
+
 // An etcd member's VM is replaced by one targeted update, parallelism 1, with the rollStep that
 // lifts that VM's protection, and the step reset after.
 func TestReplaceMemberIsOneTargetedUpdate(t *testing.T) {
@@ -224,13 +271,14 @@ func TestStopEtcdRunsOnTheMember(t *testing.T) {
 	}
 }
 
-// Taking an apiserver out of rotation stops its kube-apiserver through Run Command.
+// Taking an apiserver out of rotation stops its kube-apiserver through Run Command, the repairs
+// held off first.
 func TestTakeOutOfRotationStopsTheAPIServer(t *testing.T) {
 	target, rec, _ := newTarget(t, "")
 	if err := target.TakeOutOfRotation(context.Background(), "cf-dev-apiserver_1"); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"run cf-dev/cf-dev-apiserver/1: systemctl stop kube-apiserver"}; !slices.Equal(rec.log, want) {
+	if want := []string{"repairs Suspend cf-dev/cf-dev-apiserver", "run cf-dev/cf-dev-apiserver/1: systemctl stop kube-apiserver"}; !slices.Equal(rec.log, want) {
 		t.Errorf("calls %q, want %q", rec.log, want)
 	}
 	if addr, err := target.address(context.Background(), "cf-dev-apiserver_1"); err != nil || addr != "10.0.0.11:6443" {

@@ -105,7 +105,7 @@ func APIServerLoss(t *testing.T, f machines.Fleet) {
 		t.Fatal(err)
 	}
 	backend := fmt.Sprintf("%s:%d", victim.IP, wellknown.APIServerPort)
-	if err := WaitUntil(time.Minute, func() error { return lbHealthy(f, backend, false) }); err != nil {
+	if err := WaitUntil(time.Minute, func() error { return LBHealthy(f, backend, false) }); err != nil {
 		t.Fatalf("the load balancer kept %s in rotation: %v", backend, err)
 	}
 	for i := 0; i < 20; i++ {
@@ -142,7 +142,7 @@ func EventsEtcdLoss(t *testing.T, f machines.Fleet) {
 	// Long enough for the probe to take a failing backend out.
 	time.Sleep(time.Duration(spec.APIServerProbeFailures+1) * spec.APIServerProbeIntervalSeconds * time.Second)
 	for _, in := range f.Of(spec.RoleAPIServer) {
-		if err := lbHealthy(f, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort), true); err != nil {
+		if err := LBHealthy(f, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort), true); err != nil {
 			t.Errorf("with the events etcd down: %v", err)
 		}
 		if code, body, _ := f.Get(ctx, fmt.Sprintf("https://%s:%d/readyz", in.IP, wellknown.APIServerPort)); code == http.StatusOK {
@@ -348,7 +348,8 @@ func MemberIDs(t *testing.T, ctx context.Context, cli *clientv3.Client) map[stri
 	return ids
 }
 
-func lbHealthy(f machines.Fleet, backend string, want bool) error {
+// LBHealthy says whether the load balancer has backend in rotation as wanted, or why not.
+func LBHealthy(f machines.Fleet, backend string, want bool) error {
 	got, err := f.LBBackendHealthy(backend)
 	if err == nil && got != want {
 		err = fmt.Errorf("load balancer has %s healthy=%v, want %v", backend, got, want)

@@ -52,7 +52,10 @@ var Deviations = []Deviation{
 		"a stand-in in the hub on the first worker VNet's gateway address, port 443 (`rehearse entra`), with its own self-signed certificate, which the pods with an Azure identity trust through SSL_CERT_FILE (a ConfigMap) and reach through AZURE_AUTHORITY_HOST; it checks each assertion as Entra does (RS256 only, the issuer's published key, issuer, subject and audience of a federated credential, lifetime) against the federated credentials the Pulumi program creates, with the rehearsal's client and tenant ids, and reads the issuer's documents from build/boot/<env>/entra/issuer/, a copy of the public container; it signs the access tokens it issues (RS256, a key made at boot, build/boot/<env>/entra/token-key.pem) for Resource Manager's stand-in to verify"},
 	{"Resource Manager", "cluster-autoscaler and clusterforge-ops call Resource Manager (management.azure.com) and its Compute provider on the worker scale sets with their workload identities' tokens, and the CSR approver with the apiserver machines' identity, authorized by the role assignments the Pulumi program makes; they read the cloud's endpoints from the environment file (AzurePublicCloud; the approver's public cloud without one)",
 		"add-on pods are KWOK pods, so nothing calls it; the stand-in's own tests drive it with the Azure SDK's clients and remediation's code",
-		"a stand-in in the hub beside Entra ID's, port 8443, its certificate (`rehearse arm`), named in the environment file of a custom cloud (AzureStackCloud, the format cluster-autoscaler reads); it holds the booted machines as scale-set instances and the etcd members as VMs, answers in Resource Manager's wire protocol with long-running operations (Azure-AsyncOperation and Location polling) that take this project's planning latencies, throttles with Compute's documented token buckets and Resource Manager's (429, Retry-After, x-ms-ratelimit-remaining-*), takes only Entra's stand-in's tokens for its audience and tenant, and authorizes each request against the role assignments (azurerbac.Grants) of the workloads and the apiserver machines with the rehearsal's client ids; it authorizes before it looks, as Azure does (403 for what the caller may not read or write, whether or not it exists); reading an operation's status needs Microsoft.Compute/locations/operations/read in an assignment of the caller that started it; no machine stands behind its changes yet (a deleted instance leaves the model, its machine runs on), and its requests go to build/boot/<env>/arm/calls.jsonl"},
+		"a stand-in in the hub beside Entra ID's, port 8443, its certificate (`rehearse arm`), named in the environment file of a custom cloud (AzureStackCloud, the format cluster-autoscaler reads); it holds the booted machines as scale-set instances and the etcd members as VMs, answers in Resource Manager's wire protocol with long-running operations (Azure-AsyncOperation and Location polling) that take this project's planning latencies, throttles with Compute's documented token buckets and Resource Manager's (429, Retry-After, x-ms-ratelimit-remaining-*), takes only Entra's stand-in's tokens for its audience and tenant, and authorizes each request against the role assignments (azurerbac.Grants) of the workloads and the apiserver machines with the rehearsal's client ids; it authorizes before it looks, as Azure does (403 for what the caller may not read or write, whether or not it exists); reading an operation's status needs Microsoft.Compute/locations/operations/read in an assignment of the caller that started it; its time runs ten times faster than real time (latencies, windows, grace periods); a reimage of an apiserver or worker instance reimages its machine (new disks, a new boot) through the process that booted the machines, over build/boot/<env>/arm/machines.sock, while that process runs (the test run; after `make boot` exits a reimage fails), etcd members refused; a created or deleted instance changes the model alone (a deleted instance's machine runs on); its requests go to build/boot/<env>/arm/calls.jsonl"},
+	{"automatic repairs", "the apiserver scale set's automatic instance repairs reimage an instance that fails the load balancer's probe once its grace period (" + spec.APIServerRepairGracePeriod + ") has passed since its last change, one at a time under 20 instances and 5 % at once above, and suspend themselves when repaired instances stay unhealthy",
+		"not modelled: the rehearsal's apiservers are processes, which nothing repairs",
+		fmt.Sprintf("Resource Manager's stand-in judges the apiserver instances by the load balancer stand-in's state file (build/boot/<env>/lb.json), the grace period on its faster clock; an instance in any operation counts against the limit; the service suspends itself after %d failed repairs in a row (Azure says only \"repeated\"); it starts suspended, since the boot itself does not run faster, and the drill resumes it with the Azure SDK as the operator, whom the stand-in grants Virtual Machine Contributor over the resource group", arm.RepairsBeforeSuspend)},
 	{"cloud-init datasource", "cloud-init's Azure datasource: customData, the VM's name, DHCP networking",
 		"no cloud-init: the rehearsal writes the rendered files under the machine's root",
 		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set); the seed keeps the join token after clusterforge-forget-bootstrap removes cloud-init's copies"},
@@ -96,6 +99,9 @@ var Deviations = []Deviation{
 const (
 	RehearsalSubscriptionID = "00000000-0000-0000-0000-000000000000"
 	RehearsalTenantID       = "22222222-2222-2222-2222-222222222222"
+	// RehearsalOperatorID is the operator's own sign-in (az login), which the booted Resource
+	// Manager grants Virtual Machine Contributor over the resource group: the runbooks' commands.
+	RehearsalOperatorID = "11111111-1111-1111-1111-0000000000ff"
 )
 
 // armPrincipals are the identities that call Resource Manager: the workloads', and the apiserver
@@ -121,7 +127,7 @@ func RehearsalAzure(cloud azurecloud.Cloud) addons.Azure {
 // call Resource Manager (azurerbac.Grants), with the rehearsals' client ids, over the scopes its
 // stand-in serves: the resource group and the worker scale sets.
 func RehearsalAssignments(c *spec.Cluster) []arm.Assignment {
-	group := rehearsalGroupID(c)
+	group := RehearsalGroupID(c)
 	scopes := map[string][]string{azurerbac.ScopeResourceGroup: {group}}
 	for _, s := range c.ScaleSets() {
 		scopes[azurerbac.ScopeWorkerScaleSets] = append(scopes[azurerbac.ScopeWorkerScaleSets], group+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+s.AzureName)
@@ -217,8 +223,8 @@ func markdownDeviations() string {
 	return b.String()
 }
 
-// rehearsalGroupID is the resource ID of the cluster's resource group in the rehearsal's subscription.
-func rehearsalGroupID(c *spec.Cluster) string {
+// RehearsalGroupID is the resource ID of the cluster's resource group in the rehearsal's subscription.
+func RehearsalGroupID(c *spec.Cluster) string {
 	return "/subscriptions/" + RehearsalSubscriptionID + "/resourceGroups/" + c.ResourceGroup()
 }
 
@@ -226,7 +232,7 @@ func rehearsalGroupID(c *spec.Cluster) string {
 // instance's for the apiservers and workers, their names being the scale set's computer name
 // prefix and six base-36 digits of the instance id, as Azure names them; a VM's for etcd members.
 func ResourceID(c *spec.Cluster, role, name string) string {
-	group := rehearsalGroupID(c) + "/providers/Microsoft.Compute/"
+	group := RehearsalGroupID(c) + "/providers/Microsoft.Compute/"
 	if role != spec.RoleAPIServer && machine.ImageOf(role) != machine.ImageWorker || len(name) < 6 {
 		return group + "virtualMachines/" + name
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/standin/arm"
 )
 
 // Both clusterforge-ops replicas sign in to Azure at start through their workload identity: the
@@ -49,6 +50,7 @@ func TestOpsSignsInToAzure(t *testing.T) {
 		for _, c := range calls {
 			switch {
 			case c.Client == approverClient: // the CSR approver's reads: TestJoinNeedsTheInstancesAttestedDocument
+			case c.Client == machines.RehearsalOperatorID || c.Client == arm.RepairsClient: // TestFailedAPIServerIsRepairedByItsScaleSet
 			case c.Client != opsClient:
 				return fmt.Errorf("Resource Manager was called by %q: %+v", c.Client, c)
 			case c.Status != http.StatusOK:

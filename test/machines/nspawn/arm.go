@@ -1,7 +1,19 @@
 package nspawn
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	azarm "github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+
 	"fmt"
 	"maps"
 	"net"
@@ -10,18 +22,25 @@ import (
 	"slices"
 
 	"github.com/clusterforge/clusterforge/components/azurecloud"
+	"github.com/clusterforge/clusterforge/components/azurerbac"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/standin"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
+	"github.com/clusterforge/clusterforge/test/standin/entra"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
 )
 
 // armPort is where Resource Manager's stand-in (deviation "Resource Manager") listens: beside
 // Entra ID's, on its address and with its certificate.
 const armPort = "8443"
+
+// armSpeedup runs the stand-in's time ten times faster than real time: the apiservers' repair
+// grace period is a minute, a reimage's latency 18 s.
+const armSpeedup = 10
 
 // Cloud is the cloud the booted cluster's workloads call: the stand-ins of Resource Manager and
 // Entra ID, a custom cloud to the SDKs.
@@ -60,7 +79,12 @@ func (b *Booted) armInventory() arm.Inventory {
 			inv.ScaleSets = append(inv.ScaleSets, set)
 			i = len(inv.ScaleSets) - 1
 		}
-		inv.ScaleSets[i].Instances = append(inv.ScaleSets[i].Instances, &arm.Instance{ID: in.ID, ComputerName: m.Name, VMID: meta.VMID, Zone: m.Zone, Image: m.Image})
+		inv.ScaleSets[i].Instances = append(inv.ScaleSets[i].Instances, &arm.Instance{ID: in.ID, ComputerName: m.Name, VMID: meta.VMID, Zone: m.Zone, Image: m.Image, PrivateIP: meta.PrivateIP})
+		if m.Role == spec.RoleAPIServer {
+			// As the program enables them; suspended until a test resumes them, since the boot
+			// itself does not run faster as the grace period does.
+			inv.ScaleSets[i].Repairs = &arm.Repairs{Enabled: true, GracePeriod: spec.APIServerRepairGracePeriod, Action: spec.APIServerRepairAction, Suspended: true}
+		}
 	}
 	return inv
 }
@@ -72,7 +96,9 @@ func (b *Booted) startARM() error {
 	if err != nil {
 		return err
 	}
-	assignments, err := json.MarshalIndent(machines.RehearsalAssignments(b.Cluster), "", "  ")
+	operator := arm.Assignment{Principal: machines.RehearsalOperatorID, Scope: machines.RehearsalGroupID(b.Cluster),
+		Actions: azurerbac.BuiltInRoleActions[azurerbac.RoleVirtualMachineContributor]}
+	assignments, err := json.MarshalIndent(append(machines.RehearsalAssignments(b.Cluster), operator), "", "  ")
 	if err != nil {
 		return err
 	}
@@ -82,11 +108,51 @@ func (b *Booted) startARM() error {
 			return err
 		}
 	}
+	socket := filepath.Join(dir, "machines.sock")
+	_ = os.Remove(socket)
+	if b.machinesSocket, err = net.Listen("unix", socket); err != nil {
+		return err
+	}
+	go func() { _ = arm.ServeMachines(b.machinesSocket, bootMachines{b}) }()
 	return b.startService("arm", append(slices.Clone(b.Self), "arm", "--listen="+net.JoinHostPort(b.entraHost(), armPort),
+		"--speedup="+strconv.Itoa(armSpeedup), "--lb-state="+b.LBStateFile(), "--machines="+socket,
 		"--cert="+b.entraCert(), "--key="+b.entraKey(),
 		"--subscription="+machines.RehearsalSubscriptionID, "--resource-group="+b.Cluster.ResourceGroup(), "--location="+b.Cluster.Location,
 		"--tenant="+machines.RehearsalTenantID, "--authority-host="+b.AuthorityHost(), "--token-key="+b.entraSigningKey(),
 		"--inventory="+filepath.Join(dir, "inventory.json"), "--assignments="+filepath.Join(dir, "assignments.json"), "--calls="+b.ARMCallsFile()))
+}
+
+// bootMachines are the booted machines behind the stand-in's instances while the booting process
+// runs: a reimage boots the machine afresh from new disks (etcd members refused). The boot's
+// machines are fixed: a create or delete changes the model alone.
+type bootMachines struct{ b *Booted }
+
+func (m bootMachines) Create(context.Context, arm.Instance) error { return nil }
+func (m bootMachines) Delete(context.Context, arm.Instance) error { return nil }
+func (m bootMachines) Reimage(ctx context.Context, in arm.Instance) error {
+	return m.b.reimage(ctx, in.ComputerName)
+}
+func (m bootMachines) RunCommand(context.Context, string, []string) (string, string, error) {
+	return "", "", errors.New("the booted machines run no commands through Resource Manager")
+}
+
+// OperatorCompute is the Azure SDK's Compute clients signed in as the operator
+// (RehearsalOperatorID), reaching the stand-in through the hub's network.
+func (b *Booted) OperatorCompute() (*armcompute.ClientFactory, error) {
+	key, err := entra.ReadSigningKey(b.entraSigningKey())
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(b.entraCert())
+	if err != nil {
+		return nil, err
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(ca)
+	client := &http.Client{Transport: &http.Transport{DialContext: b.Dial, TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	issuer := &entra.Server{Tenant: machines.RehearsalTenantID, SigningKey: key, Now: time.Now}
+	return armcompute.NewClientFactory(machines.RehearsalSubscriptionID, arm.Credential(issuer, machines.RehearsalOperatorID),
+		&azarm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: client, Cloud: b.Cloud().SDK()}})
 }
 
 // Where an apiserver machine keeps the cloud its CSR approver calls and the roots it trusts.

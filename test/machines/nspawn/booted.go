@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -88,6 +89,8 @@ type Booted struct {
 
 	mu       sync.Mutex
 	services []*machines.Proc
+	// machinesSocket serves the machines to Resource Manager's stand-in while this process runs.
+	machinesSocket net.Listener
 }
 
 // Hub names a boot's hub namespace (Options.Name).

@@ -547,6 +547,9 @@ func (b *Booted) stopped(name string) (*Machine, error) {
 
 // Down removes every machine, service, mount, loop device and namespace of the boot.
 func (b *Booted) Down() error {
+	if b.machinesSocket != nil {
+		b.machinesSocket.Close()
+	}
 	return Down(b.opts.Name, b.Dir, b.progress)
 }
 

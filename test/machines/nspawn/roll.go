@@ -62,26 +62,29 @@ var errEtcdNotRolled = errors.New("booted etcd members are not rolled: roll etcd
 // StopEtcd refuses: see errEtcdNotRolled.
 func (t *RollTarget) StopEtcd(context.Context, string) error { return errEtcdNotRolled }
 
-// Replace shuts the machine down, gives it new disks and boots it; it returns once cloud-init
-// has finished without errors.
-func (t *RollTarget) Replace(ctx context.Context, name string) error {
-	m, err := t.Machine(name)
+// Replace reimages the machine.
+func (t *RollTarget) Replace(ctx context.Context, name string) error { return t.reimage(ctx, name) }
+
+// reimage shuts a machine down, gives it new disks and boots it, as Azure reimages an instance; it
+// returns once cloud-init has finished without errors. Etcd members are refused.
+func (b *Booted) reimage(ctx context.Context, name string) error {
+	m, err := b.Machine(name)
 	if err != nil {
 		return err
 	}
 	if m.Role == spec.RoleEtcdMain || m.Role == spec.RoleEtcdEvents {
 		return errEtcdNotRolled
 	}
-	if err := t.StopMachine(ctx, name, false); err != nil {
+	if err := b.StopMachine(ctx, name, false); err != nil {
 		return err
 	}
-	if err := t.newDisks(m); err != nil {
+	if err := b.newDisks(m); err != nil {
 		return fmt.Errorf("%s: new disks: %w", name, err)
 	}
-	if err := t.StartMachine(ctx, name); err != nil {
+	if err := b.StartMachine(ctx, name); err != nil {
 		return err
 	}
-	return t.waitCloudInit(ctx, name)
+	return b.waitCloudInit(ctx, name)
 }
 
 // newDisks replaces a stopped machine's OS disk (an empty overlay over its image, seeded with

@@ -33,8 +33,15 @@ type Instance struct {
 	Zone         string
 	// Image is the image of the model the instance runs; the scale set's may be newer.
 	Image string
-	// State is the provisioning state: Creating, Updating, Deleting or Succeeded.
+	// State is the provisioning state: Creating, Updating, Deleting, Succeeded or Failed.
 	State string
+	// PrivateIP is the primary NIC's address, which the load balancer probes.
+	PrivateIP string
+
+	// changed is when the instance was created or an operation on it last finished.
+	changed time.Time
+	// repaired: a repair finished and its outcome is not judged yet.
+	repaired bool
 }
 
 // ScaleSet is one uniform scale set and its instances.
@@ -44,8 +51,10 @@ type ScaleSet struct {
 	Zones              []string
 	ComputerNamePrefix string
 	// Image is the model's image reference.
-	Image     string
-	Tags      map[string]string
+	Image string
+	Tags  map[string]string
+	// Repairs is the automatic instance repairs policy; nil when none.
+	Repairs   *Repairs
 	Instances []*Instance
 	nextID    int
 }
@@ -97,8 +106,11 @@ type Server struct {
 	// PageSize is how many scale-set VMs a list page holds (100 when 0).
 	PageSize int
 	Now      func() time.Time
-	// Record is told every request, once answered.
+	// Record is told every request, once answered, and every repair.
 	Record func(Call)
+	// Health is the load balancer's probe: each backend's private IP and whether it passes
+	// (LBHealth). Automatic repairs judge instances by it; none run without it.
+	Health func() (map[string]bool, error)
 
 	mu        sync.Mutex
 	scaleSets []*ScaleSet
@@ -163,6 +175,10 @@ func (s *Server) ScaleSets() []ScaleSet {
 	var out []ScaleSet
 	for _, ss := range s.scaleSets {
 		c := *ss
+		if ss.Repairs != nil {
+			r := *ss.Repairs
+			c.Repairs = &r
+		}
 		c.Instances = nil
 		for _, in := range ss.Instances {
 			copied := *in
@@ -202,6 +218,7 @@ func (s *Server) addInstance(ss *ScaleSet, in Instance) *Instance {
 	if in.State == "" {
 		in.State = "Succeeded"
 	}
+	in.changed = s.now()
 	if in.Zone == "" && len(ss.Zones) > 0 {
 		in.Zone = ss.Zones[len(ss.Instances)%len(ss.Zones)]
 	}
@@ -284,12 +301,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	w := &statusWriter{ResponseWriter: rw, status: http.StatusOK}
 	defer func() {
 		call.Status = w.status
-		s.mu.Lock()
-		s.calls = append(s.calls, call)
-		s.mu.Unlock()
-		if s.Record != nil {
-			s.Record(call)
-		}
+		s.record(call)
 	}()
 	fail := func(e *apiError) { writeJSON(w, e.status, map[string]any{"error": e}) }
 	w.Header().Set("x-ms-request-id", uuid())
@@ -342,6 +354,15 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	if e := rt.handle(w, r, caller); e != nil {
 		fail(e)
+	}
+}
+
+func (s *Server) record(call Call) {
+	s.mu.Lock()
+	s.calls = append(s.calls, call)
+	s.mu.Unlock()
+	if s.Record != nil {
+		s.Record(call)
 	}
 }
 
@@ -450,6 +471,10 @@ func (s *Server) scaleSetRoute(r *http.Request, rest []string) (*route, *apiErro
 		return &route{action: compute + "/read", scope: id, resource: id, policies: []Policy{PolicyLowCostGetVMScaleSet}, handle: s.getScaleSet(name)}, nil
 	case len(rest) == 1 && (method == http.MethodPut || method == http.MethodPatch):
 		return &route{action: compute + "/write", scope: id, resource: id, policies: []Policy{PolicyUpdateVMScaleSet}, handle: s.updateScaleSet(name)}, nil
+	case len(rest) == 2 && method == http.MethodGet && strings.EqualFold(rest[1], "instanceView"):
+		return &route{action: compute + "/read", scope: id, resource: id, policies: []Policy{PolicyLowCostGetVMScaleSet}, handle: s.instanceView(name)}, nil
+	case len(rest) == 2 && method == http.MethodPost && strings.EqualFold(rest[1], "setOrchestrationServiceState"):
+		return &route{action: compute + "/write", scope: id, resource: id, policies: []Policy{PolicyUpdateVMScaleSet}, handle: s.setOrchestrationServiceState(name)}, nil
 	case len(rest) == 2 && method == http.MethodPost:
 		batch, err := instanceIDs(r)
 		if err != nil {
@@ -639,16 +664,19 @@ func (s *Server) scaleSetJSON(ss *ScaleSet) map[string]any {
 			state = "Updating"
 		}
 	}
+	props := map[string]any{
+		"provisioningState": state, "orchestrationMode": "Uniform", "upgradePolicy": map[string]any{"mode": "Manual"},
+		"virtualMachineProfile": map[string]any{
+			"osProfile":      map[string]any{"computerNamePrefix": ss.ComputerNamePrefix},
+			"storageProfile": map[string]any{"imageReference": map[string]any{"id": ss.Image}},
+		},
+	}
+	if p := ss.Repairs; p != nil {
+		props["automaticRepairsPolicy"] = map[string]any{"enabled": p.Enabled, "gracePeriod": p.GracePeriod, "repairAction": p.Action}
+	}
 	return map[string]any{
 		"id": s.ScaleSetID(ss.Name), "name": ss.Name, "type": compute, "location": s.Location, "zones": ss.Zones, "tags": ss.Tags,
-		"sku": map[string]any{"name": ss.SKU, "tier": "Standard", "capacity": len(ss.Instances)},
-		"properties": map[string]any{
-			"provisioningState": state, "orchestrationMode": "Uniform", "upgradePolicy": map[string]any{"mode": "Manual"},
-			"virtualMachineProfile": map[string]any{
-				"osProfile":      map[string]any{"computerNamePrefix": ss.ComputerNamePrefix},
-				"storageProfile": map[string]any{"imageReference": map[string]any{"id": ss.Image}},
-			},
-		},
+		"sku": map[string]any{"name": ss.SKU, "tier": "Standard", "capacity": len(ss.Instances)}, "properties": props,
 	}
 }
 
@@ -813,7 +841,7 @@ func (s *Server) finish(in Instance, kind string) error {
 	case kind == OpUpgrade:
 		ss.Instances[i].Image = ss.Image
 	}
-	ss.Instances[i].State = "Succeeded"
+	ss.Instances[i].State, ss.Instances[i].changed = "Succeeded", s.now()
 	if err != nil {
 		ss.Instances[i].State = "Failed"
 	}

@@ -79,7 +79,12 @@ func (l *Local) Options() *azarm.ClientOptions {
 
 // Credential is a principal's: Entra's stand-in's access tokens for the scope asked.
 func (l *Local) Credential(principal string) azcore.TokenCredential {
-	return tokens{l.Entra, principal}
+	return Credential(l.Entra, principal)
+}
+
+// Credential is a principal's access tokens, as e issues them, for the scope asked.
+func Credential(e *entra.Server, principal string) azcore.TokenCredential {
+	return tokens{e, principal}
 }
 
 type tokens struct {

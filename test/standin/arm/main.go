@@ -1,6 +1,7 @@
 package arm
 
 import (
+	"context"
 	"crypto/rsa"
 	"encoding/json"
 	"flag"
@@ -21,7 +22,8 @@ type Inventory struct {
 }
 
 // Main serves the stand-in: `arm --listen=… --cert=… --key=… --subscription=… --resource-group=…
-// --location=… --tenant=… --token-key=… --inventory=… --assignments=… --calls=…`.
+// --location=… --tenant=… --token-key=… --inventory=… --assignments=… --calls=… [--speedup=…]
+// [--lb-state=…] [--machines=…]`.
 func Main(args []string) error {
 	fs := flag.NewFlagSet("arm", flag.ContinueOnError)
 	listen := fs.String("listen", "", "host:port to serve HTTPS on")
@@ -37,6 +39,9 @@ func Main(args []string) error {
 	inventory := fs.String("inventory", "", "JSON file: the scale sets and VMs (Inventory)")
 	assignments := fs.String("assignments", "", "JSON file: the role assignments ([]Assignment)")
 	calls := fs.String("calls", "", "file each request is appended to, one JSON line")
+	fs.Float64Var(&s.Speedup, "speedup", 1, "run the model's time this many times faster than real time: latencies, windows and grace periods")
+	lbState := fs.String("lb-state", "", "the load balancer stand-in's state file: the probe automatic repairs judge by")
+	machines := fs.String("machines", "", "unix socket of the process holding the machines behind the instances (ServeMachines); none: the model alone")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -59,12 +64,22 @@ func Main(args []string) error {
 		return err
 	}
 	for _, ss := range inv.ScaleSets {
+		if err := ss.Repairs.Check(); err != nil {
+			return fmt.Errorf("arm: %s: scale set %s: %w", *inventory, ss.Name, err)
+		}
 		s.AddScaleSet(ss)
 	}
 	for _, vm := range inv.VMs {
 		s.AddVM(vm)
 	}
 	s.Record = standin.Recorder[Call](*calls, "")
+	if *machines != "" {
+		s.Machines = RemoteMachines{Socket: *machines}
+	}
+	if *lbState != "" {
+		s.Health = LBHealth(*lbState)
+		go s.RunRepairs(context.Background())
+	}
 	return standin.Serve(*listen, s, *cert, *key, func() {
 		log.Printf("Resource Manager of subscription %s, resource group %s: %d scale sets, %d VMs, on https://%s", s.Subscription, s.ResourceGroup, len(inv.ScaleSets), len(inv.VMs), *listen)
 	})

@@ -1,0 +1,133 @@
+package booted_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/standin/arm"
+)
+
+// L05: an apiserver machine whose apiserver fails for good fails the load balancer's probe, and
+// the scale set's automatic instance repairs reimage it without an operator: Resource Manager's
+// stand-in judges by the load balancer stand-in's probe (time ten times faster: a minute's grace)
+// and reimages through the process that booted the machines. The new OS disk brings the apiserver
+// back. No other machine restarts, etcd's least of all. The operator resumes the repairs with the
+// Azure SDK, as the runbook does, and suspends them again.
+func TestFailedAPIServerIsRepairedByItsScaleSet(t *testing.T) {
+	needBoot(t)
+	ctx := context.Background()
+	c := booted.Cluster
+	apiservers := booted.Of(spec.RoleAPIServer)
+	victim := apiservers[len(apiservers)-1]
+	in, err := scaleset.ParseProviderID(scaleset.ProviderIDPrefix + machines.ResourceID(c, spec.RoleAPIServer, victim.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory, err := booted.OperatorCompute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := factory.NewVirtualMachineScaleSetsClient()
+	repairs := func(action armcompute.OrchestrationServiceStateAction) error {
+		poller, err := sets.BeginSetOrchestrationServiceState(ctx, c.ResourceGroup(), in.ScaleSet, armcompute.OrchestrationServiceStateInput{
+			ServiceName: to.Ptr(armcompute.OrchestrationServiceNamesAutomaticRepairs), Action: to.Ptr(action)}, nil)
+		if err == nil {
+			_, err = poller.PollUntilDone(ctx, nil)
+		}
+		return err
+	}
+	if err := repairs(armcompute.OrchestrationServiceStateActionResume); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := repairs(armcompute.OrchestrationServiceStateActionSuspend); err != nil {
+			t.Errorf("suspend the repairs again: %v", err)
+		}
+	})
+	pids := map[string]int{}
+	for _, m := range booted.Machines {
+		pids[m.Name] = m.PID
+	}
+
+	const marker = "/var/lib/clusterforge-before-repair"
+	if _, err := booted.Exec(ctx, victim.Name, "touch", marker); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	// Broken on its OS disk: no restart brings it back, only a new disk.
+	broken := fmt.Sprintf("mkdir -p %[1]s/%[2]s.d && printf '[Service]\nExecStart=\nExecStart=/bin/false\n' > %[1]s/%[2]s.d/99-broken.conf && systemctl daemon-reload && systemctl restart %[2]s; systemctl is-active %[2]s",
+		machine.UnitDir, machine.APIServerUnit)
+	if out, err := booted.Exec(ctx, victim.Name, "sh", "-c", broken); err == nil {
+		t.Fatalf("%s still active after it was broken: %s", machine.APIServerUnit, out)
+	}
+	backend := fmt.Sprintf("%s:%d", victim.IP, wellknown.APIServerPort)
+	if err := drills.WaitUntil(time.Minute, func() error { return drills.LBHealthy(booted, backend, false) }); err != nil {
+		t.Fatalf("the load balancer kept %s in rotation: %v", backend, err)
+	}
+	var repairCalls []arm.Call
+	if err := drills.WaitUntil(3*time.Minute, func() error {
+		calls, err := booted.ARMCalls()
+		repairCalls = nil
+		for _, call := range calls {
+			if call.Client == arm.RepairsClient {
+				repairCalls = append(repairCalls, call)
+			}
+		}
+		if err == nil && len(repairCalls) == 0 {
+			err = fmt.Errorf("no repair yet")
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("repair started %.0fs after the apiserver was broken", time.Since(began).Seconds())
+	if err := drills.WaitUntil(5*time.Minute, func() error {
+		if err := drills.LBHealthy(booted, backend, true); err != nil {
+			return err
+		}
+		if out, err := booted.Exec(ctx, victim.Name, "sh", "-c", "test ! -e "+marker+" && echo new"); err != nil || strings.TrimSpace(out) != "new" {
+			return fmt.Errorf("%s still has the old OS disk (%v)", victim.Name, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("back in rotation on a new OS disk %.0fs after the apiserver was broken", time.Since(began).Seconds())
+
+	calls, err := booted.ARMCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "/virtualMachineScaleSets/" + in.ScaleSet + "/virtualMachines/" + in.ID
+	for _, call := range calls {
+		if call.Client != arm.RepairsClient {
+			continue
+		}
+		if !strings.HasSuffix(call.Resource, want) {
+			t.Errorf("a repair of %s: only %s failed", call.Resource, want)
+		}
+	}
+	for _, m := range booted.Machines {
+		if m.Name != victim.Name && m.PID != pids[m.Name] {
+			t.Errorf("%s (%s) restarted during the repair", m.Name, m.Role)
+		}
+	}
+	if m, _ := booted.Machine(victim.Name); m.PID == pids[victim.Name] {
+		t.Errorf("%s kept its machine through the repair", victim.Name)
+	}
+	if err := booted.WaitAPIHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
