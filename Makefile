@@ -84,7 +84,9 @@ check: setup tools test-images image-validate ## Fast tier, no root needed: gofm
 E2E_FREE_GIB = 12
 
 e2e: disk-free setup tools images-local ## End-to-end tier (root): the rehearsal and its drills, the CIS benchmark, both images booted, the scale smoke run
-	@mkdir -p build && bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 60m -v $(E2E_PACKAGES) 2>&1 | tee build/e2e.log'
+	@mkdir -p build && bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 60m -v $(E2E_PACKAGES) 2>&1 | tee build/e2e.log' || \
+	  { echo "make e2e failed; the lines before each failure, then the failures (build/e2e.log):"; \
+	    grep -E -B6 -- '^\s*--- FAIL|^panic:' build/e2e.log | cut -c1-240 | tail -30; grep -E -- '^\s*--- FAIL|^FAIL|^panic:' build/e2e.log; exit 1; }
 	@! grep -E -- '^\s*--- SKIP' build/e2e.log || { echo "make e2e: the scenarios above skipped; outside -short every one must run (build/e2e.log)"; exit 1; }
 
 disk-free:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -55,6 +56,24 @@ type Load struct {
 	startups []time.Duration
 	client   map[string][]time.Duration
 	errors   map[string]int
+	// churnRate is the pods created a second; periods are each reader's, which Offer may change.
+	churnRate float64
+	periods   map[string]time.Duration
+}
+
+// The load's operations, as Measured counts them.
+const (
+	OpCreatePod         = "create pod"
+	OpGetNode           = "get node"
+	OpListNamespacePods = "list namespace pods"
+	OpListNodes         = "list nodes"
+	OpListAllPods       = "list all pods"
+)
+
+// Readers are the load's reads of every SLO class and their periods: each reader runs one call at
+// a time, so a call slower than its period delivers short of its offer.
+var Readers = map[string]time.Duration{
+	OpGetNode: 200 * time.Millisecond, OpListNamespacePods: 5 * time.Second, OpListNodes: 30 * time.Second, OpListAllPods: time.Minute,
 }
 
 // NewLoad creates the benchmark's namespaces and starts watching the pool's nodes and the churned
@@ -75,7 +94,7 @@ func NewLoad(ctx context.Context, c Cluster, image string, progress io.Writer) (
 		return nil, err
 	}
 	l := &Load{cs: cs, cluster: c, image: image, progress: progress,
-		sent: map[string]time.Time{}, client: map[string][]time.Duration{}, errors: map[string]int{}}
+		sent: map[string]time.Time{}, client: map[string][]time.Duration{}, errors: map[string]int{}, periods: maps.Clone(Readers)}
 	for _, ns := range []string{BaseNamespace, ChurnNamespace, StormNamespace} {
 		// The load generator's role was bound just now: each apiserver's authorizer learns of it
 		// through its own watch.
@@ -163,6 +182,15 @@ func (l *Load) Take() Measured {
 	w := Measured{Startups: l.startups, Client: l.client, Errors: l.errors}
 	l.startups, l.client, l.errors = nil, map[string][]time.Duration{}, map[string]int{}
 	return w
+}
+
+// Calls is how many calls of each operation the window completed, errors included.
+func (w Measured) Calls() map[string]int {
+	out := maps.Clone(w.Errors)
+	for op, lat := range w.Client {
+		out[op] += len(lat)
+	}
+	return out
 }
 
 // ClientP99 is the window's p99 per operation, in seconds.
@@ -345,16 +373,42 @@ func (l *Load) removeNode(ctx context.Context, nodes *kubernetes.Clientset, n in
 	return nil
 }
 
+// Offer sets a reader's period from its next call on.
+func (l *Load) Offer(op string, period time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.periods[op] = period
+}
+
+func (l *Load) period(op string) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.periods[op]
+}
+
+// Offered is each operation the load offers, a second: the churn's creates and each reader's calls.
+func (l *Load) Offered() map[string]float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]float64{OpCreatePod: l.churnRate}
+	for op, p := range l.periods {
+		out[op] = float64(time.Second) / float64(p)
+	}
+	return out
+}
+
 // Run puts the steady load on until ctx ends: churnPerSecond pods created and deleted once
-// running, and the readers.
+// running, and the Readers.
 func (l *Load) Run(ctx context.Context, churnPerSecond float64) {
+	l.mu.Lock()
+	l.churnRate = churnPerSecond
+	l.mu.Unlock()
 	go l.churn(ctx, churnPerSecond)
 	for _, r := range []struct {
-		op    string
-		every time.Duration
-		read  func(context.Context) error
+		op   string
+		read func(context.Context) error
 	}{
-		{"get node", 200 * time.Millisecond, func(ctx context.Context) error {
+		{OpGetNode, func(ctx context.Context) error {
 			names := l.nodes.ListKeys()
 			if len(names) == 0 {
 				return nil
@@ -362,12 +416,12 @@ func (l *Load) Run(ctx context.Context, churnPerSecond float64) {
 			_, err := l.cs.CoreV1().Nodes().Get(ctx, names[rand.IntN(len(names))], metav1.GetOptions{})
 			return err
 		}},
-		{"list namespace pods", 5 * time.Second, func(ctx context.Context) error {
+		{OpListNamespacePods, func(ctx context.Context) error {
 			_, err := l.cs.CoreV1().Pods(ChurnNamespace).List(ctx, metav1.ListOptions{})
 			return err
 		}},
 		// As kubectl lists: pages of 500.
-		{"list nodes", 30 * time.Second, func(ctx context.Context) error {
+		{OpListNodes, func(ctx context.Context) error {
 			return pages(func(o metav1.ListOptions) (string, error) {
 				list, err := l.cs.CoreV1().Nodes().List(ctx, o)
 				if err != nil {
@@ -376,7 +430,7 @@ func (l *Load) Run(ctx context.Context, churnPerSecond float64) {
 				return list.Continue, nil
 			})
 		}},
-		{"list all pods", time.Minute, func(ctx context.Context) error {
+		{OpListAllPods, func(ctx context.Context) error {
 			return pages(func(o metav1.ListOptions) (string, error) {
 				list, err := l.cs.CoreV1().Pods("").List(ctx, o)
 				if err != nil {
@@ -386,7 +440,7 @@ func (l *Load) Run(ctx context.Context, churnPerSecond float64) {
 			})
 		}},
 	} {
-		go every(ctx, r.every, func() {
+		go everyOf(ctx, func() time.Duration { return l.period(r.op) }, func() {
 			began := time.Now()
 			l.record(r.op, began, r.read(ctx))
 		})
@@ -422,7 +476,7 @@ func (l *Load) churn(ctx context.Context, perSecond float64) {
 			l.sent[pod.Name] = began
 			l.mu.Unlock()
 			_, err := l.cs.CoreV1().Pods(ChurnNamespace).Create(ctx, pod, metav1.CreateOptions{})
-			l.record("create pod", began, err)
+			l.record(OpCreatePod, began, err)
 			if err != nil {
 				l.mu.Lock()
 				delete(l.sent, pod.Name)
@@ -442,7 +496,13 @@ func protobuf(cfg *rest.Config) {
 
 // every runs f at each tick of period until ctx ends, never two at once.
 func every(ctx context.Context, period time.Duration, f func()) {
-	t := time.NewTicker(period)
+	everyOf(ctx, func() time.Duration { return period }, f)
+}
+
+// everyOf is every with a period that may change: read again after each call.
+func everyOf(ctx context.Context, period func() time.Duration, f func()) {
+	p := period()
+	t := time.NewTicker(p)
 	defer t.Stop()
 	for {
 		select {
@@ -450,6 +510,10 @@ func every(ctx context.Context, period time.Duration, f func()) {
 			return
 		case <-t.C:
 			f()
+			if q := period(); q != p {
+				p = q
+				t.Reset(p)
+			}
 		}
 	}
 }

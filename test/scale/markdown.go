@@ -18,18 +18,21 @@ func Markdown(s Summary, steps []Step, storm StormReport) string {
 	if s.FirstFailingStep > 0 {
 		fmt.Fprintf(&b, " The first failing step, %d nodes, missed: %s.", s.FirstFailingStep, strings.Join(s.FirstFailing, "; "))
 	}
+	if len(s.HarnessLimitedSteps) > 0 {
+		fmt.Fprintf(&b, " Harness-limited (a load delivered short of %.0f %% of its offer; neither passed nor failed): %v.", HarnessShare*100, s.HarnessLimitedSteps)
+	}
 	fmt.Fprintf(&b, "\n\n**Event storm (%d nodes, %.0f events/s), main etcd write probe p99 storm ÷ quiet:** split %.2f, unsplit %.2f (median of %d rounds; target ≤ 1.2 split). %s.\n\n",
 		s.StormNodes, s.StormEventsPerSecond, s.StormRatio["split"], s.StormRatio["unsplit"], len(storm.Runs)/2, storm.Note)
 	if line := Saturation(s.Machine, steps); line != "" {
 		b.WriteString(line + "\n\n")
 	}
 
-	b.WriteString("| nodes | result | set-up | not-ready taints (hold start → end) | mutating p99 | read resource p99 | read namespace p99 | read cluster p99 | pod start-up p99 | requests/s | 429 | 5xx | lease writes/s (nodes ÷ 10 expected) | CPU cores used | etcd-main DB |\n")
+	b.WriteString("| nodes | result | set-up | not-ready taints (hold start → end) | mutating p99 | read resource p99 | read namespace p99 | read cluster p99 | pod start-up p99 | requests/s | 429 | 5xx | lease writes/s (expected) | CPU cores used | etcd-main DB |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, st := range steps {
-		result := "pass"
+		result := st.Result()
 		if !st.Passed() {
-			result = "**fail**"
+			result = "**" + result + "**"
 		}
 		fmt.Fprintf(&b, "| %d | %s | %.0f s | %d → %d |", st.Nodes, result, st.SetupSeconds, st.TaintedNodes[0], st.TaintedNodes[1])
 		for _, class := range Classes {
@@ -49,7 +52,17 @@ func Markdown(s Summary, steps []Step, storm StormReport) string {
 			}
 		}
 		fmt.Fprintf(&b, " %s | %.0f | %.0f | %.0f | %.0f (%d) | %.2f | %.0f MiB |\n", seconds(st.PodStartup.P99Seconds),
-			st.APIServers.Requests/math.Max(1, st.HeldSeconds), st.APIServers.Throttled, st.APIServers.Failed, st.LeaseWrites, st.Nodes/10, cpu, dbSize/(1<<20))
+			st.APIServers.Requests/math.Max(1, st.HeldSeconds), st.APIServers.Throttled, st.APIServers.Failed, st.LeaseWrites, st.Nodes/int(NodeLeaseRenewal.Seconds()), cpu, dbSize/(1<<20))
+	}
+	b.WriteString("\n| nodes | load | offered/s | delivered/s | share |\n|---|---|---|---|---|\n")
+	for _, st := range steps {
+		for _, d := range st.Loads {
+			share := fmt.Sprintf("%.0f %%", 100*d.Delivered/math.Max(d.Offered, 1e-9))
+			if d.Short() {
+				share = "**" + share + "**"
+			}
+			fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %s |\n", st.Nodes, d.Load, d.Offered, d.Delivered, share)
+		}
 	}
 	b.WriteString("\nEach step: the nodes registered, a base pod on each, a warm-up discarded, then the hold judged. p99 by clusterloader2's method (the 99th percentile of per-minute p99s of `apiserver_request_sli_duration_seconds`, worst call of the class); pod start-up from creation to Running on the client's watch.\n\n")
 

@@ -2,6 +2,7 @@ package scale
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"runtime"
 	"slices"
@@ -67,13 +68,50 @@ type Step struct {
 	// counts its failed calls.
 	ClientLatency map[string]float64 `json:"clientP99Seconds"`
 	ClientErrors  map[string]int     `json:"clientErrors"`
+	// Loads are each kind of load the step offered and what was delivered during the hold.
+	Loads []Delivery `json:"loads"`
+	// HarnessLimited names each load delivered short of HarnessShare of its offer: the step then
+	// measured the harness, not the control plane, and is neither passed nor failed.
+	HarnessLimited []string `json:"harnessLimited,omitempty"`
 	// Failing names each SLO the step missed; empty when it passed.
 	Failing []string `json:"failing"`
 }
 
-// Verdict fills in Failing from the step's set-up, calls and pod start-up.
+// HarnessShare is the share of each offered load a step must deliver to be judged.
+const HarnessShare = 0.95
+
+// A kubelet's node lease lasts 40 s and is renewed every quarter of that: a step of N nodes offers
+// N/10 lease writes a second.
+const (
+	NodeLeaseDuration = 40 * time.Second
+	NodeLeaseRenewal  = NodeLeaseDuration / 4
+)
+
+// LeaseRenewals is the load the nodes' lease renewals make, as a step's Loads name it.
+const LeaseRenewals = "lease renewals"
+
+// Delivery is one kind of load a step offered and what was delivered, each a rate per second,
+// over a window of Seconds.
+type Delivery struct {
+	Load      string  `json:"load"`
+	Offered   float64 `json:"offeredPerSecond"`
+	Delivered float64 `json:"deliveredPerSecond"`
+	Seconds   float64 `json:"seconds"`
+}
+
+// Short says the load fell below HarnessShare of its offer, by more than the one call a window's
+// edges may cut off (a reader offering one call a minute makes none in some 35 s windows).
+func (d Delivery) Short() bool { return d.Delivered*d.Seconds+1 < HarnessShare*d.Offered*d.Seconds }
+
+// Verdict fills in HarnessLimited from the step's loads, and Failing from its set-up, calls and
+// pod start-up.
 func (s *Step) Verdict() {
-	s.Failing = nil
+	s.Failing, s.HarnessLimited = nil, nil
+	for _, d := range s.Loads {
+		if d.Short() {
+			s.HarnessLimited = append(s.HarnessLimited, fmt.Sprintf("%s: %.1f/s delivered of %.1f/s offered", d.Load, d.Delivered, d.Offered))
+		}
+	}
 	if s.SetupError != "" {
 		s.Failing = append(s.Failing, "set-up: "+s.SetupError)
 		return
@@ -91,8 +129,19 @@ func (s *Step) Verdict() {
 	}
 }
 
-// Passed reports whether every SLO held.
-func (s *Step) Passed() bool { return len(s.Failing) == 0 }
+// Result is the step's verdict: "harness-limited" when a load fell short, else "passed" or "failed".
+func (s *Step) Result() string {
+	switch {
+	case len(s.HarnessLimited) > 0:
+		return "harness-limited"
+	case len(s.Failing) > 0:
+		return "failed"
+	}
+	return "passed"
+}
+
+// Passed reports whether every load was delivered and every SLO held.
+func (s *Step) Passed() bool { return s.Result() == "passed" }
 
 // Machine is the host a benchmark ran on.
 type Machine struct {
@@ -166,6 +215,8 @@ type Summary struct {
 	Machine             Machine `json:"machine"`
 	StepsTried          []int   `json:"stepsTried"`
 	LargestPassingNodes int     `json:"largestPassingNodes"`
+	// HarnessLimitedSteps are the steps whose load fell short; the ramp's verdict ends at the first.
+	HarnessLimitedSteps []int `json:"harnessLimitedSteps"`
 	// FirstFailing is the first step that missed an SLO, with what it missed; empty when every
 	// step passed.
 	FirstFailing     []string `json:"firstFailing,omitempty"`
@@ -181,17 +232,21 @@ type Summary struct {
 }
 
 // Summarize fills the ramp's verdict from its steps, in ramp order: the ramp stops at the first
-// failing step.
+// step that did not pass, failed or harness-limited.
 func (s *Summary) Summarize(steps []Step) {
-	s.StepsTried, s.LargestPassingNodes, s.FirstFailing, s.FirstFailingStep = nil, 0, nil, 0
+	s.StepsTried, s.LargestPassingNodes, s.FirstFailing, s.FirstFailingStep, s.HarnessLimitedSteps = nil, 0, nil, 0, []int{}
+	ended := false
 	for _, st := range steps {
 		s.StepsTried = append(s.StepsTried, st.Nodes)
 		switch {
-		case s.FirstFailingStep > 0: // a smoke run ramps on past a failure; the verdict stands
-		case !st.Passed():
+		case st.Result() == "harness-limited":
+			s.HarnessLimitedSteps = append(s.HarnessLimitedSteps, st.Nodes)
+		case ended: // a smoke run ramps on past a failure; the verdict stands
+		case st.Result() == "failed":
 			s.FirstFailing, s.FirstFailingStep = slices.Clone(st.Failing), st.Nodes
 		default:
 			s.LargestPassingNodes = st.Nodes
 		}
+		ended = ended || !st.Passed()
 	}
 }

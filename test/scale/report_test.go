@@ -47,3 +47,38 @@ func TestThisMachine(t *testing.T) {
 		t.Errorf("%+v", m)
 	}
 }
+
+// A step whose load fell short is harness-limited, neither passed nor failed, and ends the ramp's
+// verdict; the one call a window's edges may cut off is not a shortfall.
+func TestShortLoadMarksTheStepHarnessLimited(t *testing.T) {
+	for _, tc := range []struct {
+		d     Delivery
+		short bool
+	}{
+		{Delivery{Load: "lease renewals", Offered: 250, Delivered: 126, Seconds: 120}, true},
+		{Delivery{Load: "lease renewals", Offered: 250, Delivered: 240, Seconds: 120}, false},
+		{Delivery{Load: "get node", Offered: 5, Delivered: 4.7, Seconds: 120}, true},
+		{Delivery{Load: "list all pods", Offered: 1.0 / 60, Delivered: 0, Seconds: 35}, false},
+		{Delivery{Load: "list all pods", Offered: 1.0 / 60, Delivered: 0, Seconds: 600}, true},
+	} {
+		if got := tc.d.Short(); got != tc.short {
+			t.Errorf("%+v: short %v, want %v", tc.d, got, tc.short)
+		}
+	}
+	ok := PodStartup{Pods: 10, P99Seconds: 1, Pass: true}
+	step := func(n int, leases float64) Step {
+		st := Step{Nodes: n, PodStartup: ok, Loads: []Delivery{{Load: "lease renewals", Offered: float64(n) / 10, Delivered: leases, Seconds: 120}}}
+		st.Verdict()
+		return st
+	}
+	limited := step(2500, 126)
+	if limited.Result() != "harness-limited" || limited.Passed() || len(limited.Failing) != 0 ||
+		len(limited.HarnessLimited) != 1 || limited.HarnessLimited[0] != "lease renewals: 126.0/s delivered of 250.0/s offered" {
+		t.Fatalf("%s, %q, failing %q", limited.Result(), limited.HarnessLimited, limited.Failing)
+	}
+	var s Summary
+	s.Summarize([]Step{step(500, 50), step(1000, 100), limited, step(5000, 500)})
+	if s.LargestPassingNodes != 1000 || s.FirstFailingStep != 0 || !slices.Equal(s.HarnessLimitedSteps, []int{2500}) {
+		t.Errorf("%+v", s)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
@@ -34,7 +35,11 @@ type Options struct {
 	// RampPastFailure goes on to the next step after a failing one: for a smoke run, which checks the
 	// benchmark's outputs, not this machine's SLOs. The benchmark itself stops at the first failure.
 	RampPastFailure bool
-	Storm           StormOptions
+	// UnderDriven is a step (its node count) whose get-node reader is offered 10,000 calls a
+	// second, which one call at a time cannot deliver: the smoke run's proof that a short load
+	// marks its step harness-limited. 0: none.
+	UnderDriven int
+	Storm       StormOptions
 }
 
 // StormOptions shape the event storm.
@@ -108,7 +113,7 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 			return summary, err
 		}
 		if !st.Passed() {
-			r.logf("step %d nodes failed: %v", nodes, st.Failing)
+			r.logf("step %d nodes %s: %v", nodes, st.Result(), slices.Concat(st.HarnessLimited, st.Failing))
 			if !r.RampPastFailure {
 				break
 			}
@@ -172,6 +177,10 @@ func (r *runner) step(ctx context.Context, have, nodes int) Step {
 		return st
 	}
 	r.logf("  hold %s", r.Hold)
+	if nodes == r.UnderDriven {
+		r.load.Offer(OpGetNode, 100*time.Microsecond)
+		defer r.load.Offer(OpGetNode, Readers[OpGetNode])
+	}
 	if err := r.hold(ctx, &st); err != nil {
 		st.SetupError = err.Error()
 	}
@@ -223,6 +232,11 @@ func (r *runner) hold(ctx context.Context, st *Step) error {
 	st.APIServers = APIServerOver(apiBefore, apiAfter)
 	st.LeaseWrites = (sum(apiAfter, RequestTotalMetric, leaseUpdate) - sum(apiBefore, RequestTotalMetric, leaseUpdate)) / held.Seconds()
 	st.ClientLatency, st.ClientErrors = measured.ClientP99(), measured.Errors
+	st.Loads = []Delivery{{Load: LeaseRenewals, Offered: float64(st.Nodes) / NodeLeaseRenewal.Seconds(), Delivered: st.LeaseWrites, Seconds: held.Seconds()}}
+	offered, calls := r.load.Offered(), measured.Calls()
+	for _, op := range slices.Sorted(maps.Keys(offered)) {
+		st.Loads = append(st.Loads, Delivery{Load: op, Offered: offered[op], Delivered: float64(calls[op]) / held.Seconds(), Seconds: held.Seconds()})
+	}
 	st.Usage = meter.Usage()
 	for _, t := range targets {
 		if isEtcd(t) {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -59,6 +60,9 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	// Both steps, whatever the first one's verdict: under `make test`'s other packages this
 	// machine may miss an SLO at 150 nodes, and the charts need two points.
 	o.RampPastFailure = true
+	// The second step's get-node reader is offered more than it can deliver: the accounting must
+	// mark that step harness-limited.
+	o.UnderDriven = 300
 	o.Storm.Quiet, o.Storm.Storm, o.Storm.Recovery, o.Storm.Rounds, o.Storm.Level = 5*time.Second, 5*time.Second, 5*time.Second, 1, 5*time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -71,7 +75,7 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 
 	var got map[string]any
 	readJSON(t, filepath.Join(out, "summary.json"), &got)
-	for _, key := range []string{"largestPassingNodes", "stormRatio", "machine", "stepsTried"} {
+	for _, key := range []string{"largestPassingNodes", "harnessLimitedSteps", "stormRatio", "machine", "stepsTried"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("summary.json has no %q", key)
 		}
@@ -90,6 +94,9 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	}
 	for _, nodes := range summary.StepsTried {
 		checkStep(t, filepath.Join(out, fmt.Sprintf("step-%05d", nodes)), nodes)
+	}
+	if !slices.Contains(summary.HarnessLimitedSteps, 300) {
+		t.Errorf("harness-limited steps %v: the under-driven 300-node step is not among them", summary.HarnessLimitedSteps)
 	}
 
 	var storm scale.StormReport
@@ -166,11 +173,25 @@ func checkStep(t *testing.T, dir string, nodes int) {
 		t.Errorf("step %d: %d etcd members reported, want 5 main and 3 events", nodes, len(st.Etcd))
 	}
 	// A lease every 10 s per node; the leader elections add a few.
-	if low := float64(nodes) / 10 * 0.5; st.LeaseWrites < low {
+	if low := float64(nodes) / scale.NodeLeaseRenewal.Seconds() * 0.5; st.LeaseWrites < low {
 		t.Errorf("step %d: %.1f lease writes/s, want at least %.0f", nodes, st.LeaseWrites, low)
 	}
 	// KWOK's leases go through priority and fairness as a node's (node-high), the load as an
 	// ordinary user's (global-default): neither is exempt.
+	offered := map[string]bool{}
+	for _, d := range st.Loads {
+		offered[d.Load] = d.Offered > 0 && d.Seconds > 0
+	}
+	for _, load := range append([]string{scale.LeaseRenewals, scale.OpCreatePod}, slices.Collect(maps.Keys(scale.Readers))...) {
+		if !offered[load] {
+			t.Errorf("step %d: no offered rate of %s in %+v", nodes, load, st.Loads)
+		}
+	}
+	if limited := strings.Join(st.HarnessLimited, "; "); nodes == 300 && !strings.Contains(limited, scale.OpGetNode+":") {
+		t.Errorf("step 300 offered %s 10,000 times a second, yet it is not harness-limited by it: %q, loads %+v", scale.OpGetNode, limited, st.Loads)
+	} else if nodes == 300 && st.Result() != "harness-limited" {
+		t.Errorf("step 300's result %q, want harness-limited", st.Result())
+	}
 	for _, level := range []string{"node-high", "global-default"} {
 		if _, ok := st.APIServers.APFWaitP99[level]; !ok {
 			t.Errorf("step %d: no request queued at priority level %s: %v", nodes, level, st.APIServers.APFWaitP99)
