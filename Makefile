@@ -86,7 +86,7 @@ E2E_FREE_GIB = 12
 e2e: disk-free setup tools images-local ## End-to-end tier (root): the rehearsal and its drills, the CIS benchmark, both images booted, the scale smoke run
 	@mkdir -p build && bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 60m -v $(E2E_PACKAGES) 2>&1 | tee build/e2e.log' || \
 	  { echo "make e2e failed; the lines before each failure, then the failures (build/e2e.log):"; \
-	    grep -E -B6 -- '^\s*--- FAIL|^panic:' build/e2e.log | cut -c1-240 | tail -30; grep -E -- '^\s*--- FAIL|^FAIL|^panic:' build/e2e.log; exit 1; }
+	    awk -f scripts/e2e-failures.awk build/e2e.log | tail -60; exit 1; }
 	@! grep -E -- '^\s*--- SKIP' build/e2e.log || { echo "make e2e: the scenarios above skipped; outside -short every one must run (build/e2e.log)"; exit 1; }
 
 disk-free:
@@ -150,7 +150,7 @@ bench-roll: setup tools-rehearsal ## The roll drills three times: time per etcd 
 	@scripts/toolchain.sh upgrades
 	@scripts/bench-roll.sh $(STACK)
 
-bench-scale: setup tools-rehearsal $(REHEARSE) ## How many KWOK nodes $(STACK)'s control plane holds within the API SLOs, and the event storm split vs unsplit (build/bench/scale; about an hour; ARGS=--long for 20-minute holds)
+bench-scale: setup tools-rehearsal $(REHEARSE) ## How many KWOK nodes $(STACK)'s control plane holds within the API SLOs, and the event storm split vs unsplit (build/bench/scale; 10-minute holds, up to about 90 minutes; ARGS=--long for 20-minute holds)
 	@ARGS="$(ARGS)" PUBLISH="$(PUBLISH)" scripts/bench-scale.sh $(STACK)
 
 bench-joins: setup tools-rehearsal $(REHEARSE) ## 1,000 KWOK nodes joining $(STACK)'s control plane all at once vs in its join steps, 3 rounds each: mutating p99 (build/bench/joins; about 40 minutes)

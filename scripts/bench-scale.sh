@@ -3,8 +3,8 @@
 # hold judged against Kubernetes' API SLOs, then the event storm with the events etcd split and
 # unsplit (test/scale). Reports in build/bench/scale: summary.json, step-NNNNN/*.json,
 # storm.json, report.md and the charts. ARGS are rehearse bench-scale's flags (--long: 20-minute
-# holds and 10-minute storm phases). PUBLISH=1 copies the charts and the report into
-# docs/bench/scale and the report's headline into docs/bench/scale.md.
+# holds and 10-minute storm phases). PUBLISH=1 copies the charts, the report and every step's raw
+# step.json into docs/bench/scale and the report's headline into docs/bench/scale.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STACK="${1:-dev}"
@@ -13,7 +13,11 @@ out=build/bench/scale
 build/bin/rehearse bench-scale --stack "$STACK" --out "$out" ${ARGS:-} 2>&1 | grep --line-buffered -v '^E[0-9]\{4\} '
 if [ "${PUBLISH:-}" = 1 ]; then
   mkdir -p docs/bench/scale
-  cp "$out"/*.svg "$out"/report.md "$out"/summary.json docs/bench/scale/
+  rm -rf docs/bench/scale/step-*
+  cp "$out"/*.svg "$out"/report.md "$out"/summary.json "$out"/storm.json docs/bench/scale/
+  for step in "$out"/step-*/; do
+    mkdir -p "docs/bench/scale/$(basename "$step")" && cp "$step/step.json" "docs/bench/scale/$(basename "$step")/"
+  done
   { echo '<!-- scale-bench:start -->'
     echo "\`make bench-scale\` at $(git rev-parse --short HEAD), $(date -u +%F), on $(nproc) cores: one ramp, each step its own hold."
     echo

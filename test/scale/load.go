@@ -223,6 +223,24 @@ func (l *Load) readyNodes() (ready, tainted int) {
 	return ready, tainted
 }
 
+// StatusOnTime counts the pool's nodes whose Ready condition was last reported at most
+// NodeStatusReport+NodeStatusLate before now, of all of them.
+func (l *Load) StatusOnTime(now time.Time) (onTime, nodes int) {
+	for _, obj := range l.nodes.List() {
+		node, ok := obj.(*corev1.Node)
+		if !ok {
+			continue
+		}
+		nodes++
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && now.Sub(c.LastHeartbeatTime.Time) <= NodeStatusReport+NodeStatusLate {
+				onTime++
+			}
+		}
+	}
+	return onTime, nodes
+}
+
 // TaintedNodes counts the Ready nodes still tainted not-ready.
 func (l *Load) TaintedNodes() int {
 	_, tainted := l.readyNodes()

@@ -64,6 +64,8 @@ type Step struct {
 	// LeaseWrites is the rate of Lease updates the apiservers served (nodes' heartbeats, and
 	// leader elections' few), per second.
 	LeaseWrites float64 `json:"leaseWritesPerSecond"`
+	// NodeStatusWrites is the rate of node status updates the apiservers served, per second.
+	NodeStatusWrites float64 `json:"nodeStatusWritesPerSecond"`
 	// ClientLatency is the load generator's own p99 per operation, in seconds; ClientErrors
 	// counts its failed calls.
 	ClientLatency map[string]float64 `json:"clientP99Seconds"`
@@ -87,8 +89,22 @@ const (
 	NodeLeaseRenewal  = NodeLeaseDuration / 4
 )
 
-// LeaseRenewals is the load the nodes' lease renewals make, as a step's Loads name it.
-const LeaseRenewals = "lease renewals"
+// A kubelet reports its node's status every 5 minutes when nothing changed (its default
+// nodeStatusReportFrequency, which the stack keeps); NodeStatusLate is how far past that a
+// report may come before its node counts as behind.
+const (
+	NodeStatusReport = 5 * time.Minute
+	NodeStatusLate   = NodeStatusReport / 10
+)
+
+// The loads the nodes make, as a step's Loads name them.
+const (
+	LeaseRenewals = "lease renewals"
+	// NodeStatus is delivered at the rate of the nodes whose last status report is at most
+	// NodeStatusReport+NodeStatusLate old: counting reports in a hold shorter than a few periods
+	// measures the nodes' phases, not whether they kept up.
+	NodeStatus = "node status"
+)
 
 // Delivery is one kind of load a step offered and what was delivered, each a rate per second,
 // over a window of Seconds.

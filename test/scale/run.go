@@ -57,10 +57,11 @@ type StormOptions struct {
 	Degraded           float64
 }
 
-// DefaultOptions is `make bench-scale`'s run: within an hour on this project's 2-core machine.
+// DefaultOptions is `make bench-scale`'s run. Each hold spans 10 one-minute windows, two node
+// status periods and the backup and compaction cycles (3 and 5 minutes) that decide close steps.
 func DefaultOptions(out string) Options {
 	return Options{Out: out, Steps: []int{500, 1000, 2500, 5000, 7500, 10000},
-		WarmUp: time.Minute, Hold: 2 * time.Minute, ScrapeEvery: 5 * time.Second, ChurnPerSecond: 5, NodeQPS: 100,
+		WarmUp: time.Minute, Hold: 10 * time.Minute, ScrapeEvery: 5 * time.Second, ChurnPerSecond: 5, NodeQPS: 100,
 		Storm: StormOptions{Quiet: time.Minute, Storm: time.Minute, Recovery: time.Minute, Rounds: 2,
 			StartRate: 1000, MaxRate: 16000, Level: 30 * time.Second, Degraded: 2}}
 }
@@ -230,9 +231,16 @@ func (r *runner) hold(ctx context.Context, st *Step) error {
 	st.Calls = Judge(scrapes)
 	st.PodStartup = PodStartupOf(measured.Startups)
 	st.APIServers = APIServerOver(apiBefore, apiAfter)
-	st.LeaseWrites = (sum(apiAfter, RequestTotalMetric, leaseUpdate) - sum(apiBefore, RequestTotalMetric, leaseUpdate)) / held.Seconds()
+	rate := func(f func(map[string]string) bool) float64 {
+		return (sum(apiAfter, RequestTotalMetric, f) - sum(apiBefore, RequestTotalMetric, f)) / held.Seconds()
+	}
+	st.LeaseWrites, st.NodeStatusWrites = rate(leaseUpdate), rate(nodeStatusUpdate)
+	onTime, _ := r.load.StatusOnTime(time.Now())
 	st.ClientLatency, st.ClientErrors = measured.ClientP99(), measured.Errors
-	st.Loads = []Delivery{{Load: LeaseRenewals, Offered: float64(st.Nodes) / NodeLeaseRenewal.Seconds(), Delivered: st.LeaseWrites, Seconds: held.Seconds()}}
+	st.Loads = []Delivery{
+		{Load: LeaseRenewals, Offered: float64(st.Nodes) / NodeLeaseRenewal.Seconds(), Delivered: st.LeaseWrites, Seconds: held.Seconds()},
+		{Load: NodeStatus, Offered: float64(st.Nodes) / NodeStatusReport.Seconds(), Delivered: float64(onTime) / NodeStatusReport.Seconds(), Seconds: held.Seconds()},
+	}
 	offered, calls := r.load.Offered(), measured.Calls()
 	for _, op := range slices.Sorted(maps.Keys(offered)) {
 		st.Loads = append(st.Loads, Delivery{Load: op, Offered: offered[op], Delivered: float64(calls[op]) / held.Seconds(), Seconds: held.Seconds()})
@@ -248,6 +256,10 @@ func (r *runner) hold(ctx context.Context, st *Step) error {
 
 func leaseUpdate(l map[string]string) bool {
 	return l["resource"] == "leases" && (l["verb"] == "PUT" || l["verb"] == "PATCH")
+}
+
+func nodeStatusUpdate(l map[string]string) bool {
+	return l["resource"] == "nodes" && l["subresource"] == "status" && (l["verb"] == "PUT" || l["verb"] == "PATCH")
 }
 
 func isEtcd(t Target) bool { return t.Kind == KindEtcdMain || t.Kind == KindEtcdEvents }

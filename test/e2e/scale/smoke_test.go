@@ -176,13 +176,18 @@ func checkStep(t *testing.T, dir string, nodes int) {
 	if low := float64(nodes) / scale.NodeLeaseRenewal.Seconds() * 0.5; st.LeaseWrites < low {
 		t.Errorf("step %d: %.1f lease writes/s, want at least %.0f", nodes, st.LeaseWrites, low)
 	}
+	// A status report every 5 minutes per node, spread over the period; KWOK's own heartbeat
+	// stage, every 20 to 45 s, would pass this bound several times over.
+	if high := 2*float64(nodes)/scale.NodeStatusReport.Seconds() + 1; st.NodeStatusWrites > high {
+		t.Errorf("step %d: %.1f node status writes/s, want at most %.1f: the nodes report more often than kubelets", nodes, st.NodeStatusWrites, high)
+	}
 	// KWOK's leases go through priority and fairness as a node's (node-high), the load as an
 	// ordinary user's (global-default): neither is exempt.
 	offered := map[string]bool{}
 	for _, d := range st.Loads {
 		offered[d.Load] = d.Offered > 0 && d.Seconds > 0
 	}
-	for _, load := range append([]string{scale.LeaseRenewals, scale.OpCreatePod}, slices.Collect(maps.Keys(scale.Readers))...) {
+	for _, load := range append([]string{scale.LeaseRenewals, scale.NodeStatus, scale.OpCreatePod}, slices.Collect(maps.Keys(scale.Readers))...) {
 		if !offered[load] {
 			t.Errorf("step %d: no offered rate of %s in %+v", nodes, load, st.Loads)
 		}

@@ -2,11 +2,17 @@ package processes
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"maps"
+	"math"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +28,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/scale"
 )
@@ -45,14 +52,84 @@ func (r *Rehearsal) startLB() error {
 // start the pods of a few hundred new ones, for want of KWOK, not of the control plane. Each
 // lease worker waits for its renewal: 512 of them carry 10,000 nodes' 1,000 renewals a second up
 // to half a second a renewal (64 carried 1,260 nodes' at the 2,500-node step).
-const kwokConfig = `apiVersion: config.kwok.x-k8s.io/v1alpha1
+//
+// Its node stages are a kubelet's: KWOK's own, with leases, pick the heartbeat every 20 to 45 s
+// that is meant for nodes without them (v0.7.0 inverts the choice). The first stage makes a node
+// Ready; the heartbeat then reports status every scale.NodeStatusReport, the first time after
+// the node's own phase (KWOKFirstStatusAnnotation), so that nodes registered together report
+// apart, as kubelets started at different times do. A report changes only the conditions' times:
+// the rest of the status is registered with the node (PoolNode), as a kubelet's first status is.
+var kwokConfig = fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
   nodeLeaseParallelism: 512
-  nodePlayStageParallelism: 16
+  nodePlayStageParallelism: 64
   podPlayStageParallelism: 16
   podsOnNodeSyncParallelism: 16
-`
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-initialize
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: NotIn
+      values: ['True']
+  next:
+    statusTemplate: |
+      {{ $created := .metadata.creationTimestamp }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $created | Quote }}
+        lastTransitionTime: {{ $created | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+      phase: Running
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: node-status-report
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Node
+  selector:
+    matchExpressions:
+    - key: '.status.phase'
+      operator: In
+      values: ['Running']
+    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+      operator: In
+      values: ['True']
+  delay:
+    durationMilliseconds: %d
+    # A node not yet reported since it was made Ready waits its phase instead.
+    durationFrom:
+      jq: 'if ([.status.conditions[]? | select(.type == "Ready") | .lastHeartbeatTime == .lastTransitionTime] | any) then .metadata.annotations["%s"] else null end'
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      {{ $created := .metadata.creationTimestamp }}
+      conditions:
+      {{ range NodeConditions }}
+      - lastHeartbeatTime: {{ $now | Quote }}
+        lastTransitionTime: {{ $created | Quote }}
+        message: {{ .message | Quote }}
+        reason: {{ .reason | Quote }}
+        status: {{ .status | Quote }}
+        type: {{ .type | Quote }}
+      {{ end }}
+  immediateNextStage: true
+`, scale.NodeStatusReport.Milliseconds(), KWOKFirstStatusAnnotation)
 
 // kwokAccess is KWOK's role and its binding: the nodes it registers and heartbeats, their
 // leases, the pods bound to them and their events.
@@ -184,6 +261,10 @@ func schedulable(n corev1.Node) bool {
 // KWOKAnnotation marks the nodes KWOK simulates.
 const KWOKAnnotation = "kwok.x-k8s.io/node"
 
+// KWOKFirstStatusAnnotation is how long after it is made Ready a simulated node first reports
+// its status (a duration, under scale.NodeStatusReport); its later reports are that far apart.
+const KWOKFirstStatusAnnotation = "clusterforge.io/kwok-first-status-after"
+
 // Nodes are the simulated worker nodes: per pool, up to NodesPerPool of its maxNodes.
 func (p *Layout) Nodes() ([]corev1.Node, error) {
 	var nodes []corev1.Node
@@ -234,12 +315,83 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 		corev1.LabelInstanceTypeStable: pool.VMSize,
 		corev1.LabelTopologyZone:       p.Cluster.Location + "-" + p.Cluster.Zones[n%len(p.Cluster.Zones)],
 	})
+	// Each node first reports at its own point of the report period, spread evenly whatever the
+	// node count (the golden ratio's sequence), never at once.
+	firstStatus := time.Duration(1+int(math.Mod(float64(n+1)*math.Phi, 1)*(scale.NodeStatusReport.Seconds()-1))) * time.Second
 	return corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{KWOKAnnotation: "fake"}},
-		Spec:       corev1.NodeSpec{Taints: taints},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{
+			KWOKAnnotation: "fake", KWOKFirstStatusAnnotation: firstStatus.String()}},
+		Spec: corev1.NodeSpec{Taints: taints},
 		Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
-			NodeInfo: corev1.NodeSystemInfo{KubeletVersion: p.Cluster.Versions.Kubernetes}}, // KWOK keeps it
+			Addresses: []corev1.NodeAddress{
+				{Type: corev1.NodeInternalIP, Address: simulatedNodeIP(pool, n).String()},
+				{Type: corev1.NodeHostName, Address: name},
+			},
+			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: wellknown.KubeletPort}},
+			NodeInfo:        simulatedNodeInfo(p.Cluster, name),
+			Images:          simulatedImages(p.Cluster),
+		},
 	}, nil
+}
+
+// simulatedNodeIP is the n-th address of the pool's first VNet, past Azure's reserved first four.
+// KWOK routes nothing: the address is there for the Node's size and shape (deviation "addresses").
+func simulatedNodeIP(pool spec.Pool, n int) netip.Addr {
+	a := netip.MustParsePrefix(pool.VNets[0]).Masked().Addr().As4()
+	v := binary.BigEndian.Uint32(a[:]) + 4 + uint32(n)
+	binary.BigEndian.PutUint32(a[:], v)
+	return netip.AddrFrom4(a)
+}
+
+// simulatedNodeInfo is what a worker's kubelet reports of its machine: identifiers derived from
+// the node's name, the versions from the stack, the OS of the node image.
+func simulatedNodeInfo(c *spec.Cluster, name string) corev1.NodeSystemInfo {
+	id := sha256.Sum256([]byte(name))
+	return corev1.NodeSystemInfo{
+		MachineID:               hex.EncodeToString(id[:16]),
+		SystemUUID:              uuid(id[16:32]),
+		BootID:                  uuid(id[:16]),
+		KernelVersion:           simulatedKernel,
+		OSImage:                 simulatedOSImage,
+		ContainerRuntimeVersion: "containerd://" + strings.TrimPrefix(c.Versions.Containerd, "v"),
+		KubeletVersion:          c.Versions.Kubernetes,
+		OperatingSystem:         "linux",
+		Architecture:            "amd64",
+	}
+}
+
+// The node image's OS and kernel as a kubelet names them (a Debian 12 cloud kernel).
+const (
+	simulatedOSImage = "Debian GNU/Linux 12 (bookworm)"
+	simulatedKernel  = "6.1.0-40-cloud-amd64"
+)
+
+func uuid(b []byte) string {
+	h := hex.EncodeToString(b)
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
+}
+
+// nodeStatusMaxImages is how many images a kubelet lists in its node's status (its default).
+const nodeStatusMaxImages = 50
+
+// simulatedImages is the image list of a busy worker: what the node image preloads (the pause
+// image and every add-on's), then the teams' training images it pulled, nodeStatusMaxImages in
+// all, each named by digest and by tag as containerd reports them.
+func simulatedImages(c *spec.Cluster) []corev1.ContainerImage {
+	refs := []string{c.Versions.PauseImage}
+	for _, b := range addons.BuiltImages(c) {
+		refs = append(refs, b.Ref)
+	}
+	for i := 0; len(refs) < nodeStatusMaxImages; i++ {
+		refs = append(refs, fmt.Sprintf("%s.azurecr.io/team-%02d/trainer:2026.11.%02d-cu128", c.Name, i%20, i))
+	}
+	images := make([]corev1.ContainerImage, len(refs))
+	for i, ref := range refs {
+		digest := sha256.Sum256([]byte(ref))
+		repo := ref[:strings.LastIndex(ref, ":")]
+		images[i] = corev1.ContainerImage{Names: []string{repo + "@sha256:" + hex.EncodeToString(digest[:]), ref}, SizeBytes: (int64(digest[0]) + 1) << 26}
+	}
+	return images
 }
 
 // KWOKUser is who KWOK acts as: a member of system:nodes, so that priority and fairness classes
