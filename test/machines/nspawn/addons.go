@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -60,14 +63,16 @@ func (b *Booted) WaitAddons(ctx context.Context) error {
 		{addons.SystemNamespace, addons.DNSName}, {addons.MonitoringNamespace, addons.PrometheusName},
 		{addons.SystemNamespace, addons.PodGroupControllerName}, {addons.SystemNamespace, wellknown.OpsName},
 	} {
+		var selector *metav1.LabelSelector
 		if err := machines.Poll(ctx, 3*time.Minute, d.name, func(ctx context.Context) error {
 			dep, err := cs.AppsV1().Deployments(d.namespace).Get(ctx, d.name, metav1.GetOptions{})
 			if err == nil && (dep.Status.AvailableReplicas < *dep.Spec.Replicas || dep.Status.ObservedGeneration < dep.Generation) {
+				selector = dep.Spec.Selector
 				err = fmt.Errorf("%d of %d replicas available", dep.Status.AvailableReplicas, *dep.Spec.Replicas)
 			}
 			return err
 		}); err != nil {
-			return err
+			return fmt.Errorf("%w%s", err, unreadyPods(cs, d.namespace, selector))
 		}
 	}
 	for _, d := range []struct{ namespace, name string }{
@@ -85,6 +90,42 @@ func (b *Booted) WaitAddons(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// unreadyPods describes the selected pods that are not Ready: where they run, their containers'
+// states and the last lines each logged, so that a wait that timed out says why.
+func unreadyPods(cs kubernetes.Interface, namespace string, selector *metav1.LabelSelector) string {
+	if selector == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: metav1.FormatLabelSelector(selector)})
+	if err != nil {
+		return "\n  pods: " + err.Error()
+	}
+	var b strings.Builder
+	for _, pod := range pods.Items {
+		if slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+		}) {
+			continue
+		}
+		fmt.Fprintf(&b, "\n  pod %s on %s: %s, IP %s", pod.Name, pod.Spec.NodeName, pod.Status.Phase, pod.Status.PodIP)
+		for _, c := range pod.Status.Conditions {
+			fmt.Fprintf(&b, "; %s=%s %s", c.Type, c.Status, c.Message)
+		}
+		for _, c := range pod.Status.ContainerStatuses {
+			fmt.Fprintf(&b, "\n    container %s: ready %v, %d restarts, state %+v, last %+v", c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState)
+			lines := int64(20)
+			logs, err := cs.CoreV1().Pods(namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: &lines}).DoRaw(ctx)
+			if err != nil {
+				logs = []byte(err.Error())
+			}
+			fmt.Fprintf(&b, "\n    its log: %s", strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "\n      "))
+		}
+	}
+	return b.String()
 }
 
 // cpuShare is what the add-ons' CPU requests are scaled by: every worker machine sees this host's
