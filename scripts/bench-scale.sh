@@ -9,6 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 STACK="${1:-dev}"
 out=build/bench/scale
+rm -rf "$out"/step-* # an earlier run's steps are not this one's
 # shellcheck disable=SC2086 # ARGS are flags, split on purpose
 build/bin/rehearse bench-scale --stack "$STACK" --out "$out" ${ARGS:-} 2>&1 | grep --line-buffered -v '^E[0-9]\{4\} '
 if [ "${PUBLISH:-}" = 1 ]; then

@@ -117,12 +117,12 @@ var ControlPlaneUserAgents = []string{"kube-controller-manager/", "kube-apiserve
 // Check returns every list and watch in events that an agent makes across namespaces of a
 // namespaced resource (namespaced says which are) beyond its allowances, and every client outside
 // the control plane that lists or watches Endpoints. Each finding is reported once per client,
-// verb and resource.
+// verb, resource and rule.
 func Check(events []Event, agents []Agent, namespaced func(group, resource string) bool) []Finding {
 	var out []Finding
 	seen := map[string]bool{}
 	add := func(f Finding) {
-		key := f.Client + "|" + f.Username + "|" + f.Verb + "|" + f.Resource
+		key := f.Client + "|" + f.Username + "|" + f.Verb + "|" + f.Resource + "|" + f.Why
 		if !seen[key] {
 			seen[key] = true
 			out = append(out, f)

@@ -53,7 +53,7 @@ func Markdown(s Summary, steps []Step, storm StormReport) string {
 		}
 		fmt.Fprintf(&b, " %s | %.0f | %.0f | %.0f | %.0f (%d) | %.1f (%.1f) | %.2f | %.0f MiB |\n", seconds(st.PodStartup.P99Seconds),
 			st.APIServers.Requests/math.Max(1, st.HeldSeconds), st.APIServers.Throttled, st.APIServers.Failed, st.LeaseWrites, st.Nodes/int(NodeLeaseRenewal.Seconds()),
-			st.NodeStatusWrites, float64(st.Nodes)/NodeStatusReport.Seconds(), cpu, dbSize/(1<<20))
+			st.NodeStatusWrites, st.offered(NodeStatus), cpu, dbSize/(1<<20))
 	}
 	b.WriteString("\n| nodes | load | offered/s | delivered/s | share |\n|---|---|---|---|---|\n")
 	for _, st := range steps {

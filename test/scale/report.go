@@ -145,6 +145,16 @@ func (s *Step) Verdict() {
 	}
 }
 
+// offered is the rate the step offered of a load, 0 if it offered none.
+func (s *Step) offered(load string) float64 {
+	for _, d := range s.Loads {
+		if d.Load == load {
+			return d.Offered
+		}
+	}
+	return 0
+}
+
 // Result is the step's verdict: "harness-limited" when a load fell short, else "passed" or "failed".
 func (s *Step) Result() string {
 	switch {

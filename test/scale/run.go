@@ -235,7 +235,7 @@ func (r *runner) hold(ctx context.Context, st *Step) error {
 		return (sum(apiAfter, RequestTotalMetric, f) - sum(apiBefore, RequestTotalMetric, f)) / held.Seconds()
 	}
 	st.LeaseWrites, st.NodeStatusWrites = rate(leaseUpdate), rate(nodeStatusUpdate)
-	onTime, _ := r.load.StatusOnTime(time.Now())
+	onTime, _ := r.load.StatusOnTime(time.Now()) // of the pool's nodes, which the step counts
 	st.ClientLatency, st.ClientErrors = measured.ClientP99(), measured.Errors
 	st.Loads = []Delivery{
 		{Load: LeaseRenewals, Offered: float64(st.Nodes) / NodeLeaseRenewal.Seconds(), Delivered: st.LeaseWrites, Seconds: held.Seconds()},

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"strings"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/itchyny/gojq"
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterforge/clusterforge/test/scale"
@@ -25,7 +26,8 @@ func TestSimulatedNodesReportApartWithAKubeletsImages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		first, err := time.ParseDuration(node.Annotations[KWOKFirstStatusAnnotation])
+		seconds, err := strconv.Atoi(node.Annotations[KWOKFirstStatusAnnotation])
+		first := time.Duration(seconds) * time.Second
 		if err != nil || first < time.Second || first >= scale.NodeStatusReport {
 			t.Fatalf("node %s first reports after %q (%v), want 1 s to %s", node.Name, node.Annotations[KWOKFirstStatusAnnotation], err, scale.NodeStatusReport)
 		}
@@ -46,35 +48,66 @@ func TestSimulatedNodesReportApartWithAKubeletsImages(t *testing.T) {
 	}
 }
 
-// KWOK's configuration reports status every scale.NodeStatusReport, and replaces KWOK's own node
-// stages with both of its own.
+// KWOK's configuration replaces KWOK's own node stages with both of its own, and its report stage
+// schedules each node's next report, by the jq engine KWOK runs, at its phase after it was made
+// Ready and every scale.NodeStatusReport after any later report.
 func TestKWOKReportsNodeStatusAsAKubelet(t *testing.T) {
 	dec := yaml.NewDecoder(bytes.NewReader([]byte(kwokConfig)))
-	stages := map[string]map[string]any{}
+	type stage struct {
+		Kind     string `yaml:"kind"`
+		Metadata struct{ Name string }
+		Spec     struct {
+			Delay *struct {
+				DurationMilliseconds int64 `yaml:"durationMilliseconds"`
+				DurationFrom         struct {
+					JQ struct{ Expression string } `yaml:"jq"`
+				} `yaml:"durationFrom"`
+			} `yaml:"delay"`
+		} `yaml:"spec"`
+	}
+	stages := map[string]stage{}
 	for {
-		var doc struct {
-			Kind     string                `yaml:"kind"`
-			Metadata struct{ Name string } `yaml:"metadata"`
-			Spec     map[string]any        `yaml:"spec"`
-		}
+		var doc stage
 		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
 			t.Fatal(err)
 		}
 		if doc.Kind == "Stage" {
-			stages[doc.Metadata.Name] = doc.Spec
+			stages[doc.Metadata.Name] = doc
 		}
 	}
 	report, ok := stages["node-status-report"]
-	if !ok || len(stages) != 2 {
-		t.Fatalf("stages %v, want node-initialize and node-status-report", stages)
+	if _, init := stages["node-initialize"]; !ok || !init || len(stages) != 2 || report.Spec.Delay == nil {
+		t.Fatalf("stages %v, want node-initialize and node-status-report, with a delay", stages)
 	}
-	delay, _ := report["delay"].(map[string]any)
-	if got := delay["durationMilliseconds"]; got != int(scale.NodeStatusReport.Milliseconds()) {
-		t.Errorf("status reported every %v ms, want %d", got, scale.NodeStatusReport.Milliseconds())
+	if got := report.Spec.Delay.DurationMilliseconds; got != scale.NodeStatusReport.Milliseconds() {
+		t.Errorf("status reported every %d ms, want %d", got, scale.NodeStatusReport.Milliseconds())
 	}
-	if jq, _ := delay["durationFrom"].(map[string]any)["jq"].(string); !strings.Contains(jq, KWOKFirstStatusAnnotation) {
-		t.Errorf("the first report's delay %q does not read %s", jq, KWOKFirstStatusAnnotation)
+	query, err := gojq.Parse(report.Spec.Delay.DurationFrom.JQ.Expression)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := func(heartbeat, transition string) map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{KWOKFirstStatusAnnotation: "137"}},
+			"status": map[string]any{"conditions": []any{
+				map[string]any{"type": "MemoryPressure", "lastHeartbeatTime": "2026-11-27T11:00:00Z", "lastTransitionTime": "2026-11-27T11:00:00Z"},
+				map[string]any{"type": "Ready", "lastHeartbeatTime": heartbeat, "lastTransitionTime": transition},
+			}},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		node map[string]any
+		want string
+	}{
+		{"made Ready just now", node("2026-11-27T12:00:00Z", "2026-11-27T12:00:00Z"), "2026-11-27T12:02:17Z"},
+		{"reported since", node("2026-11-27T12:02:17Z", "2026-11-27T12:00:00Z"), "2026-11-27T12:07:17Z"},
+	} {
+		got, ok := query.Run(tc.node).Next()
+		if err, isErr := got.(error); isErr || !ok || got != tc.want {
+			t.Errorf("%s: next report at %v (%v), want %s", tc.name, got, err, tc.want)
+		}
 	}
 }
