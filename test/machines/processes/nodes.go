@@ -298,6 +298,10 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 		corev1.ResourceCPU:    *resource.NewQuantity(int64(capacity.CPUs), resource.DecimalSI),
 		corev1.ResourceMemory: *resource.NewQuantity(int64(capacity.MemoryGiB)<<30, resource.BinarySI),
 		corev1.ResourcePods:   *resource.NewQuantity(int64(pool.MaxPods), resource.DecimalSI),
+		// The kubelet's root dir is on the local disk (L22); it reports both huge page sizes.
+		corev1.ResourceEphemeralStorage:        *resource.NewQuantity(int64(capacity.LocalDiskGiB)<<30, resource.BinarySI),
+		corev1.ResourceHugePagesPrefix + "1Gi": *resource.NewQuantity(0, resource.DecimalSI),
+		corev1.ResourceHugePagesPrefix + "2Mi": *resource.NewQuantity(0, resource.DecimalSI),
 	}
 	if capacity.GPUs > 0 {
 		res[machine.GPUResource] = *resource.NewQuantity(int64(capacity.GPUs), resource.DecimalSI)
