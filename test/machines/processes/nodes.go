@@ -84,16 +84,8 @@ spec:
   next:
     statusTemplate: |
       {{ $now := Now }}
-      conditions:
-      {{ range NodeConditions }}
-      - lastHeartbeatTime: {{ $now | Quote }}
-        lastTransitionTime: {{ $now | Quote }}
-        message: {{ .message | Quote }}
-        reason: {{ .reason | Quote }}
-        status: {{ .status | Quote }}
-        type: {{ .type | Quote }}
-      {{ end }}
-      phase: Running
+      {{ $since := $now }}
+%[4]s      phase: Running
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
@@ -123,7 +115,12 @@ spec:
       {{ $now := Now }}
       {{ $since := $now }}
       {{ range .status.conditions }}{{ if eq .type "Ready" }}{{ $since = .lastTransitionTime }}{{ end }}{{ end }}
-      conditions:
+%[4]s  immediateNextStage: true
+`, scale.NodeStatusReport.Milliseconds(), KWOKFirstStatusAnnotation, int(scale.NodeStatusReport.Seconds()), kwokConditions)
+
+// kwokConditions is both node stages' status: every condition KWOK keeps, reported at $now, true
+// since $since.
+const kwokConditions = `      conditions:
       {{ range NodeConditions }}
       - lastHeartbeatTime: {{ $now | Quote }}
         lastTransitionTime: {{ $since | Quote }}
@@ -132,8 +129,7 @@ spec:
         status: {{ .status | Quote }}
         type: {{ .type | Quote }}
       {{ end }}
-  immediateNextStage: true
-`, scale.NodeStatusReport.Milliseconds(), KWOKFirstStatusAnnotation, int(scale.NodeStatusReport.Seconds()))
+`
 
 // kwokAccess is KWOK's role and its binding: the nodes it registers and heartbeats, their
 // leases, the pods bound to them and their events.
