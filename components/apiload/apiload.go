@@ -57,13 +57,13 @@ type Agent struct {
 	// UserAgentPrefix, when set, tells this agent from others of the same user.
 	UserAgentPrefix string
 	// ClusterWide are the namespaced resources it may list and watch across namespaces, each
-	// with the field selector that must confine it ("" for none), and why.
+	// with the field selector that must confine it ("" for none).
 	ClusterWide []Allowance
 }
 
 // Allowance is one cluster-wide read an agent needs.
 type Allowance struct {
-	Resource, FieldSelectorPrefix, Why string
+	Resource, FieldSelectorPrefix string
 }
 
 func (a Agent) is(e Event) bool {
@@ -78,20 +78,15 @@ func (a Agent) is(e Event) bool {
 // inherent cost.
 func NodeAgents(nodeUserPrefix string) []Agent {
 	return []Agent{
-		{Name: "kube-proxy", UsernamePrefix: nodeUserPrefix, UserAgentPrefix: "kube-proxy/", ClusterWide: []Allowance{
-			{Resource: "services", Why: "every node proxies every Service"},
-			{Resource: "endpointslices", Why: "every node proxies every Service's endpoints"},
-		}},
-		{Name: "kubelet", UsernamePrefix: nodeUserPrefix, ClusterWide: []Allowance{
-			OwnNodePods,
-			{Resource: "services", Why: "the service links in its containers' environments"},
-		}},
+		{Name: "kube-proxy", UsernamePrefix: nodeUserPrefix, UserAgentPrefix: "kube-proxy/",
+			ClusterWide: []Allowance{{Resource: "services"}, {Resource: "endpointslices"}}},
+		{Name: "kubelet", UsernamePrefix: nodeUserPrefix, ClusterWide: []Allowance{OwnNodePods, {Resource: "services"}}},
 	}
 }
 
 // OwnNodePods is every agent's one cluster-wide read: the pods of its own node, which the
 // apiserver's watch cache serves from its index on spec.nodeName.
-var OwnNodePods = Allowance{Resource: "pods", FieldSelectorPrefix: "spec.nodeName=", Why: "its own node's pods"}
+var OwnNodePods = Allowance{Resource: "pods", FieldSelectorPrefix: "spec.nodeName="}
 
 // DaemonSetAgent is the agent a DaemonSet runs on every node, by its pods' service account.
 func DaemonSetAgent(name, namespace, serviceAccount string) Agent {
@@ -110,9 +105,9 @@ func (f Finding) String() string {
 	return fmt.Sprintf("%s (%s, %s): %s %s: %s", f.Client, f.Username, f.UserAgent, f.Verb, f.RequestURI, f.Why)
 }
 
-// ControlPlaneUserAgents begin the user agents of the control plane's own clients: the
+// controlPlaneUserAgents begin the user agents of the control plane's own clients: the
 // controllers that keep Endpoints are exempt from the Endpoints rule.
-var ControlPlaneUserAgents = []string{"kube-controller-manager/", "kube-apiserver/"}
+var controlPlaneUserAgents = []string{"kube-controller-manager/", "kube-apiserver/"}
 
 // Check returns every list and watch in events that an agent makes across namespaces of a
 // namespaced resource (namespaced says which are) beyond its allowances, and every client outside
@@ -138,7 +133,7 @@ func Check(events []Event, agents []Agent, namespaced func(group, resource strin
 		if i >= 0 {
 			client = agents[i].Name
 		}
-		if r.APIGroup == "" && r.Resource == "endpoints" && !slices.ContainsFunc(ControlPlaneUserAgents, func(p string) bool { return strings.HasPrefix(e.UserAgent, p) }) {
+		if r.APIGroup == "" && r.Resource == "endpoints" && !slices.ContainsFunc(controlPlaneUserAgents, func(p string) bool { return strings.HasPrefix(e.UserAgent, p) }) {
 			add(Finding{Client: client, Username: e.User.Username, UserAgent: e.UserAgent, Verb: e.Verb, Resource: r.Resource, RequestURI: e.RequestURI,
 				Why: "reads Endpoints, which EndpointSlices replace (L08)"})
 		}
