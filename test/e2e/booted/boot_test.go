@@ -3,7 +3,6 @@ package booted_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -85,13 +84,6 @@ func withBoot(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	booted, err = nspawn.Boot(ctx, c, o, os.Stderr)
-	if errors.Is(err, nspawn.ErrCloudInitStuck) {
-		// Once, in CI, every machine's cloud-init was still running after 5 minutes (30 s here);
-		// the error above says what each waited for. A second boot tells a stuck image from a
-		// host that was stalled.
-		fmt.Fprintf(os.Stderr, "boot check: %v\nboot check: booting again once\n", err)
-		booted, err = nspawn.Boot(ctx, c, o, os.Stderr)
-	}
 	if err != nil {
 		return fail(err)
 	}

@@ -72,7 +72,7 @@ func (b *Booted) WaitAddons(ctx context.Context) error {
 			}
 			return err
 		}); err != nil {
-			return fmt.Errorf("%w%s", err, unreadyPods(cs, d.namespace, selector))
+			return fmt.Errorf("%w%s", err, b.unreadyPods(cs, d.namespace, selector))
 		}
 	}
 	for _, d := range []struct{ namespace, name string }{
@@ -93,8 +93,9 @@ func (b *Booted) WaitAddons(ctx context.Context) error {
 }
 
 // unreadyPods describes the selected pods that are not Ready: where they run, their containers'
-// states and the last lines each logged, so that a wait that timed out says why.
-func unreadyPods(cs kubernetes.Interface, namespace string, selector *metav1.LabelSelector) string {
+// states and the last lines each logged, and from its node the route to its IP and what the
+// kubelet's probes of it said, so that a wait that timed out says why.
+func (b *Booted) unreadyPods(cs kubernetes.Interface, namespace string, selector *metav1.LabelSelector) string {
 	if selector == nil {
 		return ""
 	}
@@ -104,28 +105,42 @@ func unreadyPods(cs kubernetes.Interface, namespace string, selector *metav1.Lab
 	if err != nil {
 		return "\n  pods: " + err.Error()
 	}
-	var b strings.Builder
+	var out strings.Builder
 	for _, pod := range pods.Items {
 		if slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool {
 			return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 		}) {
 			continue
 		}
-		fmt.Fprintf(&b, "\n  pod %s on %s: %s, IP %s", pod.Name, pod.Spec.NodeName, pod.Status.Phase, pod.Status.PodIP)
+		fmt.Fprintf(&out, "\n  pod %s on %s: %s, IP %s", pod.Name, pod.Spec.NodeName, pod.Status.Phase, pod.Status.PodIP)
 		for _, c := range pod.Status.Conditions {
-			fmt.Fprintf(&b, "; %s=%s %s", c.Type, c.Status, c.Message)
+			fmt.Fprintf(&out, "; %s=%s %s", c.Type, c.Status, c.Message)
 		}
 		for _, c := range pod.Status.ContainerStatuses {
-			fmt.Fprintf(&b, "\n    container %s: ready %v, %d restarts, state %+v, last %+v", c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState)
+			fmt.Fprintf(&out, "\n    container %s: ready %v, %d restarts, state %+v, last %+v", c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState)
 			lines := int64(20)
 			logs, err := cs.CoreV1().Pods(namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: &lines}).DoRaw(ctx)
 			if err != nil {
 				logs = []byte(err.Error())
 			}
-			fmt.Fprintf(&b, "\n    its log: %s", strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "\n      "))
+			fmt.Fprintf(&out, "\n    its log: %s", strings.ReplaceAll(strings.TrimSpace(string(logs)), "\n", "\n      "))
+		}
+		if pod.Status.PodIP == "" || !slices.ContainsFunc(b.Machines, func(m *Machine) bool { return m.Name == pod.Spec.NodeName }) {
+			continue
+		}
+		for _, probe := range [][]string{
+			{"ip", "route", "get", pod.Status.PodIP},
+			{"sh", "-c", "journalctl -u kubelet --no-pager -o short-precise -n 2000 | grep -F " + pod.Name + " | tail -n 5"},
+			{"tail", "-n", "8", "/var/log/azure-vnet.log"},
+		} {
+			text, err := b.Exec(ctx, pod.Spec.NodeName, probe...)
+			if err != nil {
+				text = err.Error()
+			}
+			fmt.Fprintf(&out, "\n    on %s, %s: %s", pod.Spec.NodeName, strings.Join(probe, " "), strings.ReplaceAll(strings.TrimSpace(text), "\n", "\n      "))
 		}
 	}
-	return b.String()
+	return out.String()
 }
 
 // cpuShare is what the add-ons' CPU requests are scaled by: every worker machine sees this host's

@@ -228,6 +228,9 @@ func Boot(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer) (
 	b.logf("%d machines running systemd", len(b.Machines))
 	phase = b.phase("machine boot", phase)
 	if err := b.each(b.Machines, func(m *Machine) error { return b.waitCloudInit(ctx, m.Name) }); err != nil {
+		if errors.Is(err, ErrCloudInitStuck) {
+			err = fmt.Errorf("%w\n%s", err, machines.BusiestProcesses(3*time.Second, 12))
+		}
 		return b, err
 	}
 	b.logf("cloud-init done on every machine, no errors")
@@ -481,6 +484,7 @@ func (b *Booted) Diagnose(name string, units ...string) string {
 		{"queued jobs", []string{"systemctl", "list-jobs", "--no-pager", "--no-legend"}},
 		{"failed units", []string{"systemctl", "--failed", "--no-pager", "--no-legend"}},
 		{"cloud-init.log", []string{"tail", "-n", "3", "/var/log/cloud-init.log"}},
+		{"busiest processes", []string{"sh", "-c", "ps -eo pid,stat,etime,time,wchan:16,args --sort=-time | head -n 5"}},
 	}
 	for _, u := range units {
 		probes = append(probes, probe{u, []string{"journalctl", "--no-pager", "--output=short-precise", "-n", "12", "-u", u}})
