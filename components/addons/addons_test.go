@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -300,4 +302,45 @@ func TestCRDsAreSchedulerPluginsOwn(t *testing.T) {
 			t.Errorf("%s differs from the pinned scheduler-plugins' %s: run `make generate`", src.File, src.Upstream)
 		}
 	}
+}
+
+// A Deployment whose replicas must each have a node of their own can only roll out on a pool of
+// exactly that many nodes by replacing before adding: a surge pod would wait for a node forever.
+func TestRollingUpdatesNeedNoSpareNode(t *testing.T) {
+	for name, c := range stacks(t) {
+		for _, o := range objectsOf(t, c) {
+			d, ok := o.(*appsv1.Deployment)
+			if !ok || !ownNodeEach(d) {
+				continue
+			}
+			pool, pinned := d.Spec.Template.Spec.NodeSelector[wellknown.PoolLabel]
+			if !pinned {
+				continue
+			}
+			replicas := int(*d.Spec.Replicas)
+			if i := slices.IndexFunc(c.Pools, func(p spec.Pool) bool { return p.Name == pool }); i < 0 || c.Pools[i].Nodes > replicas {
+				continue // a spare node exists when the stack is applied
+			}
+			ru := d.Spec.Strategy.RollingUpdate
+			if ru == nil || ru.MaxSurge == nil {
+				t.Errorf("%s: %s rolls out with the default surge on pool %s of %d nodes", name, d.Name, pool, replicas)
+				continue
+			}
+			if surge, _ := intstr.GetScaledValueFromIntOrPercent(ru.MaxSurge, replicas, true); surge != 0 {
+				t.Errorf("%s: %s surges %d pods on pool %s of %d nodes; want 0", name, d.Name, surge, pool, replicas)
+			}
+		}
+	}
+}
+
+// ownNodeEach is a required anti-affinity of the Deployment's pods to each other per node.
+func ownNodeEach(d *appsv1.Deployment) bool {
+	a := d.Spec.Template.Spec.Affinity
+	if a == nil || a.PodAntiAffinity == nil {
+		return false
+	}
+	return slices.ContainsFunc(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, func(term corev1.PodAffinityTerm) bool {
+		return term.TopologyKey == corev1.LabelHostname && term.LabelSelector != nil &&
+			reflect.DeepEqual(term.LabelSelector.MatchLabels, d.Spec.Selector.MatchLabels)
+	})
 }

@@ -99,7 +99,8 @@ func opsController(c *spec.Cluster) []Object {
 		},
 	})
 	withAzureIdentity(&d.Spec.Template.Spec, wellknown.OpsName)
-	d.Spec.Replicas = ptr(int32(2)) // the webhooks are served by both; one leads
+	d.Spec.Replicas = ptr(int32(2))                     // the webhooks are served by both; one leads
+	d.Spec.Strategy = replaceFirst(intstr.FromInt32(1)) // the other replica serves the webhooks meanwhile
 	d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			LabelSelector: &metav1.LabelSelector{MatchLabels: d.Spec.Selector.MatchLabels}, TopologyKey: corev1.LabelHostname}}}}

@@ -86,6 +86,7 @@ func balloons(c *spec.Cluster) []Object {
 			Spec: appsv1.DeploymentSpec{
 				Replicas: ptr(int32(pool.Nodes)),
 				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Strategy: replaceFirst(intOrPercent("10%")),
 				Template: corev1.PodTemplateSpec{
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: corev1.PodSpec{

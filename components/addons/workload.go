@@ -5,6 +5,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -60,4 +61,13 @@ func systemDeployment(c *spec.Cluster, namespace, name, priority string, pod cor
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
+}
+
+// replaceFirst rolls out a Deployment whose replicas each hold a node of their own: a surge pod
+// would find no free node in its pool (or make the autoscaler buy one), so old pods go first,
+// at most maxUnavailable at a time (Kubernetes rounds a share of 0 up to one).
+func replaceFirst(maxUnavailable intstr.IntOrString) appsv1.DeploymentStrategy {
+	zero := intstr.FromInt32(0)
+	return appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateDeployment{MaxSurge: &zero, MaxUnavailable: &maxUnavailable}}
 }
