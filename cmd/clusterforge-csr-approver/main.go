@@ -30,9 +30,11 @@ import (
 	"github.com/clusterforge/clusterforge/components/certexpiry"
 	"github.com/clusterforge/clusterforge/components/csrapprover"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
+	"github.com/clusterforge/clusterforge/components/watchlist"
 )
 
 func main() {
+	watchlist.Install() // informers stream their initial state (docs/design/large-cluster-settings.md)
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the approver's identity")
 	subnets := flag.String("node-subnets", "", "comma-separated CIDRs one of which holds every serving certificate's addresses")
 	identity := flag.String("identity", "", "this candidate's name in the leader election (default: the host name)")

@@ -22,9 +22,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/clusterforge/clusterforge/components/watchlist"
 )
 
 func main() {
+	watchlist.Install() // informers stream their initial state (docs/design/large-cluster-settings.md)
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: clusterforge-ops controller|agent|retest [flags]")
 		os.Exit(2)

@@ -71,6 +71,9 @@ func SchedulerFlags() Flags {
 		"authorization-kubeconfig":  SchedulerKubeconfig,
 		"bind-address":              "127.0.0.1",
 		"tls-cipher-suites":         tlsCipherSuites,
+		// Its pod and node informers stream their initial state from the watch cache rather than
+		// LIST every pod after each restart (kube-controller-manager does so by default).
+		"feature-gates": "WatchListClient=true",
 	}
 }
 
