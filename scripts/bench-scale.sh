@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The scale benchmark: a rehearsal of STACK of its own, KWOK nodes ramped through the steps, each
 # hold judged against Kubernetes' API SLOs, then the event storm with the events etcd split and
-# unsplit (test/scale). Reports in build/bench/scale: summary.json, step-NNNNN/*.json,
-# storm.json, report.md and the charts. ARGS are rehearse bench-scale's flags (--long: 20-minute
-# holds and 10-minute storm phases). PUBLISH=1 copies the charts, the report and every step's raw
-# step.json into docs/bench/scale and the report's headline into docs/bench/scale.md.
+# unsplit and the apiserver restart storm (test/scale). Reports in build/bench/scale:
+# summary.json, step-NNNNN/*.json, storm.json, restart.json, report.md and the charts. ARGS are
+# rehearse bench-scale's flags (--long: 20-minute holds and 10-minute storm phases). PUBLISH=1
+# copies the charts, the report, storm.json, restart.json and every step's raw step.json into
+# docs/bench/scale and the report's headline into docs/bench/scale.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STACK="${1:-dev}"
@@ -15,7 +16,7 @@ build/bin/rehearse bench-scale --stack "$STACK" --out "$out" ${ARGS:-} 2>&1 | gr
 if [ "${PUBLISH:-}" = 1 ]; then
   mkdir -p docs/bench/scale
   rm -rf docs/bench/scale/step-*
-  cp "$out"/*.svg "$out"/report.md "$out"/summary.json "$out"/storm.json docs/bench/scale/
+  cp "$out"/*.svg "$out"/report.md "$out"/summary.json "$out"/storm.json "$out"/restart.json docs/bench/scale/
   for step in "$out"/step-*/; do
     mkdir -p "docs/bench/scale/$(basename "$step")" && cp "$step/step.json" "docs/bench/scale/$(basename "$step")/"
   done

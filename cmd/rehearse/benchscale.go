@@ -28,7 +28,9 @@ type benchFlags struct {
 	out, steps               string
 	long                     bool
 	warmUp, hold, stormPhase time.Duration
+	restartSettle            time.Duration
 	stormRounds, stormNodes  int
+	restartInformers         int
 	churn                    float64
 	joinNodes, joinRounds    int
 	fleetOut, commit         string
@@ -45,6 +47,8 @@ func (b *benchFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&b.stormPhase, "storm-phase", 0, "bench-scale: length of each storm phase (quiet, storm, recovery)")
 	fs.IntVar(&b.stormRounds, "storm-rounds", 0, "bench-scale: split/unsplit pairs of storm runs")
 	fs.IntVar(&b.stormNodes, "storm-nodes", 0, "bench-scale: node count of the storm (default: the largest passing step)")
+	fs.IntVar(&b.restartInformers, "restart-informers", 0, "bench-scale: node informers reconnecting in the restart storm (default 1000)")
+	fs.DurationVar(&b.restartSettle, "restart-settle", 0, "bench-scale: how long every probe call must meet its SLO for the restart storm to count as recovered (default 30s)")
 	fs.Float64Var(&b.churn, "churn", 0, "bench-scale: pods created (and deleted once running) a second")
 	fs.IntVar(&b.joinNodes, "join-nodes", 0, "bench-joins: nodes each run joins (default 1000)")
 	fs.IntVar(&b.joinRounds, "join-rounds", 0, "bench-joins: rounds of each mode (default 3)")
@@ -110,7 +114,7 @@ func (b benchFlags) options() (scale.Options, error) {
 		flag time.Duration
 		into []*time.Duration
 	}{{b.warmUp, []*time.Duration{&o.WarmUp}}, {b.hold, []*time.Duration{&o.Hold}},
-		{b.stormPhase, []*time.Duration{&o.Storm.Quiet, &o.Storm.Storm, &o.Storm.Recovery}}} {
+		{b.stormPhase, []*time.Duration{&o.Storm.Quiet, &o.Storm.Storm, &o.Storm.Recovery}}, {b.restartSettle, []*time.Duration{&o.Restart.Settle}}} {
 		if set.flag > 0 {
 			for _, d := range set.into {
 				*d = set.flag
@@ -122,6 +126,9 @@ func (b benchFlags) options() (scale.Options, error) {
 	}
 	if b.stormNodes > 0 {
 		o.Storm.Nodes = b.stormNodes
+	}
+	if b.restartInformers > 0 {
+		o.Restart.Informers = b.restartInformers
 	}
 	if b.churn > 0 {
 		o.ChurnPerSecond = b.churn

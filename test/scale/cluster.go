@@ -28,6 +28,9 @@ type Cluster interface {
 	// SplitEvents restarts the apiservers with Events in their own etcd, as rendered (true), or in
 	// the main etcd (false), and returns when the API is ready again.
 	SplitEvents(ctx context.Context, split bool) error
+	// RestartAPIServers stops every apiserver at once, starts them all again without waiting for
+	// them, and returns the new processes.
+	RestartAPIServers(ctx context.Context) ([]Process, error)
 }
 
 // Target kinds.

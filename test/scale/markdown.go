@@ -2,13 +2,14 @@ package scale
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
 )
 
 // Markdown is report.md: the headline, a row per step, the storm's runs and what saturated.
-func Markdown(s Summary, steps []Step, storm StormReport) string {
+func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartReport) string {
 	var b strings.Builder
 	m := s.Machine
 	fmt.Fprintf(&b, "# Scale benchmark: stack %s\n\n", s.Stack)
@@ -23,6 +24,9 @@ func Markdown(s Summary, steps []Step, storm StormReport) string {
 	}
 	fmt.Fprintf(&b, "\n\n**Event storm (%d nodes, %.0f events/s), main etcd write probe p99 storm ÷ quiet:** split %.2f, unsplit %.2f (median of %d rounds; target ≤ 1.2 split). %s.\n\n",
 		s.StormNodes, s.StormEventsPerSecond, s.StormRatio["split"], s.StormRatio["unsplit"], len(storm.Runs)/2, storm.Note)
+	for _, r := range restarts {
+		b.WriteString(restartLine(r) + "\n\n")
+	}
 	if line := Saturation(s.Machine, steps); line != "" {
 		b.WriteString(line + "\n\n")
 	}
@@ -114,4 +118,19 @@ func seconds(v float64) string {
 		return fmt.Sprintf("%.0f ms", 1e3*v)
 	}
 	return fmt.Sprintf("%.2f s", v)
+}
+
+// restartLine is the restart storm in one paragraph.
+func restartLine(r RestartReport) string {
+	recovered := fmt.Sprintf("not recovered within its timeout (%d of %d probe calls missed an SLO, the last %s)", r.ProbeMisses, r.ProbeCalls, r.LastMiss)
+	if r.Recovered {
+		recovered = fmt.Sprintf("every SLO held again after %.1f s (target ≤ 60 s)", r.RecoverySeconds)
+	}
+	var peaks []string
+	for _, name := range slices.Sorted(maps.Keys(r.PeakMemoryBytes)) {
+		peaks = append(peaks, fmt.Sprintf("%s %.0f MiB", name, float64(r.PeakMemoryBytes[name])/(1<<20)))
+	}
+	return fmt.Sprintf("**Restart storm (%d nodes, every apiserver restarted at once, %d node informers reconnecting by %s):** %s; "+
+		"the apiservers were ready after %.1f s and every informer was served again after %.1f s (%d fetched their state again, %d of them by a watch list). Peak memory: %s.",
+		r.Nodes, r.Informers, informerKind(r.WatchList), recovered, r.ReadySeconds, r.ReconnectedSeconds, r.Refetched, r.Streamed, strings.Join(peaks, ", "))
 }

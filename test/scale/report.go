@@ -253,8 +253,36 @@ type Summary struct {
 	// StormRatio is the main etcd's write probe p99 during the storm ÷ quiet, with the events
 	// split ("split") and without ("unsplit"): the median over the rounds.
 	StormRatio map[string]float64 `json:"stormRatio"`
-	Started    time.Time          `json:"started"`
-	Took       string             `json:"took"`
+	// RestartRecoverySeconds is how long after every apiserver restarted at once every SLO held
+	// again with informers that list, as kubelets' do (RestartReport), null if it did not within
+	// the timeout; RestartWatchListRecoverySeconds the same with informers that stream.
+	// RestartPeakMemoryBytes is the restarted apiservers' highest resident memory, the largest of
+	// them, by informer kind.
+	RestartRecoverySeconds          *float64         `json:"restartRecoverySeconds"`
+	RestartWatchListRecoverySeconds *float64         `json:"restartWatchListRecoverySeconds"`
+	RestartPeakMemoryBytes          map[string]int64 `json:"restartPeakMemoryBytes"`
+	Started                         time.Time        `json:"started"`
+	Took                            string           `json:"took"`
+}
+
+// Restart records the restart storms.
+func (s *Summary) Restart(storms []RestartReport) {
+	s.RestartRecoverySeconds, s.RestartWatchListRecoverySeconds, s.RestartPeakMemoryBytes = nil, nil, map[string]int64{}
+	for _, r := range storms {
+		var recovered *float64
+		if r.Recovered {
+			recovered = &r.RecoverySeconds
+		}
+		if r.WatchList {
+			s.RestartWatchListRecoverySeconds = recovered
+		} else {
+			s.RestartRecoverySeconds = recovered
+		}
+		kind := informerKind(r.WatchList)
+		for _, b := range r.PeakMemoryBytes {
+			s.RestartPeakMemoryBytes[kind] = max(s.RestartPeakMemoryBytes[kind], b)
+		}
+	}
 }
 
 // Summarize fills the ramp's verdict from its steps, in ramp order: the ramp stops at the first

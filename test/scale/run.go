@@ -40,6 +40,7 @@ type Options struct {
 	// marks its step harness-limited. 0: none.
 	UnderDriven int
 	Storm       StormOptions
+	Restart     RestartOptions
 }
 
 // StormOptions shape the event storm.
@@ -63,7 +64,8 @@ func DefaultOptions(out string) Options {
 	return Options{Out: out, Steps: []int{500, 1000, 2500, 5000, 7500, 10000},
 		WarmUp: time.Minute, Hold: 10 * time.Minute, ScrapeEvery: 5 * time.Second, ChurnPerSecond: 5, NodeQPS: 100,
 		Storm: StormOptions{Quiet: time.Minute, Storm: time.Minute, Recovery: time.Minute, Rounds: 2,
-			StartRate: 1000, MaxRate: 16000, Level: 30 * time.Second, Degraded: 2}}
+			StartRate: 1000, MaxRate: 16000, Level: 30 * time.Second, Degraded: 2},
+		Restart: RestartOptions{Informers: 1000, Settle: 30 * time.Second, Timeout: 10 * time.Minute}}
 }
 
 // LongOptions holds each step 20 minutes and each storm phase 10, as the full run asks.
@@ -83,7 +85,7 @@ type runner struct {
 }
 
 // Run ramps the cluster's nodes through the steps, judging each hold against the SLOs, then runs
-// the event storm split and unsplit; it writes every report into o.Out as it goes and returns the
+// the event storm split and unsplit and the apiserver restart storm; it writes every report into o.Out as it goes and returns the
 // summary.
 func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Writer) (Summary, error) {
 	if len(o.Steps) == 0 {
@@ -146,6 +148,14 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 	}
 	summary.StormNodes, summary.StormEventsPerSecond = stormNodes, storm.Rate
 	summary.StormRatio = storm.Ratios()
+	restart, err := r.restartStorms(ctx, stormNodes)
+	if err != nil {
+		return summary, err
+	}
+	if err := writeJSON(filepath.Join(o.Out, "restart.json"), restart); err != nil {
+		return summary, err
+	}
+	summary.Restart(restart)
 	summary.Took = time.Since(began).Round(time.Second).String()
 	if err := writeJSON(filepath.Join(o.Out, "summary.json"), summary); err != nil {
 		return summary, err
@@ -153,7 +163,7 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 	if err := WriteCharts(o.Out, steps, storm); err != nil {
 		return summary, err
 	}
-	return summary, os.WriteFile(filepath.Join(o.Out, "report.md"), []byte(Markdown(summary, steps, storm)), 0o644)
+	return summary, os.WriteFile(filepath.Join(o.Out, "report.md"), []byte(Markdown(summary, steps, storm, restart)), 0o644)
 }
 
 func (r *runner) logf(format string, args ...any) {

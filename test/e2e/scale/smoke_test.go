@@ -64,6 +64,7 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	// mark that step harness-limited.
 	o.UnderDriven = 300
 	o.Storm.Quiet, o.Storm.Storm, o.Storm.Recovery, o.Storm.Rounds, o.Storm.Level = 5*time.Second, 5*time.Second, 5*time.Second, 1, 5*time.Second
+	o.Restart.Settle, o.Restart.Timeout = 5*time.Second, 3*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	summary, err := processes.BenchScale(ctx, c, "dev", machines.Options{
@@ -75,7 +76,7 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 
 	var got map[string]any
 	readJSON(t, filepath.Join(out, "summary.json"), &got)
-	for _, key := range []string{"largestPassingNodes", "harnessLimitedSteps", "stormRatio", "machine", "stepsTried"} {
+	for _, key := range []string{"largestPassingNodes", "harnessLimitedSteps", "stormRatio", "machine", "stepsTried", "restartRecoverySeconds", "restartWatchListRecoverySeconds"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("summary.json has no %q", key)
 		}
@@ -124,6 +125,27 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 		t.Errorf("storm runs %v, want A1 split, B1 unsplit", names)
 	}
 
+	var restarts []scale.RestartReport
+	readJSON(t, filepath.Join(out, "restart.json"), &restarts)
+	if len(restarts) != 2 || restarts[0].WatchList || !restarts[1].WatchList {
+		t.Fatalf("restart storms %+v: want one with listing informers, then one with watch lists", restarts)
+	}
+	for _, r := range restarts {
+		if !r.Recovered || r.RecoverySeconds <= 0 || r.ReadySeconds <= 0 || r.ReconnectedSeconds <= 0 || r.ProbeCalls == 0 {
+			t.Errorf("restart storm %+v: want it recovered, with the apiservers ready, every informer served and the probe run", r)
+		}
+		if r.Informers != r.Nodes || r.ProbeMisses == 0 {
+			t.Errorf("restart storm: %d informers at %d nodes, %d probe calls missed: want one informer a node and the restart seen by the probe", r.Informers, r.Nodes, r.ProbeMisses)
+		}
+		// Informers that list must not stream, and the others must: the storm measures what it says.
+		if streamed := map[bool]int{false: 0, true: r.Refetched}[r.WatchList]; r.Streamed != streamed {
+			t.Errorf("restart storm (watch list %v): %d of %d refetches streamed, want %d", r.WatchList, r.Streamed, r.Refetched, streamed)
+		}
+		if len(r.PeakMemoryBytes) != 2 || slices.Contains(slices.Collect(maps.Values(r.PeakMemoryBytes)), 0) {
+			t.Errorf("restart storm: peak memory %v, want both apiservers'", r.PeakMemoryBytes)
+		}
+	}
+
 	for _, chart := range []string{"slo.svg", "cpu.svg", "memory.svg", "etcd-size.svg", "storm.svg"} {
 		checkChart(t, filepath.Join(out, chart))
 	}
@@ -131,7 +153,7 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Largest node count within the SLOs", "| 150 |", "A1 split", "B1 unsplit", "cores"} {
+	for _, want := range []string{"Largest node count within the SLOs", "| 150 |", "A1 split", "B1 unsplit", "cores", "Restart storm"} {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q", want)
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -16,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -25,6 +27,9 @@ import (
 // scaleLoadUser is who the scale benchmark's load generator acts as: an ordinary user, whose
 // requests priority and fairness classes as global-default.
 const scaleLoadUser = "clusterforge:scale-load"
+
+// apiserverUnit is the apiserver's process as the rehearsal names it: its unit, without the suffix.
+var apiserverUnit = strings.TrimSuffix(machine.APIServerUnit, ".service")
 
 // scaleCluster is the running rehearsal as the scale benchmark drives it (scale.Cluster): its
 // nodes are KWOK nodes of the first pool without GPUs.
@@ -52,6 +57,8 @@ func (r *Rehearsal) ScaleCluster(ctx context.Context) (scale.Cluster, error) {
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update"}},
+		// The restart storm's mutating probe.
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "delete"}},
 	)
 	if err := r.Apply(ctx, access...); err != nil {
 		return nil, err
@@ -80,7 +87,7 @@ func (s *scaleCluster) Targets() ([]scale.Target, error) {
 	var out []scale.Target
 	for _, p := range s.r.Procs() {
 		switch p.Name {
-		case "kube-apiserver":
+		case apiserverUnit:
 			out = append(out, scale.Target{Name: p.Machine, Kind: scale.KindAPIServer, URL: p.URL, Client: api})
 		case "etcd":
 			out = append(out, scale.Target{Name: p.Machine, Kind: p.Role, URL: p.URL, Client: etcd})
@@ -103,29 +110,50 @@ func (s *scaleCluster) Processes() []scale.Process {
 }
 
 // SplitEvents restarts every apiserver with or without the events override and waits until the
-// API is healthy through the load balancer.
+// API is healthy again.
 func (s *scaleCluster) SplitEvents(ctx context.Context, split bool) error {
 	if s.r.EventsInMainEtcd == !split {
 		return nil
 	}
-	apiservers := s.r.Of(spec.RoleAPIServer)
-	errs := make([]error, len(apiservers))
-	var wg sync.WaitGroup
-	for i, in := range apiservers {
-		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = s.r.Stop(in.Name, "kube-apiserver", syscall.SIGTERM) }()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if _, err := s.restartAPIServers(ctx, func() { s.r.EventsInMainEtcd = !split }); err != nil {
 		return err
 	}
-	s.r.EventsInMainEtcd = !split
+	return s.r.WaitAPIHealthy(ctx)
+}
+
+// RestartAPIServers stops every apiserver at once and starts them all again, without waiting.
+func (s *scaleCluster) RestartAPIServers(ctx context.Context) ([]scale.Process, error) {
+	return s.restartAPIServers(ctx, func() {})
+}
+
+// restartAPIServers stops every apiserver (SIGTERM, each waited for), calls between, starts them
+// all again and returns the new processes.
+func (s *scaleCluster) restartAPIServers(ctx context.Context, between func()) ([]scale.Process, error) {
+	apiservers := s.r.Of(spec.RoleAPIServer)
+	each := func(f func(name string) error) error {
+		errs := make([]error, len(apiservers))
+		var wg sync.WaitGroup
+		for i, in := range apiservers {
+			wg.Add(1)
+			go func() { defer wg.Done(); errs[i] = f(in.Name) }()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	if err := each(func(name string) error { return s.r.Stop(name, apiserverUnit, syscall.SIGTERM) }); err != nil {
+		return nil, err
+	}
+	between()
+	if err := each(func(name string) error { return s.r.Boot(ctx, name) }); err != nil {
+		return nil, err
+	}
+	var out []scale.Process
 	for _, in := range apiservers {
-		if err := s.r.Boot(ctx, in.Name); err != nil {
-			return err
+		if p := s.r.Proc(in.Name, apiserverUnit); p != nil {
+			out = append(out, scale.Process{Component: apiserverUnit, Name: in.Name + "/" + apiserverUnit, PID: p.PID})
 		}
 	}
-	return s.r.WaitAPIHealthy(ctx)
+	return out, nil
 }
 
 // BenchScale runs the scale benchmark on a rehearsal of its own in o.Dir, started clean and
