@@ -47,8 +47,9 @@ func (b *benchFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&b.stormPhase, "storm-phase", 0, "bench-scale: length of each storm phase (quiet, storm, recovery)")
 	fs.IntVar(&b.stormRounds, "storm-rounds", 0, "bench-scale: split/unsplit pairs of storm runs")
 	fs.IntVar(&b.stormNodes, "storm-nodes", 0, "bench-scale: node count of the storm (default: the largest passing step)")
-	fs.IntVar(&b.restartInformers, "restart-informers", 0, "bench-scale: node informers reconnecting in the restart storm (default 1000)")
-	fs.DurationVar(&b.restartSettle, "restart-settle", 0, "bench-scale: how long every probe call must meet its SLO for the restart storm to count as recovered (default 30s)")
+	restart := scale.DefaultOptions("").Restart
+	fs.IntVar(&b.restartInformers, "restart-informers", 0, fmt.Sprintf("bench-scale: node informers reconnecting in the restart storm (default %d)", restart.Informers))
+	fs.DurationVar(&b.restartSettle, "restart-settle", 0, fmt.Sprintf("bench-scale: how long every probe call must meet its SLO for the restart storm to count as recovered (default %s)", restart.Settle))
 	fs.Float64Var(&b.churn, "churn", 0, "bench-scale: pods created (and deleted once running) a second")
 	fs.IntVar(&b.joinNodes, "join-nodes", 0, "bench-joins: nodes each run joins (default 1000)")
 	fs.IntVar(&b.joinRounds, "join-rounds", 0, "bench-joins: rounds of each mode (default 3)")

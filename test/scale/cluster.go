@@ -3,6 +3,7 @@ package scale
 import (
 	"context"
 	"net/http"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -29,8 +30,8 @@ type Cluster interface {
 	// the main etcd (false), and returns when the API is ready again.
 	SplitEvents(ctx context.Context, split bool) error
 	// RestartAPIServers stops every apiserver at once, starts them all again without waiting for
-	// them, and returns the new processes.
-	RestartAPIServers(ctx context.Context) ([]Process, error)
+	// them, and returns when the last had stopped and the new processes.
+	RestartAPIServers(ctx context.Context) (down time.Time, restarted []Process, err error)
 }
 
 // Target kinds.

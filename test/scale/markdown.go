@@ -124,7 +124,7 @@ func seconds(v float64) string {
 func restartLine(r RestartReport) string {
 	recovered := fmt.Sprintf("not recovered within its timeout (%d of %d probe calls missed an SLO, the last %s)", r.ProbeMisses, r.ProbeCalls, r.LastMiss)
 	if r.Recovered {
-		recovered = fmt.Sprintf("every SLO held again after %.1f s (target ≤ 60 s)", r.RecoverySeconds)
+		recovered = fmt.Sprintf("every SLO held again after %.1f s (target ≤ %.0f s)", r.RecoverySeconds, RestartRecoveryTarget.Seconds())
 	}
 	var peaks []string
 	for _, name := range slices.Sorted(maps.Keys(r.PeakMemoryBytes)) {

@@ -1,55 +1,11 @@
 package scale
 
 import (
-	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
+
+	"github.com/clusterforge/clusterforge/test/procfs"
 )
-
-// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's CPU times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
-
-// ProcSample is a process's CPU time so far and its resident memory, read at one moment.
-type ProcSample struct {
-	At       time.Time
-	CPU      time.Duration
-	RSSBytes int64
-}
-
-// ReadProc reads a process's CPU time (user and system) and resident set from /proc.
-func ReadProc(pid int) (ProcSample, error) {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ProcSample{}, err
-	}
-	// The command name, field 2, is in parentheses and may hold spaces: count fields after it.
-	i := strings.LastIndexByte(string(stat), ')')
-	if i < 0 {
-		return ProcSample{}, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	fields := strings.Fields(string(stat[i+1:]))
-	// Fields 14 and 15 of stat (utime, stime) are the 12th and 13th after the name; 24 (rss, in
-	// pages) the 22nd.
-	if len(fields) < 22 {
-		return ProcSample{}, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(fields))
-	}
-	var ticks [2]int64
-	for j, f := range fields[11:13] {
-		if ticks[j], err = strconv.ParseInt(f, 10, 64); err != nil {
-			return ProcSample{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-	}
-	pages, err := strconv.ParseInt(fields[21], 10, 64)
-	if err != nil {
-		return ProcSample{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return ProcSample{At: time.Now(), CPU: time.Duration(ticks[0]+ticks[1]) * time.Second / clockTicks,
-		RSSBytes: pages * int64(os.Getpagesize())}, nil
-}
 
 // Usage is one component's resource use over a hold.
 type Usage struct {
@@ -67,14 +23,14 @@ type Usage struct {
 // UsageMeter samples the cluster's processes over a hold.
 type UsageMeter struct {
 	procs []Process
-	first map[int]ProcSample
-	last  map[int]ProcSample
+	first map[int]procfs.Sample
+	last  map[int]procfs.Sample
 	peak  map[string]int64
 }
 
 // NewUsageMeter starts measuring procs now.
 func NewUsageMeter(procs []Process) *UsageMeter {
-	u := &UsageMeter{procs: procs, first: map[int]ProcSample{}, last: map[int]ProcSample{}, peak: map[string]int64{}}
+	u := &UsageMeter{procs: procs, first: map[int]procfs.Sample{}, last: map[int]procfs.Sample{}, peak: map[string]int64{}}
 	u.Sample()
 	for pid, s := range u.last {
 		u.first[pid] = s
@@ -90,7 +46,7 @@ func (u *UsageMeter) Sample() {
 		s, seen := u.last[p.PID], read[p.PID]
 		if !seen {
 			var err error
-			if s, err = ReadProc(p.PID); err != nil {
+			if s, err = procfs.Read(p.PID); err != nil {
 				continue
 			}
 			u.last[p.PID], read[p.PID] = s, true

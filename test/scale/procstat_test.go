@@ -2,40 +2,11 @@ package scale
 
 import (
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// ReadProc agrees with the kernel's other accounts of this process: getrusage for CPU time, ps
-// for resident memory.
-func TestReadProcAgreesWithGetrusageAndPs(t *testing.T) {
-	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); { // burn some CPU
-	}
-	s, err := ReadProc(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rusage := selfCPU(t)
-	// /proc counts in 10 ms ticks, and other threads run between the two reads.
-	if d := rusage - s.CPU; d < -20*time.Millisecond || d > 100*time.Millisecond {
-		t.Errorf("CPU %v from /proc, %v from getrusage", s.CPU, rusage)
-	}
-	out, err := exec.Command("ps", "-o", "rss=", "-p", strconv.Itoa(os.Getpid())).Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kib, err := strconv.ParseInt(strings.TrimSpace(string(out)), 10, 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ps := kib << 10; s.RSSBytes < ps/2 || s.RSSBytes > ps*2 {
-		t.Errorf("RSS %d bytes from /proc, %d from ps", s.RSSBytes, ps)
-	}
-}
+	"github.com/clusterforge/clusterforge/test/procfs"
+)
 
 func TestUsageSumsAComponentsProcesses(t *testing.T) {
 	self := os.Getpid()
@@ -59,11 +30,10 @@ func TestUsageSumsAComponentsProcesses(t *testing.T) {
 	}
 }
 
-// selfCPU is this process's CPU time by getrusage.
 func selfCPU(t *testing.T) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	d, err := procfs.SelfCPU()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return d
 }

@@ -3,11 +3,9 @@ package scale
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/clusterforge/clusterforge/components/watchlist"
+	"github.com/clusterforge/clusterforge/test/procfs"
 )
 
 // RestartOptions shape the restart storm: every apiserver restarted at once while Informers
@@ -39,9 +39,9 @@ type RestartReport struct {
 	// WatchList is whether the informers streamed their initial state (client-go's
 	// WatchListClient) rather than listed it, as kubelets do.
 	WatchList bool `json:"watchList"`
-	// RecoverySeconds is from the restart until every apiserver was ready, every informer had
-	// listed or watched again, and every probe call met its SLO for Settle; 0 when it did not
-	// recover within the timeout.
+	// RecoverySeconds is from the moment every apiserver was down until every apiserver was
+	// ready, every informer had been served again, and every probe call met its SLO for Settle;
+	// 0 when it did not recover within the timeout. The other times count from the same moment.
 	RecoverySeconds float64 `json:"recoverySeconds"`
 	Recovered       bool    `json:"recovered"`
 	// ReadySeconds and ReconnectedSeconds are when the apiservers answered /readyz and when the
@@ -50,20 +50,25 @@ type RestartReport struct {
 	ReadySeconds       float64 `json:"readySeconds"`
 	ReconnectedSeconds float64 `json:"reconnectedSeconds"`
 	Refetched          int     `json:"refetched"`
-	// Streamed counts those whose state came again by a watch list.
+	// Streamed counts those whose state came again by a watch list, with no list after it (a
+	// reflector falls back to a list when a watch list fails).
 	Streamed int `json:"streamed"`
 	// PeakMemoryBytes is each restarted apiserver's highest resident memory (VmHWM).
 	PeakMemoryBytes map[string]int64 `json:"peakMemoryBytes"`
-	// ProbeCalls and ProbeMisses count the SLO probe's calls from the restart until recovery, and
-	// those that failed or missed their class's threshold.
+	// ProbeCalls and ProbeMisses count the SLO probe's calls from the apiservers' start until
+	// recovery, and those that failed or missed their class's threshold.
 	ProbeCalls  int `json:"probeCalls"`
 	ProbeMisses int `json:"probeMisses"`
 	// LastMiss is the last missed call: its class and error or latency.
 	LastMiss string `json:"lastMiss,omitempty"`
 }
 
-// clientGates switch WatchListClient for the informers this process starts; off unless a restart
-// storm asks for it. Installed before any client is made.
+// RestartRecoveryTarget is the issue's goal: every SLO holds again within a minute.
+const RestartRecoveryTarget = time.Minute
+
+// clientGates switch WatchListClient for the informers this process starts: off but while a
+// restart storm's informers start. Installed before any client is made, so client-go's
+// KUBE_FEATURE_WatchListClient does not apply in a process that runs the benchmark.
 var clientGates = func() *watchlist.Gates {
 	g := watchlist.Install()
 	g.Set(false)
@@ -89,50 +94,41 @@ func (r *runner) restartStorms(ctx context.Context, nodes int) ([]RestartReport,
 func (r *runner) restartStorm(ctx context.Context, nodes int, watchList bool) (RestartReport, error) {
 	rep := RestartReport{Nodes: nodes, Informers: min(r.Restart.Informers, nodes), WatchList: watchList, PeakMemoryBytes: map[string]int64{}}
 	r.logf("restart storm: %d informers (%s), then every apiserver restarted at once", rep.Informers, informerKind(watchList))
-	ictx, stopInformers := context.WithCancel(ctx)
-	defer stopInformers()
-	informers := make([]*watchedNode, rep.Informers)
-	for n := range informers {
-		node, err := r.cluster.Node(n)
-		if err != nil {
-			return rep, err
-		}
-		if informers[n], err = r.watchNode(node.Name); err != nil {
-			return rep, err
-		}
+	fleet, err := r.startInformers(ctx, rep.Informers, watchList)
+	defer fleet.stop()
+	if err != nil {
+		return rep, err
 	}
-	clientGates.Set(watchList)
-	synced := make([]cache.InformerSynced, len(informers))
-	for i, w := range informers {
-		synced[i] = w.informer.HasSynced
-		go w.informer.RunWithContext(ictx)
-	}
-	// Each reflector reads the gate when it starts, before its cache syncs.
-	ok := cache.WaitForCacheSync(ctx.Done(), synced...)
-	clientGates.Set(false)
-	if !ok {
-		return rep, fmt.Errorf("restart storm: the informers did not sync: %w", ctx.Err())
-	}
-
 	targets, err := r.cluster.Targets()
 	if err != nil {
 		return rep, err
 	}
-	killed := time.Now()
-	restarted, err := r.cluster.RestartAPIServers(ctx)
+	down, restarted, err := r.cluster.RestartAPIServers(ctx)
 	if err != nil {
 		return rep, err
 	}
-	probe := newSLOProbe(r.load)
-	deadline := killed.Add(r.Restart.Timeout)
-	var ready, reconnected, clean time.Time
+	fleet.since.Store(down.UnixNano())
+	deadline := down.Add(r.Restart.Timeout)
+	wctx, stopWaiting := context.WithDeadline(ctx, deadline)
+	defer stopWaiting()
+	readyAt := make(chan time.Time, 1)
+	go func() {
+		for wctx.Err() == nil {
+			if apiReady(wctx, targets) {
+				readyAt <- time.Now()
+				return
+			}
+			_ = sleep(wctx, 250*time.Millisecond)
+		}
+	}()
+	probe := &sloProbe{load: r.load}
+	defer probe.cleanUp(ctx)
+	var ready, clean time.Time
 	for time.Now().Before(deadline) {
 		round := time.Now()
-		if ready.IsZero() && apiReady(ctx, targets) {
-			ready = time.Now()
-		}
-		if reconnected.IsZero() && allServedSince(informers, killed) {
-			reconnected = time.Now()
+		select {
+		case ready = <-readyAt:
+		default:
 		}
 		switch ok := probe.round(ctx); {
 		case !ok:
@@ -140,9 +136,10 @@ func (r *runner) restartStorm(ctx context.Context, nodes int, watchList bool) (R
 		case clean.IsZero():
 			clean = round
 		}
-		if !ready.IsZero() && !reconnected.IsZero() && !clean.IsZero() && time.Since(clean) >= r.Restart.Settle {
+		reconnected, all := fleet.servedAgain()
+		if !ready.IsZero() && all && !clean.IsZero() && time.Since(clean) >= r.Restart.Settle {
 			rep.Recovered = true
-			rep.RecoverySeconds = latest(ready, reconnected, clean).Sub(killed).Seconds()
+			rep.RecoverySeconds = latest(ready, reconnected, clean).Sub(down).Seconds()
 			break
 		}
 		if err := sleep(ctx, time.Second-time.Since(round)); err != nil {
@@ -151,21 +148,14 @@ func (r *runner) restartStorm(ctx context.Context, nodes int, watchList bool) (R
 	}
 	rep.ProbeCalls, rep.ProbeMisses, rep.LastMiss = probe.calls, probe.misses, probe.lastMiss
 	if !ready.IsZero() {
-		rep.ReadySeconds = ready.Sub(killed).Seconds()
+		rep.ReadySeconds = ready.Sub(down).Seconds()
 	}
-	if !reconnected.IsZero() {
-		rep.ReconnectedSeconds = reconnected.Sub(killed).Seconds()
+	if reconnected, all := fleet.servedAgain(); all {
+		rep.ReconnectedSeconds = reconnected.Sub(down).Seconds()
 	}
-	for _, w := range informers {
-		if w.fetchedSince(killed) {
-			rep.Refetched++
-		}
-		if w.lastStream.Load() >= killed.UnixNano() {
-			rep.Streamed++
-		}
-	}
+	rep.Refetched, rep.Streamed = fleet.refetched()
 	for _, p := range restarted {
-		rep.PeakMemoryBytes[p.Name] = peakRSS(p.PID)
+		rep.PeakMemoryBytes[p.Name] = procfs.PeakRSS(p.PID)
 	}
 	r.logf("%s", restartLine(rep))
 	return rep, nil
@@ -208,27 +198,6 @@ func latest(ts ...time.Time) time.Time {
 	return out
 }
 
-// watchedNode is one kubelet-like informer: its node's pods, on a connection of its own.
-type watchedNode struct {
-	informer cache.SharedIndexInformer
-	// lastList, lastStream and lastWatch are the UnixNano times of the last successful list,
-	// watch list and watch: the first two fetch the whole state.
-	lastList, lastStream, lastWatch atomic.Int64
-}
-
-func (w *watchedNode) fetchedSince(t time.Time) bool {
-	return max(w.lastList.Load(), w.lastStream.Load()) >= t.UnixNano()
-}
-
-func allServedSince(ws []*watchedNode, t time.Time) bool {
-	for _, w := range ws {
-		if w.lastWatch.Load() < t.UnixNano() {
-			return false
-		}
-	}
-	return true
-}
-
 func informerKind(watchList bool) string {
 	if watchList {
 		return "watch list"
@@ -236,46 +205,156 @@ func informerKind(watchList bool) string {
 	return "list and watch"
 }
 
-func (r *runner) watchNode(node string) (*watchedNode, error) {
+// informerFleet is a restart storm's kubelet-like informers, each watching its node's pods on a
+// connection of its own.
+type informerFleet struct {
+	nodes   []*watchedNode
+	clients []*http.Client
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+	// since is when the apiservers were all down (UnixNano): what each informer is served after
+	// it counts as served again. Until then, never.
+	since atomic.Int64
+}
+
+// watchedNode is one informer and the times (UnixNano) it was first served after the fleet's
+// since, and last fetched its whole state by a list or a watch list.
+type watchedNode struct {
+	informer             cache.SharedIndexInformer
+	firstServed          atomic.Int64
+	lastList, lastStream atomic.Int64
+	firstCall            sync.Once
+}
+
+// startInformers starts n informers with WatchListClient as watchList says and waits for them
+// to sync; the gate is off again once each has made its first call, when its reflector has read it.
+func (r *runner) startInformers(ctx context.Context, n int, watchList bool) (*informerFleet, error) {
+	ictx, cancel := context.WithCancel(ctx)
+	f := &informerFleet{cancel: cancel}
+	f.since.Store(math.MaxInt64)
 	cfg, err := r.cluster.LoadConfig()
 	if err != nil {
-		return nil, err
+		return f, err
 	}
+	var called sync.WaitGroup
+	clientGates.Set(watchList)
+	defer clientGates.Set(false)
+	for i := range n {
+		node, err := r.cluster.Node(i)
+		if err != nil {
+			return f, err
+		}
+		w, client, err := f.watch(cfg, node.Name, &called)
+		if err != nil {
+			return f, err
+		}
+		f.nodes, f.clients = append(f.nodes, w), append(f.clients, client)
+		called.Add(1)
+		f.running.Add(1)
+		go func() { defer f.running.Done(); w.informer.RunWithContext(ictx) }()
+	}
+	called.Wait()
+	clientGates.Set(false)
+	synced := make([]cache.InformerSynced, len(f.nodes))
+	for i, w := range f.nodes {
+		synced[i] = w.informer.HasSynced
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return f, fmt.Errorf("restart storm: the informers did not sync: %w", ctx.Err())
+	}
+	return f, nil
+}
+
+func (f *informerFleet) watch(base *rest.Config, node string, called *sync.WaitGroup) (*watchedNode, *http.Client, error) {
+	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = -1, 0
 	protobuf(cfg)
-	// A Proxy function keeps client-go from sharing one cached transport between them.
-	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
-	cs, err := kubernetes.NewForConfig(cfg)
+	separateConnection(cfg)
+	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	cs, err := kubernetes.NewForConfigAndClient(cfg, client)
+	if err != nil {
+		return nil, nil, err
 	}
 	w := &watchedNode{}
+	served := func(at int64) {
+		if at >= f.since.Load() {
+			w.firstServed.CompareAndSwap(0, at)
+		}
+	}
 	selector := fields.OneTermEqualSelector("spec.nodeName", node).String()
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			w.firstCall.Do(called.Done)
 			o.FieldSelector = selector
 			list, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 			if err == nil {
-				w.lastList.Store(time.Now().UnixNano())
-				w.lastWatch.Store(time.Now().UnixNano())
+				now := time.Now().UnixNano()
+				w.lastList.Store(now)
+				served(now)
 			}
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w.firstCall.Do(called.Done)
 			o.FieldSelector = selector
 			wi, err := cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
 			if err == nil {
-				w.lastWatch.Store(time.Now().UnixNano())
+				now := time.Now().UnixNano()
 				if o.SendInitialEvents != nil && *o.SendInitialEvents {
-					w.lastStream.Store(time.Now().UnixNano())
+					w.lastStream.Store(now)
 				}
+				served(now)
 			}
 			return wi, err
 		},
 	}
 	w.informer = cache.NewSharedIndexInformer(lw, &corev1.Pod{}, 0, cache.Indexers{})
-	return w, nil
+	return w, client, nil
 }
+
+// servedAgain is when the last informer was first served after the restart, and whether all were.
+func (f *informerFleet) servedAgain() (time.Time, bool) {
+	var last int64
+	for _, w := range f.nodes {
+		at := w.firstServed.Load()
+		if at == 0 {
+			return time.Time{}, false
+		}
+		last = max(last, at)
+	}
+	return time.Unix(0, last), true
+}
+
+// refetched counts the informers that fetched their whole state after the restart, and those
+// whose last fetch was a watch list.
+func (f *informerFleet) refetched() (fetched, streamed int) {
+	since := f.since.Load()
+	for _, w := range f.nodes {
+		list, stream := w.lastList.Load(), w.lastStream.Load()
+		if max(list, stream) >= since {
+			fetched++
+		}
+		if stream >= since && stream > list {
+			streamed++
+		}
+	}
+	return fetched, streamed
+}
+
+// stop ends every informer and closes their connections.
+func (f *informerFleet) stop() {
+	f.cancel()
+	f.running.Wait()
+	for _, c := range f.clients {
+		c.CloseIdleConnections()
+	}
+}
+
+// restartProbeLabel marks the probe's ConfigMaps, so that any a failed delete left are removed.
+const restartProbeLabel = "clusterforge.io/restart-probe"
 
 // sloProbe makes one call of each SLO class a round, as the load's client, and counts the calls
 // that failed or missed their class's threshold.
@@ -285,23 +364,26 @@ type sloProbe struct {
 	lastMiss      string
 }
 
-func newSLOProbe(l *Load) *sloProbe { return &sloProbe{load: l} }
-
 // round reports whether every call of the round met its SLO.
 func (p *sloProbe) round(ctx context.Context) bool {
 	node, err := p.load.cluster.Node(0)
 	if err != nil {
 		return false
 	}
+	configMaps := p.load.cs.CoreV1().ConfigMaps(StormNamespace)
 	calls := []struct {
 		class Class
 		call  func(context.Context) error
 	}{
 		{Mutating, func(ctx context.Context) error {
-			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "restart-probe-"}}
-			made, err := p.load.cs.CoreV1().ConfigMaps(StormNamespace).Create(ctx, cm, metav1.CreateOptions{})
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "restart-probe-", Labels: map[string]string{restartProbeLabel: "true"}}}
+			made, err := configMaps.Create(ctx, cm, metav1.CreateOptions{})
 			if err == nil {
-				err = p.load.cs.CoreV1().ConfigMaps(StormNamespace).Delete(ctx, made.Name, metav1.DeleteOptions{})
+				go func() { // not timed: the next round's create is
+					dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+					defer cancel()
+					_ = configMaps.Delete(dctx, made.Name, metav1.DeleteOptions{})
+				}()
 			}
 			return err
 		}},
@@ -339,17 +421,8 @@ func (p *sloProbe) round(ctx context.Context) bool {
 	return ok
 }
 
-// peakRSS is a process's highest resident memory so far (VmHWM), in bytes; 0 if unreadable.
-func peakRSS(pid int) int64 {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kib << 10
-		}
-	}
-	return 0
+// cleanUp removes the probe's ConfigMaps that a failed delete left.
+func (p *sloProbe) cleanUp(ctx context.Context) {
+	_ = p.load.cs.CoreV1().ConfigMaps(StormNamespace).DeleteCollection(ctx, metav1.DeleteOptions{},
+		metav1.ListOptions{LabelSelector: restartProbeLabel})
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // StormReport is the event storm's result (storm.json): the rate it calibrated and each run's
@@ -95,8 +96,7 @@ func (r *runner) stormClients(n int) ([]*kubernetes.Clientset, error) {
 		}
 		cfg.QPS = -1
 		protobuf(cfg)
-		// A Proxy function keeps client-go from sharing one cached transport between them.
-		cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+		separateConnection(cfg)
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
@@ -104,6 +104,12 @@ func (r *runner) stormClients(n int) ([]*kubernetes.Clientset, error) {
 		out = append(out, cs)
 	}
 	return out, nil
+}
+
+// separateConnection keeps client-go from sharing one cached transport, and so one connection,
+// between clients of the same config.
+func separateConnection(cfg *rest.Config) {
+	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
 }
 
 // storm calibrates the storm's rate on the unsplit cluster, then runs quiet, storm and recovery

@@ -484,7 +484,7 @@ func (b *Booted) Diagnose(name string, units ...string) string {
 		{"queued jobs", []string{"systemctl", "list-jobs", "--no-pager", "--no-legend"}},
 		{"failed units", []string{"systemctl", "--failed", "--no-pager", "--no-legend"}},
 		{"cloud-init.log", []string{"tail", "-n", "3", "/var/log/cloud-init.log"}},
-		{"busiest processes", []string{"sh", "-c", "ps -eo pid,stat,etime,time,wchan:16,args --sort=-time | head -n 5"}},
+		{"processes by CPU time", []string{"sh", "-c", "ps -eo pid,stat,etime,time,wchan:16,args --sort=-time | head -n 6"}},
 	}
 	for _, u := range units {
 		probes = append(probes, probe{u, []string{"journalctl", "--no-pager", "--output=short-precise", "-n", "12", "-u", u}})

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
@@ -58,7 +59,7 @@ func (r *Rehearsal) ScaleCluster(ctx context.Context) (scale.Cluster, error) {
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods", "nodes"}, Verbs: []string{"get", "list", "watch", "create", "delete"}},
 		rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "create", "update"}},
 		// The restart storm's mutating probe.
-		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "delete"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "delete", "list", "deletecollection"}},
 	)
 	if err := r.Apply(ctx, access...); err != nil {
 		return nil, err
@@ -115,20 +116,20 @@ func (s *scaleCluster) SplitEvents(ctx context.Context, split bool) error {
 	if s.r.EventsInMainEtcd == !split {
 		return nil
 	}
-	if _, err := s.restartAPIServers(ctx, func() { s.r.EventsInMainEtcd = !split }); err != nil {
+	if _, _, err := s.restartAPIServers(ctx, func() { s.r.EventsInMainEtcd = !split }); err != nil {
 		return err
 	}
 	return s.r.WaitAPIHealthy(ctx)
 }
 
 // RestartAPIServers stops every apiserver at once and starts them all again, without waiting.
-func (s *scaleCluster) RestartAPIServers(ctx context.Context) ([]scale.Process, error) {
+func (s *scaleCluster) RestartAPIServers(ctx context.Context) (time.Time, []scale.Process, error) {
 	return s.restartAPIServers(ctx, func() {})
 }
 
 // restartAPIServers stops every apiserver (SIGTERM, each waited for), calls between, starts them
-// all again and returns the new processes.
-func (s *scaleCluster) restartAPIServers(ctx context.Context, between func()) ([]scale.Process, error) {
+// all again and returns when the last had stopped and the new processes.
+func (s *scaleCluster) restartAPIServers(ctx context.Context, between func()) (time.Time, []scale.Process, error) {
 	apiservers := s.r.Of(spec.RoleAPIServer)
 	each := func(f func(name string) error) error {
 		errs := make([]error, len(apiservers))
@@ -141,11 +142,12 @@ func (s *scaleCluster) restartAPIServers(ctx context.Context, between func()) ([
 		return errors.Join(errs...)
 	}
 	if err := each(func(name string) error { return s.r.Stop(name, apiserverUnit, syscall.SIGTERM) }); err != nil {
-		return nil, err
+		return time.Time{}, nil, err
 	}
+	down := time.Now()
 	between()
 	if err := each(func(name string) error { return s.r.Boot(ctx, name) }); err != nil {
-		return nil, err
+		return down, nil, err
 	}
 	var out []scale.Process
 	for _, in := range apiservers {
@@ -153,7 +155,7 @@ func (s *scaleCluster) restartAPIServers(ctx context.Context, between func()) ([
 			out = append(out, scale.Process{Component: apiserverUnit, Name: in.Name + "/" + apiserverUnit, PID: p.PID})
 		}
 	}
-	return out, nil
+	return down, out, nil
 }
 
 // BenchScale runs the scale benchmark on a rehearsal of its own in o.Dir, started clean and

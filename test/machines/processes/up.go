@@ -289,7 +289,7 @@ func (r *Rehearsal) describe(p *machines.Proc, in machines.Instance) {
 	case "etcd":
 		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort)
 		p.CA, p.Cert, p.Key = r.PKIFile(pki.EtcdServersCA, "crt"), r.PKIFile(pki.APIServerEtcdClient, "crt"), r.PKIFile(pki.APIServerEtcdClient, "key")
-	case "kube-apiserver":
+	case apiserverUnit:
 		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.APIServerPort)
 		p.CA, p.Cert, p.Key = r.PKIFile(pki.ClusterCA, "crt"), adminCert, adminKey
 	case "kube-controller-manager", "kube-scheduler":
