@@ -150,7 +150,7 @@ bench-roll: setup tools-rehearsal ## The roll drills three times: time per etcd 
 	@scripts/toolchain.sh upgrades
 	@scripts/bench-roll.sh $(STACK)
 
-bench-scale: setup tools-rehearsal $(REHEARSE) ## How many KWOK nodes $(STACK)'s control plane holds within the API SLOs, and the event storm split vs unsplit, and the apiserver restart storm (build/bench/scale; 10-minute holds, up to about 90 minutes; ARGS=--long for 20-minute holds)
+bench-scale: setup tools-rehearsal $(REHEARSE) ## How many KWOK nodes $(STACK)'s control plane holds within the API SLOs, and the event storm split vs unsplit, and the apiserver restart storm (build/bench/scale; 10-minute holds, 2 to 3 hours; ARGS=--long for 20-minute holds)
 	@ARGS="$(ARGS)" PUBLISH="$(PUBLISH)" scripts/bench-scale.sh $(STACK)
 
 bench-joins: setup tools-rehearsal $(REHEARSE) ## 1,000 KWOK nodes joining $(STACK)'s control plane all at once vs in its join steps, 3 rounds each: mutating p99 (build/bench/joins; about 40 minutes)

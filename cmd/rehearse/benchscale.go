@@ -157,8 +157,8 @@ func benchScale(stack, dir, tools string, b benchFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("==> largest node count within the SLOs: %d; storm ratio split %.2f, unsplit %.2f; took %s\n==> %s\n",
-		s.LargestPassingNodes, s.StormRatio["split"], s.StormRatio["unsplit"], s.Took, filepath.Join(o.Out, "report.md"))
+	fmt.Printf("==> largest node count within the SLOs: %d; storm ratio split %s, unsplit %s; took %s\n==> %s\n",
+		s.LargestPassingNodes, scale.RatioText(s.StormRatio["split"]), scale.RatioText(s.StormRatio["unsplit"]), s.Took, filepath.Join(o.Out, "report.md"))
 	return nil
 }
 

@@ -64,11 +64,14 @@ func Charts(steps []Step, storm StormReport) map[string]Chart {
 
 	ratios := storm.Ratios()
 	series := Chart{Title: "Main etcd write probe through an event storm",
-		Subtitle: fmt.Sprintf("%d nodes, %.0f events/s asked; p99 storm ÷ quiet: split %.2f, unsplit %.2f (median of the runs)",
-			storm.Nodes, storm.Rate, ratios["split"], ratios["unsplit"]),
+		Subtitle: fmt.Sprintf("%d nodes, %.0f events/s; p99 storm ÷ quiet: split %.2f, unsplit %.2f (median of the valid runs)",
+			storm.Nodes, storm.Rate, ratios["split"].Median, ratios["unsplit"].Median),
 		XLabel: "seconds into the run", YLabel: "probe p99 per 5 s (ms)", LogY: true}
 	for _, run := range storm.Runs {
 		s := Series{Name: run.Name}
+		if run.Invalid != "" {
+			s.Name += " (invalid)"
+		}
 		for _, p := range run.Series {
 			s.Points = append(s.Points, Point{p.X, 1e3 * p.Y})
 		}

@@ -95,7 +95,11 @@ func NewLoad(ctx context.Context, c Cluster, image string, progress io.Writer) (
 	}
 	l := &Load{cs: cs, cluster: c, image: image, progress: progress,
 		sent: map[string]time.Time{}, client: map[string][]time.Duration{}, errors: map[string]int{}, periods: maps.Clone(Readers)}
-	for _, ns := range []string{BaseNamespace, ChurnNamespace, StormNamespace} {
+	namespaces := []string{BaseNamespace, ChurnNamespace, StormNamespace}
+	for i := range StormNamespaces {
+		namespaces = append(namespaces, StormEventNamespace(i))
+	}
+	for _, ns := range namespaces {
 		// The load generator's role was bound just now: each apiserver's authorizer learns of it
 		// through its own watch.
 		for deadline := time.Now().Add(30 * time.Second); ; {

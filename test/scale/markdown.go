@@ -22,8 +22,8 @@ func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartRepo
 	if len(s.HarnessLimitedSteps) > 0 {
 		fmt.Fprintf(&b, " Harness-limited (a load delivered short of %.0f %% of its offer; neither passed nor failed): %v.", HarnessShare*100, s.HarnessLimitedSteps)
 	}
-	fmt.Fprintf(&b, "\n\n**Event storm (%d nodes, %.0f events/s), main etcd write probe p99 storm ÷ quiet:** split %.2f, unsplit %.2f (median of %d rounds; target ≤ 1.2 split). %s.\n\n",
-		s.StormNodes, s.StormEventsPerSecond, s.StormRatio["split"], s.StormRatio["unsplit"], len(storm.Runs)/2, storm.Note)
+	fmt.Fprintf(&b, "\n\n**Event storm (%d nodes, %.0f events/s over %d namespaces), main etcd write probe p99 storm ÷ quiet:** split %s, unsplit %s (target ≤ %.1f split). Calibration: %s.\n\n",
+		s.StormNodes, s.StormEventsPerSecond, StormNamespaces, RatioText(s.StormRatio["split"]), RatioText(s.StormRatio["unsplit"]), StormRatioTarget, storm.Note)
 	for _, r := range restarts {
 		b.WriteString(restartLine(r) + "\n\n")
 	}
@@ -71,15 +71,19 @@ func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartRepo
 	}
 	b.WriteString("\nEach step: the nodes registered, a base pod on each, a warm-up discarded, then the hold judged. p99 by clusterloader2's method (the 99th percentile of per-minute p99s of `apiserver_request_sli_duration_seconds`, worst call of the class); pod start-up from creation to Running on the client's watch.\n\n")
 
-	b.WriteString("| storm run | quiet p99 | storm p99 | recovery p99 | probe ratio | WAL fsync ratio | commit ratio | events/s | 429 |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| storm run | quiet p99 | storm p99 | recovery p99 | probe ratio | WAL fsync ratio | commit ratio | events created/s | 429 | not sent | main etcd at quota in |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range storm.Runs {
 		if len(r.Phases) != 3 {
 			continue
 		}
 		q, st, rec := r.Phases[0], r.Phases[1], r.Phases[2]
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.2f | %.2f | %.0f | %d |\n", r.Name,
-			seconds(q.ProbeP99), seconds(st.ProbeP99), seconds(rec.ProbeP99), r.ProbeRatio, r.FsyncRatio, r.CommitRatio, st.EventsPerSecond, st.Throttled)
+		name := r.Name
+		if r.Invalid != "" {
+			name = "~~" + name + "~~ invalid: " + r.Invalid
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.2f | %.2f | %.0f of %.0f sent | %d | %d | %s |\n", name,
+			seconds(q.ProbeP99), seconds(st.ProbeP99), seconds(rec.ProbeP99), r.ProbeRatio, r.FsyncRatio, r.CommitRatio, st.EventsPerSecond, st.SentPerSecond, st.Throttled, st.Unsent, hours(r.HoursToQuota))
 	}
 	b.WriteString("\nCharts: `slo.svg`, `cpu.svg`, `memory.svg`, `etcd-size.svg`, `storm.svg`.\n")
 	return b.String()
@@ -133,4 +137,28 @@ func restartLine(r RestartReport) string {
 	return fmt.Sprintf("**Restart storm (%d nodes, every apiserver restarted at once, %d node informers reconnecting by %s):** %s; "+
 		"the apiservers were ready after %.1f s and every informer was served again after %.1f s (%d fetched their state again, %d of them by a watch list). Peak memory: %s.",
 		r.Nodes, r.Informers, informerKind(r.WatchList), recovered, r.ReadySeconds, r.ReconnectedSeconds, r.Refetched, r.Streamed, strings.Join(peaks, ", "))
+}
+
+// StormRatioTarget is the issue's goal for the split arm's storm ÷ quiet probe p99.
+const StormRatioTarget = 1.2
+
+// RatioText is one arm's ratio: its mean with the 95 % interval, the median, the runs counted
+// and left out, and the main etcd's median hours to quota.
+func RatioText(r RatioStats) string {
+	if r.Runs == 0 {
+		return fmt.Sprintf("no valid run (%d invalid)", r.Invalid)
+	}
+	ci := "no interval"
+	if r.CI95 != nil {
+		ci = fmt.Sprintf("95 %% CI %.2f–%.2f", r.CI95[0], r.CI95[1])
+	}
+	return fmt.Sprintf("mean %.2f (%s; median %.2f; %d valid runs, %d invalid; main etcd at quota in %s)", r.Mean, ci, r.Median, r.Runs, r.Invalid, hours(r.HoursToQuota))
+}
+
+// hours is a projected time to quota; 0 means the database did not grow.
+func hours(h float64) string {
+	if h <= 0 {
+		return "never (no growth)"
+	}
+	return fmt.Sprintf("%.1f h", h)
 }

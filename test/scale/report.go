@@ -251,8 +251,9 @@ type Summary struct {
 	StormNodes           int     `json:"stormNodes"`
 	StormEventsPerSecond float64 `json:"stormEventsPerSecond"`
 	// StormRatio is the main etcd's write probe p99 during the storm ÷ quiet, with the events
-	// split ("split") and without ("unsplit"): the median over the rounds.
-	StormRatio map[string]float64 `json:"stormRatio"`
+	// split ("split") and without ("unsplit"), over each arm's valid runs; with the main etcd's
+	// projected hours to quota.
+	StormRatio map[string]RatioStats `json:"stormRatio"`
 	// RestartRecoverySeconds is how long after every apiserver restarted at once every SLO held
 	// again with informers that list, as kubelets' do (RestartReport), null if it did not within
 	// the timeout; RestartWatchListRecoverySeconds the same with informers that stream.

@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -80,5 +81,37 @@ func TestShortLoadMarksTheStepHarnessLimited(t *testing.T) {
 	s.Summarize([]Step{step(500, 50), step(1000, 100), limited, step(5000, 500)})
 	if s.LargestPassingNodes != 1000 || s.FirstFailingStep != 0 || !slices.Equal(s.HarnessLimitedSteps, []int{2500}) {
 		t.Errorf("%+v", s)
+	}
+}
+
+// The arms' statistics count valid runs only, with Student's t interval around their mean.
+func TestStormRatiosLeaveInvalidRunsOut(t *testing.T) {
+	rep := StormReport{Runs: []StormRun{
+		{Split: true, ProbeRatio: 1, HoursToQuota: 10}, {Split: true, ProbeRatio: 2, HoursToQuota: 20}, {Split: true, ProbeRatio: 3, HoursToQuota: 30},
+		{Split: true, ProbeRatio: 50, Invalid: "short"}, {Split: false, ProbeRatio: 4},
+	}}
+	got := rep.Ratios()
+	split := got["split"]
+	if split.Runs != 3 || split.Invalid != 1 || split.Median != 2 || split.Mean != 2 || split.HoursToQuota != 20 {
+		t.Errorf("split %+v: want 3 valid runs of median and mean 2, one invalid, 20 h to quota", split)
+	}
+	// Standard deviation 1 over 3 runs: half-width t(0.975, 2) / √3 = 4.303 / 1.732.
+	if half := 4.303 / math.Sqrt(3); split.CI95 == nil || math.Abs(split.CI95[0]-(2-half)) > 1e-9 || math.Abs(split.CI95[1]-(2+half)) > 1e-9 {
+		t.Errorf("split interval %v, want 2 ± %.3f", split.CI95, half)
+	}
+	if unsplit := got["unsplit"]; unsplit.Runs != 1 || unsplit.CI95 != nil || unsplit.HoursToQuota != 0 {
+		t.Errorf("unsplit %+v: one run has no interval, and no growth no time to quota", unsplit)
+	}
+}
+
+// A run whose database did not grow never reaches the quota: it sorts last, not first.
+func TestMedianHoursToQuotaCountsNeverAsLongest(t *testing.T) {
+	for _, c := range []struct {
+		hours []float64
+		want  float64
+	}{{[]float64{0, 10, 20}, 20}, {[]float64{10, 20, 0, 0}, 0}, {[]float64{10, 20, 30, 0}, 25}, {nil, 0}} {
+		if got := medianHours(c.hours); got != c.want {
+			t.Errorf("medianHours(%v) = %v, want %v", c.hours, got, c.want)
+		}
 	}
 }

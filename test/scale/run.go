@@ -47,12 +47,14 @@ type Options struct {
 type StormOptions struct {
 	// Nodes is the node count the storm runs at; 0 is the largest passing step (or the last tried).
 	Nodes int
-	// Quiet, Storm and Recovery are the phases of each run; Rounds the A/B pairs (split, unsplit).
-	Quiet, Storm, Recovery time.Duration
-	Rounds                 int
+	// Settle is waited after every apiserver restart (the split and unsplit runs restart them),
+	// so that no phase measures the relists that follow one. Quiet, Storm and Recovery are the
+	// phases of each run; Rounds the A/B pairs (split, unsplit).
+	Settle, Quiet, Storm, Recovery time.Duration
+	Rounds                         int
 	// StartRate is the first calibration rate (events a second), raised by half each Level until
 	// the unsplit main etcd's probe p99 reaches Degraded times its quiet p99, MaxRate is reached or
-	// the storm no longer reaches its rate.
+	// the storm no longer reaches its rate (halved instead while no level has reached it).
 	StartRate, MaxRate float64
 	Level              time.Duration
 	Degraded           float64
@@ -63,7 +65,7 @@ type StormOptions struct {
 func DefaultOptions(out string) Options {
 	return Options{Out: out, Steps: []int{500, 1000, 2500, 5000, 7500, 10000},
 		WarmUp: time.Minute, Hold: 10 * time.Minute, ScrapeEvery: 5 * time.Second, ChurnPerSecond: 5, NodeQPS: 100,
-		Storm: StormOptions{Quiet: time.Minute, Storm: time.Minute, Recovery: time.Minute, Rounds: 2,
+		Storm: StormOptions{Settle: 2 * time.Minute, Quiet: time.Minute, Storm: time.Minute, Recovery: time.Minute, Rounds: 5,
 			StartRate: 1000, MaxRate: 16000, Level: 30 * time.Second, Degraded: 2},
 		Restart: RestartOptions{Informers: 1000, Settle: 30 * time.Second, Timeout: 10 * time.Minute}}
 }

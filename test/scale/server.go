@@ -19,6 +19,7 @@ const (
 	WALFsyncMetric      = "etcd_disk_wal_fsync_duration_seconds"
 	BackendCommitMetric = "etcd_disk_backend_commit_duration_seconds"
 	DBSizeMetric        = "etcd_mvcc_db_total_size_in_bytes"
+	QuotaMetric         = "etcd_server_quota_backend_bytes"
 	LeaderChangesMetric = "etcd_server_leader_changes_seen_total"
 )
 
@@ -34,7 +35,7 @@ func APIServerMetrics(name string) bool {
 
 // EtcdMetrics is what every etcd member's /metrics must keep.
 func EtcdMetrics(name string) bool {
-	return name == WALFsyncMetric+"_bucket" || name == BackendCommitMetric+"_bucket" || name == DBSizeMetric || name == LeaderChangesMetric
+	return name == WALFsyncMetric+"_bucket" || name == BackendCommitMetric+"_bucket" || name == DBSizeMetric || name == QuotaMetric || name == LeaderChangesMetric
 }
 
 // APIServerTotals are the apiservers' figures over a hold, summed over apiservers.

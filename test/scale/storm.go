@@ -75,9 +75,23 @@ func P99(samples []ProbeSample) float64 {
 }
 
 // Storm creates Events at a rate, as kubelets report their pods' trouble (the nodes' identity):
-// each a 1 KiB message about one of 5,000 pods of StormNamespace, from one of the nodes.
+// each a 1 KiB message about one of 5,000 pods spread over StormNamespaces namespaces, from one
+// of the nodes. It is open-loop: each event is sent at its time whatever the earlier ones are
+// waiting for, up to stormInFlight at once; an event due beyond that is counted as not sent.
 type Storm struct {
-	created, failed, throttled atomic.Int64
+	created, failed, throttled, sent, unsent atomic.Int64
+}
+
+// StormNamespaces is how many namespaces the storm's events are spread over: EventRateLimit
+// limits each namespace, and a fleet's events come from many.
+const StormNamespaces = 50
+
+// stormInFlight bounds the open-loop generator's outstanding requests.
+const stormInFlight = 4096
+
+// StormEventNamespace is the i-th namespace the storm's events are in.
+func StormEventNamespace(i int) string {
+	return fmt.Sprintf("%s-%02d", StormNamespace, i%StormNamespaces)
 }
 
 // stormMessage is a long event message, as a failing pod's or node's events carry.
@@ -87,43 +101,40 @@ var stormMessage = strings.Repeat("storm: a node reports trouble again; ", 28)
 // involved objects.
 func StartStorm(ctx context.Context, clients []*kubernetes.Clientset, perSecond float64, nodes []string) *Storm {
 	s := &Storm{}
-	work := make(chan int, 1024)
-	for w := range 64 {
-		cs := clients[w%len(clients)]
-		go func() {
-			for n := range work {
-				node := nodes[n%len(nodes)]
-				pod := fmt.Sprintf("storm-%d", n%5000)
-				ev := &corev1.Event{
-					ObjectMeta:     metav1.ObjectMeta{GenerateName: pod + ".", Namespace: StormNamespace},
-					InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: StormNamespace, Name: pod, APIVersion: "v1"},
-					Reason:         "BenchmarkStorm", Message: stormMessage, Type: corev1.EventTypeWarning,
-					Source:         corev1.EventSource{Component: "kubelet", Host: node},
-					FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
-				}
-				_, err := cs.CoreV1().Events(StormNamespace).Create(ctx, ev, metav1.CreateOptions{})
-				switch {
-				case err == nil:
-					s.created.Add(1)
-				case apierrors.IsTooManyRequests(err):
-					s.throttled.Add(1)
-				case ctx.Err() == nil:
-					s.failed.Add(1)
-				}
-			}
-		}()
+	slots := make(chan struct{}, stormInFlight)
+	send := func(n int) {
+		defer func() { <-slots }()
+		cs := clients[n%len(clients)]
+		ns, pod := StormEventNamespace(n), fmt.Sprintf("storm-%d", n%5000)
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: pod + ".", Namespace: ns},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod, APIVersion: "v1"},
+			Reason:         "BenchmarkStorm", Message: stormMessage, Type: corev1.EventTypeWarning,
+			Source:         corev1.EventSource{Component: "kubelet", Host: nodes[n%len(nodes)]},
+			FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
+		}
+		_, err := cs.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
+		switch {
+		case err == nil:
+			s.created.Add(1)
+		case apierrors.IsTooManyRequests(err):
+			s.throttled.Add(1)
+		case ctx.Err() == nil:
+			s.failed.Add(1)
+		}
 	}
 	go func() {
-		defer close(work)
-		// Ticks of 10 ms, each sending its share, so the rate holds at thousands a second.
-		const tick = 10 * time.Millisecond
-		perTick, owed, n := perSecond*tick.Seconds(), 0.0, 0
-		every(ctx, tick, func() {
-			for owed += perTick; owed >= 1; owed-- {
+		// Every 10 ms, whatever is due by the clock since the start, so that a late tick sends
+		// more rather than the rate falling quietly.
+		began, n := time.Now(), 0
+		every(ctx, 10*time.Millisecond, func() {
+			for due := int(perSecond * time.Since(began).Seconds()); n < due; n++ {
 				select {
-				case work <- n:
-					n++
-				default: // the workers are behind: the rate is not reached, which Achieved shows
+				case slots <- struct{}{}:
+					s.sent.Add(1)
+					go send(n)
+				default: // stormInFlight outstanding: this machine cannot offer more
+					s.unsent.Add(1)
 				}
 			}
 		})
@@ -135,3 +146,6 @@ func StartStorm(ctx context.Context, clients []*kubernetes.Clientset, perSecond 
 func (s *Storm) Counts() (created, throttled, failed int64) {
 	return s.created.Load(), s.throttled.Load(), s.failed.Load()
 }
+
+// Offered counts the events sent, and those that were due while stormInFlight were outstanding.
+func (s *Storm) Offered() (sent, unsent int64) { return s.sent.Load(), s.unsent.Load() }

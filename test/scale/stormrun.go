@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -44,7 +45,17 @@ type StormRun struct {
 	ProbeRatio  float64 `json:"probeRatio"`
 	FsyncRatio  float64 `json:"walFsyncRatio"`
 	CommitRatio float64 `json:"backendCommitRatio"`
+	// HoursToQuota is how long the main etcd's database would take to reach its quota growing as
+	// it did in the storm phase (0: it did not grow).
+	HoursToQuota float64 `json:"hoursToQuota"`
+	// Invalid says why the run does not count: the generator offered less than StormReachedShare
+	// of the rate, or the probe measured nothing. Empty for a valid run.
+	Invalid string `json:"invalid,omitempty"`
 }
+
+// StormReachedShare is the share of its rate a storm must offer for a run to count, and reach
+// for a calibration level to count as reached.
+const StormReachedShare = 0.9
 
 // StormPhase is one phase of a run, measured on the main etcd.
 type StormPhase struct {
@@ -59,10 +70,18 @@ type StormPhase struct {
 	ProbeP99  float64 `json:"probeP99Seconds"`
 	FsyncP99  float64 `json:"walFsyncP99Seconds"`
 	CommitP99 float64 `json:"backendCommitP99Seconds"`
-	// EventsPerSecond is what the storm achieved; Throttled and Failed its refused events.
+	// SentPerSecond is what the generator offered, Unsent what it could not; EventsPerSecond is
+	// what the apiservers created, Throttled and Failed what they refused.
+	SentPerSecond   float64 `json:"sentPerSecond"`
+	Unsent          int64   `json:"unsent"`
 	EventsPerSecond float64 `json:"eventsPerSecond"`
 	Throttled       int64   `json:"throttled429"`
 	Failed          int64   `json:"failed"`
+	// DBSizeBytes is the main etcd's largest member database at the phase's end, QuotaBytes its
+	// quota, DBGrowthBytesPerSecond the growth over the phase.
+	DBSizeBytes            float64 `json:"dbSizeBytes"`
+	QuotaBytes             float64 `json:"quotaBytes"`
+	DBGrowthBytesPerSecond float64 `json:"dbGrowthBytesPerSecond"`
 }
 
 // Point is one point of a series.
@@ -71,17 +90,90 @@ type Point struct {
 	Y float64 `json:"y"`
 }
 
-// Ratios are the median probe ratios of the split and unsplit runs.
-func (s StormReport) Ratios() map[string]float64 {
-	by := map[string][]float64{}
+// RatioStats are one arm's valid runs: their probe ratios' median, mean and the mean's 95 %
+// confidence interval (Student's t; none for fewer than two runs), and the main etcd's median
+// hours to quota.
+type RatioStats struct {
+	Runs         int         `json:"runs"`
+	Invalid      int         `json:"invalidRuns"`
+	Median       float64     `json:"median"`
+	Mean         float64     `json:"mean"`
+	CI95         *[2]float64 `json:"ci95"`
+	HoursToQuota float64     `json:"hoursToQuota"`
+}
+
+// Ratios are the split and unsplit arms' statistics.
+func (s StormReport) Ratios() map[string]RatioStats {
+	ratios, hours, invalid := map[string][]float64{}, map[string][]float64{}, map[string]int{}
 	for _, r := range s.Runs {
 		key := "unsplit"
 		if r.Split {
 			key = "split"
 		}
-		by[key] = append(by[key], r.ProbeRatio)
+		if r.Invalid != "" {
+			invalid[key]++
+			continue
+		}
+		ratios[key], hours[key] = append(ratios[key], r.ProbeRatio), append(hours[key], r.HoursToQuota)
 	}
-	return map[string]float64{"split": zeroNaN(median(by["split"])), "unsplit": zeroNaN(median(by["unsplit"]))}
+	out := map[string]RatioStats{}
+	for _, key := range []string{"split", "unsplit"} {
+		v := ratios[key]
+		st := RatioStats{Runs: len(v), Invalid: invalid[key], Median: zeroNaN(median(v)), HoursToQuota: medianHours(hours[key])}
+		if len(v) > 0 {
+			st.Mean = mean(v)
+		}
+		if len(v) > 1 {
+			var squares float64
+			for _, x := range v {
+				squares += (x - st.Mean) * (x - st.Mean)
+			}
+			half := tQuantile975(len(v)-1) * math.Sqrt(squares/float64(len(v)-1)/float64(len(v)))
+			st.CI95 = &[2]float64{st.Mean - half, st.Mean + half}
+		}
+		out[key] = st
+	}
+	return out
+}
+
+// medianHours is the median time to quota, where 0 is never; 0 again if the median is never.
+func medianHours(hours []float64) float64 {
+	if len(hours) == 0 {
+		return 0
+	}
+	v := make([]float64, len(hours))
+	for i, h := range hours {
+		v[i] = h
+		if h <= 0 {
+			v[i] = math.Inf(1)
+		}
+	}
+	slices.Sort(v)
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + m) / 2 // Inf if either is never
+	}
+	if math.IsInf(m, 1) {
+		return 0
+	}
+	return m
+}
+
+func mean(v []float64) float64 {
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(len(v))
+}
+
+// tQuantile975 is Student's t distribution's 97.5th percentile for df degrees of freedom.
+func tQuantile975(df int) float64 {
+	table := []float64{12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228}
+	if df <= len(table) {
+		return table[df-1]
+	}
+	return 1.96 + 2.5/float64(df) // within 1 % of the exact value past ten
 }
 
 // stormClients are separate connections as the nodes' identity, without a client-side rate
@@ -145,12 +237,13 @@ func (r *runner) storm(ctx context.Context, nodes int) (StormReport, error) {
 	if err := r.cluster.SplitEvents(ctx, false); err != nil {
 		return rep, err
 	}
-	if err := sleep(ctx, r.Storm.Level); err != nil {
+	if err := sleep(ctx, r.Storm.Settle); err != nil {
 		return rep, err
 	}
 	quietFrom := time.Now().Add(-r.Storm.Level)
 	quiet := P99(probe.Between(quietFrom, time.Now()))
-	for rate := r.Storm.StartRate; ; rate *= 1.5 {
+	reached := 0.0 // the highest level the storm reached
+	for rate := r.Storm.StartRate; ; {
 		s, stop := start(rate)
 		began := time.Now()
 		err := sleep(ctx, r.Storm.Level)
@@ -159,26 +252,46 @@ func (r *runner) storm(ctx context.Context, nodes int) (StormReport, error) {
 			return rep, err
 		}
 		created, throttled, _ := s.Counts()
-		level := StormLevel{Target: rate, Achieved: float64(created) / time.Since(began).Seconds(),
-			ProbeP99: P99(probe.Between(began.Add(r.Storm.Level/3), time.Now())), QuietP99: quiet, Throttled: throttled}
+		p99 := P99(probe.Between(began.Add(r.Storm.Level/3), time.Now()))
+		if math.IsNaN(p99) { // no write even started: each waited out the level
+			p99 = r.Storm.Level.Seconds()
+		}
+		level := StormLevel{Target: rate, Achieved: float64(created) / time.Since(began).Seconds(), ProbeP99: p99, QuietP99: quiet, Throttled: throttled}
 		rep.Calibration = append(rep.Calibration, level)
-		rep.Rate = rate
-		r.logf("  %.0f events/s asked, %.0f created a second (%d throttled): probe p99 %.1f ms, quiet %.1f ms",
-			rate, level.Achieved, throttled, 1e3*level.ProbeP99, 1e3*quiet)
+		_, unsent := s.Offered()
+		r.logf("  %.0f events/s asked, %.0f created a second (%d throttled, %d not sent): probe p99 %.1f ms, quiet %.1f ms",
+			rate, level.Achieved, throttled, unsent, 1e3*level.ProbeP99, 1e3*quiet)
+		next := rate * 1.5
+		// A level the apiservers did not take counts for nothing, however the probe fared: the
+		// degradation must come from a storm that happened.
+		short := level.Achieved < StormReachedShare*rate
 		switch {
+		case short && reached == 0 && rate/2 >= r.Storm.StartRate/32:
+			next = rate / 2 // nothing reached yet: lower
+		case short:
+			rep.Note = fmt.Sprintf("the storm reached only %.0f of %.0f events/s (throttled %d; probe p99 ×%.1f): the apiservers and this machine cap it there", level.Achieved, rate, throttled, level.ProbeP99/quiet)
 		case level.ProbeP99 >= r.Storm.Degraded*quiet:
+			reached = rate
 			rep.Note = fmt.Sprintf("the unsplit main etcd degraded (probe p99 ×%.1f) at %.0f events/s", level.ProbeP99/quiet, rate)
-		case level.Achieved < 0.7*rate:
-			rep.Note = fmt.Sprintf("the storm reached only %.0f of %.0f events/s (throttled %d): the apiservers and this machine cap it before the main etcd degraded ×%.1f", level.Achieved, rate, throttled, r.Storm.Degraded)
-		case rate*1.5 > r.Storm.MaxRate:
+		case next > r.Storm.MaxRate:
+			reached = rate
 			rep.Note = fmt.Sprintf("the main etcd had not degraded ×%.1f at %.0f events/s, the most the benchmark asks", r.Storm.Degraded, rate)
 		default:
-			if err := sleep(ctx, r.Storm.Level/3); err != nil { // let the last level drain
-				return rep, err
-			}
-			continue
+			reached = rate
 		}
-		break
+		if rep.Note != "" {
+			break
+		}
+		if err := sleep(ctx, r.Storm.Level/3); err != nil { // let the last level drain
+			return rep, err
+		}
+		rate = next
+	}
+	// The runs use the highest rate the storm reached; if none was, the lowest tried, and the
+	// runs come out invalid.
+	rep.Rate = reached
+	if reached == 0 {
+		rep.Rate = rep.Calibration[len(rep.Calibration)-1].Target
 	}
 	r.logf("storm: %s; the runs use %.0f events/s", rep.Note, rep.Rate)
 
@@ -193,7 +306,8 @@ func (r *runner) storm(ctx context.Context, nodes int) (StormReport, error) {
 				return rep, err
 			}
 			rep.Runs = append(rep.Runs, run)
-			r.logf("  %s: probe p99 storm ÷ quiet = %.2f (fsync %.2f, commit %.2f)", name, run.ProbeRatio, run.FsyncRatio, run.CommitRatio)
+			r.logf("  %s: probe p99 storm ÷ quiet = %.2f (fsync %.2f, commit %.2f); main etcd at quota in %.1f h%s", name, run.ProbeRatio, run.FsyncRatio, run.CommitRatio,
+				run.HoursToQuota, map[bool]string{true: "; INVALID: " + run.Invalid}[run.Invalid != ""])
 		}
 	}
 	return rep, r.cluster.SplitEvents(ctx, true)
@@ -205,6 +319,9 @@ func (r *runner) stormRun(ctx context.Context, name string, split bool, probe *P
 	run := StormRun{Name: name, Split: split}
 	r.logf("storm run %s", name)
 	if err := r.cluster.SplitEvents(ctx, split); err != nil {
+		return run, err
+	}
+	if err := sleep(ctx, r.Storm.Settle); err != nil {
 		return run, err
 	}
 	targets, err := r.cluster.Targets()
@@ -250,8 +367,12 @@ func (r *runner) stormRun(ctx context.Context, name string, split bool, probe *P
 		p.ProbeP50 = zeroNaN(QuantileOverTime(0.5, secs))
 		if s != nil {
 			created, throttled, failed := s.Counts()
+			sent, unsent := s.Offered()
 			p.EventsPerSecond, p.Throttled, p.Failed = float64(created)/p.Seconds, throttled, failed
+			p.SentPerSecond, p.Unsent = float64(sent)/p.Seconds, unsent
 		}
+		p.DBSizeBytes, p.QuotaBytes = maxOf(after, DBSizeMetric), maxOf(after, QuotaMetric)
+		p.DBGrowthBytesPerSecond = (p.DBSizeBytes - maxOf(before, DBSizeMetric)) / p.Seconds
 		run.Phases = append(run.Phases, p)
 		r.logf("  %s %s: probe p99 %.1f ms, fsync p99 %.1f ms, commit p99 %.1f ms%s", name, phase.name,
 			1e3*p.ProbeP99, 1e3*p.FsyncP99, 1e3*p.CommitP99, map[bool]string{true: fmt.Sprintf(", %.0f events/s", p.EventsPerSecond)}[phase.storm])
@@ -263,6 +384,16 @@ func (r *runner) stormRun(ctx context.Context, name string, split bool, probe *P
 	}
 	quiet, storm := run.Phases[0], run.Phases[1]
 	run.ProbeRatio, run.FsyncRatio, run.CommitRatio = ratio(storm.ProbeP99, quiet.ProbeP99), ratio(storm.FsyncP99, quiet.FsyncP99), ratio(storm.CommitP99, quiet.CommitP99)
+	if storm.DBGrowthBytesPerSecond > 0 && storm.QuotaBytes > 0 {
+		run.HoursToQuota = (storm.QuotaBytes - storm.DBSizeBytes) / storm.DBGrowthBytesPerSecond / 3600
+	}
+	// Invalid when this machine did not offer the load; the cluster's 429s and latency are results.
+	switch {
+	case storm.SentPerSecond < StormReachedShare*rate:
+		run.Invalid = fmt.Sprintf("the generator sent %.0f of %.0f events/s", storm.SentPerSecond, rate)
+	case quiet.Probes == 0 || storm.Probes == 0:
+		run.Invalid = "the probe wrote nothing in a phase"
+	}
 	return run, nil
 }
 
@@ -277,4 +408,15 @@ func ratio(a, b float64) float64 {
 		return 0
 	}
 	return a / b
+}
+
+// maxOf is the largest value of a gauge over every member scraped (0 for none).
+func maxOf(samples []Sample, metric string) float64 {
+	out := 0.0
+	for _, x := range samples {
+		if x.Name == metric {
+			out = math.Max(out, x.Value)
+		}
+	}
+	return out
 }

@@ -1,5 +1,5 @@
-// The scale benchmark's smoke run: a few hundred KWOK nodes, a minute of hold, one split and one
-// unsplit storm run on a rehearsal of the dev stack. It checks that the harness works end to end
+// The scale benchmark's smoke run: a few hundred KWOK nodes, a minute of hold, two rounds of split
+// and unsplit storm runs and the restart storms on a rehearsal of the dev stack. It checks that the harness works end to end
 // and that its report is complete; it asserts no latency.
 package scale_test
 
@@ -63,7 +63,7 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	// The second step's get-node reader is offered more than it can deliver: the accounting must
 	// mark that step harness-limited.
 	o.UnderDriven = 300
-	o.Storm.Quiet, o.Storm.Storm, o.Storm.Recovery, o.Storm.Rounds, o.Storm.Level = 5*time.Second, 5*time.Second, 5*time.Second, 1, 5*time.Second
+	o.Storm.Settle, o.Storm.Quiet, o.Storm.Storm, o.Storm.Recovery, o.Storm.Rounds, o.Storm.Level = 5*time.Second, 5*time.Second, 5*time.Second, 5*time.Second, 2, 5*time.Second
 	o.Restart.Settle, o.Restart.Timeout = 5*time.Second, 3*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
@@ -84,8 +84,12 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	if _, ok := got["largestPassingNodes"].(float64); !ok {
 		t.Errorf("largestPassingNodes is %T, want a number", got["largestPassingNodes"])
 	}
-	if summary.StormRatio["split"] <= 0 || summary.StormRatio["unsplit"] <= 0 {
-		t.Errorf("stormRatio %v: both runs must have a ratio", summary.StormRatio)
+	// The generator offers a few hundred events a second at most here: every run is valid, and
+	// each arm has its ratio and interval.
+	for _, arm := range []string{"split", "unsplit"} {
+		if r := summary.StormRatio[arm]; r.Runs != o.Storm.Rounds || r.Invalid != 0 || r.Median <= 0 || r.CI95 == nil {
+			t.Errorf("stormRatio %s %+v: want %d valid runs with a ratio and an interval", arm, r, o.Storm.Rounds)
+		}
 	}
 	if m := summary.Machine; m.Cores < 1 || m.MemoryGiB < 1 || m.Kernel == "" || m.Disk == "" {
 		t.Errorf("machine %+v incomplete", m)
@@ -117,12 +121,20 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 				t.Errorf("storm run %s, %s: %d probes, p99 %v", run.Name, p.Name, p.Probes, p.ProbeP99)
 			}
 		}
-		if run.Phases[1].EventsPerSecond <= 0 {
-			t.Errorf("storm run %s created no events", run.Name)
+		st := run.Phases[1]
+		if st.EventsPerSecond <= 0 || st.DBSizeBytes <= 0 || st.QuotaBytes < st.DBSizeBytes {
+			t.Errorf("storm run %s: %.0f events/s, main etcd %.0f of %.0f bytes", run.Name, st.EventsPerSecond, st.DBSizeBytes, st.QuotaBytes)
+		}
+		if st.SentPerSecond < st.EventsPerSecond {
+			t.Errorf("storm run %s: %.0f events created a second of %.0f sent", run.Name, st.EventsPerSecond, st.SentPerSecond)
 		}
 	}
-	if !slices.Equal(names, []string{"A1 split", "B1 unsplit"}) {
-		t.Errorf("storm runs %v, want A1 split, B1 unsplit", names)
+	var want []string
+	for round := 1; round <= o.Storm.Rounds; round++ {
+		want = append(want, fmt.Sprintf("A%d split", round), fmt.Sprintf("B%d unsplit", round))
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("storm runs %v, want %v", names, want)
 	}
 
 	var restarts []scale.RestartReport
