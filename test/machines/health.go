@@ -69,12 +69,14 @@ func (p *Layout) HTTPClient() (*http.Client, error) {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc, DialContext: p.Dial}}, nil
 }
 
-// Poll calls check every interval until it succeeds or timeout passes, returning its last error.
+// Poll calls check until it succeeds or timeout passes, returning its last error.
 func Poll(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
-	for {
+	// The wait doubles up to a second: a check may start a process on a machine, and many
+	// waits polling at once must not take the CPU from what they wait for.
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, time.Second) {
 		if last = check(ctx); last == nil {
 			return nil
 		}
@@ -85,7 +87,7 @@ func Poll(ctx context.Context, timeout time.Duration, what string, check func(co
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: not ready after %s: %w", what, timeout, last)
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(wait):
 		}
 	}
 }

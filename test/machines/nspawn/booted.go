@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
 	"os"
@@ -450,24 +451,47 @@ func (b *Booted) Exec(ctx context.Context, name string, args ...string) (string,
 // ErrCloudInitStuck is a boot whose cloud-init was still running when the wait ended.
 var ErrCloudInitStuck = errors.New("cloud-init did not finish")
 
+// cloudInitResultFile is the file cloud-init writes when its last stage ends, read from the host
+// through the machine's root: polling `cloud-init status` instead starts a Python process per
+// machine and poll, which on two cores starved the boots it waited for.
+const cloudInitResultFile = "run/cloud-init/result.json"
+
 // waitCloudInit waits until cloud-init has finished on a machine and fails if it reported errors.
 func (b *Booted) waitCloudInit(ctx context.Context, name string) error {
-	var running bool
-	err := machines.Poll(ctx, 5*time.Minute, name+" cloud-init", func(ctx context.Context) error {
-		out, err := b.Exec(ctx, name, "cloud-init", "status", "--long")
-		if strings.Contains(out, "status: done") || strings.Contains(out, "status: error") {
-			return cloudInitResult(out)
+	m, err := b.Machine(name)
+	if err != nil {
+		return err
+	}
+	err = machines.Poll(ctx, 5*time.Minute, name+" cloud-init", func(ctx context.Context) error {
+		b.mu.Lock()
+		pid := m.PID
+		b.mu.Unlock()
+		if pid == 0 {
+			return machines.Permanent{Err: fmt.Errorf("%s stopped while cloud-init ran", name)}
 		}
-		if err != nil && !strings.Contains(out, "status:") {
-			return err
-		}
-		running = true
-		return fmt.Errorf("cloud-init still running: %s", strings.Join(strings.Fields(out), " "))
+		_, err := os.Stat(filepath.Join("/proc", strconv.Itoa(pid), "root", cloudInitResultFile))
+		return err
 	})
-	if err != nil && running {
+	if errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("%w: %w\n%s", ErrCloudInitStuck, err, b.Diagnose(name))
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// The result is written as the last stage ends; its unit may still be stopping.
+	return machines.Poll(ctx, time.Minute, name+" cloud-init status", func(ctx context.Context) error {
+		out, err := b.Exec(ctx, name, "cloud-init", "status", "--long")
+		if strings.Contains(out, "status: running") {
+			return errors.New(strings.Join(strings.Fields(out), " "))
+		}
+		if !strings.Contains(out, "status:") {
+			return err
+		}
+		if err := cloudInitResult(out); err != nil {
+			return machines.Permanent{Err: err}
+		}
+		return nil
+	})
 }
 
 // Diagnose says what a machine that does not come up waits for (systemd's queued jobs, failed
@@ -504,13 +528,13 @@ func (b *Booted) Diagnose(name string, units ...string) string {
 
 func cloudInitResult(out string) error {
 	if !strings.Contains(out, "status: done") {
-		return machines.Permanent{Err: fmt.Errorf("cloud-init failed:\n%s", out)}
+		return fmt.Errorf("cloud-init failed:\n%s", out)
 	}
 	for _, line := range strings.Split(out, "\n") {
 		line = strings.TrimSpace(line)
 		if (strings.HasPrefix(line, "errors:") || strings.HasPrefix(line, "recoverable_errors:")) &&
 			!strings.HasSuffix(line, "[]") && !strings.HasSuffix(line, "{}") {
-			return machines.Permanent{Err: fmt.Errorf("cloud-init finished with errors:\n%s", out)}
+			return fmt.Errorf("cloud-init finished with errors:\n%s", out)
 		}
 	}
 	return nil
