@@ -150,8 +150,9 @@ bench-roll: setup tools-rehearsal ## The roll drills three times: time per etcd 
 	@scripts/toolchain.sh upgrades
 	@scripts/bench-roll.sh $(STACK)
 
-bench-scale: setup tools-rehearsal $(REHEARSE) ## How many KWOK nodes $(STACK)'s control plane holds within the API SLOs, and the event storm split vs unsplit, and the apiserver restart storm (build/bench/scale; 10-minute holds, 2 to 3 hours; ARGS=--long for 20-minute holds)
-	@ARGS="$(ARGS)" PUBLISH="$(PUBLISH)" scripts/bench-scale.sh $(STACK)
+SCALE_STACK ?= prod-10k
+bench-scale: setup tools-rehearsal $(REHEARSE) ## One machine of each of $(SCALE_STACK)'s control-plane roles, capped: lease-only costs, then how many KWOK nodes it holds within the API SLOs, the event storm split vs unsplit, the apiserver restart storm (root; build/bench/scale; 10-minute holds, 3 to 4 hours; ARGS=--long for 20-minute holds, ARGS=--topology=ha for the stack's own machines)
+	@ARGS="$(ARGS)" PUBLISH="$(PUBLISH)" scripts/bench-scale.sh $(SCALE_STACK)
 
 bench-joins: setup tools-rehearsal $(REHEARSE) ## 1,000 KWOK nodes joining $(STACK)'s control plane all at once vs in its join steps, 3 rounds each: mutating p99 (build/bench/joins; about 40 minutes)
 	@ARGS="$(ARGS)" PUBLISH="$(PUBLISH)" scripts/bench-joins.sh $(STACK)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,8 +27,9 @@ const benchBase = 5
 
 // benchFlags are bench-scale's flags; zero values keep scale.DefaultOptions (or LongOptions).
 type benchFlags struct {
-	out, steps               string
-	long                     bool
+	out, steps, topology     string
+	cpu                      string
+	long, leasesOnly         bool
 	warmUp, hold, stormPhase time.Duration
 	restartSettle            time.Duration
 	stormRounds, stormNodes  int
@@ -41,6 +44,9 @@ type benchFlags struct {
 func (b *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.out, "out", "build/bench/scale", "bench-scale, bench-joins: report directory")
 	fs.StringVar(&b.steps, "steps", "", "bench-scale: node counts of the ramp, comma-separated (default 500,1000,2500,5000,7500,10000)")
+	fs.StringVar(&b.topology, "topology", processes.TopologyCapacity, fmt.Sprintf("bench-scale: %q (one machine of each control-plane role, each capped at its cores) or %q (the stack's own machines, sharing the cores)", processes.TopologyCapacity, processes.TopologyHA))
+	fs.StringVar(&b.cpu, "cpu", "", "bench-scale: cores each role's machines get together, as role=cores,... (default in the capacity topology "+cpuText(processes.CapacityCPU)+")")
+	fs.BoolVar(&b.leasesOnly, "leases-only", false, "bench-scale: the lease-only microbenchmark: the nodes and their heartbeats alone, each step's cost per component, no storms")
 	fs.BoolVar(&b.long, "long", false, "bench-scale: the full run: 20-minute holds, 10-minute storm phases")
 	fs.DurationVar(&b.warmUp, "warm-up", 0, "bench-scale: warm-up discarded before each hold")
 	fs.DurationVar(&b.hold, "hold", 0, "bench-scale: hold each step is judged on")
@@ -54,7 +60,7 @@ func (b *benchFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&b.joinNodes, "join-nodes", 0, "bench-joins: nodes each run joins (default 1000)")
 	fs.IntVar(&b.joinRounds, "join-rounds", 0, "bench-joins: rounds of each mode (default 3)")
 	fs.StringVar(&b.fleetOut, "fleet-out", "build/bench/fleet", "bench-fleet: report directory")
-	fs.StringVar(&b.commit, "commit", "", "bench-fleet: the commit measured, for the report")
+	fs.StringVar(&b.commit, "commit", "", "bench-fleet, bench-scale: the commit measured, for the report (bench-scale: capacity.json, the figures make plan reads)")
 	fs.IntVar(&b.fleetRuns, "runs", 3, "bench-fleet: runs of every scenario")
 	fs.Float64Var(&b.fleetScale, "scale", 1, "bench-fleet: share of every scale set's capacity the fleet fills")
 	fs.Float64Var(&b.speedup, "speedup", 60, "bench-fleet: how much faster than real time the model runs")
@@ -134,6 +140,7 @@ func (b benchFlags) options() (scale.Options, error) {
 	if b.churn > 0 {
 		o.ChurnPerSecond = b.churn
 	}
+	o.LeasesOnly, o.Commit = b.leasesOnly, b.commit
 	return o, nil
 }
 
@@ -153,12 +160,23 @@ func benchScale(stack, dir, tools string, b benchFlags) error {
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	s, err := processes.BenchScale(ctx, c, stack, machines.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}}, o, os.Stdout)
+	limits, err := parseCPU(b.cpu)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("==> largest node count within the SLOs: %d; storm ratio split %s, unsplit %s; took %s\n==> %s\n",
-		s.LargestPassingNodes, scale.RatioText(s.StormRatio["split"]), scale.RatioText(s.StormRatio["unsplit"]), s.Took, filepath.Join(o.Out, "report.md"))
+	s, err := processes.BenchScale(ctx, c, stack, b.topology, machines.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}, CPULimits: limits}, o, os.Stdout)
+	if err != nil {
+		return err
+	}
+	if o.LeasesOnly {
+		for _, c := range s.Costs {
+			fmt.Printf("==> %s: %.3f cores + %.3f per 1,000 nodes\n", c.Component, c.BaseCores, c.CoresPer1000Nodes)
+		}
+	} else {
+		fmt.Printf("==> largest node count within the SLOs: %d; storm ratio split %s, unsplit %s\n",
+			s.LargestPassingNodes, scale.RatioText(s.StormRatio["split"]), scale.RatioText(s.StormRatio["unsplit"]))
+	}
+	fmt.Printf("==> took %s; %s\n", s.Took, filepath.Join(o.Out, "report.md"))
 	return nil
 }
 
@@ -194,4 +212,30 @@ func benchJoins(stack, dir, tools string, b benchFlags) error {
 	}
 	fmt.Printf("==> %s\n", filepath.Join(o.Out, "joins.md"))
 	return nil
+}
+
+// parseCPU reads --cpu: role=cores pairs; empty is nil (the topology's defaults).
+func parseCPU(text string) (map[string]float64, error) {
+	if text == "" {
+		return nil, nil
+	}
+	limits := map[string]float64{}
+	for _, pair := range strings.Split(text, ",") {
+		role, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		cores, err := strconv.ParseFloat(v, 64)
+		if _, known := processes.CapacityCPU[role]; !ok || !known || err != nil || cores < 0.01 || cores > 1024 {
+			return nil, fmt.Errorf("--cpu: %q is not role=cores with a role of %s and cores from 0.01", pair, cpuText(processes.CapacityCPU))
+		}
+		limits[role] = cores
+	}
+	return limits, nil
+}
+
+// cpuText is limits as --cpu takes them.
+func cpuText(limits map[string]float64) string {
+	var pairs []string
+	for _, role := range slices.Sorted(maps.Keys(limits)) {
+		pairs = append(pairs, fmt.Sprintf("%s=%g", role, limits[role]))
+	}
+	return strings.Join(pairs, ",")
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/capacity"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/azure"
@@ -226,6 +227,36 @@ func (r *Result) Summary(w io.Writer) {
 			v.Name, v.Prefix, v.Nodes(), v.Pool.MaxPods, c.NATPublicIPs(v.Nodes()))
 	}
 	r.Headroom(w)
+	r.ControlPlaneCPU(w)
+}
+
+// ControlPlaneCPU is the cores each control-plane machine needs at targetNodes, from the scale
+// benchmark's published figures (components/capacity), against its VM size's vCPUs.
+func (r *Result) ControlPlaneCPU(w io.Writer) {
+	f, ok, err := capacity.Published()
+	if err != nil {
+		fmt.Fprintf(w, "Control-plane CPU: %v\n", err)
+		return
+	}
+	if !ok {
+		fmt.Fprintln(w, "Control-plane CPU: no scale benchmark figures published yet (PUBLISH=1 make bench-scale)")
+		return
+	}
+	nodes := r.Cluster.TargetNodes
+	needs, err := capacity.Needs(r.Cluster, f, nodes)
+	if err != nil {
+		fmt.Fprintf(w, "Control-plane CPU: %v\n", err)
+		return
+	}
+	fmt.Fprintf(w, "Control-plane CPU at targetNodes %d, from make bench-scale's figures (%s topology of %s, %s, commit %s, %s; %s holds at %v nodes", nodes, f.Topology, f.Stack, f.Date, f.Commit, f.Machine, f.Hold, f.Steps)
+	if f.Extrapolated(nodes) {
+		fmt.Fprintf(w, "; extrapolated beyond them")
+	}
+	fmt.Fprintln(w, "):")
+	fmt.Fprintf(w, "  %-11s %-26s %5s %7s %6s  %s\n", "role", "busiest machine", "vCPUs", "cores", "share", "headroom")
+	for _, n := range needs {
+		fmt.Fprintf(w, "  %-11s %-26s %5d %7.2f %5.0f%%  %.1f vCPUs\n", n.Role, fmt.Sprintf("%s (1 of %d)", n.VMSize, n.Machines), n.VCPUs, n.Cores, 100*n.Share(), float64(n.VCPUs)-n.Cores)
+	}
 }
 
 // LimitUses is every Azure limit's use by the cluster at full size, in the order of spec.Limits:

@@ -51,15 +51,9 @@ func cpuTimes() map[int]procfs.Sample {
 // cgroupOf is a process's systemd cgroup path: on a cgroup v1 host the name=systemd hierarchy,
 // on v2 the unified one.
 func cgroupOf(pid int) string {
-	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	path := ""
-	for _, line := range strings.Split(string(data), "\n") {
-		if _, p, ok := strings.Cut(line, "name=systemd:"); ok {
-			return p
-		}
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			path = p
-		}
+	cgroups, _ := procfs.Cgroups(pid)
+	if p, ok := cgroups["name=systemd"]; ok {
+		return p
 	}
-	return path
+	return cgroups[""]
 }

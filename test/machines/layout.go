@@ -32,6 +32,9 @@ type Options struct {
 	// EventsInMainEtcd starts the apiservers without the events override: Events in the main etcd,
 	// as a cluster without the split (L03) keeps them. Only the scale benchmark's A/B storm sets it.
 	EventsInMainEtcd bool
+	// CPULimits caps the cores each role's processes use together (a cgroup per role), as if each
+	// role had a machine of that size: the scale benchmark's capacity topology. None: unlimited.
+	CPULimits map[string]float64
 }
 
 // Instance is one machine of the cluster.

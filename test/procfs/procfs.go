@@ -1,11 +1,12 @@
 // Package procfs reads what the tests and benchmarks measure of a process from Linux's /proc:
-// its CPU time, resident memory and peak, its name and state.
+// its CPU time, resident memory and peak, its name and state, and its cgroup's CPU limit.
 package procfs
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -90,4 +91,50 @@ func SelfCPU() (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+}
+
+// Cgroups are a process's cgroup paths by hierarchy, as /proc/<pid>/cgroup lists them: each v1
+// hierarchy by its controllers ("cpu", "cpu,cpuacct", "name=systemd"), the v2 one by "".
+func Cgroups(pid int) (map[string]string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		if parts := strings.SplitN(line, ":", 3); len(parts) == 3 {
+			out[parts[1]] = parts[2]
+		}
+	}
+	return out, nil
+}
+
+// CPULimit is the cores a process's cgroup v1 CPU controller lets it use (its quota over its
+// period), and false when its cgroup sets none.
+func CPULimit(pid int) (float64, bool) {
+	cgroups, err := Cgroups(pid)
+	if err != nil {
+		return 0, false
+	}
+	for hierarchy, path := range cgroups {
+		if !slices.Contains(strings.Split(hierarchy, ","), "cpu") {
+			continue
+		}
+		dir := filepath.Join("/sys/fs/cgroup", hierarchy, path)
+		quota, err1 := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
+		period, err2 := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+		if err1 != nil || err2 != nil || quota < 0 || period <= 0 {
+			return 0, false
+		}
+		return float64(quota) / float64(period), true
+	}
+	return 0, false
+}
+
+func readInt(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
 }

@@ -30,7 +30,7 @@ func Charts(steps []Step, storm StormReport) map[string]Chart {
 	}
 	slo.Series = append(slo.Series, pods)
 
-	const summed = "each component summed over its processes (every apiserver, every member), this machine's cores shared"
+	const summed = "each component summed over its processes (every apiserver, every member); the report states their cores"
 	cpu := Chart{Title: "CPU per component against nodes", Subtitle: summed, XLabel: "nodes", YLabel: "cores (mean over the hold)"}
 	memory := Chart{Title: "Memory per component against nodes", Subtitle: summed, XLabel: "nodes", YLabel: "resident GiB (end of hold)"}
 	for _, component := range components(steps) {

@@ -8,6 +8,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // Cluster is a running control plane as the benchmark drives it; the rehearsal is one
@@ -36,9 +38,9 @@ type Cluster interface {
 
 // Target kinds.
 const (
-	KindAPIServer  = "apiserver"
-	KindEtcdMain   = "etcd-main"
-	KindEtcdEvents = "etcd-events"
+	KindAPIServer  = spec.RoleAPIServer
+	KindEtcdMain   = spec.RoleEtcdMain
+	KindEtcdEvents = spec.RoleEtcdEvents
 )
 
 // Target is one /metrics endpoint.
@@ -51,9 +53,13 @@ type Target struct {
 
 // Process is one process of the cluster.
 type Process struct {
-	// Component groups processes in the reports: "kube-apiserver", "etcd-main", "kwok"...
+	// Component groups processes in the reports: a server's Target kind (KindAPIServer,
+	// KindEtcdMain, KindEtcdEvents), else its program ("kube-scheduler", "kwok"...).
 	Component string
 	// Name is the machine and unit, for people.
 	Name string
 	PID  int
+	// Role is the control-plane role of the machine it runs on; empty for the benchmark's own
+	// processes (KWOK, the load, the stand-ins).
+	Role string
 }

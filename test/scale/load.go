@@ -56,9 +56,12 @@ type Load struct {
 	startups []time.Duration
 	client   map[string][]time.Duration
 	errors   map[string]int
-	// churnRate is the pods created a second; periods are each reader's, which Offer may change.
+	// churnRate is the pods created a second; periods are each reader's, which Offer may change;
+	// neither offers anything until Run.
 	churnRate float64
 	periods   map[string]time.Duration
+	// NodesOnly leaves the nodes without base pods: the lease-only run offers their heartbeats alone.
+	NodesOnly bool
 }
 
 // The load's operations, as Measured counts them.
@@ -94,7 +97,7 @@ func NewLoad(ctx context.Context, c Cluster, image string, progress io.Writer) (
 		return nil, err
 	}
 	l := &Load{cs: cs, cluster: c, image: image, progress: progress,
-		sent: map[string]time.Time{}, client: map[string][]time.Duration{}, errors: map[string]int{}, periods: maps.Clone(Readers)}
+		sent: map[string]time.Time{}, client: map[string][]time.Duration{}, errors: map[string]int{}, periods: map[string]time.Duration{}}
 	namespaces := []string{BaseNamespace, ChurnNamespace, StormNamespace}
 	for i := range StormNamespaces {
 		namespaces = append(namespaces, StormEventNamespace(i))
@@ -265,7 +268,7 @@ func (l *Load) runningBasePods() int {
 // SetNodes registers nodes up to want (at most qps a second, as their kubelets would, under the
 // nodes' identity) and, once they are Ready, gives each a base pod bound to it; or deletes the
 // nodes beyond want and their pods. It returns when the pool has want Ready nodes, each running
-// its base pod.
+// its base pod (none when NodesOnly).
 func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 	cfg, err := l.cluster.NodeConfig()
 	if err != nil {
@@ -292,8 +295,10 @@ func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 		if err := waitFor(ctx, timeout, l.progress, "Ready nodes", ready, equal); err != nil {
 			return err
 		}
-		if err := parallel(lo, hi, func(n int) error { return l.addBasePod(ctx, n) }); err != nil {
-			return err
+		if !l.NodesOnly {
+			if err := parallel(lo, hi, func(n int) error { return l.addBasePod(ctx, n) }); err != nil {
+				return err
+			}
 		}
 	} else if err := parallel(lo, hi, func(n int) error { return l.removeNode(ctx, nodes, n) }); err != nil {
 		return err
@@ -308,7 +313,7 @@ func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 		}
 		return err
 	}
-	if err := settled("Ready nodes", ready); err != nil {
+	if err := settled("Ready nodes", ready); err != nil || l.NodesOnly {
 		return err
 	}
 	return settled("running base pods", running)
@@ -412,7 +417,10 @@ func (l *Load) period(op string) time.Duration {
 func (l *Load) Offered() map[string]float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := map[string]float64{OpCreatePod: l.churnRate}
+	out := map[string]float64{}
+	if l.churnRate > 0 {
+		out[OpCreatePod] = l.churnRate
+	}
 	for op, p := range l.periods {
 		out[op] = float64(time.Second) / float64(p)
 	}
@@ -424,6 +432,11 @@ func (l *Load) Offered() map[string]float64 {
 func (l *Load) Run(ctx context.Context, churnPerSecond float64) {
 	l.mu.Lock()
 	l.churnRate = churnPerSecond
+	for op, p := range Readers {
+		if _, offered := l.periods[op]; !offered {
+			l.periods[op] = p
+		}
+	}
 	l.mu.Unlock()
 	go l.churn(ctx, churnPerSecond)
 	for _, r := range []struct {

@@ -11,10 +11,9 @@ import (
 // Markdown is report.md: the headline, a row per step, the storm's runs and what saturated.
 func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartReport) string {
 	var b strings.Builder
-	m := s.Machine
 	fmt.Fprintf(&b, "# Scale benchmark: stack %s\n\n", s.Stack)
-	fmt.Fprintf(&b, "Machine: %d cores (%s), %d GiB, kernel %s, data on %s. Started %s, took %s.\n\n",
-		m.Cores, m.CPU, m.MemoryGiB, m.Kernel, m.Disk, s.Started.UTC().Format("2006-01-02 15:04 UTC"), s.Took)
+	fmt.Fprintf(&b, "Machine: %s. Started %s, took %s.\n\n", s.Machine, s.Started.UTC().Format("2006-01-02 15:04 UTC"), s.Took)
+	fmt.Fprintf(&b, "Topology: %s.\n\n", topologyText(s))
 	fmt.Fprintf(&b, "**Largest node count within the SLOs: %d.**", s.LargestPassingNodes)
 	if s.FirstFailingStep > 0 {
 		fmt.Fprintf(&b, " The first failing step, %d nodes, missed: %s.", s.FirstFailingStep, strings.Join(s.FirstFailing, "; "))
@@ -22,8 +21,11 @@ func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartRepo
 	if len(s.HarnessLimitedSteps) > 0 {
 		fmt.Fprintf(&b, " Harness-limited (a load delivered short of %.0f %% of its offer; neither passed nor failed): %v.", HarnessShare*100, s.HarnessLimitedSteps)
 	}
-	fmt.Fprintf(&b, "\n\n**Event storm (%d nodes, %.0f events/s over %d namespaces), main etcd write probe p99 storm ÷ quiet:** split %s, unsplit %s (target ≤ %.1f split). Calibration: %s.\n\n",
-		s.StormNodes, s.StormEventsPerSecond, StormNamespaces, RatioText(s.StormRatio["split"]), RatioText(s.StormRatio["unsplit"]), StormRatioTarget, storm.Note)
+	b.WriteString("\n\n")
+	if len(storm.Runs) > 0 {
+		fmt.Fprintf(&b, "**Event storm (%d nodes, %.0f events/s over %d namespaces), main etcd write probe p99 storm ÷ quiet:** split %s, unsplit %s (target ≤ %.1f split). Calibration: %s.\n\n",
+			s.StormNodes, s.StormEventsPerSecond, StormNamespaces, RatioText(s.StormRatio["split"]), RatioText(s.StormRatio["unsplit"]), StormRatioTarget, storm.Note)
+	}
 	for _, r := range restarts {
 		b.WriteString(restartLine(r) + "\n\n")
 	}
@@ -69,8 +71,20 @@ func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartRepo
 			fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %s |\n", st.Nodes, d.Load, d.Offered, d.Delivered, share)
 		}
 	}
-	b.WriteString("\nEach step: the nodes registered, a base pod on each, a warm-up discarded, then the hold judged. p99 by clusterloader2's method (the 99th percentile of per-minute p99s of `apiserver_request_sli_duration_seconds`, worst call of the class); pod start-up from creation to Running on the client's watch.\n\n")
+	b.WriteString(costTable(s.Costs))
+	b.WriteString("\nEach step: the nodes registered, a base pod on each (none in the lease-only run), a warm-up discarded, then the hold judged. p99 by clusterloader2's method (the 99th percentile of per-minute p99s of `apiserver_request_sli_duration_seconds`, worst call of the class); pod start-up from creation to Running on the client's watch.\n\n")
 
+	b.WriteString(stormTable(storm))
+	b.WriteString("\nCharts: `slo.svg`, `cpu.svg`, `memory.svg`, `etcd-size.svg`, `storm.svg`.\n")
+	return b.String()
+}
+
+// stormTable is a row per storm run; none when the run had no storm (the lease-only run).
+func stormTable(storm StormReport) string {
+	if len(storm.Runs) == 0 {
+		return ""
+	}
+	var b strings.Builder
 	b.WriteString("| storm run | quiet p99 | storm p99 | recovery p99 | probe ratio | WAL fsync ratio | commit ratio | events created/s | 429 | not sent | main etcd at quota in |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range storm.Runs {
@@ -85,7 +99,6 @@ func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartRepo
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %.2f | %.2f | %.2f | %.0f of %.0f sent | %d | %d | %s |\n", name,
 			seconds(q.ProbeP99), seconds(st.ProbeP99), seconds(rec.ProbeP99), r.ProbeRatio, r.FsyncRatio, r.CommitRatio, st.EventsPerSecond, st.SentPerSecond, st.Throttled, st.Unsent, hours(r.HoursToQuota))
 	}
-	b.WriteString("\nCharts: `slo.svg`, `cpu.svg`, `memory.svg`, `etcd-size.svg`, `storm.svg`.\n")
 	return b.String()
 }
 
@@ -99,19 +112,55 @@ func Saturation(m Machine, steps []Step) string {
 	usage := slices.Clone(last.Usage)
 	slices.SortFunc(usage, func(a, b Usage) int { return int(math.Copysign(1, b.CPUCores-a.CPUCores)) })
 	total := 0.0
-	var parts []string
+	var parts, capped []string
 	for _, u := range usage {
 		total += u.CPUCores
 		if len(parts) < 4 {
 			parts = append(parts, fmt.Sprintf("%s %.2f", u.Component, u.CPUCores))
 		}
 	}
+	atCap := RolesAtCap(last.Usage)
+	for _, role := range slices.Sorted(maps.Keys(atCap)) {
+		capped = append(capped, fmt.Sprintf("%s (%.2f of its %.2f cores)", role, atCap[role][0], atCap[role][1]))
+	}
 	verdict := "the CPU was not saturated"
 	if total >= 0.9*float64(m.Cores) {
 		verdict = "the CPU was saturated: every component competes for the same cores"
 	}
+	if len(capped) > 0 {
+		verdict += "; at their cap: " + strings.Join(capped, ", ")
+	}
 	return fmt.Sprintf("At %d nodes (the last step tried) the processes used %.2f of %d cores, most %s; %s.",
 		last.Nodes, total, m.Cores, strings.Join(parts, ", "), verdict)
+}
+
+// topologyText is the control plane's shape and each role's cores, if capped.
+func topologyText(s Summary) string {
+	if len(s.CPULimits) == 0 {
+		return s.Topology + ", every process on the machine's shared cores"
+	}
+	var caps []string
+	for _, role := range slices.Sorted(maps.Keys(s.CPULimits)) {
+		caps = append(caps, fmt.Sprintf("%s %.2f", role, s.CPULimits[role]))
+	}
+	return fmt.Sprintf("%s, each role's processes capped at its cores (%s)", s.Topology, strings.Join(caps, ", "))
+}
+
+// costTable is each component's CPU line over the passing steps.
+func costTable(costs []Cost) string {
+	if len(costs) == 0 {
+		return "\nNo step passed: no component's cost is fitted.\n"
+	}
+	var b strings.Builder
+	b.WriteString("\n| component | role | replicas | cores at no nodes | cores per 1,000 nodes | requests/s per core | steps fitted | left out: role at its cap |\n|---|---|---|---|---|---|---|---|\n")
+	for _, c := range costs {
+		perCore := "-"
+		if c.RequestsPerCore > 0 {
+			perCore = fmt.Sprintf("%.0f", c.RequestsPerCore)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %d | %.3f | %.3f | %s | %v | %v |\n", c.Component, c.Role, c.Replicas, c.BaseCores, c.CoresPer1000Nodes, perCore, c.Steps, c.CappedSteps)
+	}
+	return b.String()
 }
 
 func seconds(v float64) string {

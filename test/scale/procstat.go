@@ -10,6 +10,8 @@ import (
 // Usage is one component's resource use over a hold.
 type Usage struct {
 	Component string `json:"component"`
+	// Role is its processes' machines' (Process.Role).
+	Role string `json:"role,omitempty"`
 	// Processes counts the component's processes.
 	Processes int `json:"processes"`
 	// CPUCores is the mean CPU use over the hold, in cores, summed over the processes.
@@ -18,6 +20,9 @@ type Usage struct {
 	// seen at any sample.
 	RSSBytes     int64 `json:"rssBytes"`
 	PeakRSSBytes int64 `json:"peakRssBytes"`
+	// CPULimitCores is the cap of the cgroup its processes are in, as the kernel enforces it: its
+	// role's, shared with the role's other components (RolesAtCap); 0 when uncapped.
+	CPULimitCores float64 `json:"cpuLimitCores,omitempty"`
 }
 
 // UsageMeter samples the cluster's processes over a hold.
@@ -69,7 +74,7 @@ func (u *UsageMeter) Usage() []Usage {
 		}
 		c := by[p.Component]
 		if c == nil {
-			c = &Usage{Component: p.Component, PeakRSSBytes: u.peak[p.Component]}
+			c = &Usage{Component: p.Component, Role: p.Role, PeakRSSBytes: u.peak[p.Component]}
 			by[p.Component] = c
 		}
 		c.Processes++
@@ -77,6 +82,9 @@ func (u *UsageMeter) Usage() []Usage {
 			c.CPUCores += (last.CPU - first.CPU).Seconds() / wall.Seconds()
 		}
 		c.RSSBytes += last.RSSBytes
+		if cores, ok := procfs.CPULimit(p.PID); ok {
+			c.CPULimitCores = max(c.CPULimitCores, cores)
+		}
 	}
 	var out []Usage
 	for _, c := range by {

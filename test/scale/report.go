@@ -138,6 +138,7 @@ func (s *Step) Verdict() {
 		}
 	}
 	switch {
+	case s.offered(OpCreatePod) == 0: // the lease-only run starts no pods
 	case s.PodStartup.Pods == 0:
 		s.Failing = append(s.Failing, "pod start-up: no churned pod started during the hold")
 	case !s.PodStartup.Pass:
@@ -177,6 +178,11 @@ type Machine struct {
 	CPU       string `json:"cpu"`
 	// Disk is the filesystem the benchmark's data lives on and its backing device.
 	Disk string `json:"disk"`
+}
+
+// String is the machine in one line, for reports.
+func (m Machine) String() string {
+	return fmt.Sprintf("%d cores (%s), %d GiB, kernel %s, data on %s", m.Cores, m.CPU, m.MemoryGiB, m.Kernel, m.Disk)
 }
 
 // ThisMachine describes the host; dir is where the benchmark writes its data.
@@ -237,10 +243,13 @@ func mountOf(dir string) string {
 
 // Summary is the benchmark's headline: summary.json.
 type Summary struct {
-	Stack               string  `json:"stack"`
-	Machine             Machine `json:"machine"`
-	StepsTried          []int   `json:"stepsTried"`
-	LargestPassingNodes int     `json:"largestPassingNodes"`
+	Stack string `json:"stack"`
+	// Topology and CPULimits are Options'.
+	Topology            string             `json:"topology"`
+	CPULimits           map[string]float64 `json:"cpuLimits,omitempty"`
+	Machine             Machine            `json:"machine"`
+	StepsTried          []int              `json:"stepsTried"`
+	LargestPassingNodes int                `json:"largestPassingNodes"`
 	// HarnessLimitedSteps are the steps whose load fell short; the ramp's verdict ends at the first.
 	HarnessLimitedSteps []int `json:"harnessLimitedSteps"`
 	// FirstFailing is the first step that missed an SLO, with what it missed; empty when every
@@ -262,8 +271,10 @@ type Summary struct {
 	RestartRecoverySeconds          *float64         `json:"restartRecoverySeconds"`
 	RestartWatchListRecoverySeconds *float64         `json:"restartWatchListRecoverySeconds"`
 	RestartPeakMemoryBytes          map[string]int64 `json:"restartPeakMemoryBytes"`
-	Started                         time.Time        `json:"started"`
-	Took                            string           `json:"took"`
+	// Costs are each component's cores as a line in the nodes, over the passing steps.
+	Costs   []Cost    `json:"costs"`
+	Started time.Time `json:"started"`
+	Took    string    `json:"took"`
 }
 
 // Restart records the restart storms.
@@ -286,7 +297,7 @@ func (s *Summary) Restart(storms []RestartReport) {
 	}
 }
 
-// Summarize fills the ramp's verdict from its steps, in ramp order: the ramp stops at the first
+// Summarize fills the ramp's verdict and costs from its steps, in ramp order: the ramp stops at the first
 // step that did not pass, failed or harness-limited.
 func (s *Summary) Summarize(steps []Step) {
 	s.StepsTried, s.LargestPassingNodes, s.FirstFailing, s.FirstFailingStep, s.HarnessLimitedSteps = nil, 0, nil, 0, []int{}
@@ -304,4 +315,5 @@ func (s *Summary) Summarize(steps []Step) {
 		}
 		ended = ended || !st.Passed()
 	}
+	s.Costs = Costs(steps)
 }

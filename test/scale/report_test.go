@@ -115,3 +115,19 @@ func TestMedianHoursToQuotaCountsNeverAsLongest(t *testing.T) {
 		}
 	}
 }
+
+// The lease-only run offers no churn: its steps are judged without a pod start-up; a step that
+// offered churn and started no pod fails.
+func TestVerdictJudgesPodStartupOnlyWhereChurnWasOffered(t *testing.T) {
+	leases := Delivery{Load: LeaseRenewals, Offered: 100, Delivered: 99, Seconds: 60}
+	st := Step{Nodes: 1000, Loads: []Delivery{leases}}
+	st.Verdict()
+	if !st.Passed() {
+		t.Errorf("lease-only step: %s %v, want passed", st.Result(), st.Failing)
+	}
+	st.Loads = append(st.Loads, Delivery{Load: OpCreatePod, Offered: 5, Delivered: 5, Seconds: 60})
+	st.Verdict()
+	if st.Result() != "failed" {
+		t.Errorf("a step that offered churn and started no pod: %s, want failed", st.Result())
+	}
+}

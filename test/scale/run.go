@@ -41,6 +41,15 @@ type Options struct {
 	UnderDriven int
 	Storm       StormOptions
 	Restart     RestartOptions
+	// LeasesOnly is the lease-only microbenchmark: the nodes and their heartbeats alone (no base
+	// pods, churn or reads), each step's cost per component, and no storms.
+	LeasesOnly bool
+	// Commit is the commit measured, for the published figures.
+	Commit string
+	// Topology names the control plane's shape for the report; CPULimits are the cores each
+	// role was capped at, if any (the cluster applies them, the report states them).
+	Topology  string
+	CPULimits map[string]float64
 }
 
 // StormOptions shape the event storm.
@@ -94,7 +103,7 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 		return Summary{}, errors.New("scale: no steps to ramp through")
 	}
 	began := time.Now()
-	summary := Summary{Stack: stack, Machine: ThisMachine(o.Out), Started: began}
+	summary := Summary{Stack: stack, Topology: o.Topology, CPULimits: o.CPULimits, Machine: ThisMachine(o.Out), Started: began}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return summary, err
 	}
@@ -102,10 +111,13 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 	if err != nil {
 		return summary, err
 	}
+	load.NodesOnly = o.LeasesOnly
 	r := &runner{Options: o, cluster: c, load: load, progress: progress}
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
-	load.Run(loadCtx, o.ChurnPerSecond)
+	if !o.LeasesOnly {
+		load.Run(loadCtx, o.ChurnPerSecond)
+	}
 
 	var steps []Step
 	have := 0 // the rehearsal's own nodes of the pool get their base pods too
@@ -129,6 +141,9 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 	summary.Summarize(steps)
 	if err := ctx.Err(); err != nil {
 		return summary, err
+	}
+	if o.LeasesOnly {
+		return summary, r.finish(&summary, steps, StormReport{}, nil)
 	}
 
 	stormNodes := o.Storm.Nodes
@@ -158,14 +173,22 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 		return summary, err
 	}
 	summary.Restart(restart)
-	summary.Took = time.Since(began).Round(time.Second).String()
-	if err := writeJSON(filepath.Join(o.Out, "summary.json"), summary); err != nil {
+	if err := writeJSON(filepath.Join(o.Out, "capacity.json"), CapacityFigures(summary, o)); err != nil {
 		return summary, err
 	}
-	if err := WriteCharts(o.Out, steps, storm); err != nil {
-		return summary, err
+	return summary, r.finish(&summary, steps, storm, restart)
+}
+
+// finish writes the summary, the charts and the report.
+func (r *runner) finish(s *Summary, steps []Step, storm StormReport, restart []RestartReport) error {
+	s.Took = time.Since(s.Started).Round(time.Second).String()
+	if err := writeJSON(filepath.Join(r.Out, "summary.json"), s); err != nil {
+		return err
 	}
-	return summary, os.WriteFile(filepath.Join(o.Out, "report.md"), []byte(Markdown(summary, steps, storm, restart)), 0o644)
+	if err := WriteCharts(r.Out, steps, storm); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(r.Out, "report.md"), []byte(Markdown(*s, steps, storm, restart)), 0o644)
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -175,6 +198,9 @@ func (r *runner) logf(format string, args ...any) {
 // step brings the cluster to nodes (and a base pod on each), discards a warm-up and judges a hold.
 func (r *runner) step(ctx context.Context, have, nodes int) Step {
 	st := Step{Nodes: nodes, Pods: nodes, WarmUp: r.WarmUp.String(), Hold: r.Hold.String()}
+	if r.LeasesOnly {
+		st.Pods = 0
+	}
 	setup := time.Now()
 	err := r.load.SetNodes(ctx, have, nodes, r.NodeQPS)
 	st.SetupSeconds = time.Since(setup).Seconds()
@@ -183,14 +209,14 @@ func (r *runner) step(ctx context.Context, have, nodes int) Step {
 		st.Verdict()
 		return st
 	}
-	r.logf("  %d nodes Ready with a base pod each after %.0f s; warm-up %s", nodes, st.SetupSeconds, r.WarmUp)
+	r.logf("  %d nodes Ready with %d base pods after %.0f s; warm-up %s", nodes, st.Pods, st.SetupSeconds, r.WarmUp)
 	if sleep(ctx, r.WarmUp) != nil {
 		st.SetupError = ctx.Err().Error()
 		st.Verdict()
 		return st
 	}
 	r.logf("  hold %s", r.Hold)
-	if nodes == r.UnderDriven {
+	if nodes == r.UnderDriven && !r.LeasesOnly { // the lease-only run has no readers
 		r.load.Offer(OpGetNode, 100*time.Microsecond)
 		defer r.load.Offer(OpGetNode, Readers[OpGetNode])
 	}

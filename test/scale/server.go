@@ -21,6 +21,9 @@ const (
 	DBSizeMetric        = "etcd_mvcc_db_total_size_in_bytes"
 	QuotaMetric         = "etcd_server_quota_backend_bytes"
 	LeaderChangesMetric = "etcd_server_leader_changes_seen_total"
+	// GRPCHandledMetric counts the calls a member finished serving; its unary ones are the
+	// requests it answered (streams such as watches end only when their client leaves).
+	GRPCHandledMetric = "grpc_server_handled_total"
 )
 
 // APIServerMetrics is what every apiserver's /metrics must keep for a step's report.
@@ -35,7 +38,7 @@ func APIServerMetrics(name string) bool {
 
 // EtcdMetrics is what every etcd member's /metrics must keep.
 func EtcdMetrics(name string) bool {
-	return name == WALFsyncMetric+"_bucket" || name == BackendCommitMetric+"_bucket" || name == DBSizeMetric || name == QuotaMetric || name == LeaderChangesMetric
+	return name == WALFsyncMetric+"_bucket" || name == BackendCommitMetric+"_bucket" || name == DBSizeMetric || name == QuotaMetric || name == LeaderChangesMetric || name == GRPCHandledMetric
 }
 
 // APIServerTotals are the apiservers' figures over a hold, summed over apiservers.
@@ -90,6 +93,8 @@ type EtcdMember struct {
 	// DBSizeBytes is the database size at the end.
 	DBSizeBytes   float64 `json:"dbSizeBytes"`
 	LeaderChanges float64 `json:"leaderChanges"`
+	// Requests counts the unary calls the member served.
+	Requests float64 `json:"requests"`
 }
 
 // EtcdOver computes one member's figures between two scrapes of it.
@@ -101,8 +106,11 @@ func EtcdOver(member, role string, before, after []Sample) EtcdMember {
 	return EtcdMember{Member: member, Role: role,
 		WALFsyncP99: p99(WALFsyncMetric), BackendCommitP99: p99(BackendCommitMetric),
 		DBSizeBytes:   sum(after, DBSizeMetric, nil),
-		LeaderChanges: sum(after, LeaderChangesMetric, nil) - sum(before, LeaderChangesMetric, nil)}
+		LeaderChanges: sum(after, LeaderChangesMetric, nil) - sum(before, LeaderChangesMetric, nil),
+		Requests:      sum(after, GRPCHandledMetric, unary) - sum(before, GRPCHandledMetric, unary)}
 }
+
+func unary(l map[string]string) bool { return l["grpc_type"] == "unary" }
 
 // sum adds the values of a metric's series that match (all when match is nil).
 func sum(samples []Sample, name string, match func(map[string]string) bool) float64 {

@@ -53,6 +53,9 @@ etcd_disk_wal_fsync_duration_seconds_bucket{le="0.008"} 100
 etcd_disk_wal_fsync_duration_seconds_bucket{le="+Inf"} 100
 etcd_server_leader_changes_seen_total 1
 etcd_mvcc_db_total_size_in_bytes 1000
+grpc_server_handled_total{grpc_code="OK",grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"} 40
+grpc_server_handled_total{grpc_code="OK",grpc_method="Txn",grpc_service="etcdserverpb.KV",grpc_type="unary"} 60
+grpc_server_handled_total{grpc_code="Canceled",grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"} 7
 `, EtcdMetrics)
 	after := parse(t, `
 etcd_disk_wal_fsync_duration_seconds_bucket{le="0.001"} 100
@@ -60,12 +63,15 @@ etcd_disk_wal_fsync_duration_seconds_bucket{le="0.008"} 200
 etcd_disk_wal_fsync_duration_seconds_bucket{le="+Inf"} 200
 etcd_server_leader_changes_seen_total 3
 etcd_mvcc_db_total_size_in_bytes 5000
+grpc_server_handled_total{grpc_code="OK",grpc_method="Range",grpc_service="etcdserverpb.KV",grpc_type="unary"} 140
+grpc_server_handled_total{grpc_code="OK",grpc_method="Txn",grpc_service="etcdserverpb.KV",grpc_type="unary"} 110
+grpc_server_handled_total{grpc_code="Canceled",grpc_method="Watch",grpc_service="etcdserverpb.Watch",grpc_type="bidi_stream"} 900
 `, EtcdMetrics)
 	m := EtcdOver("e-0", "etcd-main", before, after)
 	if want := 0.001 + 0.007*0.99; m.WALFsyncP99 < want-1e-12 || m.WALFsyncP99 > want+1e-12 {
 		t.Errorf("fsync p99 = %v, want %v (the hold's 100 fsyncs, not the 100 before)", m.WALFsyncP99, want)
 	}
-	if m.LeaderChanges != 2 || m.DBSizeBytes != 5000 || m.BackendCommitP99 != 0 {
+	if m.LeaderChanges != 2 || m.DBSizeBytes != 5000 || m.BackendCommitP99 != 0 || m.Requests != 150 {
 		t.Errorf("%+v", m)
 	}
 }

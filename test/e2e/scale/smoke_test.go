@@ -1,6 +1,7 @@
 // The scale benchmark's smoke run: a few hundred KWOK nodes, a minute of hold, two rounds of split
-// and unsplit storm runs and the restart storms on a rehearsal of the dev stack. It checks that the harness works end to end
-// and that its report is complete; it asserts no latency.
+// and unsplit storm runs and the restart storms on the capacity topology of the prod-10k stack
+// (one machine of each control-plane role, its tier's flags, each role capped at its cores). It
+// checks that the harness works end to end and that its report is complete; it asserts no latency.
 package scale_test
 
 import (
@@ -11,6 +12,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -41,7 +43,8 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(tools, "kwok")); err != nil {
 		t.Fatalf("the pinned binaries are missing from %s: run `make tools` (or `go test -short`)", tools)
 	}
-	c, err := spec.LoadStack(spec.StackFile(filepath.Join(root, spec.StackDir), "dev"))
+	const stack = "prod-10k"
+	c, err := spec.LoadStack(spec.StackFile(filepath.Join(root, spec.StackDir), stack))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,16 +70,18 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	o.Restart.Settle, o.Restart.Timeout = 5*time.Second, 3*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
-	summary, err := processes.BenchScale(ctx, c, "dev", machines.Options{
-		Dir: filepath.Join(root, "build", "scale-check", "rehearsal"), Tools: tools, Base: framework.BaseScaleSmoke, Self: []string{self},
+	rehearsal := filepath.Join(root, "build", "scale-check", "rehearsal")
+	summary, err := processes.BenchScale(ctx, c, stack, processes.TopologyCapacity, machines.Options{
+		Dir: rehearsal, Tools: tools, Base: framework.BaseScaleSmoke, Self: []string{self},
 	}, o, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkCapacityTopology(t, c, rehearsal, summary)
 
 	var got map[string]any
 	readJSON(t, filepath.Join(out, "summary.json"), &got)
-	for _, key := range []string{"largestPassingNodes", "harnessLimitedSteps", "stormRatio", "machine", "stepsTried", "restartRecoverySeconds", "restartWatchListRecoverySeconds"} {
+	for _, key := range []string{"largestPassingNodes", "harnessLimitedSteps", "stormRatio", "machine", "stepsTried", "restartRecoverySeconds", "restartWatchListRecoverySeconds", "topology", "cpuLimits", "costs"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("summary.json has no %q", key)
 		}
@@ -154,8 +159,8 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 		if streamed := map[bool]int{false: 0, true: r.Refetched}[r.WatchList]; r.Streamed != streamed {
 			t.Errorf("restart storm (watch list %v): %d of %d refetches streamed, want %d", r.WatchList, r.Streamed, r.Refetched, streamed)
 		}
-		if len(r.PeakMemoryBytes) != 2 || slices.Contains(slices.Collect(maps.Values(r.PeakMemoryBytes)), 0) {
-			t.Errorf("restart storm: peak memory %v, want both apiservers'", r.PeakMemoryBytes)
+		if len(r.PeakMemoryBytes) != 1 || slices.Contains(slices.Collect(maps.Values(r.PeakMemoryBytes)), 0) {
+			t.Errorf("restart storm: peak memory %v, want the one apiserver's", r.PeakMemoryBytes)
 		}
 	}
 
@@ -166,9 +171,48 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Largest node count within the SLOs", "| 150 |", "A1 split", "B1 unsplit", "cores", "Restart storm"} {
+	wants := []string{"Topology: capacity, each role's processes capped", "Largest node count within the SLOs", "| 150 |", "A1 split", "B1 unsplit", "Restart storm"}
+	if summary.LargestPassingNodes > 0 {
+		wants = append(wants, "cores per 1,000 nodes")
+	}
+	for _, want := range wants {
 		if !strings.Contains(string(report), want) {
 			t.Errorf("report.md lacks %q", want)
+		}
+	}
+}
+
+// checkCapacityTopology checks the run was of the capacity topology: its apiserver ran with the
+// tier's flags (the stack file's, read from the process's own command line in its log), and
+// each server's cost was fitted when a step passed.
+func checkCapacityTopology(t *testing.T, c *spec.Cluster, rehearsal string, s scale.Summary) {
+	t.Helper()
+	if s.Topology != processes.TopologyCapacity || !maps.Equal(s.CPULimits, processes.CapacityCPU) {
+		t.Errorf("topology %q, CPU limits %v: want %q, %v", s.Topology, s.CPULimits, processes.TopologyCapacity, processes.CapacityCPU)
+	}
+	logs, _ := filepath.Glob(filepath.Join(rehearsal, "logs", "*."+processes.APIServerProcess+".log"))
+	if len(logs) != 1 {
+		t.Fatalf("apiserver logs %v, want one apiserver", logs)
+	}
+	log, err := os.ReadFile(logs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{fmt.Sprintf("--max-requests-inflight=%d", c.APIServer.MaxRequestsInflight), fmt.Sprintf("--max-mutating-requests-inflight=%d", c.APIServer.MaxMutatingRequestsInflight)} {
+		if !regexp.MustCompile(regexp.QuoteMeta(flag) + `(\s|$)`).Match(log) {
+			t.Errorf("the apiserver did not start with the tier's %q (%s)", flag, logs[0])
+		}
+	}
+	if s.LargestPassingNodes == 0 {
+		return // no step passed under make test's load: nothing to fit
+	}
+	fitted := map[string]scale.Cost{}
+	for _, cost := range s.Costs {
+		fitted[cost.Component] = cost
+	}
+	for _, role := range []string{scale.KindAPIServer, scale.KindEtcdMain, scale.KindEtcdEvents} {
+		if f := fitted[role]; f.CoresPer1000Nodes <= 0 || f.RequestsPerCore <= 0 || f.Replicas != 1 {
+			t.Errorf("cost of %s %+v: want cores per 1,000 nodes and requests per core of one replica", role, f)
 		}
 	}
 }
@@ -198,14 +242,26 @@ func checkStep(t *testing.T, dir string, nodes int) {
 	used := map[string]bool{}
 	for _, u := range st.Usage {
 		used[u.Component] = u.CPUCores > 0 && u.RSSBytes > 0
+		// The capacity topology: one process of each server, capped at its role's cores, as the
+		// kernel reads the cap of the cgroup each process is in.
+		if role := u.Component; role == scale.KindAPIServer || role == scale.KindEtcdMain || role == scale.KindEtcdEvents {
+			if u.Processes != 1 || u.CPULimitCores != processes.CapacityCPU[role] {
+				t.Errorf("step %d: %s runs %d processes capped at %v cores, want one capped at %v", nodes, role, u.Processes, u.CPULimitCores, processes.CapacityCPU[role])
+			}
+		}
 	}
-	for _, c := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler", spec.RoleEtcdMain, spec.RoleEtcdEvents, "kwok", "lb"} {
+	for _, c := range []string{scale.KindAPIServer, "kube-controller-manager", "kube-scheduler", scale.KindEtcdMain, scale.KindEtcdEvents, "kwok", "lb"} {
 		if !used[c] {
 			t.Errorf("step %d: no CPU and memory of %s in %v", nodes, c, st.Usage)
 		}
 	}
-	if len(st.Etcd) != 8 {
-		t.Errorf("step %d: %d etcd members reported, want 5 main and 3 events", nodes, len(st.Etcd))
+	if len(st.Etcd) != 2 {
+		t.Errorf("step %d: %d etcd members reported, want one main and one events", nodes, len(st.Etcd))
+	}
+	for _, m := range st.Etcd {
+		if m.Requests <= 0 {
+			t.Errorf("step %d: etcd member %s served no request", nodes, m.Member)
+		}
 	}
 	// A lease every 10 s per node; the leader elections add a few.
 	if low := float64(nodes) / scale.NodeLeaseRenewal.Seconds() * 0.5; st.LeaseWrites < low {

@@ -333,9 +333,7 @@ func (b *Booted) Start(ctx context.Context, name string) error {
 		"--bind=" + b.diskDir(m) + ":/dev/disk/azure", "--bind-ro=/dev/kmsg", "--capability=CAP_SYSLOG,CAP_NET_ADMIN", "--system-call-filter=@keyring",
 		"--resolv-conf=off", "--timezone=off",
 		"--link-journal=no", "--console=pipe", "--kill-signal=SIGRTMIN+3", bootInit}
-	// The shell moves itself into the machine's cgroups, then becomes systemd-nspawn.
-	argv := append([]string{"sh", "-c", `while [ "$1" != -- ]; do echo $$ >"$1/cgroup.procs" || exit 1; shift; done; shift; exec "$@"`, "sh"}, cgroups...)
-	proc, err := machines.SpawnProcess(append(append(argv, "--"), nspawn...), []string{nodePath}, b.machineDir(m), filepath.Join(b.LogDir(), m.Name+".console.log"), false)
+	proc, err := machines.SpawnProcess(machines.InCgroups(cgroups, nspawn), []string{nodePath}, b.machineDir(m), filepath.Join(b.LogDir(), m.Name+".console.log"), false)
 	if err != nil {
 		return err
 	}
@@ -386,80 +384,7 @@ exec /lib/systemd/systemd "$@"
 // <hierarchy>/<own path>/cfboot-<boot>/<machine>. Each machine's kubelet and containerd then
 // have a subtree of their own, as on separate VMs.
 func machineCgroups(boot, name string) ([]string, error) {
-	var dirs []string
-	err := forEachHierarchy(func(dir string) error {
-		path := filepath.Join(dir, Hub(boot), name)
-		if err := os.MkdirAll(path, 0o755); err != nil {
-			return err
-		}
-		// A new cpuset is empty and takes no process until it has CPUs and memory nodes.
-		for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
-			for _, d := range []string{filepath.Dir(path), path} {
-				if v, err := os.ReadFile(filepath.Join(filepath.Dir(d), f)); err == nil {
-					if err := os.WriteFile(filepath.Join(d, f), v, 0o644); err != nil {
-						return err
-					}
-				}
-			}
-		}
-		dirs = append(dirs, path)
-		return nil
-	})
-	return dirs, err
-}
-
-// forEachHierarchy calls f with this process's cgroup directory in every mounted hierarchy.
-func forEachHierarchy(f func(dir string) error) error {
-	data, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return err
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		mount := "/sys/fs/cgroup/" + strings.TrimPrefix(parts[1], "name=")
-		if parts[1] == "" {
-			mount = "/sys/fs/cgroup/unified"
-		}
-		if _, err := os.Stat(mount); err != nil {
-			continue
-		}
-		if err := f(filepath.Join(mount, parts[2])); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// removeCgroups removes the boot's cgroups, deepest first, once their processes are gone.
-func removeCgroups(boot string) error {
-	return forEachHierarchy(func(dir string) error {
-		root := filepath.Join(dir, Hub(boot))
-		var dirs []string
-		_ = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, path)
-			}
-			return nil
-		})
-		sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-		var last error
-		for _, d := range dirs {
-			for range 50 { // the kernel frees a cgroup shortly after its last process exits
-				if last = unix.Rmdir(d); last == nil || errors.Is(last, unix.ENOENT) {
-					last = nil
-					break
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			if last != nil {
-				return fmt.Errorf("remove cgroup %s: %w", d, last)
-			}
-		}
-		return nil
-	})
+	return machines.MakeCgroups(Hub(boot), name)
 }
 
 // containerLeader is the child of systemd-nspawn that runs systemd, or 0.
@@ -587,7 +512,7 @@ func Down(name, dir string, progress io.Writer) error {
 			errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
 		}
 	}
-	errs = append(errs, detachLoops(layout.MachinesDir()), removeNetworks(Hub(name)), removeCgroups(name))
+	errs = append(errs, detachLoops(layout.MachinesDir()), removeNetworks(Hub(name)), machines.RemoveCgroups(Hub(name)))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -643,7 +568,7 @@ func unescapeMount(s string) string {
 // file cache, as the kubelet counts it), in bytes.
 func (b *Booted) MemoryUsage() (map[string]int64, error) {
 	usage := map[string]int64{}
-	err := forEachHierarchy(func(dir string) error {
+	err := machines.ForEachCgroupHierarchy(func(dir string) error {
 		if !strings.HasPrefix(dir, "/sys/fs/cgroup/memory/") {
 			return nil
 		}

@@ -85,7 +85,7 @@ const apiserverStopGrace = (spec.APIServerShutdownDelaySeconds + 30) * time.Seco
 // TakeOutOfRotation stops kube-apiserver cleanly, as systemd does when the VM shuts down: it
 // fails /readyz at once and serves on through its shutdown delay, so the probe takes it out.
 func (t *RollTarget) TakeOutOfRotation(_ context.Context, name string) error {
-	p := t.Proc(name, apiserverUnit)
+	p := t.Proc(name, APIServerProcess)
 	if p == nil || !p.Alive() {
 		return fmt.Errorf("%s runs no kube-apiserver", name)
 	}
@@ -104,7 +104,7 @@ func (t *RollTarget) Replace(ctx context.Context, name string) error {
 	if err != nil {
 		return t.replaceNode(ctx, name)
 	}
-	if p := t.Proc(name, apiserverUnit); p != nil && p.Stopping() && !p.WaitExit(apiserverStopGrace) {
+	if p := t.Proc(name, APIServerProcess); p != nil && p.Stopping() && !p.WaitExit(apiserverStopGrace) {
 		return fmt.Errorf("%s: kube-apiserver did not stop within %s", name, apiserverStopGrace)
 	}
 	if err := t.StopMachine(ctx, name, false); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/clusterforge/clusterforge/components/capacity"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -29,8 +31,9 @@ import (
 // requests priority and fairness classes as global-default.
 const scaleLoadUser = "clusterforge:scale-load"
 
-// apiserverUnit is the apiserver's process as the rehearsal names it: its unit, without the suffix.
-var apiserverUnit = strings.TrimSuffix(machine.APIServerUnit, ".service")
+// APIServerProcess is the apiserver's process as the rehearsal names it: its unit without the
+// suffix, and its log logs/<machine>.<APIServerProcess>.log.
+var APIServerProcess = strings.TrimSuffix(machine.APIServerUnit, ".service")
 
 // scaleCluster is the running rehearsal as the scale benchmark drives it (scale.Cluster): its
 // nodes are KWOK nodes of the first pool without GPUs.
@@ -88,7 +91,7 @@ func (s *scaleCluster) Targets() ([]scale.Target, error) {
 	var out []scale.Target
 	for _, p := range s.r.Procs() {
 		switch p.Name {
-		case apiserverUnit:
+		case APIServerProcess:
 			out = append(out, scale.Target{Name: p.Machine, Kind: scale.KindAPIServer, URL: p.URL, Client: api})
 		case "etcd":
 			out = append(out, scale.Target{Name: p.Machine, Kind: p.Role, URL: p.URL, Client: etcd})
@@ -102,10 +105,17 @@ func (s *scaleCluster) Processes() []scale.Process {
 	out := []scale.Process{{Component: "benchmark (load)", Name: "this process", PID: os.Getpid()}}
 	for _, p := range s.r.Procs() {
 		component := p.Name
-		if p.Name == "etcd" {
+		switch p.Name {
+		case "etcd":
 			component = p.Role
+		case APIServerProcess:
+			component = scale.KindAPIServer
 		}
-		out = append(out, scale.Process{Component: component, Name: p.Machine + "/" + p.Name, PID: p.PID})
+		role := "" // the stand-ins, KWOK and the add-ons' controller run on no control-plane machine
+		if _, err := s.r.Instance(p.Machine); err == nil {
+			role = p.Role
+		}
+		out = append(out, scale.Process{Component: component, Name: p.Machine + "/" + p.Name, PID: p.PID, Role: role})
 	}
 	return out
 }
@@ -141,7 +151,7 @@ func (s *scaleCluster) restartAPIServers(ctx context.Context, between func()) (t
 		wg.Wait()
 		return errors.Join(errs...)
 	}
-	if err := each(func(name string) error { return s.r.Stop(name, apiserverUnit, syscall.SIGTERM) }); err != nil {
+	if err := each(func(name string) error { return s.r.Stop(name, APIServerProcess, syscall.SIGTERM) }); err != nil {
 		return time.Time{}, nil, err
 	}
 	down := time.Now()
@@ -151,20 +161,57 @@ func (s *scaleCluster) restartAPIServers(ctx context.Context, between func()) (t
 	}
 	var out []scale.Process
 	for _, in := range apiservers {
-		if p := s.r.Proc(in.Name, apiserverUnit); p != nil {
-			out = append(out, scale.Process{Component: apiserverUnit, Name: in.Name + "/" + apiserverUnit, PID: p.PID})
+		if p := s.r.Proc(in.Name, APIServerProcess); p != nil {
+			out = append(out, scale.Process{Component: scale.KindAPIServer, Name: in.Name + "/" + APIServerProcess, PID: p.PID, Role: spec.RoleAPIServer})
 		}
 	}
 	return down, out, nil
 }
 
-// BenchScale runs the scale benchmark on a rehearsal of its own in o.Dir, started clean and
-// stopped at the end.
-func BenchScale(ctx context.Context, c *spec.Cluster, stack string, o machines.Options, bench scale.Options, progress io.Writer) (scale.Summary, error) {
+// The scale benchmark's control-plane shapes.
+const (
+	// TopologyCapacity is one machine of each control-plane role, rendered from the stack (its
+	// tier's flags), each role's processes capped at its CapacityCPU: what one machine of a role
+	// costs, without every member of a role sharing the same two cores.
+	TopologyCapacity = capacity.Topology
+	// TopologyHA is the stack's own machines on the shared cores: a fidelity run of the HA shape.
+	TopologyHA = "ha"
+)
+
+// CapacityCPU is each role's cores in the capacity topology, sized for a two-core machine: the
+// apiserver with its controller-manager and scheduler most, the main etcd half a core, the events
+// etcd a quarter; KWOK, the load generator and the stand-ins share what is left.
+var CapacityCPU = map[string]float64{spec.RoleAPIServer: 0.75, spec.RoleEtcdMain: 0.5, spec.RoleEtcdEvents: 0.25}
+
+// oneOfEachRole is the cluster with one apiserver and one member of each etcd, every other
+// setting the stack's.
+func oneOfEachRole(c *spec.Cluster) *spec.Cluster {
+	one := *c
+	one.APIServer.Count, one.EtcdMain.Members, one.EtcdEvents.Members = 1, 1, 1
+	return &one
+}
+
+// BenchScale runs the scale benchmark on a rehearsal of its own in o.Dir, of the given topology,
+// started clean and stopped at the end.
+func BenchScale(ctx context.Context, c *spec.Cluster, stack, topology string, o machines.Options, bench scale.Options, progress io.Writer) (scale.Summary, error) {
+	switch topology {
+	case TopologyCapacity:
+		if os.Geteuid() != 0 {
+			return scale.Summary{}, errors.New("scale benchmark: the capacity topology caps each role by a cgroup of its own: run it as root")
+		}
+		c = oneOfEachRole(c)
+		limits := maps.Clone(CapacityCPU)
+		maps.Copy(limits, o.CPULimits)
+		o.CPULimits = limits
+	case TopologyHA:
+	default:
+		return scale.Summary{}, fmt.Errorf("scale benchmark: topology %q is neither %q nor %q", topology, TopologyCapacity, TopologyHA)
+	}
+	bench.Topology, bench.CPULimits = topology, o.CPULimits
 	var s scale.Summary
 	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
 		bench.PodImage = c.Versions.PauseImage
-		fmt.Fprintf(progress, "==> scale benchmark on %s: steps %v, warm-up %s, hold %s; reports in %s\n", stack, bench.Steps, bench.WarmUp, bench.Hold, filepath.Clean(bench.Out))
+		fmt.Fprintf(progress, "==> scale benchmark on %s (%s topology): steps %v, warm-up %s, hold %s; reports in %s\n", stack, topology, bench.Steps, bench.WarmUp, bench.Hold, filepath.Clean(bench.Out))
 		s, err = scale.Run(ctx, sc, stack, bench, progress)
 		return err
 	})

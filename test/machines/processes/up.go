@@ -279,8 +279,27 @@ func (r *Rehearsal) startUnit(in machines.Instance, uc unitCommand) (*machines.P
 	if err != nil {
 		return nil, err
 	}
-	return machines.StartProcess(argv, env, r.Root(in.Name), r.Log(in.Name, uc.Name))
+	cores, limited := r.CPULimits[in.Role]
+	if !limited {
+		return machines.StartProcess(argv, env, r.Root(in.Name), r.Log(in.Name, uc.Name))
+	}
+	dirs, err := machines.MakeCgroups(r.cgroup(), in.Role)
+	if err != nil {
+		return nil, err
+	}
+	if err := machines.LimitCPU(dirs, cores); err != nil {
+		return nil, err
+	}
+	p, err := machines.StartProcess(machines.InCgroups(dirs, argv), env, r.Root(in.Name), r.Log(in.Name, uc.Name))
+	if err == nil {
+		p.Command = argv // what it runs once the shell has moved it
+	}
+	return p, err
 }
+
+// cgroup is the rehearsal's cgroup in every hierarchy, under this process's: a role's limit
+// (CPULimits) holds in <cgroup>/<role>.
+func (r *Rehearsal) cgroup() string { return fmt.Sprintf("cfrehearse-%d", r.Base) }
 
 // describe fills in how a client reaches the process.
 func (r *Rehearsal) describe(p *machines.Proc, in machines.Instance) {
@@ -289,7 +308,7 @@ func (r *Rehearsal) describe(p *machines.Proc, in machines.Instance) {
 	case "etcd":
 		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort)
 		p.CA, p.Cert, p.Key = r.PKIFile(pki.EtcdServersCA, "crt"), r.PKIFile(pki.APIServerEtcdClient, "crt"), r.PKIFile(pki.APIServerEtcdClient, "key")
-	case apiserverUnit:
+	case APIServerProcess:
 		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.APIServerPort)
 		p.CA, p.Cert, p.Key = r.PKIFile(pki.ClusterCA, "crt"), adminCert, adminKey
 	case "kube-controller-manager", "kube-scheduler":
@@ -392,5 +411,5 @@ func (r *Rehearsal) Down() error {
 	if err := machines.StopAll(r.Procs()); err != nil {
 		return err
 	}
-	return os.Remove(r.EndpointsFile())
+	return errors.Join(machines.RemoveCgroups(r.cgroup()), os.Remove(r.EndpointsFile()))
 }

@@ -1,0 +1,48 @@
+package machines
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/clusterforge/clusterforge/test/procfs"
+)
+
+// A process started in cgroups capped at 0.3 cores is capped there, as the kernel tells.
+func TestLimitCPUCapsTheProcessesStartedInTheCgroups(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("makes cgroups: needs root")
+	}
+	top := fmt.Sprintf("cftest-%d", os.Getpid())
+	dirs, err := MakeCgroups(top, "role")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := RemoveCgroups(top); err != nil {
+			t.Error(err)
+		}
+	}()
+	if err := LimitCPU(dirs, 0.3); err != nil {
+		t.Fatal(err)
+	}
+	argv := InCgroups(dirs, []string{"sleep", "30"})
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if s, err := procfs.Read(cmd.Process.Pid); err == nil && s.Comm == "sleep" {
+			break
+		}
+	}
+	if cores, ok := procfs.CPULimit(cmd.Process.Pid); !ok || cores != 0.3 {
+		t.Errorf("the process's CPU limit is %v (set: %v), want 0.3 cores", cores, ok)
+	}
+	if _, ok := procfs.CPULimit(os.Getpid()); ok {
+		t.Errorf("this test's own process is capped too")
+	}
+}
