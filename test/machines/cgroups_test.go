@@ -45,4 +45,15 @@ func TestLimitCPUCapsTheProcessesStartedInTheCgroups(t *testing.T) {
 	if _, ok := procfs.CPULimit(os.Getpid()); ok {
 		t.Errorf("this test's own process is capped too")
 	}
+	// A busy loop spends each 100 ms period's 30 ms early and is throttled for the rest.
+	busyArgv := InCgroups(dirs, []string{"sh", "-c", "while :; do :; done"})
+	busy := exec.Command(busyArgv[0], busyArgv[1:]...)
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = busy.Process.Kill(); _ = busy.Wait() }()
+	time.Sleep(time.Second)
+	if periods, throttled, ok := procfs.Throttling(busy.Process.Pid); !ok || periods < 5 || throttled*2 < periods {
+		t.Errorf("busy loop at 0.3 cores: throttled in %d of %d periods (%v), want most", throttled, periods, ok)
+	}
 }

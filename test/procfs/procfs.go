@@ -112,23 +112,52 @@ func Cgroups(pid int) (map[string]string, error) {
 // CPULimit is the cores a process's cgroup v1 CPU controller lets it use (its quota over its
 // period), and false when its cgroup sets none.
 func CPULimit(pid int) (float64, bool) {
-	cgroups, err := Cgroups(pid)
-	if err != nil {
+	dir, ok := cpuCgroup(pid)
+	if !ok {
 		return 0, false
 	}
-	for hierarchy, path := range cgroups {
-		if !slices.Contains(strings.Split(hierarchy, ","), "cpu") {
-			continue
-		}
-		dir := filepath.Join("/sys/fs/cgroup", hierarchy, path)
-		quota, err1 := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
-		period, err2 := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
-		if err1 != nil || err2 != nil || quota < 0 || period <= 0 {
-			return 0, false
-		}
-		return float64(quota) / float64(period), true
+	quota, err1 := readInt(filepath.Join(dir, "cpu.cfs_quota_us"))
+	period, err2 := readInt(filepath.Join(dir, "cpu.cfs_period_us"))
+	if err1 != nil || err2 != nil || quota < 0 || period <= 0 {
+		return 0, false
 	}
-	return 0, false
+	return float64(quota) / float64(period), true
+}
+
+// Throttling is how many of its quota's periods a process's CPU cgroup has run (nr_periods) and
+// been throttled in (nr_throttled), so far; false when it has no quota to be throttled by.
+func Throttling(pid int) (periods, throttled int64, ok bool) {
+	dir, ok := cpuCgroup(pid)
+	if !ok {
+		return 0, 0, false
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return 0, 0, false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, found := strings.CutPrefix(line, "nr_periods "); found {
+			periods, _ = strconv.ParseInt(v, 10, 64)
+		}
+		if v, found := strings.CutPrefix(line, "nr_throttled "); found {
+			throttled, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return periods, throttled, periods > 0
+}
+
+// cpuCgroup is the directory of a process's cgroup in the v1 CPU controller's hierarchy.
+func cpuCgroup(pid int) (string, bool) {
+	cgroups, err := Cgroups(pid)
+	if err != nil {
+		return "", false
+	}
+	for hierarchy, path := range cgroups {
+		if slices.Contains(strings.Split(hierarchy, ","), "cpu") {
+			return filepath.Join("/sys/fs/cgroup", hierarchy, path), true
+		}
+	}
+	return "", false
 }
 
 func readInt(path string) (int64, error) {

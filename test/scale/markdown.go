@@ -130,8 +130,26 @@ func Saturation(m Machine, steps []Step) string {
 	if len(capped) > 0 {
 		verdict += "; at their cap: " + strings.Join(capped, ", ")
 	}
+	if throttled := throttledRoles(last.Usage); throttled != "" {
+		verdict += "; throttled in their quota's periods: " + throttled
+	}
 	return fmt.Sprintf("At %d nodes (the last step tried) the processes used %.2f of %d cores, most %s; %s.",
 		last.Nodes, total, m.Cores, strings.Join(parts, ", "), verdict)
+}
+
+// throttledRoles is each capped role's share of periods throttled, "" when none was.
+func throttledRoles(usage []Usage) string {
+	shares := map[string]float64{}
+	for _, u := range usage {
+		if u.Role != "" && u.ThrottledShare > 0 {
+			shares[u.Role] = max(shares[u.Role], u.ThrottledShare)
+		}
+	}
+	var out []string
+	for _, role := range slices.Sorted(maps.Keys(shares)) {
+		out = append(out, fmt.Sprintf("%s %.0f %%", role, 100*shares[role]))
+	}
+	return strings.Join(out, ", ")
 }
 
 // topologyText is the control plane's shape and each role's cores, if capped.

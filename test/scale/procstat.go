@@ -23,6 +23,9 @@ type Usage struct {
 	// CPULimitCores is the cap of the cgroup its processes are in, as the kernel enforces it: its
 	// role's, shared with the role's other components (RolesAtCap); 0 when uncapped.
 	CPULimitCores float64 `json:"cpuLimitCores,omitempty"`
+	// ThrottledShare is the share of that cgroup's quota periods in the window in which the
+	// kernel throttled it: a role can be throttled in bursts while its mean is below its cap.
+	ThrottledShare float64 `json:"throttledShare,omitempty"`
 }
 
 // UsageMeter samples the cluster's processes over a hold.
@@ -31,14 +34,21 @@ type UsageMeter struct {
 	first map[int]procfs.Sample
 	last  map[int]procfs.Sample
 	peak  map[string]int64
+	// firstThrottle and lastThrottle are each capped process's cgroup's periods and throttled
+	// periods.
+	firstThrottle, lastThrottle map[int][2]int64
 }
 
 // NewUsageMeter starts measuring procs now.
 func NewUsageMeter(procs []Process) *UsageMeter {
-	u := &UsageMeter{procs: procs, first: map[int]procfs.Sample{}, last: map[int]procfs.Sample{}, peak: map[string]int64{}}
+	u := &UsageMeter{procs: procs, first: map[int]procfs.Sample{}, last: map[int]procfs.Sample{}, peak: map[string]int64{},
+		firstThrottle: map[int][2]int64{}, lastThrottle: map[int][2]int64{}}
 	u.Sample()
 	for pid, s := range u.last {
 		u.first[pid] = s
+	}
+	for pid, t := range u.lastThrottle {
+		u.firstThrottle[pid] = t
 	}
 	return u
 }
@@ -55,6 +65,9 @@ func (u *UsageMeter) Sample() {
 				continue
 			}
 			u.last[p.PID], read[p.PID] = s, true
+			if periods, throttled, ok := procfs.Throttling(p.PID); ok {
+				u.lastThrottle[p.PID] = [2]int64{periods, throttled}
+			}
 		}
 		rss[p.Component] += s.RSSBytes
 	}
@@ -84,6 +97,11 @@ func (u *UsageMeter) Usage() []Usage {
 		c.RSSBytes += last.RSSBytes
 		if cores, ok := procfs.CPULimit(p.PID); ok {
 			c.CPULimitCores = max(c.CPULimitCores, cores)
+		}
+		t0, ok1 := u.firstThrottle[p.PID]
+		t1, ok2 := u.lastThrottle[p.PID]
+		if periods := t1[0] - t0[0]; ok1 && ok2 && periods > 0 {
+			c.ThrottledShare = max(c.ThrottledShare, float64(t1[1]-t0[1])/float64(periods))
 		}
 	}
 	var out []Usage
