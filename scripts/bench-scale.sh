@@ -12,7 +12,7 @@
 # which `make plan` reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-STACK="${1:-prod-10k}"
+STACK="${1:?usage: bench-scale.sh <stack> (make bench-scale passes SCALE_STACK)}"
 LEASE_STEPS="${LEASE_STEPS:-1000,2000,4000}"
 out=build/bench/scale
 commit=$(git rev-parse --short HEAD)

@@ -1,0 +1,22 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// --cpu takes role=cores for the capacity topology's roles; anything else names the flag.
+func TestParseCPU(t *testing.T) {
+	got, err := parseCPU("apiserver=1.5, etcd-main=0.5")
+	if err != nil || len(got) != 2 || got["apiserver"] != 1.5 || got["etcd-main"] != 0.5 {
+		t.Errorf("parseCPU: %v, %v", got, err)
+	}
+	if got, err := parseCPU(""); got != nil || err != nil {
+		t.Errorf("empty: %v, %v; want the topology's defaults (nil)", got, err)
+	}
+	for _, bad := range []string{"kwok=1", "apiserver", "apiserver=0", "apiserver=lots", "apiserver=1;rm -rf /"} {
+		if _, err := parseCPU(bad); err == nil || !strings.Contains(err.Error(), "--cpu") {
+			t.Errorf("parseCPU(%q): %v, want an error naming --cpu", bad, err)
+		}
+	}
+}
