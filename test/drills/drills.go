@@ -20,7 +20,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -269,19 +268,6 @@ func TeamQuotaHeld(t *testing.T, cs *kubernetes.Clientset, ns string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// Restricted makes pod fit the restricted Pod Security level that team namespaces enforce: a
-// non-root user (the pause image's), no privilege escalation, no capabilities, the runtime's
-// seccomp profile.
-func Restricted(pod *corev1.Pod) *corev1.Pod {
-	pod.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65535)),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
-	for i := range pod.Spec.Containers {
-		pod.Spec.Containers[i].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
-	}
-	return pod
 }
 
 // RefusedBy is how the apiserver names an admission policy in the refusals it makes.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/podsecurity"
 )
 
 // Namespaces the benchmark's objects live in.
@@ -370,11 +371,11 @@ func (l *Load) addBasePod(ctx context.Context, n int) error {
 		return err
 	}
 	cpu := node.Status.Allocatable.Cpu().MilliValue() * int64(baseShare*100) / 100
-	pod := &corev1.Pod{
+	pod := podsecurity.Restricted(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "base-" + node.Name, Labels: map[string]string{"app": "scale-base"}},
 		Spec: corev1.PodSpec{NodeName: node.Name, Containers: []corev1.Container{{Name: "app", Image: l.image,
 			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(cpu, resource.DecimalSI)}}}}},
-	}
+	})
 	began := time.Now()
 	_, err = l.cs.CoreV1().Pods(BaseNamespace).Create(ctx, pod, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
@@ -499,12 +500,12 @@ func (l *Load) churn(ctx context.Context, perSecond float64) {
 	seq := 0
 	every(ctx, time.Duration(float64(time.Second)/perSecond), func() {
 		seq++
-		pod := &corev1.Pod{
+		pod := podsecurity.Restricted(&corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("churn-%d-%d", time.Now().Unix(), seq)},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: l.image, Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
 			}}}},
-		}
+		})
 		go func() {
 			began := time.Now()
 			l.mu.Lock()

@@ -189,6 +189,7 @@ func (r *runner) stormClients(n int) ([]*kubernetes.Clientset, error) {
 		cfg.QPS = -1
 		protobuf(cfg)
 		separateConnection(cfg)
+		oneDialAtATime(cfg)
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, err
@@ -202,6 +203,20 @@ func (r *runner) stormClients(n int) ([]*kubernetes.Clientset, error) {
 // between clients of the same config.
 func separateConnection(cfg *rest.Config) {
 	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+}
+
+// oneDialAtATime keeps a client from dialing while it has a dial under way: its requests wait
+// for that connection and share it (HTTP/2), as a kubelet's do. Without it every request sent
+// during a TLS handshake dials one of its own, and an open-loop storm at a capped apiserver,
+// whose handshakes are slow, opened thousands of connections and ran the load balancer out of
+// file descriptors.
+func oneDialAtATime(cfg *rest.Config) {
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+		if t, ok := rt.(*http.Transport); ok {
+			t.MaxConnsPerHost = 1
+		}
+		return rt
+	}
 }
 
 // storm calibrates the storm's rate on the unsplit cluster, then runs quiet, storm and recovery

@@ -29,6 +29,7 @@ import (
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/netns"
+	"github.com/clusterforge/clusterforge/test/podsecurity"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
 
@@ -65,7 +66,7 @@ func TestHostileTenantIsRefused(t *testing.T) {
 	}
 
 	pod := func(name string, edit func(*corev1.PodSpec)) *corev1.Pod {
-		p := drills.Restricted(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
+		p := podsecurity.Restricted(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: new(int64),
 			Containers:                    []corev1.Container{{Name: "app", Image: booted.Cluster.Versions.PauseImage}}}})
 		edit(&p.Spec)

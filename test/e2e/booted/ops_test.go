@@ -26,6 +26,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/machines/nspawn"
+	"github.com/clusterforge/clusterforge/test/podsecurity"
 )
 
 // The operations layer runs from the worker image's preloaded clusterforge-ops image: the
@@ -42,7 +43,7 @@ func TestOperationsLayerRunsOnTheWorkers(t *testing.T) {
 
 	ns := drills.TeamNamespace(t, cs, "drill-ops-team", "research")
 	drills.TeamQuotaHeld(t, cs, ns)
-	pod := drills.Restricted(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{
+	pod := podsecurity.Restricted(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"}, Spec: corev1.PodSpec{
 		Containers: []corev1.Container{{Name: "app", Image: booted.Cluster.Versions.PauseImage}}}})
 	want := teams.Tolerations("research", false)[0]
 	if err := drills.WaitUntil(time.Minute, func() error {

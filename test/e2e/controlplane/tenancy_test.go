@@ -20,6 +20,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
+	"github.com/clusterforge/clusterforge/test/podsecurity"
 )
 
 // checkTenancy asks the real apiservers, with the add-ons applied, what each namespace admits:
@@ -43,7 +44,9 @@ func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 		s.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
 	}
 	hostNetwork := func(s *corev1.PodSpec) { s.HostNetwork = true }
-	restricted := func(name string, edit func(*corev1.PodSpec)) *corev1.Pod { return drills.Restricted(pod(name, edit)) }
+	restricted := func(name string, edit func(*corev1.PodSpec)) *corev1.Pod {
+		return podsecurity.Restricted(pod(name, edit))
+	}
 	tolerate := func(tolerations ...corev1.Toleration) func(*corev1.PodSpec) {
 		return func(s *corev1.PodSpec) { s.Tolerations = tolerations }
 	}
@@ -58,7 +61,7 @@ func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 	// An admission policy takes effect once each apiserver has loaded it: wait until both refuse
 	// several requests in a row, which the load balancer spreads over the apiservers.
 	unrestricted := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "drill-psa-unrestricted-team", Labels: map[string]string{wellknown.TeamKey: "drill"}}}
-	named := drills.Restricted(pod("named", func(s *corev1.PodSpec) { s.NodeName = "any-node" }))
+	named := podsecurity.Restricted(pod("named", func(s *corev1.PodSpec) { s.NodeName = "any-node" }))
 	if err := drills.WaitUntil(time.Minute, func() error {
 		for range 6 {
 			_, err := cs.CoreV1().Namespaces().Create(ctx, unrestricted, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -83,7 +86,7 @@ func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 		{"hostPath / in a plain namespace", plain, pod("host-path", hostPath), `violates PodSecurity "baseline`},
 		{"hostNetwork in a plain namespace", plain, pod("host-network", hostNetwork), `violates PodSecurity "baseline`},
 		{"a root container in a team namespace", team, pod("root", func(*corev1.PodSpec) {}), `violates PodSecurity "restricted`},
-		{"a restricted pod in a team namespace", team, drills.Restricted(pod("restricted", func(*corev1.PodSpec) {})), ""},
+		{"a restricted pod in a team namespace", team, podsecurity.Restricted(pod("restricted", func(*corev1.PodSpec) {})), ""},
 		{"hostNetwork in monitoring", addons.MonitoringNamespace, pod("host-network", hostNetwork), ""},
 		{"its own team's toleration", team, restricted("own", tolerate(teamTaint(corev1.TolerationOpEqual, "drill"))), ""},
 		{"borrowing at the borrow priority", team, restricted("borrow", borrowing), ""},

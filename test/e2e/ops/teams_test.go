@@ -18,6 +18,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
+	"github.com/clusterforge/clusterforge/test/podsecurity"
 )
 
 // The seeds' team quotas (L17) on the rehearsal's scheduler: teams a and b own two nodes each of a
@@ -186,7 +187,7 @@ func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
 
 // teamPod is a 3-CPU pause pod of the drill's pool, of the priority class if any.
 func teamPod(name, pool, priorityClass string) *corev1.Pod {
-	return drills.Restricted(&corev1.Pod{
+	return podsecurity.Restricted(&corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: corev1.PodSpec{
 			NodeSelector:                  map[string]string{wellknown.PoolLabel: pool},

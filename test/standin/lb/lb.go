@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -58,16 +59,34 @@ func (lb *LoadBalancer) Run(ctx context.Context) error {
 	}
 	go func() { <-ctx.Done(); ln.Close() }()
 	go lb.probeLoop(ctx)
-	for {
+	return lb.accept(ctx, ln)
+}
+
+// accept proxies each connection ln accepts until ctx ends.
+func (lb *LoadBalancer) accept(ctx context.Context, ln net.Listener) error {
+	for wait := time.Duration(0); ; {
 		conn, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
+		switch {
+		case err == nil:
+			wait = 0
+			go lb.serve(conn)
+		case ctx.Err() != nil:
+			return nil
+		case outOfFiles(err):
+			// Azure's load balancer has no descriptors to run out of: refuse while there are none,
+			// as an overloaded server does, and serve again once clients let go.
+			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
+			log.Printf("accept: %v; retrying in %s", err, wait)
+			time.Sleep(wait)
+		default:
 			return err
 		}
-		go lb.serve(conn)
 	}
+}
+
+// outOfFiles is an accept that failed for want of file descriptors, the process's or the system's.
+func outOfFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 func (lb *LoadBalancer) probeLoop(ctx context.Context) {

@@ -1,10 +1,16 @@
 package lb
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Probes of several backends change their health at once, and each change rewrites the state
@@ -32,4 +38,67 @@ func TestConcurrentHealthChangesLeaveAReadableStateFile(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A load balancer out of file descriptors refuses connections while it is, and serves again
+// once it has some: the scale benchmark's event storm once ran it out, and it exited.
+func TestAcceptOutOfFilesServesAgain(t *testing.T) {
+	backend, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backend.Close()
+	go func() {
+		for {
+			conn, err := backend.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer conn.Close(); _, _ = io.Copy(conn, conn) }()
+		}
+	}()
+	real, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &exhausted{Listener: real, failures: 3}
+	lb := &LoadBalancer{Backends: []string{backend.Addr().String()}, healthy: map[string]bool{backend.Addr().String(): true}}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- lb.accept(ctx, ln) }()
+	defer func() { cancel(); real.Close(); <-done }()
+
+	conn, err := net.DialTimeout("tcp", real.Addr().String(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(conn, got); err != nil || string(got) != "ping" {
+		select {
+		case err := <-done:
+			done <- err // for the deferred wait
+			t.Fatalf("the load balancer stopped accepting after running out of files: %v", err)
+		default:
+		}
+		t.Fatalf("echo through the load balancer: %q, %v", got, err)
+	}
+}
+
+// exhausted fails its first accepts as a process out of file descriptors does.
+type exhausted struct {
+	net.Listener
+	failures int
+}
+
+func (e *exhausted) Accept() (net.Conn, error) {
+	if e.failures > 0 {
+		e.failures--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return e.Listener.Accept()
 }
