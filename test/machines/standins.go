@@ -5,6 +5,7 @@ import (
 	"os"
 
 	"github.com/clusterforge/clusterforge/test/netns"
+	"github.com/clusterforge/clusterforge/test/scale"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
@@ -12,7 +13,7 @@ import (
 )
 
 // Subcommand runs the stand-ins the rehearsals start as `<self> lb|imds|entra|arm|forward ...`,
-// whichever args name; ran is false for any other args. The rehearse command and the test
+// and the scale benchmark's etcd write probe (`<self> etcd-probe ...`), whichever args name; ran is false for any other args. The rehearse command and the test
 // binaries that rehearse call it first.
 func Subcommand(args []string) (ran bool, err error) {
 	if len(args) == 0 {
@@ -29,6 +30,8 @@ func Subcommand(args []string) (ran bool, err error) {
 		return true, entra.Main(args[1:])
 	case "arm":
 		return true, arm.Main(args[1:])
+	case scale.ProbeCommand:
+		return true, scale.ProbeMain(args[1:])
 	}
 	return false, nil
 }

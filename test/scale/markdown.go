@@ -75,7 +75,7 @@ func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartRepo
 	b.WriteString("\nEach step: the nodes registered, a base pod on each (none in the lease-only run), a warm-up discarded, then the hold judged. p99 by clusterloader2's method (the 99th percentile of per-minute p99s of `apiserver_request_sli_duration_seconds`, worst call of the class); pod start-up from creation to Running on the client's watch.\n\n")
 
 	b.WriteString(stormTable(storm))
-	b.WriteString("\nCharts: `slo.svg`, `cpu.svg`, `memory.svg`, `etcd-size.svg`, `storm.svg`.\n")
+	b.WriteString("\nCharts: `slo.svg`, `cpu.svg`, `memory.svg`, `etcd-size.svg`, `storm.svg`, `restart.svg`.\n")
 	return b.String()
 }
 

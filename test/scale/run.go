@@ -185,7 +185,7 @@ func (r *runner) finish(s *Summary, steps []Step, storm StormReport, restart []R
 	if err := writeJSON(filepath.Join(r.Out, "summary.json"), s); err != nil {
 		return err
 	}
-	if err := WriteCharts(r.Out, steps, storm); err != nil {
+	if err := WriteCharts(r.Out, steps, storm, restart); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(r.Out, "report.md"), []byte(Markdown(*s, steps, storm, restart)), 0o644)

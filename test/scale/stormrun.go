@@ -2,10 +2,14 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -221,7 +225,7 @@ func oneDialAtATime(cfg *rest.Config) {
 
 // storm calibrates the storm's rate on the unsplit cluster, then runs quiet, storm and recovery
 // split and unsplit, Rounds times interleaved (A/B/A/B), and leaves the cluster split again.
-func (r *runner) storm(ctx context.Context, nodes int) (StormReport, error) {
+func (r *runner) storm(ctx context.Context, nodes int) (_ StormReport, err error) {
 	rep := StormReport{Nodes: nodes}
 	clients, err := r.stormClients(4)
 	if err != nil {
@@ -235,14 +239,16 @@ func (r *runner) storm(ctx context.Context, nodes int) (StormReport, error) {
 		}
 		names = append(names, node.Name)
 	}
-	etcd, err := r.cluster.MainEtcd()
+	samples := filepath.Join(r.Out, "probe.jsonl")
+	if err := os.Remove(samples); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return rep, err
+	}
+	stopProbe, err := r.cluster.StartProbe(samples)
 	if err != nil {
 		return rep, err
 	}
-	defer etcd.Close()
-	probeCtx, stopProbe := context.WithCancel(ctx)
-	defer stopProbe()
-	probe := StartProbe(probeCtx, etcd)
+	probe := ReadProbe(samples)
+	defer func() { err = errors.Join(err, stopProbe(), probe.Err()) }()
 	start := func(rate float64) (*Storm, context.CancelFunc) {
 		sctx, cancel := context.WithCancel(ctx)
 		return StartStorm(sctx, clients, rate, names), cancel

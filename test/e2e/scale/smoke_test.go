@@ -115,6 +115,16 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	if len(storm.Calibration) == 0 || storm.Rate <= 0 || storm.Note == "" {
 		t.Errorf("storm calibration %+v, rate %v, note %q", storm.Calibration, storm.Rate, storm.Note)
 	}
+	// The probe ran in a process of its own, whose samples the runs' phases counted.
+	sampled, counted := len(scale.ReadProbe(filepath.Join(out, "probe.jsonl")).Between(time.Time{}, time.Now())), 0
+	for _, run := range storm.Runs {
+		for _, p := range run.Phases {
+			counted += p.Probes
+		}
+	}
+	if sampled < counted || counted == 0 {
+		t.Errorf("probe.jsonl holds %d samples, the storm runs counted %d: want the probe process's samples to be the runs'", sampled, counted)
+	}
 	var names []string
 	for _, run := range storm.Runs {
 		names = append(names, run.Name)
@@ -159,12 +169,15 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 		if streamed := map[bool]int{false: 0, true: r.Refetched}[r.WatchList]; r.Streamed != streamed {
 			t.Errorf("restart storm (watch list %v): %d of %d refetches streamed, want %d", r.WatchList, r.Streamed, r.Refetched, streamed)
 		}
+		if n := len(r.Timeline); n == 0 || r.Timeline[n-1].Served != 1 || r.Timeline[n-1].SlowestShare > 1 {
+			t.Errorf("restart storm (watch list %v): timeline %+v, want it to end recovered: every informer served, every call within its SLO", r.WatchList, r.Timeline)
+		}
 		if len(r.PeakMemoryBytes) != 1 || slices.Contains(slices.Collect(maps.Values(r.PeakMemoryBytes)), 0) {
 			t.Errorf("restart storm: peak memory %v, want the one apiserver's", r.PeakMemoryBytes)
 		}
 	}
 
-	for _, chart := range []string{"slo.svg", "cpu.svg", "memory.svg", "etcd-size.svg", "storm.svg"} {
+	for _, chart := range []string{"slo.svg", "cpu.svg", "memory.svg", "etcd-size.svg", "storm.svg", "restart.svg"} {
 		checkChart(t, filepath.Join(out, chart))
 	}
 	report, err := os.ReadFile(filepath.Join(out, "report.md"))

@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -23,6 +23,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/scale"
 )
@@ -73,8 +74,31 @@ func (r *Rehearsal) ScaleCluster(ctx context.Context) (scale.Cluster, error) {
 func (s *scaleCluster) NodeConfig() (*rest.Config, error) { return s.r.KWOKRESTConfig() }
 func (s *scaleCluster) LoadConfig() (*rest.Config, error) { return s.r.RESTConfigAs(scaleLoadUser, "") }
 func (s *scaleCluster) Node(n int) (corev1.Node, error)   { return s.r.PoolNode(s.pool, n) }
-func (s *scaleCluster) MainEtcd() (*clientv3.Client, error) {
-	return s.r.EtcdClient(spec.RoleEtcdMain)
+
+// StartProbe runs the write probe beside the first main etcd member as the apiserver's etcd
+// client, with that identity's certificates written from the rehearsal's bundle.
+func (s *scaleCluster) StartProbe(path string) (func() error, error) {
+	member := s.r.Of(spec.RoleEtcdMain)[0]
+	dir := filepath.Join(s.r.Dir, scale.ProbeCommand)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	client := s.r.Bundle.Pair(pki.APIServerEtcdClient)
+	files := map[string]string{"ca.crt": s.r.Bundle.Trust(pki.EtcdCA(spec.RoleEtcdMain)), "client.crt": client.CertPEM, "client.key": client.KeyPEM}
+	for name, pem := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(pem), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	argv := append(slices.Clone(s.r.Self), scale.ProbeCommand,
+		fmt.Sprintf("--endpoint=https://%s:%d", member.IP, wellknown.EtcdClientPort),
+		"--cacert="+filepath.Join(dir, "ca.crt"), "--cert="+filepath.Join(dir, "client.crt"), "--key="+filepath.Join(dir, "client.key"),
+		"--out="+path)
+	proc, err := machines.StartProcess(argv, os.Environ(), s.r.Dir, filepath.Join(s.r.LogDir(), member.Name+"."+scale.ProbeCommand+".log"))
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return proc.Stop(syscall.SIGTERM, 10*time.Second) }, nil
 }
 
 // Targets are every apiserver (as the admin) and every etcd member (as the apiserver's etcd client).
