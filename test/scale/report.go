@@ -244,9 +244,10 @@ func mountOf(dir string) string {
 // Summary is the benchmark's headline: summary.json.
 type Summary struct {
 	Stack string `json:"stack"`
-	// Topology and CPULimits are Options'.
+	// Topology, CPULimits and EtcdFsyncLatency are Options'.
 	Topology            string             `json:"topology"`
 	CPULimits           map[string]float64 `json:"cpuLimits,omitempty"`
+	EtcdFsyncLatency    string             `json:"etcdFsyncLatency,omitempty"`
 	Machine             Machine            `json:"machine"`
 	StepsTried          []int              `json:"stepsTried"`
 	LargestPassingNodes int                `json:"largestPassingNodes"`

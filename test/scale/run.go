@@ -50,6 +50,9 @@ type Options struct {
 	// role was capped at, if any (the cluster applies them, the report states them).
 	Topology  string
 	CPULimits map[string]float64
+	// EtcdFsyncLatency is each etcd member's disk flush when each has a disk stand-in of its own
+	// (the cluster mounts them, the report states it); 0: they share this machine's disk.
+	EtcdFsyncLatency time.Duration
 }
 
 // StormOptions shape the event storm.
@@ -104,6 +107,9 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 	}
 	began := time.Now()
 	summary := Summary{Stack: stack, Topology: o.Topology, CPULimits: o.CPULimits, Machine: ThisMachine(o.Out), Started: began}
+	if o.EtcdFsyncLatency > 0 {
+		summary.EtcdFsyncLatency = o.EtcdFsyncLatency.String()
+	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return summary, err
 	}

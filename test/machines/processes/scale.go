@@ -207,6 +207,10 @@ const (
 // etcd a quarter; KWOK, the load generator and the stand-ins share what is left.
 var CapacityCPU = map[string]float64{spec.RoleAPIServer: 0.75, spec.RoleEtcdMain: 0.5, spec.RoleEtcdEvents: 0.25}
 
+// CapacityFsyncLatency is each etcd member's disk flush in the capacity topology, each on a disk
+// stand-in of its own: a local NVMe SSD's (etcd's disk, L02), rounded up.
+const CapacityFsyncLatency = time.Millisecond
+
 // oneOfEachRole is the cluster with one apiserver and one member of each etcd, every other
 // setting the stack's.
 func oneOfEachRole(c *spec.Cluster) *spec.Cluster {
@@ -227,11 +231,14 @@ func BenchScale(ctx context.Context, c *spec.Cluster, stack, topology string, o 
 		limits := maps.Clone(CapacityCPU)
 		maps.Copy(limits, o.CPULimits)
 		o.CPULimits = limits
+		if o.EtcdFsyncLatency == 0 {
+			o.EtcdFsyncLatency = CapacityFsyncLatency
+		}
 	case TopologyHA:
 	default:
 		return scale.Summary{}, fmt.Errorf("scale benchmark: topology %q is neither %q nor %q", topology, TopologyCapacity, TopologyHA)
 	}
-	bench.Topology, bench.CPULimits = topology, o.CPULimits
+	bench.Topology, bench.CPULimits, bench.EtcdFsyncLatency = topology, o.CPULimits, o.EtcdFsyncLatency
 	var s scale.Summary
 	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
 		bench.PodImage = c.Versions.PauseImage

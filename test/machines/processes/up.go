@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -223,6 +224,12 @@ func (r *Rehearsal) Boot(ctx context.Context, name string) error {
 		return err
 	}
 	for _, u := range in.Machine.Units {
+		if u.Name == machine.EtcdDiskUnit && r.EtcdFsyncLatency > 0 {
+			if err := r.mountEtcdDisk(ctx, in); err != nil {
+				return fmt.Errorf("%s: %s: %w", name, u.Name, err)
+			}
+			continue
+		}
 		if _, skip := skippedUnits[u.Name]; skip {
 			continue
 		}
@@ -284,7 +291,7 @@ func (r *Rehearsal) startUnit(in machines.Instance, uc unitCommand) (*machines.P
 	if !limited {
 		return machines.StartProcess(argv, env, r.Root(in.Name), r.Log(in.Name, uc.Name))
 	}
-	dirs, err := machines.MakeCgroups(r.cgroup(), in.Role)
+	dirs, err := machines.MakeCgroups(r.hostName(), in.Role)
 	if err != nil {
 		return nil, err
 	}
@@ -302,9 +309,10 @@ func (r *Rehearsal) startUnit(in machines.Instance, uc unitCommand) (*machines.P
 	return p, err
 }
 
-// cgroup is the rehearsal's cgroup in every hierarchy, under this process's: a role's limit
-// (CPULimits) holds in <cgroup>/<role>.
-func (r *Rehearsal) cgroup() string { return fmt.Sprintf("cfrehearse-%d", r.Base) }
+// hostName names what the rehearsal makes on the host outside its directory: its cgroup in every
+// hierarchy, under this process's (a role's limit, CPULimits, holds in <hostName>/<role>), and
+// its disk stand-ins' directory on tmpfs.
+func (r *Rehearsal) hostName() string { return fmt.Sprintf("cfrehearse-%d", r.Base) }
 
 // describe fills in how a client reaches the process.
 func (r *Rehearsal) describe(p *machines.Proc, in machines.Instance) {
@@ -413,8 +421,13 @@ func (r *Rehearsal) StopMachine(_ context.Context, machineName string, hard bool
 // Down stops everything this rehearsal started and forgets it.
 func (r *Rehearsal) Down() error {
 	r.closing.Store(true)
-	if err := machines.StopAll(r.Procs()); err != nil {
+	isDisk := func(p *machines.Proc) bool { return p.Name == etcdDiskProcess }
+	// The disks last: a disk stand-in unmounts once nothing has its files open.
+	if err := machines.StopAll(slices.DeleteFunc(r.Procs(), isDisk)); err != nil {
 		return err
 	}
-	return errors.Join(machines.RemoveCgroups(r.cgroup()), os.Remove(r.EndpointsFile()))
+	if err := machines.StopAll(slices.DeleteFunc(r.Procs(), func(p *machines.Proc) bool { return !isDisk(p) })); err != nil {
+		return err
+	}
+	return errors.Join(machines.RemoveCgroups(r.hostName()), os.RemoveAll(r.disks()), os.Remove(r.EndpointsFile()))
 }
