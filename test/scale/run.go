@@ -227,7 +227,7 @@ func (r *runner) step(ctx context.Context, have, nodes int) Step {
 		defer r.load.Offer(OpGetNode, Readers[OpGetNode])
 	}
 	if err := r.hold(ctx, &st); err != nil {
-		st.SetupError = err.Error()
+		st.HoldError = err.Error()
 	}
 	st.Verdict()
 	return st
@@ -324,7 +324,11 @@ func scrape(ctx context.Context, t Target, keep func(string) bool) ([]Sample, er
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape %s: %s", t.Name, resp.Status)
 	}
-	return ParseText(resp.Body, keep)
+	samples, err := ParseText(resp.Body, keep)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", t.Name, err)
+	}
+	return samples, nil
 }
 
 // scrapeAll reads every target of a kind, their samples together (histograms sum over them).

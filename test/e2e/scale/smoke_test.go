@@ -242,8 +242,8 @@ func checkStep(t *testing.T, dir string, nodes int) {
 	t.Helper()
 	var st scale.Step
 	readJSON(t, filepath.Join(dir, "step.json"), &st)
-	if st.Nodes != nodes || st.SetupError != "" {
-		t.Errorf("step %d: nodes %d, set-up error %q", nodes, st.Nodes, st.SetupError)
+	if st.Nodes != nodes || st.SetupError != "" || st.HoldError != "" {
+		t.Errorf("step %d: nodes %d, set-up error %q, hold error %q", nodes, st.Nodes, st.SetupError, st.HoldError)
 		return
 	}
 	classes := map[string]bool{}
