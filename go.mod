@@ -11,6 +11,7 @@ require (
 	github.com/google/nftables v0.3.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/itchyny/gojq v0.12.17
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/pulumi/pulumi-azure-native-sdk/authorization/v2 v2.92.0
 	github.com/pulumi/pulumi-azure-native-sdk/compute/v2 v2.92.0
 	github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2 v2.80.0

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 	"github.com/clusterforge/clusterforge/test/netns"
-	"github.com/clusterforge/clusterforge/test/scale"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
 	"github.com/clusterforge/clusterforge/test/standin/disk"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
@@ -33,8 +33,8 @@ func Subcommand(args []string) (ran bool, err error) {
 		return true, arm.Main(args[1:])
 	case disk.Command:
 		return true, disk.Main(args[1:])
-	case scale.ProbeCommand:
-		return true, scale.ProbeMain(args[1:])
+	case etcdprobe.Command:
+		return true, etcdprobe.Main(args[1:])
 	}
 	return false, nil
 }

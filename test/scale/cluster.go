@@ -25,8 +25,9 @@ type Cluster interface {
 	Targets() ([]Target, error)
 	// Processes are the cluster's processes, whose CPU and memory each step reports.
 	Processes() []Process
-	// StartProbe starts the main etcd's write probe (ProbeMain) in a process of its own beside
-	// the first main etcd member, appending its samples to path; stop ends it.
+	// StartProbe starts the main etcd's write probe (etcdprobe.Main) in a process of its own
+	// beside the first main etcd member, appending its samples to path, and returns once it
+	// writes; stop ends it, with the error it failed with if it did.
 	StartProbe(path string) (stop func() error, err error)
 	// SplitEvents restarts the apiservers with Events in their own etcd, as rendered (true), or in
 	// the main etcd (false), and returns when the API is ready again.

@@ -61,7 +61,7 @@ type RestartReport struct {
 	ProbeMisses int `json:"probeMisses"`
 	// LastMiss is the last missed call: its class and error or latency.
 	LastMiss string `json:"lastMiss,omitempty"`
-	// Timeline is each probe round from the apiservers' start, for restart.svg.
+	// Timeline is each round of the SLO probe after the restart, for restart.svg.
 	Timeline []RestartRound `json:"timeline"`
 }
 

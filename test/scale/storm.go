@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 )
 
 // Storm creates Events at a rate, as kubelets report their pods' trouble (the nodes' identity):
@@ -88,3 +90,12 @@ func (s *Storm) Counts() (created, throttled, failed int64) {
 
 // Offered counts the events sent, and those that were due while stormInFlight were outstanding.
 func (s *Storm) Offered() (sent, unsent int64) { return s.sent.Load(), s.unsent.Load() }
+
+// P99 is the probe samples' 99th percentile latency in seconds (NaN for none).
+func P99(samples []etcdprobe.Sample) float64 {
+	secs := make([]float64, len(samples))
+	for i, s := range samples {
+		secs[i] = s.Latency.Seconds()
+	}
+	return QuantileOverTime(0.99, secs)
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/machines/processes"
 	"github.com/clusterforge/clusterforge/test/scale"
@@ -118,15 +119,12 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	if len(storm.Calibration) == 0 || storm.Rate <= 0 || storm.Note == "" {
 		t.Errorf("storm calibration %+v, rate %v, note %q", storm.Calibration, storm.Rate, storm.Note)
 	}
-	// The probe ran in a process of its own, whose samples the runs' phases counted.
-	sampled, counted := len(scale.ReadProbe(filepath.Join(out, "probe.jsonl")).Between(time.Time{}, time.Now())), 0
-	for _, run := range storm.Runs {
-		for _, p := range run.Phases {
-			counted += p.Probes
-		}
+	// The probe ran in a process of its own beside the main etcd, which logged and recorded.
+	if samples := etcdprobe.Read(filepath.Join(out, scale.ProbeFile)).Between(time.Time{}, time.Now()); len(samples) == 0 {
+		t.Errorf("%s holds no sample of the write probe", scale.ProbeFile)
 	}
-	if sampled < counted || counted == 0 {
-		t.Errorf("probe.jsonl holds %d samples, the storm runs counted %d: want the probe process's samples to be the runs'", sampled, counted)
+	if logs, _ := filepath.Glob(filepath.Join(rehearsal, "logs", "*."+etcdprobe.Command+".log")); len(logs) != 1 {
+		t.Errorf("the write probe's own process logged to %v, want one log beside the main etcd", logs)
 	}
 	var names []string
 	for _, run := range storm.Runs {

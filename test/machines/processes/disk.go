@@ -21,20 +21,23 @@ import (
 var etcdDiskProcess = strings.TrimSuffix(machine.EtcdDiskUnit, ".service")
 
 // mountEtcdDisk does what etcd-disk.service does on Azure, mount a disk of the member's own at
-// its data dir: here the disk stand-in, over a directory of its own on tmpfs, whose flushes take
-// EtcdFsyncLatency.
+// its data dir: here the disk stand-in, over a directory of its own on the rehearsal's tmpfs,
+// whose flushes take EtcdFsyncLatency.
 func (r *Rehearsal) mountEtcdDisk(ctx context.Context, in machines.Instance) error {
 	if p := r.Proc(in.Name, etcdDiskProcess); p != nil && p.Alive() {
 		return nil
 	}
 	mountpoint := filepath.Join(r.Root(in.Name), machine.EtcdDataDir)
 	// A disk stand-in that was killed leaves its mount behind, unusable.
-	_ = syscall.Unmount(mountpoint, syscall.MNT_DETACH)
-	backing := filepath.Join(r.disks(), in.Name)
-	for _, dir := range []string{backing, mountpoint} {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return err
-		}
+	if err := machines.DetachMounts(mountpoint); err != nil {
+		return err
+	}
+	backing, err := r.diskBacking(in.Name)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(mountpoint, 0o700); err != nil {
+		return err
 	}
 	argv := append(slices.Clone(r.Self), disk.Command, "--backing="+backing, "--mount="+mountpoint, "--fsync-latency="+r.EtcdFsyncLatency.String())
 	proc, err := machines.StartProcess(argv, os.Environ(), r.Dir, r.Log(in.Name, etcdDiskProcess))
@@ -49,19 +52,28 @@ func (r *Rehearsal) mountEtcdDisk(ctx context.Context, in machines.Instance) err
 		if !proc.Alive() {
 			return machines.Permanent{Err: fmt.Errorf("exited: %v (log: %s)", proc.Err(), r.Log(in.Name, etcdDiskProcess))}
 		}
-		if !mounted(mountpoint) {
+		if !machines.Mounted(mountpoint) {
 			return errors.New(mountpoint + " not mounted yet")
 		}
 		return nil
 	})
 }
 
-// disks holds the disk stand-ins' files: on tmpfs, so that a flush costs the stated latency and
-// nothing of this machine's disk.
-func (r *Rehearsal) disks() string { return filepath.Join("/dev/shm", r.hostName()) }
-
-// mounted is whether dir is on another file system than its parent.
-func mounted(dir string) bool {
-	var here, parent syscall.Stat_t
-	return syscall.Stat(dir, &here) == nil && syscall.Stat(filepath.Dir(dir), &parent) == nil && here.Dev != parent.Dev
+// diskBacking is the directory holding a machine's disk, on a tmpfs the rehearsal mounts at
+// <dir>/disks (so a flush costs the stated latency and nothing of this machine's disk), and which
+// goes when it stops (DetachMounts).
+func (r *Rehearsal) diskBacking(machineName string) (string, error) {
+	r.disksMu.Lock()
+	defer r.disksMu.Unlock()
+	disks := filepath.Join(r.Dir, "disks")
+	if err := os.MkdirAll(disks, 0o700); err != nil {
+		return "", err
+	}
+	if !machines.Mounted(disks) {
+		if err := syscall.Mount("tmpfs", disks, "tmpfs", 0, "mode=0700"); err != nil {
+			return "", &os.PathError{Op: "mount tmpfs", Path: disks, Err: err}
+		}
+	}
+	backing := filepath.Join(disks, machineName)
+	return backing, os.MkdirAll(backing, 0o700)
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
-	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/scale"
 )
@@ -76,29 +76,37 @@ func (s *scaleCluster) LoadConfig() (*rest.Config, error) { return s.r.RESTConfi
 func (s *scaleCluster) Node(n int) (corev1.Node, error)   { return s.r.PoolNode(s.pool, n) }
 
 // StartProbe runs the write probe beside the first main etcd member as the apiserver's etcd
-// client, with that identity's certificates written from the rehearsal's bundle.
+// client, with the pair and authorities the rehearsal keeps for that client.
 func (s *scaleCluster) StartProbe(path string) (func() error, error) {
 	member := s.r.Of(spec.RoleEtcdMain)[0]
-	dir := filepath.Join(s.r.Dir, scale.ProbeCommand)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, err
-	}
-	client := s.r.Bundle.Pair(pki.APIServerEtcdClient)
-	files := map[string]string{"ca.crt": s.r.Bundle.Trust(pki.EtcdCA(spec.RoleEtcdMain)), "client.crt": client.CertPEM, "client.key": client.KeyPEM}
-	for name, pem := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(pem), 0o600); err != nil {
-			return nil, err
-		}
-	}
-	argv := append(slices.Clone(s.r.Self), scale.ProbeCommand,
-		fmt.Sprintf("--endpoint=https://%s:%d", member.IP, wellknown.EtcdClientPort),
-		"--cacert="+filepath.Join(dir, "ca.crt"), "--cert="+filepath.Join(dir, "client.crt"), "--key="+filepath.Join(dir, "client.key"),
+	argv := append(slices.Clone(s.r.Self), etcdprobe.Command, "--endpoint="+machines.EtcdClientURL(member),
+		"--cacert="+s.r.PKIFile(pki.EtcdServersCA, "crt"), "--cert="+s.r.PKIFile(pki.APIServerEtcdClient, "crt"), "--key="+s.r.PKIFile(pki.APIServerEtcdClient, "key"),
 		"--out="+path)
-	proc, err := machines.StartProcess(argv, os.Environ(), s.r.Dir, filepath.Join(s.r.LogDir(), member.Name+"."+scale.ProbeCommand+".log"))
+	log := s.r.Log(member.Name, etcdprobe.Command)
+	proc, err := machines.StartProcess(argv, os.Environ(), s.r.Dir, log)
 	if err != nil {
 		return nil, err
 	}
-	return func() error { return proc.Stop(syscall.SIGTERM, 10*time.Second) }, nil
+	stop := func() error {
+		if err := proc.Stop(syscall.SIGTERM, 10*time.Second); err != nil {
+			return err
+		}
+		if proc.Failed() {
+			return fmt.Errorf("%s: %v (log: %s)", etcdprobe.Command, proc.Err(), log)
+		}
+		return nil
+	}
+	err = machines.Poll(context.Background(), 30*time.Second, etcdprobe.Command, func(context.Context) error {
+		if !proc.Alive() {
+			return machines.Permanent{Err: fmt.Errorf("exited: %v (log: %s)", proc.Err(), log)}
+		}
+		_, err := os.Stat(path)
+		return err
+	})
+	if err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	return stop, nil
 }
 
 // Targets are every apiserver (as the admin) and every etcd member (as the apiserver's etcd client).

@@ -31,6 +31,8 @@ type Rehearsal struct {
 	mu      sync.Mutex
 	procs   []*machines.Proc
 	closing atomic.Bool
+	// disksMu makes the etcd members' disk stand-ins, booted together, mount one tmpfs.
+	disksMu sync.Mutex
 }
 
 // Up starts the plan's control plane and simulated nodes, returning once all of it is healthy.
@@ -291,7 +293,7 @@ func (r *Rehearsal) startUnit(in machines.Instance, uc unitCommand) (*machines.P
 	if !limited {
 		return machines.StartProcess(argv, env, r.Root(in.Name), r.Log(in.Name, uc.Name))
 	}
-	dirs, err := machines.MakeCgroups(r.hostName(), in.Role)
+	dirs, err := machines.MakeCgroups(r.cgroup(), in.Role)
 	if err != nil {
 		return nil, err
 	}
@@ -309,17 +311,16 @@ func (r *Rehearsal) startUnit(in machines.Instance, uc unitCommand) (*machines.P
 	return p, err
 }
 
-// hostName names what the rehearsal makes on the host outside its directory: its cgroup in every
-// hierarchy, under this process's (a role's limit, CPULimits, holds in <hostName>/<role>), and
-// its disk stand-ins' directory on tmpfs.
-func (r *Rehearsal) hostName() string { return fmt.Sprintf("cfrehearse-%d", r.Base) }
+// cgroup is the rehearsal's cgroup in every hierarchy, under this process's: a role's limit
+// (CPULimits) holds in <cgroup>/<role>.
+func (r *Rehearsal) cgroup() string { return fmt.Sprintf("cfrehearse-%d", r.Base) }
 
 // describe fills in how a client reaches the process.
 func (r *Rehearsal) describe(p *machines.Proc, in machines.Instance) {
 	adminCert, adminKey := r.PKIFile(pki.Admin, "crt"), r.PKIFile(pki.Admin, "key")
 	switch p.Name {
 	case "etcd":
-		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort)
+		p.URL = machines.EtcdClientURL(in)
 		p.CA, p.Cert, p.Key = r.PKIFile(pki.EtcdServersCA, "crt"), r.PKIFile(pki.APIServerEtcdClient, "crt"), r.PKIFile(pki.APIServerEtcdClient, "key")
 	case APIServerProcess:
 		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.APIServerPort)
@@ -422,12 +423,8 @@ func (r *Rehearsal) StopMachine(_ context.Context, machineName string, hard bool
 func (r *Rehearsal) Down() error {
 	r.closing.Store(true)
 	isDisk := func(p *machines.Proc) bool { return p.Name == etcdDiskProcess }
-	// The disks last: a disk stand-in unmounts once nothing has its files open.
-	if err := machines.StopAll(slices.DeleteFunc(r.Procs(), isDisk)); err != nil {
-		return err
-	}
-	if err := machines.StopAll(slices.DeleteFunc(r.Procs(), func(p *machines.Proc) bool { return !isDisk(p) })); err != nil {
-		return err
-	}
-	return errors.Join(machines.RemoveCgroups(r.hostName()), os.RemoveAll(r.disks()), os.Remove(r.EndpointsFile()))
+	// The disks last, once nothing has their files open, so that each unmounts cleanly.
+	errs := []error{machines.StopAll(slices.DeleteFunc(r.Procs(), isDisk))}
+	errs = append(errs, machines.StopAll(slices.DeleteFunc(r.Procs(), func(p *machines.Proc) bool { return !isDisk(p) })))
+	return errors.Join(append(errs, machines.DetachMounts(r.Dir), machines.RemoveCgroups(r.cgroup()), os.Remove(r.EndpointsFile()))...)
 }

@@ -1,7 +1,9 @@
 // Package disk stands in for an etcd machine's local disk (deviation "local disk"): a FUSE
-// file system over a directory (on tmpfs, RAM) whose every fsync and fdatasync takes a fixed,
-// stated latency. Each etcd member gets a device of its own with a known flush time, where on
-// this machine every member would otherwise share its one disk and that disk's own latency.
+// file system over a directory (on tmpfs, RAM) whose every file fsync and fdatasync takes a
+// fixed, stated latency. Each etcd member gets a device of its own with a known flush time, where
+// on this machine every member would otherwise share its one disk and that disk's own latency.
+// A directory's fsync is not delayed (go-fuse's loopback answers it), nor are reads and writes,
+// which a kernel that offers FUSE passthrough sends to the backing file without the stand-in.
 package disk
 
 import (
@@ -102,13 +104,14 @@ func Main(args []string) error {
 	if d.Backing == "" || d.Mountpoint == "" {
 		return errors.New("disk: --backing and --mount are required")
 	}
+	// Caught before the mount, so that a stop while mounting still unmounts.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
 	server, err := d.Mount()
 	if err != nil {
 		return fmt.Errorf("disk: mount %s: %w", d.Mountpoint, err)
 	}
-	log.Printf("%s mounted over %s, fsync %s", d.Mountpoint, d.Backing, d.FsyncLatency)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	log.Printf("%s mounted on %s, every flush %s", d.Backing, d.Mountpoint, d.FsyncLatency)
 	go func() {
 		<-ctx.Done()
 		if err := server.Unmount(); err != nil {

@@ -7,10 +7,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
 )
 
 // What etcd does with its data directory works on the disk, and every flush takes the disk's
-// latency: the WAL's fdatasync and fsync, its flock, bbolt's pwrite read back through mmap.
+// latency: the WAL locked, preallocated and flushed by etcd's own file utilities, bbolt's pwrite
+// read back through its mmap.
 func TestDiskFlushesSlowlyAndServesWhatEtcdDoes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounts a FUSE file system: needs root")
@@ -30,20 +33,18 @@ func TestDiskFlushesSlowlyAndServesWhatEtcdDoes(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(d.Mountpoint, "member", "wal"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	wal, err := os.OpenFile(filepath.Join(d.Mountpoint, "member", "wal", "0.wal"), os.O_CREATE|os.O_RDWR, 0o600)
+	// The WAL as etcd's own file utilities open, lock, preallocate and flush it.
+	wal, err := fileutil.LockFile(filepath.Join(d.Mountpoint, "member", "wal", "0.wal"), os.O_CREATE|os.O_RDWR, fileutil.PrivateFileMode)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("lock: %v", err)
 	}
 	defer wal.Close()
-	if err := syscall.Flock(int(wal.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		t.Fatalf("flock: %v", err)
-	}
-	if err := syscall.Fallocate(int(wal.Fd()), 0, 0, 1<<20); err != nil {
-		t.Fatalf("fallocate: %v", err)
+	if err := fileutil.Preallocate(wal.File, 1<<20, true); err != nil {
+		t.Fatalf("preallocate: %v", err)
 	}
 	for name, flush := range map[string]func() error{
-		"fsync":     wal.Sync,
-		"fdatasync": func() error { return syscall.Fdatasync(int(wal.Fd())) },
+		"fsync":     func() error { return fileutil.Fsync(wal.File) },
+		"fdatasync": func() error { return fileutil.Fdatasync(wal.File) },
 	} {
 		if _, err := wal.Write([]byte("entry")); err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package scale
+package etcdprobe
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ func TestProbeReadsWholeLinesAsTheyAreAppended(t *testing.T) {
 	start := time.Date(2026, 11, 28, 3, 0, 0, 0, time.UTC)
 	var lines []byte
 	for i := range 3 {
-		line, err := json.Marshal(ProbeSample{At: start.Add(time.Duration(i) * 100 * time.Millisecond), Latency: time.Duration(i+1) * time.Millisecond, Failed: i == 2})
+		line, err := json.Marshal(Sample{At: start.Add(time.Duration(i) * 100 * time.Millisecond), Latency: time.Duration(i+1) * time.Millisecond, Failed: i == 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -25,8 +25,8 @@ func TestProbeReadsWholeLinesAsTheyAreAppended(t *testing.T) {
 	if err := os.WriteFile(path, lines[:cut], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := ReadProbe(path)
-	all := func() []ProbeSample { return p.Between(start, start.Add(time.Second)) }
+	p := Read(path)
+	all := func() []Sample { return p.Between(start, start.Add(time.Second)) }
 	if got := all(); len(got) != 2 || got[1].Latency != 2*time.Millisecond {
 		t.Fatalf("with two whole lines and half of the third: %+v, want the two", got)
 	}
