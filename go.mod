@@ -9,6 +9,9 @@ require (
 	github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6 v6.2.0
 	github.com/Azure/azure-sdk-for-go/sdk/storage/azblob v1.6.1
 	github.com/google/nftables v0.3.0
+	github.com/hanwen/go-fuse/v2 v2.12.1
+	github.com/itchyny/gojq v0.12.17
+	github.com/moby/sys/mountinfo v0.7.2
 	github.com/pulumi/pulumi-azure-native-sdk/authorization/v2 v2.92.0
 	github.com/pulumi/pulumi-azure-native-sdk/compute/v2 v2.92.0
 	github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2 v2.80.0
@@ -21,6 +24,7 @@ require (
 	github.com/pulumi/pulumi/sdk/v3 v3.210.0
 	github.com/smallstep/pkcs7 v0.2.1
 	go.etcd.io/etcd/api/v3 v3.6.4
+	go.etcd.io/etcd/client/pkg/v3 v3.6.4
 	go.etcd.io/etcd/client/v3 v3.6.4
 	go.uber.org/zap v1.27.0
 	golang.org/x/crypto v0.45.0
@@ -90,7 +94,6 @@ require (
 	github.com/hashicorp/go-multierror v1.1.1 // indirect
 	github.com/hashicorp/hcl/v2 v2.22.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
-	github.com/itchyny/gojq v0.12.17 // indirect
 	github.com/itchyny/timefmt-go v0.1.6 // indirect
 	github.com/iwdgo/sigintwindows v0.2.2 // indirect
 	github.com/jbenet/go-context v0.0.0-20150711004518-d14ea06fba99 // indirect
@@ -139,7 +142,6 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	github.com/xanzy/ssh-agent v0.3.3 // indirect
 	github.com/zclconf/go-cty v1.13.2 // indirect
-	go.etcd.io/etcd/client/pkg/v3 v3.6.4 // indirect
 	go.uber.org/atomic v1.9.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect

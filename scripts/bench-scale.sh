@@ -46,7 +46,7 @@ if [ "${PUBLISH:-}" = 1 ]; then
     echo "**Lease-only microbenchmark** ($LEASE_STEPS nodes, their heartbeats alone; [report](scale/leases/report.md)):"
     echo
     sed -n '/^| component |/,/^$/p' "$out/leases/report.md"
-    for c in slo cpu memory etcd-size storm; do echo "![$c](scale/$c.svg)"; done
+    for c in slo cpu memory etcd-size storm restart; do echo "![$c](scale/$c.svg)"; done
     echo '<!-- scale-bench:end -->'
   } >"$out/readme-block.md"
   awk -v block="$out/readme-block.md" '

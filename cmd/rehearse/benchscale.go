@@ -29,6 +29,7 @@ const benchBase = 5
 type benchFlags struct {
 	out, steps, topology     string
 	cpu                      string
+	etcdFsync                time.Duration
 	long, leasesOnly         bool
 	warmUp, hold, stormPhase time.Duration
 	restartSettle            time.Duration
@@ -46,6 +47,7 @@ func (b *benchFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&b.steps, "steps", "", "bench-scale: node counts of the ramp, comma-separated (default 500,1000,2500,5000,7500,10000)")
 	fs.StringVar(&b.topology, "topology", processes.TopologyCapacity, fmt.Sprintf("bench-scale: %q (one machine of each control-plane role, each capped at its cores) or %q (the stack's own machines, sharing the cores)", processes.TopologyCapacity, processes.TopologyHA))
 	fs.StringVar(&b.cpu, "cpu", "", "bench-scale: cores each role's machines get together, as role=cores,... (default in the capacity topology "+cpuText(processes.CapacityCPU)+")")
+	fs.DurationVar(&b.etcdFsync, "etcd-fsync", 0, fmt.Sprintf("bench-scale: each etcd member's data on a disk stand-in of its own whose every flush takes this long (0: the topology's default, %s in the capacity topology; in the ha topology none, the members sharing this machine's disk)", processes.CapacityFsyncLatency))
 	fs.BoolVar(&b.leasesOnly, "leases-only", false, "bench-scale: the lease-only microbenchmark: the nodes and their heartbeats alone, each step's cost per component, no storms")
 	fs.BoolVar(&b.long, "long", false, "bench-scale: the full run: 20-minute holds, 10-minute storm phases")
 	fs.DurationVar(&b.warmUp, "warm-up", 0, "bench-scale: warm-up discarded before each hold")
@@ -164,7 +166,7 @@ func benchScale(stack, dir, tools string, b benchFlags) error {
 	if err != nil {
 		return err
 	}
-	s, err := processes.BenchScale(ctx, c, stack, b.topology, machines.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}, CPULimits: limits}, o, os.Stdout)
+	s, err := processes.BenchScale(ctx, c, stack, b.topology, machines.Options{Dir: dir, Tools: toolsAbs, Base: benchBase, Self: []string{self}, CPULimits: limits, EtcdFsyncLatency: b.etcdFsync}, o, os.Stdout)
 	if err != nil {
 		return err
 	}

@@ -16,9 +16,9 @@ const (
 	etcdEnvFile  = RunDir + "/etcd.env"
 	etcdJoinUnit = "etcd-join.service"
 	EtcdUnit     = "etcd.service"
-	// etcdDiskUnit mounts the local SSD at the data dir; etcd-join requires it, so a failed mount
+	// EtcdDiskUnit mounts the local SSD at the data dir; etcd-join requires it, so a failed mount
 	// stops etcd from starting on the OS disk.
-	etcdDiskUnit   = "etcd-disk.service"
+	EtcdDiskUnit   = "etcd-disk.service"
 	etcdDiskLabel  = "etcd-data"
 	etcdctlTimeout = "5s"
 )
@@ -67,7 +67,7 @@ func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
 	}
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdServer(e.Role), b.Pair(pki.EtcdServer(e.Role)))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdPeer(e.Role), b.Pair(pki.EtcdPeer(e.Role)))...)
-	disk := localDisk(strings.TrimSuffix(etcdDiskUnit, ".service"), etcdDiskLabel, EtcdDataDir, "format and mount the local SSD as etcd's data dir (L02)", etcdJoinUnit)
+	disk := localDisk(strings.TrimSuffix(EtcdDiskUnit, ".service"), etcdDiskLabel, EtcdDataDir, "format and mount the local SSD as etcd's data dir (L02)", etcdJoinUnit)
 	files = append(files, disk.files...)
 	files = append(files, File{Path: LibexecDir + "/etcd-join", Content: etcdJoinScript(e), Mode: 0o755})
 	var units []Unit
@@ -81,8 +81,8 @@ func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
 			disk.units[0],
 			Unit{Name: etcdJoinUnit, Enable: true, Content: `[Unit]
 Description=clusterforge: join etcd as a new or a returning member (L02)
-After=` + identityUnit + " " + etcdDiskUnit + `
-Requires=` + identityUnit + " " + etcdDiskUnit + `
+After=` + identityUnit + " " + EtcdDiskUnit + `
+Requires=` + identityUnit + " " + EtcdDiskUnit + `
 
 [Service]
 Type=oneshot

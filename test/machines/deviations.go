@@ -63,7 +63,7 @@ var Deviations = []Deviation{
 		"every absolute path (files, flags, scripts) is placed under build/rehearse/<env>/machines/<machine>/; binaries are links to .tools/bin",
 		"the baked image unpacked once per role into build/boot/<env>/images/, under an overlay per machine whose upper layer is the machine's own; its free space is this host's, so a drop-in removes the workers' nodefs eviction thresholds from the kubelet's config before each start (a full host disk would evict every pod)"},
 	{"local disk", "the local temp/NVMe disk is /dev/disk/azure/resource or /dev/disk/azure/local/by-index/1, named by udev; etcd-disk.service and containerd-disk.service format and mount it",
-		"etcd's data dir is a plain directory under the machine root; etcd-disk.service is not run",
+		"etcd's data dir is a plain directory under the machine root; etcd-disk.service is not run; the scale benchmark's capacity topology mounts each member's data dir from a disk stand-in of its own instead (FUSE over tmpfs, every flush taking a stated latency), whose data goes with `rehearse down`",
 		"a loop device over a sparse 8 GiB file; the boot binds a directory holding its node at /dev/disk/azure (udev does not run in a container); the disk units run as rendered"},
 	{"backup store", "a storage account reached through a private endpoint; the agent authenticates with the etcd VM's managed identity",
 		"Azurite (Microsoft's emulator, pinned) on 127.0.0.1:10000+<base> with its development account; the etcd-main machines get AZURE_STORAGE_CONNECTION_STRING, which the agent prefers to the managed identity; its data in build/rehearse/<env>/store outlives `rehearse down` and goes with `rehearse clean`",

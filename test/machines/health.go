@@ -35,6 +35,11 @@ func (p *Layout) TLSConfig(client string, authorities ...string) (*tls.Config, e
 	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
+// EtcdClientURL is where an etcd member serves its clients.
+func EtcdClientURL(in Instance) string {
+	return fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort)
+}
+
 // EtcdClient connects to the given members of one etcd cluster (all of them when none are
 // named) as the apiserver does, with its client certificate.
 func (p *Layout) EtcdClient(role string, members ...string) (*clientv3.Client, error) {
@@ -45,7 +50,7 @@ func (p *Layout) EtcdClient(role string, members ...string) (*clientv3.Client, e
 	var endpoints []string
 	for _, in := range p.Of(role) {
 		if len(members) == 0 || slices.Contains(members, in.Name) {
-			endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort))
+			endpoints = append(endpoints, EtcdClientURL(in))
 		}
 	}
 	cfg := clientv3.Config{Endpoints: endpoints, TLS: tc, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"time"
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -35,6 +36,10 @@ type Options struct {
 	// CPULimits caps the cores each role's processes use together (a cgroup per role), as if each
 	// role had a machine of that size: the scale benchmark's capacity topology. None: unlimited.
 	CPULimits map[string]float64
+	// EtcdFsyncLatency gives each etcd member a data disk of its own, the disk stand-in over tmpfs,
+	// whose every flush takes this long: the scale benchmark's capacity topology. 0: the data dir
+	// is a plain directory on this machine's one disk.
+	EtcdFsyncLatency time.Duration
 }
 
 // Instance is one machine of the cluster.

@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 	"github.com/clusterforge/clusterforge/test/netns"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
+	"github.com/clusterforge/clusterforge/test/standin/disk"
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
 	"github.com/clusterforge/clusterforge/test/standin/lb"
 )
 
-// Subcommand runs the stand-ins the rehearsals start as `<self> lb|imds|entra|arm|forward ...`,
-// whichever args name; ran is false for any other args. The rehearse command and the test
+// Subcommand runs the stand-ins the rehearsals start as `<self> lb|imds|entra|arm|disk|forward ...`,
+// and the scale benchmark's etcd write probe (`<self> etcd-probe ...`), whichever args name; ran is false for any other args. The rehearse command and the test
 // binaries that rehearse call it first.
 func Subcommand(args []string) (ran bool, err error) {
 	if len(args) == 0 {
@@ -29,6 +31,10 @@ func Subcommand(args []string) (ran bool, err error) {
 		return true, entra.Main(args[1:])
 	case "arm":
 		return true, arm.Main(args[1:])
+	case disk.Command:
+		return true, disk.Main(args[1:])
+	case etcdprobe.Command:
+		return true, etcdprobe.Main(args[1:])
 	}
 	return false, nil
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Charts are the report's charts by file name.
-func Charts(steps []Step, storm StormReport) map[string]Chart {
+func Charts(steps []Step, storm StormReport, restarts []RestartReport) map[string]Chart {
 	slo := Chart{Title: "API call and pod start-up p99 against nodes",
 		Subtitle: "API calls: the worst call of each SLO class, clusterloader2's p99 of per-minute p99s", XLabel: "nodes", YLabel: "p99 (s)", LogY: true,
 		Lines: []Line{{1, "1 s: mutating, read resource"}, {5, "5 s: pod start-up"}, {30, "30 s: LIST"}}}
@@ -81,12 +81,31 @@ func Charts(steps []Step, storm StormReport) map[string]Chart {
 			series.Bands = append(series.Bands, Band{From: from, To: from + run.Phases[1].Seconds, Label: "storm"})
 		}
 	}
-	return map[string]Chart{"slo.svg": slo, "cpu.svg": cpu, "memory.svg": memory, "etcd-size.svg": size, "storm.svg": series}
+	return map[string]Chart{"slo.svg": slo, "cpu.svg": cpu, "memory.svg": memory, "etcd-size.svg": size, "storm.svg": series,
+		"restart.svg": restartChart(restarts)}
+}
+
+// restartChart is each restart storm's recovery: the SLO probe's slowest call of each round
+// against its threshold, and the informers served again.
+func restartChart(restarts []RestartReport) Chart {
+	c := Chart{Title: "Recovery after every apiserver restarted at once",
+		Subtitle: "each second: the SLO probe's slowest call as a share of its threshold, and the node informers served again",
+		XLabel:   "seconds since every apiserver was down", YLabel: "% (of the call's SLO; of the informers)",
+		Lines: []Line{{100, "SLO threshold; every informer"}}}
+	for _, r := range restarts {
+		calls, served := Series{Name: informerKind(r.WatchList) + ": slowest call"}, Series{Name: informerKind(r.WatchList) + ": informers served"}
+		for _, round := range r.Timeline {
+			calls.Points = append(calls.Points, Point{round.Seconds, 100 * round.SlowestShare})
+			served.Points = append(served.Points, Point{round.Seconds, 100 * round.Served})
+		}
+		c.Series = append(c.Series, calls, served)
+	}
+	return c
 }
 
 // WriteCharts writes Charts into dir.
-func WriteCharts(dir string, steps []Step, storm StormReport) error {
-	for name, c := range Charts(steps, storm) {
+func WriteCharts(dir string, steps []Step, storm StormReport, restarts []RestartReport) error {
+	for name, c := range Charts(steps, storm, restarts) {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(c.SVG()), 0o644); err != nil {
 			return err
 		}

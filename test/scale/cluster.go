@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 
@@ -26,8 +25,10 @@ type Cluster interface {
 	Targets() ([]Target, error)
 	// Processes are the cluster's processes, whose CPU and memory each step reports.
 	Processes() []Process
-	// MainEtcd is a client of the main etcd, for the write probe.
-	MainEtcd() (*clientv3.Client, error)
+	// StartProbe starts the main etcd's write probe (etcdprobe.Main) in a process of its own
+	// beside the first main etcd member, appending its samples to path, and returns once it
+	// writes; stop ends it, with the error it failed with if it did.
+	StartProbe(path string) (stop func() error, err error)
 	// SplitEvents restarts the apiservers with Events in their own etcd, as rendered (true), or in
 	// the main etcd (false), and returns when the API is ready again.
 	SplitEvents(ctx context.Context, split bool) error

@@ -75,7 +75,7 @@ func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartRepo
 	b.WriteString("\nEach step: the nodes registered, a base pod on each (none in the lease-only run), a warm-up discarded, then the hold judged. p99 by clusterloader2's method (the 99th percentile of per-minute p99s of `apiserver_request_sli_duration_seconds`, worst call of the class); pod start-up from creation to Running on the client's watch.\n\n")
 
 	b.WriteString(stormTable(storm))
-	b.WriteString("\nCharts: `slo.svg`, `cpu.svg`, `memory.svg`, `etcd-size.svg`, `storm.svg`.\n")
+	b.WriteString("\nCharts: `slo.svg`, `cpu.svg`, `memory.svg`, `etcd-size.svg`, `storm.svg`, `restart.svg`.\n")
 	return b.String()
 }
 
@@ -152,16 +152,20 @@ func throttledRoles(usage []Usage) string {
 	return strings.Join(out, ", ")
 }
 
-// topologyText is the control plane's shape and each role's cores, if capped.
+// topologyText is the control plane's shape, each role's cores if capped, and the etcds' disks.
 func topologyText(s Summary) string {
+	disks := "; the etcd members share this machine's disk"
+	if s.EtcdFsyncLatency != "" {
+		disks = "; each etcd member on a disk of its own whose flushes take " + s.EtcdFsyncLatency
+	}
 	if len(s.CPULimits) == 0 {
-		return s.Topology + ", every process on the machine's shared cores"
+		return s.Topology + ", every process on the machine's shared cores" + disks
 	}
 	var caps []string
 	for _, role := range slices.Sorted(maps.Keys(s.CPULimits)) {
 		caps = append(caps, fmt.Sprintf("%s %.2f", role, s.CPULimits[role]))
 	}
-	return fmt.Sprintf("%s, each role's processes capped at its cores (%s)", s.Topology, strings.Join(caps, ", "))
+	return fmt.Sprintf("%s, each role's processes capped at its cores (%s)%s", s.Topology, strings.Join(caps, ", "), disks)
 }
 
 // costTable is each component's CPU line over the passing steps.

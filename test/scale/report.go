@@ -51,8 +51,10 @@ type Step struct {
 	SetupError   string  `json:"setupError,omitempty"`
 	WarmUp       string  `json:"warmUp"`
 	Hold         string  `json:"hold"`
-	// HeldSeconds is how long the hold took.
+	// HeldSeconds is how long the hold took; HoldError says why it could not be measured (an
+	// apiserver too busy to answer its metrics scrape), which fails the step.
 	HeldSeconds float64 `json:"heldSeconds"`
+	HoldError   string  `json:"holdError,omitempty"`
 	// TaintedNodes counts the Ready nodes the node lifecycle controller still tainted not-ready
 	// at the start and the end of the hold: new nodes it has not caught up with.
 	TaintedNodes [2]int          `json:"taintedNodes"`
@@ -130,6 +132,10 @@ func (s *Step) Verdict() {
 	}
 	if s.SetupError != "" {
 		s.Failing = append(s.Failing, "set-up: "+s.SetupError)
+		return
+	}
+	if s.HoldError != "" {
+		s.Failing = append(s.Failing, "hold: "+s.HoldError)
 		return
 	}
 	for _, c := range s.Calls {
@@ -244,9 +250,10 @@ func mountOf(dir string) string {
 // Summary is the benchmark's headline: summary.json.
 type Summary struct {
 	Stack string `json:"stack"`
-	// Topology and CPULimits are Options'.
+	// Topology, CPULimits and EtcdFsyncLatency are Options'.
 	Topology            string             `json:"topology"`
 	CPULimits           map[string]float64 `json:"cpuLimits,omitempty"`
+	EtcdFsyncLatency    string             `json:"etcdFsyncLatency,omitempty"`
 	Machine             Machine            `json:"machine"`
 	StepsTried          []int              `json:"stepsTried"`
 	LargestPassingNodes int                `json:"largestPassingNodes"`

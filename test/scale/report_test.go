@@ -3,6 +3,7 @@ package scale
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -129,5 +130,14 @@ func TestVerdictJudgesPodStartupOnlyWhereChurnWasOffered(t *testing.T) {
 	st.Verdict()
 	if st.Result() != "failed" {
 		t.Errorf("a step that offered churn and started no pod: %s, want failed", st.Result())
+	}
+}
+
+// A hold the benchmark could not measure fails its step and says so as the hold's, not the set-up's.
+func TestVerdictFailsAStepWhoseHoldWasNotMeasured(t *testing.T) {
+	st := Step{Nodes: 2000, HoldError: "scrape cf-10k-apiserver-0: context deadline exceeded"}
+	st.Verdict()
+	if st.Result() != "failed" || len(st.Failing) != 1 || !strings.HasPrefix(st.Failing[0], "hold: ") {
+		t.Errorf("a step whose apiserver did not answer its scrape: %s %v, want failed by its hold", st.Result(), st.Failing)
 	}
 }

@@ -61,6 +61,19 @@ type RestartReport struct {
 	ProbeMisses int `json:"probeMisses"`
 	// LastMiss is the last missed call: its class and error or latency.
 	LastMiss string `json:"lastMiss,omitempty"`
+	// Timeline is each round of the SLO probe after the restart, for restart.svg.
+	Timeline []RestartRound `json:"timeline"`
+}
+
+// RestartRound is one round of the SLO probe during a restart storm.
+type RestartRound struct {
+	// Seconds count from the moment every apiserver was down.
+	Seconds float64 `json:"seconds"`
+	// SlowestShare is the round's slowest call ÷ its class's threshold: over 1, the round missed
+	// (a failed call counts as 1 at least).
+	SlowestShare float64 `json:"slowestShareOfSLO"`
+	// Served is the share of the informers served again.
+	Served float64 `json:"informersServed"`
 }
 
 // RestartRecoveryTarget is the issue's goal: every SLO holds again within a minute.
@@ -130,13 +143,15 @@ func (r *runner) restartStorm(ctx context.Context, nodes int, watchList bool) (R
 		case ready = <-readyAt:
 		default:
 		}
-		switch ok := probe.round(ctx); {
-		case !ok:
+		slowest := probe.round(ctx)
+		switch {
+		case slowest > 1:
 			clean = time.Time{}
 		case clean.IsZero():
 			clean = round
 		}
 		reconnected, all := fleet.servedAgain()
+		rep.Timeline = append(rep.Timeline, RestartRound{Seconds: round.Sub(down).Seconds(), SlowestShare: slowest, Served: fleet.servedShare()})
 		if !ready.IsZero() && all && !clean.IsZero() && time.Since(clean) >= r.Restart.Settle {
 			rep.Recovered = true
 			rep.RecoverySeconds = latest(ready, reconnected, clean).Sub(down).Seconds()
@@ -328,6 +343,17 @@ func (f *informerFleet) servedAgain() (time.Time, bool) {
 	return time.Unix(0, last), true
 }
 
+// servedShare is the share of the informers served again so far.
+func (f *informerFleet) servedShare() float64 {
+	served := 0
+	for _, w := range f.nodes {
+		if w.firstServed.Load() != 0 {
+			served++
+		}
+	}
+	return float64(served) / float64(max(len(f.nodes), 1))
+}
+
 // refetched counts the informers that fetched their whole state after the restart, and those
 // whose last fetch was a watch list.
 func (f *informerFleet) refetched() (fetched, streamed int) {
@@ -364,11 +390,14 @@ type sloProbe struct {
 	lastMiss      string
 }
 
-// round reports whether every call of the round met its SLO.
-func (p *sloProbe) round(ctx context.Context) bool {
+// missed is the least share of its threshold that a failed call counts as: just over 1.
+var missed = math.Nextafter(1, 2)
+
+// round is the round's slowest call ÷ its class's threshold: over 1 when a call missed its SLO.
+func (p *sloProbe) round(ctx context.Context) float64 {
 	node, err := p.load.cluster.Node(0)
 	if err != nil {
-		return false
+		return missed
 	}
 	configMaps := p.load.cs.CoreV1().ConfigMaps(StormNamespace)
 	calls := []struct {
@@ -398,7 +427,7 @@ func (p *sloProbe) round(ctx context.Context) bool {
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	ok := true
+	slowest := 0.0
 	for _, c := range calls {
 		wg.Add(1)
 		go func() {
@@ -407,18 +436,23 @@ func (p *sloProbe) round(ctx context.Context) bool {
 			defer cancel()
 			began := time.Now()
 			err := c.call(cctx)
+			took := time.Since(began)
+			share := took.Seconds() / c.class.Threshold.Seconds()
+			if err != nil {
+				share = max(share, missed)
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			p.calls++
-			if took := time.Since(began); err != nil || took > c.class.Threshold {
+			slowest = max(slowest, share)
+			if share > 1 {
 				p.misses++
-				ok = false
 				p.lastMiss = fmt.Sprintf("%s after %.1f s: %v", c.class.Name, took.Seconds(), err)
 			}
 		}()
 	}
 	wg.Wait()
-	return ok
+	return slowest
 }
 
 // cleanUp removes the probe's ConfigMaps that a failed delete left.

@@ -50,6 +50,9 @@ type Options struct {
 	// role was capped at, if any (the cluster applies them, the report states them).
 	Topology  string
 	CPULimits map[string]float64
+	// EtcdFsyncLatency is each etcd member's disk flush when each has a disk stand-in of its own
+	// (the cluster mounts them, the report states it); 0: they share this machine's disk.
+	EtcdFsyncLatency time.Duration
 }
 
 // StormOptions shape the event storm.
@@ -104,6 +107,9 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 	}
 	began := time.Now()
 	summary := Summary{Stack: stack, Topology: o.Topology, CPULimits: o.CPULimits, Machine: ThisMachine(o.Out), Started: began}
+	if o.EtcdFsyncLatency > 0 {
+		summary.EtcdFsyncLatency = o.EtcdFsyncLatency.String()
+	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return summary, err
 	}
@@ -185,7 +191,7 @@ func (r *runner) finish(s *Summary, steps []Step, storm StormReport, restart []R
 	if err := writeJSON(filepath.Join(r.Out, "summary.json"), s); err != nil {
 		return err
 	}
-	if err := WriteCharts(r.Out, steps, storm); err != nil {
+	if err := WriteCharts(r.Out, steps, storm, restart); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(r.Out, "report.md"), []byte(Markdown(*s, steps, storm, restart)), 0o644)
@@ -221,7 +227,7 @@ func (r *runner) step(ctx context.Context, have, nodes int) Step {
 		defer r.load.Offer(OpGetNode, Readers[OpGetNode])
 	}
 	if err := r.hold(ctx, &st); err != nil {
-		st.SetupError = err.Error()
+		st.HoldError = err.Error()
 	}
 	st.Verdict()
 	return st
@@ -318,7 +324,11 @@ func scrape(ctx context.Context, t Target, keep func(string) bool) ([]Sample, er
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape %s: %s", t.Name, resp.Status)
 	}
-	return ParseText(resp.Body, keep)
+	samples, err := ParseText(resp.Body, keep)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", t.Name, err)
+	}
+	return samples, nil
 }
 
 // scrapeAll reads every target of a kind, their samples together (histograms sum over them).

@@ -4,75 +4,16 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 )
-
-// ProbeKey is the main etcd key the write probe puts, beside the apiserver's /registry.
-const ProbeKey = "/clusterforge-bench/probe"
-
-// probeValue is the size of a node's Lease object in etcd, which the probe stands for.
-var probeValue = strings.Repeat("l", 320)
-
-// Probe writes to the main etcd ten times a second, timing each write with the clock's
-// resolution: etcd's own histograms have buckets too coarse (…, 8, 16, 32 ms) to tell a 1.2 ratio.
-type Probe struct {
-	mu      sync.Mutex
-	samples []ProbeSample
-}
-
-// ProbeSample is one write: when it was sent, how long it took to be acknowledged or to fail
-// (a failure counts in the latencies with the time it took, at least the 5 s timeout when etcd
-// does not answer).
-type ProbeSample struct {
-	At      time.Time
-	Latency time.Duration
-	Failed  bool
-}
-
-// StartProbe writes every 100 ms until ctx ends.
-func StartProbe(ctx context.Context, cli *clientv3.Client) *Probe {
-	p := &Probe{}
-	go every(ctx, 100*time.Millisecond, func() {
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		began := time.Now()
-		_, err := cli.Put(wctx, ProbeKey, probeValue)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.samples = append(p.samples, ProbeSample{At: began, Latency: time.Since(began), Failed: err != nil})
-	})
-	return p
-}
-
-// Between is the probe's samples sent in [from, to).
-func (p *Probe) Between(from, to time.Time) []ProbeSample {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []ProbeSample
-	for _, s := range p.samples {
-		if !s.At.Before(from) && s.At.Before(to) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// P99 is the samples' 99th percentile latency in seconds (NaN for none).
-func P99(samples []ProbeSample) float64 {
-	secs := make([]float64, len(samples))
-	for i, s := range samples {
-		secs[i] = s.Latency.Seconds()
-	}
-	return QuantileOverTime(0.99, secs)
-}
 
 // Storm creates Events at a rate, as kubelets report their pods' trouble (the nodes' identity):
 // each a 1 KiB message about one of 5,000 pods spread over StormNamespaces namespaces, from one
@@ -149,3 +90,12 @@ func (s *Storm) Counts() (created, throttled, failed int64) {
 
 // Offered counts the events sent, and those that were due while stormInFlight were outstanding.
 func (s *Storm) Offered() (sent, unsent int64) { return s.sent.Load(), s.unsent.Load() }
+
+// P99 is the probe samples' 99th percentile latency in seconds (NaN for none).
+func P99(samples []etcdprobe.Sample) float64 {
+	secs := make([]float64, len(samples))
+	for i, s := range samples {
+		secs[i] = s.Latency.Seconds()
+	}
+	return QuantileOverTime(0.99, secs)
+}

@@ -2,15 +2,21 @@ package scale
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 )
 
 // StormReport is the event storm's result (storm.json): the rate it calibrated and each run's
@@ -52,6 +58,10 @@ type StormRun struct {
 	// of the rate, or the probe measured nothing. Empty for a valid run.
 	Invalid string `json:"invalid,omitempty"`
 }
+
+// ProbeFile is the storm's write probe's record in the report's directory: every write, a line of
+// JSON each (etcdprobe.Sample).
+const ProbeFile = "probe.jsonl"
 
 // StormReachedShare is the share of its rate a storm must offer for a run to count, and reach
 // for a calibration level to count as reached.
@@ -210,19 +220,32 @@ func separateConnection(cfg *rest.Config) {
 // during a TLS handshake dials one of its own, and an open-loop storm at a capped apiserver,
 // whose handshakes are slow, opened thousands of connections and ran the load balancer out of
 // file descriptors.
+// The transport it changes is the client's own only because separateConnection keeps client-go
+// from sharing a cached one.
 func oneDialAtATime(cfg *rest.Config) {
+	earlier := cfg.WrapTransport
 	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-		if t, ok := rt.(*http.Transport); ok {
-			t.MaxConnsPerHost = 1
+		t, ok := rt.(*http.Transport)
+		if !ok {
+			return failing{fmt.Errorf("storm client: cannot limit the dials of a %T", rt)}
 		}
-		return rt
+		t.MaxConnsPerHost = 1
+		if earlier != nil {
+			return earlier(t)
+		}
+		return t
 	}
 }
 
+// failing is a transport that sends nothing: a client that would not be what it claims.
+type failing struct{ err error }
+
+func (f failing) RoundTrip(*http.Request) (*http.Response, error) { return nil, f.err }
+
 // storm calibrates the storm's rate on the unsplit cluster, then runs quiet, storm and recovery
 // split and unsplit, Rounds times interleaved (A/B/A/B), and leaves the cluster split again.
-func (r *runner) storm(ctx context.Context, nodes int) (StormReport, error) {
-	rep := StormReport{Nodes: nodes}
+func (r *runner) storm(ctx context.Context, nodes int) (rep StormReport, err error) {
+	rep = StormReport{Nodes: nodes}
 	clients, err := r.stormClients(4)
 	if err != nil {
 		return rep, err
@@ -235,14 +258,23 @@ func (r *runner) storm(ctx context.Context, nodes int) (StormReport, error) {
 		}
 		names = append(names, node.Name)
 	}
-	etcd, err := r.cluster.MainEtcd()
+	samples := filepath.Join(r.Out, ProbeFile)
+	if err := os.Remove(samples); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return rep, err
+	}
+	stopProbe, err := r.cluster.StartProbe(samples)
 	if err != nil {
 		return rep, err
 	}
-	defer etcd.Close()
-	probeCtx, stopProbe := context.WithCancel(ctx)
-	defer stopProbe()
-	probe := StartProbe(probeCtx, etcd)
+	probe := etcdprobe.Read(samples)
+	defer func() {
+		// The runs are measured: a probe that failed on the way is said in the report, not
+		// allowed to discard them.
+		if perr := errors.Join(stopProbe(), probe.Err()); perr != nil {
+			r.logf("storm: the write probe: %v", perr)
+			rep.Note += "; the write probe failed: " + perr.Error()
+		}
+	}()
 	start := func(rate float64) (*Storm, context.CancelFunc) {
 		sctx, cancel := context.WithCancel(ctx)
 		return StartStorm(sctx, clients, rate, names), cancel
@@ -329,7 +361,7 @@ func (r *runner) storm(ctx context.Context, nodes int) (StormReport, error) {
 }
 
 // stormRun is one run: the apiservers set split or unsplit, then quiet, storm and recovery.
-func (r *runner) stormRun(ctx context.Context, name string, split bool, probe *Probe,
+func (r *runner) stormRun(ctx context.Context, name string, split bool, probe *etcdprobe.Reader,
 	start func(float64) (*Storm, context.CancelFunc), rate float64) (StormRun, error) {
 	run := StormRun{Name: name, Split: split}
 	r.logf("storm run %s", name)
@@ -369,6 +401,7 @@ func (r *runner) stormRun(ctx context.Context, name string, split bool, probe *P
 		if err != nil {
 			return run, err
 		}
+		probe.Through(ctx, ended)
 		samples := probe.Between(began, ended)
 		p := StormPhase{Name: phase.name, Seconds: ended.Sub(began).Seconds(), Probes: len(samples),
 			ProbeP99: zeroNaN(P99(samples)), FsyncP99: etcdP99(before, after, WALFsyncMetric), CommitP99: etcdP99(before, after, BackendCommitMetric)}

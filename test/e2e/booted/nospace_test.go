@@ -18,8 +18,8 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
-	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/machines/nspawn"
 )
 
@@ -133,7 +133,7 @@ func TestPrometheusFiresEtcdNoSpaceDuringTheDrill(t *testing.T) {
 	env := []string{"ETCDCTL=" + filepath.Join(repoRoot, ".tools", "bin", "etcdctl")}
 	var endpoints []string
 	for _, in := range members {
-		endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort))
+		endpoints = append(endpoints, machines.EtcdClientURL(in))
 	}
 	env = append(env, "ETCDCTL_ENDPOINTS="+strings.Join(endpoints, ","))
 	for variable, file := range map[string]string{

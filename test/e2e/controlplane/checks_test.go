@@ -259,7 +259,7 @@ func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
 	}
 	var endpoints []string
 	for _, in := range p.Of(spec.RoleEtcdEvents) {
-		endpoints = append(endpoints, fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort))
+		endpoints = append(endpoints, machines.EtcdClientURL(in))
 	}
 	recover := exec.CommandContext(ctx, filepath.Join(framework.RepoRoot, "scripts", "etcd-nospace-recover.sh"))
 	recover.Env = append(os.Environ(),

@@ -20,6 +20,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/machines/processes"
 	"github.com/clusterforge/clusterforge/test/scale"
@@ -71,8 +72,11 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	rehearsal := filepath.Join(root, "build", "scale-check", "rehearsal")
+	// Each etcd member's disk stand-in flushes slower than this machine's own disk, so the storm's
+	// fsync p99 shows whose flushes etcd waited for.
+	const fsync = 20 * time.Millisecond
 	summary, err := processes.BenchScale(ctx, c, stack, processes.TopologyCapacity, machines.Options{
-		Dir: rehearsal, Tools: tools, Base: framework.BaseScaleSmoke, Self: []string{self},
+		Dir: rehearsal, Tools: tools, Base: framework.BaseScaleSmoke, Self: []string{self}, EtcdFsyncLatency: fsync,
 	}, o, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +85,7 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 
 	var got map[string]any
 	readJSON(t, filepath.Join(out, "summary.json"), &got)
-	for _, key := range []string{"largestPassingNodes", "harnessLimitedSteps", "stormRatio", "machine", "stepsTried", "restartRecoverySeconds", "restartWatchListRecoverySeconds", "topology", "cpuLimits", "costs"} {
+	for _, key := range []string{"largestPassingNodes", "harnessLimitedSteps", "stormRatio", "machine", "stepsTried", "restartRecoverySeconds", "restartWatchListRecoverySeconds", "topology", "cpuLimits", "etcdFsyncLatency", "costs"} {
 		if _, ok := got[key]; !ok {
 			t.Errorf("summary.json has no %q", key)
 		}
@@ -115,6 +119,13 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 	if len(storm.Calibration) == 0 || storm.Rate <= 0 || storm.Note == "" {
 		t.Errorf("storm calibration %+v, rate %v, note %q", storm.Calibration, storm.Rate, storm.Note)
 	}
+	// The probe ran in a process of its own beside the main etcd, which logged and recorded.
+	if samples := etcdprobe.Read(filepath.Join(out, scale.ProbeFile)).Between(time.Time{}, time.Now()); len(samples) == 0 {
+		t.Errorf("%s holds no sample of the write probe", scale.ProbeFile)
+	}
+	if logs, _ := filepath.Glob(filepath.Join(rehearsal, "logs", "*."+etcdprobe.Command+".log")); len(logs) != 1 {
+		t.Errorf("the write probe's own process logged to %v, want one log beside the main etcd", logs)
+	}
 	var names []string
 	for _, run := range storm.Runs {
 		names = append(names, run.Name)
@@ -125,6 +136,9 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 		for _, p := range run.Phases {
 			if p.Probes == 0 || p.ProbeP99 <= 0 {
 				t.Errorf("storm run %s, %s: %d probes, p99 %v", run.Name, p.Name, p.Probes, p.ProbeP99)
+			}
+			if p.FsyncP99 < fsync.Seconds() {
+				t.Errorf("storm run %s, %s: the main etcd's WAL fsync p99 %.1f ms, under its disk stand-in's %s", run.Name, p.Name, 1e3*p.FsyncP99, fsync)
 			}
 		}
 		st := run.Phases[1]
@@ -159,19 +173,22 @@ func TestScaleBenchmarkSmoke(t *testing.T) {
 		if streamed := map[bool]int{false: 0, true: r.Refetched}[r.WatchList]; r.Streamed != streamed {
 			t.Errorf("restart storm (watch list %v): %d of %d refetches streamed, want %d", r.WatchList, r.Streamed, r.Refetched, streamed)
 		}
+		if n := len(r.Timeline); n == 0 || r.Timeline[n-1].Served != 1 || r.Timeline[n-1].SlowestShare > 1 {
+			t.Errorf("restart storm (watch list %v): timeline %+v, want it to end recovered: every informer served, every call within its SLO", r.WatchList, r.Timeline)
+		}
 		if len(r.PeakMemoryBytes) != 1 || slices.Contains(slices.Collect(maps.Values(r.PeakMemoryBytes)), 0) {
 			t.Errorf("restart storm: peak memory %v, want the one apiserver's", r.PeakMemoryBytes)
 		}
 	}
 
-	for _, chart := range []string{"slo.svg", "cpu.svg", "memory.svg", "etcd-size.svg", "storm.svg"} {
+	for _, chart := range []string{"slo.svg", "cpu.svg", "memory.svg", "etcd-size.svg", "storm.svg", "restart.svg"} {
 		checkChart(t, filepath.Join(out, chart))
 	}
 	report, err := os.ReadFile(filepath.Join(out, "report.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wants := []string{"Topology: capacity, each role's processes capped", "Largest node count within the SLOs", "| 150 |", "A1 split", "B1 unsplit", "Restart storm"}
+	wants := []string{"Topology: capacity, each role's processes capped", "Largest node count within the SLOs", "| 150 |", "A1 split", "B1 unsplit", "Restart storm", "each etcd member on a disk of its own whose flushes take 20ms"}
 	if summary.LargestPassingNodes > 0 {
 		wants = append(wants, "cores per 1,000 nodes")
 	}
@@ -223,8 +240,8 @@ func checkStep(t *testing.T, dir string, nodes int) {
 	t.Helper()
 	var st scale.Step
 	readJSON(t, filepath.Join(dir, "step.json"), &st)
-	if st.Nodes != nodes || st.SetupError != "" {
-		t.Errorf("step %d: nodes %d, set-up error %q", nodes, st.Nodes, st.SetupError)
+	if st.Nodes != nodes || st.SetupError != "" || st.HoldError != "" {
+		t.Errorf("step %d: nodes %d, set-up error %q, hold error %q", nodes, st.Nodes, st.SetupError, st.HoldError)
 		return
 	}
 	classes := map[string]bool{}

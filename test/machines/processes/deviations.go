@@ -10,6 +10,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/azurecloud"
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -88,7 +89,7 @@ func ownLoopback(s, ip string) string {
 // skippedUnits are rendered units the rehearsal does not run (deviations "instance metadata" and "local disk").
 var skippedUnits = map[string]string{
 	"clusterforge-identity.service": "the rehearsal writes node.env",
-	"etcd-disk.service":             "no local SSD; the data dir is a plain directory",
+	machine.EtcdDiskUnit:            "no local SSD: the data dir is a plain directory, or the disk stand-in's mount (Options.EtcdFsyncLatency)",
 }
 
 // flagOverrides change rendered flag values, per unit (deviation "endpoint reconciler").

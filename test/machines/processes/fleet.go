@@ -18,7 +18,21 @@ func (r *Rehearsal) StartMachine(ctx context.Context, name string) error { retur
 
 // WipeLocalDisk deletes the machine's etcd data dir, all its local disk holds here (deviation "local disk").
 func (r *Rehearsal) WipeLocalDisk(name string) error {
-	return os.RemoveAll(filepath.Join(r.Root(name), machine.EtcdDataDir))
+	dir := filepath.Join(r.Root(name), machine.EtcdDataDir)
+	if !machines.Mounted(dir) {
+		return os.RemoveAll(dir)
+	}
+	// A disk stand-in stays mounted; what is on it goes.
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // UnitLog reads the unit's log file, from its last start on.

@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/rest"
@@ -23,6 +23,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/etcdprobe"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/scale"
 )
@@ -73,8 +74,39 @@ func (r *Rehearsal) ScaleCluster(ctx context.Context) (scale.Cluster, error) {
 func (s *scaleCluster) NodeConfig() (*rest.Config, error) { return s.r.KWOKRESTConfig() }
 func (s *scaleCluster) LoadConfig() (*rest.Config, error) { return s.r.RESTConfigAs(scaleLoadUser, "") }
 func (s *scaleCluster) Node(n int) (corev1.Node, error)   { return s.r.PoolNode(s.pool, n) }
-func (s *scaleCluster) MainEtcd() (*clientv3.Client, error) {
-	return s.r.EtcdClient(spec.RoleEtcdMain)
+
+// StartProbe runs the write probe beside the first main etcd member as the apiserver's etcd
+// client, with the pair and authorities the rehearsal keeps for that client.
+func (s *scaleCluster) StartProbe(path string) (func() error, error) {
+	member := s.r.Of(spec.RoleEtcdMain)[0]
+	argv := append(slices.Clone(s.r.Self), etcdprobe.Command, "--endpoint="+machines.EtcdClientURL(member),
+		"--cacert="+s.r.PKIFile(pki.EtcdServersCA, "crt"), "--cert="+s.r.PKIFile(pki.APIServerEtcdClient, "crt"), "--key="+s.r.PKIFile(pki.APIServerEtcdClient, "key"),
+		"--out="+path)
+	log := s.r.Log(member.Name, etcdprobe.Command)
+	proc, err := machines.StartProcess(argv, os.Environ(), s.r.Dir, log)
+	if err != nil {
+		return nil, err
+	}
+	stop := func() error {
+		if err := proc.Stop(syscall.SIGTERM, 10*time.Second); err != nil {
+			return err
+		}
+		if proc.Failed() {
+			return fmt.Errorf("%s: %v (log: %s)", etcdprobe.Command, proc.Err(), log)
+		}
+		return nil
+	}
+	err = machines.Poll(context.Background(), 30*time.Second, etcdprobe.Command, func(context.Context) error {
+		if !proc.Alive() {
+			return machines.Permanent{Err: fmt.Errorf("exited: %v (log: %s)", proc.Err(), log)}
+		}
+		_, err := os.Stat(path)
+		return err
+	})
+	if err != nil {
+		return nil, errors.Join(err, stop())
+	}
+	return stop, nil
 }
 
 // Targets are every apiserver (as the admin) and every etcd member (as the apiserver's etcd client).
@@ -183,6 +215,10 @@ const (
 // etcd a quarter; KWOK, the load generator and the stand-ins share what is left.
 var CapacityCPU = map[string]float64{spec.RoleAPIServer: 0.75, spec.RoleEtcdMain: 0.5, spec.RoleEtcdEvents: 0.25}
 
+// CapacityFsyncLatency is each etcd member's disk flush in the capacity topology, each on a disk
+// stand-in of its own: a local NVMe SSD's (etcd's disk, L02), rounded up.
+const CapacityFsyncLatency = time.Millisecond
+
 // oneOfEachRole is the cluster with one apiserver and one member of each etcd, every other
 // setting the stack's.
 func oneOfEachRole(c *spec.Cluster) *spec.Cluster {
@@ -203,11 +239,14 @@ func BenchScale(ctx context.Context, c *spec.Cluster, stack, topology string, o 
 		limits := maps.Clone(CapacityCPU)
 		maps.Copy(limits, o.CPULimits)
 		o.CPULimits = limits
+		if o.EtcdFsyncLatency == 0 {
+			o.EtcdFsyncLatency = CapacityFsyncLatency
+		}
 	case TopologyHA:
 	default:
 		return scale.Summary{}, fmt.Errorf("scale benchmark: topology %q is neither %q nor %q", topology, TopologyCapacity, TopologyHA)
 	}
-	bench.Topology, bench.CPULimits = topology, o.CPULimits
+	bench.Topology, bench.CPULimits, bench.EtcdFsyncLatency = topology, o.CPULimits, o.EtcdFsyncLatency
 	var s scale.Summary
 	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
 		bench.PodImage = c.Versions.PauseImage

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,6 +31,8 @@ type Rehearsal struct {
 	mu      sync.Mutex
 	procs   []*machines.Proc
 	closing atomic.Bool
+	// disksMu makes the etcd members' disk stand-ins, booted together, mount one tmpfs.
+	disksMu sync.Mutex
 }
 
 // Up starts the plan's control plane and simulated nodes, returning once all of it is healthy.
@@ -223,6 +226,12 @@ func (r *Rehearsal) Boot(ctx context.Context, name string) error {
 		return err
 	}
 	for _, u := range in.Machine.Units {
+		if u.Name == machine.EtcdDiskUnit && r.EtcdFsyncLatency > 0 {
+			if err := r.mountEtcdDisk(ctx, in); err != nil {
+				return fmt.Errorf("%s: %s: %w", name, u.Name, err)
+			}
+			continue
+		}
 		if _, skip := skippedUnits[u.Name]; skip {
 			continue
 		}
@@ -311,7 +320,7 @@ func (r *Rehearsal) describe(p *machines.Proc, in machines.Instance) {
 	adminCert, adminKey := r.PKIFile(pki.Admin, "crt"), r.PKIFile(pki.Admin, "key")
 	switch p.Name {
 	case "etcd":
-		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.EtcdClientPort)
+		p.URL = machines.EtcdClientURL(in)
 		p.CA, p.Cert, p.Key = r.PKIFile(pki.EtcdServersCA, "crt"), r.PKIFile(pki.APIServerEtcdClient, "crt"), r.PKIFile(pki.APIServerEtcdClient, "key")
 	case APIServerProcess:
 		p.URL = fmt.Sprintf("https://%s:%d", in.IP, wellknown.APIServerPort)
@@ -413,8 +422,9 @@ func (r *Rehearsal) StopMachine(_ context.Context, machineName string, hard bool
 // Down stops everything this rehearsal started and forgets it.
 func (r *Rehearsal) Down() error {
 	r.closing.Store(true)
-	if err := machines.StopAll(r.Procs()); err != nil {
-		return err
-	}
-	return errors.Join(machines.RemoveCgroups(r.cgroup()), os.Remove(r.EndpointsFile()))
+	isDisk := func(p *machines.Proc) bool { return p.Name == etcdDiskProcess }
+	// The disks last, once nothing has their files open, so that each unmounts cleanly.
+	errs := []error{machines.StopAll(slices.DeleteFunc(r.Procs(), isDisk))}
+	errs = append(errs, machines.StopAll(slices.DeleteFunc(r.Procs(), func(p *machines.Proc) bool { return !isDisk(p) })))
+	return errors.Join(append(errs, machines.DetachMounts(r.Dir), machines.RemoveCgroups(r.cgroup()), os.Remove(r.EndpointsFile()))...)
 }

@@ -73,8 +73,8 @@ func (lb *LoadBalancer) accept(ctx context.Context, ln net.Listener) error {
 		case ctx.Err() != nil:
 			return nil
 		case outOfFiles(err):
-			// Azure's load balancer has no descriptors to run out of: refuse while there are none,
-			// as an overloaded server does, and serve again once clients let go.
+			// Azure's load balancer has no descriptors to run out of: accept nothing while there
+			// are none (connections wait in the backlog), and serve again once clients let go.
 			wait = min(max(2*wait, 5*time.Millisecond), time.Second)
 			log.Printf("accept: %v; retrying in %s", err, wait)
 			time.Sleep(wait)
@@ -101,7 +101,13 @@ func (lb *LoadBalancer) probeLoop(ctx context.Context) {
 		var wg sync.WaitGroup
 		for _, b := range lb.Backends {
 			wg.Add(1)
-			go func() { defer wg.Done(); lb.record(b, probe(client, "https://"+b+lb.ProbePath)) }()
+			go func() {
+				defer wg.Done()
+				// A probe this process had no descriptor for says nothing of the backend.
+				if ok, err := probe(client, "https://"+b+lb.ProbePath); !outOfFiles(err) {
+					lb.record(b, ok)
+				}
+			}()
 		}
 		wg.Wait()
 		select {
@@ -112,14 +118,14 @@ func (lb *LoadBalancer) probeLoop(ctx context.Context) {
 	}
 }
 
-func probe(client *http.Client, url string) bool {
+func probe(client *http.Client, url string) (bool, error) {
 	resp, err := client.Get(url)
 	if err != nil {
-		return false
+		return false, err
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
+	return resp.StatusCode == http.StatusOK, nil
 }
 
 func (lb *LoadBalancer) record(backend string, ok bool) {
