@@ -244,7 +244,7 @@ func down(dir string) error {
 		}
 		_ = os.Remove(pidFile(dir))
 	}
-	return machines.StopProcesses(dir, os.Stdout)
+	return processes.StopDir(dir, os.Stdout)
 }
 
 // serve brings the rehearsal up, reports on fd 3, and supervises it until SIGTERM.

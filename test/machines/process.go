@@ -199,9 +199,6 @@ func StopProcesses(dir string, progress io.Writer) error {
 	if err := StopAll(alive); err != nil {
 		return err
 	}
-	if err := DetachMounts(dir); err != nil {
-		return err
-	}
 	if progress != nil && len(alive) > 0 {
 		fmt.Fprintf(progress, "==> stopped %d processes of the rehearsal in %s\n", len(alive), dir)
 	}

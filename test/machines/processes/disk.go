@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -57,6 +58,16 @@ func (r *Rehearsal) mountEtcdDisk(ctx context.Context, in machines.Instance) err
 		}
 		return nil
 	})
+}
+
+// StopDir stops every process of the rehearsal in dir, this one's or another's (its endpoints
+// file), and detaches what it mounted: the disk stand-ins and their tmpfs, whose data goes with
+// them; a stand-in that was killed leaves a dead mount behind.
+func StopDir(dir string, progress io.Writer) error {
+	if err := machines.StopProcesses(dir, progress); err != nil {
+		return err
+	}
+	return machines.DetachMounts(dir)
 }
 
 // diskBacking is the directory holding a machine's disk, on a tmpfs the rehearsal mounts at

@@ -93,7 +93,7 @@ func RestoreStopped(ctx context.Context, p *Layout, name string, progress io.Wri
 	if p.fresh {
 		return snap, fmt.Errorf("%s holds no rehearsal to restore (no identity.json): start one with make rehearse", p.Dir)
 	}
-	if err := machines.StopProcesses(p.Dir, progress); err != nil {
+	if err := StopDir(p.Dir, progress); err != nil {
 		return snap, err
 	}
 	r := &Rehearsal{Layout: p, progress: progress}

@@ -92,7 +92,7 @@ func (p *Layout) saveIdentity() error {
 
 // Clean stops a rehearsal and deletes everything it kept: machines, identity, backups.
 func Clean(dir string, progress io.Writer) error {
-	if err := machines.StopProcesses(dir, progress); err != nil {
+	if err := StopDir(dir, progress); err != nil {
 		return err
 	}
 	return os.RemoveAll(dir)

@@ -38,7 +38,7 @@ type Rehearsal struct {
 // Up starts the plan's control plane and simulated nodes, returning once all of it is healthy.
 // On failure everything it started is stopped again.
 func Up(ctx context.Context, p *Layout, progress io.Writer) (r *Rehearsal, err error) {
-	if err := machines.StopProcesses(p.Dir, progress); err != nil {
+	if err := StopDir(p.Dir, progress); err != nil {
 		return nil, err
 	}
 	r = &Rehearsal{Layout: p, progress: progress}
@@ -137,7 +137,7 @@ func (r *Rehearsal) restoreNeeded() (string, bool) {
 // UpEtcd starts only the members of one etcd cluster of the plan, for drills that need an etcd
 // of their own.
 func UpEtcd(ctx context.Context, p *Layout, role string, progress io.Writer) (r *Rehearsal, err error) {
-	if err := machines.StopProcesses(p.Dir, progress); err != nil {
+	if err := StopDir(p.Dir, progress); err != nil {
 		return nil, err
 	}
 	r = &Rehearsal{Layout: p, progress: progress}
