@@ -106,6 +106,9 @@ func (b benchFlags) options() (scale.Options, error) {
 		return scale.Options{}, err
 	}
 	o := scale.DefaultOptions(out)
+	if b.etcdFsync < 0 {
+		return o, fmt.Errorf("--etcd-fsync: %s is not a flush latency (0 for the topology's default, or more)", b.etcdFsync)
+	}
 	if b.long {
 		o = scale.LongOptions(out)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // --cpu takes role=cores for the capacity topology's roles; anything else names the flag.
@@ -18,5 +19,15 @@ func TestParseCPU(t *testing.T) {
 		if _, err := parseCPU(bad); err == nil || !strings.Contains(err.Error(), "--cpu") {
 			t.Errorf("parseCPU(%q): %v, want an error naming --cpu", bad, err)
 		}
+	}
+}
+
+// A flush cannot take negative time: --etcd-fsync says so, where 0 keeps the topology's default.
+func TestOptionsRefuseANegativeFsync(t *testing.T) {
+	if _, err := (benchFlags{out: t.TempDir(), etcdFsync: -time.Millisecond}).options(); err == nil || !strings.Contains(err.Error(), "--etcd-fsync") {
+		t.Errorf("--etcd-fsync=-1ms: %v, want an error naming --etcd-fsync", err)
+	}
+	if _, err := (benchFlags{out: t.TempDir()}).options(); err != nil {
+		t.Errorf("--etcd-fsync unset: %v", err)
 	}
 }

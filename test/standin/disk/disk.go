@@ -104,6 +104,9 @@ func Main(args []string) error {
 	if d.Backing == "" || d.Mountpoint == "" {
 		return errors.New("disk: --backing and --mount are required")
 	}
+	if d.FsyncLatency < 0 {
+		return fmt.Errorf("disk: --fsync-latency %s is not a flush latency (0 or more)", d.FsyncLatency)
+	}
 	// Caught before the mount, so that a stop while mounting still unmounts.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -83,5 +84,18 @@ func TestDiskFlushesSlowlyAndServesWhatEtcdDoes(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(d.Backing, "member", "db")); err != nil {
 		t.Errorf("the file is not in the disk's backing directory: %v", err)
+	}
+}
+
+// The command refuses what it cannot serve, naming the flag, before it mounts anything.
+func TestMainRefusesBadFlags(t *testing.T) {
+	for args, flag := range map[string]string{
+		"--mount=/nowhere":                             "--backing",
+		"--backing=/nowhere":                           "--mount",
+		"--backing=/a --mount=/b --fsync-latency=-1ms": "--fsync-latency",
+	} {
+		if err := Main(strings.Fields(args)); err == nil || !strings.Contains(err.Error(), flag) {
+			t.Errorf("disk %s: %v, want an error naming %s", args, err, flag)
+		}
 	}
 }
