@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -55,6 +54,7 @@ type Load struct {
 	mu       sync.Mutex
 	sent     map[string]time.Time
 	startups []time.Duration
+	started  map[string]int
 	client   map[string][]time.Duration
 	errors   map[string]int
 	// churnRate is the pods created a second; periods are each reader's, which Offer may change;
@@ -74,11 +74,14 @@ const (
 	OpListAllPods       = "list all pods"
 )
 
-// Readers are the load's reads of every SLO class and their periods: each reader runs one call at
-// a time, so a call slower than its period delivers short of its offer.
+// Readers are the load's reads of every SLO class and their periods, each open-loop.
 var Readers = map[string]time.Duration{
 	OpGetNode: 200 * time.Millisecond, OpListNamespacePods: 5 * time.Second, OpListNodes: 30 * time.Second, OpListAllPods: time.Minute,
 }
+
+// loadInFlight bounds each of the load's operations' outstanding calls: a reader with that many
+// waiting has long failed its SLO, and more would only grow the benchmark's own process.
+const loadInFlight = 256
 
 // NewLoad creates the benchmark's namespaces and starts watching the pool's nodes and the churned
 // pods, as the load generator; image is what its pods run (KWOK runs nothing).
@@ -98,7 +101,7 @@ func NewLoad(ctx context.Context, c Cluster, image string, progress io.Writer) (
 		return nil, err
 	}
 	l := &Load{cs: cs, cluster: c, image: image, progress: progress,
-		sent: map[string]time.Time{}, client: map[string][]time.Duration{}, errors: map[string]int{}, periods: map[string]time.Duration{}}
+		sent: map[string]time.Time{}, started: map[string]int{}, client: map[string][]time.Duration{}, errors: map[string]int{}, periods: map[string]time.Duration{}}
 	namespaces := []string{BaseNamespace, ChurnNamespace, StormNamespace}
 	for i := range StormNamespaces {
 		namespaces = append(namespaces, StormEventNamespace(i))
@@ -141,6 +144,13 @@ func NewLoad(ctx context.Context, c Cluster, image string, progress io.Writer) (
 	return l, nil
 }
 
+// start counts a call of op sent.
+func (l *Load) start(op string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.started[op]++
+}
+
 // record adds one client call's latency, or counts its error, under op.
 func (l *Load) record(op string, began time.Time, err error) {
 	l.mu.Lock()
@@ -175,10 +185,11 @@ func (l *Load) observe(ctx context.Context, obj any) {
 	}
 }
 
-// Measured is what the load measured over a window: pod start-ups, the client's latency per
-// operation and its errors.
+// Measured is what the load measured over a window: pod start-ups, the calls sent per operation,
+// and the client's latency per operation and its errors, of the calls that ended in it.
 type Measured struct {
 	Startups []time.Duration
+	Started  map[string]int
 	Client   map[string][]time.Duration
 	Errors   map[string]int
 }
@@ -187,18 +198,9 @@ type Measured struct {
 func (l *Load) Take() Measured {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w := Measured{Startups: l.startups, Client: l.client, Errors: l.errors}
-	l.startups, l.client, l.errors = nil, map[string][]time.Duration{}, map[string]int{}
+	w := Measured{Startups: l.startups, Started: l.started, Client: l.client, Errors: l.errors}
+	l.startups, l.started, l.client, l.errors = nil, map[string]int{}, map[string][]time.Duration{}, map[string]int{}
 	return w
-}
-
-// Calls is how many calls of each operation the window completed, errors included.
-func (w Measured) Calls() map[string]int {
-	out := maps.Clone(w.Errors)
-	for op, lat := range w.Client {
-		out[op] += len(lat)
-	}
-	return out
 }
 
 // ClientP99 is the window's p99 per operation, in seconds.
@@ -401,7 +403,7 @@ func (l *Load) removeNode(ctx context.Context, nodes *kubernetes.Clientset, n in
 	return nil
 }
 
-// Offer sets a reader's period from its next call on.
+// Offer sets a reader's period from its next tick on.
 func (l *Load) Offer(op string, period time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -429,7 +431,7 @@ func (l *Load) Offered() map[string]float64 {
 }
 
 // Run puts the steady load on until ctx ends: churnPerSecond pods created and deleted once
-// running, and the Readers.
+// running, and the Readers, each open-loop.
 func (l *Load) Run(ctx context.Context, churnPerSecond float64) {
 	l.mu.Lock()
 	l.churnRate = churnPerSecond
@@ -476,7 +478,8 @@ func (l *Load) Run(ctx context.Context, churnPerSecond float64) {
 			})
 		}},
 	} {
-		go everyOf(ctx, func() time.Duration { return l.period(r.op) }, func() {
+		startOpenLoop(ctx, func() float64 { return float64(time.Second) / float64(l.period(r.op)) }, loadInFlight, func(int) {
+			l.start(r.op)
 			began := time.Now()
 			l.record(r.op, began, r.read(ctx))
 		})
@@ -495,30 +498,28 @@ func pages(list func(metav1.ListOptions) (next string, err error)) error {
 	}
 }
 
-// churn creates a pod every 1/perSecond seconds; observe deletes it once it runs.
+// churn creates perSecond pods a second, open-loop; observe deletes each once it runs.
 func (l *Load) churn(ctx context.Context, perSecond float64) {
-	seq := 0
-	every(ctx, time.Duration(float64(time.Second)/perSecond), func() {
-		seq++
+	run := time.Now().Unix()
+	startOpenLoop(ctx, func() float64 { return perSecond }, loadInFlight, func(n int) {
 		pod := podsecurity.Restricted(&corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("churn-%d-%d", time.Now().Unix(), seq)},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("churn-%d-%d", run, n)},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: l.image, Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")},
 			}}}},
 		})
-		go func() {
-			began := time.Now()
+		l.start(OpCreatePod)
+		began := time.Now()
+		l.mu.Lock()
+		l.sent[pod.Name] = began
+		l.mu.Unlock()
+		_, err := l.cs.CoreV1().Pods(ChurnNamespace).Create(ctx, pod, metav1.CreateOptions{})
+		l.record(OpCreatePod, began, err)
+		if err != nil {
 			l.mu.Lock()
-			l.sent[pod.Name] = began
+			delete(l.sent, pod.Name)
 			l.mu.Unlock()
-			_, err := l.cs.CoreV1().Pods(ChurnNamespace).Create(ctx, pod, metav1.CreateOptions{})
-			l.record(OpCreatePod, began, err)
-			if err != nil {
-				l.mu.Lock()
-				delete(l.sent, pod.Name)
-				l.mu.Unlock()
-			}
-		}()
+		}
 	})
 }
 
@@ -532,13 +533,7 @@ func protobuf(cfg *rest.Config) {
 
 // every runs f at each tick of period until ctx ends, never two at once.
 func every(ctx context.Context, period time.Duration, f func()) {
-	everyOf(ctx, func() time.Duration { return period }, f)
-}
-
-// everyOf is every with a period that may change: read again after each call.
-func everyOf(ctx context.Context, period func() time.Duration, f func()) {
-	p := period()
-	t := time.NewTicker(p)
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
@@ -546,10 +541,6 @@ func everyOf(ctx context.Context, period func() time.Duration, f func()) {
 			return
 		case <-t.C:
 			f()
-			if q := period(); q != p {
-				p = q
-				t.Reset(p)
-			}
 		}
 	}
 }

@@ -36,8 +36,8 @@ type Options struct {
 	// benchmark's outputs, not this machine's SLOs. The benchmark itself stops at the first failure.
 	RampPastFailure bool
 	// UnderDriven is a step (its node count) whose get-node reader is offered 10,000 calls a
-	// second, which one call at a time cannot deliver: the smoke run's proof that a short load
-	// marks its step harness-limited. 0: none.
+	// second, more than its bounded calls in flight deliver: the smoke run's proof that a short
+	// load marks its step harness-limited. 0: none.
 	UnderDriven int
 	Storm       StormOptions
 	Restart     RestartOptions
@@ -285,9 +285,9 @@ func (r *runner) hold(ctx context.Context, st *Step) error {
 		{Load: LeaseRenewals, Offered: float64(st.Nodes) / NodeLeaseRenewal.Seconds(), Delivered: st.LeaseWrites, Seconds: held.Seconds()},
 		{Load: NodeStatus, Offered: float64(st.Nodes) / NodeStatusReport.Seconds(), Delivered: float64(onTime) / NodeStatusReport.Seconds(), Seconds: held.Seconds()},
 	}
-	offered, calls := r.load.Offered(), measured.Calls()
+	offered := r.load.Offered()
 	for _, op := range slices.Sorted(maps.Keys(offered)) {
-		st.Loads = append(st.Loads, Delivery{Load: op, Offered: offered[op], Delivered: float64(calls[op]) / held.Seconds(), Seconds: held.Seconds()})
+		st.Loads = append(st.Loads, Delivery{Load: op, Offered: offered[op], Delivered: float64(measured.Started[op]) / held.Seconds(), Seconds: held.Seconds()})
 	}
 	st.Usage = meter.Usage()
 	for _, t := range targets {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,10 +16,10 @@ import (
 
 // Storm creates Events at a rate, as kubelets report their pods' trouble (the nodes' identity):
 // each a 1 KiB message about one of 5,000 pods spread over StormNamespaces namespaces, from one
-// of the nodes. It is open-loop: each event is sent at its time whatever the earlier ones are
-// waiting for, up to stormInFlight at once; an event due beyond that is counted as not sent.
+// of the nodes, open-loop, up to stormInFlight at once.
 type Storm struct {
-	created, failed, throttled, sent, unsent atomic.Int64
+	*openLoop
+	created, failed, throttled atomic.Int64
 }
 
 // StormNamespaces is how many namespaces the storm's events are spread over: EventRateLimit
@@ -42,9 +41,7 @@ var stormMessage = strings.Repeat("storm: a node reports trouble again; ", 28)
 // involved objects.
 func StartStorm(ctx context.Context, clients []*kubernetes.Clientset, perSecond float64, nodes []string) *Storm {
 	s := &Storm{}
-	slots := make(chan struct{}, stormInFlight)
-	send := func(n int) {
-		defer func() { <-slots }()
+	s.openLoop = startOpenLoop(ctx, func() float64 { return perSecond }, stormInFlight, func(n int) {
 		cs := clients[n%len(clients)]
 		ns, pod := StormEventNamespace(n), fmt.Sprintf("storm-%d", n%5000)
 		ev := &corev1.Event{
@@ -63,23 +60,7 @@ func StartStorm(ctx context.Context, clients []*kubernetes.Clientset, perSecond 
 		case ctx.Err() == nil:
 			s.failed.Add(1)
 		}
-	}
-	go func() {
-		// Every 10 ms, whatever is due by the clock since the start, so that a late tick sends
-		// more rather than the rate falling quietly.
-		began, n := time.Now(), 0
-		every(ctx, 10*time.Millisecond, func() {
-			for due := int(perSecond * time.Since(began).Seconds()); n < due; n++ {
-				select {
-				case slots <- struct{}{}:
-					s.sent.Add(1)
-					go send(n)
-				default: // stormInFlight outstanding: this machine cannot offer more
-					s.unsent.Add(1)
-				}
-			}
-		})
-	}()
+	})
 	return s
 }
 
@@ -87,9 +68,6 @@ func StartStorm(ctx context.Context, clients []*kubernetes.Clientset, perSecond 
 func (s *Storm) Counts() (created, throttled, failed int64) {
 	return s.created.Load(), s.throttled.Load(), s.failed.Load()
 }
-
-// Offered counts the events sent, and those that were due while stormInFlight were outstanding.
-func (s *Storm) Offered() (sent, unsent int64) { return s.sent.Load(), s.unsent.Load() }
 
 // P99 is the probe samples' 99th percentile latency in seconds (NaN for none).
 func P99(samples []etcdprobe.Sample) float64 {
