@@ -2,6 +2,7 @@ package etcdbackup
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -15,7 +16,7 @@ import (
 )
 
 // Agent runs on every member of one etcd cluster; only the member that leads raft writes, so a
-// cluster produces one snapshot per interval whichever members are up.
+// cluster produces one snapshot per interval and one stream of deltas whichever members are up.
 type Agent struct {
 	// Etcd reaches this member only (its own client URL).
 	Etcd *clientv3.Client
@@ -36,35 +37,115 @@ type Agent struct {
 	lastSize    int64
 	lastSeconds float64
 	failures    int
+	// The delta stream's last stored revision and when, the revision the verified chain reaches,
+	// and the breaks found in it.
+	deltaRevision, chainVerified int64
+	deltaFlushed                 time.Time
+	chainBreaks                  int
+	// verified are the deltas read back and matched (the Run goroutine's own).
+	verified map[string]bool
 }
 
 // CheckEvery is how often the agent asks whether it leads and whether a snapshot is due.
 func (a *Agent) CheckEvery() time.Duration { return min(a.Interval/10, 30*time.Second) }
 
-// Run checks every CheckEvery until ctx ends. Failures are counted and logged, never fatal: the
-// alert on the snapshot's age reports a persistent one.
+// leaderCheck is how often the agent asks whether its member leads: a new leader's agent takes
+// the stream over within it.
+const leaderCheck = time.Second
+
+// Run backs up until ctx ends. While this member leads, it streams every change into deltas
+// (streamDeltas), reads their chain back every VerifyEvery and checks every CheckEvery whether a
+// snapshot is due (Tick). Failures are counted and logged, never fatal: the alerts on the
+// snapshot's and the deltas' age report a persistent one.
 func (a *Agent) Run(ctx context.Context) {
+	var (
+		stopStream context.CancelFunc // set while a stream runs
+		ended      = make(chan error, 1)
+		lastTick   time.Time
+		lastVerify time.Time
+	)
+	// streamEnded handles the end of a stream; stopped: by Run, as this member no longer leads.
+	streamEnded := func(err error, stopped bool) {
+		stopStream = nil
+		switch {
+		case ctx.Err() != nil:
+		case stopped:
+			a.Log.Printf("delta stream stopped, this member no longer leads: %v", err)
+		case errors.Is(err, ErrChainBroken):
+			a.mu.Lock()
+			a.chainBreaks++
+			a.mu.Unlock()
+			a.Log.Printf("delta stream: %v; taking a snapshot now (docs/runbooks/etcd.md)", err)
+			if _, err := a.Snapshot(ctx); err != nil {
+				a.Log.Printf("snapshot after the break: %v", err)
+			}
+		case err != nil:
+			a.Log.Printf("delta stream: %v", a.fail(err))
+		}
+	}
+	defer func() {
+		if stopStream != nil {
+			stopStream()
+			<-ended
+		}
+	}()
 	for {
-		if err := a.Tick(ctx); err != nil && ctx.Err() == nil {
-			a.Log.Printf("backup failed: %v", err)
+		select {
+		case err := <-ended:
+			streamEnded(err, false)
+		default:
+		}
+		leads := a.leads(ctx)
+		if !leads && stopStream != nil {
+			stopStream()
+			streamEnded(<-ended, true)
+		}
+		if leads && time.Since(lastTick) >= a.CheckEvery() {
+			if err := a.Tick(ctx); err != nil && ctx.Err() == nil {
+				a.Log.Printf("backup failed: %v", err)
+			}
+			lastTick = time.Now()
+		}
+		if leads && stopStream == nil {
+			if reached, ok, err := a.chainEnd(ctx); err != nil {
+				a.Log.Printf("delta stream: %v", a.fail(err))
+			} else if ok {
+				sctx, cancel := context.WithCancel(ctx)
+				stopStream = cancel
+				go func() { ended <- a.streamDeltas(sctx, reached+1) }()
+			}
+		}
+		if leads && time.Since(lastVerify) >= VerifyEvery {
+			if err := a.verifyChain(ctx); err != nil && ctx.Err() == nil {
+				a.Log.Printf("delta chain: %v", a.fail(err))
+			}
+			lastVerify = time.Now()
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(a.CheckEvery()):
+		case <-time.After(leaderCheck):
 		}
 	}
 }
 
+// leads asks this member whether it leads raft; a member that does not answer does not lead, and
+// its peers carry on.
+func (a *Agent) leads(ctx context.Context) bool {
+	_, leads := a.status(ctx)
+	return leads
+}
+
+func (a *Agent) status(ctx context.Context) (*clientv3.StatusResponse, bool) {
+	status, err := a.Etcd.Status(ctx, a.Endpoint)
+	leads := err == nil && status.Leader == status.Header.MemberId
+	a.setLeader(leads)
+	return status, leads
+}
+
 // Tick takes a snapshot if this member leads and the newest stored one is at least Interval old.
 func (a *Agent) Tick(ctx context.Context) error {
-	status, err := a.Etcd.Status(ctx, a.Endpoint)
-	if err != nil {
-		a.setLeader(false)
-		return nil // a member that does not answer does not lead; its peers carry on
-	}
-	leads := status.Leader == status.Header.MemberId
-	a.setLeader(leads)
+	status, leads := a.status(ctx)
 	if !leads {
 		return nil
 	}
@@ -126,6 +207,15 @@ func (a *Agent) prune(ctx context.Context) error {
 			return err
 		}
 	}
+	deltas, err := a.Store.Deltas(ctx)
+	if err != nil {
+		return err
+	}
+	for _, old := range ExpiredDeltas(snaps, deltas) {
+		if err := a.Store.DeleteDelta(ctx, old.Name); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -152,9 +242,11 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	if status, err := os.ReadFile(a.StatusFile); err == nil && strings.HasPrefix(string(status), RestoreNeeded) {
 		restoreNeeded = 1
 	}
-	lastSuccess := 0.0
-	if !a.lastSuccess.IsZero() {
-		lastSuccess = float64(a.lastSuccess.UnixMilli()) / 1000
+	seconds := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return float64(t.UnixMilli()) / 1000
 	}
 	leader := 0
 	if a.leader {
@@ -164,8 +256,12 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	metric := func(name, kind, help string, value any) {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, kind, name, value)
 	}
-	metric(wellknown.EtcdBackupLastSuccessMetric, "gauge", "Time this agent last uploaded and verified a snapshot; 0 if never.", lastSuccess)
-	metric(wellknown.EtcdBackupFailuresMetric, "counter", "Snapshots or uploads that failed.", a.failures)
+	metric(wellknown.EtcdBackupLastSuccessMetric, "gauge", "Time this agent last uploaded and verified a snapshot; 0 if never.", seconds(a.lastSuccess))
+	metric(wellknown.EtcdBackupFailuresMetric, "counter", "Snapshots, uploads, deltas or chain reads that failed.", a.failures)
+	metric(wellknown.EtcdBackupDeltaFlushedMetric, "gauge", "Time this agent last stored a delta; 0 if never.", seconds(a.deltaFlushed))
+	metric("clusterforge_etcd_backup_delta_revision", "gauge", "Last revision this agent stored in a delta.", a.deltaRevision)
+	metric("clusterforge_etcd_backup_chain_verified_revision", "gauge", "Revision the newest verified snapshot and the deltas read back after it reach.", a.chainVerified)
+	metric(wellknown.EtcdBackupChainBreaksMetric, "counter", "Breaks found in the delta chain (a missing or corrupt delta, or revisions compacted before they were watched); each is followed by a snapshot.", a.chainBreaks)
 	metric(wellknown.EtcdBackupIntervalMetric, "gauge", "Age at which the newest snapshot is replaced.", a.Interval.Seconds())
 	metric("clusterforge_etcd_backup_leader", "gauge", "1 if this member leads and so writes the snapshots.", leader)
 	metric("clusterforge_etcd_backup_last_size_bytes", "gauge", "Size of the last snapshot.", a.lastSize)

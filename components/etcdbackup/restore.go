@@ -27,6 +27,12 @@ type Member struct {
 	DataDir string
 }
 
+// RestoreBump is how far a restore moves etcd's revision past the snapshot's, as Kubernetes'
+// etcd restore guide advises: beyond every revision the lost cluster handed out after the
+// snapshot (a billion writes), so no resource version is handed out twice. The restore also marks
+// the revisions before it compacted: every watch resumed from an older one is told to list again.
+const RestoreBump = 1_000_000_000
+
 // RestoreMember rebuilds one member's data dir from a snapshot with etcdutl: the object is
 // downloaded into the data dir's filesystem and refused unless its size and checksum match; the
 // previous member/ directory is kept beside the new one as member.before-restore-<time>.
@@ -52,7 +58,8 @@ func RestoreMember(ctx context.Context, s *Store, snap Snapshot, m Member, etcdu
 	rebuilt := filepath.Join(scratch, "data")
 	out, err := exec.CommandContext(ctx, etcdutl, "snapshot", "restore", file,
 		"--name="+m.Name, "--initial-cluster="+m.InitialCluster, "--initial-cluster-token="+m.Token,
-		"--initial-advertise-peer-urls="+m.PeerURL, "--data-dir="+rebuilt).CombinedOutput()
+		"--initial-advertise-peer-urls="+m.PeerURL, "--data-dir="+rebuilt,
+		fmt.Sprintf("--bump-revision=%d", RestoreBump), "--mark-compacted").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("etcdutl snapshot restore %s: %v\n%s", snap.Name, err, out)
 	}

@@ -68,3 +68,53 @@ func TestRetentionNeverCountsBadObjectsAsKeepers(t *testing.T) {
 		t.Errorf("expired %v; want only the oldest good snapshot: four fresh objects without checksum must not push good ones out, and are kept a day for inspection", expired)
 	}
 }
+
+// An hour's verified snapshot is its keeper, not a newer unverified one of the same hour, and the
+// two newest verified snapshots stay whatever the tiers say.
+func TestRetentionKeepsVerifiedSnapshots(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	snaps := every(now.Add(-3*time.Hour), 10*time.Minute, 18) // 0900 to 1150
+	verified := map[string]bool{"0920": true, "1010": true, "1020": true}
+	for i := range snaps {
+		if verified[label(snaps[i].Taken)] {
+			snaps[i].Verified = snaps[i].Taken.Add(time.Minute)
+		}
+	}
+	expired := Retention{Recent: 2, Hourly: 3}.Expired(snaps, now)
+	var kept []string
+	for _, s := range snaps {
+		if !slices.ContainsFunc(expired, func(e Snapshot) bool { return e.Name == s.Name }) {
+			kept = append(kept, label(s.Taken))
+		}
+	}
+	// 1140 and 1150 the newest; 1150 for the 11:00 hour (none verified); 1020, not 1050, for
+	// 10:00 and 0920, not 0950, for 09:00; 1010 and 1020 the newest verified.
+	if want := []string{"0920", "1010", "1020", "1140", "1150"}; !slices.Equal(kept, want) {
+		t.Errorf("kept %v, want %v", kept, want)
+	}
+}
+
+// Deltas are kept from the second-newest verified snapshot on: the fallback's whole chain.
+func TestRetentionKeepsTheFallbacksDeltaChain(t *testing.T) {
+	snaps := []Snapshot{
+		{Name: "a", SHA256: "x", Revision: 100, Verified: time.Unix(1, 0)},
+		{Name: "b", SHA256: "x", Revision: 200, Verified: time.Unix(2, 0)},
+		{Name: "c", SHA256: "x", Revision: 300},
+		{Name: "d", SHA256: "x", Revision: 400, Verified: time.Unix(4, 0)},
+	}
+	deltas := []Delta{{Name: "0", From: 1, To: 90, SHA256: "x"}, {Name: "1", From: 91, To: 150, SHA256: "x"}, {Name: "2", From: 151, To: 200, SHA256: "x"},
+		{Name: "3", From: 201, To: 250, SHA256: "x"}, {Name: "4", From: 251, To: 450, SHA256: "x"}}
+	var expired []string
+	for _, d := range ExpiredDeltas(snaps, deltas) {
+		expired = append(expired, d.Name)
+	}
+	if want := []string{"0", "1", "2"}; !slices.Equal(expired, want) {
+		t.Errorf("expired deltas %v, want %v (at or before b, the second-newest verified)", expired, want)
+	}
+	if got := ExpiredDeltas(snaps[:2], deltas); len(got) != 1 || got[0].Name != "0" {
+		t.Errorf("with a and b verified, expired %v; want delta 0, at or before a", got)
+	}
+	if got := ExpiredDeltas(snaps[1:3], deltas); got != nil {
+		t.Errorf("with one verified snapshot, expired %v; want none", got)
+	}
+}

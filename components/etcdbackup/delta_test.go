@@ -1,0 +1,195 @@
+package etcdbackup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/clusterforge/clusterforge/test/toolchain"
+)
+
+// The agent streams every change of a real etcd into deltas after its snapshot; a member restored
+// from the snapshot by the real etcdutl and replayed serves exactly what the original served at
+// the end (keys put, overwritten, deleted, in transactions and with a lease), past a revision
+// the original never handed out.
+func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
+	ctx := context.Background()
+	etcdBin := toolchain.Binary(t, "bin/etcd")
+	etcdutl := toolchain.Binary(t, "bin/etcdutl")
+	cli, endpoint, stop := startEtcd(t, etcdBin, t.TempDir(), "original")
+	store := azuriteStore(t, "cf-test/etcd-main")
+	var logs strings.Builder
+	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(&logs, "", 0)}
+	for i := range 50 {
+		put(t, cli, fmt.Sprintf("/registry/configmaps/before/%d", i), "v1")
+	}
+	runCtx, stopAgent := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); agent.Run(runCtx) }()
+	snap := waitFor(t, "a verified snapshot", func() (Snapshot, bool) {
+		s, err := store.Find(ctx, "")
+		return s, err == nil
+	})
+
+	lease, err := cli.Grant(ctx, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if i%100 == 99 {
+			time.Sleep(2 * DeltaFlushEvery) // the changes span several deltas
+		}
+		put(t, cli, fmt.Sprintf("/registry/configmaps/after/%d", i), fmt.Sprintf("v%d", i))
+		switch i % 10 {
+		case 3:
+			put(t, cli, fmt.Sprintf("/registry/configmaps/before/%d", i/10), "overwritten")
+		case 5:
+			if _, err := cli.Delete(ctx, fmt.Sprintf("/registry/configmaps/after/%d", i-1)); err != nil {
+				t.Fatal(err)
+			}
+		case 7:
+			if _, err := cli.Txn(ctx).Then(clientv3.OpPut(fmt.Sprintf("/registry/txn/%d/a", i), "a"), clientv3.OpPut(fmt.Sprintf("/registry/txn/%d/b", i), "b"),
+				clientv3.OpDelete("/registry/configmaps/before/", clientv3.WithPrefix())).Commit(); err != nil {
+				t.Fatal(err)
+			}
+		case 9:
+			if _, err := cli.Put(ctx, fmt.Sprintf("/registry/masterleases/%d", i), "lease", clientv3.WithLease(lease.ID)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	last, err := cli.Get(ctx, "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deltas to reach the last write", func() (int64, bool) {
+		deltas, err := store.Deltas(ctx)
+		_, reached, broken := Chain(snap.Revision, deltas)
+		return reached, err == nil && broken == nil && reached == last.Header.Revision
+	})
+	stopAgent()
+	<-done
+	stop()
+
+	member := Member{Name: "restored", PeerURL: "http://127.0.0.1:23800", InitialCluster: "restored=http://127.0.0.1:23800", Token: "restored-1", DataDir: t.TempDir()}
+	if err := RestoreMember(ctx, store, snap, member, etcdutl); err != nil {
+		t.Fatal(err)
+	}
+	restored, _, _ := startEtcd(t, etcdBin, member.DataDir, member.Name)
+	report, err := Replay(ctx, restored, store, snap.Revision)
+	if err != nil || report.Stopped != nil {
+		t.Fatalf("replay: %v, %v", err, report)
+	}
+	if report.Deltas < 3 {
+		t.Errorf("replayed %d deltas, want at least 3", report.Deltas)
+	}
+	if report.Reached != last.Header.Revision {
+		t.Errorf("replay reached revision %d, want %d, the original's last", report.Reached, last.Header.Revision)
+	}
+	got, err := restored.Get(ctx, "", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := sameKeys(last, got); diff != "" {
+		t.Errorf("the restored member differs from the original: %s", diff)
+	}
+	if got.Header.Revision <= last.Header.Revision {
+		t.Errorf("the restored member is at revision %d, not past the original's %d: resource versions would be handed out twice", got.Header.Revision, last.Header.Revision)
+	}
+	t.Logf("%s; snapshot at revision %d", report, snap.Revision)
+}
+
+// sameKeys compares two reads of every key: keys and values, and whether each has a lease.
+func sameKeys(want, got *clientv3.GetResponse) string {
+	index := map[string]string{}
+	for _, kv := range got.Kvs {
+		index[string(kv.Key)] = fmt.Sprintf("%s lease=%t", kv.Value, kv.Lease != 0)
+	}
+	var diff []string
+	for _, kv := range want.Kvs {
+		w := fmt.Sprintf("%s lease=%t", kv.Value, kv.Lease != 0)
+		if g, ok := index[string(kv.Key)]; !ok {
+			diff = append(diff, fmt.Sprintf("%s missing", kv.Key))
+		} else if g != w {
+			diff = append(diff, fmt.Sprintf("%s is %q, want %q", kv.Key, g, w))
+		}
+		delete(index, string(kv.Key))
+	}
+	for k := range index {
+		diff = append(diff, k+" should not exist")
+	}
+	if len(diff) > 5 {
+		diff = append(diff[:5], fmt.Sprintf("and %d more", len(diff)-5))
+	}
+	return strings.Join(diff, "; ")
+}
+
+// A delta missing from the middle of the chain is found by the leader's agent, counted and
+// followed at once by a snapshot; a replay over it stops before the gap and says so.
+func TestAMissingDeltaIsFoundAndASnapshotTaken(t *testing.T) {
+	ctx := context.Background()
+	cli, endpoint, _ := startEtcd(t, toolchain.Binary(t, "bin/etcd"), t.TempDir(), "original")
+	store := azuriteStore(t, "cf-test/etcd-main")
+	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
+	runCtx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	go agent.Run(runCtx)
+	snap := waitFor(t, "a verified snapshot", func() (Snapshot, bool) {
+		s, err := store.Find(ctx, "")
+		return s, err == nil
+	})
+	deltas := waitFor(t, "three deltas", func() ([]Delta, bool) {
+		put(t, cli, "/registry/configmaps/x", time.Now().String())
+		time.Sleep(DeltaFlushEvery)
+		d, err := store.Deltas(ctx)
+		return d, err == nil && len(d) >= 3
+	})
+	if err := store.DeleteDelta(ctx, deltas[1].Name); err != nil {
+		t.Fatal(err)
+	}
+	report, err := Replay(ctx, cli, store, snap.Revision)
+	if err != nil || !errors.Is(report.Stopped, ErrChainBroken) || report.Reached != deltas[0].To {
+		t.Errorf("replay over a missing delta: %v, %v; want it stopped at revision %d by a broken chain", err, report, deltas[0].To)
+	}
+	after := waitFor(t, "a snapshot after the break", func() (Snapshot, bool) {
+		s, err := store.Find(ctx, "")
+		return s, err == nil && s.Name != snap.Name
+	})
+	if after.Revision < deltas[1].To {
+		t.Errorf("the snapshot after the break is at revision %d, before the missing delta's end %d", after.Revision, deltas[1].To)
+	}
+	agent.mu.Lock()
+	breaks := agent.chainBreaks
+	agent.mu.Unlock()
+	if breaks != 1 {
+		t.Errorf("%d chain breaks counted, want 1", breaks)
+	}
+}
+
+func put(t *testing.T, cli *clientv3.Client, key, value string) {
+	t.Helper()
+	if _, err := cli.Put(context.Background(), key, value); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls f every 100 ms until it is done, for at most a minute.
+func waitFor[T any](t *testing.T, what string, f func() (T, bool)) T {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		v, done := f()
+		if done {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within a minute (last %v)", what, v)
+		}
+	}
+}

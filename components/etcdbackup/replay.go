@@ -1,0 +1,136 @@
+package etcdbackup
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Replay's transactions stay inside etcd's defaults: --max-txn-ops 128 and --max-request-bytes
+// 1.5 MiB.
+const (
+	replayTxnOps   = 128
+	replayTxnBytes = 1 << 20
+)
+
+// ReplayLeaseTTL is the lease replayed keys get when their original had one: a watch does not
+// say how long that lease had left. On etcd-main only the apiservers' master leases have one,
+// and the restore clears those; an unsplit cluster's Events expire after an hour, as
+// kube-apiserver's --event-ttl default does.
+const ReplayLeaseTTL = time.Hour
+
+// ReplayReport is what Replay applied.
+type ReplayReport struct {
+	// Base is the revision of the snapshot the members were restored from.
+	Base           int64
+	Deltas, Events int
+	// Reached is the revision of the last change replayed (Base when there was none), and
+	// LastWrite the time its delta was stored: every write acknowledged before it is back.
+	Reached   int64
+	LastWrite time.Time
+	// Stopped is why the replay ended before the newest stored delta, if it did.
+	Stopped error
+}
+
+func (r ReplayReport) String() string {
+	s := fmt.Sprintf("replayed %d changes from %d deltas after revision %d: reached revision %d", r.Events, r.Deltas, r.Base, r.Reached)
+	if !r.LastWrite.IsZero() {
+		s += ", stored at " + r.LastWrite.Format(time.RFC3339Nano)
+	}
+	if r.Stopped != nil {
+		s += "; stopped early: " + r.Stopped.Error()
+	}
+	return s
+}
+
+// Replay applies every change stored after revision base, in order, to a cluster just restored
+// from a snapshot of at least that revision and not yet serving: each delta read and checked
+// whole before any of its changes is applied, up to the first that is missing or corrupt
+// (reported in Stopped). Changes the snapshot already holds are applied again, which leaves each
+// key as its last change did. The replayed keys get new revisions, above the restore's bump.
+func Replay(ctx context.Context, cli *clientv3.Client, s *Store, base int64) (ReplayReport, error) {
+	report := ReplayReport{Base: base, Reached: base}
+	deltas, err := s.Deltas(ctx)
+	if err != nil {
+		return report, err
+	}
+	chain, _, broken := Chain(base, deltas)
+	t := &replayTxn{cli: cli, keys: map[string]bool{}}
+	for _, d := range chain {
+		events, err := s.ReadDelta(ctx, d)
+		if err != nil {
+			report.Stopped = err
+			break
+		}
+		for _, ev := range events {
+			if ev.Kv.ModRevision <= report.Reached { // in the snapshot or an earlier delta
+				continue
+			}
+			if err := t.add(ctx, ev); err != nil {
+				return report, fmt.Errorf("replay delta %s: %w", d.Name, err)
+			}
+			report.Events++
+		}
+		if err := t.commit(ctx); err != nil {
+			return report, fmt.Errorf("replay delta %s: %w", d.Name, err)
+		}
+		report.Deltas++
+		report.Reached, report.LastWrite = d.To, d.Flushed
+	}
+	if report.Stopped == nil {
+		report.Stopped = broken
+	}
+	return report, nil
+}
+
+// replayTxn gathers changes into transactions of distinct keys within etcd's limits.
+type replayTxn struct {
+	cli   *clientv3.Client
+	lease clientv3.LeaseID
+	ops   []clientv3.Op
+	keys  map[string]bool
+	bytes int
+}
+
+func (t *replayTxn) add(ctx context.Context, ev *mvccpb.Event) error {
+	key := string(ev.Kv.Key)
+	size := len(ev.Kv.Key) + len(ev.Kv.Value)
+	if t.keys[key] || len(t.ops) == replayTxnOps || (len(t.ops) > 0 && t.bytes+size > replayTxnBytes) {
+		if err := t.commit(ctx); err != nil {
+			return err
+		}
+	}
+	op := clientv3.OpDelete(key)
+	if ev.Type == mvccpb.PUT {
+		var opts []clientv3.OpOption
+		if ev.Kv.Lease != 0 {
+			if t.lease == 0 {
+				grant, err := t.cli.Grant(ctx, int64(ReplayLeaseTTL.Seconds()))
+				if err != nil {
+					return fmt.Errorf("lease for replayed keys: %w", err)
+				}
+				t.lease = grant.ID
+			}
+			opts = append(opts, clientv3.WithLease(t.lease))
+		}
+		op = clientv3.OpPut(key, string(ev.Kv.Value), opts...)
+	}
+	t.ops = append(t.ops, op)
+	t.keys[key] = true
+	t.bytes += size
+	return nil
+}
+
+func (t *replayTxn) commit(ctx context.Context) error {
+	if len(t.ops) == 0 {
+		return nil
+	}
+	if _, err := t.cli.Txn(ctx).Then(t.ops...).Commit(); err != nil {
+		return err
+	}
+	t.ops, t.keys, t.bytes = t.ops[:0], map[string]bool{}, 0
+	return nil
+}
