@@ -1,11 +1,12 @@
 // Command clusterforge-etcd-backup keeps the main etcd's history in Azure Blob Storage (package
 // etcdbackup). Every member runs the agent; the join step and the operators run the rest:
 //
-//	agent --endpoint URL --metrics-address ADDR   snapshot every interval while this member leads
+//	agent --endpoint URL --metrics-address ADDR   stream deltas, snapshot every interval while this member leads
 //	snapshot --endpoint URL                       take, upload and verify a snapshot now
-//	list                                          the stored snapshots, oldest first
+//	list                                          the stored snapshots, oldest first, and the deltas after the newest
 //	may-bootstrap                                 exit 0 only if the store proves the cluster never existed
 //	restore --name N --peer-url URL --token T [--snapshot S]   rebuild this member's data dir
+//	replay                                        apply the deltas after the snapshot this member was restored from, once, before any apiserver starts
 //	clear-stale --endpoint URL                    delete the apiserver leases a restore leaves stale
 //	gate                                          exit 0 only if it is safe to touch etcd now
 //
@@ -40,7 +41,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 )
 
-const usage = "usage: clusterforge-etcd-backup agent|snapshot|list|may-bootstrap|restore|clear-stale|gate --config FILE [flags]"
+const usage = "usage: clusterforge-etcd-backup agent|snapshot|list|may-bootstrap|restore|replay|clear-stale|gate --config FILE [flags]"
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -61,7 +62,7 @@ func run(args []string) error {
 	name := fs.String("name", "", "restore: this member's etcd name")
 	peerURL := fs.String("peer-url", "", "restore: this member's peer URL")
 	token := fs.String("token", "", "restore: the restored cluster's new --initial-cluster-token")
-	snapshot := fs.String("snapshot", "", "restore: the snapshot's name (default: the latest)")
+	snapshot := fs.String("snapshot", "", "restore: the snapshot's name (default: the latest verified)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -83,10 +84,30 @@ func run(args []string) error {
 	switch verb {
 	case "list":
 		snaps, err := store.List(ctx)
+		if err != nil {
+			return err
+		}
 		for _, s := range snaps {
 			fmt.Printf("%s\trevision=%d\tsize=%d\tsha256=%s\tverified=%s\n", s.Name, s.Revision, s.Size, s.SHA256, s.Verified.Format(time.RFC3339))
 		}
-		return err
+		newest, err := store.Find(ctx, "")
+		if err != nil {
+			return err
+		}
+		deltas, err := store.Deltas(ctx)
+		if err != nil {
+			return err
+		}
+		chain, reached, broken := etcdbackup.Chain(newest.Revision, deltas)
+		fmt.Printf("deltas after %s: %d, reaching revision %d", newest.Name, len(chain), reached)
+		if len(chain) > 0 {
+			fmt.Printf(", the last stored at %s", chain[len(chain)-1].Flushed.Format(time.RFC3339Nano))
+		}
+		if broken != nil {
+			fmt.Printf("; %v", broken)
+		}
+		fmt.Println()
+		return nil
 	case "may-bootstrap":
 		if err := etcdbackup.MayBootstrap(ctx, store); err != nil {
 			if werr := etcdbackup.WriteStatus(cfg.StatusFile, err.Error()); werr != nil {
@@ -126,6 +147,20 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Println("safe to touch etcd: every member healthy and a voter, no alarm, a verified snapshot younger than", cfg.Interval)
+		return nil
+	case "replay":
+		restored, err := etcdbackup.ReadRestoreRecord(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		report, err := etcdbackup.Replay(ctx, cli, store, restored)
+		if err != nil {
+			return err
+		}
+		if report.Stopped != nil {
+			logger.Printf("WARNING: the deltas end early; writes after revision %d are not restored", report.Reached)
+		}
+		logger.Printf("%s: %s", restored.Snapshot, report)
 		return nil
 	case "clear-stale":
 		n, err := etcdbackup.ClearStale(ctx, cli)

@@ -172,6 +172,22 @@ var alertScenarios = []alertScenario{
 		fire: map[string]map[string]map[string]string{"5m": {}, "15m": {"AzureSignInFailing": {}}},
 	},
 	{
+		name: "the delta stream stops at minute 5",
+		series: map[string]string{
+			`clusterforge_etcd_backup_delta_last_flush_timestamp_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`: "0+60x5 300x20",
+			`clusterforge_etcd_backup_delta_last_flush_timestamp_seconds{job="etcd-backup",instance="10.0.1.11:2382"}`: "0x25",
+		},
+		fire: map[string]map[string]map[string]string{"7m": {}, "9m": {"EtcdBackupDeltasStale": {}}},
+	},
+	{
+		name: "a delta goes missing at minute 5; the stream goes on",
+		series: map[string]string{
+			`clusterforge_etcd_backup_delta_last_flush_timestamp_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`: "0+60x25",
+			`clusterforge_etcd_backup_chain_breaks_total{job="etcd-backup",instance="10.0.1.10:2382"}`:                 "0x5 1x20",
+		},
+		fire: map[string]map[string]map[string]string{"4m": {}, "7m": {"EtcdBackupChainBroken": {}}, "20m": {}},
+	},
+	{
 		name: "a wiped member refuses to bootstrap from minute 4",
 		series: map[string]string{
 			`clusterforge_etcd_backup_last_success_timestamp_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`: "0+60x10",

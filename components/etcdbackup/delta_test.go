@@ -65,7 +65,7 @@ func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 			}
 		}
 	}
-	last, err := cli.Get(ctx, "", clientv3.WithPrefix())
+	last, err := cli.Get(ctx, "/registry/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,15 @@ func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored, _, _ := startEtcd(t, etcdBin, member.DataDir, member.Name)
-	report, err := Replay(ctx, restored, store, snap.Revision)
+	record, err := ReadRestoreRecord(member.DataDir)
+	if err != nil || record.Snapshot != snap.Name || record.Revision < snap.Revision {
+		t.Fatalf("restore record %+v (%v), want snapshot %s at revision %d or later", record, err, snap.Name, snap.Revision)
+	}
+	// Seen from an older restore, the cluster has been written to since: refused untouched.
+	if _, err := Replay(ctx, restored, store, RestoreRecord{Snapshot: "older", Revision: record.Revision - 5}); err == nil || !strings.Contains(err.Error(), "written to since") {
+		t.Fatalf("a replay into a cluster written to since its restore answered %v, want a refusal", err)
+	}
+	report, err := Replay(ctx, restored, store, record)
 	if err != nil || report.Stopped != nil {
 		t.Fatalf("replay: %v, %v", err, report)
 	}
@@ -93,7 +101,10 @@ func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 	if report.Reached != last.Header.Revision {
 		t.Errorf("replay reached revision %d, want %d, the original's last", report.Reached, last.Header.Revision)
 	}
-	got, err := restored.Get(ctx, "", clientv3.WithPrefix())
+	if _, err := Replay(ctx, restored, store, record); err == nil || !strings.Contains(err.Error(), "replayed into this cluster already") {
+		t.Errorf("a second replay answered %v, want a refusal", err)
+	}
+	got, err := restored.Get(ctx, "/registry/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +143,7 @@ func sameKeys(want, got *clientv3.GetResponse) string {
 }
 
 // A delta missing from the middle of the chain is found by the leader's agent, counted and
-// followed at once by a snapshot; a replay over it stops before the gap and says so.
+// followed at once by a snapshot. A replay into the live cluster is refused.
 func TestAMissingDeltaIsFoundAndASnapshotTaken(t *testing.T) {
 	ctx := context.Background()
 	cli, endpoint, _ := startEtcd(t, toolchain.Binary(t, "bin/etcd"), t.TempDir(), "original")
@@ -154,9 +165,8 @@ func TestAMissingDeltaIsFoundAndASnapshotTaken(t *testing.T) {
 	if err := store.DeleteDelta(ctx, deltas[1].Name); err != nil {
 		t.Fatal(err)
 	}
-	report, err := Replay(ctx, cli, store, snap.Revision)
-	if err != nil || !errors.Is(report.Stopped, ErrChainBroken) || report.Reached != deltas[0].To {
-		t.Errorf("replay over a missing delta: %v, %v; want it stopped at revision %d by a broken chain", err, report, deltas[0].To)
+	if _, err := Replay(ctx, cli, store, RestoreRecord{Snapshot: snap.Name, Revision: snap.Revision}); err == nil || !strings.Contains(err.Error(), "where the restore from") {
+		t.Errorf("a replay into the live cluster answered %v, want a refusal", err)
 	}
 	after := waitFor(t, "a snapshot after the break", func() (Snapshot, bool) {
 		s, err := store.Find(ctx, "")
@@ -191,5 +201,33 @@ func waitFor[T any](t *testing.T, what string, f func() (T, bool)) T {
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s within a minute (last %v)", what, v)
 		}
+	}
+}
+
+// Chain takes each delta that goes past what is covered, skips those that do not (two agents
+// around a leader change) and stops at a gap or an object not ours.
+func TestChain(t *testing.T) {
+	d := func(from, to int64) Delta { return Delta{Name: deltaNameOf(from, to), From: from, To: to, SHA256: "x"} }
+	for _, tc := range []struct {
+		name    string
+		deltas  []Delta
+		chain   int
+		reached int64
+		broken  bool
+	}{
+		{"none", nil, 0, 100, false},
+		{"from before the base", []Delta{d(90, 120), d(121, 130)}, 2, 130, false},
+		{"wholly before the base", []Delta{d(10, 100), d(101, 110)}, 1, 110, false},
+		{"two writers overlap", []Delta{d(101, 120), d(101, 115), d(116, 140), d(121, 150)}, 3, 150, false},
+		{"a gap", []Delta{d(101, 120), d(122, 130)}, 1, 120, true},
+		{"a gap at the base", []Delta{d(105, 120)}, 0, 100, true},
+		{"not ours", []Delta{d(101, 120), {Name: deltaNameOf(121, 130), From: 121, To: 130}, d(131, 140)}, 1, 120, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			chain, reached, err := Chain(100, tc.deltas)
+			if len(chain) != tc.chain || reached != tc.reached || (err != nil) != tc.broken || (err != nil && !errors.Is(err, ErrChainBroken)) {
+				t.Errorf("chain of %d reaching %d (%v), want %d reaching %d, broken %t", len(chain), reached, err, tc.chain, tc.reached, tc.broken)
+			}
+		})
 	}
 }

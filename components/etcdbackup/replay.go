@@ -22,6 +22,10 @@ const (
 // kube-apiserver's --event-ttl default does.
 const ReplayLeaseTTL = time.Hour
 
+// replayedPrefix marks, per restore (its token), a cluster the deltas were replayed into,
+// outside the apiservers' /registry; later snapshots carry it, later restores have new tokens.
+const replayedPrefix = "/clusterforge/restore/replayed/"
+
 // ReplayReport is what Replay applied.
 type ReplayReport struct {
 	// Base is the revision of the snapshot the members were restored from.
@@ -46,13 +50,30 @@ func (r ReplayReport) String() string {
 	return s
 }
 
-// Replay applies every change stored after revision base, in order, to a cluster just restored
-// from a snapshot of at least that revision and not yet serving: each delta read and checked
+// Replay applies every change stored after the restored snapshot's revision, in order, to the
+// cluster just restored from it and not yet serving: each delta read and checked
 // whole before any of its changes is applied, up to the first that is missing or corrupt
-// (reported in Stopped). Changes the snapshot already holds are applied again, which leaves each
-// key as its last change did. The replayed keys get new revisions, above the restore's bump.
-func Replay(ctx context.Context, cli *clientv3.Client, s *Store, base int64) (ReplayReport, error) {
+// (reported in Stopped). The replayed keys get new revisions, above the restore's bump.
+// A cluster not at the revision that restore left, or replayed into before, is refused
+// untouched: replaying old changes over newer writes would undo them.
+func Replay(ctx context.Context, cli *clientv3.Client, s *Store, restored RestoreRecord) (ReplayReport, error) {
+	base := restored.Revision
 	report := ReplayReport{Base: base, Reached: base}
+	replayedKey := replayedPrefix + restored.Token
+	marker, err := cli.Get(ctx, replayedKey)
+	if err != nil {
+		return report, err
+	}
+	if len(marker.Kvs) > 0 {
+		return report, fmt.Errorf("the deltas were replayed into this cluster already (%s); replaying again would undo the writes since", marker.Kvs[0].Value)
+	}
+	// A restore of revision base leaves the cluster at base+RestoreBump (one less for an empty
+	// snapshot, whose revision 1 holds no key): a live cluster is far below, and any write since
+	// the restore is above.
+	if rev := marker.Header.Revision; rev < base+RestoreBump-1 || rev > base+RestoreBump {
+		return report, fmt.Errorf("this cluster is at revision %d, not %d, where the restore from %s left it: it was restored from another snapshot, or written to since (an apiserver started?); replaying old changes into it would undo newer writes. Restore again, and replay before any apiserver starts",
+			rev, base+RestoreBump, restored.Snapshot)
+	}
 	deltas, err := s.Deltas(ctx)
 	if err != nil {
 		return report, err
@@ -82,6 +103,9 @@ func Replay(ctx context.Context, cli *clientv3.Client, s *Store, base int64) (Re
 	}
 	if report.Stopped == nil {
 		report.Stopped = broken
+	}
+	if _, err := cli.Put(ctx, replayedKey, report.String()); err != nil {
+		return report, err
 	}
 	return report, nil
 }

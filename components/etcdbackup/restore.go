@@ -2,6 +2,7 @@ package etcdbackup
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -55,6 +56,10 @@ func RestoreMember(ctx context.Context, s *Store, snap Snapshot, m Member, etcdu
 	if err := download(ctx, s, snap, file); err != nil {
 		return err
 	}
+	revision, err := snapshotRevision(ctx, etcdutl, file)
+	if err != nil {
+		return err
+	}
 	rebuilt := filepath.Join(scratch, "data")
 	out, err := exec.CommandContext(ctx, etcdutl, "snapshot", "restore", file,
 		"--name="+m.Name, "--initial-cluster="+m.InitialCluster, "--initial-cluster-token="+m.Token,
@@ -69,7 +74,52 @@ func RestoreMember(ctx context.Context, s *Store, snap Snapshot, m Member, etcdu
 			return err
 		}
 	}
-	return os.Rename(filepath.Join(rebuilt, "member"), current)
+	if err := os.Rename(filepath.Join(rebuilt, "member"), current); err != nil {
+		return err
+	}
+	record, err := json.Marshal(RestoreRecord{Snapshot: snap.Name, Revision: revision, Token: m.Token})
+	if err != nil {
+		return err
+	}
+	return WriteStatus(filepath.Join(m.DataDir, restoreRecordFile), string(record))
+}
+
+// RestoreRecord is what a member's restore leaves beside its data for the replay: the snapshot
+// and its revision as etcdutl read it from the file (the agent's is only a lower bound).
+type RestoreRecord struct {
+	Snapshot string `json:"snapshot"`
+	Revision int64  `json:"revision"`
+	Token    string `json:"token"`
+}
+
+const restoreRecordFile = "restored.json"
+
+// ReadRestoreRecord reads the record the last restore of the member with that data dir left.
+func ReadRestoreRecord(dataDir string) (RestoreRecord, error) {
+	var r RestoreRecord
+	data, err := os.ReadFile(filepath.Join(dataDir, restoreRecordFile))
+	if err != nil {
+		return r, fmt.Errorf("no restore of this member to replay after: %w", err)
+	}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return r, fmt.Errorf("%s: %w", restoreRecordFile, err)
+	}
+	return r, nil
+}
+
+// snapshotRevision is the revision a snapshot file holds, as etcdutl reads it.
+func snapshotRevision(ctx context.Context, etcdutl, file string) (int64, error) {
+	out, err := exec.CommandContext(ctx, etcdutl, "snapshot", "status", file, "--write-out=json").Output()
+	if err != nil {
+		return 0, fmt.Errorf("etcdutl snapshot status: %w", err)
+	}
+	var status struct {
+		Revision int64 `json:"revision"`
+	}
+	if err := json.Unmarshal(out, &status); err != nil {
+		return 0, fmt.Errorf("etcdutl snapshot status: %w: %s", err, out)
+	}
+	return max(status.Revision, 1), nil // an empty etcd is at revision 1, which changed no key
 }
 
 // notInUse refuses a data dir whose database a running etcd holds: bbolt keeps an exclusive lock

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -29,10 +31,12 @@ import (
 	"github.com/clusterforge/clusterforge/test/machines/processes"
 )
 
-// Check 8: the main etcd is backed up by its leader's agent; the gate needs a fresh verified
-// snapshot and a reachable store; after all five members lose their disks they refuse to start
-// an empty cluster, nothing serves, and the restore brings back every write acknowledged before
-// the snapshot, refusing a corrupt snapshot by name first.
+// Check 8: the main etcd is backed up by its leader's agent, in snapshots and a stream of deltas;
+// the gate needs a fresh verified snapshot and a reachable store; after all five members are
+// killed and lose their disks while writes flow, they refuse to start an empty cluster, nothing
+// serves, and the restore (the newest verified snapshot and the deltas after it) brings back
+// every write acknowledged more than a second before the kill, refusing a corrupt snapshot by
+// name first.
 func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	framework.NeedRehearsal(t)
 	ctx := context.Background()
@@ -80,24 +84,89 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 
 	cs := framework.Clientset(t)
 	ns := drills.Namespace(t, cs, "drill-total-loss")
-	writer := drills.StartWriter(framework.Clientset(t), ns)
-	time.Sleep(3 * time.Second)
-	snap, err := framework.Running.BackupEtcd(ctx) // make etcd-backup
-	if err != nil {
-		writer.Stop()
-		t.Fatal(err)
-	}
-	time.Sleep(3 * time.Second)
-
 	members := framework.Running.Of(spec.RoleEtcdMain)
-	framework.StopAll(t, members, "etcd")
+
+	t.Run("leadership moves mid-stream", func(t *testing.T) {
+		writer := drills.StartWriter(cs, drills.Namespace(t, cs, "drill-leader-change"))
+		var from []string
+		for range 2 {
+			time.Sleep(3 * time.Second)
+			from = append(from, moveLeader(t, cli))
+		}
+		time.Sleep(3 * time.Second)
+		writer.Stop()
+		now, err := cli.Get(ctx, "/registry/", clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Every revision since the newest verified snapshot, in order, once the chain reaches now.
+		var chain []etcdbackup.Delta
+		var base etcdbackup.Snapshot
+		err = drills.WaitUntil(30*time.Second, func() error {
+			if base, err = store.Find(ctx, ""); err != nil {
+				return err
+			}
+			deltas, err := store.Deltas(ctx)
+			if err != nil {
+				return err
+			}
+			var reached int64
+			if chain, reached, err = etcdbackup.Chain(base.Revision, deltas); err != nil {
+				return err
+			}
+			if reached < now.Header.Revision {
+				return fmt.Errorf("the chain after %s reaches revision %d, not yet %d", base.Name, reached, now.Header.Revision)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		covered := base.Revision
+		for _, d := range chain {
+			events, err := store.ReadDelta(ctx, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range events {
+				switch rev := ev.Kv.ModRevision; {
+				case rev <= covered: // an earlier delta's, or another key of the same revision
+				case rev == covered+1:
+					covered = rev
+				default:
+					t.Fatalf("delta %s: revision %d follows %d", d.Name, rev, covered)
+				}
+			}
+		}
+		var streamed []string
+		for _, in := range members {
+			if v := agentMetric(t, in, "clusterforge_etcd_backup_delta_revision"); v != "" && v != "0" {
+				streamed = append(streamed, in.Name)
+			}
+		}
+		t.Logf("leadership moved from %v; %d deltas after %s hold every revision to %d, stored by %v", from, len(chain), base.Name, covered, streamed)
+		if len(streamed) < 2 {
+			t.Errorf("only %v stored deltas across two leader changes: the stream did not move with the leadership", streamed)
+		}
+	})
+
+	writer := drills.StartWriter(framework.Clientset(t), ns)
+	time.Sleep(10 * time.Second)
+
+	// No snapshot on demand: the writes after the newest periodic one come back from the deltas.
+	framework.StopAll(t, members, "etcd") // SIGKILL
+	killed := time.Now()
 	for _, in := range members {
 		if err := os.RemoveAll(filepath.Join(framework.Running.Root(in.Name), machine.EtcdDataDir, "member")); err != nil {
 			t.Fatal(err)
 		}
 	}
 	acked := writer.Stop()
-	t.Logf("total loss: %d writes acknowledged, snapshot %s taken at %s", len(acked), snap.Name, snap.Taken.Format(time.RFC3339))
+	snap, err := store.Find(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("total loss: %d writes acknowledged, the newest snapshot %s taken %s before the kill", len(acked), snap.Name, killed.Sub(snap.Taken).Round(time.Second))
 
 	// The wiped members come back: none may start a cluster; each says why, and keeps retrying.
 	bootCtx, cancel := context.WithCancel(ctx)
@@ -151,22 +220,32 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	for _, cm := range list.Items {
 		present[cm.Name] = true
 	}
-	var lost int
-	var lastLost time.Time
+	var lost, afterSnapshot int
+	firstLost := killed
 	for name, at := range acked {
+		if at.After(restored.Taken) {
+			afterSnapshot++
+		}
 		switch {
 		case present[name]:
-		case at.Before(restored.Taken):
-			t.Errorf("write %s, acknowledged at %s before the snapshot, is lost", name, at.Format(time.RFC3339Nano))
+		case at.Before(killed.Add(-time.Second)):
+			t.Errorf("write %s, acknowledged %s before the kill, is lost", name, killed.Sub(at).Round(time.Millisecond))
+			fallthrough
 		default:
 			lost++
-			if at.After(lastLost) {
-				lastLost = at
+			if at.Before(firstLost) {
+				firstLost = at
 			}
 		}
 	}
-	t.Logf("restored from %s: %d acknowledged writes present, %d acknowledged after the snapshot lost (the last %s after it)",
-		restored.Name, len(acked)-lost, lost, lastLost.Sub(restored.Taken).Round(time.Millisecond))
+	t.Logf("restored from %s and its deltas: %d of %d acknowledged writes present (%d acknowledged after the snapshot)",
+		restored.Name, len(acked)-lost, len(acked), afterSnapshot)
+	if lost > 0 {
+		t.Logf("%d acknowledged writes lost, the first acknowledged %s before the kill", lost, killed.Sub(firstLost).Round(time.Millisecond))
+	}
+	if afterSnapshot == 0 {
+		t.Errorf("no write was acknowledged after the snapshot %s: the drill did not exercise the deltas", restored.Name)
+	}
 	if _, err := cs.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after-restore"}}, metav1.CreateOptions{}); err != nil {
 		t.Errorf("write after the restore: %v", err)
 	}
@@ -229,6 +308,41 @@ func corruptCopy(t *testing.T, store *etcdbackup.Store, snap etcdbackup.Snapshot
 		t.Fatal(err)
 	}
 	return bad.Name
+}
+
+// moveLeader hands the main etcd's leadership to another member, through the leader, and returns
+// the leader's name.
+func moveLeader(t *testing.T, cli *clientv3.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	members, err := cli.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader, follower *etcdserverpb.Member
+	for _, m := range members.Members {
+		st, err := cli.Status(ctx, m.ClientURLs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Leader == m.ID {
+			leader = m
+		} else {
+			follower = m
+		}
+	}
+	if leader == nil || follower == nil {
+		t.Fatal("no leader and follower to move leadership between")
+	}
+	c, err := framework.Running.EtcdClient(spec.RoleEtcdMain, leader.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.MoveLeader(ctx, follower.ID); err != nil {
+		t.Fatal(err)
+	}
+	return leader.Name
 }
 
 func agentMetric(t *testing.T, in machines.Instance, name string) string {

@@ -120,7 +120,8 @@ func (r *Rehearsal) findSnapshot(ctx context.Context, name string) (etcdbackup.S
 }
 
 // restoreMembers stops the main etcd's members, rebuilds each from snap with one new token,
-// starts them, waits until they are healthy and clears the stale leases.
+// starts them, waits until they are healthy, replays the deltas stored after snap and clears
+// the stale leases.
 func (r *Rehearsal) restoreMembers(ctx context.Context, snap etcdbackup.Snapshot) error {
 	members := r.Of(spec.RoleEtcdMain)
 	for _, in := range members {
@@ -144,6 +145,12 @@ func (r *Rehearsal) restoreMembers(ctx context.Context, snap etcdbackup.Snapshot
 	}
 	if err := r.WaitEtcdHealthy(ctx, spec.RoleEtcdMain); err != nil {
 		return err
+	}
+	if err := r.etcdBackupCommand(ctx, members[0], "replay"); err != nil {
+		return err
+	}
+	if report, err := os.ReadFile(r.Log(members[0].Name, "etcd-backup-replay")); err == nil {
+		r.logf("%s", lastLines(string(report), 1))
 	}
 	cli, err := r.EtcdClient(spec.RoleEtcdMain)
 	if err != nil {
