@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -20,7 +19,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
@@ -132,31 +130,12 @@ func contiguous(first, last int64, events []*mvccpb.Event) error {
 // Deltas returns the cluster's stored deltas in revision order. An object whose name or
 // metadata is not one of ours is listed with an empty SHA256, so a chain stops before it.
 func (s *Store) Deltas(ctx context.Context) ([]Delta, error) {
-	prefix := s.deltaPath("")
-	pager := s.container.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
-	var out []Delta
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", prefix, err)
-		}
-		for _, item := range page.Segment.BlobItems {
-			out = append(out, parseDelta(strings.TrimPrefix(deref(item.Name), prefix), item.Metadata))
-		}
-	}
+	out, err := list(ctx, s, s.deltaPath(""), parseDelta)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].From < out[j].From })
-	return out, nil
+	return out, err
 }
 
-func parseDelta(name string, meta map[string]*string) Delta {
-	get := func(key string) string {
-		for k, v := range meta {
-			if strings.EqualFold(k, key) {
-				return deref(v)
-			}
-		}
-		return ""
-	}
+func parseDelta(name string, get func(key string) string) Delta {
 	d := Delta{Name: name}
 	m := deltaName.FindStringSubmatch(name)
 	if m == nil {

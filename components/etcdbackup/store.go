@@ -204,31 +204,35 @@ func (s *Store) Download(ctx context.Context, snap Snapshot, w io.Writer) error 
 // List returns the cluster's snapshots, oldest first. An object without complete metadata is
 // listed with an empty SHA256, so restore refuses it by name.
 func (s *Store) List(ctx context.Context) ([]Snapshot, error) {
-	prefix := s.snapshotName("")
+	return list(ctx, s, s.snapshotName(""), parseSnapshot) // the service lists names in order, and names sort by time
+}
+
+// list parses every object under prefix, in the service's (name) order.
+func list[T any](ctx context.Context, s *Store, prefix string, parse func(name string, get func(key string) string) T) ([]T, error) {
 	pager := s.container.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
-	var out []Snapshot
+	var out []T
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", prefix, err)
 		}
 		for _, item := range page.Segment.BlobItems {
-			name := strings.TrimPrefix(deref(item.Name), prefix)
-			out = append(out, parseSnapshot(name, item.Metadata))
+			// The service may change a metadata key's case.
+			get := func(key string) string {
+				for k, v := range item.Metadata {
+					if strings.EqualFold(k, key) {
+						return deref(v)
+					}
+				}
+				return ""
+			}
+			out = append(out, parse(strings.TrimPrefix(deref(item.Name), prefix), get))
 		}
 	}
-	return out, nil // the service lists names in order, and names sort by time
+	return out, nil
 }
 
-func parseSnapshot(name string, meta map[string]*string) Snapshot {
-	get := func(key string) string {
-		for k, v := range meta {
-			if strings.EqualFold(k, key) {
-				return deref(v)
-			}
-		}
-		return ""
-	}
+func parseSnapshot(name string, get func(key string) string) Snapshot {
 	snap := Snapshot{Name: name, ClusterID: get(metaClusterID), SHA256: get(metaSHA256)}
 	snap.Taken, _ = time.Parse(timeLayout, strings.SplitN(path.Base(name), "-", 2)[0])
 	snap.Revision, _ = strconv.ParseInt(get(metaRevision), 10, 64)
