@@ -8,6 +8,7 @@
 //	restore --name N --peer-url URL --token T [--snapshot S]   rebuild this member's data dir
 //	replay                                        apply the deltas after the snapshot this member was restored from, once, before any apiserver starts
 //	clear-stale --endpoint URL                    delete the apiserver leases a restore leaves stale
+//	defrag [--min-free B --min-free-share S]      defragment the members worth it, followers first, behind the gate
 //	gate                                          exit 0 only if it is safe to touch etcd now
 //
 // Each takes --config (machine.EtcdBackupConfig). The store is reached with the VM's managed
@@ -41,7 +42,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 )
 
-const usage = "usage: clusterforge-etcd-backup agent|snapshot|list|may-bootstrap|restore|replay|clear-stale|gate --config FILE [flags]"
+const usage = "usage: clusterforge-etcd-backup agent|snapshot|list|may-bootstrap|restore|replay|clear-stale|defrag|gate --config FILE [flags]"
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -63,6 +64,9 @@ func run(args []string) error {
 	peerURL := fs.String("peer-url", "", "restore: this member's peer URL")
 	token := fs.String("token", "", "restore: the restored cluster's new --initial-cluster-token")
 	snapshot := fs.String("snapshot", "", "restore: the snapshot's name (default: the latest verified)")
+	defrag := etcdbackup.DefaultDefragPolicy()
+	fs.Int64Var(&defrag.MinFreeBytes, "min-free", defrag.MinFreeBytes, "defrag: bytes a member's database must have free to be defragmented")
+	fs.Float64Var(&defrag.MinFreeShare, "min-free-share", defrag.MinFreeShare, "defrag: share of a member's database that must be free for it to be defragmented")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -162,6 +166,15 @@ func run(args []string) error {
 		}
 		logger.Printf("%s: %s", restored.Snapshot, report)
 		return nil
+	case "defrag":
+		if defrag.MinFreeBytes < 0 || defrag.MinFreeShare < 0 || defrag.MinFreeShare > 1 {
+			return errors.New("defrag: --min-free must be 0 or more and --min-free-share between 0 and 1")
+		}
+		steps, err := etcdbackup.Defragment(ctx, cli, store, interval, defrag)
+		for _, s := range steps {
+			logger.Printf("defragmentation: %s", s)
+		}
+		return err
 	case "clear-stale":
 		n, err := etcdbackup.ClearStale(ctx, cli)
 		logger.Printf("cleared %d stale keys (master leases, apiserver identity leases)", n)

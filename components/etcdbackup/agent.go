@@ -54,8 +54,8 @@ func (a *Agent) CheckEvery() time.Duration { return min(a.Interval/10, 30*time.S
 const leaderCheck = time.Second
 
 // Run backs up until ctx ends. While this member leads, it streams every change into deltas
-// (streamDeltas), reads their chain back every VerifyEvery and checks every CheckEvery whether a
-// snapshot is due (Tick). Failures are counted and logged, never fatal: the alerts on the
+// (streamDeltas), reads their chain back every VerifyEvery, checks every CheckEvery whether a
+// snapshot is due (Tick) and defragments the members worth it every DefragEvery. Failures are counted and logged, never fatal: the alerts on the
 // snapshot's and the deltas' age report a persistent one.
 func (a *Agent) Run(ctx context.Context) {
 	var (
@@ -63,6 +63,7 @@ func (a *Agent) Run(ctx context.Context) {
 		ended      = make(chan error, 1)
 		lastTick   time.Time
 		lastVerify time.Time
+		lastDefrag = time.Now()
 	)
 	// streamEnded handles the end of a stream; stopped: by Run, as this member no longer leads.
 	streamEnded := func(err error, stopped bool) {
@@ -114,6 +115,16 @@ func (a *Agent) Run(ctx context.Context) {
 				stopStream = cancel
 				go func() { ended <- a.streamDeltas(sctx, reached+1) }()
 			}
+		}
+		if leads && time.Since(lastDefrag) >= DefragEvery {
+			steps, err := Defragment(ctx, a.Etcd, a.Store, a.Interval, DefaultDefragPolicy())
+			for _, s := range steps {
+				a.Log.Printf("defragmentation: %s", s)
+			}
+			if err != nil && ctx.Err() == nil {
+				a.Log.Printf("defragmentation: %v", a.fail(err))
+			}
+			lastDefrag = time.Now()
 		}
 		if leads && time.Since(lastVerify) >= VerifyEvery {
 			if err := a.verifyChain(ctx); err != nil && ctx.Err() == nil {
