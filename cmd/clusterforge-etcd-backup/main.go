@@ -4,7 +4,7 @@
 //	agent --endpoint URL --metrics-address ADDR   stream deltas, snapshot every interval while this member leads
 //	snapshot --endpoint URL                       take, upload and verify a snapshot now
 //	list                                          the stored snapshots, oldest first, and the deltas after the newest
-//	may-bootstrap                                 exit 0 only if the store proves the cluster never existed
+//	may-bootstrap                                 exit 0 only if the store and the birth registry prove the cluster never existed
 //	restore --name N --peer-url URL --token T [--snapshot S]   rebuild this member's data dir
 //	replay                                        apply the deltas after the snapshot this member was restored from, once, before any apiserver starts
 //	clear-stale --endpoint URL                    delete the apiserver leases a restore leaves stale
@@ -12,7 +12,9 @@
 //	gate                                          exit 0 only if it is safe to touch etcd now
 //
 // Each takes --config (machine.EtcdBackupConfig). The store is reached with the VM's managed
-// identity, or with $AZURE_STORAGE_CONNECTION_STRING when it is set (Azurite in the rehearsal).
+// identity, or with $AZURE_STORAGE_CONNECTION_STRING (etcdbackup.ConnectionStringEnv) when it is
+// set (Azurite in the rehearsal).
+// Retiring a cluster is an operator's act, with the operator's credentials: forge retire.
 package main
 
 import (
@@ -26,15 +28,13 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -80,7 +80,7 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	store, err := openStore(cfg)
+	store, registry, err := openStore(cfg)
 	if err != nil {
 		return err
 	}
@@ -95,6 +95,10 @@ func run(args []string) error {
 			fmt.Printf("%s\trevision=%d\tsize=%d\tsha256=%s\tverified=%s\n", s.Name, s.Revision, s.Size, s.SHA256, s.Verified.Format(time.RFC3339))
 		}
 		newest, err := store.Find(ctx, "")
+		if errors.Is(err, etcdbackup.ErrNoVerifiedSnapshot) {
+			fmt.Println("no verified snapshot yet: nothing to restore from")
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -113,13 +117,13 @@ func run(args []string) error {
 		fmt.Println()
 		return nil
 	case "may-bootstrap":
-		if err := etcdbackup.MayBootstrap(ctx, store); err != nil {
+		if err := etcdbackup.MayBootstrap(ctx, store, registry); err != nil {
 			if werr := etcdbackup.WriteStatus(cfg.StatusFile, err.Error()); werr != nil {
 				logger.Printf("write %s: %v", cfg.StatusFile, werr)
 			}
 			return err
 		}
-		logger.Printf("the store has no trace of %s: starting it as a new cluster", cfg.Cluster)
+		logger.Printf("neither the store nor the birth registry knows %s: starting it as a new cluster", cfg.Cluster)
 		return nil
 	case "restore":
 		if *name == "" || *peerURL == "" || *token == "" {
@@ -183,8 +187,8 @@ func run(args []string) error {
 	if *endpoint == "" {
 		return fmt.Errorf("%s needs --endpoint, this member's client URL", verb)
 	}
-	agent := &etcdbackup.Agent{Etcd: cli, Endpoint: *endpoint, Store: store, Interval: interval,
-		Retention: etcdbackup.DefaultRetention(), StatusFile: cfg.StatusFile, Log: logger}
+	agent := &etcdbackup.Agent{Etcd: cli, Endpoint: *endpoint, Store: store, Registry: registry, Interval: interval,
+		Retention: etcdbackup.DefaultRetention(), StatusFile: cfg.StatusFile, DataDir: cfg.DataDir, Log: logger}
 	switch verb {
 	case "snapshot":
 		_, err := agent.Snapshot(ctx)
@@ -219,26 +223,11 @@ func loadConfig(path string) (machine.EtcdBackupSettings, error) {
 	return cfg, nil
 }
 
-// openStore reaches the container with a connection string when one is given, else with the
-// VM's managed identity (the etcd machines have exactly one, so none needs naming).
-func openStore(cfg machine.EtcdBackupSettings) (*etcdbackup.Store, error) {
-	u, err := url.Parse(cfg.StoreURL)
-	if err != nil {
-		return nil, fmt.Errorf("storeURL: %w", err)
-	}
-	var c *container.Client
-	if cs := os.Getenv("AZURE_STORAGE_CONNECTION_STRING"); cs != "" {
-		c, err = container.NewClientFromConnectionString(cs, strings.Trim(u.Path, "/"), nil)
-	} else {
-		var cred *azidentity.ManagedIdentityCredential
-		if cred, err = azidentity.NewManagedIdentityCredential(nil); err == nil {
-			c, err = container.NewClient(cfg.StoreURL, cred, nil)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("backup store %s: %w", cfg.StoreURL, err)
-	}
-	return etcdbackup.NewStore(c, cfg.Cluster), nil
+// openStore reaches the backup store and the birth registry with the VM's managed identity (the
+// etcd machines have exactly one, so none needs naming), or etcdbackup.ConnectionStringEnv.
+func openStore(cfg machine.EtcdBackupSettings) (*etcdbackup.Store, *etcdbackup.Registry, error) {
+	managed := func() (azcore.TokenCredential, error) { return azidentity.NewManagedIdentityCredential(nil) }
+	return etcdbackup.Open(cfg.Cluster, cfg.StoreURL, cfg.BirthsURL, cfg.RetirementsURL, managed)
 }
 
 func etcdClient(cfg machine.EtcdBackupSettings, endpoints []string) (*clientv3.Client, error) {

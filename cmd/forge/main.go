@@ -5,6 +5,7 @@
 //	forge diff   --stack <env>              what the stack file changes against what the cluster last applied
 //	forge roll   --stack <env> [--renew-certificates]   converge the machines onto the stack file, stage by stage
 //	forge grow   --stack <env> --pool <name> --to <nodes>   raise a pool in the stack's join steps
+//	forge retire --stack <env> --confirm <cluster> [--registry-only]   end a deleted cluster on purpose: an empty etcd may then start in its name
 //
 // A rehearsal on this machine is diffed and rolled by the development CLI (`rehearse diff|roll`).
 package main
@@ -28,6 +29,8 @@ func main() {
 	renew := cmd.Bool("renew-certificates", false, "roll: renew every leaf certificate, due or not")
 	pool := cmd.String("pool", "", "grow: the pool to grow")
 	to := cmd.Int("to", 0, "grow: the pool's node count to reach, in the stack's join steps")
+	confirm := cmd.String("confirm", "", "retire: the cluster's name, typed out")
+	registryOnly := cmd.Bool("registry-only", false, "retire: the backup account is deleted; retire the births alone")
 	_ = cmd.Parse(os.Args[2:])
 	var err error
 	switch os.Args[1] {
@@ -41,6 +44,8 @@ func main() {
 		err = rollStack(*stacks, *stack, *renew)
 	case "grow":
 		err = grow(*stacks, *stack, *pool, *to)
+	case "retire":
+		err = retire(*stacks, *stack, *confirm, *registryOnly)
 	default:
 		usage()
 	}
@@ -51,6 +56,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: forge plan|freeze|diff|roll|grow --stack <env> [--stacks dir] [--out dir] [--renew-certificates] [--pool <name> --to <nodes>]")
+	fmt.Fprintln(os.Stderr, "usage: forge plan|freeze|diff|roll|grow|retire --stack <env> [--stacks dir] [--out dir] [--renew-certificates] [--pool <name> --to <nodes>] [--confirm <cluster> [--registry-only]]")
 	os.Exit(2)
 }

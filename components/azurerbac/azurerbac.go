@@ -13,6 +13,7 @@ const (
 	RoleVirtualMachineContributor  = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
 	RoleManagedIdentityOperator    = "f1a07417-d97a-45cb-824c-7a7467783830"
 	RoleStorageBlobDataContributor = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
+	RoleStorageBlobDataReader      = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 )
 
 // Custom roles clusterforge defines per cluster, each holding only the actions its consumer calls
@@ -22,6 +23,7 @@ const (
 	RoleSubnetJoiner            = "subnet-joiner"
 	RoleScaleSetInstanceRemover = "scale-set-instance-remover"
 	RoleScaleSetInstanceReader  = "scale-set-instance-reader"
+	RoleBirthRecorder           = "birth-recorder"
 )
 
 // CustomRoleActions are the actions of each custom role.
@@ -33,6 +35,20 @@ var CustomRoleActions = map[string][]string{
 	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete",
 		"Microsoft.Compute/locations/operations/read"},
 	RoleScaleSetInstanceReader: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"},
+}
+
+// CustomRoleDataActions are the data actions of each custom role that holds some.
+var CustomRoleDataActions = map[string][]string{
+	// Reads and creates blobs, never overwrites or deletes one, nor touches the container
+	// (Storage Blob Data Contributor may do all three).
+	RoleBirthRecorder: {"Microsoft.Storage/storageAccounts/blobServices/containers/blobs/read", "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/add/action"},
+}
+
+// IsCustom says whether role is one clusterforge defines (CustomRoleActions, CustomRoleDataActions).
+func IsCustom(role string) bool {
+	_, actions := CustomRoleActions[role]
+	_, data := CustomRoleDataActions[role]
+	return actions || data
 }
 
 // BuiltInRoleActions are the Compute actions of the built-in roles assigned here (Virtual Machine
@@ -48,6 +64,8 @@ const (
 	ScopeWorkerScaleSets  = "workerScaleSets"
 	ScopeWorkerIdentities = "workerIdentities"
 	ScopeBackupContainer  = "backupContainer"
+	ScopeBirths           = "birthsContainer"
+	ScopeRetirements      = "retirementsContainer"
 )
 
 // Grant is one role of a machine role's identity, at a scope, for the component that calls it.
@@ -63,15 +81,21 @@ type Grant struct {
 // instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
 // node subnet and assign the scale set's identity. clusterforge-ops's remediation reads and
 // deletes the instance of a machine it hands back and polls that deletion, nothing more. The
-// main etcd's backup agent writes, lists, reads and prunes snapshots in its one container. The
-// apiserver machines' CSR approver reads the worker instance a joining node claims to be.
+// main etcd's backup agent writes, lists, reads and prunes snapshots in its container, adds births
+// to the birth registry and reads its retirements. The apiserver machines' CSR approver reads the
+// worker instance a joining node claims to be.
 // Nothing else calls Azure: the apiservers run no cloud provider, machines learn who they are
 // from the instance metadata, which needs no grant, and the worker pools' identities hold
 // nothing, so a token from a worker's metadata service opens nothing.
 func Grants(principal string) []Grant {
 	switch principal {
 	case spec.RoleEtcdMain:
-		return []Grant{{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"}}
+		return []Grant{
+			{RoleStorageBlobDataContributor, ScopeBackupContainer, "clusterforge-etcd-backup (L02): writes, lists, verifies and prunes the snapshots"},
+			{RoleBirthRecorder, ScopeBirths, "clusterforge-etcd-backup: records each etcd cluster ID that had quorum"},
+			// Only an operator retires a cluster (forge retire).
+			{RoleStorageBlobDataReader, ScopeRetirements, "clusterforge-etcd-backup: reads which etcd cluster IDs an operator retired"},
+		}
 	case spec.RoleAPIServer:
 		return []Grant{{RoleScaleSetInstanceReader, ScopeWorkerScaleSets, "clusterforge-csr-approver: reads the instance a joining node's attested document must name, and its scale set's placement tags"}}
 	case addons.AutoscalerName:

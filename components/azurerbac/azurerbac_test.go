@@ -19,7 +19,11 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]Grant{
-		spec.RoleEtcdMain:  {{Role: RoleStorageBlobDataContributor, Scope: ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"}},
+		spec.RoleEtcdMain: {
+			{Role: RoleStorageBlobDataContributor, Scope: ScopeBackupContainer, Consumer: "clusterforge-etcd-backup"},
+			{Role: RoleBirthRecorder, Scope: ScopeBirths, Consumer: "clusterforge-etcd-backup"},
+			{Role: RoleStorageBlobDataReader, Scope: ScopeRetirements, Consumer: "clusterforge-etcd-backup"},
+		},
 		spec.RoleAPIServer: {{Role: RoleScaleSetInstanceReader, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-csr-approver"}},
 		addons.AutoscalerName: {
 			{Role: RoleScaleSetLister, Scope: ScopeResourceGroup, Consumer: "cluster-autoscaler"},

@@ -23,16 +23,21 @@ type Agent struct {
 	// Endpoint is this member's client URL.
 	Endpoint string
 	Store    *Store
+	// Registry is where the leader records each etcd cluster ID that had quorum (MayBootstrap).
+	Registry *Registry
 	// Interval is the age at which the newest stored snapshot is replaced: the RPO's main term.
 	Interval  time.Duration
 	Retention Retention
 	// StatusFile is where this member's join step reports a refused bootstrap (see MayBootstrap).
 	StatusFile string
-	Log        *log.Logger
+	// DataDir is etcd's data dir, where a restore leaves its record (RestoreRecord).
+	DataDir string
+	Log     *log.Logger
 
-	mu          sync.Mutex
-	leader      bool
-	marked      bool
+	mu     sync.Mutex
+	leader bool
+	// registered is the etcd cluster ID last recorded in Registry; a restore brings a new one.
+	registered  string
 	lastSuccess time.Time
 	lastSize    int64
 	lastSeconds float64
@@ -46,7 +51,7 @@ type Agent struct {
 	verified map[string]bool
 }
 
-// CheckEvery is how often the agent asks whether it leads and whether a snapshot is due.
+// CheckEvery is how often the leader's agent asks whether a snapshot is due.
 func (a *Agent) CheckEvery() time.Duration { return min(a.Interval/10, 30*time.Second) }
 
 // leaderCheck is how often the agent asks whether its member leads: a new leader's agent takes
@@ -55,8 +60,9 @@ const leaderCheck = time.Second
 
 // Run backs up until ctx ends. While this member leads, it streams every change into deltas
 // (streamDeltas), reads their chain back every VerifyEvery, checks every CheckEvery whether a
-// snapshot is due (Tick) and defragments the members worth it every DefragEvery. Failures are counted and logged, never fatal: the alerts on the
-// snapshot's and the deltas' age report a persistent one.
+// snapshot is due (Tick) and defragments the members worth it every DefragEvery. Failures are
+// counted and logged, never fatal: the alerts on the snapshot's and the deltas' age report a
+// persistent one.
 func (a *Agent) Run(ctx context.Context) {
 	var (
 		stopStream context.CancelFunc // set while a stream runs
@@ -90,23 +96,35 @@ func (a *Agent) Run(ctx context.Context) {
 			<-ended
 		}
 	}()
+	waiting := false
 	for {
 		select {
 		case err := <-ended:
 			streamEnded(err, false)
 		default:
 		}
+		// Between a restore and its replay the cluster holds only the snapshot: a snapshot of it
+		// would become the newest restorable point and hide the deltas the replay needs.
+		if pending := a.replayPending(ctx); pending != waiting {
+			waiting = pending
+			a.Log.Printf("restored member: backups %s until clusterforge-etcd-backup replay has run", map[bool]string{true: "paused", false: "resumed"}[pending])
+		}
+		if waiting {
+			if stopStream != nil {
+				stopStream()
+				streamEnded(<-ended, true)
+			}
+			if sleep(ctx, leaderCheck) != nil {
+				return
+			}
+			continue
+		}
 		leads := a.leads(ctx)
 		if !leads && stopStream != nil {
 			stopStream()
 			streamEnded(<-ended, true)
 		}
-		if leads && time.Since(lastTick) >= a.CheckEvery() {
-			if err := a.Tick(ctx); err != nil && ctx.Err() == nil {
-				a.Log.Printf("backup failed: %v", err)
-			}
-			lastTick = time.Now()
-		}
+		// The stream first: a snapshot or a defragmentation may take minutes, the stream must not wait.
 		if leads && stopStream == nil {
 			if reached, ok, err := a.chainEnd(ctx); err != nil {
 				a.Log.Printf("delta stream: %v", a.fail(err))
@@ -115,6 +133,12 @@ func (a *Agent) Run(ctx context.Context) {
 				stopStream = cancel
 				go func() { ended <- a.streamDeltas(sctx, reached+1) }()
 			}
+		}
+		if leads && time.Since(lastTick) >= a.CheckEvery() {
+			if err := a.Tick(ctx); err != nil && ctx.Err() == nil {
+				a.Log.Printf("backup failed: %v", err)
+			}
+			lastTick = time.Now()
 		}
 		if leads && time.Since(lastDefrag) >= DefragEvery {
 			steps, err := Defragment(ctx, a.Etcd, a.Store, a.Interval, DefaultDefragPolicy())
@@ -132,11 +156,32 @@ func (a *Agent) Run(ctx context.Context) {
 			}
 			lastVerify = time.Now()
 		}
-		select {
-		case <-ctx.Done():
+		if sleep(ctx, leaderCheck) != nil {
 			return
-		case <-time.After(leaderCheck):
 		}
+	}
+}
+
+// replayPending reports whether this member was restored and the deltas not yet replayed into
+// its cluster; when it cannot tell, it answers yes.
+func (a *Agent) replayPending(ctx context.Context) bool {
+	if a.DataDir == "" {
+		return false
+	}
+	restored, err := ReadRestoreRecord(a.DataDir)
+	if err != nil {
+		return false // never restored
+	}
+	progress, _, _, _, err := readProgress(ctx, a.Etcd, restored.Token)
+	return err != nil || !progress.Done
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
 	}
 }
 
@@ -160,11 +205,11 @@ func (a *Agent) Tick(ctx context.Context) error {
 	if !leads {
 		return nil
 	}
-	if !a.marked {
-		if err := a.Store.EnsureBorn(ctx, clusterIDString(status.Header.ClusterId)); err != nil {
+	if id := ClusterIDString(status.Header.ClusterId); a.registered != id {
+		if err := a.Registry.Register(ctx, id); err != nil {
 			return a.fail(err)
 		}
-		a.marked = true
+		a.registered = id
 	}
 	snaps, err := a.Store.List(ctx)
 	if err != nil {
@@ -179,7 +224,11 @@ func (a *Agent) Tick(ctx context.Context) error {
 
 // Snapshot takes a snapshot now, uploads it, reads it back to verify it, and prunes by
 // retention: the same path for the interval and for `make etcd-backup`.
+// A restored member's, before the replay, refuses (replayPending).
 func (a *Agent) Snapshot(ctx context.Context) (Snapshot, error) {
+	if a.replayPending(ctx) {
+		return Snapshot{}, errors.New("this member was restored and the deltas are not replayed yet: a snapshot now would hide them; run clusterforge-etcd-backup replay first")
+	}
 	began := time.Now()
 	status, err := a.Etcd.Status(ctx, a.Endpoint)
 	if err != nil {
@@ -190,7 +239,7 @@ func (a *Agent) Snapshot(ctx context.Context) (Snapshot, error) {
 		return Snapshot{}, a.fail(fmt.Errorf("etcd snapshot from %s: %w", a.Endpoint, err))
 	}
 	defer stream.Close()
-	snap, err := a.Store.Upload(ctx, stream, began, clusterIDString(status.Header.ClusterId), status.Header.Revision)
+	snap, err := a.Store.Upload(ctx, stream, began, ClusterIDString(status.Header.ClusterId), status.Header.Revision)
 	if err != nil {
 		return Snapshot{}, a.fail(err)
 	}
@@ -243,7 +292,8 @@ func (a *Agent) setLeader(v bool) {
 	a.mu.Unlock()
 }
 
-func clusterIDString(id uint64) string { return fmt.Sprintf("%016x", id) }
+// ClusterIDString is how the store and the registry write an etcd cluster ID.
+func ClusterIDString(id uint64) string { return fmt.Sprintf("%016x", id) }
 
 // ServeHTTP writes the agent's metrics in Prometheus' text format.
 func (a *Agent) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -270,8 +320,8 @@ func (a *Agent) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	metric(wellknown.EtcdBackupLastSuccessMetric, "gauge", "Time this agent last uploaded and verified a snapshot; 0 if never.", seconds(a.lastSuccess))
 	metric(wellknown.EtcdBackupFailuresMetric, "counter", "Snapshots, uploads, deltas or chain reads that failed.", a.failures)
 	metric(wellknown.EtcdBackupDeltaFlushedMetric, "gauge", "Time this agent last stored a delta; 0 if never.", seconds(a.deltaFlushed))
-	metric("clusterforge_etcd_backup_delta_revision", "gauge", "Last revision this agent stored in a delta.", a.deltaRevision)
-	metric("clusterforge_etcd_backup_chain_verified_revision", "gauge", "Revision the newest verified snapshot and the deltas read back after it reach.", a.chainVerified)
+	metric(wellknown.EtcdBackupDeltaRevisionMetric, "gauge", "Last revision this agent stored in a delta.", a.deltaRevision)
+	metric(wellknown.EtcdBackupChainVerifiedMetric, "gauge", "Revision the newest verified snapshot and the deltas read back after it reach.", a.chainVerified)
 	metric(wellknown.EtcdBackupChainBreaksMetric, "counter", "Breaks found in the delta chain (a missing or corrupt delta, or revisions compacted before they were watched); each is followed by a snapshot.", a.chainBreaks)
 	metric(wellknown.EtcdBackupIntervalMetric, "gauge", "Age at which the newest snapshot is replaced.", a.Interval.Seconds())
 	metric("clusterforge_etcd_backup_leader", "gauge", "1 if this member leads and so writes the snapshots.", leader)

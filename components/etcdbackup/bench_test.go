@@ -51,8 +51,8 @@ func BenchmarkBackup(b *testing.B) {
 		b.Run(ds.name, func(b *testing.B) {
 			cli, endpoint, _ := startEtcd(b, etcdBin, b.TempDir(), "bench")
 			loaded := load(b, cli, ds)
-			store := azuriteStore(b, "bench/etcd-main")
-			agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
+			store, registry := azurite(b, "bench/etcd-main")
+			agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Registry: registry, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
 			var snapshotting, restoring time.Duration
 			var size int64
 			b.ResetTimer()
@@ -82,6 +82,15 @@ func BenchmarkBackup(b *testing.B) {
 // startEtcd runs one etcd member named name on loopback, on dataDir, with the largest backend
 // quota clusterforge allows, until stop is called or the test ends.
 func startEtcd(b testing.TB, bin, dataDir, name string) (cli *clientv3.Client, endpoint string, stop func()) {
+	cli, endpoint, cmd := startEtcdCmd(b, bin, dataDir, name)
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }) }
+	b.Cleanup(stop)
+	return cli, endpoint, stop
+}
+
+// startEtcdCmd is startEtcd with the process itself; the test ends it.
+func startEtcdCmd(b testing.TB, bin, dataDir, name string) (cli *clientv3.Client, endpoint string, cmd *exec.Cmd) {
 	if _, err := os.Stat(bin); err != nil {
 		if testing.Short() {
 			b.Skipf("-short: %v", err)
@@ -89,7 +98,7 @@ func startEtcd(b testing.TB, bin, dataDir, name string) (cli *clientv3.Client, e
 		b.Fatalf("%v: run make tools-rehearsal", err)
 	}
 	endpoint = "http://127.0.0.1:23790"
-	cmd := exec.Command(bin, "--name="+name, "--data-dir="+dataDir,
+	cmd = exec.Command(bin, "--name="+name, "--data-dir="+dataDir,
 		"--listen-client-urls="+endpoint, "--advertise-client-urls="+endpoint,
 		"--listen-peer-urls=http://127.0.0.1:23800", "--initial-advertise-peer-urls=http://127.0.0.1:23800",
 		"--initial-cluster="+name+"=http://127.0.0.1:23800", "--quota-backend-bytes=8589934592", "--log-level=warn")
@@ -97,9 +106,7 @@ func startEtcd(b testing.TB, bin, dataDir, name string) (cli *clientv3.Client, e
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	var once sync.Once
-	stop = func() { once.Do(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }) }
-	b.Cleanup(stop)
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if resp, err := http.Get(endpoint + "/health"); err == nil {
 			resp.Body.Close()
@@ -116,7 +123,7 @@ func startEtcd(b testing.TB, bin, dataDir, name string) (cli *clientv3.Client, e
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { cli.Close() })
-	return cli, endpoint, stop
+	return cli, endpoint, cmd
 }
 
 // load writes the dataset with 16 writers and returns the bytes written, printing progress.

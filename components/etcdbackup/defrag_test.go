@@ -19,7 +19,7 @@ import (
 func TestDefragmentFreesWhatIsWorthIt(t *testing.T) {
 	ctx := context.Background()
 	cli, endpoint, _ := startEtcd(t, toolchain.Binary(t, "bin/etcd"), t.TempDir(), "original")
-	store := azuriteStore(t, "cf-test/etcd-main")
+	store, registry := azurite(t, "cf-test/etcd-main")
 	policy := DefragPolicy{MinFreeBytes: 8 << 20, MinFreeShare: 0.5}
 	if _, err := Defragment(ctx, cli, store, time.Hour, policy); err == nil || !strings.Contains(err.Error(), "no verified snapshot") {
 		t.Fatalf("a pass without a verified snapshot answered %v, want the gate's refusal", err)
@@ -35,7 +35,7 @@ func TestDefragmentFreesWhatIsWorthIt(t *testing.T) {
 	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatal(err)
 	}
-	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
+	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Registry: registry, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
 	if _, err := agent.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}

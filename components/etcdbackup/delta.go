@@ -141,8 +141,12 @@ func parseDelta(name string, get func(key string) string) Delta {
 	if m == nil {
 		return d
 	}
-	d.From, _ = strconv.ParseInt(m[1], 10, 64)
-	d.To, _ = strconv.ParseInt(m[2], 10, 64)
+	from, errFrom := strconv.ParseInt(m[1], 10, 64)
+	to, errTo := strconv.ParseInt(m[2], 10, 64)
+	if errFrom != nil || errTo != nil { // beyond int64: no revision etcd can reach
+		return d
+	}
+	d.From, d.To = from, to
 	d.SHA256 = get(metaSHA256)
 	d.Size, _ = strconv.ParseInt(get(metaSize), 10, 64)
 	d.Events, _ = strconv.Atoi(get(metaEvents))
@@ -151,12 +155,16 @@ func parseDelta(name string, get func(key string) string) Delta {
 }
 
 // ReadDelta downloads a delta and returns its events, refusing it, by name, unless its size and
-// checksum match what it was stored with and it holds every revision of its range.
+// checksum match what it was stored with and it holds every revision of its range. A refusal for
+// what the delta holds wraps ErrChainBroken; a failed download does not, and may pass on retry.
 func (s *Store) ReadDelta(ctx context.Context, d Delta) ([]*mvccpb.Event, error) {
 	if d.SHA256 == "" {
-		return nil, fmt.Errorf("delta %s has no checksum: a partial object or not one of ours", quoted(d.Name))
+		return nil, fmt.Errorf("%w: delta %s has no checksum: a partial object or not one of ours", ErrChainBroken, quoted(d.Name))
 	}
 	resp, err := s.container.NewBlobClient(s.deltaPath(d.Name)).DownloadStream(ctx, nil)
+	if bloberror.HasCode(err, bloberror.BlobNotFound) { // listed, then gone: no retry brings it back
+		return nil, fmt.Errorf("%w: delta %s is gone from the store", ErrChainBroken, d.Name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("download delta %s: %w", d.Name, err)
 	}
@@ -166,14 +174,14 @@ func (s *Store) ReadDelta(ctx context.Context, d Delta) ([]*mvccpb.Event, error)
 		return nil, fmt.Errorf("download delta %s: %w", d.Name, err)
 	}
 	if sum := sha256.Sum256(body); int64(len(body)) != d.Size || hex.EncodeToString(sum[:]) != d.SHA256 {
-		return nil, fmt.Errorf("delta %s is corrupt: %d bytes with sha256 %x, stored as %d bytes with sha256 %s", d.Name, len(body), sum, d.Size, d.SHA256)
+		return nil, fmt.Errorf("%w: delta %s is corrupt: %d bytes with sha256 %x, stored as %d bytes with sha256 %s", ErrChainBroken, d.Name, len(body), sum, d.Size, d.SHA256)
 	}
 	events, err := decodeEvents(body)
 	if err == nil {
 		err = contiguous(d.From, d.To, events)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("delta %s: %w", d.Name, err)
+		return nil, fmt.Errorf("%w: delta %s: %w", ErrChainBroken, d.Name, err)
 	}
 	return events, nil
 }
@@ -200,9 +208,9 @@ func Chain(base int64, deltas []Delta) (chain []Delta, reached int64, err error)
 	reached = base
 	for _, d := range deltas {
 		switch {
-		case d.To <= reached:
 		case d.SHA256 == "" || d.From == 0:
 			return chain, reached, fmt.Errorf("%w after revision %d: %s is not a delta of ours", ErrChainBroken, reached, quoted(d.Name))
+		case d.To <= reached:
 		case d.From > reached+1:
 			return chain, reached, fmt.Errorf("%w: revisions %d to %d are missing (the next delta is %s)", ErrChainBroken, reached+1, d.From-1, d.Name)
 		default:

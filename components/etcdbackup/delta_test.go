@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/toolchain"
 )
 
@@ -24,12 +27,13 @@ func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 	etcdBin := toolchain.Binary(t, "bin/etcd")
 	etcdutl := toolchain.Binary(t, "bin/etcdutl")
 	cli, endpoint, stop := startEtcd(t, etcdBin, t.TempDir(), "original")
-	store := azuriteStore(t, "cf-test/etcd-main")
+	store, registry := azurite(t, "cf-test/etcd-main")
 	var logs strings.Builder
-	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(&logs, "", 0)}
+	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Registry: registry, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(&logs, "", 0)}
 	for i := range 50 {
 		put(t, cli, fmt.Sprintf("/registry/configmaps/before/%d", i), "v1")
 	}
+	put(t, cli, "/registry/masterleases/10.0.0.4", "expires")
 	runCtx, stopAgent := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); agent.Run(runCtx) }()
@@ -65,6 +69,9 @@ func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 			}
 		}
 	}
+	if _, err := cli.Delete(ctx, "/registry/masterleases/10.0.0.4"); err != nil { // its lease expired
+		t.Fatal(err)
+	}
 	last, err := cli.Get(ctx, "/registry/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
@@ -87,6 +94,32 @@ func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 	if err != nil || record.Snapshot != snap.Name || record.Revision < snap.Revision {
 		t.Fatalf("restore record %+v (%v), want snapshot %s at revision %d or later", record, err, snap.Name, snap.Revision)
 	}
+	// The restored member's agent, due a snapshot every second, takes none before the replay: it
+	// would become the newest restorable point and hide the deltas.
+	paused := &Agent{Etcd: restored, Endpoint: endpoint, Store: store, Registry: registry, Interval: time.Second, Retention: DefaultRetention(), DataDir: member.DataDir, Log: log.New(io.Discard, "", 0)}
+	pausedCtx, stopPaused := context.WithCancel(ctx)
+	defer stopPaused()
+	go paused.Run(pausedCtx)
+	time.Sleep(3 * time.Second)
+	if newest, err := store.Find(ctx, ""); err != nil || newest.Name != snap.Name {
+		t.Fatalf("before the replay the newest verified snapshot is %s (%v), want %s: the restored member's agent did not wait", newest.Name, err, snap.Name)
+	}
+	// The restored cluster's master lease expires before the replay: that write alone is allowed.
+	if _, err := restored.Delete(ctx, "/registry/masterleases/10.0.0.4"); err != nil {
+		t.Fatal(err)
+	}
+	// A delta that cannot be downloaded interrupts the replay; run again, it resumes.
+	deltas, err := store.Deltas(ctx)
+	if err != nil || len(deltas) < 3 {
+		t.Fatalf("%d deltas (%v), want 3 or more", len(deltas), err)
+	}
+	flaky := unreachable(t, store, deltas[len(deltas)-2].Name)
+	if _, err := Replay(ctx, restored, flaky, record); err == nil || !strings.Contains(err.Error(), "run replay again") {
+		t.Fatalf("a replay with a delta out of reach answered %v, want an error asking to run it again", err)
+	}
+	if newest, err := store.Find(ctx, ""); err != nil || newest.Name != snap.Name {
+		t.Fatalf("after an interrupted replay the newest verified snapshot is %s (%v), want %s", newest.Name, err, snap.Name)
+	}
 	// Seen from an older restore, the cluster has been written to since: refused untouched.
 	if _, err := Replay(ctx, restored, store, RestoreRecord{Snapshot: "older", Revision: record.Revision - 5}); err == nil || !strings.Contains(err.Error(), "written to since") {
 		t.Fatalf("a replay into a cluster written to since its restore answered %v, want a refusal", err)
@@ -101,6 +134,11 @@ func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 	if report.Reached != last.Header.Revision {
 		t.Errorf("replay reached revision %d, want %d, the original's last", report.Reached, last.Header.Revision)
 	}
+	waitFor(t, "the agent to snapshot the replayed cluster", func() (string, bool) {
+		newest, err := store.Find(ctx, "")
+		return newest.Name, err == nil && newest.Name != snap.Name
+	})
+	stopPaused()
 	if _, err := Replay(ctx, restored, store, record); err == nil || !strings.Contains(err.Error(), "replayed into this cluster already") {
 		t.Errorf("a second replay answered %v, want a refusal", err)
 	}
@@ -115,6 +153,28 @@ func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 		t.Errorf("the restored member is at revision %d, not past the original's %d: resource versions would be handed out twice", got.Header.Revision, last.Header.Revision)
 	}
 	t.Logf("%s; snapshot at revision %d", report, snap.Revision)
+}
+
+// unreachable is s with every download of the delta named failing, as a network fault would.
+func unreachable(t *testing.T, s *Store, delta string) *Store {
+	t.Helper()
+	opts := &container.ClientOptions{}
+	opts.Retry.MaxRetries = -1
+	opts.Transport = failing{path: s.deltaPath(delta)}
+	c, err := container.NewClientFromConnectionString(azuriteConnection, spec.BackupContainer, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewStore(c, s.Cluster)
+}
+
+type failing struct{ path string }
+
+func (f failing) Do(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, f.path) {
+		return nil, errors.New("connection reset by peer (test)")
+	}
+	return http.DefaultClient.Do(req)
 }
 
 // sameKeys compares two reads of every key: keys and values, and whether each has a lease.
@@ -147,8 +207,8 @@ func sameKeys(want, got *clientv3.GetResponse) string {
 func TestAMissingDeltaIsFoundAndASnapshotTaken(t *testing.T) {
 	ctx := context.Background()
 	cli, endpoint, _ := startEtcd(t, toolchain.Binary(t, "bin/etcd"), t.TempDir(), "original")
-	store := azuriteStore(t, "cf-test/etcd-main")
-	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
+	store, registry := azurite(t, "cf-test/etcd-main")
+	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Registry: registry, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
 	runCtx, stopAgent := context.WithCancel(ctx)
 	defer stopAgent()
 	go agent.Run(runCtx)
@@ -190,18 +250,10 @@ func put(t *testing.T, cli *clientv3.Client, key, value string) {
 	}
 }
 
-// waitFor polls f every 100 ms until it is done, for at most a minute.
+// waitFor polls f until it is done, for at most a minute.
 func waitFor[T any](t *testing.T, what string, f func() (T, bool)) T {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		v, done := f()
-		if done {
-			return v
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within a minute (last %v)", what, v)
-		}
-	}
+	return waitUntil(t, time.Minute, what, f)
 }
 
 // Chain takes each delta that goes past what is covered, skips those that do not (two agents
@@ -222,6 +274,7 @@ func TestChain(t *testing.T) {
 		{"a gap", []Delta{d(101, 120), d(122, 130)}, 1, 120, true},
 		{"a gap at the base", []Delta{d(105, 120)}, 0, 100, true},
 		{"not ours", []Delta{d(101, 120), {Name: deltaNameOf(121, 130), From: 121, To: 130}, d(131, 140)}, 1, 120, true},
+		{"beyond int64", []Delta{d(101, 120), parseDelta("99999999999999999999-99999999999999999999", func(string) string { return "x" })}, 1, 120, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			chain, reached, err := Chain(100, tc.deltas)

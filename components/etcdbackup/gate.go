@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,17 +14,18 @@ import (
 const RestoreNeeded = "restore-needed"
 
 // MayBootstrap answers whether a member whose data dir is empty and whose peers do not answer may
-// start a new cluster: only when the store proves this cluster was never born. An unreachable
-// store proves nothing, so it is a refusal too.
-func MayBootstrap(ctx context.Context, s *Store) error {
-	born, err := s.Born(ctx)
+// start a new cluster: only when neither the registry nor the store knows an etcd cluster of this
+// name that an operator has not retired. An unreachable store or registry proves nothing, so it is
+// a refusal too.
+func MayBootstrap(ctx context.Context, s *Store, r *Registry) error {
+	existed, err := Existed(ctx, s, r)
 	if err != nil {
-		return fmt.Errorf("%s: cannot tell whether %s existed before (%v); waiting for its peers or the store", RestoreNeeded, s.Cluster, err)
+		return fmt.Errorf("%s: cannot tell whether %s existed before (%v); waiting for its peers or the store", RestoreNeeded, r.Cluster, err)
 	}
-	if !born.IsZero() {
-		return fmt.Errorf("%s: %s existed since %s, this member's data dir is empty and no quorum answers; "+
+	if len(existed.Unretired) > 0 {
+		return fmt.Errorf("%s: %s existed since %s (etcd cluster %s, not retired), this member's data dir is empty and no quorum answers; "+
 			"waiting for its peers. If a majority lost their disks, restore: make etcd-restore (docs/runbooks/etcd.md)",
-			RestoreNeeded, s.Cluster, born.UTC().Format(time.RFC3339))
+			RestoreNeeded, r.Cluster, existed.Since.UTC().Format(time.RFC3339), strings.Join(existed.Unretired, ", "))
 	}
 	return nil
 }

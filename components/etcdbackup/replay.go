@@ -2,7 +2,11 @@ package etcdbackup
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -22,9 +26,37 @@ const (
 // kube-apiserver's --event-ttl default does.
 const ReplayLeaseTTL = time.Hour
 
-// replayedPrefix marks, per restore (its token), a cluster the deltas were replayed into,
+// replayedPrefix marks, per restore (its token), a cluster the deltas are or were replayed into,
 // outside the apiservers' /registry; later snapshots carry it, later restores have new tokens.
 const replayedPrefix = "/clusterforge/restore/replayed/"
+
+// replayProgress is the marker's value. It is written in the same transaction as the changes it
+// counts, and each write requires the marker unchanged since this replay's last one: an
+// interrupted replay resumes where it stopped, and two replays cannot interleave.
+type replayProgress struct {
+	Done bool `json:"done"`
+	// Next is the first change not yet applied: the Index-th (from 0) of original revision
+	// Revision; one revision's changes may span transactions.
+	Revision int64  `json:"revision"`
+	Index    int    `json:"index"`
+	Events   int    `json:"events"`
+	Report   string `json:"report,omitempty"`
+}
+
+// readProgress reads the marker of a restore: found false if no replay has started.
+func readProgress(ctx context.Context, cli *clientv3.Client, token string) (p replayProgress, modRevision, clusterRevision int64, found bool, err error) {
+	resp, err := cli.Get(ctx, replayedPrefix+token)
+	if err != nil {
+		return p, 0, 0, false, err
+	}
+	if len(resp.Kvs) == 0 {
+		return p, 0, resp.Header.Revision, false, nil
+	}
+	if json.Unmarshal(resp.Kvs[0].Value, &p) != nil { // an earlier release's marker: its report, written when done
+		p = replayProgress{Done: true, Report: string(resp.Kvs[0].Value)}
+	}
+	return p, resp.Kvs[0].ModRevision, resp.Header.Revision, true, nil
+}
 
 // ReplayReport is what Replay applied.
 type ReplayReport struct {
@@ -51,52 +83,78 @@ func (r ReplayReport) String() string {
 }
 
 // Replay applies every change stored after the restored snapshot's revision, in order, to the
-// cluster just restored from it and not yet serving: each delta read and checked
-// whole before any of its changes is applied, up to the first that is missing or corrupt
-// (reported in Stopped). The replayed keys get new revisions, above the restore's bump.
-// A cluster not at the revision that restore left, or replayed into before, is refused
-// untouched: replaying old changes over newer writes would undo them.
+// cluster just restored from it and not yet serving: each delta read and checked whole before
+// any of its changes is applied, up to the first that is missing or corrupt (reported in
+// Stopped). The replayed keys get new revisions, above the restore's bump. A cluster not at the
+// revision that restore (or an interrupted replay) left, or replayed into before, is refused
+// untouched: replaying old changes over newer writes would undo them. A delta that cannot be
+// downloaded is an error, not a stop: run Replay again and it resumes.
 func Replay(ctx context.Context, cli *clientv3.Client, s *Store, restored RestoreRecord) (ReplayReport, error) {
 	base := restored.Revision
 	report := ReplayReport{Base: base, Reached: base}
-	replayedKey := replayedPrefix + restored.Token
-	marker, err := cli.Get(ctx, replayedKey)
+	progress, markerRev, rev, resuming, err := readProgress(ctx, cli, restored.Token)
 	if err != nil {
 		return report, err
 	}
-	if len(marker.Kvs) > 0 {
-		return report, fmt.Errorf("the deltas were replayed into this cluster already (%s); replaying again would undo the writes since", marker.Kvs[0].Value)
+	if progress.Done {
+		return report, fmt.Errorf("the deltas were replayed into this cluster already (%s); replaying again would undo the writes since", quoted(progress.Report))
 	}
 	// A restore of revision base leaves the cluster at base+RestoreBump (one less for an empty
-	// snapshot, whose revision 1 holds no key): a live cluster is far below, and any write since
-	// the restore is above.
-	if rev := marker.Header.Revision; rev < base+RestoreBump-1 || rev > base+RestoreBump {
-		return report, fmt.Errorf("this cluster is at revision %d, not %d, where the restore from %s left it: it was restored from another snapshot, or written to since (an apiserver started?); replaying old changes into it would undo newer writes. Restore again, and replay before any apiserver starts",
-			rev, base+RestoreBump, restored.Snapshot)
+	// snapshot, whose revision 1 holds no key): a live cluster is far below. An interrupted
+	// replay left it at its marker's last write. Above either, only the restored cluster's own
+	// lease expiries may have written (the apiservers' master leases last seconds); anything
+	// else is a write a replay would undo.
+	since := base + RestoreBump
+	if resuming {
+		since = markerRev
+	} else {
+		progress = replayProgress{Revision: base + 1}
+		if rev < since-1 {
+			return report, fmt.Errorf("this cluster is at revision %d, below %d, where the restore from %s left it: it was not restored from that snapshot; replaying old changes into it would undo newer writes",
+				rev, since, quoted(restored.Snapshot))
+		}
+	}
+	if rev > since {
+		if err := onlyStaleDeletes(ctx, cli, since+1, rev); err != nil {
+			return report, fmt.Errorf("this cluster was written to since the restore from %s (%v): replaying old changes now would undo that; restore again, and replay before any apiserver starts",
+				quoted(restored.Snapshot), err)
+		}
+	}
+	t := &replayTxn{cli: cli, key: replayedPrefix + restored.Token, markerRev: markerRev, progress: progress, keys: map[string]bool{}}
+	if err := t.commit(ctx); err != nil { // claims the marker
+		return report, err
 	}
 	deltas, err := s.Deltas(ctx)
 	if err != nil {
 		return report, err
 	}
 	chain, _, broken := Chain(base, deltas)
-	t := &replayTxn{cli: cli, keys: map[string]bool{}}
 	for _, d := range chain {
 		events, err := s.ReadDelta(ctx, d)
+		if err != nil && !errors.Is(err, ErrChainBroken) {
+			return report, fmt.Errorf("%w; run replay again to resume", err)
+		}
 		if err != nil {
 			report.Stopped = err
 			break
 		}
+		index, last := 0, int64(0)
 		for _, ev := range events {
-			if ev.Kv.ModRevision <= report.Reached { // in the snapshot or an earlier delta
-				continue
+			r := ev.Kv.ModRevision
+			if r != last {
+				index, last = 0, r
 			}
-			if err := t.add(ctx, ev); err != nil {
+			if r > t.progress.Revision || (r == t.progress.Revision && index >= t.progress.Index) {
+				if err := t.add(ctx, ev, index); err != nil {
+					return report, fmt.Errorf("replay delta %s: %w", d.Name, err)
+				}
+			}
+			index++
+		}
+		if len(t.ops) > 0 {
+			if err := t.commit(ctx); err != nil {
 				return report, fmt.Errorf("replay delta %s: %w", d.Name, err)
 			}
-			report.Events++
-		}
-		if err := t.commit(ctx); err != nil {
-			return report, fmt.Errorf("replay delta %s: %w", d.Name, err)
 		}
 		report.Deltas++
 		report.Reached, report.LastWrite = d.To, d.Flushed
@@ -104,25 +162,28 @@ func Replay(ctx context.Context, cli *clientv3.Client, s *Store, restored Restor
 	if report.Stopped == nil {
 		report.Stopped = broken
 	}
-	if _, err := cli.Put(ctx, replayedKey, report.String()); err != nil {
-		return report, err
-	}
-	return report, nil
+	report.Events = t.progress.Events
+	t.progress.Done, t.progress.Report = true, report.String()
+	return report, t.commit(ctx)
 }
 
-// replayTxn gathers changes into transactions of distinct keys within etcd's limits.
+// replayTxn gathers changes into transactions of distinct keys within etcd's limits, each with
+// the marker's progress, each only if the marker is as this replay last wrote it.
 type replayTxn struct {
-	cli   *clientv3.Client
-	lease clientv3.LeaseID
-	ops   []clientv3.Op
-	keys  map[string]bool
-	bytes int
+	cli       *clientv3.Client
+	key       string
+	markerRev int64 // 0: no marker yet
+	progress  replayProgress
+	lease     clientv3.LeaseID
+	ops       []clientv3.Op
+	keys      map[string]bool
+	bytes     int
 }
 
-func (t *replayTxn) add(ctx context.Context, ev *mvccpb.Event) error {
+func (t *replayTxn) add(ctx context.Context, ev *mvccpb.Event, index int) error {
 	key := string(ev.Kv.Key)
 	size := len(ev.Kv.Key) + len(ev.Kv.Value)
-	if t.keys[key] || len(t.ops) == replayTxnOps || (len(t.ops) > 0 && t.bytes+size > replayTxnBytes) {
+	if t.keys[key] || len(t.ops) == replayTxnOps-1 || (len(t.ops) > 0 && t.bytes+size > replayTxnBytes) {
 		if err := t.commit(ctx); err != nil {
 			return err
 		}
@@ -145,16 +206,51 @@ func (t *replayTxn) add(ctx context.Context, ev *mvccpb.Event) error {
 	t.ops = append(t.ops, op)
 	t.keys[key] = true
 	t.bytes += size
+	t.progress.Revision, t.progress.Index = ev.Kv.ModRevision, index+1
+	t.progress.Events++
 	return nil
 }
 
+// commit writes the gathered changes and the progress they bring; with none, the progress alone.
 func (t *replayTxn) commit(ctx context.Context) error {
-	if len(t.ops) == 0 {
-		return nil
-	}
-	if _, err := t.cli.Txn(ctx).Then(t.ops...).Commit(); err != nil {
+	value, err := json.Marshal(t.progress)
+	if err != nil {
 		return err
 	}
+	resp, err := t.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(t.key), "=", t.markerRev)).
+		Then(append(t.ops, clientv3.OpPut(t.key, string(value)))...).Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("another replay wrote %s meanwhile: refusing to interleave with it", t.key)
+	}
+	t.markerRev = resp.Header.Revision
 	t.ops, t.keys, t.bytes = t.ops[:0], map[string]bool{}, 0
 	return nil
+}
+
+// onlyStaleDeletes checks that revisions from to through are deletions under stalePrefixes alone:
+// what a restored cluster's expiring master leases write by themselves.
+func onlyStaleDeletes(ctx context.Context, cli *clientv3.Client, from, through int64) error {
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for resp := range cli.Watch(wctx, "", clientv3.WithPrefix(), clientv3.WithRev(from)) {
+		if err := resp.Err(); err != nil {
+			return fmt.Errorf("read revisions %d to %d: %w", from, through, err)
+		}
+		for _, ev := range resp.Events {
+			if ev.Kv.ModRevision > through {
+				return nil
+			}
+			stale := ev.Type == mvccpb.DELETE && slices.ContainsFunc(stalePrefixes, func(p string) bool { return strings.HasPrefix(string(ev.Kv.Key), p) })
+			if !stale {
+				return fmt.Errorf("revision %d changed %s", ev.Kv.ModRevision, quoted(string(ev.Kv.Key)))
+			}
+			if ev.Kv.ModRevision == through {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("read revisions %d to %d: %w", from, through, wctx.Err())
 }

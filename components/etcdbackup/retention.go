@@ -14,7 +14,8 @@ type Retention struct {
 }
 
 // DefaultRetention keeps the 24 newest snapshots (72 minutes at the default 3-minute interval),
-// one per hour for two days and one per day for a month: at most 102 objects.
+// one per hour for two days and one per day for a month, and the two newest verified: at most
+// 104 objects.
 func DefaultRetention() Retention { return Retention{Recent: 24, Hourly: 48, Daily: 30} }
 
 // Expired returns the snapshots retention no longer keeps, given snapshots oldest first. The

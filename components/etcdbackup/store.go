@@ -1,6 +1,6 @@
 // Package etcdbackup keeps an etcd cluster's history outside its machines: snapshots taken through
-// etcd's client API and written to Azure Blob Storage (Azurite locally), a birth marker that
-// proves whether a cluster ever existed, the gate that lets a member with an empty disk start a
+// etcd's client API and written to Azure Blob Storage (Azurite locally), a registry outside the
+// cluster's resource group that proves whether a cluster ever existed, the gate that lets a member with an empty disk start a
 // new cluster only when it never did, the tiered retention, the verified restore of one member,
 // and the "is it safe to touch etcd now" answer later work asks before changing anything.
 // It has no Pulumi import: the Pulumi program, the machines and the rehearsal share it.
@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
@@ -66,7 +65,7 @@ type Snapshot struct {
 	Verified time.Time
 }
 
-// Store is one cluster's folder in a blob container: <cluster>/born and <cluster>/snapshots/.
+// Store is one cluster's folder in a blob container: <cluster>/snapshots/ and <cluster>/deltas/.
 type Store struct {
 	container *container.Client
 	// Cluster is the identity every object carries: "<cluster name>/<etcd role>".
@@ -78,45 +77,7 @@ func NewStore(c *container.Client, cluster string) *Store {
 	return &Store{container: c, Cluster: cluster}
 }
 
-func (s *Store) bornName() string                { return s.Cluster + "/born" }
 func (s *Store) snapshotName(name string) string { return s.Cluster + "/snapshots/" + name }
-
-// Born reports when the cluster was first seen with quorum, or zero if the store has no trace of
-// it: neither the birth marker nor any snapshot.
-func (s *Store) Born(ctx context.Context) (time.Time, error) {
-	props, err := s.container.NewBlobClient(s.bornName()).GetProperties(ctx, nil)
-	if err == nil {
-		return deref(props.LastModified), nil
-	}
-	if !bloberror.HasCode(err, bloberror.BlobNotFound) {
-		return time.Time{}, fmt.Errorf("read birth marker %s: %w", s.bornName(), err)
-	}
-	snaps, err := s.List(ctx)
-	if err != nil {
-		return time.Time{}, err
-	}
-	if len(snaps) > 0 {
-		return snaps[0].Taken, nil
-	}
-	return time.Time{}, nil
-}
-
-// EnsureBorn writes the birth marker unless it exists; once written, no member may start this
-// cluster anew. The first marker is never overwritten: it records the first cluster ID.
-func (s *Store) EnsureBorn(ctx context.Context, clusterID string) error {
-	body := []byte("etcd cluster " + clusterID + " of " + s.Cluster + " first had quorum at " + time.Now().UTC().Format(time.RFC3339) + "\n")
-	_, err := s.container.NewBlockBlobClient(s.bornName()).UploadBuffer(ctx, body, &blockblob.UploadBufferOptions{
-		Metadata:         map[string]*string{metaCluster: to.Ptr(s.Cluster), metaClusterID: to.Ptr(clusterID)},
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: to.Ptr(azcore.ETagAny)}},
-	})
-	if bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("write birth marker %s: %w", s.bornName(), err)
-	}
-	return nil
-}
 
 // Upload streams a snapshot into the store in blocks, hashing as it goes, and commits it with
 // its metadata. Nothing is visible under the name until the commit.
@@ -248,12 +209,10 @@ func (s *Store) Find(ctx context.Context, name string) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	if name == "" {
-		for i := len(snaps) - 1; i >= 0; i-- {
-			if !snaps[i].Verified.IsZero() {
-				return snaps[i], nil
-			}
+		if newest := newestVerified(snaps, 1); len(newest) == 1 {
+			return newest[0], nil
 		}
-		return Snapshot{}, fmt.Errorf("no verified snapshot of %s in the store", s.Cluster)
+		return Snapshot{}, fmt.Errorf("%w of %s in the store", ErrNoVerifiedSnapshot, s.Cluster)
 	}
 	if !snapshotName.MatchString(name) {
 		return Snapshot{}, fmt.Errorf("snapshot %s is not a snapshot name such as 20261123T174000Z-r1234.db; `clusterforge-etcd-backup list` shows them", quoted(name))
@@ -265,6 +224,9 @@ func (s *Store) Find(ctx context.Context, name string) (Snapshot, error) {
 	}
 	return Snapshot{}, fmt.Errorf("no snapshot %s of %s; `clusterforge-etcd-backup list` shows them", quoted(name), s.Cluster)
 }
+
+// ErrNoVerifiedSnapshot is wrapped by Find when the store holds no snapshot read back and matched.
+var ErrNoVerifiedSnapshot = errors.New("no verified snapshot")
 
 // Delete removes one snapshot (soft delete and versioning keep it recoverable on Azure).
 func (s *Store) Delete(ctx context.Context, name string) error {

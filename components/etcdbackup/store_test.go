@@ -12,66 +12,110 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/toolchain"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 )
 
-// azuriteStore starts the pinned Azurite (make tools) on 127.0.0.1 and opens a fresh container.
-func azuriteStore(t testing.TB, cluster string) *Store {
+// Azurite's development account (not a secret) on the port the tests use.
+const (
+	azuritePort       = "10090"
+	azuriteConnection = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:" + azuritePort + "/devstoreaccount1;"
+)
+
+// azurite starts the pinned Azurite (make tools) on 127.0.0.1 and opens fresh backup, births and
+// retirements containers.
+func azurite(t testing.TB, cluster string) (*Store, *Registry) {
 	t.Helper()
 	bin := toolchain.Binary(t, "bin/azurite-blob")
-	const port = "10090"
-	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", port, "--location", t.TempDir(), "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry")
+	cmd := exec.Command(bin, "--blobHost", "127.0.0.1", "--blobPort", azuritePort, "--location", t.TempDir(), "--skipApiVersionCheck", "--loose", "--silent", "--disableTelemetry")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	cs := "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;BlobEndpoint=http://127.0.0.1:" + port + "/devstoreaccount1;"
-	c, err := container.NewClientFromConnectionString(cs, "etcd-backups", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := c.Create(ctx, nil)
-		cancel()
-		if err == nil {
-			break
+	var containers []*container.Client
+	for _, name := range []string{spec.BackupContainer, spec.BirthsContainer, spec.RetirementsContainer} {
+		c, err := container.NewClientFromConnectionString(azuriteConnection, name, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Azurite: %v", err)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_, err := c.Create(ctx, nil)
+			cancel()
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Azurite: %v", err)
+			}
 		}
+		containers = append(containers, c)
 	}
-	return NewStore(c, cluster)
+	return NewStore(containers[0], cluster), NewRegistry(containers[1], containers[2], cluster)
 }
 
 func TestStoreBirthUploadAndCorruption(t *testing.T) {
 	ctx := context.Background()
-	s := azuriteStore(t, "cf-test/etcd-main")
-	if err := MayBootstrap(ctx, s); err != nil {
+	s, registry := azurite(t, "cf-test/etcd-main")
+	if err := MayBootstrap(ctx, s, registry); err != nil {
 		t.Fatalf("an empty store refused a first bootstrap: %v", err)
 	}
-	if err := s.EnsureBorn(ctx, "00000000000000aa"); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"00000000000000aa", "00000000000000aa", "00000000000000bb"} {
+		if err := registry.Register(ctx, id); err != nil {
+			t.Fatalf("register %s: %v", id, err)
+		}
 	}
-	if err := s.EnsureBorn(ctx, "00000000000000bb"); err != nil {
-		t.Fatalf("a second EnsureBorn: %v", err)
-	}
-	if err := MayBootstrap(ctx, s); err == nil || !strings.HasPrefix(err.Error(), RestoreNeeded) {
+	if err := MayBootstrap(ctx, s, registry); err == nil || !strings.HasPrefix(err.Error(), RestoreNeeded) {
 		t.Fatalf("a born cluster was allowed to bootstrap anew: %v", err)
 	}
-	other := NewStore(s.container, "cf-other/etcd-main")
-	if err := MayBootstrap(ctx, other); err != nil {
+	other := NewRegistry(registry.births, registry.retirements, "cf-other/etcd-main")
+	if err := MayBootstrap(ctx, NewStore(s.container, other.Cluster), other); err != nil {
 		t.Fatalf("another cluster's birth blocked this one: %v", err)
+	}
+	// A deleted backup store leaves the births.
+	if err := MayBootstrap(ctx, nil, registry); err == nil || !strings.Contains(err.Error(), "not retired") {
+		t.Fatalf("a born cluster whose backup store is gone was allowed to bootstrap anew: %v", err)
+	}
+	if err := registry.Retire(ctx, "00000000000000aa", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := MayBootstrap(ctx, s, registry); err == nil || !strings.Contains(err.Error(), "cluster 00000000000000bb, not retired") {
+		t.Fatalf("a retirement of one etcd cluster ID released the other: %v", err)
+	}
+	if err := registry.Retire(ctx, "00000000000000bb", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := MayBootstrap(ctx, s, registry); err != nil {
+		t.Fatalf("a retired cluster may not start anew: %v", err)
+	}
+	// Rebuilt under the same name and addresses, etcd gives the new cluster the old ID: its birth
+	// is a new incarnation, not covered by the retirement.
+	time.Sleep(10 * time.Millisecond)
+	if err := registry.Register(ctx, "00000000000000aa"); err != nil {
+		t.Fatal(err)
+	}
+	if err := MayBootstrap(ctx, s, registry); err == nil || !strings.Contains(err.Error(), "cluster 00000000000000aa, not retired") {
+		t.Fatalf("a cluster rebuilt after its retirement was allowed to bootstrap anew: %v", err)
+	}
+	if _, err := RetireAll(ctx, s, registry, "test"); err != nil {
+		t.Fatal(err)
 	}
 
 	body := make([]byte, blockSize*2+12345) // three blocks, the last one short
 	_, _ = rand.Read(body)
-	snap, err := s.Upload(ctx, bytes.NewReader(body), time.Now(), "00000000000000aa", 42)
+	snap, err := s.Upload(ctx, bytes.NewReader(body), time.Now(), "00000000000000cc", 42)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A snapshot proves its etcd cluster existed, registered or not; and that it runs.
+	if err := MayBootstrap(ctx, s, registry); err == nil || !strings.Contains(err.Error(), "cluster 00000000000000cc, not retired") {
+		t.Fatalf("a cluster with a snapshot was allowed to bootstrap anew: %v", err)
+	}
+	if _, err := RetireAll(ctx, s, registry, "test"); err == nil || !strings.Contains(err.Error(), "still runs") {
+		t.Fatalf("a cluster with a fresh snapshot was retired: %v", err)
 	}
 	if snap, err = s.Verify(ctx, snap); err != nil || snap.Verified.IsZero() {
 		t.Fatalf("verify: %v %v", snap, err)
@@ -107,8 +151,8 @@ func TestSnapshotRestoresIntoAWorkingMember(t *testing.T) {
 	if _, err := cli.Put(ctx, "/registry/namespaces/kept", "v1"); err != nil {
 		t.Fatal(err)
 	}
-	store := azuriteStore(t, "cf-test/etcd-main")
-	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
+	store, registry := azurite(t, "cf-test/etcd-main")
+	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Registry: registry, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
 	snap, err := agent.Snapshot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +178,7 @@ func TestSnapshotRestoresIntoAWorkingMember(t *testing.T) {
 		t.Fatalf("the restored member serves %v (%v), want the key written before the snapshot", resp, err)
 	}
 	status, err := restored.Status(ctx, endpoint)
-	if err != nil || clusterIDString(status.Header.ClusterId) == snap.ClusterID {
+	if err != nil || ClusterIDString(status.Header.ClusterId) == snap.ClusterID {
 		t.Errorf("the restored cluster kept the identity %s (%v); a restore gives a fresh one", snap.ClusterID, err)
 	}
 }

@@ -98,7 +98,8 @@ func (a *Agent) chainEnd(ctx context.Context) (reached int64, ok bool, err error
 
 // verifyChain reads back every delta after the newest verified snapshot not read before and
 // checks that they meet. A broken chain is counted and logged, and a snapshot taken at once: a
-// restore must not depend on the deltas before the break.
+// restore must not depend on the deltas before the break. A delta that could not be read is tried
+// again on the next pass, not counted as a break.
 func (a *Agent) verifyChain(ctx context.Context) error {
 	snaps, err := a.Store.List(ctx)
 	if err != nil {
@@ -117,6 +118,9 @@ func (a *Agent) verifyChain(ctx context.Context) error {
 	for _, d := range chain {
 		if !a.verified[d.Name] {
 			if _, err := a.Store.ReadDelta(ctx, d); err != nil {
+				if !errors.Is(err, ErrChainBroken) {
+					return err
+				}
 				broken = err
 				break
 			}

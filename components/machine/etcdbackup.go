@@ -30,6 +30,9 @@ type EtcdBackupSettings struct {
 	// StoreURL is the blob container's URL. The agent authenticates with the VM's managed
 	// identity, or with $AZURE_STORAGE_CONNECTION_STRING when set (the rehearsal's Azurite).
 	StoreURL string `json:"storeURL"`
+	// BirthsURL and RetirementsURL are the birth registry's containers (etcdbackup.Registry).
+	BirthsURL      string `json:"birthsURL"`
+	RetirementsURL string `json:"retirementsURL"`
 	// Interval is the age at which the newest snapshot is replaced (spec backup.interval).
 	Interval string `json:"interval"`
 	// InitialCluster is every member's name=peerURL, for a restore.
@@ -48,7 +51,8 @@ type EtcdBackupSettings struct {
 func EtcdBackupFor(c *spec.Cluster, e spec.EtcdCluster) EtcdBackupSettings {
 	server := pki.EtcdServer(e.Role)
 	return EtcdBackupSettings{
-		Cluster: c.Name + "/" + e.Role, StoreURL: c.BackupStoreURL(), Interval: c.Backup.Interval,
+		Cluster: c.Name + "/" + e.Role, StoreURL: c.BackupStoreURL(), BirthsURL: c.BirthsURL(), RetirementsURL: c.RetirementsURL(),
+		Interval:       c.Backup.Interval,
 		InitialCluster: e.InitialCluster(), ClientURLs: e.ClientURLs(),
 		CAFile: CertPath(etcdPKIDir, pki.EtcdCA(e.Role)), CertFile: CertPath(etcdPKIDir, server), KeyFile: KeyPath(etcdPKIDir, server),
 		DataDir: EtcdDataDir, StatusFile: EtcdStatusFile, Etcdutl: BinDir + "/etcdutl",

@@ -221,6 +221,7 @@ func (c *Cluster) validateAzureNames(v *validator) {
 		}
 	}
 	check("name", "resourceGroups", c.ResourceGroup())
+	check("name", "resourceGroups", c.BirthRegistryResourceGroup())
 	check("name", "loadBalancers", c.Name+"-apiserver")
 	check("name", "virtualNetworkPeerings", c.HubPeeringName())
 	for _, w := range c.WorkerVNets() {
@@ -235,6 +236,7 @@ func (c *Cluster) validateAzureNames(v *validator) {
 	check("name", "virtualMachineScaleSets", c.Name+"-apiserver")
 	check("name", "storageAccounts", c.BackupStorageAccount())
 	check("name", "storageAccounts", c.IssuerStorageAccount())
+	check("name", "storageAccounts", c.BirthRegistryAccount())
 	for _, s := range c.ScaleSets() {
 		field := fmt.Sprintf("pools[%d].name", slices.IndexFunc(c.Pools, func(p Pool) bool { return p.Name == s.Pool.Name }))
 		check(field, "virtualMachineScaleSets", s.AzureName)
@@ -248,6 +250,32 @@ const BackupContainer = "etcd-backups"
 // names are global across Azure: "cf", the cluster name's letters and digits, and a hash of the
 // name and region keep two clusters (and two clusters of one name in two regions) apart.
 func (c *Cluster) BackupStorageAccount() string { return c.storageAccount("cf", "") }
+
+// The birth registry's containers: one the etcd members add to and cannot change, one only an
+// operator writes (BirthRegistryResourceGroup).
+const (
+	BirthsContainer      = "etcd-births"
+	RetirementsContainer = "etcd-retirements"
+)
+
+// BirthRegistryResourceGroup holds the evidence that the cluster's etcd ever existed, apart from
+// the cluster's own group so that deleting that group, or the backup account in it, does not
+// erase the proof that a restore is owed.
+func (c *Cluster) BirthRegistryResourceGroup() string { return c.ResourceGroup() + "-births" }
+
+// BirthRegistryAccount names the storage account in BirthRegistryResourceGroup.
+func (c *Cluster) BirthRegistryAccount() string { return c.storageAccount("born", "/births") }
+
+// BirthsURL and RetirementsURL are the registry's containers; like BackupStoreURL they resolve
+// to the private endpoint in the etcd subnet.
+func (c *Cluster) BirthsURL() string { return c.blobURL(c.BirthRegistryAccount(), BirthsContainer) }
+func (c *Cluster) RetirementsURL() string {
+	return c.blobURL(c.BirthRegistryAccount(), RetirementsContainer)
+}
+
+func (c *Cluster) blobURL(account, container string) string {
+	return "https://" + account + ".blob.core.windows.net/" + container
+}
 
 // IssuerStorageAccount names the storage account whose public container holds the
 // service-account issuer's documents (ServiceAccountIssuer).
@@ -274,13 +302,13 @@ const IssuerContainer = "oidc"
 // accounts in exchange for Azure tokens (Workload Identity). Its name follows from the cluster's,
 // so the apiservers' flags need no deploy-time value.
 func (c *Cluster) ServiceAccountIssuer() string {
-	return "https://" + c.IssuerStorageAccount() + ".blob.core.windows.net/" + IssuerContainer
+	return c.blobURL(c.IssuerStorageAccount(), IssuerContainer)
 }
 
 // BackupStoreURL is the container's URL; the private endpoint in the etcd subnet makes its name
 // resolve to a private address.
 func (c *Cluster) BackupStoreURL() string {
-	return "https://" + c.BackupStorageAccount() + ".blob.core.windows.net/" + BackupContainer
+	return c.blobURL(c.BackupStorageAccount(), BackupContainer)
 }
 
 // HubPeeringName is the name of the hub's peering back to the control plane's VNet.

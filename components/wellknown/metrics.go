@@ -3,12 +3,14 @@ package wellknown
 // Metric names the binaries export and the alerts read.
 const (
 	// The etcd backup agent's (clusterforge-etcd-backup).
-	EtcdBackupLastSuccessMetric  = "clusterforge_etcd_backup_last_success_timestamp_seconds"
-	EtcdBackupFailuresMetric     = "clusterforge_etcd_backup_failures_total"
-	EtcdBackupIntervalMetric     = "clusterforge_etcd_backup_interval_seconds"
-	EtcdRestoreNeededMetric      = "clusterforge_etcd_restore_needed"
-	EtcdBackupDeltaFlushedMetric = "clusterforge_etcd_backup_delta_last_flush_timestamp_seconds"
-	EtcdBackupChainBreaksMetric  = "clusterforge_etcd_backup_chain_breaks_total"
+	EtcdBackupLastSuccessMetric   = "clusterforge_etcd_backup_last_success_timestamp_seconds"
+	EtcdBackupFailuresMetric      = "clusterforge_etcd_backup_failures_total"
+	EtcdBackupIntervalMetric      = "clusterforge_etcd_backup_interval_seconds"
+	EtcdRestoreNeededMetric       = "clusterforge_etcd_restore_needed"
+	EtcdBackupDeltaFlushedMetric  = "clusterforge_etcd_backup_delta_last_flush_timestamp_seconds"
+	EtcdBackupChainBreaksMetric   = "clusterforge_etcd_backup_chain_breaks_total"
+	EtcdBackupDeltaRevisionMetric = "clusterforge_etcd_backup_delta_revision"
+	EtcdBackupChainVerifiedMetric = "clusterforge_etcd_backup_chain_verified_revision"
 	// Certificate expiry, served by clusterforge-csr-approver on each apiserver machine.
 	CertificateExpiryMetric     = "clusterforge_certificate_expiry_timestamp_seconds"
 	CertificateReadErrorsMetric = "clusterforge_certificate_read_errors"

@@ -33,16 +33,17 @@ type BackupStore struct {
 	pulumi.ResourceState
 
 	AccountName pulumi.StringOutput
-	// ContainerID is the scope of the etcd identity's one data-plane grant.
+	// ContainerID is the scope of the etcd identity's grant on the snapshots.
 	ContainerID pulumi.IDOutput
+	// PrivateZoneID is the private DNS zone of the etcd subnet's blob endpoints.
+	PrivateZoneID pulumi.IDOutput
 }
 
-// BackupAccountArgs is the storage account: zone-redundant, no public network access, no shared
-// keys, TLS 1.2.
-func BackupAccountArgs(a *BackupStoreArgs) *storage.StorageAccountArgs {
-	c := a.Cluster
+// privateAccountArgs is a storage account of the etcd members: zone-redundant, no public network
+// access, no shared keys, TLS 1.2.
+func privateAccountArgs(c *spec.Cluster, account string, resourceGroup pulumi.StringInput) *storage.StorageAccountArgs {
 	return &storage.StorageAccountArgs{
-		AccountName: pulumi.String(c.BackupStorageAccount()), ResourceGroupName: a.ResourceGroupName,
+		AccountName: pulumi.String(account), ResourceGroupName: resourceGroup,
 		Location: pulumi.String(c.Location), Tags: tags(c, spec.RoleEtcdMain),
 		Kind: pulumi.String("StorageV2"), Sku: &storage.SkuArgs{Name: pulumi.String("Standard_ZRS")},
 		PublicNetworkAccess:    pulumi.String("Disabled"),
@@ -54,11 +55,11 @@ func BackupAccountArgs(a *BackupStoreArgs) *storage.StorageAccountArgs {
 	}
 }
 
-// BackupBlobServiceArgs keeps every overwritten or deleted snapshot for BackupRetentionDays.
-func BackupBlobServiceArgs(a *BackupStoreArgs, account pulumi.StringInput) *storage.BlobServicePropertiesArgs {
+// versionedBlobServiceArgs keeps every overwritten or deleted object for BackupRetentionDays.
+func versionedBlobServiceArgs(account, resourceGroup pulumi.StringInput) *storage.BlobServicePropertiesArgs {
 	retention := &storage.DeleteRetentionPolicyArgs{Enabled: pulumi.Bool(true), Days: pulumi.Int(BackupRetentionDays)}
 	return &storage.BlobServicePropertiesArgs{
-		AccountName: account, ResourceGroupName: a.ResourceGroupName, BlobServicesName: pulumi.String("default"),
+		AccountName: account, ResourceGroupName: resourceGroup, BlobServicesName: pulumi.String("default"),
 		IsVersioningEnabled: pulumi.Bool(true), DeleteRetentionPolicy: retention, ContainerDeleteRetentionPolicy: retention,
 	}
 }
@@ -71,11 +72,11 @@ func NewBackupStore(ctx *pulumi.Context, name string, args *BackupStoreArgs, opt
 		return nil, err
 	}
 	c, parent := args.Cluster, pulumi.Parent(comp)
-	account, err := storage.NewStorageAccount(ctx, name+"-account", BackupAccountArgs(args), parent, pulumi.Protect(true))
+	account, err := storage.NewStorageAccount(ctx, name+"-account", privateAccountArgs(c, c.BackupStorageAccount(), args.ResourceGroupName), parent, pulumi.Protect(true))
 	if err != nil {
 		return nil, err
 	}
-	service, err := storage.NewBlobServiceProperties(ctx, name+"-blob-service", BackupBlobServiceArgs(args, account.Name), parent)
+	service, err := storage.NewBlobServiceProperties(ctx, name+"-blob-service", versionedBlobServiceArgs(account.Name, args.ResourceGroupName), parent)
 	if err != nil {
 		return nil, err
 	}
@@ -99,27 +100,35 @@ func NewBackupStore(ctx *pulumi.Context, name string, args *BackupStoreArgs, opt
 	}, parent); err != nil {
 		return nil, err
 	}
-	endpoint, err := network.NewPrivateEndpoint(ctx, name+"-endpoint", &network.PrivateEndpointArgs{
-		PrivateEndpointName: pulumi.String(c.BackupStorageAccount() + "-blob"), ResourceGroupName: args.ResourceGroupName,
-		Location: pulumi.String(c.Location), Tags: tags(c, spec.RoleEtcdMain), Subnet: &network.SubnetTypeArgs{Id: args.EtcdSubnetID},
-		PrivateLinkServiceConnections: network.PrivateLinkServiceConnectionArray{network.PrivateLinkServiceConnectionArgs{
-			Name: pulumi.String("blob"), PrivateLinkServiceId: account.ID(), GroupIds: pulumi.StringArray{pulumi.String("blob")},
-		}},
-	}, parent)
-	if err != nil {
+	if err := privateBlobEndpoint(ctx, name+"-endpoint", c, c.BackupStorageAccount(), account.ID(), args.ResourceGroupName, args.EtcdSubnetID, zone.ID(), parent); err != nil {
 		return nil, err
 	}
-	if _, err := network.NewPrivateDnsZoneGroup(ctx, name+"-endpoint-dns", &network.PrivateDnsZoneGroupArgs{
-		PrivateEndpointName: endpoint.Name, ResourceGroupName: args.ResourceGroupName, PrivateDnsZoneGroupName: pulumi.String("default"),
-		PrivateDnsZoneConfigs: network.PrivateDnsZoneConfigArray{network.PrivateDnsZoneConfigArgs{
-			Name: pulumi.String("blob"), PrivateDnsZoneId: zone.ID(),
-		}},
-	}, parent); err != nil {
-		return nil, err
-	}
-	comp.AccountName, comp.ContainerID = account.Name, container.ID()
-	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"accountName": account.Name, "containerId": container.ID()}); err != nil {
+	comp.AccountName, comp.ContainerID, comp.PrivateZoneID = account.Name, container.ID(), zone.ID()
+	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"accountName": account.Name, "containerId": container.ID(), "privateZoneId": zone.ID()}); err != nil {
 		return nil, err
 	}
 	return comp, nil
+}
+
+// privateBlobEndpoint is a storage account's blob endpoint in the etcd subnet, with its address in
+// the private zone, so that the account's public name resolves to it inside the VNet.
+func privateBlobEndpoint(ctx *pulumi.Context, name string, c *spec.Cluster, account string, accountID pulumi.IDOutput,
+	resourceGroup, subnetID pulumi.StringInput, zoneID pulumi.IDOutput, opts ...pulumi.ResourceOption) error {
+	endpoint, err := network.NewPrivateEndpoint(ctx, name, &network.PrivateEndpointArgs{
+		PrivateEndpointName: pulumi.String(account + "-blob"), ResourceGroupName: resourceGroup,
+		Location: pulumi.String(c.Location), Tags: tags(c, spec.RoleEtcdMain), Subnet: &network.SubnetTypeArgs{Id: subnetID},
+		PrivateLinkServiceConnections: network.PrivateLinkServiceConnectionArray{network.PrivateLinkServiceConnectionArgs{
+			Name: pulumi.String("blob"), PrivateLinkServiceId: accountID.ToStringOutput(), GroupIds: pulumi.StringArray{pulumi.String("blob")},
+		}},
+	}, opts...)
+	if err != nil {
+		return err
+	}
+	_, err = network.NewPrivateDnsZoneGroup(ctx, name+"-dns", &network.PrivateDnsZoneGroupArgs{
+		PrivateEndpointName: endpoint.Name, ResourceGroupName: resourceGroup, PrivateDnsZoneGroupName: pulumi.String("default"),
+		PrivateDnsZoneConfigs: network.PrivateDnsZoneConfigArray{network.PrivateDnsZoneConfigArgs{
+			Name: pulumi.String("blob"), PrivateDnsZoneId: zoneID.ToStringOutput(),
+		}},
+	}, opts...)
+	return err
 }

@@ -127,6 +127,14 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return nil, err
 	}
 	scopes[azurerbac.ScopeBackupContainer] = []pulumi.StringInput{backups.ContainerID}
+	births, err := NewBirthRegistry(ctx, name+"-births", &BirthRegistryArgs{
+		Cluster: c, ResourceGroupName: rg.Name, EtcdSubnetID: net.SubnetIDs[SubnetEtcd], PrivateZoneID: backups.PrivateZoneID,
+	}, parent)
+	if err != nil {
+		return nil, err
+	}
+	scopes[azurerbac.ScopeBirths] = []pulumi.StringInput{births.BirthsID}
+	scopes[azurerbac.ScopeRetirements] = []pulumi.StringInput{births.RetirementsID}
 
 	for _, e := range c.EtcdClusters() {
 		id, err := identity(e.Role)

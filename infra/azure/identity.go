@@ -80,7 +80,7 @@ func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulum
 	definitions := map[string]pulumi.StringOutput{}
 	for _, g := range azurerbac.Grants(args.Role) {
 		definition, custom := definitions[g.Role]
-		if actions, ok := azurerbac.CustomRoleActions[g.Role]; ok && !custom {
+		if azurerbac.IsCustom(g.Role) && !custom {
 			// Named for its holder too: each holder's definitions are its own resources.
 			roleName := fmt.Sprintf("clusterforge %s %s %s", args.Cluster.Name, args.Role, g.Role)
 			d, err := authorization.NewRoleDefinition(ctx, name+"-"+g.Role, &authorization.RoleDefinitionArgs{
@@ -88,7 +88,9 @@ func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulum
 				RoleDefinitionId: args.ResourceGroupID.ToStringOutput().ApplyT(func(rg string) string { return nameGUID(rg + "/" + roleName) }).(pulumi.StringOutput),
 				Scope:            args.ResourceGroupID,
 				AssignableScopes: pulumi.StringArray{args.ResourceGroupID},
-				Permissions:      authorization.PermissionArray{authorization.PermissionArgs{Actions: pulumi.ToStringArray(actions)}},
+				Permissions: authorization.PermissionArray{authorization.PermissionArgs{
+					Actions: pulumi.ToStringArray(azurerbac.CustomRoleActions[g.Role]), DataActions: pulumi.ToStringArray(azurerbac.CustomRoleDataActions[g.Role]),
+				}},
 			}, parent)
 			if err != nil {
 				return nil, err
@@ -97,7 +99,7 @@ func NewGrants(ctx *pulumi.Context, name string, args *GrantsArgs, opts ...pulum
 		}
 		for i, scope := range args.Scopes[g.Scope] {
 			roleID := definition
-			if _, ok := azurerbac.CustomRoleActions[g.Role]; !ok {
+			if !azurerbac.IsCustom(g.Role) {
 				roleID = builtInRole(scope, g.Role)
 			}
 			if _, err := authorization.NewRoleAssignment(ctx, fmt.Sprintf("%s-%s-%s-%d", name, g.Scope, g.Role, i), &authorization.RoleAssignmentArgs{

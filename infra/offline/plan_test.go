@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -304,9 +305,10 @@ func TestBackupStoreIsPrivate(t *testing.T) {
 				a["allowBlobPublicAccess"] != false || field(a, "networkRuleSet", "defaultAction") != "Deny" {
 				t.Errorf("storage account not private: %v", a)
 			}
-			services := byType(r, "azure-native:storage:BlobServiceProperties")
-			if len(services) != 1 || services[0].Inputs["accountName"] != c.BackupStorageAccount() ||
-				services[0].Inputs["isVersioningEnabled"] != true || field(services[0].Inputs, "deleteRetentionPolicy", "enabled") != true {
+			services := slices.DeleteFunc(byType(r, "azure-native:storage:BlobServiceProperties"), func(res Resource) bool {
+				return res.Inputs["accountName"] != c.BackupStorageAccount()
+			})
+			if len(services) != 1 || services[0].Inputs["isVersioningEnabled"] != true || field(services[0].Inputs, "deleteRetentionPolicy", "enabled") != true {
 				t.Errorf("blob service without versioning and soft delete: %v", services)
 			}
 			var etcdSubnet string
@@ -316,8 +318,13 @@ func TestBackupStoreIsPrivate(t *testing.T) {
 				}
 			}
 			endpoints := byType(r, "azure-native:network:PrivateEndpoint")
-			if len(endpoints) != 1 || etcdSubnet == "" || field(endpoints[0].Inputs, "subnet", "id") != etcdSubnet {
-				t.Errorf("the private endpoint is not in the etcd subnet %s: %v", etcdSubnet, endpoints)
+			for _, e := range endpoints {
+				if etcdSubnet == "" || field(e.Inputs, "subnet", "id") != etcdSubnet {
+					t.Errorf("the private endpoint %s is not in the etcd subnet %s", e.Name, etcdSubnet)
+				}
+			}
+			if len(endpoints) != 2 {
+				t.Errorf("%d private endpoints, want the backup account's and the birth registry's", len(endpoints))
 			}
 			containers := slices.DeleteFunc(byType(r, "azure-native:storage:BlobContainer"), func(res Resource) bool {
 				return res.Inputs["accountName"] != c.BackupStorageAccount()
@@ -340,6 +347,97 @@ func TestBackupStoreIsPrivate(t *testing.T) {
 			want := []string{identity + " on " + mockID(containers[0])}
 			if !slices.Equal(holders, want) {
 				t.Errorf("blob data access %v, want %v", holders, want)
+			}
+		})
+	}
+}
+
+// blobContainer is the one container of that name in that account.
+func blobContainer(t *testing.T, r *Result, account, name string) Resource {
+	t.Helper()
+	for _, res := range byType(r, "azure-native:storage:BlobContainer") {
+		if res.Inputs["accountName"] == account && res.Inputs["containerName"] == name {
+			return res
+		}
+	}
+	t.Fatalf("no container %s in %s", name, account)
+	return Resource{}
+}
+
+// The evidence that etcd existed outlives the cluster: its own resource group, locked against
+// deletion and kept by `pulumi destroy`, births Azure keeps immutable, retirements the etcd
+// identity may only read.
+func TestBirthRegistryOutlivesTheCluster(t *testing.T) {
+	for stack, r := range planAll(t) {
+		t.Run(stack, func(t *testing.T) {
+			c := r.Cluster
+			var group Resource
+			for _, rg := range byType(r, "azure-native:resources:ResourceGroup") {
+				if rg.Inputs["resourceGroupName"] == c.BirthRegistryResourceGroup() {
+					group = rg
+				}
+			}
+			if group.Name == "" || c.BirthRegistryResourceGroup() == c.ResourceGroup() || !group.RetainOnDelete || !group.Protect {
+				t.Fatalf("registry group %+v: want its own, retained and protected", group)
+			}
+			lock := only(t, r, "azure-native:authorization:ManagementLockAtResourceGroupLevel")
+			if lock.Inputs["level"] != "CanNotDelete" || lock.Inputs["resourceGroupName"] != c.BirthRegistryResourceGroup() {
+				t.Errorf("lock %v", lock.Inputs)
+			}
+			var account map[string]any
+			for _, a := range byType(r, "azure-native:storage:StorageAccount") {
+				if a.Inputs["accountName"] == c.BirthRegistryAccount() {
+					account = a.Inputs
+				}
+			}
+			if account["resourceGroupName"] != c.BirthRegistryResourceGroup() || account["publicNetworkAccess"] != "Disabled" || account["allowSharedKeyAccess"] != false {
+				t.Errorf("registry account %v: want private, in the registry's group", account)
+			}
+			born := blobContainer(t, r, c.BirthRegistryAccount(), spec.BirthsContainer)
+			if field(born.Inputs, "immutableStorageWithVersioning", "enabled") != true {
+				t.Errorf("births container %v is not immutable", born.Inputs)
+			}
+			policy := only(t, r, "azure-native:storage:BlobContainerImmutabilityPolicy")
+			if policy.Inputs["containerName"] != spec.BirthsContainer || policy.Inputs["immutabilityPeriodSinceCreationInDays"] != float64(azure.BirthRetentionDays) {
+				t.Errorf("immutability policy %v", policy.Inputs)
+			}
+			// The etcd identity may add births, not overwrite or delete one, nor touch the container.
+			births, assigned := mockID(born), 0
+			for _, ra := range byType(r, "azure-native:authorization:RoleAssignment") {
+				if ra.Inputs["scope"] != births {
+					continue
+				}
+				assigned++
+				var def Resource
+				for _, d := range byType(r, "azure-native:authorization:RoleDefinition") {
+					if strings.HasSuffix(ra.Inputs["roleDefinitionId"].(string), "/"+d.Name) {
+						def = d
+					}
+				}
+				perms, _ := def.Inputs["permissions"].([]any)
+				var data []string
+				if len(perms) == 1 {
+					data = strs(field(perms[0], "dataActions"))
+				}
+				addOnly := slices.Contains(data, "Microsoft.Storage/storageAccounts/blobServices/containers/blobs/add/action") && !slices.ContainsFunc(data, func(a string) bool {
+					return !strings.HasSuffix(a, "/read") && !strings.HasSuffix(a, "/add/action")
+				})
+				if len(perms) != 1 || len(asList(field(perms[0], "actions"))) != 0 || !addOnly {
+					t.Errorf("role on the births %s: %v", ra.Inputs["roleDefinitionId"], def.Inputs["permissions"])
+				}
+			}
+			if assigned != 1 {
+				t.Errorf("%d roles on the births, want the etcd identity's alone", assigned)
+			}
+			retired := mockID(blobContainer(t, r, c.BirthRegistryAccount(), spec.RetirementsContainer))
+			var readers []string
+			for _, ra := range byType(r, "azure-native:authorization:RoleAssignment") {
+				if ra.Inputs["scope"] == retired {
+					readers = append(readers, path.Base(ra.Inputs["roleDefinitionId"].(string)))
+				}
+			}
+			if !slices.Equal(readers, []string{azurerbac.RoleStorageBlobDataReader}) {
+				t.Errorf("roles on the retirements: %v, want the reader alone", readers)
 			}
 		})
 	}

@@ -42,36 +42,60 @@ func (p *Layout) StoreConnectionString() string {
 		";BlobEndpoint=http://" + p.StoreAddress() + "/" + devAccount + ";"
 }
 
+// backupSettings are the main etcd's backup agent's settings, whose store the rehearsal reaches.
+func (p *Layout) backupSettings() machine.EtcdBackupSettings {
+	return machine.EtcdBackupFor(p.Cluster, p.Cluster.EtcdClusters()[0])
+}
+
 // BackupStore opens the main etcd's folder of the rehearsal's store, as the agent does.
 func (p *Layout) BackupStore() (*etcdbackup.Store, error) {
 	c, err := container.NewClientFromConnectionString(p.StoreConnectionString(), spec.BackupContainer, nil)
 	if err != nil {
 		return nil, err
 	}
-	return etcdbackup.NewStore(c, machine.EtcdBackupFor(p.Cluster, p.Cluster.EtcdClusters()[0]).Cluster), nil
+	return etcdbackup.NewStore(c, p.backupSettings().Cluster), nil
 }
 
-// CreateBackupContainer creates the backups' container once the store answers, as the Pulumi program
-// does before any etcd machine exists.
-func (p *Layout) CreateBackupContainer(ctx context.Context) error {
+// BirthRegistry opens the main etcd's entries in the rehearsal's birth registry. Azurite has no
+// immutability policy: here the births are as deletable as any blob (deviation "backup store").
+func (p *Layout) BirthRegistry() (*etcdbackup.Registry, error) {
+	births, err := container.NewClientFromConnectionString(p.StoreConnectionString(), spec.BirthsContainer, nil)
+	if err != nil {
+		return nil, err
+	}
+	retirements, err := container.NewClientFromConnectionString(p.StoreConnectionString(), spec.RetirementsContainer, nil)
+	if err != nil {
+		return nil, err
+	}
+	return etcdbackup.NewRegistry(births, retirements, p.backupSettings().Cluster), nil
+}
+
+// CreateBackupContainers creates the backups' and the birth registry's containers once the store
+// answers, as the Pulumi program does before any etcd machine exists.
+func (p *Layout) CreateBackupContainers(ctx context.Context) error {
 	var opts *container.ClientOptions
 	if p.Dial != nil {
 		opts = &container.ClientOptions{}
 		opts.Transport = &http.Client{Transport: &http.Transport{DialContext: p.Dial}}
 	}
-	c, err := container.NewClientFromConnectionString(p.StoreConnectionString(), spec.BackupContainer, opts)
-	if err != nil {
-		return err
-	}
-	return Poll(ctx, time.Minute, "Azurite at "+p.StoreAddress(), func(ctx context.Context) error {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // the SDK retries a refused connection for long
-		defer cancel()
-		_, err := c.Create(ctx, nil)
-		if bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
-			return nil
+	for _, name := range []string{spec.BackupContainer, spec.BirthsContainer, spec.RetirementsContainer} {
+		c, err := container.NewClientFromConnectionString(p.StoreConnectionString(), name, opts)
+		if err != nil {
+			return err
 		}
-		return err
-	})
+		if err := Poll(ctx, time.Minute, "Azurite at "+p.StoreAddress(), func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, 2*time.Second) // the SDK retries a refused connection for long
+			defer cancel()
+			_, err := c.Create(ctx, nil)
+			if bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // StoreCommand is Azurite serving the backup store at StoreAddress, its data in StoreDir.

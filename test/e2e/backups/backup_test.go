@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,8 +59,17 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 	if err := framework.Running.EtcdGate(ctx); err != nil {
 		t.Fatalf("the gate command disagrees with the gate: %v", err)
 	}
-	if born, err := store.Born(ctx); err != nil || born.IsZero() {
-		t.Fatalf("no birth marker after the first snapshot: %v %v", born, err)
+	registry, err := framework.Running.BirthRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := cli.Get(ctx, "/registry/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := etcdbackup.ClusterIDString(status.Header.ClusterId)
+	if existed, err := etcdbackup.Existed(ctx, nil, registry); err != nil || !slices.Contains(existed.Unretired, running) {
+		t.Fatalf("the running etcd cluster %s is not in the birth registry after the first snapshot: %+v %v", running, existed, err)
 	}
 
 	t.Run("store down closes the gate", func(t *testing.T) {
@@ -140,13 +150,45 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 		}
 		var streamed []string
 		for _, in := range members {
-			if v := agentMetric(t, in, "clusterforge_etcd_backup_delta_revision"); v != "" && v != "0" {
+			if v := agentMetric(t, in, wellknown.EtcdBackupDeltaRevisionMetric); v != "" && v != "0" {
 				streamed = append(streamed, in.Name)
 			}
 		}
 		t.Logf("leadership moved from %v; %d deltas after %s hold every revision to %d, stored by %v", from, len(chain), base.Name, covered, streamed)
 		if len(streamed) < 2 {
 			t.Errorf("only %v stored deltas across two leader changes: the stream did not move with the leadership", streamed)
+		}
+	})
+
+	t.Run("defragmentation under a writer", func(t *testing.T) {
+		if _, err := framework.Running.BackupEtcd(ctx); err != nil { // the gate wants a fresh snapshot
+			t.Fatal(err)
+		}
+		writer := drills.StartWriter(cs, drills.Namespace(t, cs, "drill-defrag"))
+		prober := drills.StartProber(cs, 10, 2*time.Second)
+		time.Sleep(3 * time.Second)
+		out, err := framework.Running.DefragEtcd(ctx, "--min-free=0", "--min-free-share=0") // every member, worth it or not
+		time.Sleep(2 * time.Second)
+		prober.Stop()
+		acked := writer.Stop()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ok, fail, failures := prober.Window()
+		t.Logf("%d writes acknowledged, %d of %d reads answered during the pass:\n%s", len(acked), ok, ok+fail, out)
+		if fail > 0 {
+			t.Errorf("%d reads failed during defragmentation, the first: %v", fail, failures[0])
+		}
+		if ok < 50 || len(acked) == 0 {
+			t.Errorf("%d reads answered, %d writes acknowledged: the pass was not under load", ok, len(acked))
+		}
+		if lost := writer.Lost(t, cs); len(lost) > 0 {
+			t.Errorf("%d acknowledged writes lost: %v", len(lost), lost[:min(len(lost), 5)])
+		}
+		defragmented := strings.Count(out, " MiB in ")
+		leaderLast := strings.LastIndex(out, "(follower)") < strings.Index(out, "(leader)")
+		if defragmented != len(members) || !leaderLast {
+			t.Errorf("defragmented %d of %d members, the leader last: %t", defragmented, len(members), leaderLast)
 		}
 	})
 

@@ -333,7 +333,7 @@ func (b *Booted) startServices(ctx context.Context) error {
 	}
 	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s, Entra ID on %s, Resource Manager on %s",
 		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress(), b.AuthorityHost(), b.Cloud().ResourceManagerEndpoint)
-	return b.CreateBackupContainer(ctx)
+	return b.CreateBackupContainers(ctx)
 }
 
 // attestationDir holds the chain the metadata stand-in signs attested documents with.

@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -187,7 +188,7 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 	if m.Role != spec.RoleEtcdMain {
 		return nil, nil
 	}
-	dropIn := "[Service]\nEnvironment=\"AZURE_STORAGE_CONNECTION_STRING=" + b.StoreConnectionString() + "\"\n"
+	dropIn := "[Service]\nEnvironment=\"" + etcdbackup.ConnectionStringEnv + "=" + b.StoreConnectionString() + "\"\n"
 	var files []machine.File
 	for _, unit := range machine.EtcdBackupStoreUnits {
 		files = append(files, machine.File{Path: machine.UnitDir + "/" + unit + ".d/50-rehearsal-store.conf", Content: dropIn, Mode: 0o644})

@@ -28,7 +28,7 @@ func (r *Rehearsal) etcdBackupCommand(ctx context.Context, in machines.Instance,
 	}
 	defer log.Close()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), "AZURE_STORAGE_CONNECTION_STRING="+r.StoreConnectionString())
+	cmd.Env = append(os.Environ(), etcdbackup.ConnectionStringEnv+"="+r.StoreConnectionString())
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
 		out, _ := os.ReadFile(log.Name())
@@ -41,6 +41,20 @@ func (r *Rehearsal) etcdBackupCommand(ctx context.Context, in machines.Instance,
 // now (etcdbackup.SafeToTouch), as a rolling change does before it starts.
 func (r *Rehearsal) EtcdGate(ctx context.Context) error {
 	return r.etcdBackupCommand(ctx, r.Of(spec.RoleEtcdMain)[0], "gate")
+}
+
+// DefragEtcd runs `clusterforge-etcd-backup defrag` with args on a main etcd member, as an operator
+// does, and returns what it logged.
+func (r *Rehearsal) DefragEtcd(ctx context.Context, args ...string) (string, error) {
+	in := r.Of(spec.RoleEtcdMain)[0]
+	path := r.Log(in.Name, "etcd-backup-defrag")
+	var before int64
+	if info, err := os.Stat(path); err == nil {
+		before = info.Size()
+	}
+	err := r.etcdBackupCommand(ctx, in, "defrag", args...)
+	out, _ := os.ReadFile(path)
+	return string(out[min(before, int64(len(out))):]), err
 }
 
 // BackupEtcd takes a snapshot of the main etcd now, through the first member that answers.

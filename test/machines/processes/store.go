@@ -27,7 +27,7 @@ func (r *Rehearsal) StartStore(ctx context.Context) error {
 	if err := r.track(proc); err != nil {
 		return err
 	}
-	return r.CreateBackupContainer(ctx)
+	return r.CreateBackupContainers(ctx)
 }
 
 // identityFile keeps what Pulumi state keeps on Azure: the PKI, the token and the Secrets key,

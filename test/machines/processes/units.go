@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/etcdbackup"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -242,7 +243,7 @@ func (p *Layout) unitArgv(in machines.Instance, u unitCommand) (argv, env []stri
 		}
 	}
 	if in.Role == spec.RoleEtcdMain { // deviation "backup store"
-		env = append(env, "AZURE_STORAGE_CONNECTION_STRING="+p.StoreConnectionString())
+		env = append(env, etcdbackup.ConnectionStringEnv+"="+p.StoreConnectionString())
 	}
 	return argv, append(env, "PATH="+os.Getenv("PATH")), nil
 }
