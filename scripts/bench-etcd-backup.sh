@@ -6,9 +6,12 @@
 # recovery point the default settings give. Then the delta stream's recovery point: per database
 # size (RPO_SIZES, default 2GiB,7GiB), a steady 1,000 writes/s, the only member killed, restored
 # and replayed, the acknowledged writes lost, and what the stream costs. BenchmarkBackup and
-# BenchmarkDeltaRPO are in components/etcdbackup.
+# BenchmarkDeltaRPO are in components/etcdbackup. Last the recovery time of a total loss (root):
+# on a rehearsal of the dev stack whose main etcd holds RTO_SIZE (default 2GiB), from the
+# restore's start until every apiserver serves from its cache (BenchmarkTotalLossRTO, test/e2e/backups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "bench-etcd-backup: its last part rehearses the cluster (network namespaces, mounts): run it as root" >&2; exit 1; }
 RUNS="${RUNS:-3}"
 out="$PWD/build/bench"
 mkdir -p "$out"
@@ -18,6 +21,9 @@ printf '==> BenchmarkBackup, %s runs (each loads its etcd afresh; the 2 GiB run 
 go test -count="$RUNS" -run '^$' -bench 'Backup$' -benchtime 1x -timeout 120m ./components/etcdbackup | tee "$out/etcd-backup.txt"
 printf '==> BenchmarkDeltaRPO, %s runs of %s (each fills its etcd afresh, then a minute of writes)\n' "$RUNS" "${RPO_SIZES:=2GiB,7GiB}"
 RPO_SIZES="$RPO_SIZES" go test -count="$RUNS" -run '^$' -bench DeltaRPO -benchtime 1x -timeout 300m ./components/etcdbackup | tee "$out/etcd-backup-rpo.txt"
+scripts/toolchain.sh rehearsal
+printf '==> BenchmarkTotalLossRTO, %s runs on a rehearsal of dev (its main etcd filled to %s once, then each run: a snapshot, 500 writes/s until the next is due, every member lost, the restore timed)\n' "$RUNS" "${RTO_SIZE:=2GiB}"
+RTO_SIZE="$RTO_SIZE" go test -count="$RUNS" -run '^$' -bench TotalLossRTO -benchtime 1x -timeout 180m ./test/e2e/backups | tee "$out/etcd-backup-rto.txt"
 
 # Median (range) of a space-separated list, to digits decimals, numbers compared as numbers.
 stats='function stats(list, digits,   n, a, i, j, t, med, f) {
@@ -72,5 +78,27 @@ awk -v runs="$RUNS" "$stats"'
     print "|---|---|---|---|---|---|---|"
     for (i = 1; i <= n; i++) { k = order[i]; printf "| %s | %s | %s | %s | %s | %s | %d |\n", k, stats(rpo[k], 2), stats(lost[k], 0), stats(rto[k], 1), stats(kib[k], 0), stats(cores[k], 3), invalid[k] }
   }' "$out/etcd-backup-rpo.txt" >> "$out/etcd-backup.md"
+awk -v runs="$RUNS" "$stats"'
+  /^BenchmarkTotalLossRTO\// {
+    name = $1; sub(/^BenchmarkTotalLossRTO\//, "", name); sub(/-[0-9]+$/, "", name)
+    if (!(name in seen)) { seen[name] = 1; order[++n] = name }
+  }
+  /s-rto/ {
+    delete m
+    for (i = 1; i < NF; i++) m[$(i+1)] = $i
+    if (m["valid"] != 1) { invalid[name]++; next }
+    split("s-rto s-stopping s-rebuild s-start s-replay s-apiservers s-caches s-writing writes-replayed", keys, " ")
+    for (k in keys) v[name, keys[k]] = v[name, keys[k]] " " m[keys[k]]
+  }
+  END {
+    print "\n## Total loss: recovery time to every apiserver serving\n"
+    print "BenchmarkTotalLossRTO, " runs " runs, median (range), seconds, on the rehearsal of dev (every machine on this machine; the members rebuilt one after another); a run whose writer delivered under its share of the offered load, or that restored another snapshot, is invalid and left out.\n"
+    print "| database | restore to every apiserver serving from its cache | stopping | members rebuilt | members started | deltas replayed | apiservers ready | caches filled | writes replayed (written for) | invalid runs |"
+    print "|---|---|---|---|---|---|---|---|---|---|"
+    for (i = 1; i <= n; i++) {
+      k = order[i]
+      printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s (%s s) | %d |\n", k, stats(v[k, "s-rto"], 1), stats(v[k, "s-stopping"], 1), stats(v[k, "s-rebuild"], 1), stats(v[k, "s-start"], 1), stats(v[k, "s-replay"], 1), stats(v[k, "s-apiservers"], 1), stats(v[k, "s-caches"], 1), stats(v[k, "writes-replayed"], 0), stats(v[k, "s-writing"], 0), invalid[k]
+    }
+  }' "$out/etcd-backup-rto.txt" >> "$out/etcd-backup.md"
 { echo; echo "Measured $(date -u +%F) at $(git rev-parse --short HEAD) on $(nproc) cores, $(free -g | awk '/^Mem:/ {print $2}') GiB."; } >> "$out/etcd-backup.md"
 cat "$out/etcd-backup.md"

@@ -10,7 +10,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -20,18 +19,12 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/openloop"
 	"github.com/clusterforge/clusterforge/test/toolchain"
 )
 
-// The recovery point benchmark's load: a steady open-loop writer, as the goal states it.
-const (
-	rpoWritesPerSecond = 1000
-	rpoWriters         = 64 // in flight at most; a write that finds none free counts as not sent
-	rpoValueBytes      = 1 << 10
-	rpoWindow          = time.Minute
-	// A window below this share of its offered writes is reported invalid, not measured.
-	rpoDeliveredShare = 0.95
-)
+// The recovery point benchmark's window of openloop.EtcdWritesPerSecond writes.
+const rpoWindow = time.Minute
 
 // rpoSizes are the databases the benchmark fills before it writes: 2 GiB, and what stays under
 // the 8 GiB quota (etcd's own overhead takes the rest); 256 MiB checks the harness in minutes.
@@ -150,11 +143,11 @@ func rpoRun(b *testing.B, etcdBin, etcdutl string, size int64) {
 	}
 	// Valid only if both windows carried the load they offered and the chain was whole.
 	valid := 1.0
-	if baseline.delivered() < rpoDeliveredShare || streamed.delivered() < rpoDeliveredShare || report.Stopped != nil {
+	if baseline.delivered() < openloop.DeliveredShare || streamed.delivered() < openloop.DeliveredShare || report.Stopped != nil {
 		valid = 0
 	}
 	fmt.Fprintf(os.Stderr, "    offered %d writes/s: delivered %.0f%% (baseline window %.0f%%); %d acknowledged writes lost; %s\n",
-		rpoWritesPerSecond, 100*streamed.delivered(), 100*baseline.delivered(), missing, report)
+		openloop.EtcdWritesPerSecond, 100*streamed.delivered(), 100*baseline.delivered(), missing, report)
 	b.ReportMetric(rpo, "s-rpo")
 	b.ReportMetric(float64(missing), "writes-lost")
 	b.ReportMetric(restoring.Seconds(), "s-restore-replay")
@@ -189,56 +182,21 @@ func (c *cuttable) Do(req *http.Request) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
-// rpoWrite offers rpoWritesPerSecond writes under prefix for rpoWindow, open loop, and records
-// when each was acknowledged. kill, if set, runs at the end of the window, and the writer goes on
-// offering for a second after it.
+// rpoWrite offers openloop's steady writes under prefix for rpoWindow and records when each was
+// acknowledged. kill, if set, runs at the end of the window, and the writer goes on offering for
+// a second after it.
 func rpoWrite(ctx context.Context, cli *clientv3.Client, etcdPid int, prefix string, kill func()) rpoWindowResult {
-	res := rpoWindowResult{acked: map[string]time.Time{}}
-	var mu sync.Mutex
-	slots := make(chan struct{}, rpoWriters)
-	value := strings.Repeat("x", rpoValueBytes)
 	cpuBefore, etcdBefore := processCPU(), pidCPU(etcdPid)
 	began := time.Now()
-	until := rpoWindow
+	puts := openloop.StartPuts(ctx, cli, prefix, openloop.EtcdWritesPerSecond)
+	time.Sleep(rpoWindow)
+	res := rpoWindowResult{offered: puts.Offered(), elapsed: time.Since(began)}
+	res.cores = (processCPU() - cpuBefore + pidCPU(etcdPid) - etcdBefore) / res.elapsed.Seconds()
 	if kill != nil {
-		until += time.Second
+		kill()
+		time.Sleep(time.Second)
 	}
-	var wg sync.WaitGroup
-	for sent := 0; ; time.Sleep(5 * time.Millisecond) {
-		elapsed := time.Since(began)
-		if res.elapsed == 0 && elapsed >= rpoWindow {
-			mu.Lock()
-			res.elapsed, res.offered = elapsed, sent
-			mu.Unlock()
-			res.cores = (processCPU() - cpuBefore + pidCPU(etcdPid) - etcdBefore) / elapsed.Seconds()
-			if kill != nil {
-				kill()
-			}
-		}
-		if elapsed >= until {
-			break
-		}
-		for due := int(elapsed.Seconds() * rpoWritesPerSecond); sent < due; sent++ {
-			select {
-			case slots <- struct{}{}:
-			default:
-				continue // every writer busy: not sent, counted against delivery
-			}
-			wg.Add(1)
-			go func(key string) {
-				defer wg.Done()
-				defer func() { <-slots }()
-				wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				defer cancel()
-				if _, err := cli.Put(wctx, key, value); err == nil {
-					mu.Lock()
-					res.acked[key] = time.Now()
-					mu.Unlock()
-				}
-			}(prefix + strconv.Itoa(sent))
-		}
-	}
-	wg.Wait()
+	res.acked = puts.Stop()
 	return res
 }
 

@@ -15,12 +15,13 @@ const (
 	EtcdBackupConfig = KubeDir + "/etcd-backup.json"
 	// EtcdStatusFile holds "restore-needed: <why>" while this member refuses to start a new cluster.
 	EtcdStatusFile = RunDir + "/etcd-status"
-	etcdBackupUnit = "clusterforge-etcd-backup"
+	// EtcdBackupUnit names the agent's unit (with .service) and, on the rehearsal, its process.
+	EtcdBackupUnit = "clusterforge-etcd-backup"
 )
 
 // EtcdBackupStoreUnits are the main etcd's units that reach the backup store: the agent, and
 // etcd-join when it asks whether the cluster may be bootstrapped.
-var EtcdBackupStoreUnits = []string{etcdBackupUnit + ".service", etcdJoinUnit}
+var EtcdBackupStoreUnits = []string{EtcdBackupUnit + ".service", etcdJoinUnit}
 
 // EtcdBackupSettings is clusterforge-etcd-backup's configuration file. Everything in it is the
 // same on every member; the member's own address comes from NODE_IP.
@@ -78,7 +79,7 @@ func etcdBackup(c *spec.Cluster, e spec.EtcdCluster) part {
 	return part{
 		files: []File{{Path: EtcdBackupConfig, Content: string(settings) + "\n", Mode: 0o644}},
 		units: []Unit{service{
-			name: etcdBackupUnit, description: "clusterforge: snapshot " + e.Role + " to Azure Blob Storage (L02)",
+			name: EtcdBackupUnit, description: "clusterforge: snapshot " + e.Role + " to Azure Blob Storage (L02)",
 			after: []string{identityUnit}, requires: []string{identityUnit},
 			binary: EtcdBackupBinary, subcommand: "agent", flags: EtcdBackupAgentFlags(), envFiles: []string{NodeEnvFile},
 		}.unit()},

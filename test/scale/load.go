@@ -22,6 +22,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/openloop"
 	"github.com/clusterforge/clusterforge/test/podsecurity"
 )
 
@@ -270,8 +271,8 @@ func (l *Load) runningBasePods() int {
 
 // SetNodes registers nodes up to want (at most qps a second, as their kubelets would, under the
 // nodes' identity) and, once they are Ready, gives each a base pod bound to it; or deletes the
-// nodes beyond want and their pods. It returns when the pool has want Ready nodes, each running
-// its base pod (none when NodesOnly).
+// nodes beyond want and their pods. It returns when the pool has want Ready nodes clear of the
+// not-ready taint, each running its base pod (none when NodesOnly).
 func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 	cfg, err := l.cluster.NodeConfig()
 	if err != nil {
@@ -286,9 +287,11 @@ func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 	lo, hi := min(have, want), max(have, want)
 	// The new nodes' base pods are made once the nodes are Ready, as a DaemonSet's are. Base pods are
 	// bound, so they run before the node lifecycle controller lifts the new nodes' not-ready
-	// taints: that goes on during the step (Step.TaintedNodes).
+	// taints; the set-up waits for both, so that a hold measures a settled cluster, not the joins
+	// (make bench-joins measures those).
 	timeout := 3*time.Minute + time.Duration(hi-lo)*50*time.Millisecond
 	ready := func() (int, int) { r, _ := l.readyNodes(); return r, want }
+	untainted := func() (int, int) { r, tainted := l.readyNodes(); return r - tainted, want }
 	running := func() (int, int) { return l.runningBasePods(), want }
 	equal := func(got, want int) bool { return got == want }
 	if want > have {
@@ -316,7 +319,10 @@ func (l *Load) SetNodes(ctx context.Context, have, want, qps int) error {
 		}
 		return err
 	}
-	if err := settled("Ready nodes", ready); err != nil || l.NodesOnly {
+	if err := settled("Ready nodes", ready); err != nil {
+		return err
+	}
+	if err := settled("Ready nodes clear of the not-ready taint", untainted); err != nil || l.NodesOnly {
 		return err
 	}
 	return settled("running base pods", running)
@@ -478,7 +484,7 @@ func (l *Load) Run(ctx context.Context, churnPerSecond float64) {
 			})
 		}},
 	} {
-		startOpenLoop(ctx, func() float64 { return float64(time.Second) / float64(l.period(r.op)) }, loadInFlight, func(int) {
+		openloop.Start(ctx, func() float64 { return float64(time.Second) / float64(l.period(r.op)) }, loadInFlight, func(int) {
 			l.start(r.op)
 			began := time.Now()
 			l.record(r.op, began, r.read(ctx))
@@ -501,7 +507,7 @@ func pages(list func(metav1.ListOptions) (next string, err error)) error {
 // churn creates perSecond pods a second, open-loop; observe deletes each once it runs.
 func (l *Load) churn(ctx context.Context, perSecond float64) {
 	run := time.Now().Unix()
-	startOpenLoop(ctx, func() float64 { return perSecond }, loadInFlight, func(n int) {
+	openloop.Start(ctx, func() float64 { return perSecond }, loadInFlight, func(n int) {
 		pod := podsecurity.Restricted(&corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("churn-%d-%d", run, n)},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: l.image, Resources: corev1.ResourceRequirements{

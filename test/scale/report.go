@@ -55,8 +55,9 @@ type Step struct {
 	// apiserver too busy to answer its metrics scrape), which fails the step.
 	HeldSeconds float64 `json:"heldSeconds"`
 	HoldError   string  `json:"holdError,omitempty"`
-	// TaintedNodes counts the Ready nodes the node lifecycle controller still tainted not-ready
-	// at the start and the end of the hold: new nodes it has not caught up with.
+	// TaintedNodes counts the Ready nodes tainted not-ready at the start and the end of the hold:
+	// the set-up waits for none at the start, so a count at the end is a node the node lifecycle
+	// controller saw fail during the hold.
 	TaintedNodes [2]int          `json:"taintedNodes"`
 	Calls        []CallResult    `json:"calls"`
 	PodStartup   PodStartup      `json:"podStartup"`

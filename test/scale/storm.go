@@ -12,13 +12,14 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/test/etcdprobe"
+	"github.com/clusterforge/clusterforge/test/openloop"
 )
 
 // Storm creates Events at a rate, as kubelets report their pods' trouble (the nodes' identity):
 // each a 1 KiB message about one of 5,000 pods spread over StormNamespaces namespaces, from one
 // of the nodes, open-loop, up to stormInFlight at once.
 type Storm struct {
-	*openLoop
+	*openloop.Loop
 	created, failed, throttled atomic.Int64
 }
 
@@ -41,7 +42,7 @@ var stormMessage = strings.Repeat("storm: a node reports trouble again; ", 28)
 // involved objects.
 func StartStorm(ctx context.Context, clients []*kubernetes.Clientset, perSecond float64, nodes []string) *Storm {
 	s := &Storm{}
-	s.openLoop = startOpenLoop(ctx, func() float64 { return perSecond }, stormInFlight, func(n int) {
+	s.Loop = openloop.Start(ctx, func() float64 { return perSecond }, stormInFlight, func(n int) {
 		cs := clients[n%len(clients)]
 		ns, pod := StormEventNamespace(n), fmt.Sprintf("storm-%d", n%5000)
 		ev := &corev1.Event{

@@ -110,25 +110,7 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Every revision since the newest verified snapshot, in order, once the chain reaches now.
-		var chain []etcdbackup.Delta
-		var base etcdbackup.Snapshot
-		err = drills.WaitUntil(30*time.Second, func() error {
-			if base, err = store.Find(ctx, ""); err != nil {
-				return err
-			}
-			deltas, err := store.Deltas(ctx)
-			if err != nil {
-				return err
-			}
-			var reached int64
-			if chain, reached, err = etcdbackup.Chain(base.Revision, deltas); err != nil {
-				return err
-			}
-			if reached < now.Header.Revision {
-				return fmt.Errorf("the chain after %s reaches revision %d, not yet %d", base.Name, reached, now.Header.Revision)
-			}
-			return nil
-		})
+		base, chain, err := chainReaching(ctx, store, now.Header.Revision, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,6 +307,29 @@ func TestEtcdBackupAndTotalLoss(t *testing.T) {
 			t.Errorf("the write before the last snapshot is missing: %v", err)
 		}
 	})
+}
+
+// chainReaching waits until the deltas after the newest verified snapshot reach revision rev,
+// and returns that snapshot and its chain.
+func chainReaching(ctx context.Context, store *etcdbackup.Store, rev int64, timeout time.Duration) (base etcdbackup.Snapshot, chain []etcdbackup.Delta, err error) {
+	err = drills.WaitUntil(timeout, func() error {
+		if base, err = store.Find(ctx, ""); err != nil {
+			return err
+		}
+		deltas, err := store.Deltas(ctx)
+		if err != nil {
+			return err
+		}
+		var reached int64
+		if chain, reached, err = etcdbackup.Chain(base.Revision, deltas); err != nil {
+			return err
+		}
+		if reached < rev {
+			return fmt.Errorf("the chain after %s reaches revision %d, not yet %d", base.Name, reached, rev)
+		}
+		return nil
+	})
+	return base, chain, err
 }
 
 // corruptCopy stores a truncated copy of snap under a newer name, with snap's checksum and a

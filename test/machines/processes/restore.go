@@ -74,30 +74,44 @@ func (r *Rehearsal) BackupEtcd(ctx context.Context) (etcdbackup.Snapshot, error)
 	return etcdbackup.Snapshot{}, fmt.Errorf("no member took a snapshot: %v", errs)
 }
 
+// Restored is the snapshot a restore used and how long each of its steps took.
+type Restored struct {
+	etcdbackup.Snapshot
+	// Rebuild is every member's download and rebuild, one after another (on Azure each member
+	// rebuilds on its own machine); Start is the members started until healthy; Replay is the
+	// deltas replayed and the stale keys cleared; APIServers is the apiserver machines started
+	// until every apiserver, controller-manager and scheduler and the load balancer answer.
+	Rebuild, Start, Replay, APIServers time.Duration
+}
+
 // RestoreEtcd restores every main etcd member from a snapshot (the latest verified when name is
 // empty), machine by machine as on Azure: the apiserver machines stopped, the members stopped,
 // each member rebuilt with a fresh cluster token (the download verified before anything
 // changes), the members started, what the restore leaves stale cleared, the apiservers started.
-func (r *Rehearsal) RestoreEtcd(ctx context.Context, name string) (etcdbackup.Snapshot, error) {
+func (r *Rehearsal) RestoreEtcd(ctx context.Context, name string) (Restored, error) {
 	snap, err := r.findSnapshot(ctx, name)
 	if err != nil {
-		return snap, err
+		return Restored{Snapshot: snap}, err
 	}
 	apiservers := r.Of(spec.RoleAPIServer)
 	r.logf("restoring %s from %s (revision %d); stopping the apiserver machines first", spec.RoleEtcdMain, snap.Name, snap.Revision)
 	for _, in := range apiservers {
 		if err := r.StopMachine(ctx, in.Name, false); err != nil {
-			return snap, err
+			return Restored{Snapshot: snap}, err
 		}
 	}
-	if err := r.restoreMembers(ctx, snap); err != nil {
-		return snap, err
+	restored, err := r.restoreMembers(ctx, snap)
+	if err != nil {
+		return restored, err
 	}
 	r.logf("starting the apiserver machines")
+	began := time.Now()
 	if err := r.bootAll(ctx, apiservers); err != nil {
-		return snap, err
+		return restored, err
 	}
-	return snap, r.WaitAPIHealthy(ctx)
+	err = r.WaitAPIHealthy(ctx)
+	restored.APIServers = time.Since(began)
+	return restored, err
 }
 
 // RestoreStopped restores the main etcd of a rehearsal that is not running (after a total loss
@@ -122,7 +136,8 @@ func RestoreStopped(ctx context.Context, p *Layout, name string, progress io.Wri
 		return snap, err
 	}
 	r.logf("restoring %s from %s (revision %d)", spec.RoleEtcdMain, snap.Name, snap.Revision)
-	return snap, r.restoreMembers(ctx, snap)
+	_, err = r.restoreMembers(ctx, snap)
+	return snap, err
 }
 
 func (r *Rehearsal) findSnapshot(ctx context.Context, name string) (etcdbackup.Snapshot, error) {
@@ -136,47 +151,54 @@ func (r *Rehearsal) findSnapshot(ctx context.Context, name string) (etcdbackup.S
 // restoreMembers stops the main etcd's members, rebuilds each from snap with one new token,
 // starts them, waits until they are healthy, replays the deltas stored after snap and clears
 // the stale leases.
-func (r *Rehearsal) restoreMembers(ctx context.Context, snap etcdbackup.Snapshot) error {
+func (r *Rehearsal) restoreMembers(ctx context.Context, snap etcdbackup.Snapshot) (Restored, error) {
+	restored := Restored{Snapshot: snap}
 	members := r.Of(spec.RoleEtcdMain)
 	for _, in := range members {
 		if p := r.Proc(in.Name, "etcd"); p != nil {
 			if err := p.Stop(syscall.SIGTERM, 10*time.Second); err != nil {
-				return err
+				return restored, err
 			}
 		}
 	}
-	token := fmt.Sprintf("%s-restored-%s", spec.RoleEtcdMain, time.Now().UTC().Format("20060102T150405Z"))
+	began := time.Now()
+	token := fmt.Sprintf("%s-restored-%s", spec.RoleEtcdMain, began.UTC().Format("20060102T150405Z"))
 	for _, in := range members {
 		err := r.etcdBackupCommand(ctx, in, "restore", "--snapshot="+snap.Name, "--name="+in.Name,
 			fmt.Sprintf("--peer-url=https://%s:%d", in.IP, wellknown.EtcdPeerPort), "--token="+token)
 		if err != nil {
-			return err
+			return restored, err
 		}
 	}
-	r.logf("%d members rebuilt (token %s); starting them", len(members), token)
+	restored.Rebuild = time.Since(began)
+	r.logf("%d members rebuilt (token %s) in %s; starting them", len(members), token, restored.Rebuild.Round(time.Second))
+	began = time.Now()
 	if err := r.bootAll(ctx, members); err != nil {
-		return err
+		return restored, err
 	}
 	if err := r.WaitEtcdHealthy(ctx, spec.RoleEtcdMain); err != nil {
-		return err
+		return restored, err
 	}
+	restored.Start = time.Since(began)
+	began = time.Now()
 	if err := r.etcdBackupCommand(ctx, members[0], "replay"); err != nil {
-		return err
+		return restored, err
 	}
 	if report, err := os.ReadFile(r.Log(members[0].Name, "etcd-backup-replay")); err == nil {
 		r.logf("%s", lastLines(string(report), 1))
 	}
 	cli, err := r.EtcdClient(spec.RoleEtcdMain)
 	if err != nil {
-		return err
+		return restored, err
 	}
 	defer cli.Close()
 	cleared, err := etcdbackup.ClearStale(ctx, cli)
 	if err != nil {
-		return err
+		return restored, err
 	}
+	restored.Replay = time.Since(began)
 	r.logf("cleared %d stale keys (master leases, apiserver identity leases)", cleared)
-	return nil
+	return restored, nil
 }
 
 // lastLines is the end of a log, for an error message.
