@@ -15,7 +15,7 @@ const (
 	EtcdBackupConfig = KubeDir + "/etcd-backup.json"
 	// EtcdStatusFile holds "restore-needed: <why>" while this member refuses to start a new cluster.
 	EtcdStatusFile = RunDir + "/etcd-status"
-	// EtcdBackupUnit names the agent's unit (with .service) and, on the rehearsal, its process.
+	// EtcdBackupUnit is the agent's unit name without .service: the rehearsal names its process so.
 	EtcdBackupUnit = "clusterforge-etcd-backup"
 )
 
