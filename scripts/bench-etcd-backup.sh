@@ -7,8 +7,10 @@
 # size (RPO_SIZES, default 2GiB,7GiB), a steady 1,000 writes/s, the only member killed, restored
 # and replayed, the acknowledged writes lost, and what the stream costs. BenchmarkBackup and
 # BenchmarkDeltaRPO are in components/etcdbackup. Last the recovery time of a total loss (root):
-# on a rehearsal of the dev stack whose main etcd holds RTO_SIZE (default 2GiB), from the
-# restore's start until every apiserver serves from its cache (BenchmarkTotalLossRTO, test/e2e/backups).
+# on a rehearsal of RTO_STACK's capacity topology (default prod-10k; one machine of each role, each
+# capped at its cores, as make bench-scale runs it) whose main etcd holds RTO_SIZE (default 2GiB),
+# from the restore's start until every apiserver serves from its cache (BenchmarkTotalLossRTO,
+# test/e2e/backups).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "bench-etcd-backup: its last part rehearses the cluster (network namespaces, mounts): run it as root" >&2; exit 1; }
@@ -22,8 +24,8 @@ go test -count="$RUNS" -run '^$' -bench 'Backup$' -benchtime 1x -timeout 120m ./
 printf '==> BenchmarkDeltaRPO, %s runs of %s (each fills its etcd afresh, then a minute of writes)\n' "$RUNS" "${RPO_SIZES:=2GiB,7GiB}"
 RPO_SIZES="$RPO_SIZES" go test -count="$RUNS" -run '^$' -bench DeltaRPO -benchtime 1x -timeout 300m ./components/etcdbackup | tee "$out/etcd-backup-rpo.txt"
 scripts/toolchain.sh rehearsal
-printf '==> BenchmarkTotalLossRTO, %s runs on a rehearsal of dev (its main etcd filled to %s once, then each run: a snapshot, 500 writes/s until the next is due, every member lost, the restore timed)\n' "$RUNS" "${RTO_SIZE:=2GiB}"
-RTO_SIZE="$RTO_SIZE" go test -count="$RUNS" -run '^$' -bench TotalLossRTO -benchtime 1x -timeout 180m ./test/e2e/backups | tee "$out/etcd-backup-rto.txt"
+printf '==> BenchmarkTotalLossRTO, %s runs on the capacity topology of %s (its main etcd filled to %s once, then each run: a snapshot, 500 writes/s until the next is due, every member lost, the restore timed)\n' "$RUNS" "${RTO_STACK:=prod-10k}" "${RTO_SIZE:=2GiB}"
+RTO_SIZE="$RTO_SIZE" go test -count="$RUNS" -run '^$' -bench TotalLossRTO -benchtime 1x -timeout 180m ./test/e2e/backups -args -stack "$RTO_STACK" -topology capacity | tee "$out/etcd-backup-rto.txt"
 
 # Median (range) of a space-separated list, to digits decimals, numbers compared as numbers.
 stats='function stats(list, digits,   n, a, i, j, t, med, f) {
@@ -78,7 +80,7 @@ awk -v runs="$RUNS" "$stats"'
     print "|---|---|---|---|---|---|---|"
     for (i = 1; i <= n; i++) { k = order[i]; printf "| %s | %s | %s | %s | %s | %s | %d |\n", k, stats(rpo[k], 2), stats(lost[k], 0), stats(rto[k], 1), stats(kib[k], 0), stats(cores[k], 3), invalid[k] }
   }' "$out/etcd-backup-rpo.txt" >> "$out/etcd-backup.md"
-awk -v runs="$RUNS" "$stats"'
+awk -v runs="$RUNS" -v stack="$RTO_STACK" "$stats"'
   /^BenchmarkTotalLossRTO\// {
     name = $1; sub(/^BenchmarkTotalLossRTO\//, "", name); sub(/-[0-9]+$/, "", name)
     if (!(name in seen)) { seen[name] = 1; order[++n] = name }
@@ -92,7 +94,7 @@ awk -v runs="$RUNS" "$stats"'
   }
   END {
     print "\n## Total loss: recovery time to every apiserver serving\n"
-    print "BenchmarkTotalLossRTO, " runs " runs, median (range), seconds, on the rehearsal of dev (every machine on this machine; the members rebuilt one after another); a run whose writer delivered under its share of the offered load, or that restored another snapshot, is invalid and left out.\n"
+    print "BenchmarkTotalLossRTO, " runs " runs, median (range), seconds, on the capacity topology of " stack " (one machine of each role, each capped at its cores, all on this machine); a run whose writer delivered under its share of the offered load, or that restored another snapshot, is invalid and left out.\n"
     print "| database | restore to every apiserver serving from its cache | stopping | members rebuilt | members started | deltas replayed | apiservers ready | caches filled | writes replayed (written for) | invalid runs |"
     print "|---|---|---|---|---|---|---|---|---|---|"
     for (i = 1; i <= n; i++) {

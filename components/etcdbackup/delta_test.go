@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -200,6 +201,109 @@ func sameKeys(want, got *clientv3.GetResponse) string {
 		diff = append(diff[:5], fmt.Sprintf("and %d more", len(diff)-5))
 	}
 	return strings.Join(diff, "; ")
+}
+
+// Two agents around a leader change store overlapping deltas; the replay applies each change
+// once, in order: the restored member's history after the restore is the original's, change for
+// change, with no repeat and no gap.
+func TestReplayAppliesOverlappingDeltasOnce(t *testing.T) {
+	ctx := context.Background()
+	etcdBin := toolchain.Binary(t, "bin/etcd")
+	etcdutl := toolchain.Binary(t, "bin/etcdutl")
+	cli, endpoint, stop := startEtcd(t, etcdBin, t.TempDir(), "original")
+	store, registry := azurite(t, "cf-test/etcd-main")
+	agent := &Agent{Etcd: cli, Endpoint: endpoint, Store: store, Registry: registry, Interval: time.Hour, Retention: DefaultRetention(), Log: log.New(io.Discard, "", 0)}
+	put(t, cli, "/registry/configmaps/base", "v0")
+	snap, err := agent.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		put(t, cli, fmt.Sprintf("/registry/configmaps/k%d", i%4), fmt.Sprintf("v%d", i))
+		if i%5 == 4 {
+			if _, err := cli.Txn(ctx).Then(clientv3.OpPut(fmt.Sprintf("/registry/txn/%d", i), "a"), clientv3.OpDelete(fmt.Sprintf("/registry/configmaps/k%d", i%4))).Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	original := history(t, cli, snap.Revision+1)
+	last := original[len(original)-1].Kv.ModRevision
+	// The old leader's agent stored up to the middle; the new one resumed a little before it.
+	middle := original[len(original)/2].Kv.ModRevision
+	resumed := middle - 3
+	for _, span := range [][2]int64{{snap.Revision + 1, middle}, {resumed, last}} {
+		var events []*mvccpb.Event
+		for _, ev := range original {
+			if r := ev.Kv.ModRevision; r >= span[0] && r <= span[1] {
+				events = append(events, ev)
+			}
+		}
+		if _, err := store.PutDelta(ctx, span[0], span[1], events, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+
+	member := Member{Name: "restored", PeerURL: "http://127.0.0.1:23800", InitialCluster: "restored=http://127.0.0.1:23800", Token: "restored-1", DataDir: t.TempDir()}
+	if err := RestoreMember(ctx, store, snap, member, etcdutl); err != nil {
+		t.Fatal(err)
+	}
+	record, err := ReadRestoreRecord(member.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, _, _ := startEtcd(t, etcdBin, member.DataDir, member.Name)
+	before, err := restored.Get(ctx, "/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	report, err := Replay(ctx, restored, store, record)
+	if err != nil || report.Stopped != nil || report.Reached != last {
+		t.Fatalf("replay: %v, %v; want it to reach revision %d", err, report, last)
+	}
+	var replayed []string
+	for _, ev := range history(t, restored, before.Header.Revision+1) {
+		if !strings.HasPrefix(string(ev.Kv.Key), replayedPrefix) {
+			replayed = append(replayed, change(ev))
+		}
+	}
+	var want []string
+	for _, ev := range original {
+		want = append(want, change(ev))
+	}
+	if strings.Join(replayed, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the replay applied %d changes, the original made %d:\n got %v\nwant %v", len(replayed), len(want), replayed, want)
+	}
+}
+
+// history is every change of cli's cluster from revision from to its current one, in order.
+func history(t *testing.T, cli *clientv3.Client, from int64) []*mvccpb.Event {
+	t.Helper()
+	now, err := cli.Get(context.Background(), "/", clientv3.WithCountOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out []*mvccpb.Event
+	for resp := range cli.Watch(ctx, "", clientv3.WithPrefix(), clientv3.WithRev(from)) {
+		if err := resp.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range resp.Events {
+			out = append(out, (*mvccpb.Event)(ev))
+		}
+		if len(out) > 0 && out[len(out)-1].Kv.ModRevision >= now.Header.Revision {
+			return out
+		}
+	}
+	t.Fatalf("the history from revision %d did not reach %d: %v", from, now.Header.Revision, ctx.Err())
+	return nil
+}
+
+// change is an event as a replay must repeat it: its type, key and value.
+func change(ev *mvccpb.Event) string {
+	return fmt.Sprintf("%s %s=%s", ev.Type, ev.Kv.Key, ev.Kv.Value)
 }
 
 // A delta missing from the middle of the chain is found by the leader's agent, counted and

@@ -21,8 +21,8 @@ type Cost struct {
 	// CappedSteps are passing steps left out because the component's role used 90 % or more of
 	// its CPU cap: there the cores show the cap, not the demand.
 	CappedSteps []int `json:"cappedSteps,omitempty"`
-	// RequestsPerCore is the requests it served a second per core it used, at the largest passing
-	// step: an apiserver's requests but streams, an etcd's unary calls. 0 for the others.
+	// RequestsPerCore is the requests it served a second per core it used, at the largest step
+	// fitted: an apiserver's requests but streams, an etcd's unary calls. 0 for the others.
 	RequestsPerCore float64 `json:"requestsPerCore,omitempty"`
 }
 
@@ -31,15 +31,16 @@ const CapShare = 0.9
 
 // Costs fits every component's CPU over the steps that passed (a failed step's component may have
 // been starved, a harness-limited one was not offered its load), leaving out a role's steps at
-// its cap.
-func Costs(steps []Step) []Cost {
+// its cap. With failedToo (the lease-only microbenchmark, a measure of cost, not of capacity) a
+// step that missed an SLO counts too, when its load was delivered and its hold measured.
+func Costs(steps []Step, failedToo bool) []Cost {
 	type point struct{ nodes, cores float64 }
 	points := map[string][]point{}
 	costs := map[string]*Cost{}
 	var largest *Step
 	for i := range steps {
 		st := &steps[i]
-		if !st.Passed() {
+		if !st.Passed() && !(failedToo && st.Measured()) {
 			continue
 		}
 		if largest == nil || st.Nodes > largest.Nodes {

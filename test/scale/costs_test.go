@@ -24,7 +24,7 @@ func TestCostsFitEachComponentOverThePassingSteps(t *testing.T) {
 	capped := step(6000, 2.3, 0.8)
 	capped.Usage = append(capped.Usage, Usage{Component: "kube-scheduler", Role: KindAPIServer, Processes: 1, CPUCores: 1.6, CPULimitCores: 4})
 	steps := []Step{step(1000, 0.8, 0.3), step(2000, 1.1, 0.4), limited, step(4000, 1.7, 0.6), failed, capped}
-	costs := Costs(steps)
+	costs := Costs(steps, false)
 	if len(costs) != 3 || costs[0].Component != KindAPIServer || costs[1].Component != KindEtcdMain {
 		t.Fatalf("%+v", costs)
 	}
@@ -42,8 +42,19 @@ func TestCostsFitEachComponentOverThePassingSteps(t *testing.T) {
 		t.Errorf("requests per core: apiserver %v, etcd-main %v", api.RequestsPerCore, etcd.RequestsPerCore)
 	}
 	// One passing step: its mean a thousand nodes, no base.
-	one := Costs([]Step{step(2000, 1.1, 0.4), failed})
+	one := Costs([]Step{step(2000, 1.1, 0.4), failed}, false)
 	if !near(one[0].CoresPer1000Nodes, 0.55) || one[0].BaseCores != 0 {
 		t.Errorf("one step: %+v", one[0])
+	}
+	// The lease-only run measures cost, not capacity: a step that missed an SLO under its whole
+	// load is on the line too; a harness-limited one never is.
+	missed := step(4000, 1.7, 0.6)
+	missed.Failing = []string{"PATCH nodes/status (resource): p99 1.207 s > 1 s"}
+	ramp := []Step{step(1000, 0.8, 0.3), limited, step(2000, 1.1, 0.4), missed}
+	if got := Costs(ramp, true)[0]; !near(got.BaseCores, 0.5) || !near(got.CoresPer1000Nodes, 0.3) || !slices.Equal(got.Steps, []int{1000, 2000, 4000}) {
+		t.Errorf("lease-only apiserver %+v, want 0.5 + 0.3 per 1,000 nodes over 1,000, 2,000 and the missed 4,000", got)
+	}
+	if got := Costs(ramp, false)[0]; !slices.Equal(got.Steps, []int{1000, 2000}) {
+		t.Errorf("ramp apiserver fitted over %v, want the passing 1,000 and 2,000", got.Steps)
 	}
 }

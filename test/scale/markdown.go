@@ -71,7 +71,7 @@ func Markdown(s Summary, steps []Step, storm StormReport, restarts []RestartRepo
 			fmt.Fprintf(&b, "| %d | %s | %.2f | %.2f | %s |\n", st.Nodes, d.Load, d.Offered, d.Delivered, share)
 		}
 	}
-	b.WriteString(costTable(s.Costs))
+	b.WriteString(costTable(s.Costs, s.LeasesOnly))
 	b.WriteString("\nEach step: the nodes registered, a base pod on each (none in the lease-only run), a warm-up discarded, then the hold judged. p99 by clusterloader2's method (the 99th percentile of per-minute p99s of `apiserver_request_sli_duration_seconds`, worst call of the class); pod start-up from creation to Running on the client's watch.\n\n")
 
 	b.WriteString(stormTable(storm))
@@ -168,12 +168,16 @@ func topologyText(s Summary) string {
 	return fmt.Sprintf("%s, each role's processes capped at its cores (%s)%s", s.Topology, strings.Join(caps, ", "), disks)
 }
 
-// costTable is each component's CPU line over the passing steps.
-func costTable(costs []Cost) string {
+// costTable is each component's CPU line over the passing steps (every measured one in the
+// lease-only run).
+func costTable(costs []Cost, leasesOnly bool) string {
 	if len(costs) == 0 {
 		return "\nNo step passed: no component's cost is fitted.\n"
 	}
 	var b strings.Builder
+	if leasesOnly {
+		b.WriteString("\nCosts fitted over every step whose load was delivered, within the SLOs or not:\n")
+	}
 	b.WriteString("\n| component | role | replicas | cores at no nodes | cores per 1,000 nodes | requests/s per core | steps fitted | left out: role at its cap |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range costs {
 		perCore := "-"

@@ -174,6 +174,11 @@ func (s *Step) Result() string {
 	return "passed"
 }
 
+// Measured reports whether every load was delivered and the hold was measured, whatever the SLOs.
+func (s *Step) Measured() bool {
+	return len(s.HarnessLimited) == 0 && s.SetupError == "" && s.HoldError == ""
+}
+
 // Passed reports whether every load was delivered and every SLO held.
 func (s *Step) Passed() bool { return s.Result() == "passed" }
 
@@ -279,7 +284,11 @@ type Summary struct {
 	RestartRecoverySeconds          *float64         `json:"restartRecoverySeconds"`
 	RestartWatchListRecoverySeconds *float64         `json:"restartWatchListRecoverySeconds"`
 	RestartPeakMemoryBytes          map[string]int64 `json:"restartPeakMemoryBytes"`
-	// Costs are each component's cores as a line in the nodes, over the passing steps.
+	// LeasesOnly marks the lease-only microbenchmark: every step is measured, and its costs fitted
+	// over every step whose load was delivered, within the SLOs or not.
+	LeasesOnly bool `json:"leasesOnly,omitempty"`
+	// Costs are each component's cores as a line in the nodes, over the passing steps (every
+	// measured step in the lease-only run).
 	Costs   []Cost    `json:"costs"`
 	Started time.Time `json:"started"`
 	Took    string    `json:"took"`
@@ -323,5 +332,5 @@ func (s *Summary) Summarize(steps []Step) {
 		}
 		ended = ended || !st.Passed()
 	}
-	s.Costs = Costs(steps)
+	s.Costs = Costs(steps, s.LeasesOnly)
 }

@@ -20,7 +20,8 @@ import (
 type Options struct {
 	// Out is the report directory, build/bench/scale.
 	Out string
-	// Steps are the node counts of the ramp, in order; the ramp stops at the first failing step.
+	// Steps are the node counts of the ramp, in order; the ramp stops at the first failing step
+	// (the lease-only run goes through every step).
 	Steps []int
 	// WarmUp is discarded after each step's set-up; Hold is what the step is judged on.
 	WarmUp, Hold time.Duration
@@ -42,7 +43,8 @@ type Options struct {
 	Storm       StormOptions
 	Restart     RestartOptions
 	// LeasesOnly is the lease-only microbenchmark: the nodes and their heartbeats alone (no base
-	// pods, churn or reads), each step's cost per component, and no storms.
+	// pods, churn or reads), each step's cost per component whether or not it held the SLOs, and
+	// no storms.
 	LeasesOnly bool
 	// Commit is the commit measured, for the published figures.
 	Commit string
@@ -106,7 +108,7 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 		return Summary{}, errors.New("scale: no steps to ramp through")
 	}
 	began := time.Now()
-	summary := Summary{Stack: stack, Topology: o.Topology, CPULimits: o.CPULimits, Machine: ThisMachine(o.Out), Started: began}
+	summary := Summary{Stack: stack, Topology: o.Topology, CPULimits: o.CPULimits, Machine: ThisMachine(o.Out), Started: began, LeasesOnly: o.LeasesOnly}
 	if o.EtcdFsyncLatency > 0 {
 		summary.EtcdFsyncLatency = o.EtcdFsyncLatency.String()
 	}
@@ -137,7 +139,7 @@ func Run(ctx context.Context, c Cluster, stack string, o Options, progress io.Wr
 		}
 		if !st.Passed() {
 			r.logf("step %d nodes %s: %v", nodes, st.Result(), slices.Concat(st.HarnessLimited, st.Failing))
-			if !r.RampPastFailure {
+			if !r.RampPastFailure && !r.LeasesOnly { // the lease-only run measures cost at every step
 				break
 			}
 			continue

@@ -37,24 +37,24 @@ const (
 	rtoWritePrefix = "/registry/clusterforge-bench/rto/"
 	// A run needs this long to write between its snapshot and the next periodic one.
 	rtoLeastWindow = time.Minute
-	// The rehearsal's five members on two cores deliver about 750 of openloop's 1,000 writes a
-	// second; a run offers what they carry, so that it counts.
+	// The dev rehearsal's five members on two cores delivered about 750 of openloop's 1,000
+	// writes a second; a run offers what the smallest shape carries, so that it counts.
 	rtoWritesPerSecond = openloop.EtcdWritesPerSecond / 2
 )
 
 var rtoSizes = map[string]int64{"256MiB": 256 << 20, "2GiB": 2 << 30}
 
-// BenchmarkTotalLossRTO measures a total loss's recovery time on the rehearsal's own machines:
-// the main etcd filled to RTO_SIZE (default 2GiB) with ConfigMaps the apiservers cache, a
-// snapshot, then 500 writes/s until just before the next periodic snapshot (the most deltas a
-// restore replays at that rate), and every member and its backup agent killed (SIGKILL) and its data
-// dir wiped at once. It times the restore (`make etcd-restore`: the newest verified snapshot and
-// every delta after it) until every apiserver, controller-manager and scheduler is ready and
-// every apiserver serves the ConfigMaps from its watch cache, with each step's share. Every write
-// acknowledged more than a second before the kill must be back. The rehearsal runs every
-// machine on this machine's cores and rebuilds the members one after another, where Azure
-// rebuilds each on its own machine: the figure is an upper bound. Needs root;
-// scripts/bench-etcd-backup.sh runs it.
+// BenchmarkTotalLossRTO measures a total loss's recovery time on the package's rehearsal: the
+// main etcd filled to RTO_SIZE (default 2GiB) with ConfigMaps the apiservers cache, a snapshot,
+// then 500 writes/s until just before the next periodic snapshot (the most deltas a restore
+// replays at that rate), and every member and its backup agent killed (SIGKILL) and its data dir
+// wiped at once. It times the restore (`make etcd-restore`: the newest verified snapshot and every
+// delta after it) until every apiserver, controller-manager and scheduler is ready and every
+// apiserver serves the ConfigMaps from its watch cache, with each step's share. Every write
+// acknowledged more than a second before the kill must be back. scripts/bench-etcd-backup.sh runs
+// it on prod-10k's capacity topology (-topology capacity: one machine of each role, each capped at
+// its cores, as Azure restores each member on a machine of its own); on the dev shape's five
+// members sharing two cores a 2 GiB snapshot outlasts the backup interval. Needs root.
 func BenchmarkTotalLossRTO(b *testing.B) {
 	framework.NeedRehearsal(b)
 	name := os.Getenv("RTO_SIZE")

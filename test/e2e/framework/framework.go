@@ -1,6 +1,6 @@
 // Package framework is what the end-to-end packages on the process rehearsal share (etcd's
 // tests/framework/e2e is the model): each package's TestMain calls Main, which brings up one
-// rehearsal of -stack for the package's scenarios, on a loopback base of its own, and takes it
+// rehearsal of -stack (shaped by -topology) for the package's scenarios, on a loopback base of its own, and takes it
 // down after them. Under -short no rehearsal comes up and the scenarios skip.
 package framework
 
@@ -24,6 +24,7 @@ import (
 var (
 	stackName    = flag.String("stack", "dev", "stack to rehearse: stacks/Pulumi.<stack>.yaml")
 	nodesPerPool = flag.Int("nodes-per-pool", 3, "KWOK nodes per pool")
+	topology     = flag.String("topology", processes.TopologyHA, fmt.Sprintf("shape of the shared rehearsal: %q (the stack's own machines) or %q (one member of each role, each role capped at its cores; root)", processes.TopologyHA, processes.TopologyCapacity))
 )
 
 // What Main gives the package's scenarios.
@@ -75,7 +76,7 @@ func Main(m *testing.M, o Options) int {
 	if testing.Short() || !o.Shared {
 		return m.Run()
 	}
-	p, err := NewLayout(*stackName+"-"+o.Name, Cluster, o.Base)
+	p, err := newLayout(*stackName+"-"+o.Name, Cluster, o.Base, *topology)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -105,6 +106,10 @@ func NodesPerPool() int { return *nodesPerPool }
 // NewLayout lays out a rehearsal of c in build/rehearse/<name> on loopback base, after deleting what
 // an earlier run left there: each run checks a new cluster.
 func NewLayout(name string, c *spec.Cluster, base int) (*processes.Layout, error) {
+	return newLayout(name, c, base, processes.TopologyHA)
+}
+
+func newLayout(name string, c *spec.Cluster, base int, topology string) (*processes.Layout, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -117,10 +122,14 @@ func NewLayout(name string, c *spec.Cluster, base int) (*processes.Layout, error
 	if err := processes.Clean(dir, os.Stderr); err != nil {
 		return nil, err
 	}
-	return processes.NewLayout(c, machines.Options{
+	c, o, err := processes.WithTopology(c, machines.Options{
 		Dir: dir, Tools: tools, Base: base,
 		NodesPerPool: *nodesPerPool, Self: []string{self},
-	})
+	}, topology)
+	if err != nil {
+		return nil, err
+	}
+	return processes.NewLayout(c, o)
 }
 
 func findRepoRoot() (string, error) {

@@ -227,13 +227,14 @@ func oneOfEachRole(c *spec.Cluster) *spec.Cluster {
 	return &one
 }
 
-// BenchScale runs the scale benchmark on a rehearsal of its own in o.Dir, of the given topology,
-// started clean and stopped at the end.
-func BenchScale(ctx context.Context, c *spec.Cluster, stack, topology string, o machines.Options, bench scale.Options, progress io.Writer) (scale.Summary, error) {
+// WithTopology shapes a rehearsal of c as topology: the capacity topology is one member of each
+// role, each role capped at CapacityCPU (a role in o.CPULimits keeps its own) and each etcd member
+// on a disk stand-in of CapacityFsyncLatency unless o gives one; the ha topology is c and o as they are.
+func WithTopology(c *spec.Cluster, o machines.Options, topology string) (*spec.Cluster, machines.Options, error) {
 	switch topology {
 	case TopologyCapacity:
 		if os.Geteuid() != 0 {
-			return scale.Summary{}, errors.New("scale benchmark: the capacity topology caps each role by a cgroup of its own: run it as root")
+			return nil, o, errors.New("the capacity topology caps each role by a cgroup of its own: run it as root")
 		}
 		c = oneOfEachRole(c)
 		limits := maps.Clone(CapacityCPU)
@@ -244,11 +245,21 @@ func BenchScale(ctx context.Context, c *spec.Cluster, stack, topology string, o 
 		}
 	case TopologyHA:
 	default:
-		return scale.Summary{}, fmt.Errorf("scale benchmark: topology %q is neither %q nor %q", topology, TopologyCapacity, TopologyHA)
+		return nil, o, fmt.Errorf("topology %q is neither %q nor %q", topology, TopologyCapacity, TopologyHA)
+	}
+	return c, o, nil
+}
+
+// BenchScale runs the scale benchmark on a rehearsal of its own in o.Dir, of the given topology,
+// started clean and stopped at the end.
+func BenchScale(ctx context.Context, c *spec.Cluster, stack, topology string, o machines.Options, bench scale.Options, progress io.Writer) (scale.Summary, error) {
+	c, o, err := WithTopology(c, o, topology)
+	if err != nil {
+		return scale.Summary{}, fmt.Errorf("scale benchmark: %w", err)
 	}
 	bench.Topology, bench.CPULimits, bench.EtcdFsyncLatency = topology, o.CPULimits, o.EtcdFsyncLatency
 	var s scale.Summary
-	err := onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
+	err = onBenchRehearsal(ctx, c, o, progress, func(sc scale.Cluster) (err error) {
 		bench.PodImage = c.Versions.PauseImage
 		fmt.Fprintf(progress, "==> scale benchmark on %s (%s topology): steps %v, warm-up %s, hold %s; reports in %s\n", stack, topology, bench.Steps, bench.WarmUp, bench.Hold, filepath.Clean(bench.Out))
 		s, err = scale.Run(ctx, sc, stack, bench, progress)
