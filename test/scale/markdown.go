@@ -102,13 +102,14 @@ func stormTable(storm StormReport) string {
 	return b.String()
 }
 
-// Saturation says which components used the machine's CPU at the last step tried, and whether
-// the machine was saturated there.
+// Saturation says which components used the machine's CPU at the last step whose hold was
+// measured (a set-up that failed measured none), and whether the machine was saturated there.
 func Saturation(m Machine, steps []Step) string {
-	if len(steps) == 0 {
+	held := slices.DeleteFunc(slices.Clone(steps), func(st Step) bool { return len(st.Usage) == 0 })
+	if len(held) == 0 {
 		return ""
 	}
-	last := steps[len(steps)-1]
+	last := held[len(held)-1]
 	usage := slices.Clone(last.Usage)
 	slices.SortFunc(usage, func(a, b Usage) int { return int(math.Copysign(1, b.CPUCores-a.CPUCores)) })
 	total := 0.0
@@ -133,7 +134,7 @@ func Saturation(m Machine, steps []Step) string {
 	if throttled := throttledRoles(last.Usage); throttled != "" {
 		verdict += "; throttled in their quota's periods: " + throttled
 	}
-	return fmt.Sprintf("At %d nodes (the last step tried) the processes used %.2f of %d cores, most %s; %s.",
+	return fmt.Sprintf("At %d nodes (the last step measured) the processes used %.2f of %d cores, most %s; %s.",
 		last.Nodes, total, m.Cores, strings.Join(parts, ", "), verdict)
 }
 

@@ -141,3 +141,17 @@ func TestVerdictFailsAStepWhoseHoldWasNotMeasured(t *testing.T) {
 		t.Errorf("a step whose apiserver did not answer its scrape: %s %v, want failed by its hold", st.Result(), st.Failing)
 	}
 }
+
+// The machine's CPU is told at the last step that held its load: a step whose set-up failed
+// measured nothing to tell.
+func TestSaturationTellsTheLastStepMeasured(t *testing.T) {
+	measured := Step{Nodes: 2000, Usage: []Usage{{Component: KindAPIServer, Role: KindAPIServer, CPUCores: 0.6}}}
+	notReady := Step{Nodes: 4000, SetupError: "Ready nodes clear of the not-ready taint: 2916 of 4000"}
+	got := Saturation(Machine{Cores: 2}, []Step{measured, notReady})
+	if !strings.HasPrefix(got, "At 2000 nodes (the last step measured) the processes used 0.60 of 2 cores, most apiserver 0.60") {
+		t.Errorf("%q", got)
+	}
+	if got := Saturation(Machine{Cores: 2}, []Step{notReady}); got != "" {
+		t.Errorf("with no step measured: %q, want nothing", got)
+	}
+}
