@@ -24,7 +24,7 @@ go test -count="$RUNS" -run '^$' -bench 'Backup$' -benchtime 1x -timeout 120m ./
 printf '==> BenchmarkDeltaRPO, %s runs of %s (each fills its etcd afresh, then a minute of writes)\n' "$RUNS" "${RPO_SIZES:=2GiB,7GiB}"
 RPO_SIZES="$RPO_SIZES" go test -count="$RUNS" -run '^$' -bench DeltaRPO -benchtime 1x -timeout 300m ./components/etcdbackup | tee "$out/etcd-backup-rpo.txt"
 scripts/toolchain.sh rehearsal
-printf '==> BenchmarkTotalLossRTO, %s runs on the capacity topology of %s (its main etcd filled to %s once, then each run: a snapshot, 500 writes/s until the next is due, every member lost, the restore timed)\n' "$RUNS" "${RTO_STACK:=prod-10k}" "${RTO_SIZE:=2GiB}"
+printf '==> BenchmarkTotalLossRTO, %s runs on the capacity topology of %s (its main etcd filled to %s once, then each run: a snapshot, 400 writes/s until the next is due, every member lost, the restore timed)\n' "$RUNS" "${RTO_STACK:=prod-10k}" "${RTO_SIZE:=2GiB}"
 RTO_SIZE="$RTO_SIZE" go test -count="$RUNS" -run '^$' -bench TotalLossRTO -benchtime 1x -timeout 180m ./test/e2e/backups -args -stack "$RTO_STACK" -topology capacity | tee "$out/etcd-backup-rto.txt"
 
 # Median (range) of a space-separated list, to digits decimals, numbers compared as numbers.

@@ -104,7 +104,8 @@ func Stack() string { return *stackName }
 func NodesPerPool() int { return *nodesPerPool }
 
 // NewLayout lays out a rehearsal of c in build/rehearse/<name> on loopback base, after deleting what
-// an earlier run left there: each run checks a new cluster.
+// an earlier run left there: each run checks a new cluster. It has the stack's own machines
+// whatever -topology says, which shapes only the shared rehearsal.
 func NewLayout(name string, c *spec.Cluster, base int) (*processes.Layout, error) {
 	return newLayout(name, c, base, processes.TopologyHA)
 }
@@ -127,7 +128,7 @@ func newLayout(name string, c *spec.Cluster, base int, topology string) (*proces
 		NodesPerPool: *nodesPerPool, Self: []string{self},
 	}, topology)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("-topology %s: %w", topology, err)
 	}
 	return processes.NewLayout(c, o)
 }
