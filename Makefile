@@ -161,7 +161,7 @@ FLEET_STACK ?= prod-10k
 bench-fleet: $(REHEARSE) ## The fleet benchmark: worker roll, GPU growth and remediation at $(FLEET_STACK)'s full size against Resource Manager's stand-in, several runs (build/bench/fleet; no root)
 	@$(REHEARSE) bench-fleet --stack $(FLEET_STACK) --commit "$$(git rev-parse --short HEAD)$$(git diff --quiet HEAD || echo ' with uncommitted changes')"
 
-bench-etcd-backup: setup ## Benchmark etcd snapshot, upload and restore times and sizes, the delta stream's RPO and cost at 1,000 writes/s on 2 and 7 GiB databases, and a total loss's recovery time to every apiserver ready at 2 GiB on the rehearsal (root; build/bench/etcd-backup.md; about two hours, RPO_SIZES=2GiB saves half an hour)
+bench-etcd-backup: setup ## Benchmark etcd snapshot, upload and restore times and sizes, the delta stream's RPO and cost at 1,000 writes/s on 2 and 7 GiB databases, and a total loss's recovery time to every apiserver ready at 2 GiB on one machine of each role (root; build/bench/etcd-backup.md; about an hour, RPO_SIZES=2GiB saves a quarter of it)
 	@scripts/bench-etcd-backup.sh
 
 bench: ## Benchmark planning the 10,000-node stack

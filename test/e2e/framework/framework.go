@@ -1,7 +1,7 @@
 // Package framework is what the end-to-end packages on the process rehearsal share (etcd's
 // tests/framework/e2e is the model): each package's TestMain calls Main, which brings up one
-// rehearsal of -stack (shaped by -topology) for the package's scenarios, on a loopback base of its own, and takes it
-// down after them. Under -short no rehearsal comes up and the scenarios skip.
+// rehearsal of -stack (shaped by -topology) for the package's scenarios, on a loopback base of its
+// own, and takes it down after them. Under -short no rehearsal comes up and the scenarios skip.
 package framework
 
 import (
