@@ -14,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: check e2e disk-free freeze diff roll tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: check e2e disk-free freeze diff roll up preview tools-pulumi tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -24,8 +24,11 @@ demo: plan rehearse ## For newcomers: plan the dev stack, rehearse it, leave it 
 setup: ## Install the pinned Debian packages (validators, debootstrap, systemd-nspawn, Node) and the Go modules (idempotent)
 	@scripts/setup.sh
 
-tools: ## Build every pinned binary (rehearsal, checks, node image, packer, the upgrade drills' older releases) into .tools (cached)
-	@scripts/toolchain.sh rehearsal checks node addons packer upgrades
+tools: ## Build every pinned binary (rehearsal, checks, node image, packer, the Pulumi engine, the upgrade drills' older releases) into .tools (cached)
+	@scripts/toolchain.sh rehearsal checks node addons packer pulumi upgrades
+
+tools-pulumi: ## Build the Pulumi engine: the CLI, its Go language host and the Kubernetes provider (cached)
+	@scripts/toolchain.sh pulumi
 
 tools-rehearsal: ## Build what the rehearsal runs (etcd, the control plane, KWOK, kube-bench, the CSR approver)
 	@scripts/toolchain.sh rehearsal
@@ -56,13 +59,21 @@ build/images/node-%.tar: | setup tools-image
 build/images/control-plane-%.tar: | setup tools-image
 	@ROLE=control-plane scripts/image.sh local $*
 
-boot: setup tools-rehearsal $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Boot every machine of $(STACK) from its image (systemd-nspawn, real systemd and cloud-init) and leave it running (root)
+boot: setup tools-rehearsal tools-pulumi $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Boot every machine of $(STACK) from its image (systemd-nspawn, real systemd and cloud-init) and leave it running (root)
 	@$(REHEARSE) boot --stack $(STACK)
 
-boot-down: $(REHEARSE) ## Remove every machine, mount, loop device and namespace `make boot` made for $(STACK)
+boot-down: $(REHEARSE) ## Remove every machine, mount, loop device and namespace `make boot` made for $(STACK), and its local Pulumi state
 	@$(REHEARSE) boot-down --stack $(STACK)
 
-bench-boot: setup tools-rehearsal $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Time `make boot` per phase and memory per machine, several runs (build/bench/boot.md)
+# up and preview run the engine on the booted $(STACK)'s cluster services stack (build/boot/<env>/pulumi),
+# with stacks/Pulumi.$(STACK).yaml as it is now.
+up: tools-pulumi $(REHEARSE) ## `pulumi up` of the cluster services (the add-ons) on the booted $(STACK), after showing the changes (root)
+	@$(REHEARSE) services --stack $(STACK) up --yes
+
+preview: tools-pulumi $(REHEARSE) ## `pulumi preview --expect-no-changes` of the cluster services on the booted $(STACK): what `make up` would change; fails if anything (root)
+	@$(REHEARSE) services --stack $(STACK) preview --diff --expect-no-changes
+
+bench-boot: setup tools-rehearsal tools-pulumi $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Time `make boot` per phase and memory per machine, several runs (build/bench/boot.md)
 	@scripts/bench-boot.sh $(STACK)
 
 bench-dataplane: setup tools build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar ## Pod start-up and DNS latency on booted workers, several runs (build/bench/dataplane.md; root)

@@ -3,7 +3,7 @@
 # the validators the tests run (cloud-init's schema checker, systemd-analyze), `ps` for kube-bench,
 # debootstrap for local image bakes, libseccomp for the node image's runc, systemd-nspawn
 # (systemd-container, the version of this machine's systemd) for `make boot`, Node and npm for
-# Azurite, and the Go modules. The rehearsal's binaries come from scripts/toolchain.sh (`make tools`).
+# Azurite, jq for the Kubernetes provider's build, and the Go modules. The rehearsal's binaries come from scripts/toolchain.sh (`make tools`).
 # Idempotent; safe to run on every `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,14 +18,14 @@ have_pkg() { [ "$(dpkg-query -W -f='${Version}' "$1" 2>/dev/null || true)" = "$2
 
 if ! have_pkg cloud-init "$CLOUD_INIT_VERSION" || ! have_pkg libseccomp-dev "$LIBSECCOMP_VERSION" \
   || ! command -v systemd-analyze >/dev/null || ! command -v ps >/dev/null \
-  || ! command -v debootstrap >/dev/null || ! command -v unshare >/dev/null; then
-  step "installing cloud-init $CLOUD_INIT_VERSION, libseccomp-dev $LIBSECCOMP_VERSION, systemd, procps, debootstrap (apt)"
+  || ! command -v debootstrap >/dev/null || ! command -v unshare >/dev/null || ! command -v jq >/dev/null; then
+  step "installing cloud-init $CLOUD_INIT_VERSION, libseccomp-dev $LIBSECCOMP_VERSION, systemd, procps, debootstrap, jq (apt)"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-    "cloud-init=$CLOUD_INIT_VERSION" "libseccomp-dev=$LIBSECCOMP_VERSION" systemd procps debootstrap util-linux >/dev/null
+    "cloud-init=$CLOUD_INIT_VERSION" "libseccomp-dev=$LIBSECCOMP_VERSION" systemd procps debootstrap util-linux jq >/dev/null
 else
-  step "cloud-init $CLOUD_INIT_VERSION, libseccomp-dev $LIBSECCOMP_VERSION, systemd-analyze, ps and debootstrap present"
+  step "cloud-init $CLOUD_INIT_VERSION, libseccomp-dev $LIBSECCOMP_VERSION, systemd-analyze, ps, debootstrap and jq present"
 fi
 
 SYSTEMD_VERSION="$(dpkg-query -W -f='${Version}' systemd)"

@@ -19,6 +19,9 @@
 #                                 (machine.ImageBinaries), a subset of rehearsal
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 #   bench     → .tools/bin        the distribution registry, for the image pull benchmark
+#   pulumi    → .tools/bin        the Pulumi engine: the CLI at the SDK release go.mod requires, its Go
+#                                 language host and the pulumi-kubernetes provider (scripts/pulumi.sh
+#                                 installs the provider as the plugin release the SDK asks for)
 #   upgrades  → .tools/versions   the Kubernetes and etcd releases before the pinned ones, where the
 #                                 upgrade drills start (versions/kubernetes-<previous>/, versions/etcd-<previous>/)
 # A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
@@ -48,6 +51,10 @@ CONTAINERD_VERSION=$(pinned containerd)
 RUNC_VERSION=$(pinned runc)
 CRICTL_VERSION=$(pinned crictl)
 NVIDIA_CONTAINER_TOOLKIT_VERSION=$(pinned nvidiaContainerToolkit)
+# The CLI is the release of the SDK the programs are built with, read from the project's go.mod.
+PULUMI_VERSION=$(go list -m -f '{{.Version}}' github.com/pulumi/pulumi/sdk/v3)
+PULUMI_LANGUAGE_GO_VERSION=$(pinned pulumiLanguageGo)
+PULUMI_KUBERNETES_SOURCE=$(pinned pulumiKubernetesSource)
 TOOLS_DIR="$PWD/.tools"
 BIN="$TOOLS_DIR/bin"
 SHARE="$PWD/.tools/share"
@@ -98,6 +105,9 @@ declare -A TOOLS=(
   [packer]="packer github.com/hashicorp/packer - bin"
   [packer-plugin-azure]="packer github.com/hashicorp/packer-plugin-azure - bin"
   [registry]="registry github.com/distribution/distribution/v3/cmd/registry - bin"
+  [pulumi]="pulumi github.com/pulumi/pulumi/pkg/v3/cmd/pulumi pulumi bin"
+  [pulumi-language-go]="pulumi-language-go github.com/pulumi/pulumi/sdk/v3/go/pulumi-language-go pulumi-language-go bin"
+  [pulumi-resource-kubernetes]="pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4/cmd/pulumi-resource-kubernetes pulumi-kubernetes bin"
   # The releases before the pinned ones, where the upgrade drills start (tool@version → versions/<component>-<version>/tool).
   [kube-apiserver@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kube-apiserver kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
   [kube-controller-manager@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kube-controller-manager kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
@@ -122,14 +132,41 @@ declare -A TOOL_GROUPS=(
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback clusterforge-node-join"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
+  [pulumi]="pulumi pulumi-language-go pulumi-resource-kubernetes"
   [addons]="coredns prometheus node_exporter node-problem-detector scheduler-plugins-controller clusterforge-ops"
 )
 
 step() { printf '==> %s\n' "$*"; }
 
+# kubernetes_provider_version: the version the provider reports. Its source is an untagged commit,
+# which Go names v4.0.0-<time>-<commit>; it comes after the SDK release its go.mod requires, so it
+# reports itself as Go would name a commit after that tag: <that release's next patch>-0.<time>-<commit>.
+kubernetes_provider_version() {
+  local sdk next
+  sdk=$(cd scripts/toolchain/pulumi-kubernetes && go list -m -f '{{.Version}}' github.com/pulumi/pulumi-kubernetes/sdk/v4)
+  sdk=${sdk#v}
+  next="${sdk%.*}.$((${sdk##*.} + 1))"
+  echo "$next-0.${PULUMI_KUBERNETES_SOURCE#v4.0.0-}"
+}
+
+# kubernetes_provider_source: the provider's main embeds its schema (stamped with its version) and
+# Terraform mapping compacted, files its own build generates (generate.go) and its module lacks; Go
+# builds nothing from a changed module cache, so this copies main.go beside them into a module of
+# the wrapper's go.mod and go.sum. Prints that module's directory.
+kubernetes_provider_source() {
+  local src dir="$SHARE/pulumi-kubernetes"
+  src="$(cd scripts/toolchain/pulumi-kubernetes && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes"
+  rm -rf "$dir" && mkdir -p "$dir"
+  cp scripts/toolchain/pulumi-kubernetes/go.mod scripts/toolchain/pulumi-kubernetes/go.sum "$src/main.go" "$dir/"
+  chmod u+w "$dir"/*
+  jq -c --arg v "$(kubernetes_provider_version)" '.version = $v' "$src/schema.json" >"$dir/schema-embed.json"
+  jq -c . "$src/terraform-mapping.json" >"$dir/terraform-mapping-embed.json"
+  echo "$dir"
+}
+
 # build TOOL: go build in its wrapper module, printing elapsed time every 30 s (cold builds take minutes).
 build() {
-  local tool=$1 module pkg kind dest ldflags tags="" cgo=0 stamp want out name
+  local tool=$1 module pkg kind dest ldflags tags="" cgo=0 stamp want out name dir
   read -r module pkg kind dest <<<"${TOOLS[$tool]}"
   ldflags="-s -w"
   case "$kind" in
@@ -149,6 +186,9 @@ build() {
     crictl) ldflags+=" -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
     # go-nvml loads the driver's library through cgo; no GPU is needed to run them.
     nvidia) ldflags+=" -X github.com/NVIDIA/nvidia-container-toolkit/internal/info.version=${NVIDIA_CONTAINER_TOOLKIT_VERSION#v}"; cgo=1 ;;
+    pulumi) ldflags+=" -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" ;;
+    pulumi-language-go) ldflags+=" -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_LANGUAGE_GO_VERSION" ;;
+    pulumi-kubernetes) ldflags+=" -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$(kubernetes_provider_version)" ;;
   esac
   out="$TOOLS_DIR/$dest"
   mkdir -p "$out"
@@ -160,11 +200,13 @@ build() {
     return
   fi
   step "$tool: building $pkg (module scripts/toolchain/$module)"
+  dir="scripts/toolchain/$module"
+  [ "$kind" != pulumi-kubernetes ] || { dir=$(kubernetes_provider_source); pkg=.; }
   local start=$SECONDS
   ( while sleep 30; do echo "    ... $tool still building ($((SECONDS - start)) s)"; done ) &
   local ticker=$!
   trap 'kill $ticker 2>/dev/null || true' RETURN
-  if ! (cd "scripts/toolchain/$module" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$name.new" "$pkg"); then
+  if ! (cd "$dir" && CGO_ENABLED=$cgo go build -trimpath -tags "$tags" -ldflags "$ldflags" -o "$out/$name.new" "$pkg"); then
     kill $ticker 2>/dev/null || true   # set -e exits without running the RETURN trap
     echo "toolchain: building $tool failed" >&2
     exit 1

@@ -55,7 +55,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|releases|etcd-backup|etcd-restore|boot|boot-down|bench-scale|bench-joins|bench-fleet|deviations [--stack <env>] [flags]")
+		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|releases|etcd-backup|etcd-restore|boot|boot-down|services|bench-scale|bench-joins|bench-fleet|deviations [--stack <env>] [flags]")
 	}
 	if ran, err := machines.Subcommand(args); ran {
 		return err
@@ -87,13 +87,16 @@ func run(args []string) error {
 		return err
 	}
 	switch verb {
-	case "boot", "boot-down":
+	case "boot", "boot-down", "services":
 		bootDir, err := filepath.Abs(filepath.Join(*bootDir, *stack))
 		if err != nil {
 			return err
 		}
-		if verb == "boot-down" {
+		switch verb {
+		case "boot-down":
 			return nspawn.Down(*stack, bootDir, os.Stdout)
+		case "services":
+			return services(*stack, bootDir, *tools, fs.Args())
 		}
 		return boot(*stack, bootDir, *planDir, *images, *tools, *keep)
 	case "down":
@@ -141,7 +144,7 @@ func run(args []string) error {
 	case "bench-fleet":
 		return benchFleet(*stack, bench)
 	}
-	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, releases, etcd-backup, etcd-restore, boot, boot-down, bench-scale, bench-joins, bench-fleet, deviations, lb or imds", verb)
+	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, releases, etcd-backup, etcd-restore, boot, boot-down, services, bench-scale, bench-joins, bench-fleet, deviations, lb or imds", verb)
 }
 
 // diff prints what the stack file changes against what the running rehearsal last applied.
@@ -372,6 +375,28 @@ Try:
   %s/kubectl -n kube-system get leases
 Stop it with: make rehearse-down STACK=%s
 `, stack, rel(kubeconfig), rel(endpoints), rel(filepath.Join(dir, "logs")), rel(kubeconfig), tools, wellknown.PoolLabel, tools, stack)
+}
+
+// services runs the Pulumi CLI (args) on the cluster services stack of the booted stack, with
+// the stack file as it is now: what `make up` and `make preview` do.
+func services(stack, dir, tools string, args []string) error {
+	if _, err := os.Stat(nspawn.MachinesFile(dir)); err != nil {
+		return fmt.Errorf("no booted %s here (%s): `make boot STACK=%s` first", stack, nspawn.MachinesFile(dir), stack)
+	}
+	stackFile, err := os.ReadFile(spec.StackFile(spec.StackDir, stack))
+	if err != nil {
+		return err
+	}
+	be, err := nspawn.OpenPulumi(tools, dir, stack)
+	if err != nil {
+		return err
+	}
+	if err := be.WriteServices(stackFile); err != nil {
+		return err
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	return be.Pulumi(ctx, os.Stdout, args...)
 }
 
 // boot boots every machine of the stack's plan and leaves them running.

@@ -51,12 +51,12 @@ func FederatedSubject(workload string) string { return ServiceAccountUser(System
 
 // Azure are the deploy-time values the workloads reach Azure with.
 type Azure struct {
-	SubscriptionID string
-	TenantID       string
+	SubscriptionID string `json:"subscriptionId"`
+	TenantID       string `json:"tenantId"`
 	// Cloud is azurecloud.Public on Azure.
-	Cloud azurecloud.Cloud
+	Cloud azurecloud.Cloud `json:"cloud"`
 	// ClientIDs are the identities' client ids, by workload (AzureWorkloads).
-	ClientIDs map[string]string
+	ClientIDs map[string]string `json:"clientIds"`
 }
 
 // AzureIdentityConfigMap names the ConfigMap a workload's pods read their identity from.

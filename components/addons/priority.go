@@ -18,6 +18,7 @@ const (
 	DefaultPriority     = "clusterforge-default"
 	BalloonPriority     = "clusterforge-balloon"
 	BorrowPriorityValue = 100
+	SystemPriorityValue = 1_000_000
 	// BalloonPriorityValue sits above cluster-autoscaler's expendable cutoff (ExpendablePodsCutoff),
 	// so the autoscaler counts balloon pods and keeps their nodes, and below every real pod, so
 	// real work preempts them at once.
@@ -38,10 +39,10 @@ var NodeReserve = corev1.ResourceList{
 	corev1.ResourceMemory: resource.MustParse("1Gi"),
 }
 
-func priorityClasses(*spec.Cluster) []Object {
+func priorityClasses(c *spec.Cluster) []Object {
 	never := corev1.PreemptNever
-	return []Object{
-		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: SystemPriority}, Value: 1_000_000,
+	objs := []Object{
+		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: SystemPriority}, Value: SystemPriorityValue,
 			Description: "Cluster add-ons that are not node-critical: monitoring and its like."},
 		&schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: DefaultPriority}, Value: 1000, GlobalDefault: true,
 			Description: "Every pod that names no class: above balloons, so it preempts them (L15)."},
@@ -51,6 +52,11 @@ func priorityClasses(*spec.Cluster) []Object {
 			PreemptionPolicy: &never,
 			Description:      "Balloon pods: keep warm nodes from looking idle to the autoscaler; preempted by any real pod (L15)."},
 	}
+	for _, pc := range c.Teams.PriorityClasses {
+		objs = append(objs, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: pc.Name}, Value: int32(pc.Value),
+			Description: "A class teams' pods may run at (the stack's teams.priorityClasses)."})
+	}
+	return objs
 }
 
 // BalloonName is the balloon Deployment of a pool.

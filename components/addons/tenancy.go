@@ -33,8 +33,15 @@ func TeamNamespaceLabels(team string) map[string]string {
 // the GPU taint when it asks for GPUs.
 const NotReadyToleranceSeconds = 300
 
-// TenantPriorityClasses are the classes a team's pod may run at: the default, and the borrow class.
-var TenantPriorityClasses = []string{DefaultPriority, wellknown.BorrowPriority}
+// TenantPriorityClasses are the classes a team's pod may run at: the default, the borrow class
+// and the stack's own (teams.priorityClasses).
+func TenantPriorityClasses(c *spec.Cluster) []string {
+	out := []string{DefaultPriority, wellknown.BorrowPriority}
+	for _, pc := range c.Teams.PriorityClasses {
+		out = append(out, pc.Name)
+	}
+	return out
+}
 
 // namespace is a Namespace at a Pod Security level.
 func namespace(name string, level psaapi.Level) *corev1.Namespace {
@@ -44,7 +51,7 @@ func namespace(name string, level psaapi.Level) *corev1.Namespace {
 // tenancy is the admission policies of team namespaces and their pods. Teams are enforced here,
 // in the apiserver, not in the team webhook: a webhook that is down admits (it must, or no pod
 // could start), and it would need the controller's node cache to judge a node name.
-func tenancy(*spec.Cluster) []Object {
+func tenancy(c *spec.Cluster) []Object {
 	labels := "object.metadata.?labels.orValue({})"
 	objs := admissionPolicy(TeamNamespacePolicy,
 		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"namespaces"}, admissionregistrationv1.Create, admissionregistrationv1.Update)},
@@ -87,8 +94,8 @@ func tenancy(*spec.Cluster) []Object {
 			Message: "a team's pod may not choose its node (by name or host name): the scheduler places it on the team's nodes or shared ones",
 		},
 		admissionregistrationv1.Validation{
-			Expression: "request.operation != 'CREATE' || object.spec.?priorityClassName.orValue('') in " + quoteList(append([]string{""}, TenantPriorityClasses...)...),
-			Message:    "a team's pod runs at one of the priority classes " + strings.Join(TenantPriorityClasses, ", "),
+			Expression: "request.operation != 'CREATE' || object.spec.?priorityClassName.orValue('') in " + quoteList(append([]string{""}, TenantPriorityClasses(c)...)...),
+			Message:    "a team's pod runs at one of the priority classes " + strings.Join(TenantPriorityClasses(c), ", "),
 		},
 		admissionregistrationv1.Validation{
 			Expression: "variables.tolerations.all(t, " +

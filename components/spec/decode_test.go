@@ -109,6 +109,21 @@ func TestExplicitZeroIsKept(t *testing.T) {
 	}
 }
 
+// Team priority classes load from a stack file, and read back from what was applied.
+func TestTeamPriorityClassesLoad(t *testing.T) {
+	c, err := ParseStackFile(stackFile(validSpec + "teams:\n  priorityClasses:\n    - {name: urgent, value: 5000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []TeamPriorityClass{{Name: "urgent", Value: 5000}}; !slices.Equal(c.Teams.PriorityClasses, want) {
+		t.Errorf("priority classes %+v, want %+v", c.Teams.PriorityClasses, want)
+	}
+	back, err := c.Clone()
+	if err != nil || !slices.Equal(back.Teams.PriorityClasses, c.Teams.PriorityClasses) {
+		t.Errorf("read back from the applied record: %+v %v", back, err)
+	}
+}
+
 func TestStackFileShape(t *testing.T) {
 	for name, data := range map[string]string{
 		"two documents": string(stackFile(validSpec)) + "---\nconfig: {}\n",

@@ -134,7 +134,23 @@ var standardQuotaNames = []string{"cpu", "memory", "ephemeral-storage", "request
 	"requests.ephemeral-storage", "limits.cpu", "limits.memory", "limits.ephemeral-storage", "pods", "resourcequotas", "services",
 	"replicationcontrollers", "secrets", "persistentvolumeclaims", "configmaps", "services.nodeports", "services.loadbalancers"}
 
+// teamPriorityName is a PriorityClass name teams may get: a DNS label, not one of Kubernetes'
+// (system-) or the add-ons' (clusterforge-).
+var teamPriorityName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
 func (c *Cluster) validateTeams(v *validator) {
+	seen := map[string]bool{}
+	for i, pc := range c.Teams.PriorityClasses {
+		field := fmt.Sprintf("teams.priorityClasses[%d]", i)
+		switch {
+		case !teamPriorityName.MatchString(pc.Name) || strings.HasPrefix(pc.Name, "system-") || strings.HasPrefix(pc.Name, "clusterforge-"):
+			v.fail(field+".name", "use 1 to 63 lowercase letters, digits and '-', not starting with system- or clusterforge-", "%s is not a team priority class name", Excerpt(pc.Name))
+		case seen[pc.Name]:
+			v.fail(field+".name", "give each class once", "%s is named twice", pc.Name)
+		}
+		seen[pc.Name] = true
+		v.between(field+".value", int64(pc.Value), MinTeamPriority, MaxTeamPriority, "above the borrow class and below the add-ons'")
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Teams.Quota)) {
 		field := "teams.quota[" + MapKey(name) + "]"
 		standard := strings.Contains(name, "/") || slices.Contains(standardQuotaNames, name) ||

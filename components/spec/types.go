@@ -251,7 +251,24 @@ type Teams struct {
 	// no NodePort Service opens a port on every node's address. A name left out keeps its default
 	// (DefaultTeamQuota); "0" forbids.
 	Quota map[string]string `yaml:"quota"`
+	// PriorityClasses are more classes a team's pods may run at beside the default and the borrow
+	// class, e.g. an urgent run's above the default: a name of 1 to 63 lowercase letters, digits
+	// and '-' (not system- or clusterforge-), and a value from MinTeamPriority to MaxTeamPriority.
+	PriorityClasses []TeamPriorityClass `yaml:"priorityClasses"`
 }
+
+// TeamPriorityClass is one priority class teams may use.
+type TeamPriorityClass struct {
+	Name  string `yaml:"name"`
+	Value int    `yaml:"value"`
+}
+
+// A team's class sits above the borrow class, which any owner's pod preempts, and below the
+// add-ons', which no team pod may preempt.
+const (
+	MinTeamPriority = 101
+	MaxTeamPriority = 999_999
+)
 
 // Joins paces node joins: a pool grows in steps, and each new node's kubelet starts after a random
 // delay, so thousands of registrations do not reach the apiservers in the same second (L11).

@@ -156,6 +156,17 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "team quota quantity injection", edit: func(c *Cluster) { c.Teams.Quota["pods"] = "1,services.nodeports=9" }, field: "teams.quota[pods]"},
 		{name: "team quota unknown resource", edit: func(c *Cluster) { c.Teams.Quota["widgets"] = "1" }, field: "teams.quota[widgets]"},
 		{name: "team quota negative", edit: func(c *Cluster) { c.Teams.Quota["secrets"] = "-1" }, field: "teams.quota[secrets]"},
+		{name: "team priority class of the add-ons", edit: func(c *Cluster) {
+			c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "clusterforge-system", Value: 500}}
+		}, field: "teams.priorityClasses[0].name"},
+		{name: "team priority class injection", edit: func(c *Cluster) {
+			c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "urgent', 'system-node-critical", Value: 500}}
+		}, field: "teams.priorityClasses[0].name"},
+		{name: "team priority class twice", edit: func(c *Cluster) {
+			c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "urgent", Value: 500}, {Name: "urgent", Value: 600}}
+		}, field: "teams.priorityClasses[1].name"},
+		{name: "team priority above the add-ons", edit: func(c *Cluster) { c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "urgent", Value: 2_000_000}} }, field: "teams.priorityClasses[0].value"},
+		{name: "team priority at the borrow class", edit: func(c *Cluster) { c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "urgent", Value: 100}} }, field: "teams.priorityClasses[0].value"},
 		{name: "pause image injection", edit: func(c *Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10\"\nx=1" }, field: "versions.pauseImage"},
 		{name: "unready brake off", edit: func(c *Cluster) { c.Autoscaler.MaxUnreadyPercentage = 0 }, field: "autoscaler.maxUnreadyPercentage", inText: "L19"},
 		{name: "negative unready count", edit: func(c *Cluster) { c.Autoscaler.OkUnreadyCount = -1 }, field: "autoscaler.okUnreadyCount"},

@@ -73,6 +73,19 @@ func TestVersionsFile(t *testing.T) {
 	} {
 		requires(w.wrapper, w.module, pinned(key))
 	}
+	// The Pulumi engine: the CLI at the SDK release go.mod requires.
+	requires("pulumi-language-go", "github.com/pulumi/pulumi/sdk/v3", pinned("pulumiLanguageGo"))
+	requires("pulumi-kubernetes", "github.com/pulumi/pulumi-kubernetes/provider/v4", pinned("pulumiKubernetesSource"))
+	root, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdk := regexp.MustCompile(`\tgithub.com/pulumi/pulumi/sdk/v3 (v\S+)`).FindSubmatch(root)
+	if sdk == nil {
+		t.Fatal("go.mod requires no Pulumi SDK")
+	}
+	requires("pulumi", "github.com/pulumi/pulumi/pkg/v3", string(sdk[1]))
+	requires("pulumi", "github.com/pulumi/pulumi/sdk/v3", string(sdk[1]))
 	// The GPU bake installs the toolkit's Debian packages at the pinned release.
 	worker, err := os.ReadFile("../../images/worker.pkr.hcl")
 	if err != nil {
@@ -109,10 +122,13 @@ func TestVersionsFile(t *testing.T) {
 
 // notPinned are the releases the docs name that are no pin of ours, and why.
 var notPinned = map[string]string{
-	"v1.34.1": "the kube-proxy release whose nftables rule the booted workers found wrong (history)",
-	"v3.5.20": "the oldest etcd v3.6 upgrades from (etcd's upgrade rule)",
-	"v0.12.3": "the Kueue release the fleet-operations design compares with",
-	"v0.3.0":  "github.com/google/nftables, pinned by go.mod",
+	"v1.34.1":  "the kube-proxy release whose nftables rule the booted workers found wrong (history)",
+	"v3.5.20":  "the oldest etcd v3.6 upgrades from (etcd's upgrade rule)",
+	"v0.12.3":  "the Kueue release the fleet-operations design compares with",
+	"v0.3.0":   "github.com/google/nftables, pinned by go.mod",
+	"v3.210.0": "the Pulumi SDK, pinned by go.mod; the toolchain builds the CLI at it",
+	"v4.23.0":  "the pulumi-kubernetes SDK, pinned by go.mod: the plugin release its resources ask for",
+	"v4.24.0":  "the pulumi-kubernetes release the provider's source follows (its SDK requirement)",
 }
 
 // Pulumi reads the stack files from Pulumi.yaml's stackConfigDir; clusterforge from StackDir.

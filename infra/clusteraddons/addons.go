@@ -1,43 +1,32 @@
 // Package clusteraddons registers the cluster add-ons (components/addons) with pulumi-kubernetes, through
-// a provider pointed at the new cluster. The objects themselves are defined once, in addons; this
+// a provider pointed at the cluster: the services program's resources. The objects themselves are defined once, in addons; this
 // package only maps each to a Pulumi resource of its own Kubernetes type.
 package clusteraddons
 
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes"
 	"github.com/pulumi/pulumi-kubernetes/sdk/v4/go/kubernetes/apiextensions"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/clusterforge/clusterforge/components/addons"
-	"github.com/clusterforge/clusterforge/components/azurecloud"
-	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/handoff"
 )
 
 // AddonsArgs configures NewAddons.
 type AddonsArgs struct {
 	Cluster *spec.Cluster
-	// Kubeconfig is the new cluster's admin kubeconfig (secret).
-	Kubeconfig pulumi.StringInput
-	// SubscriptionID, TenantID and ClientIDs (by addons.AzureWorkloads name) fill the workloads'
-	// Azure identities and cluster-autoscaler's cloud config.
-	SubscriptionID pulumi.StringInput
-	TenantID       pulumi.StringInput
-	ClientIDs      map[string]pulumi.StringOutput
-	// BootstrapToken (secret) and BootstrapTokenExpires fill the workers' join token Secret.
-	BootstrapToken        pulumi.StringInput
-	BootstrapTokenExpires time.Time
-	// PKI is the cluster's pki.Bundle (secret): the ops webhooks' serving pair and the cluster CA
-	// their configurations trust.
-	PKI pulumi.AnyOutput
+	// Infrastructure is what the infrastructure stack handed over: the admin kubeconfig, the
+	// deploy-time values and any patches over the objects.
+	Infrastructure handoff.Infrastructure
 }
 
 // Addons is every add-on object of the cluster, registered through its own provider.
@@ -60,7 +49,8 @@ type Resource struct {
 	First bool
 }
 
-// Resources maps the objects onto Pulumi resources; a pure function, so it can be table-tested.
+// Resources maps the objects onto Pulumi resources, a Secret's data a Pulumi secret; a pure
+// function, so it can be table-tested.
 func Resources(component string, objs []addons.Object) ([]Resource, error) {
 	var out []Resource
 	for _, o := range objs {
@@ -76,56 +66,46 @@ func Resources(component string, objs []addons.Object) ([]Resource, error) {
 		name += "-" + strings.ReplaceAll(u.GetName(), ":", "-")
 		_, isNamespace := o.(*corev1.Namespace)
 		_, isCRD := o.(*apiextensionsv1.CustomResourceDefinition)
-		out = append(out, Resource{Type: TypeToken(gvk), Name: name, Args: kubernetes.UntypedArgs(u.Object), First: isNamespace || isCRD})
+		annotations := map[string]string{PatchForceAnnotation: "true"}
+		if skipAwait(o) {
+			annotations[SkipAwaitAnnotation] = "true"
+		}
+		u.SetAnnotations(labels.Merge(u.GetAnnotations(), annotations))
+		args := kubernetes.UntypedArgs(u.Object)
+		if _, isSecret := o.(*corev1.Secret); isSecret {
+			for _, field := range []string{"data", "stringData"} {
+				if v, ok := args[field]; ok {
+					args[field] = pulumi.ToSecret(v)
+				}
+			}
+		}
+		out = append(out, Resource{Type: TypeToken(gvk), Name: name, Args: args, First: isNamespace || isCRD})
 	}
 	return out, nil
 }
 
-// joinToken is the join token Secret's resource: its name and values come from the token, a
-// secret known at deploy time; its resource name stays the same across monthly rotations.
-func joinToken(component string, args *AddonsArgs) (Resource, error) {
-	const placeholder = "000000.0000000000000000"
-	shape, err := addons.BootstrapTokenSecret(placeholder, args.BootstrapTokenExpires)
-	if err != nil {
-		return Resource{}, err
-	}
-	rs, err := Resources(component, []addons.Object{shape})
-	if err != nil {
-		return Resource{}, err
-	}
-	r := rs[0]
-	r.Name = component + "-secret-" + addons.SystemNamespace + "-bootstrap-token"
-	secret := args.BootstrapToken.ToStringOutput().ApplyT(func(token string) (*corev1.Secret, error) {
-		return addons.BootstrapTokenSecret(token, args.BootstrapTokenExpires)
-	})
-	// The token id, in the Secret's name, is public by design; only the secret half is secret.
-	r.Args["metadata"] = pulumi.Unsecret(secret.ApplyT(func(s any) map[string]any {
-		u, _ := addons.Unstructured(s.(*corev1.Secret))
-		return u.Object["metadata"].(map[string]any)
-	}))
-	r.Args["stringData"] = pulumi.ToSecret(secret.ApplyT(func(s any) map[string]string { return s.(*corev1.Secret).StringData })).(pulumi.StringMapOutput)
-	return r, nil
-}
+// pulumi-kubernetes' annotations: SkipAwaitAnnotation creates or updates an object without waiting
+// for it to become ready; PatchForceAnnotation applies over fields another manager took, as a hand
+// edit does: the stack is the add-ons' source of truth (no controller of ours edits them), so
+// `pulumi up` puts back what `preview` showed drifting.
+const (
+	SkipAwaitAnnotation  = "pulumi.com/skipAwait"
+	PatchForceAnnotation = "pulumi.com/patchForce"
+)
 
-// trustClusterCA fills the webhook configurations' caBundle with the cluster CA: their "webhooks"
-// become an output of the PKI (the CA certificate is public, so not a secret).
-func trustClusterCA(resources []Resource, objs []addons.Object, bundle pulumi.AnyOutput) {
-	for i, o := range objs {
-		switch o.(type) {
-		case *admissionregistrationv1.ValidatingWebhookConfiguration, *admissionregistrationv1.MutatingWebhookConfiguration:
-		default:
-			continue
-		}
-		trusting := o.DeepCopyObject().(addons.Object)
-		resources[i].Args["webhooks"] = pulumi.Unsecret(bundle.ApplyT(func(v any) (any, error) {
-			addons.TrustCA([]addons.Object{trusting}, v.(pki.Bundle).Pair(pki.ClusterCA).CertPEM)
-			u, err := addons.Unstructured(trusting)
-			if err != nil {
-				return nil, err
-			}
-			return u.Object["webhooks"], nil
-		}))
+// skipAwait: what `pulumi up` does not wait for. Balloon pods are pending by design whenever real
+// pods preempted them, until the autoscaler adds a node (or forever, a pool at its maxNodes); a
+// DaemonSet is ready only when every node is, which on thousands of nodes some never are. The
+// rest (DNS, Prometheus, the operations layer) must be ready for the apply to succeed.
+func skipAwait(o addons.Object) bool {
+	switch w := o.(type) {
+	case *appsv1.DaemonSet:
+		return true
+	case *appsv1.Deployment:
+		_, balloon := w.Spec.Template.Labels[addons.BalloonAppLabel]
+		return balloon
 	}
+	return false
 }
 
 // TypeToken is pulumi-kubernetes' token of a kind: the core group is spelled "core".
@@ -137,51 +117,34 @@ func TypeToken(gvk schema.GroupVersionKind) string {
 	return fmt.Sprintf("kubernetes:%s/%s:%s", group, gvk.Version, gvk.Kind)
 }
 
-// NewAddons registers every add-on object of the cluster, plus what is known only at deploy time:
-// cluster-autoscaler's cloud config, the ops webhooks' serving pair and the CA their
-// configurations trust, and the workers' join token.
+// NewAddons registers every add-on object of the cluster (addons.Deploy, patched as the
+// infrastructure asks) and the workers' join token, through a provider holding the admin kubeconfig.
+// Secrets' data and the kubeconfig are Pulumi secrets, encrypted in the state.
 func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulumi.ResourceOption) (*Addons, error) {
 	comp := &Addons{}
 	if err := ctx.RegisterComponentResource("clusterforge:kube:Addons", name, comp, opts...); err != nil {
 		return nil, err
 	}
-	c := args.Cluster
+	inf := args.Infrastructure
 	provider, err := kubernetes.NewProvider(ctx, name+"-provider", &kubernetes.ProviderArgs{
-		Kubeconfig:            args.Kubeconfig,
+		Kubeconfig:            pulumi.ToSecret(pulumi.String(inf.Kubeconfig)).(pulumi.StringOutput),
 		EnableServerSideApply: pulumi.Bool(true),
 	}, pulumi.Parent(comp))
 	if err != nil {
 		return nil, err
 	}
-	objs, err := addons.Objects(c)
+	objs, err := addons.Deploy(args.Cluster, inf.Deployed)
 	if err != nil {
 		return nil, err
 	}
-	azureShapes, err := addons.AzureObjects(c, addons.Azure{}) // their shape; the values follow
-	if err != nil {
+	if err := addons.Patch(objs, inf.AddonPatches); err != nil {
 		return nil, err
 	}
-	opsTLS, err := addons.OpsTLS("", "", "") // its shape; the values follow
-	if err != nil {
-		return nil, err
-	}
-	objs = append(append(objs, azureShapes...), opsTLS)
 	resources, err := Resources(name, objs)
 	if err != nil {
 		return nil, err
 	}
-	fillAzure(resources[len(resources)-1-len(azureShapes):len(resources)-1], c, args)
-	resources[len(resources)-1].Args["stringData"] = pulumi.ToSecret(args.PKI.ApplyT(func(v any) (map[string]string, error) {
-		b := v.(pki.Bundle)
-		pair := b.Pair(pki.OpsWebhook)
-		s, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM, b.Pair(pki.WebhookClientCA).CertPEM)
-		if err != nil {
-			return nil, err
-		}
-		return s.StringData, nil
-	})).(pulumi.StringMapOutput)
-	trustClusterCA(resources, objs, args.PKI)
-	token, err := joinToken(name, args)
+	token, err := joinToken(name, inf.Deployed)
 	if err != nil {
 		return nil, err
 	}
@@ -216,34 +179,18 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	return comp, nil
 }
 
-// fillAzure sets the data of the Azure objects' resources (addons.AzureObjects, in order) from
-// the deploy-time values; the cloud is azurecloud.Public.
-func fillAzure(resources []Resource, c *spec.Cluster, args *AddonsArgs) {
-	inputs := []any{args.SubscriptionID, args.TenantID}
-	for _, w := range addons.AzureWorkloads {
-		inputs = append(inputs, args.ClientIDs[w])
+// joinToken is the join token Secret's resource: named after the token, so its resource name
+// stays the same across monthly rotations while the object it names changes.
+func joinToken(component string, d addons.Deployed) (Resource, error) {
+	secret, err := addons.BootstrapTokenSecret(d.BootstrapToken, d.BootstrapTokenExpires)
+	if err != nil {
+		return Resource{}, err
 	}
-	for i := range resources {
-		field := "data"
-		if resources[i].Type == "kubernetes:core/v1:Secret" {
-			field = "stringData"
-		}
-		resources[i].Args[field] = pulumi.All(inputs...).ApplyT(func(v []any) (map[string]string, error) {
-			a := addons.Azure{SubscriptionID: v[0].(string), TenantID: v[1].(string), Cloud: azurecloud.Public, ClientIDs: map[string]string{}}
-			for j, w := range addons.AzureWorkloads {
-				a.ClientIDs[w] = v[2+j].(string)
-			}
-			objs, err := addons.AzureObjects(c, a)
-			if err != nil {
-				return nil, err
-			}
-			switch o := objs[i].(type) {
-			case *corev1.Secret:
-				return o.StringData, nil
-			case *corev1.ConfigMap:
-				return o.Data, nil
-			}
-			return nil, fmt.Errorf("%s: no data", resources[i].Name)
-		}).(pulumi.StringMapOutput)
+	rs, err := Resources(component, []addons.Object{secret})
+	if err != nil {
+		return Resource{}, err
 	}
+	r := rs[0]
+	r.Name = component + "-secret-" + addons.SystemNamespace + "-bootstrap-token"
+	return r, nil
 }

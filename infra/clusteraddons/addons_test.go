@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 func TestTypeTokenIsPulumiKubernetes(t *testing.T) {
@@ -59,5 +60,41 @@ func TestResourcesNameEachObjectAndOrderFirsts(t *testing.T) {
 	}
 	if got[3].Args["kind"] != "Deployment" || got[3].Args["metadata"].(map[string]any)["namespace"] != "kube-system" {
 		t.Errorf("the Deployment's args lost its kind or namespace: %v", got[3].Args)
+	}
+}
+
+// `pulumi up` waits for the add-ons that must run, not for balloons (pending by design once
+// preempted) nor DaemonSets (ready only when every node is), and puts back what a hand edit took.
+func TestUpWaitsOnlyForWhatMustRun(t *testing.T) {
+	c, err := spec.LoadStack("../../stacks/Pulumi.dev.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := addons.Objects(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Resources("c-addons", objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipped := map[string]bool{}
+	for i, r := range rs {
+		annotations, _ := r.Args["metadata"].(map[string]any)["annotations"].(map[string]any)
+		skipped[addons.Key(objs[i])] = annotations[SkipAwaitAnnotation] == "true"
+		if annotations[PatchForceAnnotation] != "true" {
+			t.Errorf("%s: a hand edit of it would block `pulumi up`", addons.Key(objs[i]))
+		}
+	}
+	for key, want := range map[string]bool{
+		"Deployment/kube-system/" + addons.DNSName:                 false,
+		"Deployment/monitoring/" + addons.PrometheusName:           false,
+		"Deployment/kube-system/" + addons.BalloonName(c.Pools[0]): true,
+		"DaemonSet/monitoring/" + addons.NodeExporterName:          true,
+		"DaemonSet/kube-system/" + addons.NodeProblemDetectorName:  true,
+	} {
+		if got, ok := skipped[key]; !ok || got != want {
+			t.Errorf("%s: skip await %v (registered %v), want %v", key, got, ok, want)
+		}
 	}
 }

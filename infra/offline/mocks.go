@@ -12,7 +12,6 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/wellknown"
-	"github.com/clusterforge/clusterforge/infra/program"
 )
 
 // Resource is one registered resource as `make plan` reports it.
@@ -53,10 +52,12 @@ type recorder struct {
 	// bundle, when set, is the real PKI the TLS and random resources answer with, so the
 	// user-data and kubeconfigs work; otherwise they hold placeholder PEMs.
 	bundle *pki.Bundle
-	// applied is the appliedSpec output of the stack's last apply, "" for a new stack.
-	applied string
-	stack   string
-	errs    []error
+	// references are the outputs every stack reference reads: the infrastructure's own last
+	// appliedSpec, the services' handoff from the infrastructure.
+	references resource.PropertyMap
+	// project and stack spell the URNs.
+	project, stack string
+	errs           []error
 }
 
 func newRecorder(bundle *pki.Bundle) *recorder {
@@ -66,12 +67,8 @@ func newRecorder(bundle *pki.Bundle) *recorder {
 func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.PropertyMap, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if args.TypeToken == "pulumi:pulumi:StackReference" { // a read of the stack's own last outputs
-		outputs := resource.PropertyMap{}
-		if r.applied != "" {
-			outputs[program.AppliedOutput] = resource.NewProperty(r.applied)
-		}
-		return args.ID, resource.PropertyMap{"name": resource.NewProperty(args.ID), "outputs": resource.NewProperty(outputs)}, nil
+	if args.TypeToken == "pulumi:pulumi:StackReference" {
+		return args.ID, resource.PropertyMap{"name": resource.NewProperty(args.ID), "outputs": resource.NewProperty(r.references)}, nil
 	}
 	res := Resource{Type: args.TypeToken, Name: args.Name, Provider: providerName(args.Provider), Inputs: redact(args.Inputs)}
 	if rpc := args.RegisterRPC; rpc != nil {
@@ -81,7 +78,7 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 		if parent := resource.URN(rpc.GetParent()); parent != "" && parent.Type() != "pulumi:pulumi:Stack" {
 			parentType = parent.QualifiedType()
 		}
-		res.URN = string(resource.NewURN(tokens.QName(r.stack), tokens.PackageName(Project), parentType, tokens.Type(args.TypeToken), args.Name))
+		res.URN = string(resource.NewURN(tokens.QName(r.stack), tokens.PackageName(r.project), parentType, tokens.Type(args.TypeToken), args.Name))
 	}
 	r.resources = append(r.resources, res)
 	r.captureUserData(args.Inputs)

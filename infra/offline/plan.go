@@ -1,5 +1,6 @@
-// Package offline runs the real clusterforge program on Pulumi's mock engine, offline, and reports
-// what `pulumi up` would create: every resource with its inputs (secrets redacted) and the
+// Package offline runs the real clusterforge programs on Pulumi's mock engine, offline, the
+// infrastructure's then the cluster services' (reading its handoff), and reports what their
+// `pulumi up`s would create: every resource with its inputs (secrets redacted) and the
 // user-data each machine role boots with.
 package offline
 
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pulumi/pulumi/sdk/v3/go/common/resource"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/addons"
@@ -22,7 +24,9 @@ import (
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/azure"
+	"github.com/clusterforge/clusterforge/infra/handoff"
 	"github.com/clusterforge/clusterforge/infra/program"
+	servicesprogram "github.com/clusterforge/clusterforge/infra/services"
 )
 
 // Project is the Pulumi project name (Pulumi.yaml).
@@ -71,18 +75,36 @@ func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous
 		return nil, fmt.Errorf("%s: %w", stackFile, err)
 	}
 	rec := newRecorder(bundle)
-	rec.applied, rec.stack = prev.AppliedSpec, stack
-	err = pulumi.RunErr(program.Run, pulumi.WithMocks(Project, stack, rec), func(info *pulumi.RunInfo) {
-		info.Config = map[string]string{spec.ConfigKey: string(raw)}
-		if prev.RollStep != "" {
-			info.Config[program.RollStepKey] = program.RollStep(prev.RollStep, time.Now())
+	rec.project, rec.stack = Project, stack
+	rec.references = resource.PropertyMap{}
+	if prev.AppliedSpec != "" {
+		rec.references[program.AppliedOutput] = resource.NewProperty(prev.AppliedSpec)
+	}
+	var services *handoff.Infrastructure
+	infrastructure := func(ctx *pulumi.Context) error {
+		out, err := program.Build(ctx)
+		if err == nil {
+			out.ApplyT(func(v any) any { h := v.(handoff.Infrastructure); services = &h; return nil })
 		}
-		info.DryRun = true
-	})
+		return err
+	}
+	config := map[string]string{spec.ConfigKey: string(raw)}
+	if prev.RollStep != "" {
+		config[program.RollStepKey] = program.RollStep(prev.RollStep, time.Now())
+	}
+	if err := runMocked(infrastructure, rec, config); err != nil {
+		return nil, err
+	}
+	// The services stack, reading the infrastructure's handoff through its stack reference.
+	if services == nil {
+		return nil, fmt.Errorf("the infrastructure program handed the services nothing")
+	}
+	value, err := handoffProperty(*services)
 	if err != nil {
 		return nil, err
 	}
-	if err := errors.Join(rec.errs...); err != nil {
+	rec.project, rec.references = servicesprogram.Project, resource.PropertyMap{handoff.Output: value}
+	if err := runMocked(servicesprogram.Run, rec, config); err != nil {
 		return nil, err
 	}
 	sort.SliceStable(rec.resources, func(i, j int) bool {
@@ -90,6 +112,30 @@ func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous
 		return a.Type < b.Type || a.Type == b.Type && a.Name < b.Name
 	})
 	return &Result{Stack: stack, Cluster: cluster, Resources: rec.resources, UserData: rec.userData, Kubeconfigs: rec.kubeconfigs, HubGroup: cluster.HubGroup(siblings)}, nil
+}
+
+// runMocked runs a program on the mock engine as a preview, rec answering and recording.
+func runMocked(run pulumi.RunFunc, rec *recorder, config map[string]string) error {
+	err := pulumi.RunErr(run, pulumi.WithMocks(rec.project, rec.stack, rec), func(info *pulumi.RunInfo) {
+		info.Config, info.DryRun = config, true
+	})
+	if err != nil {
+		return err
+	}
+	return errors.Join(rec.errs...)
+}
+
+// handoffProperty is the handoff as the infrastructure stack's output holds it: a secret object.
+func handoffProperty(h handoff.Infrastructure) (resource.PropertyValue, error) {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return resource.PropertyValue{}, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return resource.PropertyValue{}, err
+	}
+	return resource.MakeSecret(resource.NewPropertyValue(m)), nil
 }
 
 // WriteStack plans a stack with a real PKI, as `make plan` does: the PKI kept in

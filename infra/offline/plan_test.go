@@ -22,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/azure"
@@ -856,15 +857,22 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 					t.Errorf("%s %s registers kind %v", w.Type, w.Name, field(res.Inputs, "kind"))
 				}
 			}
+			// Through the handoff: the identities the infrastructure made, the tenant, the public cloud.
 			cloud := got["kubernetes:core/v1:Secret "+c.Name+"-addons-secret-kube-system-"+addons.AutoscalerCloudConfigSecret]
-			if cfg, _ := field(cloud.Inputs, "stringData", "cloud-config").(string); !strings.Contains(cfg, `"subscriptionId": "00000000-0000-0000-0000-000000000000"`) ||
-				!strings.Contains(cfg, `"aadClientID": "client-`+c.Name+"-"+addons.AutoscalerName+`-identity"`) || !strings.Contains(cfg, `"tenantId": "`+mockTenant+`"`) {
-				t.Errorf("cluster-autoscaler's cloud config lacks the subscription, the tenant or its workload identity:\n%s", cfg)
+			if data := field(cloud.Inputs, "stringData"); data != "[secret]" {
+				t.Errorf("cluster-autoscaler's cloud config is %v, want a Pulumi secret", data)
+			}
+			env := got["kubernetes:core/v1:ConfigMap "+c.Name+"-addons-configmap-kube-system-"+addons.AzureEnvironmentConfigMap]
+			if text := fmt.Sprint(field(env.Inputs, "data")); !strings.Contains(text, `"resourceManagerEndpoint": "`+azurecloud.Public.ResourceManagerEndpoint+`"`) {
+				t.Errorf("the cloud's environment is not Azure's public cloud:\n%v", field(env.Inputs, "data"))
 			}
 			for _, w := range addons.AzureWorkloads {
 				cm := got["kubernetes:core/v1:ConfigMap "+c.Name+"-addons-configmap-kube-system-"+addons.AzureIdentityConfigMap(w)]
 				if id := field(cm.Inputs, "data", "AZURE_CLIENT_ID"); id != "client-"+c.Name+"-"+w+"-identity" {
 					t.Errorf("%s signs in as %v, want its own identity", w, id)
+				}
+				if tenant := field(cm.Inputs, "data", "AZURE_TENANT_ID"); tenant != mockTenant {
+					t.Errorf("%s signs in at tenant %v, want %s", w, tenant, mockTenant)
 				}
 			}
 		})

@@ -10,10 +10,11 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/infra/handoff"
 )
 
 // Project is the Pulumi project's name (Pulumi.yaml), which URNs spell.
-const Project = "clusterforge"
+const Project = handoff.InfrastructureProject
 
 // AppliedOutput is the stack output holding the resolved spec of what runs (spec.Resolved): the
 // next run compares the stack file with it.

@@ -11,52 +11,63 @@ import (
 
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
+	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/azure"
-	"github.com/clusterforge/clusterforge/infra/clusteraddons"
+	"github.com/clusterforge/clusterforge/infra/handoff"
 )
 
 // Run is the Pulumi program.
 func Run(ctx *pulumi.Context) error {
+	_, err := Build(ctx)
+	return err
+}
+
+// Build registers the cluster and exports its outputs; it returns the handoff to the services
+// stack (handoff.Infrastructure), which `make plan` hands the services program.
+func Build(ctx *pulumi.Context) (pulumi.AnyOutput, error) {
+	none := pulumi.AnyOutput{}
 	raw, ok := ctx.GetConfig(spec.ConfigKey)
 	if !ok {
-		return fmt.Errorf("stack %s has no %s: add the cluster spec to stacks/Pulumi.%s.yaml", ctx.Stack(), spec.ConfigKey, ctx.Stack())
+		return none, fmt.Errorf("stack %s has no %s: add the cluster spec to stacks/Pulumi.%s.yaml", ctx.Stack(), spec.ConfigKey, ctx.Stack())
 	}
 	c, err := spec.ParseConfig(raw)
 	if err != nil {
-		return inStackFile(ctx, err)
+		return none, inStackFile(ctx, err)
 	}
 	if !ctx.DryRun() {
 		if err := deployable(c, ctx.Stack()); err != nil {
-			return err
+			return none, err
 		}
 	}
 	if err := fitsTheHub(ctx, c); err != nil {
-		return err
+		return none, err
 	}
 	if err := machine.Preflight(c); err != nil {
-		return err
+		return none, err
 	}
 	last, err := lastApplied(ctx)
 	if err != nil {
-		return err
+		return none, err
 	}
 	value, _ := ctx.GetConfig(RollStepKey)
 	step, lapsed, err := activeStep(value, time.Now())
 	if err != nil {
-		return err
+		return none, err
 	}
 	if lapsed {
 		_ = ctx.Log.Warn(fmt.Sprintf("%s %q has lapsed (a roll stopped there): this run is a plain `pulumi up`", RollStepKey, value), nil)
 	}
 	record, err := guard(ctx.Stack(), last, c, step)
 	if err != nil {
-		return err
+		return none, err
 	}
 	resolved, err := record.Resolved()
 	if err != nil {
-		return err
+		return none, err
 	}
 	ctx.Export(AppliedOutput, pulumi.String(resolved))
 	replacing, _ := strings.CutPrefix(step, RollMember)
@@ -67,18 +78,10 @@ func Run(ctx *pulumi.Context) error {
 		Cluster: c, Now: time.Now(), Replacing: replacing, Applied: last, Held: heldPools(c, step),
 	})
 	if err != nil {
-		return err
+		return none, err
 	}
-	addons, err := clusteraddons.NewAddons(ctx, c.Name+"-addons", &clusteraddons.AddonsArgs{
-		Cluster: c, Kubeconfig: cluster.Kubeconfig,
-		SubscriptionID: cluster.SubscriptionID, TenantID: cluster.TenantID, ClientIDs: cluster.ClientIDs,
-		BootstrapToken: cluster.BootstrapToken, BootstrapTokenExpires: cluster.BootstrapTokenExpires,
-		PKI: cluster.PKI,
-	}, pulumi.DependsOn([]pulumi.Resource{cluster}))
-	if err != nil {
-		return err
-	}
-	ctx.Export("addons", addons.Objects)
+	services := Handoff(cluster)
+	handoff.Export(ctx, services)
 	ctx.Export("apiEndpoint", cluster.APIEndpoint)
 	ctx.Export("kubeconfig", cluster.Kubeconfig)
 	ctx.Export("etcdClient", cluster.EtcdClient)
@@ -89,7 +92,30 @@ func Run(ctx *pulumi.Context) error {
 		pools[name] = pulumi.Map{"scaleSets": p.ScaleSets, "maxNodes": p.MaxNodes}
 	}
 	ctx.Export("pools", pools)
-	return nil
+	return services, nil
+}
+
+// Handoff is what the cluster services stack reads of this one (an Output of handoff.Infrastructure):
+// the admin kubeconfig, the workloads' identities, the webhooks' pair and the join token.
+func Handoff(cluster *azure.Cluster) pulumi.AnyOutput {
+	inputs := []any{cluster.Kubeconfig, cluster.SubscriptionID, cluster.TenantID, cluster.BootstrapToken, cluster.PKI}
+	for _, w := range addons.AzureWorkloads {
+		inputs = append(inputs, cluster.ClientIDs[w])
+	}
+	return pulumi.All(inputs...).ApplyT(func(v []any) handoff.Infrastructure {
+		bundle := v[4].(pki.Bundle)
+		ops := bundle.Pair(pki.OpsWebhook)
+		d := addons.Deployed{
+			Azure: addons.Azure{SubscriptionID: v[1].(string), TenantID: v[2].(string), Cloud: azurecloud.Public, ClientIDs: map[string]string{}},
+			ClusterCA: bundle.Pair(pki.ClusterCA).CertPEM, OpsWebhookCert: ops.CertPEM, OpsWebhookKey: ops.KeyPEM,
+			WebhookClientCA: bundle.Pair(pki.WebhookClientCA).CertPEM,
+			BootstrapToken:  v[3].(string), BootstrapTokenExpires: cluster.BootstrapTokenExpires,
+		}
+		for i, w := range addons.AzureWorkloads {
+			d.ClientIDs[w] = v[5+i].(string)
+		}
+		return handoff.Infrastructure{Kubeconfig: v[0].(string), Deployed: d}
+	}).(pulumi.AnyOutput)
 }
 
 // inStackFile restates a spec error in the stack file's lines: Pulumi hands the program the spec

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
@@ -20,6 +21,9 @@ import (
 	"github.com/clusterforge/clusterforge/infra/program"
 )
 
+// ServicesDir holds the cluster services' project (services/Pulumi.yaml) in a checkout.
+const ServicesDir = "services"
+
 // Open is the Azure target of a stack as its last `pulumi up` left it: the applied spec and the
 // credentials from its outputs (read with the Pulumi CLI, as `pulumi stack output` does), Azure
 // through the default credential chain (az login, a managed identity). It needs the Pulumi CLI,
@@ -28,6 +32,10 @@ func Open(ctx context.Context, stackName, workDir string, desired *spec.Cluster,
 	stack, err := auto.SelectStackLocalSource(ctx, stackName, workDir)
 	if err != nil {
 		return nil, nil, err
+	}
+	services, err := auto.SelectStackLocalSource(ctx, stackName, filepath.Join(workDir, ServicesDir))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the cluster services' stack: %w", err)
 	}
 	outputs, err := stack.Outputs(ctx)
 	if err != nil {
@@ -76,7 +84,7 @@ func Open(ctx context.Context, stackName, workDir string, desired *spec.Cluster,
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Target{Cluster: desired, StackName: stackName, Project: program.Project, Stack: &stack,
+	return &Target{Cluster: desired, StackName: stackName, Project: program.Project, Stack: &stack, Services: &services,
 		Azure: Clients{ScaleSets: compute.NewVirtualMachineScaleSetsClient(), ScaleSetVMs: compute.NewVirtualMachineScaleSetVMsClient(),
 			VMs: compute.NewVirtualMachinesClient(), NICs: nics},
 		Access: access, Progress: progress}, applied, nil

@@ -75,7 +75,9 @@ type Target struct {
 	Cluster *spec.Cluster
 	// StackName and Project form the URNs a member's replacement targets.
 	StackName, Project string
-	Stack              Stack
+	// Stack is the infrastructure's stack; Services the cluster services' of the same name, which
+	// applies the desired spec's add-ons.
+	Stack, Services Stack
 	Azure              Clients
 	Access             Access
 	// Progress receives the Pulumi updates' output.
@@ -532,11 +534,18 @@ func (t *Target) FreshBackup(ctx context.Context) error { return t.onMember(ctx,
 // BackupNow takes and verifies a snapshot on a main member.
 func (t *Target) BackupNow(ctx context.Context) error { return t.onMember(ctx, "snapshot") }
 
-// Prepare runs `pulumi up` with rollStep models: the apiservers' scale-set model, add-ons and
-// everything else in place; no etcd VM is replaced (their immutable properties are ignored outside
-// a member's step), and the worker pools keep their models until the canary.
+// Prepare runs `pulumi up` with rollStep models: the apiservers' scale-set model and everything
+// else in place; no etcd VM is replaced (their immutable properties are ignored outside a member's
+// step), and the worker pools keep their models until the canary. Then the cluster services'
+// `pulumi up` applies the desired add-ons.
 func (t *Target) Prepare(ctx context.Context) error {
-	return t.upWith(ctx, program.RollModels)
+	if err := t.upWith(ctx, program.RollModels); err != nil {
+		return err
+	}
+	if _, err := t.Services.Up(ctx, t.progress()); err != nil {
+		return fmt.Errorf("the cluster services' up: %w", err)
+	}
+	return nil
 }
 
 // MoveWorkerModels runs `pulumi up` with the named pools' scale-set models moved to the desired

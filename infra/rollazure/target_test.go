@@ -46,7 +46,9 @@ func (c *calls) add(s string) {
 // fakeStack records the Automation API calls a roll makes.
 type fakeStack struct {
 	calls *calls
-	ups   []optup.Options
+	// name prefixes its calls: "" for the infrastructure, "services " for the cluster services.
+	name string
+	ups  []optup.Options
 }
 
 // SetConfig records a roll step without its deadline, once the deadline is checked to lie ahead.
@@ -75,7 +77,7 @@ func (s *fakeStack) Up(_ context.Context, opts ...optup.Option) (auto.UpResult, 
 		opt.ApplyOption(&o)
 	}
 	s.ups = append(s.ups, o)
-	s.calls.add("up")
+	s.calls.add(s.name + "up")
 	return auto.UpResult{}, nil
 }
 
@@ -180,7 +182,7 @@ func newTarget(t *testing.T, runOutput string) (*Target, *calls, *fakeStack) {
 		t.Fatal(err)
 	}
 	stack := &fakeStack{calls: rec}
-	return &Target{Cluster: c, StackName: "dev", Project: "clusterforge", Stack: stack,
+	return &Target{Cluster: c, StackName: "dev", Project: "clusterforge", Stack: stack, Services: &fakeStack{calls: rec, name: "services "},
 		Azure: Clients{ScaleSets: cf.NewVirtualMachineScaleSetsClient(), ScaleSetVMs: cf.NewVirtualMachineScaleSetVMsClient(),
 			VMs: cf.NewVirtualMachinesClient(), NICs: nf.NewInterfacesClient()}}, rec, stack
 }
@@ -257,6 +259,19 @@ func TestWorkerModelsMoveByTheRollStep(t *testing.T) {
 	}
 	if up := stack.ups[0]; len(up.Target) != 0 || len(up.Replace) != 0 {
 		t.Errorf("the update targets %v and replaces %v, want the whole stack and no replacement", up.Target, up.Replace)
+	}
+}
+
+// Prepare moves the models (not the workers'), then applies the desired add-ons with the cluster
+// services' stack, which reads the infrastructure's outputs.
+func TestPrepareAppliesTheServicesAfterTheInfrastructure(t *testing.T) {
+	target, rec, _ := newTarget(t, "")
+	if err := target.Prepare(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"config " + program.RollStepKey + "=" + program.RollModels, "up", "services up"}
+	if !slices.Equal(rec.log, want) {
+		t.Fatalf("calls %q, want %q", rec.log, want)
 	}
 }
 

@@ -26,19 +26,10 @@ const fieldManager = "clusterforge"
 // Apply server-side applies the add-on objects in order, as the Pulumi program registers them.
 // After a CRD it waits until the CRD is established, so the objects after it can use it.
 func (p *Layout) Apply(ctx context.Context, objs ...addons.Object) error {
-	cfg, err := p.RESTConfig()
+	dyn, mapper, err := p.dynamic()
 	if err != nil {
 		return err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	cs, err := p.Clientset()
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery()))
 	for _, o := range objs {
 		u, err := addons.Unstructured(o)
 		if err != nil {
@@ -69,6 +60,45 @@ func (p *Layout) Apply(ctx context.Context, objs ...addons.Object) error {
 		}
 	}
 	return nil
+}
+
+// dynamic is a client for any kind and the mapper from kinds to their resources.
+func (p *Layout) dynamic() (*dynamic.DynamicClient, *restmapper.DeferredDiscoveryRESTMapper, error) {
+	cfg, err := p.RESTConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	cs, err := p.Clientset()
+	if err != nil {
+		return nil, nil, err
+	}
+	return dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(cs.Discovery())), nil
+}
+
+// FieldManagers are the managers of the live object o's fields, as the apiserver records them.
+func (p *Layout) FieldManagers(ctx context.Context, o addons.Object) ([]string, error) {
+	dyn, mapper, err := p.dynamic()
+	if err != nil {
+		return nil, err
+	}
+	gvk := o.GetObjectKind().GroupVersionKind()
+	mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	live, err := dyn.Resource(mapping.Resource).Namespace(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, f := range live.GetManagedFields() {
+		out = append(out, f.Manager)
+	}
+	return out, nil
 }
 
 func waitEstablished(ctx context.Context, crds dynamic.ResourceInterface, name string) error {

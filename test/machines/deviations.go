@@ -90,9 +90,12 @@ var Deviations = []Deviation{
 	{"pod IPs", "azure-vnet-ipam asks the wireserver (168.63.129.16) for the NIC's secondary IP configurations, which the scale set gives every NIC (maxPods of them)",
 		"no pod runs: KWOK nodes",
 		"azure-vnet and azure-vnet-ipam run as baked, but the boot writes each worker a conflist whose IPAM environment is the plugin's own file source (fileIpam) and /etc/kubernetes/interfaces.json listing its NIC (MAC, subnet, primary and secondary addresses); the hub routes each secondary address to its worker, as the VNet does"},
-	{"add-ons", "the Pulumi program registers every add-on object through pulumi-kubernetes; cluster-autoscaler's cloud config and the workloads' identity ConfigMaps name the subscription, the tenant and each workload's identity",
+	{"add-ons", "the cluster services' Pulumi program (project clusterforge-services) registers every add-on object through pulumi-kubernetes, after the infrastructure's `pulumi up`; cluster-autoscaler's cloud config and the workloads' identity ConfigMaps name the subscription, the tenant and each workload's identity",
 		"the same objects, server-side applied: the foundation (join RBAC and token, the scheduler's CRDs) as soon as the API answers (as `pulumi up` applies them first among the add-ons), the rest by `rehearse up` and the checks; the cloud config names placeholder ids; add-on pods are KWOK pods, so nothing in them runs, except the PodGroup controller: its pinned binary runs as a process with its service account's token; the operations layer's webhook configurations are left out (their backend would be a KWOK pod, and the roll drill deletes and re-registers KWOK nodes where Azure reimages a VM in place, which the scale-down brake would count as removals): the brake and team drills register them against handlers served from the test process",
-		"the foundation (join RBAC and token, the scheduler's CRDs) once the API answers, every other add-on once the workers are Ready, all server-side applied; their pods run for real from the images the worker image preloads, except cluster-autoscaler, applied at zero replicas (it needs Azure's compute API and its image is not built here); clusterforge-ops signs in at Entra ID's stand-in; clusterforge-ops serves its webhooks to the booted apiservers, which reach its pods' addresses through aggregator routing as on Azure, and its agents read the metadata stand-in, whose scheduled events the drills write; every add-on container's CPU request and limit is scaled by this host's CPUs over the smallest worker size's (the machines share this host's CPUs)"},
+		"the foundation (join RBAC and token, the scheduler's CRDs) server-side applied once the API answers, so the workers join before the add-ons are applied; once they are Ready, `pulumi up` of the cluster services stack applies every add-on, the foundation included (see Pulumi), with the boot's changes below carried as strategic-merge patches in the infrastructure's handoff; their pods run for real from the images the worker image preloads, except cluster-autoscaler, applied at zero replicas (its image is not built here); clusterforge-ops signs in at Entra ID's stand-in; clusterforge-ops serves its webhooks to the booted apiservers, which reach its pods' addresses through aggregator routing as on Azure, and its agents read the metadata stand-in, whose scheduled events the drills write; every add-on container's CPU request and limit is scaled by this host's CPUs over the smallest worker size's (the machines share this host's CPUs)"},
+	{"Pulumi", "`pulumi up` of the infrastructure (project clusterforge) creates the Azure resources and exports the handoff (output clusterServices); `pulumi up` of the cluster services (project clusterforge-services) reads it through a stack reference; both run on the user's backend (a blob container or Pulumi Cloud) with plugins from Pulumi's registry: the Go language host of the CLI's release and pulumi-kubernetes at the SDK's release",
+		"the infrastructure program runs on Pulumi's mock engine only (`make plan`): the Azure half cannot run here",
+		"the engine built here (scripts/toolchain.sh pulumi): the CLI at the SDK's release; the Go language host of SDK v3.66.0, the last release that held it (later ones moved it to a module the proxy refuses); pulumi-kubernetes built from the one source the proxy serves, a commit after v4.24.0, installed as the plugin release the SDK asks for; a file backend and a passphrase secrets provider under build/boot/<env>/pulumi, no login, no network; the infrastructure stack is a stand-in of its project and name, run through the Automation API with an inline program whose only output is the handoff of the booted machines (this host's forwarded kubeconfig, the rehearsal's identities in the stand-ins' cloud, the plan's PKI and join token); the services project runs from a copy of services/Pulumi.yaml under that directory whose stack file is the booted spec (the encryption salt stays out of stacks/)"},
 }
 
 // Placeholder Azure ids of the rehearsals' deploy-time values (deviation "add-ons").
@@ -164,21 +167,16 @@ func RehearsalFederations(c *spec.Cluster) []entra.Federation {
 // its workloads call) and, as the Pulumi program gives them, the ops webhooks' serving pair and the
 // cluster CA they trust.
 func (p *Layout) AllAddons(cloud azurecloud.Cloud) ([]addons.Object, error) {
-	objs, err := addons.Objects(p.Cluster)
-	if err != nil {
-		return nil, err
-	}
-	azure, err := addons.AzureObjects(p.Cluster, RehearsalAzure(cloud))
-	if err != nil {
-		return nil, err
-	}
-	pair := p.Bundle.Pair(pki.OpsWebhook)
-	tls, err := addons.OpsTLS(pair.CertPEM, pair.KeyPEM, p.Bundle.Pair(pki.WebhookClientCA).CertPEM)
-	if err != nil {
-		return nil, err
-	}
-	addons.TrustCA(objs, p.Bundle.Pair(pki.ClusterCA).CertPEM)
-	return append(append(objs, azure...), tls), nil
+	return addons.Deploy(p.Cluster, p.Deployed(cloud))
+}
+
+// Deployed are the deploy-time values of the rehearsal's add-ons, as the infrastructure stack
+// hands them over on Azure: the rehearsal's identities in cloud, its PKI and join token.
+func (p *Layout) Deployed(cloud azurecloud.Cloud) addons.Deployed {
+	ops := p.Bundle.Pair(pki.OpsWebhook)
+	return addons.Deployed{Azure: RehearsalAzure(cloud), ClusterCA: p.Bundle.Pair(pki.ClusterCA).CertPEM,
+		OpsWebhookCert: ops.CertPEM, OpsWebhookKey: ops.KeyPEM, WebhookClientCA: p.Bundle.Pair(pki.WebhookClientCA).CertPEM,
+		BootstrapToken: p.Bundle.BootstrapToken, BootstrapTokenExpires: p.Bundle.BootstrapTokenExpires}
 }
 
 // APIServerMachineOffset is where apiserver machines start in the mapped control-plane subnet.

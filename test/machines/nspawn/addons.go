@@ -3,6 +3,8 @@ package nspawn
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -18,18 +20,110 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/infra/handoff"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/pulumilocal"
 )
 
-// applyAddons applies every add-on once the workers are Ready, as `pulumi up` does, with the
-// boot's deviation "add-ons": cluster-autoscaler at zero replicas, and CPU requests scaled to this
-// host. It returns once CoreDNS, Prometheus, the PodGroup controller, clusterforge-ops and the
-// node agents (node-exporter, clusterforge-ops-agent) run.
-func (b *Booted) applyAddons(ctx context.Context) error {
-	objs, err := b.Addons()
+// applyAddons applies every add-on once the workers are Ready, as on Azure: `pulumi up` of the
+// cluster services stack (project clusterforge-services) with the engine built here, on a local
+// backend (Pulumi), reading the handoff from the infrastructure stack's stand-in. The boot's
+// deviations to the add-ons travel in the handoff as patches (Adjust). stackFile is the services
+// stack's config: a stack file. It returns once CoreDNS, Prometheus, the PodGroup controller,
+// clusterforge-ops and the node agents (node-exporter, clusterforge-ops-agent) run.
+func (b *Booted) applyAddons(ctx context.Context, stackFile []byte) error {
+	ca, err := b.entraCA()
 	if err != nil {
 		return err
 	}
+	if err := b.Apply(ctx, ca); err != nil {
+		return err
+	}
+	h, err := b.Handoff()
+	if err != nil {
+		return err
+	}
+	be, err := b.Pulumi()
+	if err != nil {
+		return err
+	}
+	if err := be.Setup(ctx); err != nil {
+		return err
+	}
+	log := b.pulumiLog()
+	defer log.Close()
+	if err := be.ExportInfrastructure(ctx, h, log); err != nil {
+		return fmt.Errorf("the infrastructure stack's stand-in: %w", err)
+	}
+	if err := be.WriteServices(stackFile); err != nil {
+		return err
+	}
+	if err := be.Pulumi(ctx, log, "stack", "select", "--create", "--secrets-provider", "passphrase"); err != nil {
+		return err
+	}
+	if err := be.Pulumi(ctx, log, "up", "--yes", "--skip-preview", "--suppress-progress"); err != nil {
+		return err
+	}
+	if err := b.WaitAddons(ctx); err != nil {
+		return err
+	}
+	b.logf("add-ons applied by `pulumi up` of the services stack (log: %s); CoreDNS, Prometheus, the PodGroup controller, clusterforge-ops and the node agents run from the preloaded images (CPU requests × %.2f)", log.Name(), b.cpuShare())
+	return nil
+}
+
+// PulumiDir is the local Pulumi backend of the boot in dir: the services stack and the
+// infrastructure's stand-in.
+func PulumiDir(dir string) string { return filepath.Join(dir, "pulumi") }
+
+// Pulumi is the boot's local Pulumi backend, in PulumiDir.
+func (b *Booted) Pulumi() (*pulumilocal.Backend, error) {
+	return OpenPulumi(b.Tools, b.Dir, b.opts.Stack)
+}
+
+// OpenPulumi is the local Pulumi backend of stack's boot in dir, with the engine in tools.
+func OpenPulumi(tools, dir, stack string) (*pulumilocal.Backend, error) {
+	return pulumilocal.New(tools, PulumiDir(dir), stack)
+}
+
+// pulumiLog is where the engine's runs write, appended.
+func (b *Booted) pulumiLog() *os.File {
+	f, err := os.OpenFile(filepath.Join(b.LogDir(), "pulumi.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return os.Stdout
+	}
+	return f
+}
+
+// Handoff is what the infrastructure stack would hand the services stack for these machines:
+// this host's admin kubeconfig (through the forwarder, where the engine runs), the rehearsal's
+// identities in the stand-ins' cloud, the PKI, and the boot's deviations as patches.
+func (b *Booted) Handoff() (handoff.Infrastructure, error) {
+	kubeconfig, err := os.ReadFile(b.HostKubeconfig())
+	if err != nil {
+		return handoff.Infrastructure{}, err
+	}
+	base, err := b.AllAddons(b.Cloud())
+	if err != nil {
+		return handoff.Infrastructure{}, err
+	}
+	adjusted, err := b.AllAddons(b.Cloud())
+	if err != nil {
+		return handoff.Infrastructure{}, err
+	}
+	b.Adjust(adjusted)
+	patches, err := addons.Patches(base, adjusted)
+	if err != nil {
+		return handoff.Infrastructure{}, err
+	}
+	return handoff.Infrastructure{Kubeconfig: string(kubeconfig), Deployed: b.Deployed(b.Cloud()), AddonPatches: patches}, nil
+}
+
+// Adjust makes the boot's deviations to the add-ons (deviation "add-ons"): node-problem-detector
+// reads each worker's KernelLog, the workloads with an Azure identity trust the stand-ins'
+// certificate, cluster-autoscaler runs at zero replicas and CPU requests are scaled to this host.
+func (b *Booted) Adjust(objs []addons.Object) {
+	addons.ReadKernelLogFrom(objs, addons.KernelLogFile(KernelLog))
+	b.trustEntra(objs)
 	share := b.cpuShare()
 	for _, o := range objs {
 		switch o := o.(type) {
@@ -42,14 +136,6 @@ func (b *Booted) applyAddons(ctx context.Context) error {
 			scaleCPU(&o.Spec.Template.Spec, share)
 		}
 	}
-	if err := b.Apply(ctx, objs...); err != nil {
-		return err
-	}
-	if err := b.WaitAddons(ctx); err != nil {
-		return err
-	}
-	b.logf("add-ons applied; CoreDNS, Prometheus, the PodGroup controller, clusterforge-ops and the node agents run from the preloaded images (CPU requests × %.2f)", share)
-	return nil
 }
 
 // WaitAddons returns once CoreDNS, Prometheus, the PodGroup controller and clusterforge-ops have

@@ -28,6 +28,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/infra/offline"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/pulumilocal"
 	"github.com/clusterforge/clusterforge/test/netns"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
 )
@@ -595,7 +596,11 @@ func (b *Booted) waitCluster(ctx context.Context) error {
 		return err
 	}
 	b.logf("%d workers joined (attested, through the load balancer) and are Ready with their pool labels", len(workers))
-	return b.applyAddons(ctx)
+	stackFile, err := pulumilocal.StackFile(b.Cluster)
+	if err != nil {
+		return err
+	}
+	return b.applyAddons(ctx, stackFile)
 }
 
 // waitNodeReady waits until the worker machine's node is Ready and carries its pool's label, which

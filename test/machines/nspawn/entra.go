@@ -89,13 +89,9 @@ func (b *Booted) startEntra() error {
 }
 
 // trustEntra has every pod with an Azure identity trust the stand-in's certificate (Resource
-// Manager's stand-in serves it too), through a
-// ConfigMap in SSL_CERT_FILE (the binaries' built-in public roots do not hold it).
-func (b *Booted) trustEntra(objs []addons.Object) ([]addons.Object, error) {
-	cert, err := os.ReadFile(b.entraCert())
-	if err != nil {
-		return nil, err
-	}
+// Manager's stand-in serves it too) through the entraCA ConfigMap in SSL_CERT_FILE (the binaries'
+// built-in public roots do not hold it).
+func (b *Booted) trustEntra(objs []addons.Object) {
 	for _, o := range objs {
 		if t := addons.PodTemplate(o); t != nil && addons.HasAzureIdentity(&t.Spec) {
 			p := &t.Spec
@@ -106,11 +102,17 @@ func (b *Booted) trustEntra(objs []addons.Object) ([]addons.Object, error) {
 			ct.Env = append(ct.Env, corev1.EnvVar{Name: "SSL_CERT_FILE", Value: entraCADir + "/ca.crt"})
 		}
 	}
-	return append(objs, &corev1.ConfigMap{
+}
+
+// entraCA is the ConfigMap of the stand-in's certificate, which the boot applies itself: it is the
+// stand-ins', no add-on.
+func (b *Booted) entraCA() (*corev1.ConfigMap, error) {
+	cert, err := os.ReadFile(b.entraCert())
+	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: addons.SystemNamespace, Name: entraCAConfigMap},
 		Data:       map[string]string{"ca.crt": string(cert)},
-	}), nil
+	}, err
 }
 
 // selfSigned is a serving pair for an address, its own authority.

@@ -520,7 +520,8 @@ func Down(name, dir string, progress io.Writer) error {
 	if err := removeTree(layout.MachinesDir()); err != nil {
 		return err
 	}
-	for _, f := range []string{MachinesFile(dir), layout.StoreDir()} {
+	// The machines' Pulumi state describes objects gone with them.
+	for _, f := range []string{MachinesFile(dir), layout.StoreDir(), PulumiDir(dir)} {
 		if err := os.RemoveAll(f); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/pulumilocal"
 )
 
 // RollTarget is booted machines as a roll acts on them (roll.Target). A replaced machine is
@@ -127,7 +128,11 @@ func (t *RollTarget) Prepare(ctx context.Context) error {
 		}
 	}
 	t.Cluster, t.opts.PlanDir = t.desired, t.planDir
-	return t.applyAddons(ctx)
+	stackFile, err := pulumilocal.StackFile(t.desired)
+	if err != nil {
+		return err
+	}
+	return t.applyAddons(ctx, stackFile)
 }
 
 // Commit has nothing left to record: the boot keeps no applied spec of its own.

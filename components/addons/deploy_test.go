@@ -1,0 +1,87 @@
+package addons
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// An environment's adjustments survive the trip as patches: patching a fresh copy of the objects
+// gives exactly the adjusted objects (a container gets a volume and a variable, a Deployment
+// another replica count, CPU requests shrink), and nothing else moves.
+func TestPatchesCarryAdjustmentsOver(t *testing.T) {
+	c := stacks(t)["dev"]
+	deployed := func() []Object {
+		objs, err := Deploy(c, Deployed{BootstrapToken: "abcdef.0123456789abcdef"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return objs
+	}
+	before, after := deployed(), deployed()
+	adjusted := 0
+	for _, o := range after {
+		switch w := o.(type) {
+		case *appsv1.Deployment:
+			w.Spec.Replicas = new(int32)
+		case *appsv1.DaemonSet:
+			p := &w.Spec.Template.Spec
+			p.Volumes = append(p.Volumes, corev1.Volume{Name: "extra", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+			p.Containers[0].Env = append(p.Containers[0].Env, corev1.EnvVar{Name: "EXTRA", Value: "1"})
+			p.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("7m")
+		default:
+			continue
+		}
+		adjusted++
+	}
+	patches, err := Patches(before, after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(patches) != adjusted || adjusted == 0 {
+		t.Fatalf("%d patches for %d adjusted objects", len(patches), adjusted)
+	}
+	fresh := deployed()
+	if err := Patch(fresh, patches); err != nil {
+		t.Fatal(err)
+	}
+	for i := range fresh { // as the apiserver would read them
+		got, _ := json.Marshal(fresh[i])
+		want, _ := json.Marshal(after[i])
+		if string(got) != string(want) {
+			t.Errorf("%s patched:\n%s\nwant:\n%s", Key(fresh[i]), got, want)
+		}
+	}
+	if err := Patch(deployed(), map[string]string{"Deployment/kube-system/nothing": `{"spec":{"replicas":0}}`}); err == nil || !strings.Contains(err.Error(), "Deployment/kube-system/nothing") {
+		t.Errorf("a patch of no object: %v, want refused by its key", err)
+	}
+}
+
+// A team's own class lies between the borrow class and the add-ons' (the stack's bounds), and the
+// team placement policy admits it.
+func TestTeamPriorityClassesBetweenBorrowAndSystem(t *testing.T) {
+	if BorrowPriorityValue >= spec.MinTeamPriority || spec.MaxTeamPriority >= SystemPriorityValue {
+		t.Errorf("team classes may range %d..%d, not strictly between borrow %d and system %d",
+			spec.MinTeamPriority, spec.MaxTeamPriority, BorrowPriorityValue, SystemPriorityValue)
+	}
+	c, err := stacks(t)["dev"].Clone()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Teams.PriorityClasses = []spec.TeamPriorityClass{{Name: "urgent", Value: 5000}}
+	objs := objectsOf(t, c)
+	if pc := find[*schedulingv1.PriorityClass](objs, "urgent"); pc == nil || pc.Value != 5000 {
+		t.Errorf("the stack's class: %+v", pc)
+	}
+	if !slices.Contains(TenantPriorityClasses(c), "urgent") {
+		t.Errorf("teams may not use the stack's class: %v", TenantPriorityClasses(c))
+	}
+}
