@@ -78,8 +78,8 @@ type Target struct {
 	// Stack is the infrastructure's stack; Services the cluster services' of the same name, which
 	// applies the desired spec's add-ons.
 	Stack, Services Stack
-	Azure              Clients
-	Access             Access
+	Azure           Clients
+	Access          Access
 	// Progress receives the Pulumi updates' output.
 	Progress io.Writer
 
