@@ -95,11 +95,13 @@ const (
 
 // skipAwait: what `pulumi up` does not wait for. Balloon pods are pending by design whenever real
 // pods preempted them, until the autoscaler adds a node (or forever, a pool at its maxNodes); a
-// DaemonSet is ready only when every node is, which on thousands of nodes some never are. The
-// rest (DNS, Prometheus, the operations layer) must be ready for the apply to succeed.
+// DaemonSet is ready only when every node is, which on thousands of nodes some never are; a
+// Service is ready when its Deployment is, and the provider's wait for it reads Endpoints, which
+// EndpointSlices replace (L08). The rest (DNS, Prometheus, the operations layer) must be ready
+// for the apply to succeed.
 func skipAwait(o addons.Object) bool {
 	switch w := o.(type) {
-	case *appsv1.DaemonSet:
+	case *appsv1.DaemonSet, *corev1.Service:
 		return true
 	case *appsv1.Deployment:
 		_, balloon := w.Spec.Template.Labels[addons.BalloonAppLabel]

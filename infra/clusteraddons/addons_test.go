@@ -64,7 +64,8 @@ func TestResourcesNameEachObjectAndOrderFirsts(t *testing.T) {
 }
 
 // `pulumi up` waits for the add-ons that must run, not for balloons (pending by design once
-// preempted) nor DaemonSets (ready only when every node is), and puts back what a hand edit took.
+// preempted), DaemonSets (ready only when every node is) or Services (their wait reads Endpoints),
+// and puts back what a hand edit took.
 func TestUpWaitsOnlyForWhatMustRun(t *testing.T) {
 	c, err := spec.LoadStack("../../stacks/Pulumi.dev.yaml")
 	if err != nil {
@@ -92,6 +93,7 @@ func TestUpWaitsOnlyForWhatMustRun(t *testing.T) {
 		"Deployment/kube-system/" + addons.BalloonName(c.Pools[0]): true,
 		"DaemonSet/monitoring/" + addons.NodeExporterName:          true,
 		"DaemonSet/kube-system/" + addons.NodeProblemDetectorName:  true,
+		"Service/kube-system/" + addons.DNSService:                 true,
 	} {
 		if got, ok := skipped[key]; !ok || got != want {
 			t.Errorf("%s: skip await %v (registered %v), want %v", key, got, ok, want)
