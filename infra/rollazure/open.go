@@ -19,10 +19,8 @@ import (
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/azure"
 	"github.com/clusterforge/clusterforge/infra/program"
+	"github.com/clusterforge/clusterforge/infra/services"
 )
-
-// ServicesDir holds the cluster services' project (services/Pulumi.yaml) in a checkout.
-const ServicesDir = "services"
 
 // Open is the Azure target of a stack as its last `pulumi up` left it: the applied spec and the
 // credentials from its outputs (read with the Pulumi CLI, as `pulumi stack output` does), Azure
@@ -33,7 +31,7 @@ func Open(ctx context.Context, stackName, workDir string, desired *spec.Cluster,
 	if err != nil {
 		return nil, nil, err
 	}
-	services, err := auto.SelectStackLocalSource(ctx, stackName, filepath.Join(workDir, ServicesDir))
+	servicesStack, err := auto.SelectStackLocalSource(ctx, stackName, filepath.Join(workDir, services.Dir))
 	if err != nil {
 		return nil, nil, fmt.Errorf("the cluster services' stack: %w", err)
 	}
@@ -84,7 +82,7 @@ func Open(ctx context.Context, stackName, workDir string, desired *spec.Cluster,
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Target{Cluster: desired, StackName: stackName, Project: program.Project, Stack: &stack, Services: &services,
+	return &Target{Cluster: desired, StackName: stackName, Project: program.Project, Stack: &stack, Services: &servicesStack,
 		Azure: Clients{ScaleSets: compute.NewVirtualMachineScaleSetsClient(), ScaleSetVMs: compute.NewVirtualMachineScaleSetVMsClient(),
 			VMs: compute.NewVirtualMachinesClient(), NICs: nics},
 		Access: access, Progress: progress}, applied, nil

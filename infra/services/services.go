@@ -15,8 +15,12 @@ import (
 	"github.com/clusterforge/clusterforge/infra/handoff"
 )
 
-// Project is the services' Pulumi project name (services/Pulumi.yaml).
-const Project = "clusterforge-services"
+// Project is the services' Pulumi project name, and Dir the folder of the checkout holding its
+// Pulumi.yaml.
+const (
+	Project = "clusterforge-services"
+	Dir     = "services"
+)
 
 // InfrastructureKey names, in the stack file, the infrastructure stack to read when it is not
 // handoff.DefaultReference (another organization's, on Pulumi Cloud).

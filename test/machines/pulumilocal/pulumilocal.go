@@ -28,6 +28,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/handoff"
+	"github.com/clusterforge/clusterforge/infra/services"
 )
 
 // Backend is one environment's local Pulumi backend.
@@ -53,7 +54,7 @@ func New(tools, dir, stack string) (*Backend, error) {
 		return nil, err
 	}
 	repo := filepath.Dir(filepath.Dir(tools))
-	if _, err := os.Stat(filepath.Join(repo, "services", "Pulumi.yaml")); err != nil {
+	if _, err := os.Stat(filepath.Join(repo, services.Dir, "Pulumi.yaml")); err != nil {
 		return nil, fmt.Errorf("%s is not a clusterforge checkout's .tools/bin: %w", tools, err)
 	}
 	return &Backend{Repo: repo, Tools: tools, Dir: dir, Stack: stack}, nil
@@ -63,7 +64,7 @@ func (b *Backend) passphraseFile() string { return filepath.Join(b.Dir, "passphr
 func (b *Backend) home() string           { return filepath.Join(b.Dir, "home") }
 
 // ServicesDir is the services project's local copy, where every CLI command runs.
-func (b *Backend) ServicesDir() string { return filepath.Join(b.Dir, "services") }
+func (b *Backend) ServicesDir() string { return filepath.Join(b.Dir, services.Dir) }
 
 // ServicesConfig is the services stack's config file in that copy.
 func (b *Backend) ServicesConfig() string {
@@ -188,7 +189,7 @@ func (b *Backend) command() (auto.PulumiCommand, error) {
 // stacks/) with the encryption salt this backend's earlier runs wrote kept.
 func (b *Backend) WriteServices(stackFile []byte) error {
 	var project map[string]any
-	data, err := os.ReadFile(filepath.Join(b.Repo, "services", "Pulumi.yaml"))
+	data, err := os.ReadFile(filepath.Join(b.Repo, services.Dir, "Pulumi.yaml"))
 	if err != nil {
 		return err
 	}
@@ -196,7 +197,7 @@ func (b *Backend) WriteServices(stackFile []byte) error {
 		return err
 	}
 	main, _ := project["main"].(string)
-	project["main"] = filepath.Join(b.Repo, "services", main)
+	project["main"] = filepath.Join(b.Repo, services.Dir, main)
 	delete(project, "stackConfigDir")
 	out, err := yaml.Marshal(project)
 	if err != nil {
