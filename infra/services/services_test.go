@@ -19,7 +19,7 @@ func TestProjectFileIsThisProgram(t *testing.T) {
 	}
 	var project struct {
 		Name, Runtime, Main string
-		StackConfigDir     string `yaml:"stackConfigDir"`
+		StackConfigDir      string `yaml:"stackConfigDir"`
 	}
 	if err := yaml.Unmarshal(data, &project); err != nil {
 		t.Fatal(err)
