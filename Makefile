@@ -70,7 +70,7 @@ boot-down: $(REHEARSE) ## Remove every machine, mount, loop device and namespace
 up: tools-pulumi $(REHEARSE) ## `pulumi up` of the cluster services (the add-ons) on the booted $(STACK), after showing the changes (root)
 	@$(REHEARSE) services --stack $(STACK) up --yes
 
-preview: tools-pulumi $(REHEARSE) ## `pulumi preview --expect-no-changes` of the cluster services on the booted $(STACK): what `make up` would change; fails if anything (root)
+preview: tools-pulumi $(REHEARSE) ## `pulumi preview --diff --expect-no-changes` of the cluster services on the booted $(STACK): what `make up` would change; fails if anything (root)
 	@$(REHEARSE) services --stack $(STACK) preview --diff --expect-no-changes
 
 bench-boot: setup tools-rehearsal tools-pulumi $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Time `make boot` per phase and memory per machine, several runs (build/bench/boot.md)

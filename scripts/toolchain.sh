@@ -20,7 +20,7 @@
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
 #   bench     → .tools/bin        the distribution registry, for the image pull benchmark
 #   pulumi    → .tools/bin        the Pulumi engine: the CLI at the SDK release go.mod requires, its Go
-#                                 language host and the pulumi-kubernetes provider (scripts/pulumi.sh
+#                                 language host and the pulumi-kubernetes provider (test/machines/pulumilocal
 #                                 installs the provider as the plugin release the SDK asks for)
 #   upgrades  → .tools/versions   the Kubernetes and etcd releases before the pinned ones, where the
 #                                 upgrade drills start (versions/kubernetes-<previous>/, versions/etcd-<previous>/)

@@ -351,7 +351,7 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 		_ = r.Down()
 		return nil, err
 	}
-	fmt.Fprintf(progress, "==> applied %d add-on objects (server-side apply, as the Pulumi program registers them)\n", len(objs))
+	fmt.Fprintf(progress, "==> applied %d add-on objects (server-side apply, as the services program registers them)\n", len(objs))
 	return r, nil
 }
 

@@ -16,7 +16,7 @@ import (
 // Names of cluster-autoscaler's objects.
 const (
 	AutoscalerName = "cluster-autoscaler"
-	// AutoscalerCloudConfigSecret holds the Azure provider's cloud config; the Pulumi program
+	// AutoscalerCloudConfigSecret holds the Azure provider's cloud config; the services program
 	// fills it from deploy-time values (AutoscalerCloudConfig).
 	AutoscalerCloudConfigSecret = "cluster-autoscaler-azure"
 	autoscalerCloudConfigKey    = "cloud-config"

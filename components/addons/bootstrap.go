@@ -26,7 +26,7 @@ var bootstrapTokenFormat = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
 
 // Foundation is what the control plane needs before it works at all, finished (labels, kinds):
 // the join and serving-certificate RBAC, and the CRDs and access the scheduler waits for. The
-// Pulumi program applies them among the add-ons, first; the rehearsal as soon as its API answers.
+// services program applies them among the add-ons, first; the rehearsal as soon as its API answers.
 func Foundation(c *spec.Cluster) ([]Object, error) {
 	var objs []Object
 	for _, part := range []struct {

@@ -3,7 +3,7 @@
 // configuration (L19), Coscheduling's PodGroup CRD and RBAC (L16), and Prometheus with its scrape
 // config and alert rules (L06, L10, L34).
 //
-// The objects are defined once. The Pulumi program registers them through pulumi-kubernetes
+// The objects are defined once. The cluster services program registers them through pulumi-kubernetes
 // (infra/clusteraddons); the rehearsal tests apply the same objects with server-side apply to a real
 // apiserver and scheduler. Like the machine renderers, this package imports nothing from Pulumi.
 //

@@ -24,7 +24,7 @@ const (
 	// OpsAgentName is the node agent's DaemonSet; OpsRetestName the preflight re-test CronJob.
 	OpsAgentName  = "clusterforge-ops-agent"
 	OpsRetestName = "clusterforge-ops-retest"
-	// OpsTLSSecret holds the webhooks' serving pair; the Pulumi program fills it (and every
+	// OpsTLSSecret holds the webhooks' serving pair; the services program fills it (and every
 	// webhook's caBundle) from pki.OpsWebhook.
 	OpsTLSSecret = "clusterforge-ops-tls"
 	// OpsBrakeWebhook and OpsTeamsWebhook name the webhook configurations.
@@ -189,7 +189,7 @@ var brakeRemovals = func() string {
 
 // opsWebhooks register the controller's webhooks. The brake fails closed: a removal it cannot
 // judge is refused. The team tolerations fail open: without them a team's pods still run on
-// shared nodes. The Pulumi program fills each caBundle.
+// shared nodes. The services program fills each caBundle.
 func opsWebhooks() []Object {
 	service := func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{

@@ -2,9 +2,11 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +88,11 @@ func TestVersionsFile(t *testing.T) {
 	}
 	requires("pulumi", "github.com/pulumi/pulumi/pkg/v3", string(sdk[1]))
 	requires("pulumi", "github.com/pulumi/pulumi/sdk/v3", string(sdk[1]))
+	// The docs may name the SDKs go.mod pins: the CLI's release, the Kubernetes plugin's.
+	goModPins := []string{string(sdk[1])}
+	if k := regexp.MustCompile(`\tgithub.com/pulumi/pulumi-kubernetes/sdk/v4 (v\S+)`).FindSubmatch(root); k != nil {
+		goModPins = append(goModPins, string(k[1]))
+	}
 	// The GPU bake installs the toolkit's Debian packages at the pinned release.
 	worker, err := os.ReadFile("../../images/worker.pkr.hcl")
 	if err != nil {
@@ -96,7 +103,7 @@ func TestVersionsFile(t *testing.T) {
 		t.Errorf("images/worker.pkr.hcl's nvidia_container_toolkit_version is not %s", NvidiaContainerToolkitVersion)
 	}
 	pins := map[string]bool{}
-	for _, v := range Pinned {
+	for _, v := range append(slices.Collect(maps.Values(Pinned)), goModPins...) {
 		pins[v] = true
 	}
 	docs := []string{"../../README.md"}
@@ -122,13 +129,11 @@ func TestVersionsFile(t *testing.T) {
 
 // notPinned are the releases the docs name that are no pin of ours, and why.
 var notPinned = map[string]string{
-	"v1.34.1":  "the kube-proxy release whose nftables rule the booted workers found wrong (history)",
-	"v3.5.20":  "the oldest etcd v3.6 upgrades from (etcd's upgrade rule)",
-	"v0.12.3":  "the Kueue release the fleet-operations design compares with",
-	"v0.3.0":   "github.com/google/nftables, pinned by go.mod",
-	"v3.210.0": "the Pulumi SDK, pinned by go.mod; the toolchain builds the CLI at it",
-	"v4.23.0":  "the pulumi-kubernetes SDK, pinned by go.mod: the plugin release its resources ask for",
-	"v4.24.0":  "the pulumi-kubernetes release the provider's source follows (its SDK requirement)",
+	"v1.34.1": "the kube-proxy release whose nftables rule the booted workers found wrong (history)",
+	"v3.5.20": "the oldest etcd v3.6 upgrades from (etcd's upgrade rule)",
+	"v0.12.3": "the Kueue release the fleet-operations design compares with",
+	"v0.3.0":  "github.com/google/nftables, pinned by go.mod",
+	"v4.24.0": "the pulumi-kubernetes release the provider's source follows (its SDK requirement)",
 }
 
 // Pulumi reads the stack files from Pulumi.yaml's stackConfigDir; clusterforge from StackDir.

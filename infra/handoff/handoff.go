@@ -16,6 +16,10 @@ import (
 // stack references spell.
 const InfrastructureProject = "clusterforge"
 
+// SelfManagedOrganization is the one organization of a self-managed backend (a file or a blob
+// container), where stack references name it.
+const SelfManagedOrganization = "organization"
+
 // Output is the infrastructure stack's output the services stack reads (secret).
 const Output = "clusterServices"
 
@@ -61,8 +65,8 @@ func (h Infrastructure) value() (map[string]any, error) {
 // the same name, in the same organization.
 func DefaultReference(ctx *pulumi.Context) string {
 	org := ctx.Organization()
-	if org == "" { // the self-managed backends' one organization
-		org = "organization"
+	if org == "" {
+		org = SelfManagedOrganization
 	}
 	return fmt.Sprintf("%s/%s/%s", org, InfrastructureProject, ctx.Stack())
 }

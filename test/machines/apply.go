@@ -20,10 +20,10 @@ import (
 // AddonsMachine is where endpoints.json lists the add-on processes the rehearsal runs itself.
 const AddonsMachine = "add-ons"
 
-// fieldManager owns the fields clusterforge applies, as the Pulumi program's provider would.
+// fieldManager owns the fields clusterforge applies, as the services program's provider would.
 const fieldManager = "clusterforge"
 
-// Apply server-side applies the add-on objects in order, as the Pulumi program registers them.
+// Apply server-side applies the add-on objects in order, as the services program registers them.
 // After a CRD it waits until the CRD is established, so the objects after it can use it.
 func (p *Layout) Apply(ctx context.Context, objs ...addons.Object) error {
 	dyn, mapper, err := p.dynamic()
@@ -117,7 +117,7 @@ func waitEstablished(ctx context.Context, crds dynamic.ResourceInterface, name s
 	})
 }
 
-// ApplyFoundation applies what the control plane needs before it works, as the Pulumi program's
+// ApplyFoundation applies what the control plane needs before it works, as the services program's
 // add-ons do from outside the machines: the join RBAC and token, the scheduler's CRDs.
 func (p *Layout) ApplyFoundation(ctx context.Context) error {
 	objs, err := addons.Foundation(p.Cluster)

@@ -18,6 +18,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/clusteraddons"
+	"github.com/clusterforge/clusterforge/infra/handoff"
 	"github.com/clusterforge/clusterforge/infra/program"
 	"github.com/clusterforge/clusterforge/infra/rollazure"
 	"github.com/clusterforge/clusterforge/infra/services"
@@ -255,7 +256,7 @@ func TestServicesStackUnderTheEngine(t *testing.T) {
 		if err := first.Start(); err != nil {
 			t.Fatal(err)
 		}
-		locks := filepath.Join(be.Dir, "state", ".pulumi", "locks", "organization", services.Project, be.Stack, "*.json")
+		locks := filepath.Join(be.Dir, "state", ".pulumi", "locks", handoff.SelfManagedOrganization, services.Project, be.Stack, "*.json")
 		if err := machines.Poll(ctx, time.Minute, "the first up's lock", func(context.Context) error {
 			if held, _ := filepath.Glob(locks); len(held) == 0 {
 				return os.ErrNotExist

@@ -30,7 +30,7 @@ import (
 	"github.com/clusterforge/clusterforge/test/machines"
 )
 
-// TestAddons applies every add-on object with server-side apply, as the Pulumi program does, and
+// TestAddons applies every add-on object with server-side apply, as the services program does, and
 // checks what they promise against the real apiserver and the scheduler-plugins scheduler.
 func TestAddons(t *testing.T) {
 	framework.NeedRehearsal(t)

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/pulumi/pulumi/sdk/v3/go/auto"
@@ -86,9 +87,10 @@ func (b *Backend) Env() map[string]string {
 	}
 }
 
-// Environ is this process's environment with Env.
+// Environ is this process's environment with Env, and no passphrase of the caller's shell (it
+// would take precedence over the file).
 func (b *Backend) Environ() []string {
-	out := os.Environ()
+	out := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PULUMI_CONFIG_PASSPHRASE=") })
 	for k, v := range b.Env() {
 		out = append(out, k+"="+v)
 	}
@@ -116,10 +118,8 @@ func (b *Backend) Setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(b.home(), "plugins", "resource-kubernetes-v"+version)); err == nil {
-		return nil
-	}
-	return b.run(ctx, b.Dir, io.Discard, "plugin", "install", "resource", "kubernetes", version, "--file", filepath.Join(b.Tools, "pulumi-resource-kubernetes"))
+	// Installed on every set-up: a rebuilt provider replaces the one installed before.
+	return b.run(ctx, b.Dir, io.Discard, "plugin", "install", "resource", "kubernetes", version, "--reinstall", "--file", filepath.Join(b.Tools, "pulumi-resource-kubernetes"))
 }
 
 // kubernetesSDK is the pulumi-kubernetes SDK release go.mod requires, which the program's
