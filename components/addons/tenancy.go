@@ -143,8 +143,12 @@ func rules(resources []string, ops ...admissionregistrationv1.OperationType) []a
 		Operations: ops, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: resources}}}}
 }
 
-// quote is a CEL string literal of a label, taint or class name (none holds a quote).
-func quote(s string) string { return "'" + s + "'" }
+// quote is a CEL string literal of a label, taint or class name.
+func quote(s string) string { return "'" + celEscaper.Replace(s) + "'" }
+
+// celEscaper escapes what would end or break a CEL single-quoted string: names from a stack
+// (teams.priorityClasses) reach these expressions, validated, but quoted here all the same.
+var celEscaper = strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`, "\r", `\r`)
 
 // quoteList is a CEL list of such string literals.
 func quoteList(values ...string) string {

@@ -67,3 +67,18 @@ func allowed(results []policy.CheckResult) bool {
 	}
 	return true
 }
+
+// A name cannot end the CEL literal it is quoted into: a quote, a backslash or a line break is
+// escaped, as CEL's single-quoted strings read them.
+func TestQuoteEscapesWhatWouldEndTheLiteral(t *testing.T) {
+	for in, want := range map[string]string{
+		"urgent":                    `'urgent'`,
+		"a', 'system-node-critical": `'a\', \'system-node-critical'`,
+		`a\`:                        `'a\\'`,
+		"a\n":                       `'a\n'`,
+	} {
+		if got := quote(in); got != want {
+			t.Errorf("quote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

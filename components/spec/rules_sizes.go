@@ -139,6 +139,9 @@ var standardQuotaNames = []string{"cpu", "memory", "ephemeral-storage", "request
 var teamPriorityName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 func (c *Cluster) validateTeams(v *validator) {
+	if n := len(c.Teams.PriorityClasses); n > MaxTeamPriorityClasses {
+		v.fail("teams.priorityClasses", fmt.Sprintf("name at most %d", MaxTeamPriorityClasses), "%d classes: each is a term of the team placement policy's expression", n)
+	}
 	seen := map[string]bool{}
 	for i, pc := range c.Teams.PriorityClasses {
 		field := fmt.Sprintf("teams.priorityClasses[%d]", i)

@@ -268,6 +268,8 @@ type TeamPriorityClass struct {
 const (
 	MinTeamPriority = 101
 	MaxTeamPriority = 999_999
+	// MaxTeamPriorityClasses keeps the team placement policy's expression short.
+	MaxTeamPriorityClasses = 16
 )
 
 // Joins paces node joins: a pool grows in steps, and each new node's kubelet starts after a random

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"encoding/pem"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -166,6 +167,11 @@ func TestValidationNamesTheField(t *testing.T) {
 			c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "urgent", Value: 500}, {Name: "urgent", Value: 600}}
 		}, field: "teams.priorityClasses[1].name"},
 		{name: "team priority above the add-ons", edit: func(c *Cluster) { c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "urgent", Value: 2_000_000}} }, field: "teams.priorityClasses[0].value"},
+		{name: "too many team priority classes", edit: func(c *Cluster) {
+			for i := range MaxTeamPriorityClasses + 1 {
+				c.Teams.PriorityClasses = append(c.Teams.PriorityClasses, TeamPriorityClass{Name: "c" + strconv.Itoa(i), Value: 500})
+			}
+		}, field: "teams.priorityClasses"},
 		{name: "team priority at the borrow class", edit: func(c *Cluster) { c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "urgent", Value: 100}} }, field: "teams.priorityClasses[0].value"},
 		{name: "pause image injection", edit: func(c *Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10\"\nx=1" }, field: "versions.pauseImage"},
 		{name: "unready brake off", edit: func(c *Cluster) { c.Autoscaler.MaxUnreadyPercentage = 0 }, field: "autoscaler.maxUnreadyPercentage", inText: "L19"},
