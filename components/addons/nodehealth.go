@@ -222,8 +222,8 @@ func nodeLabels() []Object {
 }
 
 // kubernetesLabel matches the label keys NodeRestriction governs (kubernetes.io and k8s.io and
-// their subdomains), as a CEL regular expression.
-const kubernetesLabel = `^([^/]*\\.)?(kubernetes|k8s)\\.io/`
+// their subdomains): a regular expression, escaped for CEL by quote.
+const kubernetesLabel = `^([^/]*\.)?(kubernetes|k8s)\.io/`
 
 // nodeProblemDetector is the agent's DaemonSet on every worker. It gets its own node and patches
 // its status (conditions), and writes events; it never lists or watches (L07).

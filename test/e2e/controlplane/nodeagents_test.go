@@ -158,9 +158,6 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		if err := check(tc); err != nil {
 			t.Errorf("%s: %v", tc.what, err)
 		}
-		if err != nil {
-			t.Errorf("%s: %v", tc.what, err)
-		}
 	}
 }
 

@@ -1,0 +1,105 @@
+package addons
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+)
+
+// celEnv reads a policy's expressions as the apiserver's CEL does for what ours use: the request's
+// objects untyped, optional fields (`.?`) and the standard macros.
+func celEnv(t *testing.T) *cel.Env {
+	env, err := cel.NewEnv(cel.OptionalTypes(),
+		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType),
+		cel.Variable("namespaceObject", cel.DynType), cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// Every expression of every admission policy parses and type-checks under CEL itself, so a quoting
+// slip is found here rather than by the apiserver refusing the policy or every request.
+func TestEveryPolicyExpressionCompiles(t *testing.T) {
+	env := celEnv(t)
+	for name, c := range stacks(t) {
+		for _, o := range objectsOf(t, c) {
+			policy, ok := o.(*admissionregistrationv1.ValidatingAdmissionPolicy)
+			if !ok {
+				continue
+			}
+			var expressions []string
+			for _, m := range policy.Spec.MatchConditions {
+				expressions = append(expressions, m.Expression)
+			}
+			for _, v := range policy.Spec.Variables {
+				expressions = append(expressions, v.Expression)
+			}
+			for _, v := range policy.Spec.Validations {
+				expressions = append(expressions, v.Expression)
+			}
+			for _, e := range expressions {
+				if _, issues := env.Compile(e); issues.Err() != nil {
+					t.Errorf("%s: %s: %s: %v", name, policy.Name, e, issues.Err())
+				}
+			}
+		}
+	}
+}
+
+// A node may change its labels in kubernetes.io and k8s.io (NodeRestriction's to govern) and no
+// other after it registers: the policy's own expressions, evaluated by CEL on label changes.
+func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
+	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeLabels(), NodeLabelsPolicy)
+	env := celEnv(t)
+	eval := func(expression string, vars map[string]any) any {
+		t.Helper()
+		ast, issues := env.Compile(expression)
+		if issues.Err() != nil {
+			t.Fatalf("%s: %v", expression, issues.Err())
+		}
+		program, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := program.Eval(vars)
+		if err != nil {
+			t.Fatalf("%s: %v", expression, err)
+		}
+		return out.Value()
+	}
+	admits := func(old, now map[string]any) bool {
+		request := map[string]any{"object": map[string]any{"metadata": map[string]any{"labels": now}},
+			"oldObject": map[string]any{"metadata": map[string]any{"labels": old}}}
+		variables := map[string]any{}
+		for _, v := range policy.Spec.Variables {
+			variables[v.Name] = eval(v.Expression, request)
+		}
+		request["variables"] = variables
+		return eval(policy.Spec.Validations[0].Expression, request) == true
+	}
+	registered := map[string]any{"kubernetes.io/hostname": "n0", "example.com/pool": "cpu"}
+	with := func(k, v string) map[string]any {
+		out := maps.Clone(registered)
+		out[k] = v
+		return out
+	}
+	for _, tc := range []struct {
+		what  string
+		now   map[string]any
+		admit bool
+	}{
+		{"nothing changes", registered, true},
+		{"its instance type (node.kubernetes.io)", with("node.kubernetes.io/instance-type", "Standard_Drill"), true},
+		{"a k8s.io label", with("topology.k8s.io/zone", "1"), true},
+		{"a new label of its own domain", with("example.com/accelerator", "a100"), false},
+		{"its pool", with("example.com/pool", "gpu"), false},
+		{"a label that only ends like kubernetes.io", with("notkubernetes.io/x", "x"), false},
+	} {
+		if got := admits(registered, tc.now); got != tc.admit {
+			t.Errorf("%s: admitted %v, want %v", tc.what, got, tc.admit)
+		}
+	}
+}
