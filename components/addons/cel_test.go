@@ -20,8 +20,9 @@ func celEnv(t *testing.T) *cel.Env {
 	return env
 }
 
-// Every expression of every admission policy parses and type-checks under CEL itself, so a quoting
-// slip is found here rather than by the apiserver refusing the policy or every request.
+// Every expression of every admission policy parses and type-checks under CEL itself, so a literal
+// left open or a broken expression is found here rather than by the apiserver refusing the policy.
+// (A literal escaped twice still compiles: the evaluation below catches that.)
 func TestEveryPolicyExpressionCompiles(t *testing.T) {
 	env := celEnv(t)
 	for name, c := range stacks(t) {
@@ -71,19 +72,24 @@ func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
 		return out.Value()
 	}
 	admits := func(old, now map[string]any) bool {
-		request := map[string]any{"object": map[string]any{"metadata": map[string]any{"labels": now}},
+		inputs := map[string]any{"object": map[string]any{"metadata": map[string]any{"labels": now}},
 			"oldObject": map[string]any{"metadata": map[string]any{"labels": old}}}
 		variables := map[string]any{}
 		for _, v := range policy.Spec.Variables {
-			variables[v.Name] = eval(v.Expression, request)
+			variables[v.Name] = eval(v.Expression, inputs)
 		}
-		request["variables"] = variables
-		return eval(policy.Spec.Validations[0].Expression, request) == true
+		inputs["variables"] = variables
+		return eval(policy.Spec.Validations[0].Expression, inputs) == true
 	}
-	registered := map[string]any{"kubernetes.io/hostname": "n0", "example.com/pool": "cpu"}
+	registered := map[string]any{"kubernetes.io/hostname": "n0", "node.kubernetes.io/instance-type": "Standard_A", "example.com/pool": "cpu"}
 	with := func(k, v string) map[string]any {
 		out := maps.Clone(registered)
 		out[k] = v
+		return out
+	}
+	without := func(k string) map[string]any {
+		out := maps.Clone(registered)
+		delete(out, k)
 		return out
 	}
 	for _, tc := range []struct {
@@ -93,6 +99,8 @@ func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
 	}{
 		{"nothing changes", registered, true},
 		{"its instance type (node.kubernetes.io)", with("node.kubernetes.io/instance-type", "Standard_Drill"), true},
+		{"dropping a node.kubernetes.io label", without("node.kubernetes.io/instance-type"), true},
+		{"dropping its pool", without("example.com/pool"), false},
 		{"a k8s.io label", with("topology.k8s.io/zone", "1"), true},
 		{"a new label of its own domain", with("example.com/accelerator", "a100"), false},
 		{"its pool", with("example.com/pool", "gpu"), false},

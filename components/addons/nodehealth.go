@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -128,6 +129,10 @@ func KernelMonitor(log KernelLog) string {
 // NodeAgentsOwnNodePolicy names the admission policy that keeps each node agent to its own Node.
 const NodeAgentsOwnNodePolicy = "clusterforge-node-agents-own-node"
 
+// NodeNameExtra is the user extra in which the apiserver names the node a service account's
+// token was bound to (its pod's node).
+const NodeNameExtra = "authentication.kubernetes.io/node-name"
+
 // NodeLabelsPolicy names the admission policy that keeps a kubelet from relabelling its Node.
 const NodeLabelsPolicy = "clusterforge-node-labels"
 
@@ -138,15 +143,14 @@ func nodeHealth(c *spec.Cluster) []Object {
 
 // nodeAgentsOwnNode: RBAC cannot say "your own node" to a service account (the Node authorizer
 // does it only for kubelets), nor "these fields", so the agents' right to update Nodes would reach
-// every Node and every field. A pod's token names the node the pod was bound to (the
-// authentication.kubernetes.io/node-name extra); this policy refuses an agent's update or patch of
-// any other Node, and of anything on its own but what the agent owns: its conditions, and for the
+// every Node and every field. A pod's token names the node the pod was bound to (NodeNameExtra);
+// this policy refuses an agent's update or patch of any other Node, and of anything on its own but what the agent owns: its conditions, and for the
 // clusterforge-ops agent taking the preflight taint off. Labels, annotations, other taints, the
 // cordon, addresses and capacity would move the node to another pool or team, or lie to the
 // scheduler and the apiservers.
 func nodeAgentsOwnNode() []Object {
 	opsAgent, npd := quote(ServiceAccountUser(SystemNamespace, OpsAgentName)), quote(ServiceAccountUser(SystemNamespace, NodeProblemDetectorName))
-	const nodeName = "'authentication.kubernetes.io/node-name'"
+	nodeName := quote(NodeNameExtra)
 	preflight := quote(wellknown.PreflightTaint)
 	unchanged := func(path, empty string) string {
 		return "object." + path + ".orValue(" + empty + ") == oldObject." + path + ".orValue(" + empty + ")"
@@ -206,17 +210,18 @@ func sameFieldsBut(field string, except ...string) string {
 // kubelet sets when it registers and never again, so this policy refuses any later change to them
 // by a node.
 func nodeLabels() []Object {
+	kubernetes := quote(kubernetesLabel)
 	return admissionPolicy(NodeLabelsPolicy,
 		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Update)},
-		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: "'system:nodes' in request.userInfo.groups"}},
+		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: quote(pki.NodesGroup) + " in request.userInfo.groups"}},
 		[]admissionregistrationv1.Variable{
 			{Name: "labels", Expression: "object.metadata.?labels.orValue({})"},
 			{Name: "oldLabels", Expression: "oldObject.metadata.?labels.orValue({})"},
 		},
 		admissionregistrationv1.Validation{
 			Expression: "variables.labels.filter(k, !(k in variables.oldLabels) || variables.oldLabels[k] != variables.labels[k])" +
-				".all(k, k.matches(" + quote(kubernetesLabel) + ")) && " +
-				"variables.oldLabels.filter(k, !(k in variables.labels)).all(k, k.matches(" + quote(kubernetesLabel) + "))",
+				".all(k, k.matches(" + kubernetes + ")) && " +
+				"variables.oldLabels.filter(k, !(k in variables.labels)).all(k, k.matches(" + kubernetes + "))",
 			Message: "a node may not change its labels outside kubernetes.io and k8s.io after it registers",
 		})
 }

@@ -1,7 +1,6 @@
 package addons
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -181,7 +180,7 @@ func opsRetest(c *spec.Cluster) []Object {
 // brakeRemovals is the brake's match condition: a node DELETE, or an update that adds a removal
 // taint; the nodes' other updates never reach the webhook.
 var brakeRemovals = func() string {
-	keys := fmt.Sprintf("['%s', '%s']", wellknown.AutoscalerDeletionTaint, wellknown.ReplaceTaint)
+	keys := quoteList(wellknown.AutoscalerDeletionTaint, wellknown.ReplaceTaint)
 	return `request.operation == 'DELETE' || ` +
 		`(has(object.spec.taints) && object.spec.taints.exists(t, t.key in ` + keys + `) && ` +
 		`!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key in ` + keys + `)))`

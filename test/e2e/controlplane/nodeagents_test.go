@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
@@ -80,10 +81,10 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 	agent := func(name string) *kubernetes.Clientset {
 		return as(rest.ImpersonationConfig{UserName: addons.ServiceAccountUser(addons.SystemNamespace, name),
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + addons.SystemNamespace, "system:authenticated"},
-			Extra:  map[string][]string{"authentication.kubernetes.io/node-name": {node}}})
+			Extra:  map[string][]string{addons.NodeNameExtra: {node}}})
 	}
 	opsAgent, npd := agent(addons.OpsAgentName), agent(addons.NodeProblemDetectorName)
-	kubelet := as(rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{"system:nodes", "system:authenticated"}})
+	kubelet := as(rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{pki.NodesGroup, "system:authenticated"}})
 	dryRun := []string{metav1.DryRunAll}
 	change := func(client *kubernetes.Clientset, edit func(*corev1.Node)) func() error {
 		return func() error { return update(client, metav1.UpdateOptions{DryRun: dryRun}, edit) }
