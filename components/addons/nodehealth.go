@@ -144,10 +144,10 @@ func nodeHealth(c *spec.Cluster) []Object {
 // nodeAgentsOwnNode: RBAC cannot say "your own node" to a service account (the Node authorizer
 // does it only for kubelets), nor "these fields", so the agents' right to update Nodes would reach
 // every Node and every field. A pod's token names the node the pod was bound to (NodeNameExtra);
-// this policy refuses an agent's update or patch of any other Node, and of anything on its own but what the agent owns: its conditions, and for the
-// clusterforge-ops agent taking the preflight taint off. Labels, annotations, other taints, the
-// cordon, addresses and capacity would move the node to another pool or team, or lie to the
-// scheduler and the apiservers.
+// this policy refuses an agent's update or patch of any other Node, and of anything on its own but
+// what the agent owns: its conditions, and for the clusterforge-ops agent taking the preflight
+// taint off. Labels, annotations, other taints, the cordon, addresses and capacity would move the
+// node to another pool or team, or lie to the scheduler and the apiservers.
 func nodeAgentsOwnNode() []Object {
 	opsAgent, npd := quote(ServiceAccountUser(SystemNamespace, OpsAgentName)), quote(ServiceAccountUser(SystemNamespace, NodeProblemDetectorName))
 	nodeName := quote(NodeNameExtra)
