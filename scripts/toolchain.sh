@@ -27,6 +27,10 @@
 # A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
 #
 # Usage: scripts/toolchain.sh [GROUP|TOOL...]      (default: rehearsal)
+#        scripts/toolchain.sh sources               only fetch and copy the files taken from modules'
+#                                                   sources (the provider's main and schemas, kube-bench's
+#                                                   checks) into .tools/share; a fast-tier test runs it
+#                                                   on an empty module cache
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -149,13 +153,24 @@ kubernetes_provider_version() {
   echo "$next-0.${PULUMI_KUBERNETES_SOURCE#v4.0.0-}"
 }
 
+# module_dir WRAPPER MODULE: the directory of MODULE at the release WRAPPER's go.mod selects, downloaded
+# first. A fresh machine's module cache holds only what was fetched: asking it (go list -m -f
+# '{{.Dir}}') for a module nothing downloaded yet prints nothing.
+module_dir() {
+  local version dir
+  version=$(cd "scripts/toolchain/$1" && go list -m -f '{{.Version}}' "$2")
+  dir=$(cd "scripts/toolchain/$1" && go mod download -json "$2@$version" | jq -r '.Dir // empty')
+  [ -d "$dir" ] || { echo "toolchain: could not download $2@$version (wrapper scripts/toolchain/$1)" >&2; exit 1; }
+  echo "$dir"
+}
+
 # kubernetes_provider_source: the provider's main embeds its schema (stamped with its version) and
 # Terraform mapping compacted, files its own build generates (generate.go) and its module lacks; Go
 # builds nothing from a changed module cache, so this copies main.go beside them into a module of
 # the wrapper's go.mod and go.sum. Prints that module's directory.
 kubernetes_provider_source() {
   local src dir="$SHARE/pulumi-kubernetes"
-  src="$(cd scripts/toolchain/pulumi-kubernetes && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes"
+  src="$(module_dir pulumi-kubernetes github.com/pulumi/pulumi-kubernetes/provider/v4)/cmd/pulumi-resource-kubernetes"
   rm -rf "$dir" && mkdir -p "$dir"
   cp scripts/toolchain/pulumi-kubernetes/go.mod scripts/toolchain/pulumi-kubernetes/go.sum "$src/main.go" "$dir/"
   chmod u+w "$dir"/*
@@ -245,16 +260,23 @@ install_azurite() {
 # kube-bench reads its CIS checks from the cfg/ folder of its own module.
 install_bench_config() {
   local src
-  src="$(cd scripts/toolchain/kube-bench && go list -m -f '{{.Dir}}' github.com/aquasecurity/kube-bench)/cfg"
-  if [ ! -d "$SHARE/kube-bench/cfg" ] || [ "$src" -nt "$SHARE/kube-bench/cfg" ]; then
+  src="$(module_dir kube-bench github.com/aquasecurity/kube-bench)/cfg"
+  if [ "$(cat "$SHARE/kube-bench/.source" 2>/dev/null)" != "$src" ]; then
     rm -rf "$SHARE/kube-bench" && mkdir -p "$SHARE/kube-bench"
     cp -r "$src" "$SHARE/kube-bench/cfg" && chmod -R u+w "$SHARE/kube-bench"
+    echo "$src" >"$SHARE/kube-bench/.source"
   fi
 }
 
 mkdir -p "$BIN"
 exec 9>"$BIN/.lock"
 flock 9   # one build at a time: `make -j` or two terminals share .tools
+if [ "${1:-}" = sources ]; then
+  step "pulumi-resource-kubernetes: source in $(kubernetes_provider_source)"
+  install_bench_config
+  step "kube-bench: checks in $SHARE/kube-bench/cfg"
+  exit 0
+fi
 tools=()
 for arg in "${@:-rehearsal}"; do
   if [ -n "${TOOL_GROUPS[$arg]:-}" ]; then
