@@ -122,9 +122,8 @@ images-local: setup tools-image ## Bake both images (worker and control-plane) f
 image-check: tools-rehearsal images-local ## Boot the stack from its baked images and check them: every machine's boot, the worker's disk unit, containerd, preloaded digests, sysctls (root)
 	$(GO) test -count=1 -v -run 'TestEveryMachineBootedCleanly|TestWorkerImage|TestPreloadedPod' ./test/e2e/booted -args -stack=$(STACK)
 
-generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc) and the PodGroup CRD copied from scheduler-plugins
+generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc)
 	cd images && $(GO) generate ./...
-	$(GO) generate ./components/addons
 
 $(REHEARSE):
 	@$(GO) build -o $@ ./cmd/rehearse

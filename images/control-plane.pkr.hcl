@@ -1,6 +1,6 @@
 # clusterforge control-plane image on Azure: a Debian 12 VM provisioned by the clusterforge-node
 # provisioner with role = "control-plane" (etcd, etcdctl, etcdutl, the Kubernetes control plane with
-# scheduler-plugins' kube-scheduler, kubectl, the etcd backup agent and the CSR approver), published
+# kube-scheduler, kubectl, the etcd backup agent and the CSR approver), published
 # as an Azure Compute Gallery image version of the image definition "control-plane". The stack's
 # controlPlaneImage takes the resulting version id; the etcd and apiserver machines boot it.
 #

@@ -74,7 +74,7 @@ variable "nvidia_driver_version" {
 # components/spec/versions.yaml's nvidiaContainerToolkit (TestVersionsFile); the bake refuses another.
 variable "nvidia_container_toolkit_version" {
   type    = string
-  default = "1.18.0"
+  default = "1.18.2"
 }
 
 locals {

@@ -40,7 +40,7 @@ image_version          = \"0.0.1\""
 $common
 binaries_dir = "$PWD/.tools/node"
 preload_images = [{
-  name    = "registry.k8s.io/pause:3.10.1"
+  name    = "$(sed -n 's/^pauseImage: *//p' components/spec/versions.yaml)"
   archive = "$work/fixture/pause.oci.tar"
   digest  = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
 }]

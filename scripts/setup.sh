@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 CLOUD_INIT_VERSION="22.4.2-1+deb12u4"   # Debian 12's cloud-init
 LIBSECCOMP_VERSION="2.5.4-1+deb12u1"    # linked into the node image's runc (scripts/toolchain.sh)
-GO_MIN="1.24"
+GO_MIN="1.26.8"   # the go directive of the newest wrapper module (scripts/toolchain/*/go.mod)
 
 step() { printf '==> %s\n' "$*"; }
 
@@ -48,6 +48,9 @@ else
 fi
 
 step "checking Go >= $GO_MIN"
+have=$(go env GOVERSION); have=${have#go}
+[ "$(printf '%s\n%s\n' "$GO_MIN" "$have" | sort -V | head -1)" = "$GO_MIN" ] || {
+  echo "setup: Go $have is older than $GO_MIN, which the toolchain's modules need: install Go $GO_MIN or newer" >&2; exit 1; }
 go version
 step "downloading Go modules (pinned by go.sum)"
 export GONOSUMDB="${GONOSUMDB:-github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2}"

@@ -2,9 +2,7 @@
 # Builds the pinned binaries clusterforge runs, from the wrapper modules in scripts/toolchain/
 # (one go.mod each, so the project's go.sum stays about the project):
 #   rehearsal → .tools/bin        what `make demo` runs: etcd, Kubernetes control plane, kubectl, KWOK,
-#                                 kube-bench; kube-scheduler is scheduler-plugins' build (Coscheduling,
-#                                 L16), as the apiserver machines run it, with its PodGroup controller;
-#                                 our own clusterforge-csr-approver, clusterforge-etcd-backup and
+#                                 kube-bench; our own clusterforge-csr-approver, clusterforge-etcd-backup and
 #                                 clusterforge-ops, built from this repository; Azurite (npm), the blob
 #                                 store the backups go to
 #   checks    → .tools/bin        what only the tests run: promtool; NVIDIA's nvidia-ctk and runtime hook,
@@ -13,8 +11,7 @@
 #                                 our clusterforge-node-join among them
 #   addons    → .tools/addons     the add-ons' binaries, which images/cmd/mkimages puts in the OCI
 #                                 images a worker preloads: CoreDNS, Prometheus, node_exporter,
-#                                 node-problem-detector, scheduler-plugins' PodGroup controller and
-#                                 clusterforge-ops (from .tools/bin)
+#                                 node-problem-detector and clusterforge-ops (from .tools/bin)
 #   control-plane → .tools/bin    what the Packer plugin installs on the etcd and apiserver machines
 #                                 (machine.ImageBinaries), a subset of rehearsal
 #   packer    → .tools/bin        packer and the Azure plugin, for `packer validate` and local bakes
@@ -24,12 +21,14 @@
 #                                 installs the provider as the plugin release the SDK asks for)
 #   upgrades  → .tools/versions   the Kubernetes and etcd releases before the pinned ones, where the
 #                                 upgrade drills start (versions/kubernetes-<previous>/, versions/etcd-<previous>/)
+#   hops      → .tools/versions   the Kubernetes minor before those, which an older cluster passes
+#                                 through (versions/kubernetes-<hop>/); built only for a stack that names it
 # A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
 #
 # Usage: scripts/toolchain.sh [GROUP|TOOL...]      (default: rehearsal)
 #        scripts/toolchain.sh sources               only fetch and copy the files taken from modules'
 #                                                   sources (the provider's main and schemas, kube-bench's
-#                                                   checks) into .tools/share; a fast-tier test runs it
+#                                                   checks, KWOK's pod stages) into .tools/share; a fast-tier test runs it
 #                                                   on an empty module cache
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,8 +45,8 @@ KUBERNETES_VERSION=$(pinned kubernetes)
 # The releases the upgrade drills start from.
 KUBERNETES_PREVIOUS=$(pinned previousKubernetes)
 ETCD_PREVIOUS=$(pinned previousEtcd)
+KUBERNETES_HOP=$(pinned hopKubernetes)
 KUBE_BENCH_VERSION=$(pinned kubeBench)
-SCHEDULER_PLUGINS_VERSION=$(pinned schedulerPlugins)
 PROMETHEUS_VERSION=$(pinned prometheus)
 NODE_EXPORTER_VERSION=$(pinned nodeExporter)
 NODE_PROBLEM_DETECTOR_VERSION=$(pinned nodeProblemDetector)
@@ -84,8 +83,7 @@ declare -A TOOLS=(
   [etcdutl]="etcd go.etcd.io/etcd/etcdutl/v3 - bin"
   [kube-apiserver]="kubernetes k8s.io/kubernetes/cmd/kube-apiserver kube bin"
   [kube-controller-manager]="kubernetes k8s.io/kubernetes/cmd/kube-controller-manager kube bin"
-  [kube-scheduler]="scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/scheduler scheduler-plugins bin"
-  [scheduler-plugins-controller]="scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/controller scheduler-plugins bin"
+  [kube-scheduler]="kubernetes k8s.io/kubernetes/cmd/kube-scheduler kube bin"
   [kubectl]="kubernetes k8s.io/kubernetes/cmd/kubectl kube bin"
   [kwok]="kwok sigs.k8s.io/kwok/cmd/kwok - bin"
   [kube-bench]="kube-bench github.com/aquasecurity/kube-bench bench bin"
@@ -97,9 +95,9 @@ declare -A TOOLS=(
   [node-problem-detector]="node-problem-detector k8s.io/node-problem-detector/cmd/nodeproblemdetector npd addons"
   [coredns]="coredns github.com/coredns/coredns - addons"
   [kubelet]="kubernetes k8s.io/kubernetes/cmd/kubelet kube node"
-  [containerd]="containerd github.com/containerd/containerd/cmd/containerd containerd node"
-  [containerd-shim-runc-v2]="containerd github.com/containerd/containerd/cmd/containerd-shim-runc-v2 containerd node"
-  [ctr]="containerd github.com/containerd/containerd/cmd/ctr containerd node"
+  [containerd]="containerd github.com/containerd/containerd/v2/cmd/containerd containerd node"
+  [containerd-shim-runc-v2]="containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 containerd node"
+  [ctr]="containerd github.com/containerd/containerd/v2/cmd/ctr containerd node"
   [runc]="runc github.com/opencontainers/runc runc node"
   [crictl]="cri-tools sigs.k8s.io/cri-tools/cmd/crictl crictl node"
   [kube-proxy]="kubernetes k8s.io/kubernetes/cmd/kube-proxy kube node"
@@ -115,10 +113,15 @@ declare -A TOOLS=(
   # The releases before the pinned ones, where the upgrade drills start (tool@version → versions/<component>-<version>/tool).
   [kube-apiserver@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kube-apiserver kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
   [kube-controller-manager@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kube-controller-manager kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
+  [kube-scheduler@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kube-scheduler kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
   [kubelet@$KUBERNETES_PREVIOUS]="kubernetes-${KUBERNETES_PREVIOUS%.*} k8s.io/kubernetes/cmd/kubelet kube@$KUBERNETES_PREVIOUS versions/kubernetes-$KUBERNETES_PREVIOUS"
   [etcd@$ETCD_PREVIOUS]="etcd-${ETCD_PREVIOUS%.*} go.etcd.io/etcd/server/v3 - versions/etcd-$ETCD_PREVIOUS"
   [etcdctl@$ETCD_PREVIOUS]="etcd-${ETCD_PREVIOUS%.*} go.etcd.io/etcd/etcdctl/v3 - versions/etcd-$ETCD_PREVIOUS"
   [etcdutl@$ETCD_PREVIOUS]="etcd-${ETCD_PREVIOUS%.*} go.etcd.io/etcd/etcdutl/v3 - versions/etcd-$ETCD_PREVIOUS"
+  [kube-apiserver@$KUBERNETES_HOP]="kubernetes-${KUBERNETES_HOP%.*} k8s.io/kubernetes/cmd/kube-apiserver kube@$KUBERNETES_HOP versions/kubernetes-$KUBERNETES_HOP"
+  [kube-controller-manager@$KUBERNETES_HOP]="kubernetes-${KUBERNETES_HOP%.*} k8s.io/kubernetes/cmd/kube-controller-manager kube@$KUBERNETES_HOP versions/kubernetes-$KUBERNETES_HOP"
+  [kube-scheduler@$KUBERNETES_HOP]="kubernetes-${KUBERNETES_HOP%.*} k8s.io/kubernetes/cmd/kube-scheduler kube@$KUBERNETES_HOP versions/kubernetes-$KUBERNETES_HOP"
+  [kubelet@$KUBERNETES_HOP]="kubernetes-${KUBERNETES_HOP%.*} k8s.io/kubernetes/cmd/kubelet kube@$KUBERNETES_HOP versions/kubernetes-$KUBERNETES_HOP"
 )
 # Our own binaries the machines run, built from this repository's module (Go's cache keeps it
 # quick): package, then the folder under .tools.
@@ -129,15 +132,16 @@ declare -A LOCAL_TOOLS=(
   [clusterforge-ops]="./cmd/clusterforge-ops bin"
 )
 declare -A TOOL_GROUPS=(
-  [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler scheduler-plugins-controller kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup clusterforge-ops azurite"
-  [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS kubelet@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
+  [rehearsal]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl kwok kube-bench clusterforge-csr-approver clusterforge-etcd-backup clusterforge-ops azurite"
+  [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS kube-scheduler@$KUBERNETES_PREVIOUS kubelet@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
+  [hops]="kube-apiserver@$KUBERNETES_HOP kube-controller-manager@$KUBERNETES_HOP kube-scheduler@$KUBERNETES_HOP kubelet@$KUBERNETES_HOP"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
   [checks]="promtool nvidia-ctk nvidia-container-runtime-hook"
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback clusterforge-node-join"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
   [pulumi]="pulumi pulumi-language-go pulumi-resource-kubernetes"
-  [addons]="coredns prometheus node_exporter node-problem-detector scheduler-plugins-controller clusterforge-ops"
+  [addons]="coredns prometheus node_exporter node-problem-detector clusterforge-ops"
 )
 
 step() { printf '==> %s\n' "$*"; }
@@ -187,16 +191,16 @@ build() {
   case "$kind" in
     kube) ldflags+="$(kube_ldflags "$KUBERNETES_VERSION")" ;;
     kube@*) ldflags+="$(kube_ldflags "${kind#kube@}")" ;;
-    # scheduler-plugins v0.33.x is built from Kubernetes v1.33 libraries: one minor behind the apiserver.
-    scheduler-plugins) ldflags+="$(kube_ldflags "v1.${SCHEDULER_PLUGINS_VERSION#v0.}")" ;;
     prometheus) ldflags+=" -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" ;;
     node-exporter) ldflags+=" -X github.com/prometheus/common/version.Version=${NODE_EXPORTER_VERSION#v}" ;;
     # No Stackdriver exporter: clusterforge reports to the apiserver and Prometheus only.
     npd) ldflags+=" -X k8s.io/node-problem-detector/pkg/version.version=$NODE_PROBLEM_DETECTOR_VERSION"; tags="disable_stackdriver_exporter" ;;
     bench) ldflags+=" -X github.com/aquasecurity/kube-bench/cmd.KubeBenchVersion=$KUBE_BENCH_VERSION" ;;
-    containerd) ldflags+=" -X github.com/containerd/containerd/version.Version=$CONTAINERD_VERSION"; tags="no_btrfs" ;;
+    containerd) ldflags+=" -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"; tags="no_btrfs" ;;
     # As runc's release binaries: static, with seccomp (containerd gives sandboxes a seccomp profile,
-    # which a runc without it refuses). Needs libseccomp-dev (scripts/setup.sh).
+    # which a runc without it refuses). Needs libseccomp-dev (scripts/setup.sh). Without the
+    # libpathrs tag (a Rust library nothing here can build): runc then resolves paths in the
+    # container's root with filepath-securejoin's Go implementation of the same safe lookups.
     runc) ldflags+=" -X main.version=${RUNC_VERSION#v} -extldflags -static"; tags="seccomp netgo osusergo"; cgo=1 ;;
     crictl) ldflags+=" -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
     # go-nvml loads the driver's library through cgo; no GPU is needed to run them.
@@ -268,6 +272,16 @@ install_bench_config() {
   fi
 }
 
+# KWOK's own pod stages (its pod-fast set: ready, complete, delete), which v0.8 no longer adds by
+# itself to a config that names node stages: the rehearsal appends them to its KWOK config.
+install_kwok_stages() {
+  local src
+  src="$(module_dir kwok sigs.k8s.io/kwok)/kustomize/stage/pod/fast"
+  mkdir -p "$SHARE/kwok"
+  for stage in pod-ready pod-complete pod-delete; do printf -- '---\n'; cat "$src/$stage.yaml"; done >"$SHARE/kwok/pod-stages.yaml.new"
+  mv "$SHARE/kwok/pod-stages.yaml.new" "$SHARE/kwok/pod-stages.yaml"
+}
+
 mkdir -p "$BIN"
 exec 9>"$BIN/.lock"
 flock 9   # one build at a time: `make -j` or two terminals share .tools
@@ -275,6 +289,8 @@ if [ "${1:-}" = sources ]; then
   step "pulumi-resource-kubernetes: source in $(kubernetes_provider_source)"
   install_bench_config
   step "kube-bench: checks in $SHARE/kube-bench/cfg"
+  install_kwok_stages
+  step "kwok: pod stages in $SHARE/kwok/pod-stages.yaml"
   exit 0
 fi
 tools=()
@@ -294,5 +310,6 @@ for tool in "${tools[@]}"; do
   if [ "$tool" = azurite ]; then install_azurite; continue; fi
   build "$tool"
   [ "$tool" != kube-bench ] || install_bench_config
+  [ "$tool" != kwok ] || install_kwok_stages
 done
 step "toolchain ready in .tools"

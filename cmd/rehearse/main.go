@@ -344,9 +344,6 @@ func start(ctx context.Context, stack, dir, tools string, nodes int, progress io
 	if err == nil {
 		err = r.Apply(upCtx, objs...)
 	}
-	if err == nil {
-		err = r.StartPodGroupController(upCtx)
-	}
 	if err != nil {
 		_ = r.Down()
 		return nil, err

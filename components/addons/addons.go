@@ -45,7 +45,6 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 		{"bootstrap", bootstrap},
 		{"tenancy", tenancy},
 		{"priorities", priorityClasses},
-		{"coscheduling", coscheduling},
 		{"dns", dns},
 		{"balloons", balloons},
 		{autoscalerAddon, autoscaler},

@@ -1,8 +1,6 @@
 package addons
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -271,35 +269,6 @@ func TestDroppedSeriesSpareAlerts(t *testing.T) {
 					}
 				}
 			}
-		}
-	}
-}
-
-func TestCRDsAreSchedulerPluginsOwn(t *testing.T) {
-	crds, err := CRDs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, want := range []string{"podgroups.scheduling.x-k8s.io", "elasticquotas.scheduling.x-k8s.io"} {
-		if crds[i].Name != want || crds[i].Spec.Versions[0].Name != "v1alpha1" {
-			t.Errorf("CRD %d is %s %s, want %s v1alpha1", i, crds[i].Name, crds[i].Spec.Versions[0].Name, want)
-		}
-	}
-	out, err := exec.Command("go", "list", "-C", "../../scripts/toolchain/scheduler-plugins", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
-	if err != nil {
-		t.Skipf("scheduler-plugins is not in the module cache (make tools fetches it): %v", err)
-	}
-	for _, src := range CRDSources {
-		upstream, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), src.Upstream))
-		if err != nil {
-			t.Fatal(err)
-		}
-		embedded, err := crdFiles.ReadFile(src.File)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(upstream) != string(embedded) {
-			t.Errorf("%s differs from the pinned scheduler-plugins' %s: run `make generate`", src.File, src.Upstream)
 		}
 	}
 }

@@ -25,14 +25,14 @@ import (
 var bootstrapTokenFormat = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
 
 // Foundation is what the control plane needs before it works at all, finished (labels, kinds):
-// the join and serving-certificate RBAC, and the CRDs and access the scheduler waits for. The
-// services program applies them among the add-ons, first; the rehearsal as soon as its API answers.
+// the join and serving-certificate RBAC. The services program applies them among the add-ons,
+// first; the rehearsal as soon as its API answers.
 func Foundation(c *spec.Cluster) ([]Object, error) {
 	var objs []Object
 	for _, part := range []struct {
 		addon   string
 		objects []Object
-	}{{"bootstrap", bootstrap(c)}, {"coscheduling", schedulerSupport(c)}} {
+	}{{"bootstrap", bootstrap(c)}} {
 		for _, o := range part.objects {
 			if err := finish(o, part.addon); err != nil {
 				return nil, err

@@ -6,6 +6,9 @@ import (
 
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // celEnv reads a policy's expressions as the apiserver's CEL does for what ours use: the request's
@@ -107,6 +110,44 @@ func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
 		{"a label that only ends like kubernetes.io", with("notkubernetes.io/x", "x"), false},
 	} {
 		if got := admits(registered, tc.now); got != tc.admit {
+			t.Errorf("%s: admitted %v, want %v", tc.what, got, tc.admit)
+		}
+	}
+}
+
+// A team's gang runs at a class its pods may: the scheduler orders and preempts it at its
+// PodGroup's priority, and a Workload's templates make PodGroups.
+func TestTeamGangPolicyUnderCEL(t *testing.T) {
+	c := &spec.Cluster{Name: "cf-test", Pools: []spec.Pool{{Name: "gpu", VMSize: "Standard_ND96asr_v4", Nodes: 8}}}
+	c.Default()
+	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](teamGangs(c), TeamGangPolicy)
+	env := celEnv(t)
+	ast, issues := env.Compile(policy.Spec.Validations[0].Expression)
+	if issues.Err() != nil {
+		t.Fatal(issues.Err())
+	}
+	program, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		what  string
+		spec  map[string]any
+		admit bool
+	}{
+		{"a PodGroup at the default class", map[string]any{"schedulingPolicy": map[string]any{"gang": map[string]any{"minCount": 8}}}, true},
+		{"a PodGroup at the borrow class", map[string]any{"priorityClassName": wellknown.BorrowPriority}, true},
+		{"a PodGroup at system-cluster-critical", map[string]any{"priorityClassName": "system-cluster-critical"}, false},
+		{"a Workload whose template is the platform's", map[string]any{"podGroupTemplates": []any{
+			map[string]any{"name": "a"}, map[string]any{"name": "b", "priorityClassName": SystemPriority}}}, false},
+		{"a Workload of allowed templates", map[string]any{"podGroupTemplates": []any{map[string]any{"name": "a", "priorityClassName": DefaultPriority}}}, true},
+		{"a composite group", map[string]any{"compositePodGroupTemplates": []any{map[string]any{"name": "c"}}}, false},
+	} {
+		out, _, err := program.Eval(map[string]any{"object": map[string]any{"spec": tc.spec}})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		if got := out.Value() == true; got != tc.admit {
 			t.Errorf("%s: admitted %v, want %v", tc.what, got, tc.admit)
 		}
 	}

@@ -1,7 +1,7 @@
 // Package addons defines the cluster add-ons the lessons ask for as typed Kubernetes objects
 // (k8s.io/api): cluster DNS (L13), priorities and balloons (L15), cluster-autoscaler's Azure
-// configuration (L19), Coscheduling's PodGroup CRD and RBAC (L16), and Prometheus with its scrape
-// config and alert rules (L06, L10, L34).
+// configuration (L19), and Prometheus with its scrape config and alert rules (L06, L10, L34). Gangs
+// (L16) need no add-on: PodGroups are Kubernetes' own API (machine.GangAPI).
 //
 // The objects are defined once. The cluster services program registers them through pulumi-kubernetes
 // (infra/clusteraddons); the rehearsal tests apply the same objects with server-side apply to a real

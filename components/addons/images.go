@@ -27,13 +27,8 @@ func nodeExporterImage(c *spec.Cluster) BuiltImage {
 	return BuiltImage{"quay.io/prometheus/node-exporter:" + c.Versions.NodeExporter, "addons/node_exporter", "/bin/node_exporter"}
 }
 
-func podGroupControllerImage(c *spec.Cluster) BuiltImage {
-	return BuiltImage{"registry.k8s.io/scheduler-plugins/controller:" + c.Versions.SchedulerPlugins, "bin/scheduler-plugins-controller", "/bin/controller"}
-}
-
 // BuiltImages are every add-on image clusterforge builds. cluster-autoscaler's is pulled: it runs
 // on the system pool only and needs Azure's API to do anything.
 func BuiltImages(c *spec.Cluster) []BuiltImage {
-	return []BuiltImage{coreDNSImage(c), prometheusImage(c), nodeExporterImage(c), nodeProblemDetectorImage(c),
-		podGroupControllerImage(c), opsImage()}
+	return []BuiltImage{coreDNSImage(c), prometheusImage(c), nodeExporterImage(c), nodeProblemDetectorImage(c), opsImage()}
 }

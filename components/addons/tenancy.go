@@ -20,6 +20,10 @@ const (
 	TeamNamespacePolicy = "clusterforge-team-namespaces"
 	// TeamPlacementPolicy holds a team's pods to the nodes the scheduler may give the team.
 	TeamPlacementPolicy = "clusterforge-team-placement"
+	// TeamGangPolicy holds a team's gangs (PodGroups, and the Workloads that template them) to the
+	// priority classes its pods may run at: the scheduler orders and preempts a gang at its
+	// PodGroup's priority, not its pods'.
+	TeamGangPolicy = "clusterforge-team-gangs"
 )
 
 // TeamNamespaceLabels are the labels of team's namespace: the team (quotas, tolerations, L17) and
@@ -76,6 +80,7 @@ func tenancy(c *spec.Cluster) []Object {
 		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: wellknown.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
 	}
+	objs = append(objs, teamGangs(c)...)
 	return append(objs, admissionPolicy(TeamPlacementPolicy, teamPods, nil,
 		[]admissionregistrationv1.Variable{
 			{Name: "team", Expression: "namespaceObject.metadata.labels[" + quote(wellknown.TeamKey) + "]"},
@@ -114,6 +119,31 @@ func tenancy(c *spec.Cluster) []Object {
 		},
 	)...)
 }
+
+// teamGangs is TeamGangPolicy: every priority class a team's PodGroup or Workload names is one of
+// TenantPriorityClasses (the apiserver's priority admission resolves the number from it).
+func teamGangs(c *spec.Cluster) []Object {
+	allowed := quoteList(append([]string{""}, TenantPriorityClasses(c)...)...)
+	templates := func(field string) string {
+		return "object.spec.?" + field + ".orValue([]).all(t, t.?priorityClassName.orValue('') in " + allowed + ")"
+	}
+	match := admissionregistrationv1.MatchResources{
+		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{schedulingGroup}, APIVersions: []string{"*"}, Resources: []string{"podgroups", "workloads"}}}}},
+		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: wellknown.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
+	}
+	return admissionPolicy(TeamGangPolicy, match, nil, nil, admissionregistrationv1.Validation{
+		// Composite groups nest templates deeper than one expression can follow; teams need none.
+		Expression: "object.spec.?priorityClassName.orValue('') in " + allowed + " && " + templates("podGroupTemplates") + " && " +
+			"size(object.spec.?compositePodGroupTemplates.orValue([])) == 0",
+		Message: "a team's gangs run at one of the priority classes " + strings.Join(TenantPriorityClasses(c), ", ") + ", without composite groups",
+	})
+}
+
+// schedulingGroup is the API group of PodGroups and Workloads (machine.GangAPI).
+var schedulingGroup, _, _ = strings.Cut(machine.GangAPI, "/")
 
 // admissionPolicy is a ValidatingAdmissionPolicy that denies what fails a validation, and its
 // binding. Every refusal is Forbidden.

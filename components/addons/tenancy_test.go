@@ -16,7 +16,7 @@ import (
 // is exempt; the pods there that need the exemption are listed (and must need it), and every
 // other one must fit the default, so none starts needing the host unnoticed.
 func TestEveryAddonPodFitsItsNamespacesPodSecurityLevel(t *testing.T) {
-	evaluator, err := policy.NewEvaluator(policy.DefaultChecks())
+	evaluator, err := policy.NewEvaluator(policy.DefaultChecks(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

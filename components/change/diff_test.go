@@ -1,6 +1,7 @@
 package change
 
 import (
+	"fmt"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -22,7 +23,16 @@ func applied(t *testing.T) *spec.Cluster {
 	}
 	c.Pools[0].Labels = map[string]string{"team": "research"}
 	c.Pools[0].Taints = []spec.Taint{{Key: "dedicated", Value: "research", Effect: "NoSchedule"}}
+	// On the releases before the pinned ones, so that the pinned ones are an upgrade.
+	c.Versions.Kubernetes, c.Versions.Kubelet, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
 	return copyOf(t, c)
+}
+
+// nextPatch is the release after v within its minor.
+func nextPatch(v string) string {
+	var major, minor, patch int
+	fmt.Sscanf(v, "v%d.%d.%d", &major, &minor, &patch)
+	return fmt.Sprintf("v%d.%d.%d", major, minor, patch+1)
 }
 
 // copyOf is a deep copy through the applied record's encoding.
@@ -59,11 +69,21 @@ var edits = []struct {
 	class Class
 	roles []string
 }{
-	{"kubernetes patch", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.34.3" }, Roll, []string{"apiserver", "worker-cpu", "worker-gpu", "worker-cpu2"}},
-	{"kubernetes minor", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.35.0" }, Roll, []string{"apiserver", "worker-cpu", "worker-gpu", "worker-cpu2"}},
-	{"kubernetes two minors", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.36.0" }, Refused, nil},
-	{"kubernetes downgrade", func(c *spec.Cluster) { c.Versions.Kubernetes = "v1.33.4" }, Refused, nil},
-	{"etcd patch", func(c *spec.Cluster) { c.Versions.Etcd = "v3.6.5" }, Roll, []string{"etcd-events", "etcd-main"}},
+	{"kubernetes patch", func(c *spec.Cluster) {
+		c.Versions.Kubernetes = nextPatch(spec.PreviousKubernetesVersion)
+		c.Versions.Kubelet = c.Versions.Kubernetes
+	}, Roll, []string{"apiserver", "worker-cpu", "worker-gpu", "worker-cpu2"}},
+	{"kubernetes minor", func(c *spec.Cluster) {
+		c.Versions.Kubernetes, c.Versions.Kubelet = spec.DefaultKubernetesVersion, spec.DefaultKubernetesVersion
+	},
+		Roll, []string{"apiserver", "worker-cpu", "worker-gpu", "worker-cpu2"}},
+	{"kubernetes minor, workers held", func(c *spec.Cluster) { c.Versions.Kubernetes = spec.DefaultKubernetesVersion }, Roll, []string{"apiserver"}},
+	{"kubelet", func(c *spec.Cluster) { c.Versions.Kubelet = nextPatch(spec.PreviousKubernetesVersion) }, Roll, []string{"worker-cpu", "worker-gpu", "worker-cpu2"}},
+	{"kubelet downgrade", func(c *spec.Cluster) { c.Versions.Kubelet = spec.HopKubernetesVersion }, Refused, nil},
+	{"kubernetes two minors", func(c *spec.Cluster) { c.Versions.Kubernetes, c.Versions.Kubelet = "v1.38.0", "v1.38.0" }, Refused, nil},
+	{"kubernetes downgrade", func(c *spec.Cluster) { c.Versions.Kubernetes = spec.HopKubernetesVersion }, Refused, nil},
+	{"etcd patch", func(c *spec.Cluster) { c.Versions.Etcd = nextPatch(spec.PreviousEtcdVersion) }, Roll, []string{"etcd-events", "etcd-main"}},
+	{"etcd minor", func(c *spec.Cluster) { c.Versions.Etcd = spec.DefaultEtcdVersion }, Roll, []string{"etcd-events", "etcd-main"}},
 	{"etcd downgrade", func(c *spec.Cluster) { c.Versions.Etcd = "v3.5.21" }, Refused, nil},
 	{"etcd size", func(c *spec.Cluster) { c.EtcdMain.VMSize = "Standard_E8ds_v5" }, Roll, []string{"etcd-main"}},
 	{"etcd quota", func(c *spec.Cluster) { c.EtcdMain.QuotaBackendBytes *= 2 }, Roll, []string{"etcd-main"}},
@@ -73,14 +93,13 @@ var edits = []struct {
 	{"control-plane image", func(c *spec.Cluster) { c.ControlPlaneImage += "1" }, Roll, []string{"etcd-events", "etcd-main", "apiserver"}},
 	{"apiserver inflight", func(c *spec.Cluster) { c.APIServer.MaxRequestsInflight++ }, Roll, []string{"apiserver"}},
 	{"apiserver count", func(c *spec.Cluster) { c.APIServer.Count++ }, InPlace, nil},
-	{"scheduler plugins", func(c *spec.Cluster) { c.Versions.SchedulerPlugins = "v0.33.6" }, Roll, []string{"apiserver"}},
 	{"max pods", func(c *spec.Cluster) { // every pool's default; 31 keeps two scale sets a VNet
 		c.Kubelet.MaxPods = 31
 		for i := range c.Pools {
 			c.Pools[i].MaxPods = 31
 		}
 	}, Roll, []string{"worker-cpu", "worker-gpu", "worker-cpu2"}},
-	{"pause image", func(c *spec.Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10.2" }, Roll, []string{"worker-cpu", "worker-gpu", "worker-cpu2"}},
+	{"pause image", func(c *spec.Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause:3.10.1" }, Roll, []string{"worker-cpu", "worker-gpu", "worker-cpu2"}},
 	{"pool label", func(c *spec.Cluster) { c.Pools[0].Labels["team"] = "infra" }, Roll, []string{"worker-cpu"}},
 	{"pool taint", func(c *spec.Cluster) { c.Pools[0].Taints = nil }, Roll, []string{"worker-cpu"}},
 	{"pool image", func(c *spec.Cluster) { c.Pools[1].Image += "1" }, Roll, []string{"worker-gpu"}},
@@ -135,7 +154,7 @@ func TestClassification(t *testing.T) {
 
 // notInUserData are the edits that change what a machine runs without changing its rendered
 // files: the binaries and the VM come from the image and the Azure model.
-var notInUserData = []string{"kubernetes patch", "kubernetes minor", "etcd patch", "etcd size",
+var notInUserData = []string{"kubernetes patch", "kubernetes minor", "kubernetes minor, workers held", "kubelet", "etcd patch", "etcd minor", "etcd size",
 	"control-plane image", "pause image", "pool image"}
 
 // The rules against the renderer: an edit rolls exactly the roles whose rendered machine (flags,
@@ -181,13 +200,14 @@ func render(t *testing.T, c *spec.Cluster, b pki.Bundle, role string) machine.Ma
 func TestRefusalNamesTheFix(t *testing.T) {
 	base := applied(t)
 	desired := copyOf(t, base)
-	desired.Versions.Kubernetes = "v1.36.0"
+	desired.Versions.Kubernetes = "v1.38.0" // a minor past the pinned release
 	desired.Network.EtcdSubnet = "10.0.128.0/24"
 	_, err := NewPlan(base, desired, Inventory{})
 	if err == nil {
 		t.Fatal("planned a refused change")
 	}
-	for _, want := range []string{"versions.kubernetes", "roll to v1.35.x first", "network.etcdSubnet", "new address plan is a new cluster"} {
+	for _, want := range []string{"versions.kubernetes", "one minor at a time", "1. versions.kubernetes: " + spec.DefaultKubernetesVersion,
+		"2. versions.kubernetes: v1.38.0", "network.etcdSubnet", "new address plan is a new cluster"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("refusal lacks %q: %v", want, err)
 		}

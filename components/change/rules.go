@@ -32,11 +32,12 @@ var rules = []rule{
 	{pattern: "location", class: Refused, reason: "a new region is a new cluster; create a new stack"},
 	{pattern: "zones", class: Refused, reason: "VMs are placed in zones when created; moving them replaces every etcd member at once"},
 	{pattern: "targetNodes", class: InPlace, reason: "sizes are frozen in the stack file (make freeze); a new target changes only what the lines below show"},
-	{pattern: "versions.kubernetes", class: Roll, roles: []string{spec.RoleAPIServer, "workers"}, check: kubernetesSkew,
-		reason: "apiservers first, one at a time; then the kubelets, never newer than the apiservers"},
+	{pattern: "versions.kubernetes", class: Roll, roles: []string{spec.RoleAPIServer}, check: kubernetesSkew,
+		reason: "apiservers one at a time, before any kubelet of the new release (versions.kubelet follows it unless held)"},
+	{pattern: "versions.kubelet", class: Roll, roles: []string{"workers"}, check: kubeletChange,
+		reason: "the kubelets, after the apiservers and never newer than them: the workers' image carries them"},
 	{pattern: "versions.etcd", class: Roll, roles: []string{spec.RoleEtcdEvents, spec.RoleEtcdMain}, check: etcdUpgradePath,
 		reason: "events etcd first as the canary, then the main etcd; " + rollEtcd},
-	{pattern: "versions.schedulerPlugins", class: Roll, roles: []string{spec.RoleAPIServer}, reason: "the scheduler runs on the apiserver machines"},
 	{pattern: "versions.pauseImage", class: Roll, roles: []string{"workers"}, reason: "the pause image is preloaded in the worker image and pinned in its containerd config (L25)"},
 	{pattern: "versions.containerd", class: Roll, roles: []string{"workers"}, reason: "baked into the worker image: bake one with the new version and roll the pools"},
 	{pattern: "versions.runc", class: Roll, roles: []string{"workers"}, reason: "baked into the worker image"},
@@ -133,15 +134,51 @@ func poolName(path string) string {
 }
 
 // kubernetesSkew allows one minor up, or any patch within a minor; kube-apiserver supports
-// neither skipping a minor nor a downgrade (kubernetes.io/releases/version-skew-policy).
-func kubernetesSkew(ch *Change, _, _ *spec.Cluster) string {
-	return minorStep(ch.From, ch.To, "Kubernetes", "apiservers")
+// neither skipping a minor nor a downgrade (kubernetes.io/releases/version-skew-policy). A skip is
+// refused with the hops that get there (UpgradePath).
+func kubernetesSkew(ch *Change, applied, desired *spec.Cluster) string {
+	if why := minorStep(ch.From, ch.To, "Kubernetes", "apiservers"); why != "" {
+		return withPath(why, applied, desired)
+	}
+	return ""
 }
 
-// etcdUpgradePath allows patch changes and one minor up: etcd upgrades one minor at a time, and a
-// downgrade needs `etcdctl downgrade` first (etcd.io/docs/v3.6/upgrades).
-func etcdUpgradePath(ch *Change, _, _ *spec.Cluster) string {
-	return minorStep(ch.From, ch.To, "etcd", "members")
+// kubeletChange refuses a kubelet downgrade; a kubelet may move several minors at once, up to the
+// control plane's (spec validation keeps it within the skew policy).
+func kubeletChange(ch *Change, _, _ *spec.Cluster) string {
+	if semver.Compare(ch.To, ch.From) < 0 {
+		return fmt.Sprintf("the kubelet %s is older than the %s the workers run: downgrades are not supported", ch.To, ch.From)
+	}
+	return ""
+}
+
+// etcdUpgradePath allows patch changes and one minor up from a release that minor accepts: etcd
+// upgrades one minor at a time, and a downgrade needs `etcdctl downgrade` first
+// (etcd.io/docs/v3.7/upgrades).
+func etcdUpgradePath(ch *Change, applied, desired *spec.Cluster) string {
+	why := minorStep(ch.From, ch.To, "etcd", "members")
+	if floor, ok := etcdUpgradeFloor[semver.MajorMinor(ch.To)]; why == "" && ok && semver.MajorMinor(ch.From) != semver.MajorMinor(ch.To) && semver.Compare(ch.From, floor) < 0 {
+		why = fmt.Sprintf("etcd %s upgrades only from %s or later", semver.MajorMinor(ch.To), floor)
+	}
+	if why != "" && minorStep(applied.Versions.Kubernetes, desired.Versions.Kubernetes, "", "") != "" {
+		return why + "; see the hops of versions.kubernetes"
+	}
+	if why != "" {
+		return withPath(why, applied, desired)
+	}
+	return ""
+}
+
+// withPath adds the hops that reach desired to a refusal, where there are some.
+func withPath(why string, applied, desired *spec.Cluster) string {
+	hops, err := UpgradePath(applied.Versions, desired.Versions)
+	switch {
+	case err != nil:
+		return why + ": " + err.Error()
+	case len(hops) > 0:
+		return why + "; " + UpgradePathText(hops)
+	}
+	return why
 }
 
 func minorStep(from, to, what, who string) string {
@@ -151,20 +188,10 @@ func minorStep(from, to, what, who string) string {
 		return fmt.Sprintf("a major %s change is not a roll", what)
 	case semver.Compare(fromMinor, toMinor) > 0:
 		return fmt.Sprintf("%s %s is older than the %s run (%s): downgrades are not supported; restore the last snapshot into a cluster of the old version instead", what, to, who, from)
-	case semver.Compare(fromMinor, toMinor) < 0 && minorOf(toMinor) != minorOf(fromMinor)+1:
-		return fmt.Sprintf("%s upgrades one minor at a time: roll to %s.x first", what, nextMinor(fromMinor))
+	case semver.Compare(fromMinor, toMinor) < 0 && spec.MinorOf(to) != spec.MinorOf(from)+1:
+		return fmt.Sprintf("%s upgrades one minor at a time", what)
 	}
 	return ""
-}
-
-func minorOf(majorMinor string) int {
-	var major, minor int
-	fmt.Sscanf(majorMinor, "v%d.%d", &major, &minor)
-	return minor
-}
-
-func nextMinor(majorMinor string) string {
-	return fmt.Sprintf("%s.%d", semver.Major(majorMinor), minorOf(majorMinor)+1)
 }
 
 // poolRemoval refuses removing a pool that may still hold machines: its workloads would go with

@@ -20,7 +20,7 @@ func TestPlanStages(t *testing.T) {
 	base := applied(t)
 	desired := copyOf(t, base)
 	desired.ControlPlaneImage += "1"
-	desired.Versions.Kubernetes = "v1.35.0"
+	desired.Versions.Kubernetes, desired.Versions.Kubelet = spec.DefaultKubernetesVersion, spec.DefaultKubernetesVersion
 	inv := Inventory{
 		spec.RoleEtcdMain: names("m", 5), spec.RoleEtcdEvents: names("e", 3), spec.RoleAPIServer: names("a", 2),
 		"worker-cpu": names("c", 41), "worker-gpu": nil,

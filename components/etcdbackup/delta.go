@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // Delta is one stored chunk of an etcd cluster's changes: every event of revisions From to To,
@@ -55,7 +56,7 @@ func encodeEvents(events []*mvccpb.Event) ([]byte, error) {
 	var buf bytes.Buffer
 	var n [binary.MaxVarintLen64]byte
 	for _, ev := range events {
-		b, err := ev.Marshal()
+		b, err := proto.Marshal(ev)
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +75,7 @@ func decodeEvents(b []byte) ([]*mvccpb.Event, error) {
 			return nil, fmt.Errorf("event %d is cut short", len(out))
 		}
 		ev := &mvccpb.Event{}
-		if err := ev.Unmarshal(b[n : n+int(size)]); err != nil {
+		if err := proto.Unmarshal(b[n:n+int(size)], ev); err != nil {
 			return nil, fmt.Errorf("event %d: %w", len(out), err)
 		}
 		out = append(out, ev)

@@ -38,7 +38,7 @@ func APIServerFlags(c *spec.Cluster) Flags {
 		}
 	}
 	a := c.APIServer
-	return Flags{
+	flags := Flags{
 		"advertise-address": "${NODE_IP}",
 		"bind-address":      "0.0.0.0", // the load balancer probes NODE_IP; local components dial 127.0.0.1
 		"secure-port":       strconv.Itoa(wellknown.APIServerPort),
@@ -103,16 +103,24 @@ func APIServerFlags(c *spec.Cluster) Flags {
 		"requestheader-username-headers":     "X-Remote-User",
 
 		// Tokens name the public issuer Entra ID trusts (Workload Identity).
-		"service-account-issuer":           c.ServiceAccountIssuer(),
-		"service-account-jwks-uri":         pki.IssuerKeysURL(c.ServiceAccountIssuer()),
-		"service-account-key-file":         CertPath("", pki.ServiceAccountKey),
-		"service-account-signing-key-file": KeyPath("", pki.ServiceAccountKey),
-		"service-cluster-ip-range":         c.Network.ServiceCIDR,
+		// Projected tokens expire when they say, not a year later (CIS 1.2.30).
+		"service-account-extend-token-expiration": "false",
+		"service-account-issuer":                  c.ServiceAccountIssuer(),
+		"service-account-jwks-uri":                pki.IssuerKeysURL(c.ServiceAccountIssuer()),
+		"service-account-key-file":                CertPath("", pki.ServiceAccountKey),
+		"service-account-signing-key-file":        KeyPath("", pki.ServiceAccountKey),
+		"service-cluster-ip-range":                c.Network.ServiceCIDR,
 
 		"allow-privileged": "true",
 		"profiling":        "false",
 		"event-ttl":        "1h",
 	}
+	if GangScheduling(c) {
+		// PodGroups and Workloads (L16): a beta API, off unless asked for.
+		flags["feature-gates"] = featureGates(c)
+		flags["runtime-config"] = GangAPI + "=true"
+	}
+	return flags
 }
 
 func apiserver(c *spec.Cluster, b pki.Bundle) part {

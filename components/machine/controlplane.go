@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/mod/semver"
+
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -22,7 +24,7 @@ const (
 func ControllerManagerFlags(c *spec.Cluster) Flags {
 	// Client QPS grows with the node count so node and pod lifecycles keep up (L09).
 	qps := max(20, c.TargetNodes/50)
-	return Flags{
+	flags := Flags{
 		"kubeconfig":                       ControllerManagerKubeconfig,
 		"authentication-kubeconfig":        ControllerManagerKubeconfig,
 		"authorization-kubeconfig":         ControllerManagerKubeconfig,
@@ -44,6 +46,32 @@ func ControllerManagerFlags(c *spec.Cluster) Flags {
 		"profiling":                   "false",
 		"tls-cipher-suites":           tlsCipherSuites,
 	}
+	if GangScheduling(c) {
+		// The PodGroup protection controller keeps a gang's PodGroup while its pods exist (L16).
+		flags["feature-gates"] = featureGates(c)
+	}
+	return flags
+}
+
+// GangSchedulingSince is the Kubernetes minor whose scheduler places a PodGroup's pods all or
+// none (L16): the Workload API (scheduling.k8s.io/v1beta1, feature GenericWorkload) is beta
+// there, though off by default. Older minors, where it is alpha, run without gangs.
+const GangSchedulingSince = "v1.37"
+
+// GangScheduling reports whether c's control plane schedules gangs.
+func GangScheduling(c *spec.Cluster) bool {
+	return semver.Compare(semver.MajorMinor(c.Versions.Kubernetes), GangSchedulingSince) >= 0
+}
+
+// GangAPI is the API group version of PodGroups and Workloads, which the apiservers serve.
+const GangAPI = "scheduling.k8s.io/v1beta1"
+
+// featureGates are the gates the control plane's components turn on, extra first.
+func featureGates(c *spec.Cluster, extra ...string) string {
+	if GangScheduling(c) {
+		extra = append(extra, "GenericWorkload=true")
+	}
+	return strings.Join(extra, ",")
 }
 
 // localClient is a control-plane component's own identity: its certificate and key, and a
@@ -63,7 +91,7 @@ func controllerManager(c *spec.Cluster, b pki.Bundle) part {
 }
 
 // SchedulerFlags are the kube-scheduler flags; the behaviour lives in its config file.
-func SchedulerFlags() Flags {
+func SchedulerFlags(c *spec.Cluster) Flags {
 	return Flags{
 		"config":                    SchedulerConfigPath,
 		"profiling":                 "false", // the config says so too; CIS 1.4.1 reads the flag
@@ -73,18 +101,17 @@ func SchedulerFlags() Flags {
 		"tls-cipher-suites":         tlsCipherSuites,
 		// Its pod and node informers stream their initial state from the watch cache rather than
 		// LIST every pod after each restart (kube-controller-manager does so by default).
-		"feature-gates": "WatchListClient=true",
+		"feature-gates": featureGates(c, "WatchListClient=true"),
 	}
 }
 
-// SchedulerConfig is the profile of the scheduler-plugins build the apiserver machines run.
-// Coscheduling (L16) holds a PodGroup's pods at Permit until minMember of them fit, so two jobs
-// that each want the whole pool cannot deadlock at half each; its queue sort replaces
-// PrioritySort (it still orders by priority first). Scoring bin-packs (L12): NodeResourcesFit
-// scores MostAllocated, GPUs weighted above CPU and memory so whole GPU nodes stay free for big
-// jobs, and InterPodAffinity weighs 2. NodeResourcesBalancedAllocation is off: it favours the
-// emptier of two nodes whose CPU and memory use differ, which cancelled MostAllocated on 16-CPU
-// nodes in the rehearsal.
+// SchedulerConfig is the profile of the kube-scheduler the apiserver machines run. With the
+// Workload API on (GangScheduling), its GangScheduling plugin holds a PodGroup's pods at Permit
+// until minCount of them fit, so two jobs that each want the whole pool cannot deadlock at half
+// each (L16). Scoring bin-packs (L12): NodeResourcesFit scores MostAllocated, GPUs weighted above
+// CPU and memory so whole GPU nodes stay free for big jobs, and InterPodAffinity weighs 2.
+// NodeResourcesBalancedAllocation is off: it favours the emptier of two nodes whose CPU and memory
+// use differ, which cancelled MostAllocated on 16-CPU nodes in the rehearsal.
 func SchedulerConfig() string {
 	return `apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -96,11 +123,6 @@ enableProfiling: false
 profiles:
 - schedulerName: default-scheduler
   plugins:
-    multiPoint:
-      enabled:
-      - name: Coscheduling
-      disabled:
-      - name: PrioritySort
     score:
       enabled:
       - name: NodeResourcesFit
@@ -110,12 +132,6 @@ profiles:
       disabled:
       - name: NodeResourcesBalancedAllocation
   pluginConfig:
-  - name: Coscheduling
-    args:
-      # How long a gang's placed pods hold their nodes waiting for the rest.
-      permitWaitingTimeSeconds: ` + strconv.Itoa(CoschedulingPermitWaitSeconds) + `
-      # How long a gang that could not be placed whole waits before it is tried again.
-      podGroupBackoffSeconds: ` + strconv.Itoa(CoschedulingBackoffSeconds) + `
   - name: NodeResourcesFit
     args:
       scoringStrategy:
@@ -130,19 +146,13 @@ profiles:
 `
 }
 
-// Coscheduling timing (L16).
-const (
-	CoschedulingPermitWaitSeconds = 60
-	CoschedulingBackoffSeconds    = 10
-)
-
-// scheduler is the scheduler-plugins build of kube-scheduler (L16), as the control-plane image carries it.
+// scheduler is kube-scheduler, which places gangs whole (L16).
 func scheduler(c *spec.Cluster, b pki.Bundle) part {
 	files := append(localClient(b, pki.Scheduler, SchedulerKubeconfig), File{Path: SchedulerConfigPath, Content: SchedulerConfig(), Mode: 0o644})
 	return part{files: files, units: []Unit{service{
-		name: "kube-scheduler", description: "Kubernetes scheduler (scheduler-plugins " + c.Versions.SchedulerPlugins + ", Coscheduling)",
+		name: "kube-scheduler", description: "Kubernetes scheduler",
 		after: []string{APIServerUnit}, binary: BinDir + "/kube-scheduler",
-		flags: SchedulerFlags(),
+		flags: SchedulerFlags(c),
 	}.unit()}}
 }
 

@@ -64,9 +64,28 @@ func TestLessonFlags(t *testing.T) {
 
 func TestSchedulerBinPacks(t *testing.T) {
 	cfg := SchedulerConfig()
-	for _, want := range []string{"type: MostAllocated", "name: InterPodAffinity\n        weight: 2", "leaderElect: true", "- name: Coscheduling", "- name: PrioritySort"} {
+	for _, want := range []string{"type: MostAllocated", "name: InterPodAffinity\n        weight: 2", "leaderElect: true"} {
 		if !strings.Contains(cfg, want) {
-			t.Errorf("scheduler config lacks %q (L12, L16)", want)
+			t.Errorf("scheduler config lacks %q (L12)", want)
+		}
+	}
+}
+
+// The control plane serves and schedules gangs from the minor that has them in beta (L16); the
+// releases before it, where the upgrade drills start, run without them (their API is alpha).
+func TestGangSchedulingFollowsTheMinor(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		gangs   bool
+	}{{spec.DefaultKubernetesVersion, true}, {spec.PreviousKubernetesVersion, false}, {spec.HopKubernetesVersion, false}} {
+		c := testCluster(t)
+		c.Versions.Kubernetes = tc.version
+		api, kcm, sched := APIServerFlags(c), ControllerManagerFlags(c), SchedulerFlags(c)
+		on := strings.Contains(api["feature-gates"], "GenericWorkload=true") && api["runtime-config"] == GangAPI+"=true" &&
+			strings.Contains(kcm["feature-gates"], "GenericWorkload=true") && strings.Contains(sched["feature-gates"], "GenericWorkload=true")
+		if on != tc.gangs {
+			t.Errorf("Kubernetes %s: gangs on %t, want %t (apiserver %q %q, controller-manager %q, scheduler %q)",
+				tc.version, on, tc.gangs, api["feature-gates"], api["runtime-config"], kcm["feature-gates"], sched["feature-gates"])
 		}
 	}
 }

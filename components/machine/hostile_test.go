@@ -47,7 +47,6 @@ func hostileCluster(t *testing.T) *spec.Cluster {
 	c.Pools[0].Name = hostile[2]
 	c.Pools[0].Labels = labels
 	c.Pools[0].Taints = []spec.Taint{{Key: hostile[1], Value: hostile[2], Effect: "NoSchedule\nauthorization: {mode: AlwaysAllow}"}}
-	c.Versions.SchedulerPlugins = hostile[1]
 	c.APIServer.EtcdCompactionInterval = hostile[0]
 	return c
 }
@@ -60,7 +59,7 @@ func TestHostileValuesStayOneArgument(t *testing.T) {
 	intended := map[string][]string{
 		"kube-apiserver.service":            append([]string{BinDir + "/kube-apiserver"}, APIServerFlags(c).Args()...),
 		"kube-controller-manager.service":   append([]string{BinDir + "/kube-controller-manager"}, ControllerManagerFlags(c).Args()...),
-		"kube-scheduler.service":            append([]string{BinDir + "/kube-scheduler"}, SchedulerFlags().Args()...),
+		"kube-scheduler.service":            append([]string{BinDir + "/kube-scheduler"}, SchedulerFlags(c).Args()...),
 		"kubelet.service":                   append([]string{BinDir + "/kubelet"}, KubeletFlags(c.Pools[0]).Args()...),
 		"clusterforge-csr-approver.service": append([]string{BinDir + "/clusterforge-csr-approver"}, CSRApproverFlags(c).Args()...),
 	}

@@ -69,6 +69,8 @@ evictionHard:
   nodefs.inodesFree: "5%%"
   imagefs.available: "15%%"
 protectKernelDefaults: true
+# cgroup v1 is in maintenance upstream: the kubelet refuses such a host (its default since 1.35).
+`+FailCgroupV1+`: true
 rotateCertificates: true
 # The serving certificate comes from the cluster CA too, once clusterforge-csr-approver has
 # checked the names are this node's; the apiservers verify it (CIS 1.2.5).
@@ -81,6 +83,9 @@ tlsCipherSuites: [%s]
 		c.Kubelet.MaxParallelImagePulls, r.KubeCPUMilli, r.KubeMemory>>20, r.SystemCPUMilli, r.SystemMemory>>20,
 		r.EvictionMemory>>20, strings.ReplaceAll(tlsCipherSuites, ",", ", "), registerWithTaints)
 }
+
+// FailCgroupV1 is the kubelet setting that refuses a cgroup v1 host.
+const FailCgroupV1 = "failCgroupV1"
 
 // NodeLabels are the labels every node of a pool registers with: the pool's own, never a placement
 // label (wellknown.PlacementLabels), which no kubelet may set (spec validation refuses them first).

@@ -65,15 +65,20 @@ func NvidiaCTKConfig(path string) []string {
 		"--set", "nvidia-container-runtime.mode=legacy"}
 }
 
-// ContainerdConfig is containerd's config (version 2, containerd 1.7). On GPU images the default
-// runtime is NVIDIA's runc wrapper, which injects the driver and devices into GPU containers.
+// ContainerdRuntimeSection is the table of containerd's config that holds the CRI runtime's own
+// settings.
+const ContainerdRuntimeSection = `[plugins."io.containerd.cri.v1.runtime"]`
+
+// ContainerdConfig is containerd's config, in the format every containerd 2 reads (version 3;
+// containerd 2.3 migrates it on start). On GPU images the default runtime is NVIDIA's runc
+// wrapper, which injects the driver and devices into GPU containers.
 func ContainerdConfig(c *spec.Cluster, gpu bool) string {
 	timeout, _ := time.ParseDuration(c.Kubelet.ImagePullProgressTimeout) // validated
 	runtime, binary := "runc", BinDir+"/runc"
 	if gpu {
 		runtime, binary = "nvidia", NvidiaContainerRuntime
 	}
-	return fmt.Sprintf(`version = 2
+	return fmt.Sprintf(`version = 3
 # The root is on the local SSD, mounted by %[1]s before containerd starts (L22).
 root = %[2]s
 state = %[3]s
@@ -81,28 +86,30 @@ state = %[3]s
 [grpc]
   address = %[4]s
 
-[plugins."io.containerd.grpc.v1.cri"]
-  # Pinned and preloaded: a fresh node pulls nothing to start its first pod (L25).
-  sandbox_image = %[5]s
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs" # L21: the devicemapper and btrfs snapshotters were the slow path
   # Layers of one image download in parallel (L24); a stalled pull is cancelled, a slow one is not (L23).
   max_concurrent_downloads = %[6]d
   image_pull_progress_timeout = %[7]s
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    # Pinned and preloaded: a fresh node pulls nothing to start its first pod (L25).
+    sandbox = %[5]s
 
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs" # L21: the devicemapper and btrfs snapshotters were the slow path
+%[13]s
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = %[11]s
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[12]s]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.%[12]s]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.%[12]s.options]
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.%[12]s.options]
         BinaryName = %[8]s
         SystemdCgroup = true
 
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[9]s
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [%[9]s]
     conf_dir = %[10]s
 `, ContainerdDiskUnit, tomlString(ContainerdRoot), tomlString(wellknown.ContainerdState), tomlString(wellknown.ContainerdSocketPath),
 		tomlString(c.Versions.PauseImage), c.Kubelet.MaxConcurrentDownloads, tomlString(timeout.String()), tomlString(binary),
-		tomlString(CNIBinDir), tomlString(CNIConfDir), tomlString(runtime), runtime)
+		tomlString(CNIBinDir), tomlString(CNIConfDir), tomlString(runtime), runtime, ContainerdRuntimeSection)
 }
 
 // Sysctls are the node kernel settings, each with its reason.

@@ -141,14 +141,14 @@ func (r *Roller) kubeletSkew(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	want := semver.MajorMinor(r.Desired.Versions.Kubernetes)
+	want := semver.MajorMinor(r.Desired.Versions.Kubelet)
 	for _, name := range inv[spec.RoleAPIServer] {
 		v, err := r.Target.APIServerVersion(ctx, name)
 		if err != nil {
 			return fmt.Errorf("apiserver %s: %v", name, err)
 		}
 		if semver.Compare(semver.MajorMinor(v), want) < 0 {
-			return fmt.Errorf("apiserver %s serves %s, older than the kubelets' %s would be: roll the apiservers first", name, v, r.Desired.Versions.Kubernetes)
+			return fmt.Errorf("apiserver %s serves %s, older than the kubelets' %s would be: roll the apiservers first", name, v, r.Desired.Versions.Kubelet)
 		}
 	}
 	return nil

@@ -88,7 +88,7 @@ func Report(ctx context.Context, o Observer, desired *spec.Cluster) ([]Machine, 
 	}
 	for _, n := range nodes {
 		out = append(out, Machine{Name: n.Name, Role: spec.WorkerRole(n.Labels[wellknown.PoolLabel]),
-			Runs: n.Status.NodeInfo.KubeletVersion, Want: desired.Versions.Kubernetes})
+			Runs: n.Status.NodeInfo.KubeletVersion, Want: desired.Versions.Kubelet})
 	}
 	if mr, ok := o.(ModelReporter); ok {
 		models, err := mr.Models(ctx)

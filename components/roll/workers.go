@@ -59,7 +59,7 @@ func (r *Roller) replaceWorkers(ctx context.Context, nodes []string, finished fu
 		}
 	}
 	r.logf("%v: replaced, booted in %s", nodes, time.Since(replaced).Round(100*time.Millisecond))
-	want := r.Desired.Versions.Kubernetes
+	want := r.Desired.Versions.Kubelet
 	waiting := slices.Clone(nodes)
 	return poll(ctx, fmt.Sprintf("%v to be Ready on %s", waiting, want), func() error {
 		var notYet []error

@@ -102,12 +102,21 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 		}
 		seen[key.Value] = true
 		idx, ok := fields[key.Value]
+		if hint, gone := removedKeys[name]; !ok && gone {
+			d.fail(key, name, hint, "is no longer read")
+			continue
+		}
 		if !ok {
 			d.fail(key, name, "check its spelling against docs/reference/stack.md or remove it", "unknown key %s", strconv.Quote(key.Value))
 			continue
 		}
 		d.decode(value, name, v.Field(idx))
 	}
+}
+
+// removedKeys are keys earlier releases read, with what to do instead.
+var removedKeys = map[string]string{
+	"versions.schedulerPlugins": "remove it: gang scheduling (L16) is Kubernetes' own since 1.37, the kube-scheduler of versions.kubernetes",
 }
 
 func (d *decoder) sequence(n *yaml.Node, path string, v reflect.Value) {

@@ -49,6 +49,8 @@ const (
 var DefaultTeamQuota = map[string]string{
 	"pods": "20000", "count/jobs.batch": "10000", "services": "500", "configmaps": "2000", "secrets": "2000",
 	"persistentvolumeclaims": "500", "count/serviceaccounts": "200", "services.nodeports": "0", "services.loadbalancers": "0",
+	// Gangs (L16): a PodGroup each, and the Workloads that template them.
+	"count/podgroups.scheduling.k8s.io": "2000", "count/workloads.scheduling.k8s.io": "500",
 }
 
 // DefaultZones spreads machines over three availability zones.
@@ -63,13 +65,13 @@ func (c *Cluster) Default() {
 		c.Zones = append([]string(nil), DefaultZones...)
 	}
 	setDefault(c.explicit, &c.Versions.Kubernetes, DefaultKubernetesVersion)
+	setDefault(c.explicit, &c.Versions.Kubelet, c.Versions.Kubernetes)
 	setDefault(c.explicit, &c.Versions.Etcd, DefaultEtcdVersion)
 	setDefault(c.explicit, &c.Versions.PauseImage, DefaultPauseImage)
 	setDefault(c.explicit, &c.Versions.Containerd, DefaultContainerdVersion)
 	setDefault(c.explicit, &c.Versions.Runc, DefaultRuncVersion)
 	setDefault(c.explicit, &c.Versions.Crictl, DefaultCrictlVersion)
 	setDefault(c.explicit, &c.Versions.AzureCNI, DefaultAzureCNIVersion)
-	setDefault(c.explicit, &c.Versions.SchedulerPlugins, DefaultSchedulerPlugins)
 	setDefault(c.explicit, &c.Versions.CoreDNS, DefaultCoreDNSVersion)
 	setDefault(c.explicit, &c.Versions.ClusterAutoscaler, DefaultAutoscalerVersion)
 	setDefault(c.explicit, &c.Versions.Prometheus, DefaultPrometheusVersion)

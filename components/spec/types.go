@@ -88,39 +88,41 @@ type Cluster struct {
 	givenVNets []int
 }
 
-// Versions pins the binaries the machine image carries.
+// Versions pins the binaries the machine image carries. Each default is versions.yaml's pin of
+// the same key.
 type Versions struct {
-	// Kubernetes is the kube-apiserver, controller-manager, scheduler and kubelet version. Default "v1.34.2".
+	// Kubernetes is the kube-apiserver, controller-manager and scheduler version, and the
+	// kubelet's unless Kubelet holds it back.
 	Kubernetes string `yaml:"kubernetes"`
-	// Etcd is the etcd version. Default "v3.6.4".
+	// Kubelet is the workers' kubelet and kube-proxy version. Default: Kubernetes. Pinned to what
+	// the workers run, it holds them while the control plane moves one minor at a time, at most
+	// KubeletSkewMinors ahead (Kubernetes' version-skew policy): the workers then roll once. While
+	// held, the worker image's other versions may stay what the workers run too.
+	Kubelet string `yaml:"kubelet"`
+	// Etcd is the etcd version.
 	Etcd string `yaml:"etcd"`
-	// PauseImage is the pinned sandbox image every node preloads (L25). Default "registry.k8s.io/pause:3.10.1".
+	// PauseImage is the pinned sandbox image every node preloads (L25).
 	PauseImage string `yaml:"pauseImage"`
-	// Containerd is the container runtime baked into node images. Default "v1.7.28".
+	// Containerd is the container runtime baked into node images.
 	Containerd string `yaml:"containerd"`
-	// Runc is the OCI runtime baked into node images. Default "v1.3.0".
+	// Runc is the OCI runtime baked into node images.
 	Runc string `yaml:"runc"`
-	// Crictl is the CRI client baked into node images. Default "v1.34.0".
+	// Crictl is the CRI client baked into node images.
 	Crictl string `yaml:"crictl"`
-	// AzureCNI is the Azure CNI plugin version baked into node images (L29). Default "v1.6.21".
+	// AzureCNI is the Azure CNI plugin version baked into node images (L29).
 	AzureCNI string `yaml:"azureCNI"`
-	// SchedulerPlugins is the sigs.k8s.io/scheduler-plugins release whose kube-scheduler build the
-	// apiserver machines run, for Coscheduling (L16); one minor behind Kubernetes is within the
-	// supported skew. Default "v0.33.5".
-	SchedulerPlugins string `yaml:"schedulerPlugins"`
-	// CoreDNS is the cluster DNS image tag (L13). Default "v1.12.1".
+	// CoreDNS is the cluster DNS image tag (L13).
 	CoreDNS string `yaml:"coreDNS"`
-	// ClusterAutoscaler is the cluster-autoscaler image tag (L19). Default "v1.34.0".
+	// ClusterAutoscaler is the cluster-autoscaler image tag (L19).
 	ClusterAutoscaler string `yaml:"clusterAutoscaler"`
-	// Prometheus is the Prometheus image tag (L06, L10, L34). Default "v3.5.0".
+	// Prometheus is the Prometheus image tag (L06, L10, L34).
 	Prometheus string `yaml:"prometheus"`
-	// NodeExporter is the Prometheus node-exporter image tag. Default "v1.9.1".
+	// NodeExporter is the Prometheus node-exporter image tag.
 	NodeExporter string `yaml:"nodeExporter"`
 	// NodeProblemDetector is the node-problem-detector image tag, the node health agent (L35).
-	// Default "v0.8.20".
 	NodeProblemDetector string `yaml:"nodeProblemDetector"`
 	// NvidiaDevicePlugin is the NVIDIA device plugin image tag, which GPU nodes pull (it needs a
-	// GPU to do anything, so clusterforge does not build it). Default "v0.17.2".
+	// GPU to do anything, so clusterforge does not build it).
 	NvidiaDevicePlugin string `yaml:"nvidiaDevicePlugin"`
 }
 

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/semver"
 )
@@ -39,10 +41,10 @@ func TestVersionsFile(t *testing.T) {
 	// Every version a stack may pin (Buildable) is one a wrapper module builds.
 	wrappers := map[string]struct{ wrapper, module string }{
 		"kubernetes": {"kubernetes", "k8s.io/kubernetes"}, "etcd": {"etcd", "go.etcd.io/etcd/server/v3"},
-		"containerd": {"containerd", "github.com/containerd/containerd"}, "runc": {"runc", "github.com/opencontainers/runc"},
+		"containerd": {"containerd", "github.com/containerd/containerd/v2"}, "runc": {"runc", "github.com/opencontainers/runc"},
 		"crictl": {"cri-tools", "sigs.k8s.io/cri-tools"}, "azureCNI": {"azure-cni", "github.com/Azure/azure-container-networking"},
-		"schedulerPlugins": {"scheduler-plugins", "sigs.k8s.io/scheduler-plugins"}, "prometheus": {"prometheus", "github.com/prometheus/prometheus"},
-		"coreDNS": {"coredns", "github.com/coredns/coredns"}, "nodeExporter": {"node-exporter", "github.com/prometheus/node_exporter"},
+		"prometheus": {"prometheus", "github.com/prometheus/prometheus"},
+		"coreDNS":    {"coredns", "github.com/coredns/coredns"}, "nodeExporter": {"node-exporter", "github.com/prometheus/node_exporter"},
 		"nodeProblemDetector": {"node-problem-detector", "k8s.io/node-problem-detector"},
 	}
 	for key, versions := range Buildable {
@@ -60,7 +62,7 @@ func TestVersionsFile(t *testing.T) {
 				v = fmt.Sprintf("v0.%d%02d.%d", major, minor, patch)
 			}
 			wrapper := w.wrapper
-			if i > 0 { // an older release has a wrapper of its own: kubernetes-v1.33
+			if i > 0 { // an older release has a wrapper of its own: kubernetes-v1.36
 				wrapper += "-" + semver.MajorMinor(v)
 			}
 			requires(wrapper, w.module, v)
@@ -72,6 +74,7 @@ func TestVersionsFile(t *testing.T) {
 		"packer": {"packer", "github.com/hashicorp/packer"}, "packerPluginAzure": {"packer", "github.com/hashicorp/packer-plugin-azure"},
 		"registry":               {"registry", "github.com/distribution/distribution/v3"},
 		"nvidiaContainerToolkit": {"nvidia-container-toolkit", "github.com/NVIDIA/nvidia-container-toolkit"},
+		"cniPlugins":             {"cni-plugins", "github.com/containernetworking/plugins"},
 	} {
 		requires(w.wrapper, w.module, pinned(key))
 	}
@@ -130,7 +133,7 @@ func TestVersionsFile(t *testing.T) {
 // notPinned are the releases the docs name that are no pin of ours, and why.
 var notPinned = map[string]string{
 	"v1.34.1": "the kube-proxy release whose nftables rule the booted workers found wrong (history)",
-	"v3.5.20": "the oldest etcd v3.6 upgrades from (etcd's upgrade rule)",
+	"v3.6.11": "the oldest etcd v3.7 upgrades from (etcd's upgrade rule)",
 	"v0.12.3": "the Kueue release the fleet-operations design compares with",
 	"v0.3.0":  "github.com/google/nftables, pinned by go.mod",
 	"v4.24.0": "the pulumi-kubernetes release the provider's source follows (its SDK requirement)",
@@ -144,5 +147,92 @@ func TestStackDirIsPulumis(t *testing.T) {
 	}
 	if !regexp.MustCompile(`(?m)^stackConfigDir: ` + StackDir + `$`).Match(project) {
 		t.Errorf("Pulumi.yaml's stackConfigDir is not %q:\n%s", StackDir, project)
+	}
+}
+
+// supportOfPin is the support component a pin of versions.yaml belongs to; "" for the pins that
+// run on no machine of the cluster, each with why.
+func supportOfPin(key string) string {
+	switch key {
+	case "previousKubernetes", "hopKubernetes":
+		return "kubernetes"
+	case "previousEtcd":
+		return "etcd"
+	case "pauseImage", "clusterforge", "pulumiLanguageGo", "pulumiKubernetesSource":
+		// The pause image is our own build (images/cmd/pause) under upstream's name; clusterforge
+		// is ours; the Pulumi engine runs on the deploy host, at the releases the proxy serves.
+		return ""
+	}
+	return key
+}
+
+// pinProblems are the pins of versions.yaml that break their line's support on today: below the
+// floor, past the end of support, or in a line it has no facts for; and facts that are malformed.
+func pinProblems(pins map[string]string, support map[string]map[string]Support, today time.Time) []string {
+	var problems []string
+	for key, v := range pins {
+		component := supportOfPin(key)
+		if component == "" {
+			continue
+		}
+		s, ok := support[component][semver.MajorMinor(v)]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s %s: versions.yaml's support has no %s %s", key, v, component, semver.MajorMinor(v)))
+			continue
+		}
+		if semver.Compare(v, s.Floor) < 0 {
+			problems = append(problems, fmt.Sprintf("%s %s is below its floor %s (%s)", key, v, s.Floor, strings.Join(s.CVEs, "; ")))
+		}
+		if end, dated := s.End(); dated && today.After(end.AddDate(0, 0, 1)) {
+			problems = append(problems, fmt.Sprintf("%s %s is past its end of support on %s", key, v, s.EndOfSupport))
+		}
+	}
+	for component, lines := range support {
+		for line, s := range lines {
+			_, dated := s.End()
+			switch {
+			case !exactRelease(s.Floor) || semver.MajorMinor(s.Floor) != line:
+				problems = append(problems, fmt.Sprintf("support of %s %s: floor %q is not a release of the line", component, line, s.Floor))
+			case s.EndOfSupport != "" && !dated:
+				problems = append(problems, fmt.Sprintf("support of %s %s: endOfSupport %q is not YYYY-MM-DD", component, line, s.EndOfSupport))
+			case !dated && s.Policy == "":
+				problems = append(problems, fmt.Sprintf("support of %s %s: no endOfSupport and no policy", component, line))
+			case s.Source == "":
+				problems = append(problems, fmt.Sprintf("support of %s %s: no source", component, line))
+			}
+		}
+	}
+	sort.Strings(problems)
+	return problems
+}
+
+// Every pin is on a supported line, at or above the oldest release without a known escape or
+// data-loss CVE; the check fails on a pin below its floor and on one past its end.
+func TestPinsAreSupported(t *testing.T) {
+	if _, err := time.Parse(time.DateOnly, SupportReadOn); err != nil {
+		t.Errorf("versions.yaml's supportReadOn %q is not YYYY-MM-DD", SupportReadOn)
+	}
+	for _, p := range pinProblems(Pinned, versions.Support, time.Now()) {
+		t.Error(p)
+	}
+	broken := map[string]map[string]Support{"runc": {"v1.3": {EndOfSupport: "2026-04-29", Floor: "v1.3.3",
+		CVEs: []string{"CVE-2025-31133"}, Source: "fixture"}}}
+	for _, tc := range []struct {
+		name string
+		pin  string
+		day  string
+		want string
+	}{
+		{"below its floor", "v1.3.0", "2026-01-01", "runc v1.3.0 is below its floor v1.3.3 (CVE-2025-31133)"},
+		{"past its end", "v1.3.3", "2026-05-01", "runc v1.3.3 is past its end of support on 2026-04-29"},
+		{"on its last day", "v1.3.3", "2026-04-29", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			day, _ := time.Parse(time.DateOnly, tc.day)
+			got := strings.Join(pinProblems(map[string]string{"runc": tc.pin}, broken, day), "\n")
+			if got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/capacity"
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/azure"
@@ -262,7 +263,7 @@ func (r *Result) Summary(w io.Writer) {
 		req := addons.BalloonRequests(c, p)
 		fmt.Fprintf(w, "  L15 %s: %d balloon pods of %s CPU, %s memory at priority %d\n", p.Name, p.Nodes, req.Cpu(), req.Memory(), addons.BalloonPriorityValue)
 	}
-	fmt.Fprintf(w, "  L16 kube-scheduler from scheduler-plugins %s: Coscheduling + MostAllocated\n", c.Versions.SchedulerPlugins)
+	fmt.Fprintf(w, "  L16 kube-scheduler %s: gangs through %s PodGroups (gang scheduling: %t) + MostAllocated\n", c.Versions.Kubernetes, machine.GangAPI, machine.GangScheduling(c))
 	fmt.Fprintf(w, "  L20 %d parallel pulls × %d downloads per node; egress through each VNet's NAT gateway (%d SNAT ports a public IP, %d per node at the peak)\n",
 		c.Kubelet.MaxParallelImagePulls, c.Kubelet.MaxConcurrentDownloads, spec.SNATPortsPerPublicIP, c.EgressPortsPerNode())
 	fmt.Fprintf(w, "  L19 cluster-autoscaler: every scale set from 0 to its capacity, stops above %d%% unready\n", c.Autoscaler.MaxUnreadyPercentage)
@@ -274,6 +275,20 @@ func (r *Result) Summary(w io.Writer) {
 	}
 	r.Headroom(w)
 	r.ControlPlaneCPU(w)
+	r.Support(w, time.Now())
+}
+
+// Support prints the upstream support of every release the stack runs, on today, from
+// versions.yaml's support facts; a release past its end or near it is marked WARNING.
+func (r *Result) Support(w io.Writer, today time.Time) {
+	fmt.Fprintf(w, "Upstream support on %s (versions.yaml's facts, read %s; docs/reference/support.md):\n", today.Format(time.DateOnly), spec.SupportReadOn)
+	for _, s := range r.Cluster.SupportStatus(today) {
+		mark := "  "
+		if s.Warn {
+			mark = "  WARNING "
+		}
+		fmt.Fprintf(w, "%s%-22s %-8s %s\n", mark, s.Key, s.Version, s.Status)
+	}
 }
 
 // ControlPlaneCPU is the cores each control-plane machine needs at targetNodes, from the scale

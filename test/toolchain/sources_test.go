@@ -31,7 +31,7 @@ func TestSourcesResolveOnAnEmptyModuleCache(t *testing.T) {
 	}
 	for _, want := range []string{
 		"share/pulumi-kubernetes/main.go", "share/pulumi-kubernetes/schema-embed.json",
-		"share/pulumi-kubernetes/terraform-mapping-embed.json", "share/kube-bench/cfg/config.yaml",
+		"share/pulumi-kubernetes/terraform-mapping-embed.json", "share/kube-bench/cfg/config.yaml", "share/kwok/pod-stages.yaml",
 	} {
 		if info, err := os.Stat(filepath.Join(repo, ".tools", want)); err != nil || info.Size() == 0 {
 			t.Errorf(".tools/%s is missing or empty after `scripts/toolchain.sh sources`:\n%s", want, out)

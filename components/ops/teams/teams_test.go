@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/klog/v2"
 )
 
 func TestParseAllocationsNamesEachBadField(t *testing.T) {
@@ -119,7 +120,7 @@ func TestWebhookAddsTheTeamsAndTheBorrowersTolerations(t *testing.T) {
 	tolerates := func(p corev1.Pod, team string) bool {
 		taint := corev1.Taint{Key: TaintKey, Value: team, Effect: corev1.TaintEffectNoSchedule}
 		for _, tol := range p.Spec.Tolerations {
-			if tol.ToleratesTaint(&taint) {
+			if tol.ToleratesTaint(klog.Background(), &taint, false) {
 				return true
 			}
 		}

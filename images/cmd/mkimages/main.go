@@ -1,7 +1,7 @@
 // Command mkimages writes the OCI image archives a worker bake preloads, and the Packer variable
 // file that lists them: the stack's pause image, the add-on images built from the toolchain's
-// pinned sources (addons.BuiltImages: CoreDNS, Prometheus, node_exporter, the PodGroup
-// controller) and one large multi-layer app image (the role of the seeds' "Dota" image, L26).
+// pinned sources (addons.BuiltImages: CoreDNS, Prometheus, node_exporter, node-problem-detector,
+// clusterforge-ops) and one large multi-layer app image (the role of the seeds' "Dota" image, L26).
 // With -push it also pushes the app image to a registry.
 //
 //	mkimages -pause-binary build/bin/pause -tools .tools -stack stacks/Pulumi.dev.yaml -out build/images/preload

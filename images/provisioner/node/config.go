@@ -63,7 +63,7 @@ type Config struct {
 
 // PreloadImage is one image baked into the node.
 type PreloadImage struct {
-	// Name is the image reference pods use, registry/path:tag, e.g. registry.k8s.io/pause:3.10.1. Required.
+	// Name is the image reference pods use, registry/path:tag, e.g. the stack's pause image. Required.
 	Name string `mapstructure:"name" required:"true"`
 	// Archive is the local OCI image archive whose index names the image with the
 	// io.containerd.image.name annotation, as `ctr images export` and images/cmd/mkimages write

@@ -20,6 +20,7 @@ import (
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/provision*.golden")
@@ -38,14 +39,15 @@ type recorder struct {
 	versions map[string]string
 }
 
-// reports are the pinned binaries' --version output, in each binary's own words.
+// reports are the pinned binaries' --version output, in each binary's own words (as the
+// toolchain's builds print them).
 var reports = map[string]string{
-	"kubelet":        "Kubernetes v1.34.2\n",
-	"kube-apiserver": "Kubernetes v1.34.2\n",
-	"containerd":     "containerd github.com/containerd/containerd v1.7.28 \n",
-	"runc":           "runc version 1.3.0\nspec: 1.2.1\ngo: go1.24.0\nlibseccomp: 2.5.4\n",
-	"crictl":         "crictl version v1.34.0\n",
-	"etcd":           "etcd Version: 3.6.4\nGit SHA: Not provided (use ./build instead of go build)\nGo Version: go1.24.0\nGo OS/Arch: linux/amd64\n",
+	"kubelet":        "Kubernetes " + spec.DefaultKubernetesVersion + "\n",
+	"kube-apiserver": "Kubernetes " + spec.DefaultKubernetesVersion + "\n",
+	"containerd":     "containerd github.com/containerd/containerd/v2 " + spec.DefaultContainerdVersion + " \n",
+	"runc":           "runc version " + strings.TrimPrefix(spec.DefaultRuncVersion, "v") + "\nspec: 1.3.0\ngo: go1.26.8\nlibseccomp: 2.5.4\n",
+	"crictl":         "crictl version " + spec.DefaultCrictlVersion + "\n",
+	"etcd":           "etcd Version: " + strings.TrimPrefix(spec.DefaultEtcdVersion, "v") + "\nGit SHA: Not provided (use ./build instead of go build)\nGo Version: go1.26.8\nGo OS/Arch: linux/amd64\n",
 }
 
 // versionCommand is a bake's --version question to an installed binary, with or without sudo.
@@ -92,7 +94,7 @@ func fixture(t *testing.T) map[string]interface{} {
 		"stack":        filepath.Join("..", "..", "..", "stacks", "Pulumi.dev.yaml"),
 		"binaries_dir": bin,
 		"preload_image": []map[string]interface{}{
-			{"name": "registry.k8s.io/pause:3.10.1", "archive": archive, "digest": pauseDigest},
+			{"name": spec.DefaultPauseImage, "archive": archive, "digest": pauseDigest},
 			{"name": appImage, "digest": appDigest}, // no archive: pulled from its registry
 		},
 		"manifest_output": filepath.Join(dir, "manifest.json"),
@@ -132,7 +134,7 @@ func TestProvisionCommandsAndUploads(t *testing.T) {
 		check  func(manifest) bool
 	}{
 		{"provision.golden", fixture, func(m manifest) bool {
-			return m.Role == "worker" && m.Kubernetes == "v1.34.2" && m.Containerd == "v1.7.28" && m.Etcd == "" &&
+			return m.Role == "worker" && m.Kubernetes == spec.DefaultKubernetesVersion && m.Containerd == spec.DefaultContainerdVersion && m.Etcd == "" &&
 				len(m.Images) == 2 && m.Images[0].Digest == pauseDigest && m.Images[1].Digest == appDigest
 		}},
 		{"provision-gpu.golden", func(t *testing.T) map[string]interface{} {
@@ -141,7 +143,7 @@ func TestProvisionCommandsAndUploads(t *testing.T) {
 			return cfg
 		}, func(m manifest) bool { return m.Role == "worker" }},
 		{"provision-control-plane.golden", controlPlaneFixture, func(m manifest) bool {
-			return m.Role == "control-plane" && m.Kubernetes == "v1.34.2" && m.Etcd == "v3.6.4" && m.SchedulerPlugins == "v0.33.5" &&
+			return m.Role == "control-plane" && m.Kubernetes == spec.DefaultKubernetesVersion && m.Etcd == spec.DefaultEtcdVersion &&
 				m.Containerd == "" && len(m.Images) == 0
 		}},
 	} {
@@ -205,9 +207,9 @@ func TestBinaryOfAnotherReleaseFailsTheBake(t *testing.T) {
 	if err := p.Prepare(cfg); err != nil {
 		t.Fatal(err)
 	}
-	comm := &recorder{versions: map[string]string{"kubelet": "Kubernetes v1.34.1\n"}}
+	comm := &recorder{versions: map[string]string{"kubelet": "Kubernetes " + spec.PreviousKubernetesVersion + "\n"}}
 	err := p.Provision(context.Background(), packersdk.TestUi(t), comm, nil)
-	if err == nil || !strings.Contains(err.Error(), "kubelet reports v1.34.1, the stack pins kubernetes v1.34.2") {
+	if err == nil || !strings.Contains(err.Error(), "kubelet reports "+spec.PreviousKubernetesVersion+", the stack pins kubelet "+spec.DefaultKubernetesVersion) {
 		t.Fatalf("error %v, want the kubelet's release refused", err)
 	}
 	if _, err := os.Stat(cfg["manifest_output"].(string)); err == nil {

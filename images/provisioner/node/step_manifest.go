@@ -25,8 +25,7 @@ type manifest struct {
 	PauseImage string          `json:"pauseImage,omitempty"`
 	Images     []manifestImage `json:"images,omitempty"`
 	// Control-plane images.
-	Etcd             string `json:"etcd,omitempty"`
-	SchedulerPlugins string `json:"schedulerPlugins,omitempty"`
+	Etcd string `json:"etcd,omitempty"`
 }
 
 type manifestImage struct {
@@ -37,21 +36,21 @@ type manifestImage struct {
 // versionReporters are the installed binaries whose --version the manifest records, per image
 // role, each with the stack's versions key it must match.
 var versionReporters = map[string][]struct{ binary, key string }{
-	machine.ImageWorker:       {{"kubelet", "kubernetes"}, {"containerd", "containerd"}, {"runc", "runc"}, {"crictl", "crictl"}},
+	machine.ImageWorker:       {{"kubelet", "kubelet"}, {"containerd", "containerd"}, {"runc", "runc"}, {"crictl", "crictl"}},
 	machine.ImageControlPlane: {{"kube-apiserver", "kubernetes"}, {"etcd", "etcd"}},
 }
 
-// release finds the first release number in a binary's --version output ("Kubernetes v1.34.2",
-// "etcd Version: 3.6.4", "runc version 1.3.0").
+// release finds the first release number in a binary's --version output ("Kubernetes v1.37.2",
+// "etcd Version: 3.7.3", "runc version 1.5.3").
 var release = regexp.MustCompile(`\bv?([0-9]+\.[0-9]+\.[0-9]+)\b`)
 
 // writeManifest records what the image holds: each installed binary's version as the binary
 // itself reports it (a binary that reports another release than the stack pins fails the bake),
-// the versions the stack pins for what cannot report (the CNI plugins, the pause image, the
-// scheduler's plugins release), and the preloaded images' digests.
+// the versions the stack pins for what cannot report (the CNI plugins, the pause image), and the
+// preloaded images' digests.
 func (b *bake) writeManifest(ctx context.Context) error {
 	v := b.cluster.Versions
-	pinned := map[string]string{"kubernetes": v.Kubernetes, "containerd": v.Containerd, "runc": v.Runc, "crictl": v.Crictl, "etcd": v.Etcd}
+	pinned := map[string]string{"kubernetes": v.Kubernetes, "kubelet": v.Kubelet, "containerd": v.Containerd, "runc": v.Runc, "crictl": v.Crictl, "etcd": v.Etcd}
 	reported := map[string]string{}
 	for _, r := range versionReporters[b.Role] {
 		out, err := b.output(ctx, q(machine.BinDir+"/"+r.binary)+" --version")
@@ -70,9 +69,10 @@ func (b *bake) writeManifest(ctx context.Context) error {
 	m := b.manifest
 	m.Plugin, m.Role, m.Kubernetes = version.PluginVersion.FormattedVersion(), b.Role, reported["kubernetes"]
 	if b.Role == machine.ImageWorker {
+		m.Kubernetes = reported["kubelet"] // a worker image's Kubernetes is its kubelet's
 		m.Containerd, m.Runc, m.Crictl, m.AzureCNI, m.PauseImage = reported["containerd"], reported["runc"], reported["crictl"], v.AzureCNI, v.PauseImage
 	} else {
-		m.Etcd, m.SchedulerPlugins = reported["etcd"], v.SchedulerPlugins
+		m.Etcd = reported["etcd"]
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -13,13 +12,13 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -27,11 +26,10 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
-	"github.com/clusterforge/clusterforge/test/machines"
 )
 
 // TestAddons applies every add-on object with server-side apply, as the services program does, and
-// checks what they promise against the real apiserver and the scheduler-plugins scheduler.
+// checks what they promise against the real apiserver and scheduler.
 func TestAddons(t *testing.T) {
 	framework.NeedRehearsal(t)
 	ctx := context.Background()
@@ -45,14 +43,6 @@ func TestAddons(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("applied %d add-on objects with server-side apply", len(objs))
-	if err := framework.Running.StartPodGroupController(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if p := framework.Running.Proc(machines.AddonsMachine, addons.PodGroupControllerName); p != nil {
-			_ = p.Stop(syscall.SIGTERM, 10*time.Second)
-		}
-	})
 
 	t.Run("DNSReplicasOnDistinctNodes", func(t *testing.T) { checkDNSSpread(t, cs) })
 	t.Run("NoDaemonSetListsOrWatchesClusterScope", func(t *testing.T) { checkNoPerNodePollers(t, cs, objs) })
@@ -103,6 +93,16 @@ func checkNoPerNodePollers(t *testing.T, cs *kubernetes.Clientset, objs []addons
 	if err != nil {
 		t.Fatal(err)
 	}
+	// What Kubernetes grants every service account: only the public trust anchors pods may
+	// project (ClusterTrustBundles, from 1.35), which no add-on's own grant may widen.
+	ns := drills.Namespace(t, cs, "drill-poller")
+	everyAccount := pollerGrants(t, cs, ns, "default", scoped)
+	for _, g := range everyAccount {
+		if !strings.HasSuffix(g, " clustertrustbundles.certificates.k8s.io") {
+			t.Errorf("every service account may %s: a cluster-wide grant beyond Kubernetes' own", g)
+		}
+	}
+	t.Logf("every service account may %v (Kubernetes' own grant)", everyAccount)
 	var daemonSets int
 	for _, o := range objs {
 		ds, ok := o.(*appsv1.DaemonSet)
@@ -110,7 +110,9 @@ func checkNoPerNodePollers(t *testing.T, cs *kubernetes.Clientset, objs []addons
 			continue
 		}
 		daemonSets++
-		if found := pollerGrants(t, cs, ds.Namespace, ds.Spec.Template.Spec.ServiceAccountName, scoped); len(found) > 0 {
+		found := slices.DeleteFunc(pollerGrants(t, cs, ds.Namespace, ds.Spec.Template.Spec.ServiceAccountName, scoped),
+			func(g string) bool { return slices.Contains(everyAccount, g) })
+		if len(found) > 0 {
 			t.Errorf("DaemonSet %s/%s runs on every node and its service account may %s: move that to a cluster-level cache (L07)",
 				ds.Namespace, ds.Name, strings.Join(found, ", "))
 		}
@@ -120,7 +122,6 @@ func checkNoPerNodePollers(t *testing.T, cs *kubernetes.Clientset, objs []addons
 	}
 
 	bad := "bad-agent"
-	ns := drills.Namespace(t, cs, "drill-poller")
 	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: bad}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,31 +246,25 @@ func checkBalloonPreempted(t *testing.T, cs *kubernetes.Clientset, pool spec.Poo
 	}
 }
 
-// checkGangs submits two PodGroups that each need every node of the pool, their pods
-// interleaved: one must bind whole while the other waits whole, never half each (L16). The
-// groups declare minResources, as whole-pool jobs should: Coscheduling then refuses a gang at
-// PreFilter while another holds part of the pool. Without it, interleaved gangs can both be
-// rejected and wait for the scheduler's five-minute retry of unschedulable pods (seen here).
+// checkGangs submits two gangs, PodGroups of Kubernetes' Workload API, that each need every node
+// of the pool, their pods interleaved: one must bind whole while the other waits whole, never half
+// each (L16). The scheduler marks the bound gang's PodGroup scheduled, and not the other's.
 func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 	ctx := context.Background()
 	nodes := min(pool.MaxNodes, framework.NodesPerPool())
 	ns := drills.Namespace(t, cs, "drill-gang")
-	podGroups := dynamicClient(t).Resource(schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}).Namespace(ns)
 	groups := []string{"job-a", "job-b"}
 	for _, g := range groups {
-		pg := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-			"metadata": map[string]any{"name": g},
-			"spec": map[string]any{"minMember": int64(nodes), "minResources": map[string]any{
-				machine.GPUResource: fmt.Sprint(nodes), string(corev1.ResourceCPU): fmt.Sprint(nodes)}},
-		}}
-		if _, err := podGroups.Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+		pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: g}, Spec: schedulingv1beta1.PodGroupSpec{
+			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(nodes)}}}}
+		if _, err := cs.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range nodes {
 		for _, g := range groups {
-			pod := gpuPod(fmt.Sprintf("%s-%d", g, i), pool, map[string]string{addons.PodGroupLabel: g})
+			pod := gpuPod(fmt.Sprintf("%s-%d", g, i), pool, nil)
+			pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g)}
 			if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -282,8 +277,8 @@ func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 		}
 		n := map[string]int{}
 		for _, p := range pods.Items {
-			if p.Spec.NodeName != "" {
-				n[p.Labels[addons.PodGroupLabel]]++
+			if p.Spec.NodeName != "" && p.Spec.SchedulingGroup != nil {
+				n[*p.Spec.SchedulingGroup.PodGroupName]++
 			}
 		}
 		return n, nil
@@ -306,24 +301,30 @@ func checkGangs(t *testing.T, cs *kubernetes.Clientset, pool spec.Pool) {
 	}
 	t.Logf("pods bound per group: %v (the other waits whole)", got)
 
-	// The PodGroup controller, running with its add-on's RBAC, reports the gang that runs.
-	whole := groups[0]
+	whole, waiting := groups[0], groups[1]
 	if got[whole] == 0 {
-		whole = groups[1]
+		whole, waiting = waiting, whole
+	}
+	scheduled := func(g string) (*metav1.Condition, error) {
+		pg, err := cs.SchedulingV1beta1().PodGroups(ns).Get(ctx, g, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return apimeta.FindStatusCondition(pg.Status.Conditions, schedulingv1beta1.PodGroupInitiallyScheduled), nil
 	}
 	if err := drills.WaitUntil(time.Minute, func() error {
-		pg, err := podGroups.Get(ctx, whole, metav1.GetOptions{})
-		if err != nil {
-			return err
+		c, err := scheduled(whole)
+		if err == nil && (c == nil || c.Status != metav1.ConditionTrue) {
+			err = fmt.Errorf("PodGroup %s: %s is %v", whole, schedulingv1beta1.PodGroupInitiallyScheduled, c)
 		}
-		phase, _, _ := unstructured.NestedString(pg.Object, "status", "phase")
-		running, _, _ := unstructured.NestedInt64(pg.Object, "status", "running")
-		if phase != "Running" || running != int64(nodes) {
-			return fmt.Errorf("PodGroup %s status: phase %q, running %d", whole, phase, running)
-		}
-		return nil
+		return err
 	}); err != nil {
-		t.Errorf("the PodGroup controller did not report the bound gang: %v", err)
+		t.Errorf("the scheduler did not mark the bound gang scheduled: %v", err)
+	}
+	if c, err := scheduled(waiting); err != nil || (c != nil && c.Status == metav1.ConditionTrue) {
+		t.Errorf("PodGroup %s, whose pods wait, is marked scheduled: %v %v", waiting, c, err)
+	} else if c != nil {
+		t.Logf("PodGroup %s waits: %s %s: %s", waiting, c.Status, c.Reason, c.Message)
 	}
 }
 
@@ -386,19 +387,6 @@ func poolWhere(match func(spec.Pool) bool) spec.Pool {
 		}
 	}
 	return spec.Pool{}
-}
-
-func dynamicClient(t *testing.T) dynamic.Interface {
-	t.Helper()
-	cfg, err := clientcmd.BuildConfigFromFlags("", framework.Running.Kubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }
 
 // removeAddons deletes the add-ons' workloads and waits until their pods are gone, so the checks

@@ -387,7 +387,7 @@ func TestSchedulerBinPacks(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("packed-%d", i)},
 			Spec: corev1.PodSpec{
 				NodeSelector: map[string]string{wellknown.PoolLabel: pool.Name},
-				Containers: []corev1.Container{{Name: "work", Image: "registry.k8s.io/pause:3.10.1",
+				Containers: []corev1.Container{{Name: "work", Image: spec.DefaultPauseImage,
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
 			},
 		}

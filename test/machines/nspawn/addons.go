@@ -29,7 +29,7 @@ import (
 // cluster services stack (project clusterforge-services) with the engine built here, on a local
 // backend (Pulumi), reading the handoff from the infrastructure stack's stand-in. The boot's
 // deviations to the add-ons travel in the handoff as patches (Adjust). stackFile is the services
-// stack's config: a stack file. It returns once CoreDNS, Prometheus, the PodGroup controller,
+// stack's config: a stack file. It returns once CoreDNS, Prometheus,
 // clusterforge-ops and the node agents (node-exporter, clusterforge-ops-agent) run.
 func (b *Booted) applyAddons(ctx context.Context, stackFile []byte) error {
 	ca, err := b.entraCA()
@@ -67,7 +67,7 @@ func (b *Booted) applyAddons(ctx context.Context, stackFile []byte) error {
 	if err := b.WaitAddons(ctx); err != nil {
 		return err
 	}
-	b.logf("add-ons applied by `pulumi up` of the services stack (log: %s); CoreDNS, Prometheus, the PodGroup controller, clusterforge-ops and the node agents run from the preloaded images (CPU requests × %.2f)", log.Name(), b.cpuShare())
+	b.logf("add-ons applied by `pulumi up` of the services stack (log: %s); CoreDNS, Prometheus, clusterforge-ops and the node agents run from the preloaded images (CPU requests × %.2f)", log.Name(), b.cpuShare())
 	return nil
 }
 
@@ -138,7 +138,7 @@ func (b *Booted) Adjust(objs []addons.Object) {
 	}
 }
 
-// WaitAddons returns once CoreDNS, Prometheus, the PodGroup controller and clusterforge-ops have
+// WaitAddons returns once CoreDNS, Prometheus and clusterforge-ops have
 // all their replicas available and node-exporter and clusterforge-ops-agent are ready everywhere.
 func (b *Booted) WaitAddons(ctx context.Context) error {
 	cs, err := b.Clientset()
@@ -147,7 +147,7 @@ func (b *Booted) WaitAddons(ctx context.Context) error {
 	}
 	for _, d := range []struct{ namespace, name string }{
 		{addons.SystemNamespace, addons.DNSName}, {addons.MonitoringNamespace, addons.PrometheusName},
-		{addons.SystemNamespace, addons.PodGroupControllerName}, {addons.SystemNamespace, wellknown.OpsName},
+		{addons.SystemNamespace, wellknown.OpsName},
 	} {
 		var selector *metav1.LabelSelector
 		if err := machines.Poll(ctx, 3*time.Minute, d.name, func(ctx context.Context) error {

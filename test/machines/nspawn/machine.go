@@ -166,7 +166,7 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 		if err != nil {
 			return nil, err
 		}
-		const section = "[plugins.\"io.containerd.grpc.v1.cri\"]\n"
+		section := machine.ContainerdRuntimeSection + "\n"
 		if !strings.Contains(string(config), section) {
 			return nil, fmt.Errorf("deviation \"kernel\": %s has no %q; update machineDeviations", machine.ContainerdConfigPath, section)
 		}
@@ -179,7 +179,7 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 			{Path: machine.AzureCNIConfPath, Content: machine.AzureCNIConflist(machine.IPAMFromFile), Mode: 0o644},
 			{Path: machine.IPAMInterfacesPath, Content: interfaces, Mode: 0o644},
 			{Path: machine.ContainerdConfigPath, Content: edited, Mode: 0o644},
-			{Path: machine.UnitDir + "/kubelet.service.d/50-rehearsal-nodefs.conf", Content: kubeletNodefsDropIn, Mode: 0o644},
+			{Path: machine.UnitDir + "/kubelet.service.d/50-rehearsal-host.conf", Content: kubeletHostDropIn, Mode: 0o644},
 		}, nil
 	}
 	if m.Role == spec.RoleAPIServer {
@@ -196,11 +196,13 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 	return files, nil
 }
 
-// kubeletNodefsDropIn drops the kubelet's nodefs eviction thresholds before each start (deviation
-// "OS disk"): a worker's OS disk is an overlay on this host's disk, whose free space is not the
-// machine's, and a full host would evict every pod. The other thresholds stay as rendered.
-const kubeletNodefsDropIn = `[Service]
-ExecStartPre=/bin/sed -i -e '/^  nodefs[.]/d' ` + machine.KubeletConfigPath + `
+// kubeletHostDropIn edits the kubelet's config before each start for this host: it drops the
+// nodefs eviction thresholds (deviation "OS disk": a worker's OS disk is an overlay on this host's
+// disk, whose free space is not the machine's, and a full host would evict every pod; the other
+// thresholds stay as rendered), and lets the kubelet run on this host's cgroup v1 (deviation
+// "cgroup v2").
+const kubeletHostDropIn = `[Service]
+ExecStartPre=/bin/sed -i -e '/^  nodefs[.]/d' -e 's/^` + machine.FailCgroupV1 + `: true$/` + machine.FailCgroupV1 + `: false/' ` + machine.KubeletConfigPath + `
 `
 
 // protectedKernelSettings are what the kubelet's protectKernelDefaults compares with its defaults

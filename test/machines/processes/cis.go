@@ -16,8 +16,9 @@ import (
 	"github.com/clusterforge/clusterforge/test/machines"
 )
 
-// CISBenchmark is the kube-bench benchmark the control plane is checked against.
-const CISBenchmark = "cis-1.10"
+// CISBenchmark is the kube-bench benchmark the control plane is checked against: the newest the
+// pinned kube-bench has, to which it maps Kubernetes 1.34 and every later minor.
+const CISBenchmark = "cis-1.12"
 
 // CISResult is one kube-bench check.
 type CISResult struct {

@@ -56,7 +56,7 @@ func (r *Rehearsal) LeaseMachine(_ context.Context, component string) (string, e
 		if i := strings.LastIndex(last, "---- "); i >= 0 {
 			last = last[i:]
 		}
-		if strings.Contains(last, "successfully acquired lease kube-system/"+component) {
+		if acquiredLease(last, component) {
 			info, _ := os.Stat(p.Log)
 			if leader == "" || info.ModTime().After(newest) {
 				leader, newest = in.Name, info.ModTime()
@@ -67,6 +67,19 @@ func (r *Rehearsal) LeaseMachine(_ context.Context, component string) (string, e
 		return "", fmt.Errorf("no running %s holds its lease", component)
 	}
 	return leader, nil
+}
+
+// acquiredLease reports whether a component's log says it took its lease, in either form client-go
+// has logged it: "successfully acquired lease kube-system/<name>", and structured, as the pinned
+// release does: `"Successfully acquired lease" lock="kube-system/<name>"`.
+func acquiredLease(log, component string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(strings.ToLower(line), "successfully acquired lease") &&
+			(strings.Contains(line, " kube-system/"+component) || strings.Contains(line, `"kube-system/`+component+`"`)) {
+			return true
+		}
+	}
+	return false
 }
 
 // WaitAPIHealthy waits until every apiserver is ready, the load balancer serves the API, and

@@ -54,7 +54,7 @@ func (r *Rehearsal) startLB() error {
 // to half a second a renewal (64 carried 1,260 nodes' at the 2,500-node step).
 //
 // Its node stages are a kubelet's: KWOK's own, with leases, pick the heartbeat every 20 to 25 s
-// that is meant for nodes without them (v0.7.0 inverts the choice). The first stage makes a node
+// that is meant for nodes without them (v0.7.0 inverted the choice). The first stage makes a node
 // Ready; the heartbeat then reports status every scale.NodeStatusReport after the last report,
 // the first time after the node's own phase (KWOKFirstStatusAnnotation), so that nodes registered
 // together report apart, as kubelets started at different times do. A report changes only the
@@ -190,7 +190,11 @@ func (r *Rehearsal) startNodes(ctx context.Context) error {
 		return err
 	}
 	config := filepath.Join(r.Dir, "kwok.yaml")
-	if err := machines.WriteFile(config, kwokConfig, 0o644); err != nil {
+	podStages, err := os.ReadFile(filepath.Join(filepath.Dir(r.Tools), "share", "kwok", "pod-stages.yaml"))
+	if err != nil {
+		return fmt.Errorf("KWOK's pod stages (scripts/toolchain.sh kwok installs them): %w", err)
+	}
+	if err := machines.WriteFile(config, kwokConfig+string(podStages), 0o644); err != nil {
 		return err
 	}
 	argv := []string{filepath.Join(r.Tools, "kwok"),
@@ -358,7 +362,7 @@ func simulatedNodeInfo(c *spec.Cluster, name string) corev1.NodeSystemInfo {
 		KernelVersion:           simulatedKernel,
 		OSImage:                 simulatedOSImage,
 		ContainerRuntimeVersion: "containerd://" + strings.TrimPrefix(c.Versions.Containerd, "v"),
-		KubeletVersion:          c.Versions.Kubernetes,
+		KubeletVersion:          c.Versions.Kubelet,
 		OperatingSystem:         "linux",
 		Architecture:            "amd64",
 	}

@@ -64,16 +64,24 @@ func (p *Layout) materialize(in machines.Instance) error {
 	return nil
 }
 
-// UpgradeReleases is scripts/toolchain.sh's group of the releases before the pinned ones.
-const UpgradeReleases = "upgrades"
+// scripts/toolchain.sh's groups of the releases before the pinned ones: the upgrade drills'
+// starting point, and the Kubernetes minor an older cluster passes through.
+const (
+	UpgradeReleases = "upgrades"
+	HopReleases     = "hops"
+)
 
 // Releases are the scripts/toolchain.sh groups a stack's versions need beyond the rehearsal's:
 // the older releases when it names one (the only other versions a stack may name).
 func Releases(v spec.Versions) []string {
-	if v.Kubernetes == spec.PreviousKubernetesVersion || v.Etcd == spec.PreviousEtcdVersion {
-		return []string{UpgradeReleases}
+	var groups []string
+	if v.Kubernetes == spec.PreviousKubernetesVersion || v.Kubelet == spec.PreviousKubernetesVersion || v.Etcd == spec.PreviousEtcdVersion {
+		groups = append(groups, UpgradeReleases)
 	}
-	return nil
+	if v.Kubernetes == spec.HopKubernetesVersion || v.Kubelet == spec.HopKubernetesVersion {
+		groups = append(groups, HopReleases)
+	}
+	return groups
 }
 
 // toolDirs are where a machine's binaries come from: .tools/bin holds the pinned releases, and
@@ -90,7 +98,7 @@ func (p *Layout) toolDirs(v spec.Versions) ([]string, error) {
 		}
 		dir := filepath.Join(filepath.Dir(p.Tools), "versions", pin.component+"-"+pin.version)
 		if _, err := os.Stat(dir); err != nil {
-			return nil, fmt.Errorf("rehearsal: %s %s is not built (%v): run scripts/toolchain.sh %s", pin.component, pin.version, err, UpgradeReleases)
+			return nil, fmt.Errorf("rehearsal: %s %s is not built (%v): run scripts/toolchain.sh %s", pin.component, pin.version, err, strings.Join(Releases(v), " "))
 		}
 		dirs = append(dirs, dir)
 	}
