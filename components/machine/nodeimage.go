@@ -69,21 +69,21 @@ func NvidiaCTKConfig(path string) []string {
 // settings.
 const ContainerdRuntimeSection = `[plugins."io.containerd.cri.v1.runtime"]`
 
-// ContainerdConfig is containerd's config, in the format every containerd 2 reads (version 3;
-// containerd 2.3 migrates it on start). On GPU images the default runtime is NVIDIA's runc
-// wrapper, which injects the driver and devices into GPU containers.
+// ContainerdConfig is containerd's config in the format of the pinned containerd 2.3 (version 4,
+// its own: an older one is migrated, with a warning, on every start). On GPU images the default
+// runtime is NVIDIA's runc wrapper, which injects the driver and devices into GPU containers.
 func ContainerdConfig(c *spec.Cluster, gpu bool) string {
 	timeout, _ := time.ParseDuration(c.Kubelet.ImagePullProgressTimeout) // validated
 	runtime, binary := "runc", BinDir+"/runc"
 	if gpu {
 		runtime, binary = "nvidia", NvidiaContainerRuntime
 	}
-	return fmt.Sprintf(`version = 3
+	return fmt.Sprintf(`version = 4
 # The root is on the local SSD, mounted by %[1]s before containerd starts (L22).
 root = %[2]s
 state = %[3]s
 
-[grpc]
+[plugins."io.containerd.server.v1.grpc"]
   address = %[4]s
 
 [plugins."io.containerd.cri.v1.images"]

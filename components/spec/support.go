@@ -23,7 +23,7 @@ func (c *Cluster) SupportStatus(today time.Time) []ReleaseSupport {
 	vs := c.Versions
 	var out []ReleaseSupport
 	for _, f := range []struct{ key, value string }{
-		{"kubernetes", vs.Kubernetes}, {"etcd", vs.Etcd}, {"containerd", vs.Containerd}, {"runc", vs.Runc},
+		{"kubernetes", vs.Kubernetes}, {"kubelet", vs.Kubelet}, {"etcd", vs.Etcd}, {"containerd", vs.Containerd}, {"runc", vs.Runc},
 		{"crictl", vs.Crictl}, {"azureCNI", vs.AzureCNI}, {"coreDNS", vs.CoreDNS}, {"clusterAutoscaler", vs.ClusterAutoscaler},
 		{"prometheus", vs.Prometheus}, {"nodeExporter", vs.NodeExporter}, {"nodeProblemDetector", vs.NodeProblemDetector},
 		{"nvidiaDevicePlugin", vs.NvidiaDevicePlugin}, {"nvidiaContainerToolkit", NvidiaContainerToolkitVersion},
@@ -36,7 +36,7 @@ func (c *Cluster) SupportStatus(today time.Time) []ReleaseSupport {
 
 func releaseSupport(key, v string, today time.Time) ReleaseSupport {
 	r := ReleaseSupport{Key: key, Version: v}
-	s, known := SupportOf(key, v)
+	s, known := SupportOf(supportKey(key), v)
 	end, dated := s.End()
 	days := int(end.Sub(today).Hours() / 24)
 	switch {

@@ -152,6 +152,9 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "pre-release", edit: func(c *Cluster) { c.Versions.Etcd = "v3.7.3-rc.0" }, field: "versions.etcd"},
 		{name: "autoscaler not a release", edit: func(c *Cluster) { c.Versions.ClusterAutoscaler = "v1.36.0-rc.1" }, field: "versions.clusterAutoscaler"},
 		{name: "device plugin with an escape", edit: func(c *Cluster) { c.Versions.NvidiaDevicePlugin = "v0.17.2" }, field: "versions.nvidiaDevicePlugin", inText: "CVE-2025-23266"},
+		{name: "kubelet ahead of the control plane", edit: func(c *Cluster) { c.Versions.Kubernetes = PreviousKubernetesVersion }, field: "versions.kubelet", inText: "newer"},
+		{name: "kubelet four minors behind", edit: func(c *Cluster) { c.Versions.Kubelet = "v1.33.4" }, field: "versions.kubelet", inText: "skew"},
+		{name: "containerd of old workers, not held", edit: func(c *Cluster) { c.Versions.Containerd = "v1.7.28" }, field: "versions.containerd", inText: "toolchain"},
 		{name: "bad CoreDNS version", edit: func(c *Cluster) { c.Versions.CoreDNS = "1.12" }, field: "versions.coreDNS"},
 		{name: "pause image without tag", edit: func(c *Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause" }, field: "versions.pauseImage"},
 		{name: "team quota name injection", edit: func(c *Cluster) { c.Teams.Quota["pods,services.nodeports=9"] = "1" }, field: `teams.quota["pods,services.nodeports=9"]`},
@@ -286,6 +289,13 @@ func TestValidValuesPass(t *testing.T) {
 		"API address at .4": func(c *Cluster) { c.Network.APIServerIP = "10.0.0.4" },
 		"pause image digested": func(c *Cluster) {
 			c.Versions.PauseImage = "myregistry.azurecr.io:5000/k8s/pause:3.10@sha256:" + strings.Repeat("a", 64)
+		},
+		// Workers held on what a 1.34 cluster runs, three minors behind: nothing here builds those.
+		"workers held": func(c *Cluster) {
+			c.Versions.Kubelet, c.Versions.Containerd, c.Versions.Runc, c.Versions.Crictl = "v1.34.2", "v1.7.28", "v1.3.0", "v1.34.0"
+		},
+		"the hop": func(c *Cluster) {
+			c.Versions.Kubernetes, c.Versions.Kubelet = HopKubernetesVersion, HopKubernetesVersion
 		},
 	} {
 		c := parseValid(t)

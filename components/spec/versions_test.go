@@ -109,6 +109,11 @@ func TestVersionsFile(t *testing.T) {
 	for _, v := range append(slices.Collect(maps.Values(Pinned)), goModPins...) {
 		pins[v] = true
 	}
+	for _, lines := range versions.Support { // the floors are versions.yaml's too
+		for _, s := range lines {
+			pins[s.Floor] = true
+		}
+	}
 	docs := []string{"../../README.md"}
 	_ = filepath.WalkDir("../../docs", func(path string, d os.DirEntry, err error) error {
 		if err == nil && strings.HasSuffix(path, ".md") {
@@ -133,6 +138,10 @@ func TestVersionsFile(t *testing.T) {
 // notPinned are the releases the docs name that are no pin of ours, and why.
 var notPinned = map[string]string{
 	"v1.34.1": "the kube-proxy release whose nftables rule the booted workers found wrong (history)",
+	// What a cluster built by clusterforge's previous pins runs: the upgrade runbook's start.
+	"v1.34.2": "the Kubernetes of a cluster built by the previous pins", "v3.6.4": "the etcd of a cluster built by the previous pins",
+	"v1.7.28": "the containerd of a cluster built by the previous pins", "v1.3.0": "the runc of a cluster built by the previous pins",
+	"v1.34.0": "the crictl of a cluster built by the previous pins", "v1.6.21": "the Azure CNI of a cluster built by the previous pins",
 	"v3.6.11": "the oldest etcd v3.7 upgrades from (etcd's upgrade rule)",
 	"v0.12.3": "the Kueue release the fleet-operations design compares with",
 	"v0.3.0":  "github.com/google/nftables, pinned by go.mod",
@@ -234,5 +243,74 @@ func TestPinsAreSupported(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// The support page's table is versions.yaml's support (`go test ./components/spec -run SupportPage
+// -update` rewrites it).
+func TestSupportPageShowsTheTable(t *testing.T) {
+	const page = "../../docs/reference/support.md"
+	data, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok := strings.Cut(string(data), "<!-- support:start -->\n")
+	block, after, ok2 := strings.Cut(rest, "<!-- support:end -->")
+	if !ok || !ok2 {
+		t.Fatalf("%s has no <!-- support:start/end --> block", page)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "Read from upstream on %s.\n\n| component | line | pinned | end of upstream support | floor | fixed below the floor | source |\n|---|---|---|---|---|---|---|\n", SupportReadOn)
+	pinnedIn := map[string][]string{}
+	for key, v := range Pinned {
+		if c := supportOfPin(key); c != "" {
+			pinnedIn[c+" "+semver.MajorMinor(v)] = append(pinnedIn[c+" "+semver.MajorMinor(v)], v)
+		}
+	}
+	for _, component := range slices.Sorted(maps.Keys(versions.Support)) {
+		lines := slices.Sorted(maps.Keys(versions.Support[component]))
+		slices.SortFunc(lines, func(a, b string) int { return -semver.Compare(a, b) })
+		for _, line := range lines {
+			s := versions.Support[component][line]
+			end := s.EndOfSupport
+			if end == "" {
+				end = "no date: " + s.Policy
+			}
+			pins := pinnedIn[component+" "+line]
+			slices.SortFunc(pins, func(a, b string) int { return -semver.Compare(a, b) })
+			cves := strings.Join(s.CVEs, "; ")
+			if cves == "" {
+				cves = "none known"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", component, line, strings.Join(pins, ", "), end, s.Floor, cves, s.Source)
+		}
+	}
+	if *update {
+		if err := os.WriteFile(page, []byte(before+"<!-- support:start -->\n"+b.String()+"<!-- support:end -->"+after), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if block != b.String() {
+		t.Errorf("%s's table is not versions.yaml's support: run `go test ./components/spec -run SupportPage -update` and review the diff", page)
+	}
+}
+
+// make plan's status of a stack whose workers are held on what an older cluster runs warns of
+// each release past its support or unknown to versions.yaml, and of nothing else.
+func TestSupportStatusWarnsOfHeldWorkers(t *testing.T) {
+	c := &Cluster{Name: "cf-test", Pools: []Pool{{Name: "cpu", VMSize: "Standard_D16ds_v5", Nodes: 3}}}
+	c.Versions.Kubelet, c.Versions.Containerd = "v1.34.2", "v1.7.28"
+	c.Default()
+	day, _ := time.Parse(time.DateOnly, SupportReadOn)
+	var warned []string
+	for _, s := range c.SupportStatus(day) {
+		if s.Warn {
+			warned = append(warned, s.Key+" "+s.Version+": "+s.Status)
+		}
+	}
+	want := []string{"kubelet v1.34.2: PAST its end of support on 2026-10-27", "containerd v1.7.28: no support facts for its line in versions.yaml"}
+	if !slices.Equal(warned, want) {
+		t.Errorf("warned of %q, want %q", warned, want)
 	}
 }

@@ -25,13 +25,14 @@ func TestContainerdAcceptsRenderedConfig(t *testing.T) {
 		t.Run(runtime, func(t *testing.T) {
 			dump := containerdConfigDump(t, prod7500(t), gpu)
 			for _, want := range []string{
-				`root = "/var/lib/containerd"`,
-				`snapshotter = "overlayfs"`,
+				`version = 4`,
+				`root = '/var/lib/containerd'`,
+				`snapshotter = 'overlayfs'`,
 				`max_concurrent_downloads = 10`,
-				`image_pull_progress_timeout = "5m0s"`,
-				`sandbox_image = "registry.k8s.io/pause:3.10.1"`,
-				`default_runtime_name = "` + runtime + `"`,
-				`BinaryName = "` + binary + `"`,
+				`image_pull_progress_timeout = '5m0s'`,
+				`sandbox = '` + spec.DefaultPauseImage + `'`,
+				`default_runtime_name = '` + runtime + `'`,
+				`BinaryName = '` + binary + `'`,
 				`SystemdCgroup = true`,
 			} {
 				if !strings.Contains(dump, want) {
@@ -49,7 +50,7 @@ func TestContainerdConfigKeepsHostileValues(t *testing.T) {
 	c.Versions.PauseImage = "registry.k8s.io/pause:3.10\"\nmax_concurrent_downloads = 1\n[plugins.evil]\n#\\ \u0007"
 	dump := containerdConfigDump(t, c, false)
 	if !strings.Contains(dump, "max_concurrent_downloads = 10") || regexp.MustCompile(`(?m)^\s*\[plugins\.evil\]`).MatchString(dump) ||
-		!regexp.MustCompile(`(?m)^\s*sandbox_image = ".*max_concurrent_downloads = 1.*plugins.evil`).MatchString(dump) {
+		!regexp.MustCompile(`(?m)^\s*sandbox = .*max_concurrent_downloads = 1.*plugins.evil`).MatchString(dump) {
 		t.Errorf("the hostile pause image changed containerd's config:\n%s", dump)
 	}
 }

@@ -42,24 +42,9 @@ func TestHostileTenantIsRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	admin := drills.Clientset(t, booted)
-	const user = "drill-tenant"
 	ns := drills.TeamNamespace(t, admin, "drill-hostile-a", "a")
 	drills.TeamQuotaHeld(t, admin, ns)
-	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
-		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := booted.RESTConfigAs(user, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tenant, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tenant := tenantWithEdit(t, admin, ns, "drill-tenant")
 	nodes, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil || len(nodes.Items) < 2 {
 		t.Fatalf("the drill needs two nodes: %v", err)
@@ -204,6 +189,28 @@ func TestHostileTenantIsRefused(t *testing.T) {
 			t.Errorf("the team's %s token at Entra ID: %v, want AADSTS70021 (no federated credential for its subject)", sa, err)
 		}
 	}
+}
+
+// tenantWithEdit is a client of user, who holds edit in namespace ns and nothing else: a team
+// member.
+func tenantWithEdit(t *testing.T, admin *kubernetes.Clientset, ns, user string) *kubernetes.Clientset {
+	t.Helper()
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "tenant-edit"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := booted.RESTConfigAs(user, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tenant, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tenant
 }
 
 func statusOf(t *testing.T, hc *http.Client, method, url string, body []byte) int {

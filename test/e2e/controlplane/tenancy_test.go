@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -117,4 +118,29 @@ func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 		}
 	}
 
+	// A gang runs at its PodGroup's priority: a team's is held to its pods' classes (L16).
+	if !machine.GangScheduling(framework.Running.Cluster) {
+		return
+	}
+	gangs := drills.RefusedBy(addons.TeamGangPolicy)
+	for _, tc := range []struct {
+		what, class, refusal string
+	}{
+		{"a team's gang at the default class", "", ""},
+		{"a team's gang at the borrow class", wellknown.BorrowPriority, ""},
+		{"a team's gang at the platform's class", addons.SystemPriority, gangs},
+	} {
+		pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Name: "gang"}, Spec: schedulingv1beta1.PodGroupSpec{PriorityClassName: tc.class,
+			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}}}}
+		var err error
+		if waitErr := drills.WaitUntil(time.Minute, func() error { // until both apiservers have loaded the policy
+			_, err = cs.SchedulingV1beta1().PodGroups(team).Create(ctx, pg, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if (err == nil) != (tc.refusal == "") {
+				return fmt.Errorf("%v", err)
+			}
+			return nil
+		}); waitErr != nil || tc.refusal != "" && !strings.Contains(err.Error(), tc.refusal) {
+			t.Errorf("%s: %v, want a refusal containing %q: %v", tc.what, err, tc.refusal, waitErr)
+		}
+	}
 }
