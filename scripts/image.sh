@@ -8,7 +8,9 @@
 #   scripts/image.sh local [STACK]   bake images/local.pkr.hcl for stacks/Pulumi.STACK.yaml (default dev).
 #                                    ROLE=worker (default): build/images/node-STACK.tar, preloading the
 #                                    archives images/cmd/mkimages writes to build/images/node-STACK.preload/;
-#                                    IMAGE_NAME renames the image; MKIMAGES_ARGS are added to mkimages'.
+#                                    IMAGE_NAME renames the image; MKIMAGES_ARGS are added to mkimages';
+#                                    BINARIES_DIR replaces .tools/node or .tools/bin (a stack on the releases
+#                                    before the pinned ones: the bake refuses a binary of another release).
 #                                    ROLE=control-plane: build/images/control-plane-STACK.tar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,8 +62,8 @@ bake_local() {
   local stack=${1:-dev} role=${ROLE:-worker} out="$PWD/build/images" name vars=()
   [ -f "stacks/Pulumi.$stack.yaml" ] || { echo "image.sh: no stacks/Pulumi.$stack.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
   case "$role" in
-    worker) name=${IMAGE_NAME:-node-$stack}; vars=(-var "binaries_dir=$PWD/.tools/node") ;;
-    control-plane) name=${IMAGE_NAME:-control-plane-$stack}; vars=(-var "binaries_dir=$PWD/.tools/bin") ;;
+    worker) name=${IMAGE_NAME:-node-$stack}; vars=(-var "binaries_dir=${BINARIES_DIR:-$PWD/.tools/node}") ;;
+    control-plane) name=${IMAGE_NAME:-control-plane-$stack}; vars=(-var "binaries_dir=${BINARIES_DIR:-$PWD/.tools/bin}") ;;
     *) echo "image.sh: ROLE=$role is not an image role; use worker or control-plane" >&2; exit 2 ;;
   esac
   install_plugins

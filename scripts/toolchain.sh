@@ -286,7 +286,8 @@ mkdir -p "$BIN"
 exec 9>"$BIN/.lock"
 flock 9   # one build at a time: `make -j` or two terminals share .tools
 if [ "${1:-}" = sources ]; then
-  step "pulumi-resource-kubernetes: source in $(kubernetes_provider_source)"
+  source=$(kubernetes_provider_source)
+  step "pulumi-resource-kubernetes: source in $source"
   install_bench_config
   step "kube-bench: checks in $SHARE/kube-bench/cfg"
   install_kwok_stages

@@ -122,33 +122,65 @@ func TestTeamGangPolicyUnderCEL(t *testing.T) {
 	c.Default()
 	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](teamGangs(c), TeamGangPolicy)
 	env := celEnv(t)
-	ast, issues := env.Compile(policy.Spec.Validations[0].Expression)
-	if issues.Err() != nil {
-		t.Fatal(issues.Err())
-	}
-	program, err := env.Program(ast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		what  string
-		spec  map[string]any
-		admit bool
-	}{
-		{"a PodGroup at the default class", map[string]any{"schedulingPolicy": map[string]any{"gang": map[string]any{"minCount": 8}}}, true},
-		{"a PodGroup at the borrow class", map[string]any{"priorityClassName": wellknown.BorrowPriority}, true},
-		{"a PodGroup at system-cluster-critical", map[string]any{"priorityClassName": "system-cluster-critical"}, false},
-		{"a Workload whose template is the platform's", map[string]any{"podGroupTemplates": []any{
-			map[string]any{"name": "a"}, map[string]any{"name": "b", "priorityClassName": SystemPriority}}}, false},
-		{"a Workload of allowed templates", map[string]any{"podGroupTemplates": []any{map[string]any{"name": "a", "priorityClassName": DefaultPriority}}}, true},
-		{"a composite group", map[string]any{"compositePodGroupTemplates": []any{map[string]any{"name": "c"}}}, false},
-	} {
-		out, _, err := program.Eval(map[string]any{"object": map[string]any{"spec": tc.spec}})
-		if err != nil {
-			t.Fatalf("%s: %v", tc.what, err)
+	admits := func(expressions []string, inputs map[string]any) bool {
+		t.Helper()
+		for _, e := range expressions {
+			ast, issues := env.Compile(e)
+			if issues.Err() != nil {
+				t.Fatal(issues.Err())
+			}
+			program, err := env.Program(ast)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, _, err := program.Eval(inputs)
+			if err != nil {
+				t.Fatalf("%s: %v", e, err)
+			}
+			if out.Value() != true {
+				return false
+			}
 		}
-		if got := out.Value() == true; got != tc.admit {
+		return true
+	}
+	var validations []string
+	for _, v := range policy.Spec.Validations {
+		validations = append(validations, v.Expression)
+	}
+	request := func(op, resource string) map[string]any {
+		return map[string]any{"operation": op, "resource": map[string]any{"group": "scheduling.k8s.io", "resource": resource},
+			"userInfo": map[string]any{"username": "alice"}}
+	}
+	protected := map[string]any{"finalizers": []any{podGroupProtectionFinalizer}}
+	for _, tc := range []struct {
+		what          string
+		op, resource  string
+		spec, oldMeta map[string]any
+		meta          map[string]any
+		admit         bool
+	}{
+		{"a PodGroup at the default class", "CREATE", "podgroups", map[string]any{"schedulingPolicy": map[string]any{"gang": map[string]any{"minCount": 8}}}, nil, nil, true},
+		{"a PodGroup at the borrow class", "CREATE", "podgroups", map[string]any{"priorityClassName": wellknown.BorrowPriority}, nil, nil, true},
+		{"a PodGroup at system-cluster-critical", "CREATE", "podgroups", map[string]any{"priorityClassName": "system-cluster-critical"}, nil, nil, false},
+		{"a Workload whose template is the platform's", "CREATE", "workloads", map[string]any{"podGroupTemplates": []any{
+			map[string]any{"name": "a"}, map[string]any{"name": "b", "priorityClassName": SystemPriority}}}, nil, nil, false},
+		{"a Workload whose template sets a number", "CREATE", "workloads", map[string]any{"podGroupTemplates": []any{map[string]any{"name": "a", "priority": 1000000000}}}, nil, nil, false},
+		{"a Workload of allowed templates", "CREATE", "workloads", map[string]any{"podGroupTemplates": []any{map[string]any{"name": "a", "priorityClassName": DefaultPriority}}}, nil, nil, true},
+		{"a Workload with a composite group", "CREATE", "workloads", map[string]any{"compositePodGroupTemplates": []any{map[string]any{"name": "c"}}}, nil, nil, false},
+		{"a composite PodGroup", "CREATE", "compositepodgroups", map[string]any{}, nil, nil, false},
+		{"the protection finalizer kept", "UPDATE", "podgroups", map[string]any{}, protected, protected, true},
+		{"the protection finalizer taken off", "UPDATE", "podgroups", map[string]any{}, protected, map[string]any{"finalizers": []any{}}, false},
+		{"a PodGroup that never had it", "UPDATE", "podgroups", map[string]any{}, map[string]any{}, map[string]any{}, true},
+	} {
+		inputs := map[string]any{"request": request(tc.op, tc.resource), "object": map[string]any{"spec": tc.spec, "metadata": tc.meta},
+			"oldObject": map[string]any{"metadata": tc.oldMeta}}
+		if got := admits(validations, inputs); got != tc.admit {
 			t.Errorf("%s: admitted %v, want %v", tc.what, got, tc.admit)
 		}
+	}
+	// The controller is the one caller the policy does not judge: it takes the finalizer off.
+	if cond := policy.Spec.MatchConditions; len(cond) != 1 || !admits([]string{cond[0].Expression}, map[string]any{"request": request("UPDATE", "podgroups")}) ||
+		admits([]string{cond[0].Expression}, map[string]any{"request": map[string]any{"userInfo": map[string]any{"username": podGroupProtectionController}}}) {
+		t.Errorf("the policy's match conditions %v do not leave out the protection controller alone", cond)
 	}
 }

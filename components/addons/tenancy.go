@@ -120,30 +120,44 @@ func tenancy(c *spec.Cluster) []Object {
 	)...)
 }
 
+// The PodGroup protection controller's identity and finalizer (kube-controller-manager runs it
+// with a service account of its own): the finalizer keeps a PodGroup while its pods exist.
+const (
+	podGroupProtectionController = "system:serviceaccount:kube-system:podgroup-protection-controller"
+	podGroupProtectionFinalizer  = "scheduling.k8s.io/podgroup-protection"
+)
+
 // teamGangs is TeamGangPolicy: every priority class a team's PodGroup or Workload names is one of
-// TenantPriorityClasses (the apiserver's priority admission resolves the number from it).
+// TenantPriorityClasses (the apiserver's priority admission resolves the number from it), no
+// Workload template sets a number of its own, and no team takes the protection finalizer off its
+// PodGroup: a group deleted and made again while its pods run would give them its new priority.
 func teamGangs(c *spec.Cluster) []Object {
 	allowed := quoteList(append([]string{""}, TenantPriorityClasses(c)...)...)
-	templates := func(field string) string {
-		return "object.spec.?" + field + ".orValue([]).all(t, t.?priorityClassName.orValue('') in " + allowed + ")"
-	}
 	match := admissionregistrationv1.MatchResources{
 		ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
-			Rule:       admissionregistrationv1.Rule{APIGroups: []string{schedulingGroup}, APIVersions: []string{"*"}, Resources: []string{"podgroups", "workloads"}}}}},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{wellknown.SchedulingGroup}, APIVersions: []string{"*"},
+				Resources: []string{"podgroups", "workloads", "compositepodgroups"}}}}},
 		NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 			{Key: wellknown.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
 	}
-	return admissionPolicy(TeamGangPolicy, match, nil, nil, admissionregistrationv1.Validation{
-		// Composite groups nest templates deeper than one expression can follow; teams need none.
-		Expression: "object.spec.?priorityClassName.orValue('') in " + allowed + " && " + templates("podGroupTemplates") + " && " +
-			"size(object.spec.?compositePodGroupTemplates.orValue([])) == 0",
-		Message: "a team's gangs run at one of the priority classes " + strings.Join(TenantPriorityClasses(c), ", ") + ", without composite groups",
-	})
+	finalizers := func(o string) string { return o + ".metadata.?finalizers.orValue([])" }
+	return admissionPolicy(TeamGangPolicy, match,
+		[]admissionregistrationv1.MatchCondition{{Name: "not-the-protection-controller",
+			Expression: "request.userInfo.username != " + quote(podGroupProtectionController)}}, nil,
+		admissionregistrationv1.Validation{
+			// Composite groups nest templates deeper than one expression can follow; teams need none.
+			Expression: "request.resource.resource != 'compositepodgroups' && object.spec.?priorityClassName.orValue('') in " + allowed + " && " +
+				"object.spec.?podGroupTemplates.orValue([]).all(t, t.?priorityClassName.orValue('') in " + allowed + " && !has(t.priority)) && " +
+				"size(object.spec.?compositePodGroupTemplates.orValue([])) == 0",
+			Message: "a team's gangs run at one of the priority classes " + strings.Join(TenantPriorityClasses(c), ", ") + ", without composite groups",
+		},
+		admissionregistrationv1.Validation{
+			Expression: "request.operation != 'UPDATE' || !(" + quote(podGroupProtectionFinalizer) + " in " + finalizers("oldObject") + ") || " +
+				quote(podGroupProtectionFinalizer) + " in " + finalizers("object"),
+			Message: "a team may not take " + podGroupProtectionFinalizer + " off its PodGroup: the controller does once its pods are gone",
+		})
 }
-
-// schedulingGroup is the API group of PodGroups and Workloads (machine.GangAPI).
-var schedulingGroup, _, _ = strings.Cut(machine.GangAPI, "/")
 
 // admissionPolicy is a ValidatingAdmissionPolicy that denies what fails a validation, and its
 // binding. Every refusal is Forbidden.

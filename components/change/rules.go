@@ -38,11 +38,11 @@ var rules = []rule{
 		reason: "the kubelets, after the apiservers and never newer than them: the workers' image carries them"},
 	{pattern: "versions.etcd", class: Roll, roles: []string{spec.RoleEtcdEvents, spec.RoleEtcdMain}, check: etcdUpgradePath,
 		reason: "events etcd first as the canary, then the main etcd; " + rollEtcd},
-	{pattern: "versions.pauseImage", class: Roll, roles: []string{"workers"}, reason: "the pause image is preloaded in the worker image and pinned in its containerd config (L25)"},
-	{pattern: "versions.containerd", class: Roll, roles: []string{"workers"}, reason: "baked into the worker image: bake one with the new version and roll the pools"},
-	{pattern: "versions.runc", class: Roll, roles: []string{"workers"}, reason: "baked into the worker image"},
-	{pattern: "versions.crictl", class: Roll, roles: []string{"workers"}, reason: "baked into the worker image"},
-	{pattern: "versions.azureCNI", class: Roll, roles: []string{"workers"}, reason: "baked into the worker image (L29)"},
+	{pattern: "versions.pauseImage", class: Roll, roles: []string{"workers"}, check: heldWorkerImage, reason: "the pause image is preloaded in the worker image and pinned in its containerd config (L25)"},
+	{pattern: "versions.containerd", class: Roll, roles: []string{"workers"}, check: heldWorkerImage, reason: "baked into the worker image: bake one with the new version and roll the pools"},
+	{pattern: "versions.runc", class: Roll, roles: []string{"workers"}, check: heldWorkerImage, reason: "baked into the worker image"},
+	{pattern: "versions.crictl", class: Roll, roles: []string{"workers"}, check: heldWorkerImage, reason: "baked into the worker image"},
+	{pattern: "versions.azureCNI", class: Roll, roles: []string{"workers"}, check: heldWorkerImage, reason: "baked into the worker image (L29)"},
 	{pattern: "versions.*", class: InPlace, reason: "an add-on image: its Deployment or DaemonSet rolls its own pods"},
 	{pattern: "controlPlaneImage", class: Roll, roles: []string{spec.RoleEtcdEvents, spec.RoleEtcdMain, spec.RoleAPIServer},
 		reason: "every control-plane machine boots it: " + rollEtcd + "; apiservers one at a time"},
@@ -152,6 +152,15 @@ func kubeletChange(ch *Change, _, _ *spec.Cluster) string {
 	return ""
 }
 
+// heldWorkerImage refuses a change to the worker image while the workers are held: a held worker
+// runs the image it has (versions.kubelet moves them, and their image with them).
+func heldWorkerImage(ch *Change, _, desired *spec.Cluster) string {
+	if desired.Versions.WorkersHeld() {
+		return fmt.Sprintf("versions.kubelet %s holds the workers on the image they run: keep %s at %s until the kubelet moves", desired.Versions.Kubelet, ch.Field, ch.From)
+	}
+	return ""
+}
+
 // etcdUpgradePath allows patch changes and one minor up from a release that minor accepts: etcd
 // upgrades one minor at a time, and a downgrade needs `etcdctl downgrade` first
 // (etcd.io/docs/v3.7/upgrades).
@@ -160,7 +169,7 @@ func etcdUpgradePath(ch *Change, applied, desired *spec.Cluster) string {
 	if floor, ok := etcdUpgradeFloor[semver.MajorMinor(ch.To)]; why == "" && ok && semver.MajorMinor(ch.From) != semver.MajorMinor(ch.To) && semver.Compare(ch.From, floor) < 0 {
 		why = fmt.Sprintf("etcd %s upgrades only from %s or later", semver.MajorMinor(ch.To), floor)
 	}
-	if why != "" && minorStep(applied.Versions.Kubernetes, desired.Versions.Kubernetes, "", "") != "" {
+	if why != "" && skipsMinor(applied.Versions.Kubernetes, desired.Versions.Kubernetes) {
 		return why + "; see the hops of versions.kubernetes"
 	}
 	if why != "" {

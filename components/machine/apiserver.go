@@ -173,7 +173,7 @@ const PodSecurityDefault = psaapi.LevelBaseline
 // PodSecurityExempt are the namespaces Pod Security does not apply to.
 var PodSecurityExempt = []string{metav1.NamespaceSystem}
 
-// PodSecurityVersion is the policy version enforced: the cluster's minor, "v1.34".
+// PodSecurityVersion is the policy version enforced: the cluster's minor, such as "v1.37".
 func PodSecurityVersion(c *spec.Cluster) string { return semver.MajorMinor(c.Versions.Kubernetes) }
 
 // admissionConfig sets Pod Security's defaults (above), gives the webhooks' client certificate

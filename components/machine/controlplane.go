@@ -64,7 +64,7 @@ func GangScheduling(c *spec.Cluster) bool {
 }
 
 // GangAPI is the API group version of PodGroups and Workloads, which the apiservers serve.
-const GangAPI = "scheduling.k8s.io/v1beta1"
+const GangAPI = wellknown.SchedulingGroup + "/v1beta1"
 
 // featureGates are the gates the control plane's components turn on, extra first.
 func featureGates(c *spec.Cluster, extra ...string) string {

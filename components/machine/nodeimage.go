@@ -88,28 +88,41 @@ state = %[3]s
 
 [plugins."io.containerd.cri.v1.images"]
   snapshotter = "overlayfs" # L21: the devicemapper and btrfs snapshotters were the slow path
-  # Layers of one image download in parallel (L24); a stalled pull is cancelled, a slow one is not (L23).
-  max_concurrent_downloads = %[6]d
+  # A stalled pull is cancelled, a slow one is not (L23).
   image_pull_progress_timeout = %[7]s
   [plugins."io.containerd.cri.v1.images".pinned_images]
     # Pinned and preloaded: a fresh node pulls nothing to start its first pod (L25).
     sandbox = %[5]s
 
+# Pulls go through the transfer service, which takes the download limit (the CRI's own would put
+# pulls back on the older path): layers download in parallel (L24), this many on the node at once.
+[plugins."io.containerd.transfer.v1.local"]
+  max_concurrent_downloads = %[6]d
+
 %[13]s
-  [plugins."io.containerd.cri.v1.runtime".containerd]
+  # No CDI devices, no checkpoints: the device plugin mounts GPUs (NvidiaDeviceListStrategy) and
+  # nothing here restores a container, so neither is left for a pod to reach.
+  enable_cdi = false
+  enable_criu = false
+  [%[14]s.containerd]
     default_runtime_name = %[11]s
-    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.%[12]s]
+    [%[14]s.containerd.runtimes.%[12]s]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.%[12]s.options]
+      [%[14]s.containerd.runtimes.%[12]s.options]
         BinaryName = %[8]s
         SystemdCgroup = true
 
-  [plugins."io.containerd.cri.v1.runtime".cni]
+  [%[14]s.cni]
     bin_dirs = [%[9]s]
     conf_dir = %[10]s
+
+# No NRI plugins run here.
+[plugins."io.containerd.nri.v1.nri"]
+  disable = true
 `, ContainerdDiskUnit, tomlString(ContainerdRoot), tomlString(wellknown.ContainerdState), tomlString(wellknown.ContainerdSocketPath),
 		tomlString(c.Versions.PauseImage), c.Kubelet.MaxConcurrentDownloads, tomlString(timeout.String()), tomlString(binary),
-		tomlString(CNIBinDir), tomlString(CNIConfDir), tomlString(runtime), runtime, ContainerdRuntimeSection)
+		tomlString(CNIBinDir), tomlString(CNIConfDir), tomlString(runtime), runtime, ContainerdRuntimeSection,
+		strings.Trim(ContainerdRuntimeSection, "[]"))
 }
 
 // Sysctls are the node kernel settings, each with its reason.

@@ -30,7 +30,9 @@ func (m *modelTarget) MoveWorkerModels(_ context.Context, pools []string) error 
 // of pools a resumed roll rolled already; a failed canary puts its pool's model back and the roll
 // stops, a passed one moves every pool's and is journaled.
 func TestCanaryMovesTheFleetsModelsOnlyOncePassed(t *testing.T) {
-	desired := cluster(t, func(c *spec.Cluster) { c.Versions.Kubernetes = spec.PreviousKubernetesVersion })
+	desired := cluster(t, func(c *spec.Cluster) {
+		c.Versions.Kubernetes, c.Versions.Kubelet = spec.PreviousKubernetesVersion, spec.PreviousKubernetesVersion
+	})
 	plan := change.Plan{Stages: []change.Stage{
 		{Role: spec.WorkerRole("gpu"), Kind: change.Workers, Batches: [][]string{{"gpu-0"}, {"gpu-1"}}},
 		{Role: spec.WorkerRole("cpu"), Kind: change.Workers, Batches: [][]string{{"cpu-0"}, {"cpu-1"}}},

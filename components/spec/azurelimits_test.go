@@ -3,9 +3,10 @@ package spec
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
+
+	"github.com/clusterforge/clusterforge/test/docblock"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated table of docs/reference/stack.md")
@@ -132,28 +133,10 @@ func useOf(uses []LimitUse, l *Limit) (LimitUse, bool) {
 // The stack reference's table of limits is spec.Limits (`go test ./components/spec -run LimitsPage
 // -update` rewrites it).
 func TestLimitsPageShowsTheTable(t *testing.T) {
-	const page = "../../docs/reference/stack.md"
-	data, err := os.ReadFile(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, rest, ok := strings.Cut(string(data), "<!-- limits:start -->\n")
-	block, after, ok2 := strings.Cut(rest, "<!-- limits:end -->")
-	if !ok || !ok2 {
-		t.Fatalf("%s has no <!-- limits:start/end --> block", page)
-	}
 	var b strings.Builder
 	b.WriteString("| limit | value | kind | per | source |\n|---|---|---|---|---|\n")
 	for _, l := range Limits {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | [page](%s) |\n", l.Name, l.Value, l.Kind, l.Per, l.Source)
 	}
-	if *update {
-		if err := os.WriteFile(page, []byte(before+"<!-- limits:start -->\n"+b.String()+"<!-- limits:end -->"+after), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if block != b.String() {
-		t.Errorf("%s's table of limits is not spec.Limits: run `go test ./components/spec -run LimitsPage -update` and review the diff", page)
-	}
+	docblock.Check(t, "../../docs/reference/stack.md", "limits", b.String(), *update, "go test ./components/spec -run LimitsPage -update")
 }

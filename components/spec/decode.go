@@ -23,7 +23,9 @@ const maxSpecNodes = 20000
 type decoder struct {
 	// lines is false when the YAML is not the stack file (Pulumi hands the spec over as JSON):
 	// its line numbers would point into a copy nobody can open.
-	lines    bool
+	lines bool
+	// record is set for what was applied, which may hold keys of an earlier release.
+	record   bool
 	errs     []error
 	nodes    int
 	exceeded bool
@@ -103,7 +105,9 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 		seen[key.Value] = true
 		idx, ok := fields[key.Value]
 		if hint, gone := removedKeys[name]; !ok && gone {
-			d.fail(key, name, hint, "is no longer read")
+			if !d.record {
+				d.fail(key, name, hint, "is no longer read")
+			}
 			continue
 		}
 		if !ok {

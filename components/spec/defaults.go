@@ -6,6 +6,8 @@ import (
 
 	"net/netip"
 	"strings"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Defaults of the fields that do not depend on the cluster's size.
@@ -50,7 +52,7 @@ var DefaultTeamQuota = map[string]string{
 	"pods": "20000", "count/jobs.batch": "10000", "services": "500", "configmaps": "2000", "secrets": "2000",
 	"persistentvolumeclaims": "500", "count/serviceaccounts": "200", "services.nodeports": "0", "services.loadbalancers": "0",
 	// Gangs (L16): a PodGroup each, and the Workloads that template them.
-	"count/podgroups.scheduling.k8s.io": "2000", "count/workloads.scheduling.k8s.io": "500",
+	"count/podgroups." + wellknown.SchedulingGroup: "2000", "count/workloads." + wellknown.SchedulingGroup: "500",
 }
 
 // DefaultZones spreads machines over three availability zones.

@@ -115,7 +115,7 @@ func ConfigJSON(stackYAML []byte) (string, error) {
 }
 
 func parseNode(n *yaml.Node, lines bool) (*Cluster, error) {
-	c, err := decodeNode(n, lines)
+	c, err := decodeNode(n, lines, false)
 	if err != nil {
 		return nil, err
 	}
@@ -125,9 +125,10 @@ func parseNode(n *yaml.Node, lines bool) (*Cluster, error) {
 	return c, nil
 }
 
-// decodeNode decodes and defaults a spec without validating it.
-func decodeNode(n *yaml.Node, lines bool) (*Cluster, error) {
-	d := &decoder{lines: lines, set: map[any]bool{}, at: map[string]int{}}
+// decodeNode decodes and defaults a spec without validating it. A record (what was applied) may
+// hold keys an earlier release wrote and this one no longer reads (removedKeys): they are skipped.
+func decodeNode(n *yaml.Node, lines, record bool) (*Cluster, error) {
+	d := &decoder{lines: lines, record: record, set: map[any]bool{}, at: map[string]int{}}
 	c := &Cluster{}
 	d.decode(n, "", reflect.ValueOf(c).Elem())
 	if len(d.errs) > 0 {

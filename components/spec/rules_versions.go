@@ -43,13 +43,28 @@ var imageReference = func() *regexp.Regexp {
 // version-skew policy); it may never be newer.
 const KubeletSkewMinors = 3
 
-// WorkersHeld reports whether the stack holds its workers on an older kubelet than its control
-// plane runs (versions.kubelet), as a cluster does on its way up several minors.
-func (vs Versions) WorkersHeld() bool { return semver.Compare(vs.Kubelet, vs.Kubernetes) < 0 }
+// WorkersHeld reports whether the stack holds its workers on an older kubelet minor than its
+// control plane runs (versions.kubelet), as a cluster does on its way up several minors.
+func (vs Versions) WorkersHeld() bool {
+	return semver.Compare(semver.MajorMinor(vs.Kubelet), semver.MajorMinor(vs.Kubernetes)) < 0
+}
 
-// workerImageKeys are the versions a worker image carries: while the workers are held they may
-// stay the releases the workers run, which nothing here builds (their image is not baked again).
-var workerImageKeys = []string{"kubelet", "containerd", "runc", "crictl", "azureCNI"}
+// WorkerImage is what a worker image carries of vs, by versions.* key, kubelet first: while the
+// workers are held these may stay what the workers run, which nothing here builds (their image is
+// not baked again).
+func (vs Versions) WorkerImage() [][2]string {
+	return [][2]string{{"kubelet", vs.Kubelet}, {"containerd", vs.Containerd}, {"runc", vs.Runc}, {"crictl", vs.Crictl},
+		{"azureCNI", vs.AzureCNI}, {"pauseImage", vs.PauseImage}}
+}
+
+// DefaultWorkerImage is a key of WorkerImage's default: the pinned release, the kubelet's that of
+// versions.kubernetes.
+func (vs Versions) DefaultWorkerImage(key string) string {
+	if key == "kubelet" {
+		return vs.Kubernetes
+	}
+	return Pinned[key]
+}
 
 // minorsBetween is how many minors b is ahead of a, within one major.
 func minorsBetween(a, b string) int { return MinorOf(b) - MinorOf(a) }
@@ -64,6 +79,10 @@ func MinorOf(v string) int {
 func (c *Cluster) validateVersions(v *validator) {
 	vs := c.Versions
 	held := vs.WorkersHeld()
+	heldKeys := map[string]bool{}
+	for _, kv := range vs.WorkerImage() {
+		heldKeys[kv[0]] = held
+	}
 	for _, f := range []struct{ key, value string }{
 		{"kubernetes", vs.Kubernetes}, {"kubelet", vs.Kubelet}, {"etcd", vs.Etcd}, {"containerd", vs.Containerd}, {"runc", vs.Runc},
 		{"crictl", vs.Crictl}, {"azureCNI", vs.AzureCNI},
@@ -72,11 +91,14 @@ func (c *Cluster) validateVersions(v *validator) {
 		{"nvidiaDevicePlugin", vs.NvidiaDevicePlugin},
 	} {
 		field := "versions." + f.key
-		heldWorker := held && slices.Contains(workerImageKeys, f.key)
+		heldWorker := heldKeys[f.key]
 		buildable, pinned := Buildable[supportKey(f.key)]
 		switch {
 		case !exactRelease(f.value):
 			v.fail(field, "write an exact release tag such as "+Pinned[supportKey(f.key)], "%s is not an exact release", Excerpt(f.value))
+		case heldWorker && f.key != "kubelet" && semver.Compare(f.value, Pinned[f.key]) > 0:
+			v.fail(field, "while versions.kubelet holds the workers, their image's versions are what they run: remove the line or set that",
+				"%s is newer than the pinned %s", f.value, Pinned[f.key])
 		case heldWorker:
 			// What the held workers run: make plan warns of what upstream no longer patches.
 		case pinned && !slices.Contains(buildable, f.value):

@@ -2,7 +2,10 @@ package spec
 
 import (
 	"fmt"
+	"strings"
 	"time"
+
+	"golang.org/x/mod/semver"
 )
 
 // SupportWarnDays is how close to its end of support a release is warned about.
@@ -23,13 +26,16 @@ func (c *Cluster) SupportStatus(today time.Time) []ReleaseSupport {
 	vs := c.Versions
 	var out []ReleaseSupport
 	for _, f := range []struct{ key, value string }{
-		{"kubernetes", vs.Kubernetes}, {"kubelet", vs.Kubelet}, {"etcd", vs.Etcd}, {"containerd", vs.Containerd}, {"runc", vs.Runc},
+		{"kubernetes", vs.Kubernetes}, {"etcd", vs.Etcd}, {"containerd", vs.Containerd}, {"runc", vs.Runc},
 		{"crictl", vs.Crictl}, {"azureCNI", vs.AzureCNI}, {"coreDNS", vs.CoreDNS}, {"clusterAutoscaler", vs.ClusterAutoscaler},
 		{"prometheus", vs.Prometheus}, {"nodeExporter", vs.NodeExporter}, {"nodeProblemDetector", vs.NodeProblemDetector},
 		{"nvidiaDevicePlugin", vs.NvidiaDevicePlugin}, {"nvidiaContainerToolkit", NvidiaContainerToolkitVersion},
 		{"cniPlugins", pinned("cniPlugins")},
 	} {
 		out = append(out, releaseSupport(f.key, f.value, today))
+	}
+	if vs.WorkersHeld() {
+		out = append(out, releaseSupport("kubelet", vs.Kubelet, today))
 	}
 	return out
 }
@@ -42,6 +48,8 @@ func releaseSupport(key, v string, today time.Time) ReleaseSupport {
 	switch {
 	case !known:
 		r.Status, r.Warn = "no support facts for its line in versions.yaml", true
+	case semver.Compare(v, s.Floor) < 0:
+		r.Status, r.Warn = fmt.Sprintf("below its line's floor %s: %s", s.Floor, strings.Join(s.CVEs, "; ")), true
 	case !dated:
 		r.Status = "no published end date: " + s.Policy
 	case days < 0:

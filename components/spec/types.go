@@ -89,7 +89,7 @@ type Cluster struct {
 }
 
 // Versions pins the binaries the machine image carries. Each default is versions.yaml's pin of
-// the same key.
+// the same key, the kubelet's aside.
 type Versions struct {
 	// Kubernetes is the kube-apiserver, controller-manager and scheduler version, and the
 	// kubelet's unless Kubelet holds it back.

@@ -154,6 +154,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "device plugin with an escape", edit: func(c *Cluster) { c.Versions.NvidiaDevicePlugin = "v0.17.2" }, field: "versions.nvidiaDevicePlugin", inText: "CVE-2025-23266"},
 		{name: "kubelet ahead of the control plane", edit: func(c *Cluster) { c.Versions.Kubernetes = PreviousKubernetesVersion }, field: "versions.kubelet", inText: "newer"},
 		{name: "kubelet four minors behind", edit: func(c *Cluster) { c.Versions.Kubelet = "v1.33.4" }, field: "versions.kubelet", inText: "skew"},
+		{name: "a held worker's runc newer than the pin", edit: func(c *Cluster) { c.Versions.Kubelet, c.Versions.Runc = PreviousKubernetesVersion, "v9.0.0" }, field: "versions.runc", inText: "newer"},
 		{name: "containerd of old workers, not held", edit: func(c *Cluster) { c.Versions.Containerd = "v1.7.28" }, field: "versions.containerd", inText: "toolchain"},
 		{name: "bad CoreDNS version", edit: func(c *Cluster) { c.Versions.CoreDNS = "1.12" }, field: "versions.coreDNS"},
 		{name: "pause image without tag", edit: func(c *Cluster) { c.Versions.PauseImage = "registry.k8s.io/pause" }, field: "versions.pauseImage"},

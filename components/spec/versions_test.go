@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/mod/semver"
+
+	"github.com/clusterforge/clusterforge/test/docblock"
 )
 
 // versions.yaml is the one place a version is written: the toolchain reads it and builds exactly
@@ -249,16 +251,6 @@ func TestPinsAreSupported(t *testing.T) {
 // The support page's table is versions.yaml's support (`go test ./components/spec -run SupportPage
 // -update` rewrites it).
 func TestSupportPageShowsTheTable(t *testing.T) {
-	const page = "../../docs/reference/support.md"
-	data, err := os.ReadFile(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	before, rest, ok := strings.Cut(string(data), "<!-- support:start -->\n")
-	block, after, ok2 := strings.Cut(rest, "<!-- support:end -->")
-	if !ok || !ok2 {
-		t.Fatalf("%s has no <!-- support:start/end --> block", page)
-	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Read from upstream on %s.\n\n| component | line | pinned | end of upstream support | floor | fixed below the floor | source |\n|---|---|---|---|---|---|---|\n", SupportReadOn)
 	pinnedIn := map[string][]string{}
@@ -285,22 +277,14 @@ func TestSupportPageShowsTheTable(t *testing.T) {
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", component, line, strings.Join(pins, ", "), end, s.Floor, cves, s.Source)
 		}
 	}
-	if *update {
-		if err := os.WriteFile(page, []byte(before+"<!-- support:start -->\n"+b.String()+"<!-- support:end -->"+after), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if block != b.String() {
-		t.Errorf("%s's table is not versions.yaml's support: run `go test ./components/spec -run SupportPage -update` and review the diff", page)
-	}
+	docblock.Check(t, "../../docs/reference/support.md", "support", b.String(), *update, "go test ./components/spec -run SupportPage -update")
 }
 
 // make plan's status of a stack whose workers are held on what an older cluster runs warns of
 // each release past its support or unknown to versions.yaml, and of nothing else.
 func TestSupportStatusWarnsOfHeldWorkers(t *testing.T) {
 	c := &Cluster{Name: "cf-test", Pools: []Pool{{Name: "cpu", VMSize: "Standard_D16ds_v5", Nodes: 3}}}
-	c.Versions.Kubelet, c.Versions.Containerd = "v1.34.2", "v1.7.28"
+	c.Versions.Kubelet, c.Versions.Containerd, c.Versions.Runc = "v1.34.2", "v1.7.28", "v1.5.0"
 	c.Default()
 	day, _ := time.Parse(time.DateOnly, SupportReadOn)
 	var warned []string
@@ -309,8 +293,37 @@ func TestSupportStatusWarnsOfHeldWorkers(t *testing.T) {
 			warned = append(warned, s.Key+" "+s.Version+": "+s.Status)
 		}
 	}
-	want := []string{"kubelet v1.34.2: PAST its end of support on 2026-10-27", "containerd v1.7.28: no support facts for its line in versions.yaml"}
+	want := []string{"containerd v1.7.28: no support facts for its line in versions.yaml",
+		"runc v1.5.0: below its line's floor v1.5.3: " + strings.Join(versions.Support["runc"]["v1.5"].CVEs, "; "),
+		"kubelet v1.34.2: PAST its end of support on 2026-10-27"}
 	if !slices.Equal(warned, want) {
 		t.Errorf("warned of %q, want %q", warned, want)
+	}
+}
+
+// What an earlier release applied is read back: a key it wrote that this one no longer reads is
+// skipped, and the kubelet it had no key for ran the Kubernetes version. A stack file with that
+// key is refused, naming it.
+func TestEarlierRecordsAreRead(t *testing.T) {
+	c := parseValid(t)
+	c.Versions.Kubernetes, c.Versions.Kubelet = "v1.34.2", "v1.34.2"
+	record, err := c.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := strings.Replace(string(record), "    kubelet: v1.34.2\n", "    schedulerPlugins: v0.33.5\n", 1)
+	if earlier == string(record) {
+		t.Fatalf("the record has no versions.kubelet line to replace:\n%s", record)
+	}
+	applied, err := ParseResolved([]byte(earlier))
+	if err != nil {
+		t.Fatalf("an earlier release's record: %v", err)
+	}
+	if applied.Versions.Kubelet != "v1.34.2" {
+		t.Errorf("an earlier record's kubelet reads %q, want the Kubernetes version it ran", applied.Versions.Kubelet)
+	}
+	stack := "config:\n  clusterforge:cluster:\n    name: cf-test\n    versions:\n      schedulerPlugins: v0.33.5\n"
+	if _, err := ParseStackFile([]byte(stack)); err == nil || !strings.Contains(err.Error(), "versions.schedulerPlugins") || !strings.Contains(err.Error(), "no longer read") {
+		t.Errorf("a stack file with versions.schedulerPlugins: %v, want it refused by name", err)
 	}
 }

@@ -21,3 +21,7 @@ const (
 	// roll at a time, whoever runs it and from wherever.
 	MutationLease = "clusterforge-mutation"
 )
+
+// Kubernetes' own gangs (L16): the API group of PodGroups and Workloads, which the control plane
+// serves from the minor where it is beta (machine.GangAPI).
+const SchedulingGroup = "scheduling.k8s.io"

@@ -34,7 +34,7 @@ func TestResourcesNameEachObjectAndOrderFirsts(t *testing.T) {
 	objs := []addons.Object{
 		&corev1.Namespace{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}, ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}},
 		&apiextensionsv1.CustomResourceDefinition{TypeMeta: metav1.TypeMeta{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition"},
-			ObjectMeta: metav1.ObjectMeta{Name: "podgroups.scheduling.x-k8s.io"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "widgets.example.com"}},
 		&rbacv1.ClusterRole{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole"},
 			ObjectMeta: metav1.ObjectMeta{Name: "system:coredns"}},
 		&appsv1.Deployment{TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
@@ -49,7 +49,7 @@ func TestResourcesNameEachObjectAndOrderFirsts(t *testing.T) {
 		first bool
 	}{
 		{"c-addons-namespace-monitoring", true},
-		{"c-addons-customresourcedefinition-podgroups.scheduling.x-k8s.io", true},
+		{"c-addons-customresourcedefinition-widgets.example.com", true},
 		{"c-addons-clusterrole-system-coredns", false},
 		{"c-addons-deployment-kube-system-coredns", false},
 	}

@@ -117,6 +117,9 @@ func lastApplied(ctx *pulumi.Context) (*spec.Cluster, error) {
 // always, and a change that needs a roll unless `make roll` is running it. It returns the spec
 // to record as applied: the desired one once nothing is left to roll, else the last one.
 func guard(stack string, last, desired *spec.Cluster, step string) (*spec.Cluster, error) {
+	if last == nil && desired.Versions.WorkersHeld() {
+		return nil, fmt.Errorf("versions.kubelet %s holds workers a new cluster does not have yet: remove it, and the worker image's versions with it", desired.Versions.Kubelet)
+	}
 	if last == nil {
 		return desired, nil
 	}

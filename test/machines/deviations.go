@@ -18,6 +18,12 @@ import (
 	"github.com/clusterforge/clusterforge/test/standin/entra"
 )
 
+// The systemd drop-ins the booted machines get, named in the deviations they make.
+const (
+	KubeletHostDropIn = "50-rehearsal-host.conf"
+	StoreDropIn       = "50-rehearsal-store.conf"
+)
+
 // Deviation is one way the rehearsals differ from what Azure runs. Every difference is listed
 // here, with what each rehearsal does: the process rehearsal (`make rehearse`, the units' commands
 // as processes on loopback) and the booted machines (`make boot`, each machine a systemd-nspawn
@@ -61,13 +67,13 @@ var Deviations = []Deviation{
 		"the NoCloud datasource: /var/lib/cloud/seed/nocloud holds the plan's user-data byte for byte, instance-id and local-hostname the machine's name, and network config disabled (eth0 is already set); the seed keeps the join token after clusterforge-forget-bootstrap removes cloud-init's copies"},
 	{"OS disk", "each VM's OS disk is a copy of its gallery image",
 		"every absolute path (files, flags, scripts) is placed under build/rehearse/<env>/machines/<machine>/; binaries are links to .tools/bin",
-		"the baked image unpacked once per role into build/boot/<env>/images/, under an overlay per machine whose upper layer is the machine's own; its free space is this host's, so a drop-in (50-rehearsal-host.conf) removes the workers' nodefs eviction thresholds from the kubelet's config before each start (a full host disk would evict every pod)"},
+		"the baked image unpacked once per role into build/boot/<env>/images/, under an overlay per machine whose upper layer is the machine's own; its free space is this host's, so a drop-in (" + KubeletHostDropIn + ") removes the workers' nodefs eviction thresholds from the kubelet's config before each start (a full host disk would evict every pod)"},
 	{"local disk", "the local temp/NVMe disk is /dev/disk/azure/resource or /dev/disk/azure/local/by-index/1, named by udev; etcd-disk.service and containerd-disk.service format and mount it",
 		"etcd's data dir is a plain directory under the machine root; etcd-disk.service is not run; the capacity topology (the scale benchmark's and the total-loss recovery benchmark's) mounts each member's data dir from a disk stand-in of its own instead (FUSE over tmpfs, every flush taking a stated latency), whose data goes with `rehearse down`",
 		"a loop device over a sparse 8 GiB file; the boot binds a directory holding its node at /dev/disk/azure (udev does not run in a container); the disk units run as rendered"},
 	{"backup store", "a storage account reached through a private endpoint, and the birth registry's account in its own locked resource group, births immutable; the agent authenticates with the etcd VM's managed identity",
 		"Azurite (Microsoft's emulator, pinned) on 127.0.0.1:10000+<base> with its development account, the backups, births and retirements as three containers of one account, with no lock or immutability policy (the Pulumi program's are tested on the mock engine); the etcd-main machines get AZURE_STORAGE_CONNECTION_STRING, which the agent prefers to the managed identity; its data in build/rehearse/<env>/store outlives `rehearse down` and goes with `rehearse clean`",
-		"Azurite in the hub on the etcd subnet's gateway address, port 10000; a systemd drop-in (50-rehearsal-store.conf) gives the etcd-main agent and etcd-join AZURE_STORAGE_CONNECTION_STRING; its data goes with `make boot-down`"},
+		"Azurite in the hub on the etcd subnet's gateway address, port 10000; a systemd drop-in (" + StoreDropIn + ") gives the etcd-main agent and etcd-join AZURE_STORAGE_CONNECTION_STRING; its data goes with `make boot-down`"},
 	{"machine stop", "stopping a VM keeps its local disk; deallocating, resizing or redeploying it wipes the disk",
 		"`rehearse down` stops every process and keeps the etcd data dirs and the PKI (identity.json, as Pulumi state keeps it), so the next `rehearse up` of the same stack is the same cluster; drills wipe a data dir to stand for a deallocation; `rehearse clean` deletes everything",
 		"a drill's crash kills the machine's PID namespace, a clean stop halts its systemd; both keep its disks; a wipe gives it a new empty local disk; `make boot-down` deletes the machines, their disks and the store (the unpacked images stay)"},
@@ -79,7 +85,7 @@ var Deviations = []Deviation{
 	{"machine cgroups", "systemd finds the cgroup controllers writable and delegates them to containerd and the kubelet",
 		"", "systemd-nspawn mounts cgroup v1 controllers read-only, so the machine's PID 1 is a boot script that remounts them writable and execs systemd; each machine's cgroups are its own subtree (cfboot-<env>/<machine>) of this process's"},
 	{"cgroup v2", "Azure's images boot with the unified cgroup hierarchy (v2); the kubelet refuses to start on a cgroup v1 host (failCgroupV1: true, its default since Kubernetes 1.35)",
-		"", "the machines share this host's cgroup v1 hierarchy, so a drop-in (50-rehearsal-host.conf) sets the workers' failCgroupV1 to false before each kubelet start; containerd and runc run on cgroup v1, which both still support"},
+		"", "the machines share this host's cgroup v1 hierarchy, so a drop-in (" + KubeletHostDropIn + ") sets the workers' failCgroupV1 to false before each kubelet start; containerd and runc run on cgroup v1, which both still support"},
 	{"kernel", "each VM has its own kernel: the image's sysctls are applied at boot",
 		"the processes run on this host's kernel",
 		"the machines share this host's kernel: /proc/sys is read-only in them, so systemd-sysctl leaves the image's sysctls unapplied, except the net.* ones each machine's own network namespace holds, which the boot script applies before systemd starts (with /proc/sys/net writable, as systemd-nspawn leaves it for a private network); the settings the kubelet's protectKernelDefaults checks (vm.overcommit_memory 1, vm.panic_on_oom 0, kernel.panic 10, kernel.panic_on_oops 1, kernel.keys.root_max*) are not namespaced, so the boot sets them on this host as the image does (the kubelet's own defaults, which it sets on any host it runs on) and logs what it changed; the image's inotify limits (fs.inotify.max_user_instances 8192, max_user_watches 1048576) count for all machines together, which run as this host's root, so the boot raises this host's to at least those; /dev/kmsg is bound read-only for the kubelet (with CAP_SYSLOG), and node-problem-detector reads each worker's /var/log/clusterforge-kernel.log instead (its filelog watcher, the same rules), which the drills write, since a line in the shared kernel log would be every worker's; keyring system calls are allowed for runc; this host grants no CAP_SYS_RESOURCE, so the workers' containerd config gets restrict_oom_score_adj = true"},

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Series written as kube-apiserver v1.34 serves them on /metrics (its HELP text and labels), with
+// Series written as kube-apiserver 1.34 served them on /metrics (its HELP text and labels), with
 // fewer buckets.
 const exposition = `# HELP apiserver_request_sli_duration_seconds [STABLE] Response latency distribution (not counting webhook duration and priority & fairness queue wait times) in seconds for each verb, group, version, resource, subresource, scope and component.
 # TYPE apiserver_request_sli_duration_seconds histogram

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/test/containerdcfg"
 	"github.com/clusterforge/clusterforge/test/toolchain"
 
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -18,23 +19,10 @@ import (
 // setting the lessons ask for.
 func TestContainerdAcceptsRenderedConfig(t *testing.T) {
 	for _, gpu := range []bool{false, true} {
-		runtime, binary := "runc", "/usr/local/bin/runc"
-		if gpu {
-			runtime, binary = "nvidia", "/usr/bin/nvidia-container-runtime"
-		}
-		t.Run(runtime, func(t *testing.T) {
-			dump := containerdConfigDump(t, prod7500(t), gpu)
-			for _, want := range []string{
-				`version = 4`,
-				`root = '/var/lib/containerd'`,
-				`snapshotter = 'overlayfs'`,
-				`max_concurrent_downloads = 10`,
-				`image_pull_progress_timeout = '5m0s'`,
-				`sandbox = '` + spec.DefaultPauseImage + `'`,
-				`default_runtime_name = '` + runtime + `'`,
-				`BinaryName = '` + binary + `'`,
-				`SystemdCgroup = true`,
-			} {
+		t.Run(map[bool]string{false: "runc", true: "nvidia"}[gpu], func(t *testing.T) {
+			c := prod7500(t)
+			dump := containerdConfigDump(t, c, gpu)
+			for _, want := range containerdcfg.Settings(c, gpu) {
 				if !strings.Contains(dump, want) {
 					t.Errorf("containerd's effective config lacks %s", want)
 				}
@@ -43,7 +31,7 @@ func TestContainerdAcceptsRenderedConfig(t *testing.T) {
 	}
 }
 
-// A hostile pause image (validation bypassed) stays the value of sandbox_image: it adds no key
+// A hostile pause image (validation bypassed) stays the value of the sandbox image: it adds no key
 // or table to containerd's config.
 func TestContainerdConfigKeepsHostileValues(t *testing.T) {
 	c := prod7500(t)

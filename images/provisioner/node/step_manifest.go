@@ -16,6 +16,7 @@ import (
 type manifest struct {
 	Plugin     string `json:"plugin"`
 	Role       string `json:"role"`
+	// Kubernetes is the control plane's on a control-plane image, the kubelet's on a worker's.
 	Kubernetes string `json:"kubernetes"`
 	// Worker images.
 	Containerd string          `json:"containerd,omitempty"`

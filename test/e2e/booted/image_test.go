@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/containerdcfg"
 )
 
 // preloaded is what images/cmd/mkimages wrote for the worker image's bake: the images and the
@@ -137,10 +137,19 @@ func TestWorkerImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`snapshotter = "overlayfs"`, fmt.Sprintf("max_concurrent_downloads = %d", booted.Cluster.Kubelet.MaxConcurrentDownloads),
-		`sandbox_image = "` + booted.Cluster.Versions.PauseImage + `"`, `root = "` + machine.ContainerdRoot + `"`} {
+	for _, want := range containerdcfg.Settings(booted.Cluster, false) {
 		if !strings.Contains(dump, want) {
 			t.Errorf("the worker's containerd runs without %s", want)
+		}
+	}
+	// Nothing in the config sends containerd back to an older path or format on start.
+	warnings, err := booted.Exec(ctx, node, "journalctl", "-u", strings.TrimSuffix(machine.ContainerdUnit, ".service"), "-p", "warning", "--no-pager", "-o", "cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(warnings, "\n") {
+		if strings.Contains(line, "Falling back") || strings.Contains(line, "migrated") || strings.Contains(line, "deprecated") && !strings.Contains(line, "cgroup v1") {
+			t.Errorf("the worker's containerd warns on start: %s", line)
 		}
 	}
 }

@@ -44,7 +44,7 @@ func TestKubeletUpgradeRoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applied.Versions.Kubernetes = spec.PreviousKubernetesVersion
+	applied.Versions.Kubernetes, applied.Versions.Kubelet = spec.PreviousKubernetesVersion, spec.PreviousKubernetesVersion
 
 	var workers []string
 	for _, m := range booted.Machines {

@@ -85,7 +85,7 @@ func (d drill) perKind() []string {
 func TestRollDrills(t *testing.T) {
 	framework.SkipShort(t)
 	start := variant(t, framework.Cluster, func(c *spec.Cluster) {
-		c.Versions.Kubernetes, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
+		c.Versions.Kubernetes, c.Versions.Kubelet, c.Versions.Etcd = spec.PreviousKubernetesVersion, spec.PreviousKubernetesVersion, spec.PreviousEtcdVersion
 	})
 	p, err := framework.NewLayout(framework.Stack()+"-roll", start, framework.BaseRolls)
 	if err != nil {
@@ -168,10 +168,12 @@ func TestRollDrills(t *testing.T) {
 		}
 	}
 
-	// 2. Kubernetes v1.33.4 to v1.34.2 with every leaf certificate renewed from the same
+	// 2. Kubernetes to the pinned release with every leaf certificate renewed from the same
 	// authorities, as `make roll` renews what is due with any roll: the etcd members replaced, then
 	// the apiservers one at a time, then the kubelets.
-	kubeUp := variant(t, etcdUp, func(c *spec.Cluster) { c.Versions.Kubernetes = spec.DefaultKubernetesVersion })
+	kubeUp := variant(t, etcdUp, func(c *spec.Cluster) {
+		c.Versions.Kubernetes, c.Versions.Kubelet = spec.DefaultKubernetesVersion, spec.DefaultKubernetesVersion
+	})
 	serials := servingSerials(t, r)
 	rollTo("Kubernetes "+spec.PreviousKubernetesVersion+" to "+spec.DefaultKubernetesVersion+", certificates renewed", kubeUp, true, 0)
 	checkKubernetesVersion(t, r, cs, spec.DefaultKubernetesVersion)

@@ -179,7 +179,7 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 			{Path: machine.AzureCNIConfPath, Content: machine.AzureCNIConflist(machine.IPAMFromFile), Mode: 0o644},
 			{Path: machine.IPAMInterfacesPath, Content: interfaces, Mode: 0o644},
 			{Path: machine.ContainerdConfigPath, Content: edited, Mode: 0o644},
-			{Path: machine.UnitDir + "/kubelet.service.d/50-rehearsal-host.conf", Content: kubeletHostDropIn, Mode: 0o644},
+			{Path: machine.UnitDir + "/kubelet.service.d/" + machines.KubeletHostDropIn, Content: kubeletHostDropIn, Mode: 0o644},
 		}, nil
 	}
 	if m.Role == spec.RoleAPIServer {
@@ -191,7 +191,7 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 	dropIn := "[Service]\nEnvironment=\"" + etcdbackup.ConnectionStringEnv + "=" + b.StoreConnectionString() + "\"\n"
 	var files []machine.File
 	for _, unit := range machine.EtcdBackupStoreUnits {
-		files = append(files, machine.File{Path: machine.UnitDir + "/" + unit + ".d/50-rehearsal-store.conf", Content: dropIn, Mode: 0o644})
+		files = append(files, machine.File{Path: machine.UnitDir + "/" + unit + ".d/" + machines.StoreDropIn, Content: dropIn, Mode: 0o644})
 	}
 	return files, nil
 }

@@ -35,10 +35,18 @@ func TestRehearsalOverAnAppliedOne(t *testing.T) {
 	if err := os.WriteFile(l.appliedFile(), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	older := load(func(c *spec.Cluster) { c.Versions.Kubernetes = spec.PreviousKubernetesVersion })
+	older := load(func(c *spec.Cluster) {
+		c.Versions.Kubernetes, c.Versions.Kubelet = spec.PreviousKubernetesVersion, spec.PreviousKubernetesVersion
+	})
 	changes, was := PendingRoll(dir, older)
-	if len(changes) != 1 || changes[0].Field != "versions.kubernetes" || was == nil || was.Versions.Kubernetes != spec.DefaultKubernetesVersion {
+	if len(changes) != 2 || changes[0].Field != "versions.kubelet" || changes[1].Field != "versions.kubernetes" || was == nil || was.Versions.Kubernetes != spec.DefaultKubernetesVersion {
 		t.Errorf("an older Kubernetes over an applied rehearsal: %v, runs %v", changes, was)
+	}
+	hop := load(func(c *spec.Cluster) {
+		c.Versions.Kubernetes, c.Versions.Kubelet = spec.HopKubernetesVersion, spec.HopKubernetesVersion
+	})
+	if got := Releases(hop.Versions); !slices.Equal(got, []string{HopReleases}) {
+		t.Errorf("a stack on %s needs toolchain groups %v, want %s", spec.HopKubernetesVersion, got, HopReleases)
 	}
 	if got := Releases(older.Versions); !slices.Equal(got, []string{UpgradeReleases}) {
 		t.Errorf("a stack on %s needs toolchain groups %v, want %s", spec.PreviousKubernetesVersion, got, UpgradeReleases)

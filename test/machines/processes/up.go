@@ -300,9 +300,10 @@ func (r *Rehearsal) startUnit(in machines.Instance, uc unitCommand) (*machines.P
 	if err := machines.LimitCPU(dirs, cores); err != nil {
 		return nil, err
 	}
-	// Go's runtime before 1.25 (kube-apiserver 1.34, etcd 3.6) runs a thread per host core whatever
-	// its quota: bursts on both cores spend a period's quota early and wait out the rest throttled,
-	// which no VM of that size does. Its threads are held to the cores it may use.
+	// A Go runtime before 1.25 runs a thread per host core whatever its quota: bursts on both cores
+	// spend a period's quota early and wait out the rest throttled, which no VM of that size does.
+	// The toolchain builds with a later Go, which reads the quota itself; this states it for any
+	// binary that does not.
 	env = append(env, fmt.Sprintf("GOMAXPROCS=%d", int(math.Ceil(cores))))
 	p, err := machines.StartProcess(machines.InCgroups(dirs, argv), env, r.Root(in.Name), r.Log(in.Name, uc.Name))
 	if err == nil {
