@@ -14,8 +14,8 @@ import (
 // manifest records what an image was baked with; it lives in the image and is the build artifact.
 // Versions are what the installed binaries report where they can.
 type manifest struct {
-	Plugin     string `json:"plugin"`
-	Role       string `json:"role"`
+	Plugin string `json:"plugin"`
+	Role   string `json:"role"`
 	// Kubernetes is the control plane's on a control-plane image, the kubelet's on a worker's.
 	Kubernetes string `json:"kubernetes"`
 	// Worker images.
