@@ -73,14 +73,17 @@ func (a Agent) is(e Event) bool {
 }
 
 // NodeAgents are the agents every worker runs outside any DaemonSet: the kubelet reads its own
-// node's pods and every Service (the service links it puts in containers' environments);
-// kube-proxy programs every Service and its EndpointSlices on every node, the data plane's
-// inherent cost.
+// node's pods and every Service (the service links it puts in containers' environments), and,
+// from Kubernetes 1.37 where the feature is GA, its own node's PodCertificateRequests (those of
+// pods that project a pod certificate: few, but the watch cache has no node index for them, so
+// each one is matched against every kubelet's watch); kube-proxy programs every Service and its
+// EndpointSlices on every node, the data plane's inherent cost.
 func NodeAgents(nodeUserPrefix string) []Agent {
 	return []Agent{
 		{Name: "kube-proxy", UsernamePrefix: nodeUserPrefix, UserAgentPrefix: "kube-proxy/",
 			ClusterWide: []Allowance{{Resource: "services"}, {Resource: "endpointslices"}}},
-		{Name: "kubelet", UsernamePrefix: nodeUserPrefix, ClusterWide: []Allowance{OwnNodePods, {Resource: "services"}}},
+		{Name: "kubelet", UsernamePrefix: nodeUserPrefix, ClusterWide: []Allowance{OwnNodePods, {Resource: "services"},
+			{Resource: "podcertificaterequests", FieldSelectorPrefix: "spec.nodeName="}}},
 	}
 }
 

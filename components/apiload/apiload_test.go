@@ -20,6 +20,10 @@ func TestCheckFindsPerNodeAgentsReadingAcrossNamespacesAndEndpointsClients(t *te
 		want       string // the findings' client, "" for none
 	}{
 		{"the kubelet's own pods", event("system:node:w0", "kubelet/v1.34.2", "watch", "", "pods", "", "/api/v1/pods?fieldSelector=spec.nodeName%3Dw0&watch=true"), ""},
+		{"the kubelet's own pod certificate requests", event("system:node:w0", "kubelet/v1.37.2", "watch", "certificates.k8s.io", "podcertificaterequests", "",
+			"/apis/certificates.k8s.io/v1/podcertificaterequests?fieldSelector=spec.nodeName%3Dw0&watch=true"), ""},
+		{"the kubelet's every pod certificate request", event("system:node:w0", "kubelet/v1.37.2", "watch", "certificates.k8s.io", "podcertificaterequests", "",
+			"/apis/certificates.k8s.io/v1/podcertificaterequests?watch=true"), "kubelet"},
 		{"the kubelet's services", event("system:node:w0", "kubelet/v1.34.2", "list", "", "services", "", "/api/v1/services?limit=500"), ""},
 		{"the kubelet's every pod", event("system:node:w0", "kubelet/v1.34.2", "list", "", "pods", "", "/api/v1/pods"), "kubelet"},
 		{"kube-proxy's slices", event("system:node:w0", "kube-proxy/v1.34.2", "watch", "discovery.k8s.io", "endpointslices", "", "/apis/discovery.k8s.io/v1/endpointslices?watch=true"), ""},

@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -335,12 +336,31 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 				{Type: corev1.NodeInternalIP, Address: simulatedNodeIP(pool, n).String()},
 				{Type: corev1.NodeHostName, Address: name},
 			},
-			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: wellknown.KubeletPort}},
-			NodeInfo:        simulatedNodeInfo(p.Cluster, name),
-			Images:          simulatedImages(p.Cluster),
+			DaemonEndpoints:  corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: wellknown.KubeletPort}},
+			NodeInfo:         simulatedNodeInfo(p.Cluster, name),
+			Images:           simulatedImages(p.Cluster),
+			RuntimeHandlers:  simulatedRuntimeHandlers(pool),
+			Features:         &corev1.NodeFeatures{SupplementalGroupsPolicy: ptr.To(true)},
+			DeclaredFeatures: simulatedDeclaredFeatures,
 		},
 	}, nil
 }
+
+// simulatedRuntimeHandlers are what containerd 2.3 tells the kubelet of its runtimes: the
+// default one, unnamed, and the one the worker image's config names (machine.ContainerdConfig).
+func simulatedRuntimeHandlers(pool spec.Pool) []corev1.NodeRuntimeHandler {
+	features := &corev1.NodeRuntimeHandlerFeatures{RecursiveReadOnlyMounts: ptr.To(true), UserNamespaces: ptr.To(true)}
+	runtime := "runc"
+	if pool.IsGPU() {
+		runtime = "nvidia"
+	}
+	return []corev1.NodeRuntimeHandler{{Name: "", Features: features}, {Name: runtime, Features: features}}
+}
+
+// simulatedDeclaredFeatures are the features a kubelet of the pinned release declares on its node
+// (read off a booted worker's status).
+var simulatedDeclaredFeatures = []string{"ExtendWebSocketsToKubelet", "InPlacePodLevelResourcesVerticalScaling",
+	"InPlacePodVerticalScalingInitContainers", "RestartAllContainersOnContainerExits"}
 
 // simulatedNodeIP is the n-th address of the pool's first VNet, past Azure's reserved first four.
 // KWOK routes nothing: the address is there for the Node's size and shape (deviation "addresses").
@@ -363,6 +383,7 @@ func simulatedNodeInfo(c *spec.Cluster, name string) corev1.NodeSystemInfo {
 		OSImage:                 simulatedOSImage,
 		ContainerRuntimeVersion: "containerd://" + strings.TrimPrefix(c.Versions.Containerd, "v"),
 		KubeletVersion:          c.Versions.Kubelet,
+		RunningInUserNamespace:  ptr.To(false),
 		OperatingSystem:         "linux",
 		Architecture:            "amd64",
 	}
