@@ -265,9 +265,9 @@ func (c *Cluster) LimitUses() []LimitUse {
 		}
 		ips := int64(c.NATPublicIPs(w.Nodes()))
 		if natIPs += ips; ips > nat.Use {
-			nat = LimitUse{Limit: &LimitNATPublicIPs, Where: "NAT gateway of VNet " + w.Name, Use: ips, Field: "kubelet.maxParallelImagePulls",
-				Fix: fmt.Sprintf("lower kubelet.maxParallelImagePulls to %d or kubelet.maxConcurrentDownloads, or leave them unset to size them from targetNodes",
-					parallelPullsWithinSNAT(w.Nodes(), c.Kubelet.MaxConcurrentDownloads))}
+			nat = LimitUse{Limit: &LimitNATPublicIPs, Where: "NAT gateway of VNet " + w.Name, Use: ips, Field: "kubelet.maxConcurrentDownloads",
+				Fix: fmt.Sprintf("lower kubelet.maxConcurrentDownloads to %d, or leave it unset to size it from targetNodes",
+					downloadsWithinSNAT(w.Nodes()))}
 		}
 	}
 	// The control plane's VNet peers with the hub and every worker VNet: the hub's own always count.

@@ -19,10 +19,12 @@ func TestLimitUsesAtTheLimit(t *testing.T) {
 		c.EtcdMain.Members, c.EtcdMain.VMSize, c.EtcdEvents.Members, c.EtcdEvents.VMSize = 3, "Standard_D2ds_v5", 1, "Standard_D2ds_v5"
 		c.Pools[0].VMSize = "Standard_D2ds_v5"
 	}
-	// One worker VNet of 2,000 nodes pulling p images of 64 layers: 2,000 × (64p + 16) ports.
-	pulling := func(c *Cluster, p int) {
-		c.Pools[0].MaxNodes, c.Pools[0].MaxPods, c.TargetNodes = 2000, 30, 2000
-		c.Kubelet.MaxParallelImagePulls, c.Kubelet.MaxConcurrentDownloads = p, 64
+	// One worker VNet of 4,000 nodes (the most one holds: four scale sets, an ASG's IP
+	// configurations) downloading d layers each at once: 4,000 × (d + 16) ports. Past the
+	// validated 64 downloads: the ceiling keeps every VNet within 5 public IPs.
+	downloading := func(c *Cluster, d int) {
+		c.Pools[0].MaxNodes, c.Pools[0].MaxPods, c.TargetNodes = 4000, 1, 4000
+		c.Kubelet.MaxConcurrentDownloads = d
 	}
 	for _, tc := range []struct {
 		limit *Limit
@@ -36,9 +38,9 @@ func TestLimitUsesAtTheLimit(t *testing.T) {
 			c.TargetNodes = c.Pools[0].MaxNodes
 		}, "pools"},
 		{&LimitIPConfigsPerNIC, func(c *Cluster, step int) { c.Pools[0].MaxPods = maxPodsPerNode + step }, "pools[0].maxPods"},
-		{&LimitNATPublicIPs, func(c *Cluster, step int) { pulling(c, 7+step) }, "kubelet.maxParallelImagePulls"}, // 15 IPs, then 17
-		// The control plane's gateway and the worker VNet's: 1 + 9 IPs, then 1 + 11.
-		{&LimitStandardPublicIPs, func(c *Cluster, step int) { pulling(c, 4+step) }, "targetNodes"},
+		{&LimitNATPublicIPs, func(c *Cluster, step int) { downloading(c, 242+step) }, "kubelet.maxConcurrentDownloads"}, // 16 IPs, then 17
+		// The control plane's gateway and the worker VNet's: 1 + 9 IPs, then 1 + 10.
+		{&LimitStandardPublicIPs, func(c *Cluster, step int) { downloading(c, 129+step) }, "targetNodes"},
 		{&LimitLoadBalancerBackends, func(c *Cluster, step int) { c.APIServer.Count = int(LimitLoadBalancerBackends.Value) + step }, "apiServer.count"},
 		{&LimitNICsPerRegion, func(c *Cluster, step int) {
 			c.TargetNodes = int(LimitNICsPerRegion.Value-c.machineCount()) + c.TargetNodes + step

@@ -22,7 +22,9 @@ const (
 	DefaultMaxNodeProvisionTime    = "20m"
 	DefaultJoinPause               = "30s"
 	DefaultJoinJitter              = "30s"
-	DefaultMaxConcurrentDownloads  = 10 // L24: containerd's default is 3.
+	// DefaultMaxConcurrentDownloads is a node's layer downloads at once, shared by its parallel
+	// pulls (L24; containerd's default is 3); fleets past 39,000 nodes get fewer (downloadsWithinSNAT).
+	DefaultMaxConcurrentDownloads = 10
 	// DefaultImagePullProgressTimeout cancels a pull that stalls, not one that is slow (L23).
 	DefaultImagePullProgressTimeout = "5m"
 	DefaultAdminUsername            = "clusteradmin"
@@ -32,8 +34,7 @@ const (
 	DefaultMaxPods                  = 30
 	// DefaultPodPidsLimit leaves a training pod thousands of data-loader processes and threads.
 	DefaultPodPidsLimit = 32768
-	// DefaultMaxParallelImagePulls matches containerd's max_concurrent_downloads (L20, L24); large
-	// fleets get fewer, so their pulls fit the NAT gateway's SNAT ports (parallelPullsWithinSNAT).
+	// DefaultMaxParallelImagePulls lets one large pull not block the rest (L20).
 	DefaultMaxParallelImagePulls  = 10
 	DefaultAuditLogMaxBackup      = 10
 	DefaultAuditLogMaxSizeMB      = 200
@@ -87,7 +88,6 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &as.ScaleDownDelayAfterAdd, DefaultScaleDownDelayAfterAdd)
 	setDefault(c.explicit, &as.MaxScaleDownParallelism, DefaultMaxScaleDownParallelism)
 	setDefault(c.explicit, &as.MaxNodeProvisionTime, DefaultMaxNodeProvisionTime)
-	setDefault(c.explicit, &c.Kubelet.MaxConcurrentDownloads, DefaultMaxConcurrentDownloads)
 	setDefault(c.explicit, &c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
 	setDefault(c.explicit, &c.ControlPlaneImage, PlaceholderImage(GalleryImageControlPlane))
 	setDefault(c.explicit, &c.Image, PlaceholderImage(GalleryImageWorkerCPU))
@@ -151,7 +151,8 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &c.Joins.Jitter, DefaultJoinJitter)
 
 	setDefault(c.explicit, &c.DNS.Replicas, dnsReplicasFor(nodes))
-	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, parallelPullsWithinSNAT(nodes, max(c.Kubelet.MaxConcurrentDownloads, 1)))
+	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, DefaultMaxParallelImagePulls)
+	setDefault(c.explicit, &c.Kubelet.MaxConcurrentDownloads, downloadsWithinSNAT(nodes))
 	setDefault(c.explicit, &c.Network.ServiceCIDR, DefaultServiceCIDR)
 	c.placeNetwork(c.outsideTaken())
 }

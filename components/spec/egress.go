@@ -8,11 +8,12 @@ package spec
 // internet traffic is its to budget.
 const egressBaseConnections = 16
 
-// EgressPortsPerNode is one node's outbound connections at its peak: every parallel image pull
-// (L20) downloading at containerd's full layer concurrency (L24), plus the base. HTTP/2 may share a
-// connection between layers; the budget does not count on it.
+// EgressPortsPerNode is one node's outbound connections at its peak: containerd 2's transfer
+// service holds one download limit for all of a node's pulls (L24), however many the kubelet runs
+// at once (L20), plus the base. HTTP/2 may share a connection between layers; the budget does not
+// count on it.
 func (c *Cluster) EgressPortsPerNode() int {
-	return c.Kubelet.MaxParallelImagePulls*c.Kubelet.MaxConcurrentDownloads + egressBaseConnections
+	return c.Kubelet.MaxConcurrentDownloads + egressBaseConnections
 }
 
 // NATPublicIPs is how many public IPs a NAT gateway needs for nodes nodes at their peak at once.
@@ -22,9 +23,9 @@ func (c *Cluster) NATPublicIPs(nodes int) int {
 	return int(max(1, (ports+SNATPortsPerPublicIP-1)/SNATPortsPerPublicIP))
 }
 
-// parallelPullsWithinSNAT is the default kubelet.maxParallelImagePulls: DefaultMaxParallelImagePulls,
-// or fewer where the fleet's pulls would outrun the NAT gateway's ports.
-func parallelPullsWithinSNAT(nodes, downloads int) int {
+// downloadsWithinSNAT is the default kubelet.maxConcurrentDownloads: DefaultMaxConcurrentDownloads,
+// or fewer where the whole fleet's downloads would outrun one NAT gateway's ports.
+func downloadsWithinSNAT(nodes int) int {
 	perNode := MaxNATPublicIPs * SNATPortsPerPublicIP / max(nodes, 1)
-	return min(DefaultMaxParallelImagePulls, max(1, (perNode-egressBaseConnections)/max(downloads, 1)))
+	return min(DefaultMaxConcurrentDownloads, max(1, perNode-egressBaseConnections))
 }

@@ -95,7 +95,7 @@ func (c *Cluster) validateBackup(v *validator) {
 
 func (c *Cluster) validateKubelet(v *validator) {
 	k := c.Kubelet
-	v.between("kubelet.maxConcurrentDownloads", int64(k.MaxConcurrentDownloads), 1, 64, "layers one image downloads at once (L24)")
+	v.between("kubelet.maxConcurrentDownloads", int64(k.MaxConcurrentDownloads), 1, 64, "layer downloads at once on a node, shared by its pulls (L24)")
 	v.between("kubelet.maxParallelImagePulls", int64(k.MaxParallelImagePulls), 1, 100, "images pulled at once (L20)")
 	v.duration("kubelet.imagePullProgressTimeout", k.ImagePullProgressTimeout, 30*time.Second, 2*time.Hour)
 }

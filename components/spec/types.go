@@ -210,11 +210,12 @@ type Kubelet struct {
 	// PodPidsLimit is the most processes and threads one pod may hold, so one team's fork bomb
 	// cannot exhaust its node's (kernel.pid_max is 4,194,304). Default 32768.
 	PodPidsLimit int `yaml:"podPidsLimit"`
-	// MaxParallelImagePulls caps concurrent pulls once serializeImagePulls is off (L20). Default 10,
-	// or fewer where targetNodes × (pulls × maxConcurrentDownloads + 16) would outrun one NAT
-	// gateway's 16 × 64,512 SNAT ports (each VNet has its own, so the default is on the safe side).
+	// MaxParallelImagePulls caps concurrent pulls once serializeImagePulls is off (L20). Default 10.
 	MaxParallelImagePulls int `yaml:"maxParallelImagePulls"`
-	// MaxConcurrentDownloads is containerd's layer downloads at once per image (L24). Default 10.
+	// MaxConcurrentDownloads is containerd's layer downloads at once on a node, shared by its
+	// parallel pulls (L24). Default 10, or fewer where targetNodes × (downloads + 16) would outrun
+	// one NAT gateway's 16 × 64,512 SNAT ports (each VNet has its own, so the default is on the
+	// safe side).
 	MaxConcurrentDownloads int `yaml:"maxConcurrentDownloads"`
 	// ImagePullProgressTimeout is how long containerd lets a pull make no progress before it
 	// cancels it, as a Go duration (L23). Default "5m".

@@ -264,7 +264,7 @@ func (r *Result) Summary(w io.Writer) {
 		fmt.Fprintf(w, "  L15 %s: %d balloon pods of %s CPU, %s memory at priority %d\n", p.Name, p.Nodes, req.Cpu(), req.Memory(), addons.BalloonPriorityValue)
 	}
 	fmt.Fprintf(w, "  L16 kube-scheduler %s: gangs through %s PodGroups (gang scheduling: %t) + MostAllocated\n", c.Versions.Kubernetes, machine.GangAPI, machine.GangScheduling(c))
-	fmt.Fprintf(w, "  L20 %d parallel pulls × %d downloads per node; egress through each VNet's NAT gateway (%d SNAT ports a public IP, %d per node at the peak)\n",
+	fmt.Fprintf(w, "  L20 %d parallel pulls sharing %d layer downloads a node; egress through each VNet's NAT gateway (%d SNAT ports a public IP, %d per node at the peak)\n",
 		c.Kubelet.MaxParallelImagePulls, c.Kubelet.MaxConcurrentDownloads, spec.SNATPortsPerPublicIP, c.EgressPortsPerNode())
 	fmt.Fprintf(w, "  L19 cluster-autoscaler: every scale set from 0 to its capacity, stops above %d%% unready\n", c.Autoscaler.MaxUnreadyPercentage)
 	cpus, memory := addons.PrometheusResources(c)
