@@ -109,7 +109,7 @@ test-images: ## Test the Packer plugin (its own module) and fail if its generate
 	  sha256sum --quiet -c /tmp/clusterforge-hcl2spec.sum || { echo "generated HCL2 specs were stale: run make generate and commit"; exit 1; }
 	cd images && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-image-validate: tools-image ## `packer validate` images/worker.pkr.hcl and control-plane.pkr.hcl with packer v1.12.0, packer-plugin-azure v1.4.5 and ours
+image-validate: tools-image ## `packer validate` images/worker.pkr.hcl and control-plane.pkr.hcl with the pinned packer, packer-plugin-azure and ours
 	@scripts/image.sh validate
 
 image-local: setup tools-image ## Bake a real $(ROLE) image for $(STACK) on this machine (debootstrap, our plugin): build/images/{node,control-plane}-$(STACK).tar

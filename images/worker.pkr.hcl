@@ -66,9 +66,11 @@ variable "replication_regions" {
   default = ["eastus2"]
 }
 
+# R580, NVIDIA's long-term support branch for data center GPUs (to August 2028; R550 and R570 are
+# past their end): a release whose .run and fabric manager archive NVIDIA publishes alike.
 variable "nvidia_driver_version" {
   type    = string
-  default = "550.127.08"
+  default = "580.105.08"
 }
 
 # components/spec/versions.yaml's nvidiaContainerToolkit (TestVersionsFile); the bake refuses another.

@@ -37,7 +37,10 @@ stats='function stats(list, digits,   n, a, i, j, t, med, f) {
   return sprintf(f " (" f "-" f ")", med, a[1], a[n])
 }'
 interval=$(sed -n 's/.*DefaultBackupInterval *= "\(.*\)"/\1/p' components/spec/defaults.go)
-awk -v runs="$RUNS" -v interval="$interval" "$stats"'
+# The releases the runs used, as the binaries and the lock file say.
+etcd_version=$(.tools/bin/etcd --version | awk '/^etcd Version/ {print $3}')
+azurite_version=$(jq -r '.packages."".dependencies.azurite' scripts/toolchain/azurite/package-lock.json)
+awk -v runs="$RUNS" -v interval="$interval" -v etcd="$etcd_version" -v azurite="$azurite_version" "$stats"'
   # The loader prints progress between a benchmark'"'"'s name and its figures: keep the last name.
   /^BenchmarkBackup\// {
     name = $1; sub(/^BenchmarkBackup\//, "", name); sub(/-[0-9]+$/, "", name)
@@ -52,7 +55,7 @@ awk -v runs="$RUNS" -v interval="$interval" "$stats"'
   }
   END {
     print "# etcd backup benchmark\n"
-    print "`make bench-etcd-backup` (`scripts/bench-etcd-backup.sh`), " runs " runs, median (range). One etcd v3.6.4 member on loopback, Azurite 3.35.0 as the blob store, on this machine; seconds.\n"
+    print "`make bench-etcd-backup` (`scripts/bench-etcd-backup.sh`), " runs " runs, median (range). One etcd v" etcd " member on loopback, Azurite " azurite " as the blob store, on this machine; seconds.\n"
     print "| dataset | snapshot size (MiB) | snapshot + upload + verify (s) | restore of one member (s) |"
     print "|---|---|---|---|"
     for (i = 1; i <= n; i++) { k = order[i]; printf "| %s | %s | %s | %s |\n", k, stats(size[k], 1), stats(snap[k], 1), stats(restore[k], 1) }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Packer for clusterforge images, offline: packer v1.12.0, packer-plugin-azure v1.4.5 and our plugin,
+# Packer for clusterforge images, offline: packer and packer-plugin-azure at their pins and our plugin,
 # all local builds installed with `packer plugins install --path` (no network for plugins).
 #
 #   scripts/image.sh validate        `packer validate` images/worker.pkr.hcl and images/control-plane.pkr.hcl

@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 
 CLOUD_INIT_VERSION="22.4.2-1+deb12u4"   # Debian 12's cloud-init
 LIBSECCOMP_VERSION="2.5.4-1+deb12u1"    # linked into the node image's runc (scripts/toolchain.sh)
-GO_MIN="1.26.8"   # the go directive of the newest wrapper module (scripts/toolchain/*/go.mod)
+# The newest go directive of our modules and the toolchain's wrappers: the Go they all build with.
+GO_MIN=$(awk '$1 == "go" {print $2}' go.mod images/go.mod scripts/toolchain/*/go.mod | sort -V | tail -1)
 
 step() { printf '==> %s\n' "$*"; }
 

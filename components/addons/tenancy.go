@@ -67,7 +67,8 @@ func tenancy(c *spec.Cluster) []Object {
 		})
 
 	// Probes and lifecycle hooks that name a host are sent by the kubelet from the node's own
-	// network, past the metadata guard (Pod Security refuses them only from v1.34).
+	// network, past the metadata guard. Pod Security's restricted level refuses them too (from
+	// v1.34); this holds whatever level a namespace is labelled.
 	var hostless []string
 	for _, handler := range []string{"livenessProbe", "readinessProbe", "startupProbe", "lifecycle.?postStart", "lifecycle.?preStop"} {
 		for _, action := range []string{"httpGet", "tcpSocket"} {

@@ -100,7 +100,7 @@ func SchedulerFlags(c *spec.Cluster) Flags {
 		"bind-address":              "127.0.0.1",
 		"tls-cipher-suites":         tlsCipherSuites,
 		// Its pod and node informers stream their initial state from the watch cache rather than
-		// LIST every pod after each restart (kube-controller-manager does so by default).
+		// LIST every pod after each restart: the default since 1.35, said here so a change of it shows.
 		"feature-gates": featureGates(c, "WatchListClient=true"),
 	}
 }

@@ -107,6 +107,17 @@ func TestVersionsFile(t *testing.T) {
 	if toolkit == nil || "v"+string(toolkit[1]) != NvidiaContainerToolkitVersion {
 		t.Errorf("images/worker.pkr.hcl's nvidia_container_toolkit_version is not %s", NvidiaContainerToolkitVersion)
 	}
+	// Both Azure bakes require the Azure plugin at the pinned release (HCL cannot read versions.yaml).
+	for _, template := range []string{"worker.pkr.hcl", "control-plane.pkr.hcl"} {
+		hcl, err := os.ReadFile("../../images/" + template)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plugin := regexp.MustCompile(`(?s)azure = \{.*?version *= *"= ([^"]+)"`).FindSubmatch(hcl)
+		if plugin == nil || "v"+string(plugin[1]) != pinned("packerPluginAzure") {
+			t.Errorf("images/%s does not require the azure plugin at = %s", template, strings.TrimPrefix(pinned("packerPluginAzure"), "v"))
+		}
+	}
 	pins := map[string]bool{}
 	for _, v := range append(slices.Collect(maps.Values(Pinned)), goModPins...) {
 		pins[v] = true

@@ -1,8 +1,8 @@
 // Package watchlist switches client-go's WatchListClient for this process's informers: each
 // reflector then fills its cache from one watch that streams the initial state out of the
-// apiserver's watch cache, instead of a LIST the apiserver assembles in memory. Kubernetes 1.34
-// serves such watches by default (the apiserver's WatchList gate) but leaves the client side off
-// (kube-controller-manager turns it on for itself).
+// apiserver's watch cache, instead of a LIST the apiserver assembles in memory. client-go turns it
+// on by default from 1.35; this package says so for our own processes whatever their client-go,
+// and lets a test turn it off.
 package watchlist
 
 import (

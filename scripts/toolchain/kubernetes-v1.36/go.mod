@@ -1,4 +1,4 @@
-// Wrapper module for the Kubernetes release before the pinned one: the start of the upgrade drills (kube-apiserver, kube-controller-manager and the kubelet).
+// Wrapper module for the Kubernetes release before the pinned one: the start of the upgrade drills (kube-apiserver, kube-controller-manager, kube-scheduler and the kubelet).
 module github.com/clusterforge/clusterforge/toolchain/kubernetes-v1.36
 
 go 1.26.0
