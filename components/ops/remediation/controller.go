@@ -339,12 +339,20 @@ func (c *Controller) drain(ctx context.Context, name string) (left bool, err err
 }
 
 // handBack removes the machine, then its Node object: in that order a failure leaves the node
-// marked and retried, and no kubelet is left running without its Node.
-func (c *Controller) handBack(ctx context.Context, node *corev1.Node, why string) error {
+// marked and retried, and no kubelet is left running without its Node. The cache may still hold a
+// node handed back a moment ago, so the node is read live first: each machine is removed once.
+func (c *Controller) handBack(ctx context.Context, cached *corev1.Node, why string) error {
+	node, err := c.Client.CoreV1().Nodes().Get(ctx, cached.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || err == nil && node.UID != cached.UID {
+		return nil // gone, or a new machine under the name: its own events bring it here
+	}
+	if err != nil {
+		return err
+	}
 	if err := c.Machines.Remove(ctx, node); err != nil {
 		return fmt.Errorf("remove the machine: %w", err)
 	}
-	err := c.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{})
+	err = c.Client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(node.UID))})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -229,13 +230,7 @@ func TestHandBacksRunAtOnce(t *testing.T) {
 	policy := DefaultPolicy()
 	var objects []runtime.Object
 	for i := range 3 {
-		objects = append(objects, &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cpu-%d", i), Labels: map[string]string{wellknown.PoolLabel: "cpu"},
-				Annotations: map[string]string{wellknown.ReasonAnnotation: "NotReady", wellknown.SinceAnnotation: now.Add(-policy.HandBack - time.Minute).Format(time.RFC3339)}},
-			Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: brake.ReplaceTaint, Effect: corev1.TaintEffectNoSchedule}}},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
-				LastTransitionTime: metav1.NewTime(now.Add(-policy.HandBack - time.Hour))}}},
-		})
+		objects = append(objects, dueForHandBack(fmt.Sprintf("cpu-%d", i), "", policy, now))
 	}
 	cs := fake.NewClientset(objects...)
 	machines := &blocking{all: make(chan struct{}), want: 3}
@@ -265,4 +260,43 @@ func TestHandBacksRunAtOnce(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// dueForHandBack is a marked node past the policy's hand-back time.
+func dueForHandBack(name string, uid types.UID, policy Policy, now time.Time) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid, Labels: map[string]string{wellknown.PoolLabel: "cpu"},
+			Annotations: map[string]string{wellknown.ReasonAnnotation: "NotReady", wellknown.SinceAnnotation: now.Add(-policy.HandBack - time.Minute).Format(time.RFC3339)}},
+		Spec: corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: brake.ReplaceTaint, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionUnknown,
+			LastTransitionTime: metav1.NewTime(now.Add(-policy.HandBack - time.Hour))}}},
+	}
+}
+
+// A machine is removed once: a node the cache still holds after its hand-back (its deletion not
+// yet seen) removes nothing again, nor does a new machine that took its name.
+func TestAMachineIsRemovedOnce(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	policy := DefaultPolicy()
+	cached := dueForHandBack("cpu-0", "first", policy, now)
+	for _, tc := range []struct {
+		name    string
+		live    []runtime.Object
+		removed int
+	}{
+		{"still there", []runtime.Object{cached.DeepCopy()}, 1},
+		{"handed back already", nil, 0},
+		{"a new machine under its name", []runtime.Object{dueForHandBack("cpu-0", "second", policy, now)}, 0},
+	} {
+		machines := &removals{}
+		c := &Controller{Client: fake.NewClientset(tc.live...), Policy: policy, Machines: machines, Logf: t.Logf, Now: func() time.Time { return now }}
+		store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+		if err := store.Add(cached); err != nil {
+			t.Fatal(err)
+		}
+		c.start(store)
+		if _, err := c.sync(context.Background(), cached.Name); err != nil || len(machines.names) != tc.removed {
+			t.Errorf("%s: sync %v, machines removed %v; want %d", tc.name, err, machines.names, tc.removed)
+		}
+	}
 }
