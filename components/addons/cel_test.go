@@ -58,22 +58,7 @@ func TestEveryPolicyExpressionCompiles(t *testing.T) {
 func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
 	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeLabels(), NodeLabelsPolicy)
 	env := celEnv(t)
-	eval := func(expression string, vars map[string]any) any {
-		t.Helper()
-		ast, issues := env.Compile(expression)
-		if issues.Err() != nil {
-			t.Fatalf("%s: %v", expression, issues.Err())
-		}
-		program, err := env.Program(ast)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _, err := program.Eval(vars)
-		if err != nil {
-			t.Fatalf("%s: %v", expression, err)
-		}
-		return out.Value()
-	}
+	eval := func(expression string, vars map[string]any) any { t.Helper(); return celEval(t, env, expression, vars) }
 	admits := func(old, now map[string]any) bool {
 		inputs := map[string]any{"object": map[string]any{"metadata": map[string]any{"labels": now}},
 			"oldObject": map[string]any{"metadata": map[string]any{"labels": old}}}
@@ -125,19 +110,7 @@ func TestTeamGangPolicyUnderCEL(t *testing.T) {
 	admits := func(expressions []string, inputs map[string]any) bool {
 		t.Helper()
 		for _, e := range expressions {
-			ast, issues := env.Compile(e)
-			if issues.Err() != nil {
-				t.Fatal(issues.Err())
-			}
-			program, err := env.Program(ast)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, _, err := program.Eval(inputs)
-			if err != nil {
-				t.Fatalf("%s: %v", e, err)
-			}
-			if out.Value() != true {
+			if celEval(t, env, e, inputs) != true {
 				return false
 			}
 		}
@@ -183,4 +156,22 @@ func TestTeamGangPolicyUnderCEL(t *testing.T) {
 		admits([]string{cond[0].Expression}, map[string]any{"request": map[string]any{"userInfo": map[string]any{"username": podGroupProtectionController}}}) {
 		t.Errorf("the policy's match conditions %v do not leave out the protection controller alone", cond)
 	}
+}
+
+// celEval compiles and evaluates expression as the apiserver would, failing the test on an error.
+func celEval(t *testing.T, env *cel.Env, expression string, vars map[string]any) any {
+	t.Helper()
+	ast, issues := env.Compile(expression)
+	if issues.Err() != nil {
+		t.Fatalf("%s: %v", expression, issues.Err())
+	}
+	program, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := program.Eval(vars)
+	if err != nil {
+		t.Fatalf("%s: %v", expression, err)
+	}
+	return out.Value()
 }
