@@ -2,6 +2,11 @@ package machines
 
 import (
 	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/clusterforge/clusterforge/test/docblock"
@@ -14,4 +19,40 @@ var updateDocs = flag.Bool("update", false, "rewrite the generated block of docs
 func TestDeviationsPageShowsTheCode(t *testing.T) {
 	docblock.Check(t, "../../docs/reference/rehearsal-deviations.md", "deviations", markdownDeviations(), *updateDocs,
 		"go test ./test/machines -run DeviationsPage -update")
+}
+
+// A comment that cites a deviation ("deviation \"kernel\"") names one the list has: a reader who
+// follows it finds the row.
+func TestCitedDeviationsAreListed(t *testing.T) {
+	listed := map[string]bool{}
+	for _, d := range Deviations {
+		listed[d.Topic] = true
+	}
+	cited := regexp.MustCompile(`deviations? \\?"([^"\\]+)\\?"`)
+	err := filepath.WalkDir("../..", func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && (e.Name() == ".tools" || e.Name() == "build" || e.Name() == ".git") {
+			return filepath.SkipDir
+		}
+		if e.IsDir() || !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range cited.FindAllStringSubmatch(string(data), -1) {
+			// A citation may wrap onto the next comment line.
+			topic := strings.Join(strings.Fields(strings.ReplaceAll(m[1], "//", "")), " ")
+			if !listed[topic] {
+				t.Errorf("%s cites deviation %q, which machines.Deviations does not list", path, topic)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

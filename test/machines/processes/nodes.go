@@ -307,6 +307,12 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 	if capacity.GPUs > 0 {
 		res[machine.GPUResource] = *resource.NewQuantity(int64(capacity.GPUs), resource.DecimalSI)
 	}
+	// What the kubelet's reservation leaves its pods (the kubelet config's kubeReserved,
+	// systemReserved and memory eviction threshold).
+	allocatable := res.DeepCopy()
+	cpuMilli, memory := spec.Allocatable(capacity, pool.MaxPods)
+	allocatable[corev1.ResourceCPU] = *resource.NewMilliQuantity(cpuMilli, resource.DecimalSI)
+	allocatable[corev1.ResourceMemory] = *resource.NewQuantity(memory, resource.BinarySI)
 	var taints []corev1.Taint
 	for _, t := range machine.NodeTaints(pool) {
 		taints = append(taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: corev1.TaintEffect(t.Effect)})
@@ -331,7 +337,7 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{
 			KWOKAnnotation: "fake", KWOKFirstStatusAnnotation: strconv.Itoa(int(firstStatus.Seconds()))}},
 		Spec: corev1.NodeSpec{Taints: taints},
-		Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: allocatable,
 			Addresses: []corev1.NodeAddress{
 				{Type: corev1.NodeInternalIP, Address: simulatedNodeIP(pool, n).String()},
 				{Type: corev1.NodeHostName, Address: name},

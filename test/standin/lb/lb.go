@@ -22,8 +22,10 @@ import (
 )
 
 // LoadBalancer stands in for Azure's internal load balancer: a TCP proxy that sends each new
-// connection to a backend in rotation, and an HTTPS health probe that takes a backend out after
-// Failures failed probes in a row and puts it back after one success.
+// connection to one backend the probe holds healthy, in rotation, and an HTTPS health probe that
+// takes a backend out after Failures failed probes in a row and puts it back after one success.
+// As on Azure, a connection sent to a backend that has stopped listening fails (the client's is
+// reset) until the probe marks it down: nothing retries it on another backend.
 type LoadBalancer struct {
 	Listen    string
 	Backends  []string
@@ -145,44 +147,48 @@ func (lb *LoadBalancer) record(backend string, ok bool) {
 	}
 }
 
-// pick returns the healthy backends, starting with the next in rotation.
-func (lb *LoadBalancer) pick() []string {
+// pick returns the next healthy backend in rotation, or "" when none is.
+func (lb *LoadBalancer) pick() string {
 	lb.mu.Lock()
 	defer lb.mu.Unlock()
-	var out []string
-	for i := range lb.Backends {
-		b := lb.Backends[(lb.next+i)%len(lb.Backends)]
+	for range lb.Backends {
+		b := lb.Backends[lb.next%len(lb.Backends)]
+		lb.next++
 		if lb.healthy[b] {
-			out = append(out, b)
+			return b
 		}
 	}
-	lb.next++
-	return out
+	return ""
 }
 
 func (lb *LoadBalancer) serve(client net.Conn) {
 	defer client.Close()
-	for _, b := range lb.pick() {
-		backend, err := net.DialTimeout("tcp", b, 2*time.Second)
-		if err != nil {
-			continue
-		}
-		defer backend.Close()
-		done := make(chan struct{}, 2)
-		pipe := func(dst, src net.Conn) {
-			_, _ = io.Copy(dst, src)
-			if tc, ok := dst.(*net.TCPConn); ok {
-				_ = tc.CloseWrite()
-			}
-			done <- struct{}{}
-		}
-		go pipe(backend, client)
-		go pipe(client, backend)
-		<-done
-		<-done
+	b := lb.pick()
+	if b == "" {
+		// No healthy backend: new flows are dropped, as on Azure.
 		return
 	}
-	// No healthy backend: the connection is dropped, as on Azure.
+	backend, err := net.DialTimeout("tcp", b, 2*time.Second)
+	if err != nil {
+		// The flow went to a backend that does not answer: the client's connection fails with it.
+		if tc, ok := client.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0)
+		}
+		return
+	}
+	defer backend.Close()
+	done := make(chan struct{}, 2)
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go pipe(backend, client)
+	go pipe(client, backend)
+	<-done
+	<-done
 }
 
 func (lb *LoadBalancer) writeState() {
