@@ -16,7 +16,7 @@ import (
 
 // A pass needs the gate open, shrinks a member whose database is mostly free, and leaves one
 // that would free little alone.
-func TestDefragmentFreesWhatIsWorthIt(t *testing.T) {
+func TestRealEtcdDefragmentFreesWhatIsWorthIt(t *testing.T) {
 	ctx := context.Background()
 	cli, endpoint, _ := startEtcd(t, toolchain.Binary(t, "bin/etcd"), t.TempDir(), "original")
 	store, registry := azurite(t, "cf-test/etcd-main")

@@ -23,7 +23,7 @@ import (
 // from the snapshot by the real etcdutl and replayed serves exactly what the original served at
 // the end (keys put, overwritten, deleted, in transactions and with a lease), past a revision
 // the original never handed out.
-func TestDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
+func TestRealEtcdDeltasReplayEveryChangeAfterTheSnapshot(t *testing.T) {
 	ctx := context.Background()
 	etcdBin := toolchain.Binary(t, "bin/etcd")
 	etcdutl := toolchain.Binary(t, "bin/etcdutl")
@@ -206,7 +206,7 @@ func sameKeys(want, got *clientv3.GetResponse) string {
 // Two agents around a leader change store overlapping deltas; the replay applies each change
 // once, in order: the restored member's history after the restore is the original's, change for
 // change, with no repeat and no gap.
-func TestReplayAppliesOverlappingDeltasOnce(t *testing.T) {
+func TestRealEtcdReplayAppliesOverlappingDeltasOnce(t *testing.T) {
 	ctx := context.Background()
 	etcdBin := toolchain.Binary(t, "bin/etcd")
 	etcdutl := toolchain.Binary(t, "bin/etcdutl")
@@ -308,7 +308,7 @@ func change(ev *mvccpb.Event) string {
 
 // A delta missing from the middle of the chain is found by the leader's agent, counted and
 // followed at once by a snapshot. A replay into the live cluster is refused.
-func TestAMissingDeltaIsFoundAndASnapshotTaken(t *testing.T) {
+func TestRealEtcdAMissingDeltaIsFoundAndASnapshotTaken(t *testing.T) {
 	ctx := context.Background()
 	cli, endpoint, _ := startEtcd(t, toolchain.Binary(t, "bin/etcd"), t.TempDir(), "original")
 	store, registry := azurite(t, "cf-test/etcd-main")

@@ -142,7 +142,7 @@ func TestStoreBirthUploadAndCorruption(t *testing.T) {
 
 // A snapshot taken by the agent restores, with the real etcdutl, into a member the real etcd
 // starts and serves the data from; a data dir a running etcd holds is refused untouched.
-func TestSnapshotRestoresIntoAWorkingMember(t *testing.T) {
+func TestRealEtcdSnapshotRestoresIntoAWorkingMember(t *testing.T) {
 	ctx := context.Background()
 	etcdBin := toolchain.Binary(t, "bin/etcd")
 	etcdutl := toolchain.Binary(t, "bin/etcdutl")

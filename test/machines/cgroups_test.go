@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/test/procfs"
+	"github.com/clusterforge/clusterforge/test/tier"
 )
 
 // A process started in cgroups capped at 0.3 cores is capped there, as the kernel tells.
-func TestLimitCPUCapsTheProcessesStartedInTheCgroups(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("makes cgroups: needs root")
-	}
+func TestAsRootLimitCPUCapsTheProcessesStartedInTheCgroups(t *testing.T) {
+	tier.Root(t)
 	top := fmt.Sprintf("cftest-%d", os.Getpid())
 	dirs, err := MakeCgroups(top, "role")
 	if err != nil {

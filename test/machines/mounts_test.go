@@ -5,13 +5,13 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/clusterforge/clusterforge/test/tier"
 )
 
 // Mounts nested below a rehearsal's directory all go, and a mount beside it stays.
-func TestDetachMountsTakesEveryMountBelowTheDirectory(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounts tmpfs: needs root")
-	}
+func TestAsRootDetachMountsTakesEveryMountBelowTheDirectory(t *testing.T) {
+	tier.Root(t)
 	root := t.TempDir()
 	dir, outer, inner, beside := filepath.Join(root, "rehearsal"), filepath.Join(root, "rehearsal", "disks"), filepath.Join(root, "rehearsal", "disks", "m", "data"), filepath.Join(root, "rehearsal-2")
 	for _, d := range []string{outer, beside} {

@@ -6,7 +6,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
+
+	"github.com/clusterforge/clusterforge/test/tier"
 )
 
 // dir is the repository's .tools directory.
@@ -15,15 +18,16 @@ func dir() string {
 	return filepath.Join(filepath.Dir(file), "..", "..", ".tools")
 }
 
-// Binary is path under .tools (e.g. "bin/promtool"). A missing one skips the test under -short
-// (the fast tier may run before `make tools`) and fails it otherwise.
+// Binary is path under .tools (e.g. "bin/promtool"); a missing one fails the test. The fast tier
+// builds what its tests run (scripts/toolchain.sh checks); a test that runs etcd is named for the
+// end-to-end tier, which builds it (test/tier).
 func Binary(t testing.TB, path string) string {
 	t.Helper()
+	if strings.HasPrefix(filepath.Base(path), "etcd") && !strings.HasPrefix(t.Name(), "Benchmark") {
+		tier.Named(t, tier.EtcdPrefix)
+	}
 	bin := filepath.Join(dir(), path)
 	if _, err := os.Stat(bin); err != nil {
-		if testing.Short() {
-			t.Skipf("-short: %s is not built", path)
-		}
 		t.Fatalf("%s is missing: run `make tools`", bin)
 	}
 	return bin

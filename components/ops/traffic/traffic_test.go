@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/tier"
 	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 )
@@ -74,9 +75,7 @@ func TestCachedPods(t *testing.T) {
 // the thread is discarded afterwards.
 func inNewNetns(t *testing.T, f func(netnsFd int)) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a network namespace and nf_tables")
-	}
+	tier.Root(t)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -108,7 +107,7 @@ func ip(t *testing.T, args ...string) {
 // receive counter holds at least the 4 MiB and not much more, its transmit counter at least the
 // 1 MiB, and another pod's counters stay at zero. A later sync keeps the counts and drops a pod
 // that left. The exporter names each pod from the CNI cache.
-func TestCountersCountThePodsBytes(t *testing.T) {
+func TestAsRootCountersCountThePodsBytes(t *testing.T) {
 	inNewNetns(t, func(netnsFd int) {
 		ip(t, "link", "set", "lo", "up")
 		ip(t, "addr", "add", "10.9.9.9/32", "dev", "lo")

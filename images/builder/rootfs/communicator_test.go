@@ -3,19 +3,18 @@ package rootfs
 import (
 	"bytes"
 	"context"
-	"os"
 	"testing"
 
 	"github.com/hashicorp/packer-plugin-sdk/chroot"
 	packersdk "github.com/hashicorp/packer-plugin-sdk/packer"
+
+	"github.com/clusterforge/clusterforge/test/tier"
 )
 
 // Variables and command substitutions are expanded by the shell inside the root, and the exit
 // status comes back.
-func TestCommunicatorRunsTheCommandInsideTheRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chroot needs root")
-	}
+func TestAsRootCommunicatorRunsTheCommandInsideTheRoot(t *testing.T) {
+	tier.Root(t)
 	comm := &communicator{chroot.Communicator{Chroot: "/"}}
 	var out bytes.Buffer
 	cmd := &packersdk.RemoteCmd{Command: `x=inside; echo "$x $(echo sub)"; exit 3`, Stdout: &out}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/tier"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/provision*.golden")
@@ -262,7 +263,7 @@ func TestPrepareNamesTheOption(t *testing.T) {
 // Hostile option values (Prepare bypassed) reach the remote shell as single arguments: every
 // command of a bake is replayed through the real sh, as nobody, with each program it calls
 // replaced by a stub that records its argv; no injected command runs.
-func TestHostileOptionsStayOneArgument(t *testing.T) {
+func TestAsRootHostileOptionsStayOneArgument(t *testing.T) {
 	work := sharedDir(t)
 	canary := filepath.Join(work, "CANARY") // the commands run in work
 	inject := "'; touch CANARY; ' $(touch CANARY) `touch CANARY` \"$(touch CANARY)\" ; touch CANARY"
@@ -299,9 +300,7 @@ func TestHostileOptionsStayOneArgument(t *testing.T) {
 // (the binaries the bake calls by path) hold only stubs that log their argv, and returns the calls.
 func replay(t *testing.T, work string, log []string) [][]string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the replay mounts the stubs over /usr/local/bin in a mount namespace of its own")
-	}
+	tier.Root(t)
 	stubs, calls := filepath.Join(work, "stubs"), filepath.Join(work, "calls")
 	// Each call is one line of hex-encoded words, written at once: a pipeline's stubs run together.
 	stub := "#!/bin/sh\nhex() { printf '%s' \"$1\" | /usr/bin/od -An -v -tx1 | /usr/bin/tr -d ' \\n'; }\n" +

@@ -2,37 +2,20 @@ package processes
 
 import (
 	"maps"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/tier"
 )
 
-// The capacity topology lays out one machine of each control-plane role, each role capped at its
-// cores and each etcd member on a disk of its own; the ha topology lays out the stack's own
-// machines uncapped; a topology of another name is refused.
+// The ha topology lays out the stack's own machines uncapped; a topology of another name is refused.
 func TestTopologyShapesTheRehearsal(t *testing.T) {
-	c, err := spec.LoadStack(filepath.Join("..", "..", "..", "stacks", "Pulumi.dev.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	roles := []string{spec.RoleAPIServer, spec.RoleEtcdMain, spec.RoleEtcdEvents}
-	layout := func(topology string) *Layout {
-		shaped, o, err := WithTopology(c, machines.Options{Dir: t.TempDir(), Tools: t.TempDir(), Base: 3}, topology)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := NewLayout(shaped, o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	ha := layout(TopologyHA)
+	c := devStack(t)
+	ha := topologyLayout(t, c, TopologyHA)
 	want := map[string]int{spec.RoleAPIServer: c.APIServer.Count, spec.RoleEtcdMain: c.EtcdMain.Members, spec.RoleEtcdEvents: c.EtcdEvents.Members}
-	for _, role := range roles {
+	for _, role := range topologyRoles {
 		if got := len(ha.Of(role)); got != want[role] || got < 2 {
 			t.Errorf("ha: %d %s machines, want the stack's %d", got, role, want[role])
 		}
@@ -43,11 +26,14 @@ func TestTopologyShapesTheRehearsal(t *testing.T) {
 	if _, _, err := WithTopology(c, machines.Options{}, "capacty"); err == nil {
 		t.Error("a misspelt topology was accepted")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("the capacity topology needs root (a cgroup per role)")
-	}
-	capacity := layout(TopologyCapacity)
-	for _, role := range roles {
+}
+
+// The capacity topology lays out one machine of each control-plane role, each role capped at its
+// cores (a cgroup per role, hence root) and each etcd member on a disk of its own.
+func TestAsRootCapacityTopology(t *testing.T) {
+	tier.Root(t)
+	capacity := topologyLayout(t, devStack(t), TopologyCapacity)
+	for _, role := range topologyRoles {
 		if got := len(capacity.Of(role)); got != 1 {
 			t.Errorf("capacity: %d %s machines, want 1", got, role)
 		}
@@ -55,4 +41,29 @@ func TestTopologyShapesTheRehearsal(t *testing.T) {
 	if !maps.Equal(capacity.CPULimits, CapacityCPU) || capacity.EtcdFsyncLatency != CapacityFsyncLatency {
 		t.Errorf("capacity: CPU limits %v, fsync %s: want %v, %s", capacity.CPULimits, capacity.EtcdFsyncLatency, CapacityCPU, CapacityFsyncLatency)
 	}
+}
+
+var topologyRoles = []string{spec.RoleAPIServer, spec.RoleEtcdMain, spec.RoleEtcdEvents}
+
+func devStack(t *testing.T) *spec.Cluster {
+	t.Helper()
+	c, err := spec.LoadStack(filepath.Join("..", "..", "..", "stacks", "Pulumi.dev.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// topologyLayout is the layout of c shaped as topology.
+func topologyLayout(t *testing.T, c *spec.Cluster, topology string) *Layout {
+	t.Helper()
+	shaped, o, err := WithTopology(c, machines.Options{Dir: t.TempDir(), Tools: t.TempDir(), Base: 3}, topology)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewLayout(shaped, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -10,15 +10,15 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+
+	"github.com/clusterforge/clusterforge/test/tier"
 )
 
 // What etcd does with its data directory works on the disk, and every flush takes the disk's
 // latency: the WAL locked, preallocated and flushed by etcd's own file utilities, bbolt's pwrite
 // read back through its mmap.
-func TestDiskFlushesSlowlyAndServesWhatEtcdDoes(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounts a FUSE file system: needs root")
-	}
+func TestAsRootDiskFlushesSlowlyAndServesWhatEtcdDoes(t *testing.T) {
+	tier.Root(t)
 	const latency = 50 * time.Millisecond
 	d := Disk{Backing: t.TempDir(), Mountpoint: t.TempDir(), FsyncLatency: latency}
 	server, err := d.Mount()
