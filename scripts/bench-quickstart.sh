@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Times the README's two commands as a newcomer meets them: `make demo` and `make test`, each on a
-# fresh clone with empty Go module and build caches (cold, once: a cold build takes tens of
-# minutes), then WARM_RUNS times (default 3; median and range) each on a fresh clone again, as CI
-# runs, with the Go caches the cold run filled (the toolchain rebuilt from them, images baked
-# again). A run that fails stops the script: the warm runs are also consecutive green runs.
-# COLD=0 skips the cold run and the empty caches: the warm runs use this user's Go caches.
-# COMMANDS picks the commands (default "demo test"); targets joined by + run as one make in one clone
-# ("check+images-local": everything `make test` does before its end-to-end tier). Debian packages are not removed first:
-# set-up's apt step is what it is on this machine. Writes build/bench/quickstart.md with the date,
-# commit and machine. Needs root (make test does). Takes one to three hours.
+# Times the README's commands as a newcomer meets them and CI runs them: each on a fresh clone with
+# empty Go module and build caches and an empty clusterforge cache (cold, once: a fresh machine),
+# then WARM_RUNS times (default 3; median and range) each on a fresh clone again, as CI runs, with
+# the caches the cold run filled. A run that fails stops the script: the warm runs are also
+# consecutive green runs. COLD=0 skips the cold run: the warm runs use this user's caches.
+# COMMANDS picks the commands (default "check test"); targets joined by + run as one make in one
+# clone ("check+images-local": everything `make test` does before its end-to-end tier). Debian
+# packages are not removed first: set-up's apt step is what it is on this machine. Writes
+# build/bench/quickstart.md with the date, commit and machine, and, unless README=0, the README's
+# times block. Needs root (make test does). Takes one to four hours.
 #
 # Usage: scripts/bench-quickstart.sh [WORK_DIR]     (default /tmp/clusterforge-quickstart)
 set -euo pipefail
@@ -17,7 +17,8 @@ repo=$PWD
 work=${1:-/tmp/clusterforge-quickstart}
 warm_runs=${WARM_RUNS:-3}
 cold_run=${COLD:-1}
-commands=${COMMANDS:-demo test}
+commands=${COMMANDS:-check test}
+update_readme=${README:-1}
 report=$repo/build/bench/quickstart.md
 mkdir -p "$(dirname "$report")"
 
@@ -49,7 +50,7 @@ for cmd in $commands; do
   dir=$work/$cmd
   rm -rf "$dir" && mkdir -p "$dir"
   if [ "$cold_run" = 1 ]; then
-    export GOMODCACHE=$dir/mod GOCACHE=$dir/build GOFLAGS=-modcacherw
+    export GOMODCACHE=$dir/mod GOCACHE=$dir/build GOFLAGS=-modcacherw CLUSTERFORGE_CACHE=$dir/cache
     fresh "$dir"
     step "make $cmd, cold (empty caches in $dir)"
     # shellcheck disable=SC2086 # the targets of cmd, split on +
@@ -74,8 +75,8 @@ done
 minsec() { [ -n "$1" ] && echo "$(($1 / 60)) min $(($1 % 60)) s" || echo "not run"; }
 {
   caches="with the caches the cold run filled"
-  [ "$cold_run" = 1 ] || caches="with this user's Go caches (no cold run)"
-  echo "Measured $(date -u +%F) at $(git rev-parse --short HEAD) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo): cold is a fresh clone with empty Go module and build caches (one run), warm a fresh clone again $caches (median and range of $warm_runs consecutive runs, all green)."
+  [ "$cold_run" = 1 ] || caches="with this user's caches (no cold run)"
+  echo "Measured $(date -u +%F) at $(git rev-parse --short HEAD) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) by \`make bench-quickstart\`: cold is a fresh clone with empty Go module and build caches and an empty clusterforge cache (one run, a fresh machine), warm a fresh clone again $caches (median and range of $warm_runs consecutive runs, all green), as CI runs."
   echo
   echo "| command | cold | warm |"
   echo "|---|---|---|"
@@ -85,3 +86,11 @@ minsec() { [ -n "$1" ] && echo "$(($1 / 60)) min $(($1 % 60)) s" || echo "not ru
 } >"$report"
 step "wrote $report"
 cat "$report"
+if [ "$update_readme" = 1 ]; then
+  # The block between the README's times markers is this report.
+  awk -v report="$report" '
+    /<!-- times:end -->/ { while ((getline line < report) > 0) print line; skip = 0 }
+    !skip { print }
+    /<!-- times:start -->/ { skip = 1 }' README.md >README.md.new && mv README.md.new README.md
+  step "rewrote the README's times block"
+fi

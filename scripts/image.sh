@@ -31,16 +31,18 @@ install_plugins() {
 
 validate() {
   install_plugins
-  # validate stats the preload archive; its content is checked at bake time, by digest.
-  mkdir -p "$work/fixture"
+  # validate stats the binaries and the preload archive: empty stand-ins here, so the templates are
+  # checked before the toolchain builds the real ones; a bake checks those (the archive by digest).
+  rm -rf "$work/fixture" && mkdir -p "$work/fixture"
   : >"$work/fixture/pause.oci.tar"
+  (cd images && go run ./cmd/bakeinputs fixture "$work/fixture/binaries")
   local common="stack = \"$PWD/stacks/Pulumi.dev.yaml\"
 subscription_id        = \"00000000-0000-0000-0000-000000000000\"
 gallery_resource_group = \"images\"
 image_version          = \"0.0.1\""
   cat >"$work/fixture/worker.pkrvars.hcl" <<VARS
 $common
-binaries_dir = "$PWD/.tools/node"
+binaries_dir = "$work/fixture/binaries/worker"
 preload_images = [{
   name    = "$(sed -n 's/^pauseImage: *//p' components/spec/versions.yaml)"
   archive = "$work/fixture/pause.oci.tar"
@@ -49,7 +51,7 @@ preload_images = [{
 VARS
   cat >"$work/fixture/control-plane.pkrvars.hcl" <<VARS
 $common
-binaries_dir = "$PWD/.tools/bin"
+binaries_dir = "$work/fixture/binaries/control-plane"
 VARS
   local template
   for template in worker control-plane; do
@@ -58,14 +60,51 @@ VARS
   done
 }
 
+# Baked images outlive the clone, as Go's build cache does: one entry per hash of what a bake reads.
+CACHE="${CLUSTERFORGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterforge}"
+
+# bake_key ROLE STACK BINARIES: the hash of everything a bake of ROLE reads: our plugin's and the
+# rendering's sources, the stack, the binaries it installs (and a worker's add-on binaries), packer,
+# Go, and the Debian archive's release file (a new point release bakes again). Prints nothing when
+# the archive cannot be read: then nothing is cached.
+bake_key() {
+  local role=$1 stack=$2 binaries=$3 archive release
+  archive=$(cd images && go run ./cmd/bakeinputs archive)
+  release=$(curl -fsS -m 30 "$archive" | sha256sum) || return 0
+  {
+    echo "$role $stack ${MKIMAGES_ARGS:-} $(go env GOVERSION) $archive $release"
+    git ls-files -z -co --exclude-standard images components go.mod go.sum scripts/image.sh "stacks/Pulumi.$stack.yaml" | xargs -0 sha256sum
+    # Paths relative to their folder: the key is the same in every clone.
+    (cd images && go run ./cmd/bakeinputs binaries "$role") | (cd "$binaries" && xargs sha256sum)
+    if [ "$role" = worker ]; then
+      (cd "$binaries" && find cni -type f | sort | xargs sha256sum)
+      (cd images && go run ./cmd/bakeinputs addons "../stacks/Pulumi.$stack.yaml") | (cd .tools && xargs sha256sum)
+    fi
+    sha256sum <"$packer"
+  } | sha256sum | cut -c1-32
+}
+
 bake_local() {
-  local stack=${1:-dev} role=${ROLE:-worker} out="$PWD/build/images" name vars=()
+  local stack=${1:-dev} role=${ROLE:-worker} out="$PWD/build/images" name binaries vars=()
   [ -f "stacks/Pulumi.$stack.yaml" ] || { echo "image.sh: no stacks/Pulumi.$stack.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
   case "$role" in
-    worker) name=${IMAGE_NAME:-node-$stack}; vars=(-var "binaries_dir=${BINARIES_DIR:-$PWD/.tools/node}") ;;
-    control-plane) name=${IMAGE_NAME:-control-plane-$stack}; vars=(-var "binaries_dir=${BINARIES_DIR:-$PWD/.tools/bin}") ;;
+    worker) name=${IMAGE_NAME:-node-$stack}; binaries=${BINARIES_DIR:-$PWD/.tools/node} ;;
+    control-plane) name=${IMAGE_NAME:-control-plane-$stack}; binaries=${BINARIES_DIR:-$PWD/.tools/bin} ;;
     *) echo "image.sh: ROLE=$role is not an image role; use worker or control-plane" >&2; exit 2 ;;
   esac
+  vars=(-var "binaries_dir=$binaries")
+  local key cached
+  key=$(bake_key "$role" "$stack" "$binaries")
+  cached="$CACHE/images/$key"
+  if [ -n "$key" ] && [ -f "$cached/image.tar" ]; then
+    mkdir -p "$out"
+    cp "$cached/image.tar" "$out/$name.tar.new" && mv "$out/$name.tar.new" "$out/$name.tar"
+    cp "$cached/manifest.json" "$out/$name.manifest.json"
+    [ ! -f "$cached/preload.pkrvars.json" ] || { mkdir -p "$out/$name.preload" && cp "$cached/preload.pkrvars.json" "$out/$name.preload/"; }
+    touch "$cached"
+    step "$role image for $stack: from the cache ($cached), its inputs unchanged"
+    return
+  fi
   install_plugins
   mkdir -p "$out" "$PWD/build/bin"
   if [ "$role" = worker ]; then
@@ -82,6 +121,14 @@ bake_local() {
   (cd images && unshare --mount --propagation private "$packer" build -timestamp-ui \
     -var "role=$role" -var "stack=$PWD/../stacks/Pulumi.$stack.yaml" "${vars[@]}" \
     -var "output=$out/$name.tar" -var "manifest_output=$out/$name.manifest.json" local.pkr.hcl)
+  [ -n "$key" ] || return 0
+  step "keeping the $role image in $cached"
+  rm -rf "$cached.new" && mkdir -p "$cached.new"
+  cp "$out/$name.tar" "$cached.new/image.tar" && cp "$out/$name.manifest.json" "$cached.new/manifest.json"
+  [ "$role" != worker ] || cp "$out/$name.preload/preload.pkrvars.json" "$cached.new/"
+  rm -rf "$cached" && mv "$cached.new" "$cached"
+  # The four newest entries stay (both roles of two stacks): an image is about a gigabyte.
+  ls -1dt "$CACHE"/images/*/ | tail -n +5 | xargs -r rm -rf
 }
 
 case "${1:-}" in

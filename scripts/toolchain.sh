@@ -5,8 +5,9 @@
 #                                 kube-bench; our own clusterforge-csr-approver, clusterforge-etcd-backup and
 #                                 clusterforge-ops, built from this repository; Azurite (npm), the blob
 #                                 store the backups go to
-#   checks    → .tools/bin        what only the tests run: promtool; NVIDIA's nvidia-ctk and runtime hook,
-#                                 which a test runs against the config GPU images get
+#   checks    → .tools/bin, …     what the fast tier's tests run (make check): promtool; NVIDIA's nvidia-ctk
+#                                 and runtime hook, run against the config GPU images get; and, in their
+#                                 groups' folders, node-problem-detector, containerd, runc, Azurite, packer
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins),
 #                                 our clusterforge-node-join among them
 #   addons    → .tools/addons     the add-ons' binaries, which images/cmd/mkimages puts in the OCI
@@ -23,7 +24,8 @@
 #                                 upgrade drills start (versions/kubernetes-<previous>/, versions/etcd-<previous>/)
 #   hops      → .tools/versions   the Kubernetes minor before those, which an older cluster passes
 #                                 through (versions/kubernetes-<hop>/); built only for a stack that names it
-# A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them.
+# A binary is rebuilt only when its wrapper module or build flags change; a stamp file records them,
+# and a cache outside the clone (CLUSTERFORGE_CACHE, default ~/.cache/clusterforge) keeps every build.
 #
 # Usage: scripts/toolchain.sh [GROUP|TOOL...]      (default: rehearsal)
 #        scripts/toolchain.sh sources               only fetch and copy the files taken from modules'
@@ -61,6 +63,9 @@ PULUMI_KUBERNETES_SOURCE=$(pinned pulumiKubernetesSource)
 TOOLS_DIR="$PWD/.tools"
 BIN="$TOOLS_DIR/bin"
 SHARE="$PWD/.tools/share"
+# Built binaries outlive the clone, as Go's build cache does: one entry per tool and inputs (the
+# stamp below), so a fresh clone on a machine that built them before copies them in seconds.
+CACHE="${CLUSTERFORGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterforge}"
 # The modules the proxy serves but the checksum database does not know (its lookup answers 404 or
 # 403; checked 2026-11-23). Each wrapper's go.sum pins them, so this matters only when a wrapper
 # is re-tidied; every other module is still checked against the database.
@@ -136,7 +141,7 @@ declare -A TOOL_GROUPS=(
   [upgrades]="kube-apiserver@$KUBERNETES_PREVIOUS kube-controller-manager@$KUBERNETES_PREVIOUS kube-scheduler@$KUBERNETES_PREVIOUS kubelet@$KUBERNETES_PREVIOUS etcd@$ETCD_PREVIOUS etcdctl@$ETCD_PREVIOUS etcdutl@$ETCD_PREVIOUS"
   [hops]="kube-apiserver@$KUBERNETES_HOP kube-controller-manager@$KUBERNETES_HOP kube-scheduler@$KUBERNETES_HOP kubelet@$KUBERNETES_HOP"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
-  [checks]="promtool nvidia-ctk nvidia-container-runtime-hook"
+  [checks]="promtool nvidia-ctk nvidia-container-runtime-hook node-problem-detector containerd runc azurite packer packer-plugin-azure"
   [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback clusterforge-node-join"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
@@ -185,7 +190,7 @@ kubernetes_provider_source() {
 
 # build TOOL: go build in its wrapper module, printing elapsed time every 30 s (cold builds take minutes).
 build() {
-  local tool=$1 module pkg kind dest ldflags tags="" cgo=0 stamp want out name dir
+  local tool=$1 module pkg kind dest ldflags tags="" cgo=0 stamp want out name dir cached
   read -r module pkg kind dest <<<"${TOOLS[$tool]}"
   ldflags="-s -w"
   case "$kind" in
@@ -218,6 +223,13 @@ build() {
     step "$tool: up to date"
     return
   fi
+  cached="$CACHE/tools/$(printf '%s\n' "$tool" "$pkg" "$want" | sha256sum | cut -c1-32)/$name"
+  if [ -x "$cached" ]; then
+    cp "$cached" "$out/$name.new" && mv "$out/$name.new" "$out/$name"
+    echo "$want" >"$stamp"
+    step "$tool: from the cache ($cached)"
+    return
+  fi
   step "$tool: building $pkg (module scripts/toolchain/$module)"
   dir="scripts/toolchain/$module"
   [ "$kind" != pulumi-kubernetes ] || { dir=$(kubernetes_provider_source); pkg=.; }
@@ -230,6 +242,8 @@ build() {
     echo "toolchain: building $tool failed" >&2
     exit 1
   fi
+  mkdir -p "$(dirname "$cached")"
+  cp "$out/$name.new" "$cached.new" && mv "$cached.new" "$cached"
   mv "$out/$name.new" "$out/$name"
   echo "$want" >"$stamp"
   step "$tool: built in $((SECONDS - start)) s"
@@ -246,16 +260,21 @@ build_local() {
 # install_azurite: the pinned Azurite from npm (scripts/toolchain/azurite's lock file), linked as
 # .tools/bin/azurite-blob. Needs node and npm (Node 20 here).
 install_azurite() {
-  local dir="$TOOLS_DIR/azurite" want
+  local dir="$TOOLS_DIR/azurite" want cached
   want="$(cat scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json | sha256sum | cut -c1-16) $(node --version)"
+  cached="$CACHE/tools/azurite-$(echo "$want" | sha256sum | cut -c1-32)"
   if [ -x "$dir/node_modules/.bin/azurite-blob" ] && [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then
     step "azurite: up to date"
+  elif [ -x "$cached/node_modules/.bin/azurite-blob" ]; then
+    rm -rf "$dir" && cp -a "$cached" "$dir"
+    step "azurite: from the cache ($cached)"
   else
     step "azurite: installing $(sed -n 's/.*"azurite": "\(.*\)".*/\1/p' scripts/toolchain/azurite/package.json) from npm (lock file scripts/toolchain/azurite)"
     rm -rf "$dir" && mkdir -p "$dir"
     cp scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json "$dir/"
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
     echo "$want" >"$dir/.stamp"
+    mkdir -p "$CACHE/tools" && rm -rf "$cached.new" && cp -a "$dir" "$cached.new" && rm -rf "$cached" && mv "$cached.new" "$cached"
   fi
   # Relative, so a moved or copied checkout keeps a working link.
   ln -sfn ../azurite/node_modules/.bin/azurite-blob "$BIN/azurite-blob"

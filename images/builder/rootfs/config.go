@@ -47,6 +47,12 @@ var DefaultPackages = []string{
 var debianName = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]*$`)
 
 // Prepare decodes and validates the configuration; every error names its option.
+// The Debian archive a bake installs from unless its template names another.
+const (
+	DefaultSuite  = "bookworm"
+	DefaultMirror = "http://deb.debian.org/debian"
+)
+
 func (c *Config) Prepare(raws ...interface{}) error {
 	if err := config.Decode(c, &config.DecodeOpts{
 		PluginType: "clusterforge-rootfs", Interpolate: true, InterpolateContext: &c.ctx,
@@ -54,10 +60,10 @@ func (c *Config) Prepare(raws ...interface{}) error {
 		return err
 	}
 	if c.Suite == "" {
-		c.Suite = "bookworm"
+		c.Suite = DefaultSuite
 	}
 	if c.Mirror == "" {
-		c.Mirror = "http://deb.debian.org/debian"
+		c.Mirror = DefaultMirror
 	}
 	if c.Packages == nil {
 		c.Packages = DefaultPackages
