@@ -43,6 +43,7 @@ func controller(ctx context.Context, args []string) error {
 	identity := fs.String("identity", os.Getenv("POD_NAME"), "this replica's name in the leader election")
 	cloudConfig := fs.String("cloud-config", "", "cluster-autoscaler's Azure cloud config: remediation hands machines back through it; empty: remediation only marks and drains")
 	scaleSets := fs.String("worker-scale-sets", "", "comma-separated worker scale sets remediation may delete instances of")
+	apiserverScaleSet := fs.String("apiserver-scale-set", "", "the apiserver scale set whose automatic repairs' state is exported (needs --cloud-config)")
 	teamQuota := fs.String("team-quota", "", "every team namespace's ResourceQuota: name=quantity pairs, comma-separated; empty: none kept")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -56,7 +57,9 @@ func controller(ctx context.Context, args []string) error {
 		return err
 	}
 	signedIn := &atomic.Bool{}
-	machines, err := machinesFrom(ctx, *cloudConfig, strings.Split(*scaleSets, ","), signedIn)
+	repairs := &atomic.Int32{}
+	repairs.Store(scaleset.RepairsUnknown)
+	machines, err := machinesFrom(ctx, *cloudConfig, strings.Split(*scaleSets, ","), *apiserverScaleSet, signedIn, repairs)
 	if err != nil {
 		return err
 	}
@@ -98,6 +101,10 @@ func controller(ctx context.Context, args []string) error {
 		if *cloudConfig != "" { // without one, nothing signs in
 			fmt.Fprintf(w, "# HELP %s 1 while this replica reads its worker scale sets through its workload identity.\n# TYPE %[1]s gauge\n%[1]s %d\n",
 				wellknown.AzureSignedInMetric, boolGauge(signedIn.Load()))
+		}
+		if state := repairs.Load(); state != scaleset.RepairsUnknown {
+			fmt.Fprintf(w, "# HELP %s 1 while the apiserver scale set's automatic repairs are suspended.\n# TYPE %[1]s gauge\n%[1]s %d\n",
+				wellknown.APIServerRepairsSuspendedMetric, state)
 		}
 	})
 	pair := &reloadingPair{dir: *tlsDir}
@@ -169,7 +176,9 @@ func controller(ctx context.Context, args []string) error {
 // machinesFrom is remediation's way to hand machines back: the worker scale sets through the
 // controller's workload identity; without a cloud config, a Node is deleted and its VM left to
 // the autoscaler, which removes what no longer registers.
-func machinesFrom(ctx context.Context, cloudConfig string, scaleSets []string, signedIn *atomic.Bool) (remediation.Machines, error) {
+// machinesFrom reaches the worker scale sets through cloudConfig, keeping signedIn and, given
+// apiserverScaleSet, the apiserver scale set's repairs state current.
+func machinesFrom(ctx context.Context, cloudConfig string, scaleSets []string, apiserverScaleSet string, signedIn *atomic.Bool, repairs *atomic.Int32) (remediation.Machines, error) {
 	if cloudConfig == "" {
 		return nodeOnly{}, nil
 	}
@@ -178,6 +187,9 @@ func machinesFrom(ctx context.Context, cloudConfig string, scaleSets []string, s
 		return nil, err
 	}
 	go scaleset.KeepSignedIn(ctx, access, signedIn)
+	if apiserverScaleSet != "" {
+		go scaleset.WatchRepairs(ctx, access, apiserverScaleSet, time.Minute, repairs)
+	}
 	return access.Machines()
 }
 

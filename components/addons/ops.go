@@ -79,6 +79,7 @@ func opsController(c *spec.Cluster) []Object {
 			Image: opsImage().Ref,
 			Args: []string{"controller", "--namespace=" + SystemNamespace, "--listen=:" + strconv.Itoa(wellknown.OpsWebhookPort), "--tls-dir=/etc/clusterforge-ops/tls",
 				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(c.ScaleSetNames(), ","),
+				"--apiserver-scale-set=" + c.APIServerName(),
 				"--team-quota=" + teamQuotaFlag(c)},
 			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: wellknown.OpsWebhookPort}},

@@ -250,6 +250,10 @@ func AlertRules() RuleFile {
 				Labels: map[string]string{"severity": "critical"},
 				Annotations: map[string]string{"summary": "A clusterforge-ops replica cannot read its worker scale sets through its workload identity",
 					"description": "Remediation cannot hand broken machines back, and cluster-autoscaler, federated the same way, likely cannot scale. Its log names Entra ID's or Resource Manager's answer: check the issuer's public container, the federated credentials, the service-account key and the identity's role assignments (docs/operations/credentials.md)."}},
+			{Alert: "APIServerRepairsSuspended", Expr: `max(` + wellknown.APIServerRepairsSuspendedMetric + `{job="` + wellknown.OpsName + `"}) == 1`, For: "30m",
+				Labels: map[string]string{"severity": "warning"},
+				Annotations: map[string]string{"summary": "The apiserver scale set's automatic repairs have been suspended for 30 minutes",
+					"description": "A dead apiserver stays dead until someone resumes them. A restore or a roll suspends them for its duration; Azure suspends them itself after repairs that did not help. Resume them once the apiservers are healthy (docs/runbooks/etcd.md), or find out why repaired apiservers stayed unhealthy (L05)."}},
 		}},
 		{Name: "etcd-backup", Rules: []Rule{
 			{Alert: "EtcdBackupStale", Expr: `time() - max(` + wellknown.EtcdBackupLastSuccessMetric + `{job="etcd-backup"}) > 2 * max(` + wellknown.EtcdBackupIntervalMetric + `{job="etcd-backup"})`,

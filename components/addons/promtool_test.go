@@ -172,6 +172,14 @@ var alertScenarios = []alertScenario{
 		fire: map[string]map[string]map[string]string{"5m": {}, "15m": {"AzureSignInFailing": {}}},
 	},
 	{
+		name: "the apiserver repairs are suspended from minute 5 to minute 45; one replica cannot read them",
+		series: map[string]string{
+			`clusterforge_apiserver_repairs_suspended{job="clusterforge-ops",instance="10.0.4.20:9443"}`: "0x5 1x40 0x20",
+			`clusterforge_apiserver_repairs_suspended{job="clusterforge-ops",instance="10.0.4.21:9443"}`: "_x65",
+		},
+		fire: map[string]map[string]map[string]string{"30m": {}, "40m": {"APIServerRepairsSuspended": {}}, "60m": {}},
+	},
+	{
 		name: "the delta stream stops at minute 5",
 		series: map[string]string{
 			`clusterforge_etcd_backup_delta_last_flush_timestamp_seconds{job="etcd-backup",instance="10.0.1.10:2382"}`: "0+60x5 300x20",

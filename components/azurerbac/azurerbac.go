@@ -59,13 +59,14 @@ var BuiltInRoleActions = map[string][]string{
 
 // Scopes a grant can name. The plural ones stand for one assignment per resource.
 const (
-	ScopeResourceGroup    = "resourceGroup"
-	ScopeNodeSubnet       = "nodeSubnet"
-	ScopeWorkerScaleSets  = "workerScaleSets"
-	ScopeWorkerIdentities = "workerIdentities"
-	ScopeBackupContainer  = "backupContainer"
-	ScopeBirths           = "birthsContainer"
-	ScopeRetirements      = "retirementsContainer"
+	ScopeResourceGroup     = "resourceGroup"
+	ScopeNodeSubnet        = "nodeSubnet"
+	ScopeWorkerScaleSets   = "workerScaleSets"
+	ScopeAPIServerScaleSet = "apiserverScaleSet"
+	ScopeWorkerIdentities  = "workerIdentities"
+	ScopeBackupContainer   = "backupContainer"
+	ScopeBirths            = "birthsContainer"
+	ScopeRetirements       = "retirementsContainer"
 )
 
 // Grant is one role of a machine role's identity, at a scope, for the component that calls it.
@@ -80,7 +81,8 @@ type Grant struct {
 // cluster-autoscaler (L19) lists the resource group's scale sets, resizes them and deletes their
 // instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
 // node subnet and assign the scale set's identity. clusterforge-ops's remediation reads and
-// deletes the instance of a machine it hands back and polls that deletion, nothing more. The
+// deletes the instance of a machine it hands back and polls that deletion, and reads the apiserver
+// scale set's repairs state, nothing more. The
 // main etcd's backup agent writes, lists, reads and prunes snapshots in its container, adds births
 // to the birth registry and reads its retirements. The apiserver machines' CSR approver reads the
 // worker instance a joining node claims to be.
@@ -107,7 +109,10 @@ func Grants(principal string) []Grant {
 			{RoleManagedIdentityOperator, ScopeWorkerIdentities, ca + "a resized scale set keeps its pool's identity"},
 		}
 	case wellknown.OpsName:
-		return []Grant{{RoleScaleSetInstanceRemover, ScopeWorkerScaleSets, "clusterforge-ops (L36): remediation reads and deletes the instance of a machine it hands back"}}
+		return []Grant{
+			{RoleScaleSetInstanceRemover, ScopeWorkerScaleSets, "clusterforge-ops (L36): remediation reads and deletes the instance of a machine it hands back"},
+			{RoleScaleSetLister, ScopeAPIServerScaleSet, "clusterforge-ops (L05): reads whether the apiserver scale set's automatic repairs are suspended"},
+		}
 	}
 	return nil
 }

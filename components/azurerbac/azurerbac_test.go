@@ -31,7 +31,10 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 			{Role: RoleSubnetJoiner, Scope: ScopeNodeSubnet, Consumer: "cluster-autoscaler"},
 			{Role: RoleManagedIdentityOperator, Scope: ScopeWorkerIdentities, Consumer: "cluster-autoscaler"},
 		},
-		wellknown.OpsName: {{Role: RoleScaleSetInstanceRemover, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"}},
+		wellknown.OpsName: {
+			{Role: RoleScaleSetInstanceRemover, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"},
+			{Role: RoleScaleSetLister, Scope: ScopeAPIServerScaleSet, Consumer: "clusterforge-ops"},
+		},
 	}
 	// Worker roles, the system pool's among them, hold nothing: a token from a worker's metadata
 	// service opens nothing.

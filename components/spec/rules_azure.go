@@ -222,7 +222,7 @@ func (c *Cluster) validateAzureNames(v *validator) {
 	}
 	check("name", "resourceGroups", c.ResourceGroup())
 	check("name", "resourceGroups", c.BirthRegistryResourceGroup())
-	check("name", "loadBalancers", c.Name+"-apiserver")
+	check("name", "loadBalancers", c.APIServerName())
 	check("name", "virtualNetworkPeerings", c.HubPeeringName())
 	for _, w := range c.WorkerVNets() {
 		check("name", "virtualNetworkPeerings", c.HubPeeringNameOf(w))
@@ -233,7 +233,7 @@ func (c *Cluster) validateAzureNames(v *validator) {
 			check("name", "networkInterfaces", m.Name+"-nic")
 		}
 	}
-	check("name", "virtualMachineScaleSets", c.Name+"-apiserver")
+	check("name", "virtualMachineScaleSets", c.APIServerName())
 	check("name", "storageAccounts", c.BackupStorageAccount())
 	check("name", "storageAccounts", c.IssuerStorageAccount())
 	check("name", "storageAccounts", c.BirthRegistryAccount())

@@ -33,14 +33,22 @@ const (
 	APIServerShutdownDelaySeconds = APIServerProbeIntervalSeconds * (APIServerProbeFailures + 2)
 )
 
-// The apiserver scale set repairs itself (L05): an instance that fails the load balancer's probe
-// is reimaged by Azure's automatic instance repairs, keeping its instance id and address. Azure
-// judges an instance only a grace period after its last change; PT10M is Azure's minimum. Both
-// are in Azure's own words, as the program sends them.
+// The apiserver scale set repairs itself (L05): an instance whose apiserver fails its own
+// liveness is reimaged by Azure's automatic instance repairs, keeping its instance id and address.
+// Azure judges an instance only a grace period after its last change; PT10M is Azure's minimum.
+// Both are in Azure's own words, as the program sends them.
 const (
 	APIServerRepairGracePeriod = "PT10M"
 	APIServerRepairAction      = "Reimage"
 )
+
+// APIServerRepairProbePath is what the apiserver scale set's Application Health extension probes on
+// each instance, the health repairs judge by: /livez without its etcd checks (the main cluster's and
+// the events override's). A main-etcd outage fails every apiserver's /readyz, the load balancer's
+// probe, at once; judged by that, repairs would reimage the apiservers, audit logs and all, for an
+// outage a new disk cannot mend. The extension probes every APIServerProbeIntervalSeconds and
+// APIServerProbeFailures failures in a row make the instance unhealthy, as the load balancer's do.
+const APIServerRepairProbePath = "/livez?exclude=etcd&exclude=etcd-override-0"
 
 // CertificateRenewBefore is how long before expiry a leaf certificate is due: the
 // CertificateExpiringSoon alert fires and `make roll` renews it.
@@ -276,6 +284,9 @@ func (c *Cluster) ScaleSets() []ScaleSet {
 	}
 	return sets
 }
+
+// APIServerName is the Azure name of the apiservers' load balancer and scale set.
+func (c *Cluster) APIServerName() string { return c.Name + "-apiserver" }
 
 // ScaleSetNames are the worker scale sets' Azure names.
 func (c *Cluster) ScaleSetNames() []string {

@@ -17,6 +17,9 @@ const (
 	// AzureSignedInMetric is 1 while a clusterforge-ops replica reads its worker scale sets through
 	// Resource Manager with its workload identity.
 	AzureSignedInMetric = "clusterforge_ops_azure_signed_in"
+	// APIServerRepairsSuspendedMetric is 1 while the apiserver scale set's automatic repairs are
+	// suspended, 0 while they run, as a clusterforge-ops replica reads them.
+	APIServerRepairsSuspendedMetric = "clusterforge_apiserver_repairs_suspended"
 	// BrakeRefusalsMetric counts the node removals the scale-down brake refused, by scope.
 	BrakeRefusalsMetric = "clusterforge_brake_refusals_total"
 	// PodNetworkBytesMetric is the node agent's byte counter per pod and direction (L32).

@@ -26,6 +26,8 @@ type APIServerGroup struct {
 	pulumi.ResourceState
 
 	Endpoint pulumi.StringOutput
+	// ScaleSetID is the apiserver scale set's resource id: clusterforge-ops reads its repairs' state.
+	ScaleSetID pulumi.StringOutput
 }
 
 // Load balancer sub-resource names.
@@ -78,21 +80,22 @@ func NewAPIServerGroup(ctx *pulumi.Context, name string, args *APIServerGroupArg
 		return nil, err
 	}
 	c, parent := args.Cluster, pulumi.Parent(comp)
-	lbName := c.Name + "-apiserver"
+	lbName := c.APIServerName()
 	lb, err := network.NewLoadBalancer(ctx, name+"-lb", LoadBalancerArgs(args, lbName), parent)
 	if err != nil {
 		return nil, err
 	}
 	backend := lbPart(args.ResourceGroupID, lbName, "backendAddressPools", lbBackend)
-	if _, err := compute.NewVirtualMachineScaleSet(ctx, name+"-vmss", ScaleSetArgs(ScaleSetSpec{
-		Cluster: c, Role: spec.RoleAPIServer, Name: c.Name + "-apiserver", VMSize: c.APIServer.VMSize, ImageID: c.ControlPlaneImage,
+	vmss, err := compute.NewVirtualMachineScaleSet(ctx, name+"-vmss", ScaleSetArgs(ScaleSetSpec{
+		Cluster: c, Role: spec.RoleAPIServer, Name: c.APIServerName(), VMSize: c.APIServer.VMSize, ImageID: c.ControlPlaneImage,
 		Capacity: c.APIServer.Count, IPConfigurations: 1, SubnetID: args.SubnetID, BackendPoolIDs: []pulumi.StringInput{backend},
 		IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
-		RepairProbeID: lbPart(args.ResourceGroupID, lbName, "probes", lbProbe),
-	}), parent, pulumi.DependsOn([]pulumi.Resource{lb})); err != nil {
+		Repairs: true,
+	}), parent, pulumi.DependsOn([]pulumi.Resource{lb}))
+	if err != nil {
 		return nil, err
 	}
-	comp.Endpoint = pulumi.String(c.APIServerURL()).ToStringOutput()
+	comp.Endpoint, comp.ScaleSetID = pulumi.String(c.APIServerURL()).ToStringOutput(), vmss.ID().ToStringOutput()
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"endpoint": comp.Endpoint}); err != nil {
 		return nil, err
 	}

@@ -160,6 +160,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	if err != nil {
 		return nil, err
 	}
+	scopes[azurerbac.ScopeAPIServerScaleSet] = []pulumi.StringInput{api.ScaleSetID}
 
 	for _, p := range c.Pools {
 		role := spec.WorkerRole(p.Name)

@@ -7,6 +7,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Login is how every machine is reached for break-glass access (from the hub only).
@@ -46,9 +47,10 @@ type ScaleSetSpec struct {
 	// NodeGroupID, for worker pools, is the VNet's nodes group, which the primary IP configuration
 	// (the node's address) joins; its pods' join none.
 	NodeGroupID pulumi.StringInput
-	// RepairProbeID, for the apiservers alone, is the load balancer probe whose failures make
-	// Azure reimage an instance (spec.APIServerRepairAction); etcd members are VMs, never repaired.
-	RepairProbeID     pulumi.StringInput
+	// Repairs, for the apiservers alone, makes Azure reimage an instance whose Application Health
+	// extension finds its apiserver dead (spec.APIServerRepairProbePath); etcd members are VMs,
+	// never repaired.
+	Repairs           bool
 	SubnetID          pulumi.StringInput
 	BackendPoolIDs    []pulumi.StringInput
 	IdentityID        pulumi.StringInput
@@ -97,10 +99,12 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 		},
 	}
 	var repairs *compute.AutomaticRepairsPolicyArgs
-	if s.RepairProbeID != nil {
-		network.HealthProbe = &compute.ApiEntityReferenceArgs{Id: s.RepairProbeID}
+	var extensions *compute.VirtualMachineScaleSetExtensionProfileArgs
+	if s.Repairs {
 		repairs = &compute.AutomaticRepairsPolicyArgs{Enabled: pulumi.Bool(true),
 			GracePeriod: pulumi.String(spec.APIServerRepairGracePeriod), RepairAction: pulumi.String(spec.APIServerRepairAction)}
+		extensions = &compute.VirtualMachineScaleSetExtensionProfileArgs{Extensions: compute.VirtualMachineScaleSetExtensionTypeArray{
+			APIServerHealthExtension()}}
 	}
 	return &compute.VirtualMachineScaleSetArgs{
 		ResourceGroupName:        s.ResourceGroupName,
@@ -132,7 +136,28 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 				ImageReference: &compute.ImageReferenceArgs{Id: pulumi.String(s.ImageID)},
 				OsDisk:         scaleSetOSDisk(s.VMSize),
 			},
-			NetworkProfile: network,
+			NetworkProfile:   network,
+			ExtensionProfile: extensions,
+		},
+	}
+}
+
+// The Application Health extension's publisher, type and settings on the apiserver scale set.
+const (
+	HealthExtensionPublisher = "Microsoft.ManagedServices"
+	HealthExtensionType      = "ApplicationHealthLinux"
+	HealthExtensionVersion   = "2.0"
+)
+
+// APIServerHealthExtension is the Application Health extension automatic repairs judge the
+// apiservers by: each probes its own apiserver's liveness (spec.APIServerRepairProbePath).
+func APIServerHealthExtension() compute.VirtualMachineScaleSetExtensionTypeArgs {
+	return compute.VirtualMachineScaleSetExtensionTypeArgs{
+		Name: pulumi.String("health"), Publisher: pulumi.String(HealthExtensionPublisher), Type: pulumi.String(HealthExtensionType),
+		TypeHandlerVersion: pulumi.String(HealthExtensionVersion), AutoUpgradeMinorVersion: pulumi.Bool(true),
+		Settings: pulumi.Map{
+			"protocol": pulumi.String("https"), "port": pulumi.Int(wellknown.APIServerPort), "requestPath": pulumi.String(spec.APIServerRepairProbePath),
+			"intervalInSeconds": pulumi.Int(spec.APIServerProbeIntervalSeconds), "numberOfProbes": pulumi.Int(spec.APIServerProbeFailures),
 		},
 	}
 }

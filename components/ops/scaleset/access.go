@@ -66,12 +66,21 @@ func ReadAccess(cloudConfig, environment string, scaleSets []string) (*Access, e
 // file come from the pod's environment, Entra ID's host from the cloud, and instance discovery is
 // off, since the host named is the one to ask.
 func (a *Access) Machines() (*Machines, error) {
+	cred, err := a.credential()
+	if err != nil {
+		return nil, err
+	}
+	return a.MachinesAs(cred)
+}
+
+// credential is the pod's workload identity, fresh (no cached token).
+func (a *Access) credential() (azcore.TokenCredential, error) {
 	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
 		DisableInstanceDiscovery: true, ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK()}})
 	if err != nil {
 		return nil, fmt.Errorf("workload identity: %w", err)
 	}
-	return a.MachinesAs(cred)
+	return cred, nil
 }
 
 // MachinesAs are the scale sets reached with cred.

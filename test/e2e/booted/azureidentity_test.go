@@ -3,6 +3,7 @@ package booted_test
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // published keys and the federated credentials the Pulumi program creates. Nothing else was
 // given a token. With that token each reads its worker scale set at Resource Manager's stand-in
 // (deviation "Resource Manager"), reached as a custom cloud through the environment file, and
-// authorized by the role assignments the Pulumi program makes. (cluster-autoscaler runs at zero
+// authorized by the role assignments the Pulumi program makes; and each reads whether the apiserver
+// scale set's automatic repairs run (APIServerRepairsSuspended). (cluster-autoscaler runs at zero
 // replicas here: deviation "add-ons".)
 func TestOpsSignsInToAzure(t *testing.T) {
 	needBoot(t)
@@ -46,7 +48,7 @@ func TestOpsSignsInToAzure(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		read := 0
+		read, repairsRead := 0, 0
 		for _, c := range calls {
 			switch {
 			case c.Client == approverClient: // the CSR approver's reads: TestJoinNeedsTheInstancesAttestedDocument
@@ -57,10 +59,15 @@ func TestOpsSignsInToAzure(t *testing.T) {
 				return fmt.Errorf("Resource Manager refused clusterforge-ops: %+v", c)
 			case c.Action == "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read":
 				read++
+			case c.Action == "Microsoft.Compute/virtualMachineScaleSets/read" && strings.HasSuffix(c.Resource, "/"+booted.Cluster.APIServerName()):
+				repairsRead++
 			}
 		}
 		if read < 2 {
 			return fmt.Errorf("%d of 2 clusterforge-ops replicas read their scale set; calls: %+v", read, calls)
+		}
+		if repairsRead < 2 {
+			return fmt.Errorf("%d of 2 clusterforge-ops replicas read whether the apiserver scale set's repairs run; calls: %+v", repairsRead, calls)
 		}
 		return nil
 	}); err != nil {

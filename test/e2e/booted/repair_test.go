@@ -35,31 +35,8 @@ func TestFailedAPIServerIsRepairedByItsScaleSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	factory, err := booted.OperatorCompute()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sets := factory.NewVirtualMachineScaleSetsClient()
-	repairs := func(action armcompute.OrchestrationServiceStateAction) error {
-		poller, err := sets.BeginSetOrchestrationServiceState(ctx, c.ResourceGroup(), in.ScaleSet, armcompute.OrchestrationServiceStateInput{
-			ServiceName: to.Ptr(armcompute.OrchestrationServiceNamesAutomaticRepairs), Action: to.Ptr(action)}, nil)
-		if err == nil {
-			_, err = poller.PollUntilDone(ctx, nil)
-		}
-		return err
-	}
-	if err := repairs(armcompute.OrchestrationServiceStateActionResume); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := repairs(armcompute.OrchestrationServiceStateActionSuspend); err != nil {
-			t.Errorf("suspend the repairs again: %v", err)
-		}
-	})
-	pids := map[string]int{}
-	for _, m := range booted.Machines {
-		pids[m.Name] = m.PID
-	}
+	resumeRepairs(t, in.ScaleSet)
+	pids := machinePIDs()
 
 	const marker = "/var/lib/clusterforge-before-repair"
 	if _, err := booted.Exec(ctx, victim.Name, "touch", marker); err != nil {
@@ -130,4 +107,124 @@ func TestFailedAPIServerIsRepairedByItsScaleSet(t *testing.T) {
 	if err := booted.WaitAPIHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// An outage of the main etcd fails every apiserver's readiness, so the load balancer takes them
+// all out, but not their liveness, which the repairs judge by: with the repairs running, no
+// apiserver is reimaged (its audit log and OS disk stay) however long the outage lasts past the
+// repairs' grace, and the cluster serves again once etcd is back.
+func TestMainEtcdOutageRepairsNoAPIServer(t *testing.T) {
+	needBoot(t)
+	ctx := context.Background()
+	c := booted.Cluster
+	apiservers := booted.Of(spec.RoleAPIServer)
+	in, err := scaleset.ParseProviderID(scaleset.ProviderIDPrefix + machines.ResourceID(c, spec.RoleAPIServer, apiservers[0].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumeRepairs(t, in.ScaleSet)
+	pids := machinePIDs()
+	const marker = "/var/lib/clusterforge-before-outage"
+	for _, m := range apiservers {
+		if _, err := booted.Exec(ctx, m.Name, "touch", marker); err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls, err := booted.ARMCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repairsBefore := repairCount(calls)
+
+	members := booted.Of(spec.RoleEtcdMain)
+	startEtcd := func() {
+		for _, m := range members {
+			if out, err := booted.Exec(ctx, m.Name, "systemctl", "start", machine.EtcdUnit); err != nil {
+				t.Errorf("start etcd on %s: %v: %s", m.Name, err, out)
+			}
+		}
+	}
+	defer startEtcd()
+	for _, m := range members {
+		if out, err := booted.Exec(ctx, m.Name, "systemctl", "stop", machine.EtcdUnit); err != nil {
+			t.Fatalf("stop etcd on %s: %v: %s", m.Name, err, out)
+		}
+	}
+	began := time.Now()
+	for _, m := range apiservers {
+		backend := fmt.Sprintf("%s:%d", m.IP, wellknown.APIServerPort)
+		if err := drills.WaitUntil(time.Minute, func() error { return drills.LBHealthy(booted, backend, false) }); err != nil {
+			t.Fatalf("the main etcd is down and the load balancer kept %s in rotation: %v", backend, err)
+		}
+	}
+	// Past the grace period and many times the probes it takes to judge an instance unhealthy
+	// (the stand-in's clock runs ten times faster: its grace is a minute).
+	time.Sleep(time.Minute + 30*time.Second)
+	calls, err = booted.ARMCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := repairCount(calls); n != repairsBefore {
+		t.Errorf("%d repairs during a main-etcd outage of %.0f s: the repairs reimaged apiservers for an outage that is not theirs", n-repairsBefore, time.Since(began).Seconds())
+	}
+	startEtcd()
+	if err := booted.WaitAPIHealthy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range apiservers {
+		if out, err := booted.Exec(ctx, m.Name, "test", "-e", marker); err != nil {
+			t.Errorf("%s lost its OS disk during the outage: %v %s", m.Name, err, out)
+		}
+		if now, _ := booted.Machine(m.Name); now.PID != pids[m.Name] {
+			t.Errorf("%s restarted during the outage", m.Name)
+		}
+	}
+}
+
+// resumeRepairs resumes the automatic repairs of scaleSet as the operator does with the Azure SDK
+// (the boot leaves them suspended), and suspends them again when the test ends.
+func resumeRepairs(t *testing.T, scaleSet string) {
+	t.Helper()
+	ctx := context.Background()
+	factory, err := booted.OperatorCompute()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := factory.NewVirtualMachineScaleSetsClient()
+	repairs := func(action armcompute.OrchestrationServiceStateAction) error {
+		poller, err := sets.BeginSetOrchestrationServiceState(ctx, booted.Cluster.ResourceGroup(), scaleSet, armcompute.OrchestrationServiceStateInput{
+			ServiceName: to.Ptr(armcompute.OrchestrationServiceNamesAutomaticRepairs), Action: to.Ptr(action)}, nil)
+		if err == nil {
+			_, err = poller.PollUntilDone(ctx, nil)
+		}
+		return err
+	}
+	if err := repairs(armcompute.OrchestrationServiceStateActionResume); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := repairs(armcompute.OrchestrationServiceStateActionSuspend); err != nil {
+			t.Errorf("suspend the repairs again: %v", err)
+		}
+	})
+}
+
+// machinePIDs is each booted machine's PID 1 as this host sees it: a new one is a new boot.
+func machinePIDs() map[string]int {
+	pids := map[string]int{}
+	for _, m := range booted.Machines {
+		pids[m.Name] = m.PID
+	}
+	return pids
+}
+
+// repairCount is how many of calls are the automatic repairs' reimages.
+func repairCount(calls []arm.Call) int {
+	n := 0
+	for _, call := range calls {
+		if call.Client == arm.RepairsClient {
+			n++
+		}
+	}
+	return n
 }

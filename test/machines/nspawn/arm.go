@@ -115,7 +115,8 @@ func (b *Booted) startARM() error {
 	}
 	go func() { _ = arm.ServeMachines(b.machinesSocket, bootMachines{b}) }()
 	return b.startService("arm", append(slices.Clone(b.Self), "arm", "--listen="+net.JoinHostPort(b.entraHost(), armPort),
-		"--speedup="+strconv.Itoa(armSpeedup), "--lb-state="+b.LBStateFile(), "--machines="+socket,
+		"--speedup="+strconv.Itoa(armSpeedup), "--health-port="+strconv.Itoa(wellknown.APIServerPort), "--health-path="+spec.APIServerRepairProbePath,
+		"--health-probes="+strconv.Itoa(spec.APIServerProbeFailures), "--machines="+socket,
 		"--cert="+b.entraCert(), "--key="+b.entraKey(),
 		"--subscription="+machines.RehearsalSubscriptionID, "--resource-group="+b.Cluster.ResourceGroup(), "--location="+b.Cluster.Location,
 		"--tenant="+machines.RehearsalTenantID, "--authority-host="+b.AuthorityHost(), "--token-key="+b.entraSigningKey(),

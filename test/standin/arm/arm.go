@@ -35,7 +35,7 @@ type Instance struct {
 	Image string
 	// State is the provisioning state: Creating, Updating, Deleting, Succeeded or Failed.
 	State string
-	// PrivateIP is the primary NIC's address, which the load balancer probes.
+	// PrivateIP is the primary NIC's address, which the load balancer and the health extension probe.
 	PrivateIP string
 
 	// changed is when the instance was created or an operation on it last finished.
@@ -108,9 +108,9 @@ type Server struct {
 	Now      func() time.Time
 	// Record is told every request, once answered, and every repair.
 	Record func(Call)
-	// Health is the load balancer's probe: each backend's private IP and whether it passes
-	// (LBHealth). Automatic repairs judge instances by it; none run without it.
-	Health func() (map[string]bool, error)
+	// Health is the Application Health extension's word on each of the instances at addrs, by
+	// private IP (ExtensionHealth). Automatic repairs judge instances by it; none run without it.
+	Health func(addrs []string) (map[string]bool, error)
 
 	mu        sync.Mutex
 	scaleSets []*ScaleSet

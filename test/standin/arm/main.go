@@ -23,7 +23,7 @@ type Inventory struct {
 
 // Main serves the stand-in: `arm --listen=… --cert=… --key=… --subscription=… --resource-group=…
 // --location=… --tenant=… --token-key=… --inventory=… --assignments=… --calls=… [--speedup=…]
-// [--lb-state=…] [--machines=…]`.
+// [--health-port=… --health-path=… --health-probes=…] [--machines=…]`.
 func Main(args []string) error {
 	fs := flag.NewFlagSet("arm", flag.ContinueOnError)
 	listen := fs.String("listen", "", "host:port to serve HTTPS on")
@@ -40,7 +40,10 @@ func Main(args []string) error {
 	assignments := fs.String("assignments", "", "JSON file: the role assignments ([]Assignment)")
 	calls := fs.String("calls", "", "file each request is appended to, one JSON line")
 	fs.Float64Var(&s.Speedup, "speedup", 1, "run the model's time this many times faster than real time: latencies, windows and grace periods")
-	lbState := fs.String("lb-state", "", "the load balancer stand-in's state file: the probe automatic repairs judge by")
+	var health HealthExtension
+	fs.IntVar(&health.Port, "health-port", 0, "the Application Health extension's port on each instance of a scale set with repairs (0: no repairs run)")
+	fs.StringVar(&health.RequestPath, "health-path", "/", "the extension's request path")
+	fs.IntVar(&health.NumberOfProbes, "health-probes", 1, "failed probes in a row that make an instance unhealthy")
 	machines := fs.String("machines", "", "unix socket of the process holding the machines behind the instances (ServeMachines); none: the model alone")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,8 +79,8 @@ func Main(args []string) error {
 	if *machines != "" {
 		s.Machines = RemoteMachines{Socket: *machines}
 	}
-	if *lbState != "" {
-		s.Health = LBHealth(*lbState)
+	if health.Port != 0 {
+		s.Health = ExtensionHealth(health)
 		go s.RunRepairs(context.Background())
 	}
 	return standin.Serve(*listen, s, *cert, *key, func() {

@@ -2,15 +2,16 @@ package arm
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
-
-	"github.com/clusterforge/clusterforge/test/standin/lb"
 )
 
 // Repairs is a scale set's automatic instance repairs policy (automaticRepairsPolicy), in Azure's
@@ -106,7 +107,20 @@ func (s *Server) repair() {
 	if s.Health == nil {
 		return
 	}
-	healthy, err := s.Health()
+	var addrs []string
+	s.mu.Lock()
+	for _, ss := range s.scaleSets {
+		if p := ss.Repairs; p != nil && p.Enabled && !p.Suspended {
+			for _, in := range ss.Instances {
+				addrs = append(addrs, in.PrivateIP)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(addrs) == 0 {
+		return
+	}
+	healthy, err := s.Health(addrs)
 	if err != nil {
 		return // nothing judged without the probe's word
 	}
@@ -218,21 +232,40 @@ func (s *Server) setOrchestrationServiceState(name string) func(http.ResponseWri
 	}
 }
 
-// LBHealth is the load balancer stand-in's probe as its state file shows it: each backend's
-// address and whether it passes.
-func LBHealth(stateFile string) func() (map[string]bool, error) {
-	return func() (map[string]bool, error) {
-		backends, err := lb.ReadState(stateFile)
-		if err != nil {
-			return nil, err
-		}
+// HealthExtension is the Application Health extension of a scale set whose repairs judge by it:
+// on each instance it probes https://<the instance>:Port<RequestPath>, and NumberOfProbes failures
+// in a row make the instance unhealthy.
+type HealthExtension struct {
+	Port           int
+	RequestPath    string
+	NumberOfProbes int
+}
+
+// ExtensionHealth probes each instance as its Application Health extension does, from the
+// stand-in's host instead of the instance itself: HTTPS without verifying the serving certificate,
+// 200 healthy, anything else or no answer a failure.
+func ExtensionHealth(ext HealthExtension) func(addrs []string) (map[string]bool, error) {
+	client := &http.Client{Timeout: 2 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
+	var mu sync.Mutex
+	failures := map[string]int{}
+	return func(addrs []string) (map[string]bool, error) {
 		out := map[string]bool{}
-		for _, b := range backends {
-			host, _, err := net.SplitHostPort(b.Address)
-			if err != nil {
-				return nil, err
+		for _, addr := range addrs {
+			ok := false
+			if resp, err := client.Get("https://" + net.JoinHostPort(addr, strconv.Itoa(ext.Port)) + ext.RequestPath); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				ok = resp.StatusCode == http.StatusOK
 			}
-			out[host] = b.Healthy
+			mu.Lock()
+			if ok {
+				failures[addr] = 0
+			} else {
+				failures[addr]++
+			}
+			out[addr] = failures[addr] < ext.NumberOfProbes
+			mu.Unlock()
 		}
 		return out, nil
 	}

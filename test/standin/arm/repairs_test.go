@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,15 +20,15 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 )
 
-// probe is the load balancer's word on each address, set by the test.
+// probe is the health extension's word on each address, set by the test.
 type probe struct {
 	mu        sync.Mutex
 	unhealthy map[string]bool
 	err       error
 }
 
-func (p *probe) health(addrs []string) func() (map[string]bool, error) {
-	return func() (map[string]bool, error) {
+func (p *probe) health(addrs []string) func([]string) (map[string]bool, error) {
+	return func([]string) (map[string]bool, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		out := map[string]bool{}
@@ -332,5 +334,48 @@ func TestFailedReimagesSuspendRepairs(t *testing.T) {
 	}
 	if s := w.serviceState(t, "api"); s != armcompute.OrchestrationServiceStateSuspended {
 		t.Fatalf("service %s after %d failed reimages, want Suspended", s, RepairsBeforeSuspend)
+	}
+}
+
+// The health extension's probe: 200 is healthy, anything else or no answer a failure, and an
+// instance turns unhealthy only after NumberOfProbes failures in a row.
+func TestExtensionHealthCountsFailuresInARow(t *testing.T) {
+	var mu sync.Mutex
+	status := http.StatusOK
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.String() != "/livez?exclude=etcd" {
+			http.NotFound(w, r)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	health := ExtensionHealth(HealthExtension{Port: p, RequestPath: "/livez?exclude=etcd", NumberOfProbes: 2})
+	judge := func() bool {
+		got, err := health([]string{host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[host]
+	}
+	if !judge() {
+		t.Fatal("a 200 was judged unhealthy")
+	}
+	mu.Lock()
+	status = http.StatusInternalServerError
+	mu.Unlock()
+	if !judge() {
+		t.Error("one failure made the instance unhealthy; it takes two in a row")
+	}
+	if judge() {
+		t.Error("two failures in a row left the instance healthy")
+	}
+	srv.Close()
+	if judge() {
+		t.Error("an instance that does not answer was judged healthy")
 	}
 }
