@@ -14,7 +14,7 @@ export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
 
-.PHONY: check e2e disk-free freeze diff roll up preview tools-pulumi tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: check tools-check e2e disk-free freeze diff roll up preview tools-pulumi tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ tools: ## Build every pinned binary (rehearsal, checks, node image, packer, the 
 
 tools-pulumi: ## Build the Pulumi engine: the CLI, its Go language host and the Kubernetes provider (cached)
 	@scripts/toolchain.sh pulumi
+
+tools-check: ## Build what the fast tier's tests run (promtool, NVIDIA's hook, node-problem-detector, containerd, runc, Azurite, packer): no Kubernetes, etcd or Pulumi
+	@scripts/toolchain.sh checks
 
 tools-rehearsal: ## Build what the rehearsal runs (etcd, the control plane, KWOK, kube-bench, the CSR approver)
 	@scripts/toolchain.sh rehearsal
@@ -85,19 +88,28 @@ E2E_PACKAGES = ./test/e2e/...
 
 test: check e2e ## Every test, both tiers (CI runs this)
 
-check: setup tools test-images image-validate ## Fast tier, no root needed: gofmt, vet, every unit, table and golden test, hostile stack files, promtool, systemd and cloud-init validators, the import rules
+# The tests the fast tier leaves to the end-to-end tier, chosen by name (test/tier): those that
+# need root and those that run the pinned etcd.
+E2E_TIER_TESTS = ^(TestAsRoot|TestRealEtcd)
+
+check: setup tools-check test-images image-validate ## Fast tier, no root needed: gofmt, vet, every unit, table and golden test, hostile stack files, promtool, systemd and cloud-init validators, the import rules
 	@test -z "$$(gofmt -l cmd components infra images test)" || { echo "gofmt needed:"; gofmt -l cmd components infra images test; exit 1; }
 	$(GO) vet ./...
-	$(GO) test -count=1 -short -timeout 15m ./...
+	$(GO) test -count=1 -short -timeout 15m -skip '$(E2E_TIER_TESTS)' ./...
 
 # A clean clone's e2e run writes about 10 GiB under build/ (images, machine roots, logs); a full disk
 # otherwise shows up late, as a truncated image archive.
 E2E_FREE_GIB = 12
 
-e2e: disk-free setup tools images-local ## End-to-end tier (root): the rehearsal and its drills, the CIS benchmark, both images booted, the scale smoke run
-	@mkdir -p build && bash -o pipefail -c '$(GO) test -count=1 -p 1 -timeout 60m -v $(E2E_PACKAGES) 2>&1 | tee build/e2e.log' || \
-	  { echo "make e2e failed; the lines before each failure, then the failures (build/e2e.log):"; \
+# Each test's time goes to build/e2e-times.json and .md, failed run or not.
+e2e: disk-free setup tools images-local $(REHEARSE) ## End-to-end tier (root): the fast tier's root and etcd tests, the rehearsal and its drills, the CIS benchmark, both images booted, the scale smoke run
+	@mkdir -p build && bash -o pipefail -c '{ $(GO) test -count=1 -timeout 20m -v -run "$(E2E_TIER_TESTS)" $$($(GO) list ./... | grep -v /test/e2e/) && \
+	  (cd images && $(GO) test -count=1 -timeout 20m -v -run "$(E2E_TIER_TESTS)" ./...) && \
+	  $(GO) test -count=1 -p 1 -timeout 60m -v $(E2E_PACKAGES); } 2>&1 | tee build/e2e.log' || \
+	  { $(REHEARSE) e2e-times >/dev/null || true; \
+	    echo "make e2e failed; the lines before each failure, then the failures (build/e2e.log):"; \
 	    awk -f scripts/e2e-failures.awk build/e2e.log | tail -60; exit 1; }
+	@$(REHEARSE) e2e-times
 	@! grep -E -- '^\s*--- SKIP' build/e2e.log || { echo "make e2e: the scenarios above skipped; outside -short every one must run (build/e2e.log)"; exit 1; }
 
 disk-free:
@@ -107,9 +119,9 @@ disk-free:
 test-images: ## Test the Packer plugin (its own module) and fail if its generated HCL2 specs are stale
 	@cd images && sha256sum $$(find . -name '*.hcl2spec.go') > /tmp/clusterforge-hcl2spec.sum && $(GO) generate ./... && \
 	  sha256sum --quiet -c /tmp/clusterforge-hcl2spec.sum || { echo "generated HCL2 specs were stale: run make generate and commit"; exit 1; }
-	cd images && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd images && $(GO) vet ./... && $(GO) test -count=1 -skip '$(E2E_TIER_TESTS)' ./...
 
-image-validate: tools-image ## `packer validate` images/worker.pkr.hcl and control-plane.pkr.hcl with the pinned packer, packer-plugin-azure and ours
+image-validate: tools-check ## `packer validate` images/worker.pkr.hcl and control-plane.pkr.hcl with the pinned packer, packer-plugin-azure and ours
 	@scripts/image.sh validate
 
 image-local: setup tools-image ## Bake a real $(ROLE) image for $(STACK) on this machine (debootstrap, our plugin): build/images/{node,control-plane}-$(STACK).tar
@@ -126,7 +138,7 @@ generate: ## Regenerate the Packer plugin's *.hcl2spec.go (packer-sdc)
 	cd images && $(GO) generate ./...
 
 $(REHEARSE):
-	@$(GO) build -o $@ ./cmd/rehearse
+	@$(GO) build -o $@ ./test/cmd/rehearse
 
 rehearse: setup tools-rehearsal tools-stack ## Start $(STACK)'s control plane for real on loopback and leave it running; over an existing one, refuses what needs a roll
 	@$(REHEARSE) up --stack $(STACK)
@@ -153,7 +165,7 @@ rehearse-check: setup tools-rehearsal ## Rehearse $(STACK), run every check, the
 bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
 	@scripts/bench-pull.sh
 
-bench-quickstart: ## Time `make demo` and `make test` cold (fresh clone, empty Go caches) and warm (build/bench/quickstart.md; an hour or more)
+bench-quickstart: ## Time `make check` and `make test` cold (fresh clone, empty caches) and warm, as CI runs them (build/bench/quickstart.md and the README's times block; hours)
 	@scripts/bench-quickstart.sh
 
 bench-roll: setup tools-rehearsal ## The roll drills three times: time per etcd member, apiserver and worker, API availability, lost writes (build/bench/roll.md; about half an hour)

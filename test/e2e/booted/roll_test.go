@@ -24,11 +24,13 @@ import (
 
 // The upgrade drill's kubelet part on real kubelets (the rehearsal's workers are KWOK nodes): every
 // worker boots the previous minor's kubelet, as a VM of the previous image would; `make roll`'s
-// roller takes the cluster to the pinned release: the apiservers one at a time out of the load
-// balancer, then each worker cordoned, drained and replaced by a new machine from the image, its
-// real kubelet joining on the pinned version. Under a writer that records every acknowledged write
-// and a prober reading through the load balancer ten times a second; afterwards pods on the new
-// machines reach each other, their Services and DNS.
+// roller takes the workers to the pinned release: each cordoned, drained and replaced by a new
+// machine from the image, its real kubelet joining on the pinned version. Under a writer that
+// records every acknowledged write and a prober reading through the load balancer ten times a
+// second; afterwards pods on the new machines reach each other, their Services and DNS. The
+// control plane is on the pinned release already: the apiservers' part of a roll, one at a time
+// out of the load balancer, is drilled on the process rehearsal (test/e2e/rolls) through the same
+// load balancer stand-in, and here it would only add two machines' boots.
 func TestKubeletUpgradeRoll(t *testing.T) {
 	needBoot(t)
 	previous := filepath.Join(repoRoot, ".tools", "versions", "kubernetes-"+spec.PreviousKubernetesVersion, "kubelet")
@@ -44,7 +46,7 @@ func TestKubeletUpgradeRoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applied.Versions.Kubernetes, applied.Versions.Kubelet = spec.PreviousKubernetesVersion, spec.PreviousKubernetesVersion
+	applied.Versions.Kubelet = spec.PreviousKubernetesVersion
 
 	var workers []string
 	for _, m := range booted.Machines {
@@ -122,9 +124,14 @@ func TestKubeletUpgradeRoll(t *testing.T) {
 	for _, r := range results {
 		rolled[r.Name] = true
 	}
-	for _, name := range append(workers, instanceNames(spec.RoleAPIServer)...) {
+	for _, name := range workers {
 		if !rolled[name] {
 			t.Errorf("the roll did not replace %s", name)
+		}
+	}
+	for _, name := range instanceNames(spec.RoleAPIServer) {
+		if rolled[name] {
+			t.Errorf("the roll replaced %s, whose release did not change", name)
 		}
 	}
 	after, err := roll.Report(ctx, booted, desired)

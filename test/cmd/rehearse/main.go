@@ -9,6 +9,7 @@
 //	rehearse roll --stack dev [--renew-certificates]   roll the rehearsal's machines onto the stack file
 //	rehearse releases --stack dev     the scripts/toolchain.sh groups the stack's versions need
 //	rehearse deviations               list every difference from Azure
+//	rehearse e2e-times [--docs docs/testing.md]   where make e2e's time went (build/e2e-times.json, .md)
 //	rehearse boot --stack dev         boot every machine of the plan from its image (systemd-nspawn), leave it running
 //	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
 //	rehearse bench-scale --stack dev  the scale benchmark on a rehearsal of its own (build/bench/scale)
@@ -55,7 +56,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|releases|etcd-backup|etcd-restore|boot|boot-down|services|bench-scale|bench-joins|bench-fleet|deviations [--stack <env>] [flags]")
+		return fmt.Errorf("usage: rehearse up|down|clean|diff|roll|releases|etcd-backup|etcd-restore|boot|boot-down|services|bench-scale|bench-joins|bench-fleet|deviations|e2e-times [--stack <env>] [flags]")
 	}
 	if ran, err := machines.Subcommand(args); ran {
 		return err
@@ -65,6 +66,8 @@ func run(args []string) error {
 	case "deviations":
 		fmt.Print(machines.FormatDeviations(false) + "\n" + machines.FormatDeviations(true))
 		return nil
+	case "e2e-times":
+		return e2eTimes(args)
 	}
 	fs := flag.NewFlagSet(verb, flag.ContinueOnError)
 	stack := fs.String("stack", "dev", "stack name: stacks/Pulumi.<stack>.yaml")
@@ -144,7 +147,7 @@ func run(args []string) error {
 	case "bench-fleet":
 		return benchFleet(*stack, bench)
 	}
-	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, releases, etcd-backup, etcd-restore, boot, boot-down, services, bench-scale, bench-joins, bench-fleet, deviations, lb or imds", verb)
+	return fmt.Errorf("unknown verb %q: use up, down, clean, diff, roll, releases, etcd-backup, etcd-restore, boot, boot-down, services, bench-scale, bench-joins, bench-fleet, deviations, e2e-times, lb or imds", verb)
 }
 
 // diff prints what the stack file changes against what the running rehearsal last applied.
