@@ -5,12 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/debug"
-	"strings"
 
 	"github.com/clusterforge/clusterforge/test/docblock"
 	"github.com/clusterforge/clusterforge/test/e2etimes"
+	"github.com/clusterforge/clusterforge/test/scale"
 )
 
 // e2eTimes writes where `make e2e`'s time went: build/e2e-times.json and .md from its log, and
@@ -39,7 +38,7 @@ func e2eTimes(args []string) error {
 	if len(packages) == 0 {
 		return fmt.Errorf("%s holds no test results", *logFile)
 	}
-	run := e2etimes.Run{Finished: info.ModTime(), Machine: machineSummary(), Packages: packages}
+	run := e2etimes.Run{Finished: info.ModTime(), Machine: scale.ThisMachine(".").String(), Packages: packages}
 	data, err := json.MarshalIndent(run, "", "  ")
 	if err != nil {
 		return err
@@ -64,18 +63,4 @@ func e2eTimes(args []string) error {
 		return err
 	}
 	return os.WriteFile(*docs, []byte(before+"\n"+table+after), 0o644)
-}
-
-// machineSummary is this machine as the figures name it: cores and memory.
-func machineSummary() string {
-	mem := "?"
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			var kib int64
-			if _, err := fmt.Sscanf(line, "MemTotal: %d kB", &kib); err == nil {
-				mem = fmt.Sprintf("%.0f GiB", float64(kib)/(1<<20))
-			}
-		}
-	}
-	return fmt.Sprintf("%d cores, %s", runtime.NumCPU(), mem)
 }
