@@ -60,8 +60,11 @@ VARS
   done
 }
 
-# Baked images outlive the clone, as Go's build cache does: one entry per hash of what a bake reads.
-CACHE="${CLUSTERFORGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterforge}"
+# A bake's failure anywhere in a command substitution fails the script (bake_key's inputs).
+shopt -s inherit_errexit
+# One cache entry per hash of what a bake reads.
+# shellcheck source=scripts/cache.sh
+. scripts/cache.sh
 
 # bake_key ROLE STACK BINARIES: the hash of everything a bake of ROLE reads: our plugin's and the
 # rendering's sources, the stack, the binaries it installs (and a worker's add-on binaries), packer,
@@ -95,14 +98,16 @@ bake_local() {
   vars=(-var "binaries_dir=$binaries")
   local key cached
   key=$(bake_key "$role" "$stack" "$binaries")
-  cached="$CACHE/images/$key"
-  if [ -n "$key" ] && [ -f "$cached/image.tar" ]; then
-    mkdir -p "$out"
-    cp "$cached/image.tar" "$out/$name.tar.new" && mv "$out/$name.tar.new" "$out/$name.tar"
-    cp "$cached/manifest.json" "$out/$name.manifest.json"
-    [ ! -f "$cached/preload.pkrvars.json" ] || { mkdir -p "$out/$name.preload" && cp "$cached/preload.pkrvars.json" "$out/$name.preload/"; }
-    touch "$cached"
-    step "$role image for $stack: from the cache ($cached), its inputs unchanged"
+  cached="images/$key"
+  mkdir -p "$out"
+  # The preload list names the archives the bake that made it read, in its own clone: the
+  # digests are what the checks read.
+  if [ -n "$key" ] && cache_get "$cached" image.tar "$out/$name.tar.new"; then
+    mv "$out/$name.tar.new" "$out/$name.tar"
+    cache_get "$cached" manifest.json "$out/$name.manifest.json"
+    [ "$role" != worker ] || { mkdir -p "$out/$name.preload" && cache_get "$cached" preload.pkrvars.json "$out/$name.preload/preload.pkrvars.json"; }
+    touch "$CACHE/$cached"
+    step "$role image for $stack: from the cache ($CACHE/$cached), its inputs unchanged"
     return
   fi
   install_plugins
@@ -122,13 +127,12 @@ bake_local() {
     -var "role=$role" -var "stack=$PWD/../stacks/Pulumi.$stack.yaml" "${vars[@]}" \
     -var "output=$out/$name.tar" -var "manifest_output=$out/$name.manifest.json" local.pkr.hcl)
   [ -n "$key" ] || return 0
-  step "keeping the $role image in $cached"
-  rm -rf "$cached.new" && mkdir -p "$cached.new"
-  cp "$out/$name.tar" "$cached.new/image.tar" && cp "$out/$name.manifest.json" "$cached.new/manifest.json"
-  [ "$role" != worker ] || cp "$out/$name.preload/preload.pkrvars.json" "$cached.new/"
-  rm -rf "$cached" && mv "$cached.new" "$cached"
-  # The four newest entries stay (both roles of two stacks): an image is about a gigabyte.
-  ls -1dt "$CACHE"/images/*/ | tail -n +5 | xargs -r rm -rf
+  step "keeping the $role image in $CACHE/$cached"
+  local files=("$out/$name.tar=image.tar" "$out/$name.manifest.json=manifest.json")
+  [ "$role" != worker ] || files+=("$out/$name.preload/preload.pkrvars.json=preload.pkrvars.json")
+  cache_put "$cached" "${files[@]}"
+  # The four most recently used stay (both roles of two stacks): an image is about a gigabyte.
+  cache_keep images 4
 }
 
 case "${1:-}" in

@@ -5,9 +5,7 @@
 #                                 kube-bench; our own clusterforge-csr-approver, clusterforge-etcd-backup and
 #                                 clusterforge-ops, built from this repository; Azurite (npm), the blob
 #                                 store the backups go to
-#   checks    → .tools/bin, …     what the fast tier's tests run (make check): promtool; NVIDIA's nvidia-ctk
-#                                 and runtime hook, run against the config GPU images get; and, in their
-#                                 groups' folders, node-problem-detector, containerd, runc, Azurite, packer
+#   checks    → .tools/…          what the fast tier's tests run (make check), each in its own group's folder
 #   node      → .tools/node       what the Packer plugin installs on a worker (cni/ for CNI plugins),
 #                                 our clusterforge-node-join among them
 #   addons    → .tools/addons     the add-ons' binaries, which images/cmd/mkimages puts in the OCI
@@ -63,9 +61,10 @@ PULUMI_KUBERNETES_SOURCE=$(pinned pulumiKubernetesSource)
 TOOLS_DIR="$PWD/.tools"
 BIN="$TOOLS_DIR/bin"
 SHARE="$PWD/.tools/share"
-# Built binaries outlive the clone, as Go's build cache does: one entry per tool and inputs (the
-# stamp below), so a fresh clone on a machine that built them before copies them in seconds.
-CACHE="${CLUSTERFORGE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/clusterforge}"
+# One cache entry per tool and inputs (the stamp below): a fresh clone on a machine that built them
+# before copies them in seconds.
+# shellcheck source=scripts/cache.sh
+. scripts/cache.sh
 # The modules the proxy serves but the checksum database does not know (its lookup answers 404 or
 # 403; checked 2026-11-23). Each wrapper's go.sum pins them, so this matters only when a wrapper
 # is re-tidied; every other module is still checked against the database.
@@ -223,11 +222,11 @@ build() {
     step "$tool: up to date"
     return
   fi
-  cached="$CACHE/tools/$(printf '%s\n' "$tool" "$pkg" "$want" | sha256sum | cut -c1-32)/$name"
-  if [ -x "$cached" ]; then
-    cp "$cached" "$out/$name.new" && mv "$out/$name.new" "$out/$name"
+  cached="tools/$(printf '%s\n' "$tool" "$pkg" "$want" | sha256sum | cut -c1-32)"
+  if cache_get "$cached" "$name" "$out/$name.new"; then
+    mv "$out/$name.new" "$out/$name"
     echo "$want" >"$stamp"
-    step "$tool: from the cache ($cached)"
+    step "$tool: from the cache ($CACHE/$cached)"
     return
   fi
   step "$tool: building $pkg (module scripts/toolchain/$module)"
@@ -242,8 +241,7 @@ build() {
     echo "toolchain: building $tool failed" >&2
     exit 1
   fi
-  mkdir -p "$(dirname "$cached")"
-  cp "$out/$name.new" "$cached.new" && mv "$cached.new" "$cached"
+  cache_put "$cached" "$out/$name.new=$name"
   mv "$out/$name.new" "$out/$name"
   echo "$want" >"$stamp"
   step "$tool: built in $((SECONDS - start)) s"
@@ -254,7 +252,9 @@ build_local() {
   read -r pkg dest <<<"${LOCAL_TOOLS[$1]}"
   step "$1: building $pkg (this repository)"
   mkdir -p "$TOOLS_DIR/$dest"
-  CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TOOLS_DIR/$dest/$1" "$pkg"
+  # No VCS stamp: the binary is the same in every clone of a commit and with uncommitted edits
+  # elsewhere, so a bake that installs it is found in the image cache.
+  CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$TOOLS_DIR/$dest/$1" "$pkg"
 }
 
 # install_azurite: the pinned Azurite from npm (scripts/toolchain/azurite's lock file), linked as
@@ -262,19 +262,18 @@ build_local() {
 install_azurite() {
   local dir="$TOOLS_DIR/azurite" want cached
   want="$(cat scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json | sha256sum | cut -c1-16) $(node --version)"
-  cached="$CACHE/tools/azurite-$(echo "$want" | sha256sum | cut -c1-32)"
+  cached="tools/azurite-$(echo "$want" | sha256sum | cut -c1-32)"
   if [ -x "$dir/node_modules/.bin/azurite-blob" ] && [ "$(cat "$dir/.stamp" 2>/dev/null)" = "$want" ]; then
     step "azurite: up to date"
-  elif [ -x "$cached/node_modules/.bin/azurite-blob" ]; then
-    rm -rf "$dir" && cp -a "$cached" "$dir"
-    step "azurite: from the cache ($cached)"
+  elif cache_get "$cached" azurite "$dir"; then
+    step "azurite: from the cache ($CACHE/$cached)"
   else
     step "azurite: installing $(sed -n 's/.*"azurite": "\(.*\)".*/\1/p' scripts/toolchain/azurite/package.json) from npm (lock file scripts/toolchain/azurite)"
     rm -rf "$dir" && mkdir -p "$dir"
     cp scripts/toolchain/azurite/package.json scripts/toolchain/azurite/package-lock.json "$dir/"
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
     echo "$want" >"$dir/.stamp"
-    mkdir -p "$CACHE/tools" && rm -rf "$cached.new" && cp -a "$dir" "$cached.new" && rm -rf "$cached" && mv "$cached.new" "$cached"
+    cache_put "$cached" "$dir=azurite"
   fi
   # Relative, so a moved or copied checkout keeps a working link.
   ln -sfn ../azurite/node_modules/.bin/azurite-blob "$BIN/azurite-blob"

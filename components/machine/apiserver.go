@@ -151,8 +151,8 @@ func apiserver(c *spec.Cluster, b pki.Bundle) part {
 	}
 }
 
-// authenticationConfig allows anonymous requests only on the health endpoints the load balancer
-// probes; everything else needs a certificate or token (CIS 1.2.1).
+// authenticationConfig allows anonymous requests only on the health endpoints the load balancer and
+// the scale set's health extension probe; everything else needs a certificate or token (CIS 1.2.1).
 const authenticationConfig = `apiVersion: apiserver.config.k8s.io/v1beta1
 kind: AuthenticationConfiguration
 anonymous:

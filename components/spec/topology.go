@@ -21,7 +21,11 @@ const (
 // checks every --etcd-servers-overrides cluster; excluding the events override (etcd-override-0)
 // keeps an events-etcd outage from taking every apiserver out of rotation, while a broken main
 // etcd still does.
-const APIServerProbePath = "/readyz?exclude=etcd-override-0&exclude=etcd-override-readiness-0"
+const APIServerProbePath = "/readyz?exclude=" + eventsEtcdCheck + "&exclude=etcd-override-readiness-0"
+
+// eventsEtcdCheck is the apiserver's health check of its first --etcd-servers-overrides cluster,
+// the events etcd.
+const eventsEtcdCheck = "etcd-override-0"
 
 // The probe runs every APIServerProbeIntervalSeconds; APIServerProbeFailures failures in a row
 // take an apiserver out of rotation, one success puts it back (Azure load balancer semantics).
@@ -48,7 +52,7 @@ const (
 // probe, at once; judged by that, repairs would reimage the apiservers, audit logs and all, for an
 // outage a new disk cannot mend. The extension probes every APIServerProbeIntervalSeconds and
 // APIServerProbeFailures failures in a row make the instance unhealthy, as the load balancer's do.
-const APIServerRepairProbePath = "/livez?exclude=etcd&exclude=etcd-override-0"
+const APIServerRepairProbePath = "/livez?exclude=etcd&exclude=" + eventsEtcdCheck
 
 // CertificateRenewBefore is how long before expiry a leaf certificate is due: the
 // CertificateExpiringSoon alert fires and `make roll` renews it.

@@ -142,11 +142,13 @@ func ScaleSetArgs(s ScaleSetSpec) *compute.VirtualMachineScaleSetArgs {
 	}
 }
 
-// The Application Health extension's publisher, type and settings on the apiserver scale set.
+// The Application Health extension on the apiserver scale set: version 1.0 reports binary health
+// states, a 200 healthy and anything else unhealthy. 2.0 (rich states) wants a JSON body /livez
+// does not give, and would call every apiserver Unknown, which repairs too.
 const (
 	HealthExtensionPublisher = "Microsoft.ManagedServices"
 	HealthExtensionType      = "ApplicationHealthLinux"
-	HealthExtensionVersion   = "2.0"
+	HealthExtensionVersion   = "1.0"
 )
 
 // APIServerHealthExtension is the Application Health extension automatic repairs judge the

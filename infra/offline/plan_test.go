@@ -26,6 +26,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/infra/azure"
 	"github.com/clusterforge/clusterforge/infra/clusteraddons"
 )
@@ -920,7 +921,9 @@ func TestRepairsJudgeTheAPIServersOwnLiveness(t *testing.T) {
 			}
 			ext := extensions[0].(map[string]any)
 			settings, _ := ext["settings"].(map[string]any)
-			if ext["type"] != "ApplicationHealthLinux" || settings["protocol"] != "https" || settings["port"] != float64(6443) {
+			// 1.0: binary health states, a 200 is healthy; 2.0's rich states would call /livez's
+			// plain "ok" Unknown, which repairs reimage.
+			if ext["type"] != azure.HealthExtensionType || ext["typeHandlerVersion"] != "1.0" || settings["protocol"] != "https" || settings["port"] != float64(wellknown.APIServerPort) {
 				t.Errorf("%s %s: health extension %v", stack, name, ext)
 			}
 			u, err := url.Parse(fmt.Sprint(settings["requestPath"]))

@@ -36,7 +36,7 @@ FAIL	example.com/m/test/e2e/booted	365.900s
 		t.Errorf("booted %+v", booted)
 	}
 	table := Table(Run{Machine: "2 cores", Packages: got}, "example.com/m")
-	for _, want := range []string{"| `test/e2e/booted` | 6 min 6 s | FAIL, 2 tests | TestRoll 5 min 0 s, TestBoot 1 min 2 s |", "| all | 6 min 7 s |"} {
+	for _, want := range []string{"| `test/e2e/booted` | 6 min 6 s | FAIL, 2 tests | TestRoll 5 min 0 s, TestBoot 1 min 2 s |", "| sum | 6 min 7 s |"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)
 		}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 )
 
@@ -37,16 +38,19 @@ func RepairsState(ctx context.Context, client *armcompute.VirtualMachineScaleSet
 
 // WatchRepairs stores scaleSet's repairs state every interval until ctx ends (RepairsUnknown while
 // it cannot be read): a restore or a roll suspends them, and a suspension nobody lifts leaves a dead
-// apiserver dead.
+// apiserver dead. One credential serves every read; the SDK renews its token.
 func WatchRepairs(ctx context.Context, a *Access, scaleSet string, every time.Duration, state *atomic.Int32) {
+	var client *armcompute.VirtualMachineScaleSetsClient
 	for {
-		got := RepairsUnknown
-		cred, err := a.credential()
-		if err == nil {
-			var client *armcompute.VirtualMachineScaleSetsClient
-			if client, err = a.ScaleSetsAs(cred); err == nil {
-				got, err = RepairsState(ctx, client, a.ResourceGroup, scaleSet)
+		got, err := RepairsUnknown, error(nil)
+		if client == nil {
+			var cred azcore.TokenCredential
+			if cred, err = a.credential(); err == nil {
+				client, err = a.ScaleSetsAs(cred)
 			}
+		}
+		if err == nil {
+			got, err = RepairsState(ctx, client, a.ResourceGroup, scaleSet)
 		}
 		if err != nil {
 			log.Printf("azure: cannot read whether scale set %s's automatic repairs run: %v", scaleSet, err)

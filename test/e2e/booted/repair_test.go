@@ -16,6 +16,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/machines/nspawn"
 	"github.com/clusterforge/clusterforge/test/standin/arm"
 )
 
@@ -157,9 +158,13 @@ func TestMainEtcdOutageRepairsNoAPIServer(t *testing.T) {
 			t.Fatalf("the main etcd is down and the load balancer kept %s in rotation: %v", backend, err)
 		}
 	}
-	// Past the grace period and many times the probes it takes to judge an instance unhealthy
-	// (the stand-in's clock runs ten times faster: its grace is a minute).
-	time.Sleep(time.Minute + 30*time.Second)
+	// Past the grace period, on the stand-in's faster clock, and many times the probes it takes to
+	// judge an instance unhealthy.
+	grace, err := (&arm.Repairs{GracePeriod: spec.APIServerRepairGracePeriod}).Grace()
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(grace/nspawn.ARMSpeedup + 10*arm.RepairEvery/nspawn.ARMSpeedup)
 	calls, err = booted.ARMCalls()
 	if err != nil {
 		t.Fatal(err)

@@ -38,9 +38,9 @@ import (
 // Entra ID's, on its address and with its certificate.
 const armPort = "8443"
 
-// armSpeedup runs the stand-in's time ten times faster than real time: the apiservers' repair
+// ARMSpeedup runs the stand-in's time ten times faster than real time: the apiservers' repair
 // grace period is a minute, a reimage's latency 18 s.
-const armSpeedup = 10
+const ARMSpeedup = 10
 
 // Cloud is the cloud the booted cluster's workloads call: the stand-ins of Resource Manager and
 // Entra ID, a custom cloud to the SDKs.
@@ -115,7 +115,7 @@ func (b *Booted) startARM() error {
 	}
 	go func() { _ = arm.ServeMachines(b.machinesSocket, bootMachines{b}) }()
 	return b.startService("arm", append(slices.Clone(b.Self), "arm", "--listen="+net.JoinHostPort(b.entraHost(), armPort),
-		"--speedup="+strconv.Itoa(armSpeedup), "--health-port="+strconv.Itoa(wellknown.APIServerPort), "--health-path="+spec.APIServerRepairProbePath,
+		"--speedup="+strconv.Itoa(ARMSpeedup), "--health-port="+strconv.Itoa(wellknown.APIServerPort), "--health-path="+spec.APIServerRepairProbePath,
 		"--health-probes="+strconv.Itoa(spec.APIServerProbeFailures), "--machines="+socket,
 		"--cert="+b.entraCert(), "--key="+b.entraKey(),
 		"--subscription="+machines.RehearsalSubscriptionID, "--resource-group="+b.Cluster.ResourceGroup(), "--location="+b.Cluster.Location,

@@ -41,13 +41,13 @@ const RepairsClient = "AutomaticRepairs"
 // repairsService is the orchestration service's name in a scale set's instance view.
 const repairsService = "AutomaticRepairs"
 
-// repairEvery is how often, in the model's time, the service judges the instances.
-const repairEvery = 30 * time.Second
+// RepairEvery is how often, in the model's time, the service judges the instances.
+const RepairEvery = 30 * time.Second
 
 var isoDuration = regexp.MustCompile(`^PT(?:(\d+)H)?(?:(\d+)M)?(?:(\d+)S)?$`)
 
-// grace reads the grace period, refusing one Azure refuses.
-func (p *Repairs) grace() (time.Duration, error) {
+// Grace reads the grace period, refusing one Azure refuses.
+func (p *Repairs) Grace() (time.Duration, error) {
 	m := isoDuration.FindStringSubmatch(p.GracePeriod)
 	if m == nil || p.GracePeriod == "PT" {
 		return 0, fmt.Errorf("gracePeriod %q is not an ISO 8601 duration", p.GracePeriod)
@@ -71,7 +71,7 @@ func (p *Repairs) Check() error {
 	if p.Action != "Reimage" {
 		return fmt.Errorf("repairAction %q: the stand-in serves Reimage", p.Action)
 	}
-	_, err := p.grace()
+	_, err := p.Grace()
 	return err
 }
 
@@ -85,12 +85,12 @@ func (p *Repairs) state() string {
 	return "Running"
 }
 
-// RunRepairs judges every scale set whose repairs are enabled, every repairEvery, until ctx ends:
+// RunRepairs judges every scale set whose repairs are enabled, every RepairEvery, until ctx ends:
 // an instance the probe finds unhealthy, Succeeded and past its grace period is reimaged, at most
 // 5 % of a scale set at once and one at a time under 20 instances, counting every instance in an
 // operation as one in flight. An instance whose provisioning failed is not repaired, as on Azure.
 func (s *Server) RunRepairs(ctx context.Context) {
-	tick := time.NewTicker(s.real(repairEvery))
+	tick := time.NewTicker(s.real(RepairEvery))
 	defer tick.Stop()
 	for {
 		select {
@@ -132,7 +132,7 @@ func (s *Server) repair() {
 		if p == nil || !p.Enabled || p.Suspended {
 			continue
 		}
-		grace, err := p.grace()
+		grace, err := p.Grace()
 		if err != nil {
 			continue
 		}
@@ -241,9 +241,9 @@ type HealthExtension struct {
 	NumberOfProbes int
 }
 
-// ExtensionHealth probes each instance as its Application Health extension does, from the
-// stand-in's host instead of the instance itself: HTTPS without verifying the serving certificate,
-// 200 healthy, anything else or no answer a failure.
+// ExtensionHealth probes each instance as its Application Health extension (1.0, binary health
+// states) does, from the stand-in's host instead of the instance itself: HTTPS without verifying
+// the serving certificate, 200 healthy, anything else or no answer a failure.
 func ExtensionHealth(ext HealthExtension) func(addrs []string) (map[string]bool, error) {
 	client := &http.Client{Timeout: 2 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, DisableKeepAlives: true}}
