@@ -15,7 +15,7 @@ func TestSourcesResolveOnAnEmptyModuleCache(t *testing.T) {
 		t.Fatal("jq is missing: run `make setup`")
 	}
 	repo := t.TempDir()
-	for _, path := range []string{"go.mod", "go.sum", "components/spec/versions.yaml", "scripts/toolchain.sh", "scripts/toolchain"} {
+	for _, path := range []string{"go.mod", "go.sum", "components/spec/versions.yaml", "scripts/toolchain.sh", "scripts/cache.sh", "scripts/toolchain"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(repo, path)), 0o755); err != nil {
 			t.Fatal(err)
 		}
