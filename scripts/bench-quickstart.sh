@@ -4,6 +4,8 @@
 # then WARM_RUNS times (default 3; median and range) each on a fresh clone again, as CI runs, with
 # the caches the cold run filled. A run that fails stops the script: the warm runs are also
 # consecutive green runs. COLD=0 skips the cold run: the warm runs use this user's caches.
+# COLD=user runs the cold run in this user's own caches, which must be empty (a fresh machine), and
+# leaves them filled for the warm runs and for what comes after.
 # COMMANDS picks the commands (default "check test"); targets joined by + run as one make in one
 # clone ("check+images-local": everything `make test` does before its end-to-end tier). Debian
 # packages are not removed first: set-up's apt step is what it is on this machine. Writes
@@ -24,13 +26,16 @@ mkdir -p "$(dirname "$report")"
 
 step() { printf '==> %s\n' "$*"; }
 
+# stamp: each line of stdin behind the time it was read, so the log shows where the time went.
+stamp() { while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done; }
+
 # timed NAME DIR CMD...: runs CMD in DIR, logging to WORK/NAME.log, and prints the seconds it took.
 timed() {
   local name=$1 dir=$2 start=$SECONDS
   shift 2
   ( while sleep 60; do echo "    ... $name still running ($((SECONDS - start)) s)" >&2; done ) &
   local ticker=$!
-  if ! (cd "$dir" && "$@") >"$work/$name.log" 2>&1; then
+  if ! (cd "$dir" && "$@" 2>&1 | stamp) >"$work/$name.log"; then
     kill $ticker
     echo "$name failed; see $work/$name.log" >&2
     exit 1
@@ -42,32 +47,49 @@ timed() {
 # median and range of numbers on stdin, as "median (min-max)".
 summary() { sort -n | awk '{v[NR]=$1} END {m = NR % 2 ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2; printf "%d s (%d-%d)", m, v[1], v[NR]}'; }
 
+# e2e_seconds DIR: the end-to-end packages' seconds in the clone DIR/repo's last make e2e, or nothing.
+e2e_seconds() {
+  local times=$1/repo/build/e2e-times.json
+  [ -f "$times" ] || return 0
+  python3 -c 'import json,sys; print(round(sum(p["seconds"] for p in json.load(open(sys.argv[1]))["packages"])))' "$times"
+}
+
 # fresh DIR: a clean clone of this repository's HEAD in DIR/repo.
 fresh() { rm -rf "$1/repo" && git clone -q "$repo" "$1/repo"; }
 
-declare -A cold warm
+declare -A cold warm cold_e2e warm_e2e
 for cmd in $commands; do
   dir=$work/$cmd
   rm -rf "$dir" && mkdir -p "$dir"
-  if [ "$cold_run" = 1 ]; then
-    export GOMODCACHE=$dir/mod GOCACHE=$dir/build GOFLAGS=-modcacherw CLUSTERFORGE_CACHE=$dir/cache
+  if [ "$cold_run" != 0 ]; then
+    if [ "$cold_run" = user ]; then
+      for cache in "$(go env GOMODCACHE)" "$(go env GOCACHE)" "${CLUSTERFORGE_CACHE:-$HOME/.cache/clusterforge}"; do
+        [ -z "$(ls -A "$cache" 2>/dev/null)" ] || { echo "COLD=user needs empty caches; $cache is not" >&2; exit 1; }
+      done
+    else
+      export GOMODCACHE=$dir/mod GOCACHE=$dir/build GOFLAGS=-modcacherw CLUSTERFORGE_CACHE=$dir/cache
+    fi
     fresh "$dir"
-    step "make $cmd, cold (empty caches in $dir)"
+    step "make $cmd, cold (empty caches: $(go env GOCACHE))"
     # shellcheck disable=SC2086 # the targets of cmd, split on +
     cold[$cmd]=$(timed "$cmd-cold" "$dir/repo" make ${cmd//+/ })
+    cold_e2e[$cmd]=$(e2e_seconds "$dir")
     [ "$cmd" != demo ] || (cd "$dir/repo" && make rehearse-down >/dev/null)
   fi
-  runs=()
+  runs=() e2e_runs=()
   for i in $(seq "$warm_runs"); do
     fresh "$dir"
     step "make $cmd, warm run $i of $warm_runs (a fresh clone)"
     # shellcheck disable=SC2086
     runs+=("$(timed "$cmd-warm-$i" "$dir/repo" make ${cmd//+/ })")
     step "  $((${runs[-1]} / 60)) min $((${runs[-1]} % 60)) s"
+    e2e=$(e2e_seconds "$dir")
+    [ -z "$e2e" ] || e2e_runs+=("$e2e")
     [ "$cmd" != demo ] || (cd "$dir/repo" && make rehearse-down >/dev/null)
   done
   warm[$cmd]="not run"
   [ "${#runs[@]}" -eq 0 ] || warm[$cmd]=$(printf '%s\n' "${runs[@]}" | summary)
+  [ "${#e2e_runs[@]}" -eq 0 ] || warm_e2e[$cmd]=$(printf '%s\n' "${e2e_runs[@]}" | summary)
   step "make $cmd: cold ${cold[$cmd]:-not run} s, warm ${warm[$cmd]}"
 done
 
@@ -75,13 +97,13 @@ done
 minsec() { [ -n "$1" ] && echo "$(($1 / 60)) min $(($1 % 60)) s" || echo "not run"; }
 {
   caches="with the caches the cold run filled"
-  [ "$cold_run" = 1 ] || caches="with this user's caches (no cold run)"
-  echo "Measured $(date -u +%F) at $(git rev-parse --short HEAD) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) by \`make bench-quickstart\`: cold is a fresh clone with empty Go module and build caches and an empty clusterforge cache (one run, a fresh machine), warm a fresh clone again $caches (median and range of $warm_runs consecutive runs, all green), as CI runs."
+  [ "$cold_run" != 0 ] || caches="with this user's caches (no cold run)"
+  echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) by \`make bench-quickstart\`: cold is a fresh clone with empty Go module and build caches and an empty clusterforge cache (one run, a fresh machine), warm a fresh clone again $caches (median and range of $warm_runs consecutive runs, all green), as CI runs."
   echo
-  echo "| command | cold | warm |"
-  echo "|---|---|---|"
+  echo "| command | cold | warm | of which the end-to-end packages, cold and warm |"
+  echo "|---|---|---|---|"
   for cmd in $commands; do
-    echo "| \`make ${cmd//+/ }\` | $(minsec "${cold[$cmd]:-}") | ${warm[$cmd]} |"
+    echo "| \`make ${cmd//+/ }\` | $(minsec "${cold[$cmd]:-}") | ${warm[$cmd]} | $(minsec "${cold_e2e[$cmd]:-}"); ${warm_e2e[$cmd]:-not run} |"
   done
 } >"$report"
 step "wrote $report"
