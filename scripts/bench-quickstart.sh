@@ -57,7 +57,33 @@ e2e_seconds() {
 # fresh DIR: a clean clone of this repository's HEAD in DIR/repo.
 fresh() { rm -rf "$1/repo" && git clone -q "$repo" "$1/repo"; }
 
+# minsec SECONDS: "M min S s", or "not run".
+minsec() { [ -n "$1" ] && echo "$(($1 / 60)) min $(($1 % 60)) s" || echo "not run"; }
+
+# write_report: the report so far (after every run, so a stopped bench keeps what it measured)
+# and, unless README=0, the README's times block.
+write_report() {
+  {
+  caches="with the caches the cold run filled"
+  [ "$cold_run" != 0 ] || caches="with this user's caches (no cold run)"
+  echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) by \`make bench-quickstart\`: cold is a fresh clone with empty Go module and build caches and an empty clusterforge cache (one run, a fresh machine), warm a fresh clone again $caches (median and range of ${#runs[@]} consecutive runs, all green), as CI runs."
+  echo
+  echo "| command | cold | warm | of which the end-to-end packages, cold and warm |"
+  echo "|---|---|---|---|"
+  for cmd in $commands; do
+    echo "| \`make ${cmd//+/ }\` | $(minsec "${cold[$cmd]:-}") | ${warm[$cmd]:-not run} | $(minsec "${cold_e2e[$cmd]:-}"); ${warm_e2e[$cmd]:-not run} |"
+  done
+  } >"$report"
+  [ "$update_readme" = 1 ] || return 0
+  # The block between the README's times markers is this report.
+  awk -v report="$report" '
+    /<!-- times:end -->/ { while ((getline line < report) > 0) print line; skip = 0 }
+    !skip { print }
+    /<!-- times:start -->/ { skip = 1 }' README.md >README.md.new && mv README.md.new README.md
+}
+
 declare -A cold warm cold_e2e warm_e2e
+runs=()
 for cmd in $commands; do
   dir=$work/$cmd
   rm -rf "$dir" && mkdir -p "$dir"
@@ -74,6 +100,7 @@ for cmd in $commands; do
     # shellcheck disable=SC2086 # the targets of cmd, split on +
     cold[$cmd]=$(timed "$cmd-cold" "$dir/repo" make ${cmd//+/ })
     cold_e2e[$cmd]=$(e2e_seconds "$dir")
+    write_report
     [ "$cmd" != demo ] || (cd "$dir/repo" && make rehearse-down >/dev/null)
   fi
   runs=() e2e_runs=()
@@ -85,34 +112,12 @@ for cmd in $commands; do
     step "  $((${runs[-1]} / 60)) min $((${runs[-1]} % 60)) s"
     e2e=$(e2e_seconds "$dir")
     [ -z "$e2e" ] || e2e_runs+=("$e2e")
+    warm[$cmd]=$(printf '%s\n' "${runs[@]}" | summary)
+    [ "${#e2e_runs[@]}" -eq 0 ] || warm_e2e[$cmd]=$(printf '%s\n' "${e2e_runs[@]}" | summary)
+    write_report
     [ "$cmd" != demo ] || (cd "$dir/repo" && make rehearse-down >/dev/null)
   done
-  warm[$cmd]="not run"
-  [ "${#runs[@]}" -eq 0 ] || warm[$cmd]=$(printf '%s\n' "${runs[@]}" | summary)
-  [ "${#e2e_runs[@]}" -eq 0 ] || warm_e2e[$cmd]=$(printf '%s\n' "${e2e_runs[@]}" | summary)
-  step "make $cmd: cold ${cold[$cmd]:-not run} s, warm ${warm[$cmd]}"
+  step "make $cmd: cold ${cold[$cmd]:-not run} s, warm ${warm[$cmd]:-not run}"
 done
-
-# minsec SECONDS: "M min S s", or "not run".
-minsec() { [ -n "$1" ] && echo "$(($1 / 60)) min $(($1 % 60)) s" || echo "not run"; }
-{
-  caches="with the caches the cold run filled"
-  [ "$cold_run" != 0 ] || caches="with this user's caches (no cold run)"
-  echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) by \`make bench-quickstart\`: cold is a fresh clone with empty Go module and build caches and an empty clusterforge cache (one run, a fresh machine), warm a fresh clone again $caches (median and range of $warm_runs consecutive runs, all green), as CI runs."
-  echo
-  echo "| command | cold | warm | of which the end-to-end packages, cold and warm |"
-  echo "|---|---|---|---|"
-  for cmd in $commands; do
-    echo "| \`make ${cmd//+/ }\` | $(minsec "${cold[$cmd]:-}") | ${warm[$cmd]} | $(minsec "${cold_e2e[$cmd]:-}"); ${warm_e2e[$cmd]:-not run} |"
-  done
-} >"$report"
 step "wrote $report"
 cat "$report"
-if [ "$update_readme" = 1 ]; then
-  # The block between the README's times markers is this report.
-  awk -v report="$report" '
-    /<!-- times:end -->/ { while ((getline line < report) > 0) print line; skip = 0 }
-    !skip { print }
-    /<!-- times:start -->/ { skip = 1 }' README.md >README.md.new && mv README.md.new README.md
-  step "rewrote the README's times block"
-fi
