@@ -161,7 +161,7 @@ etcd-restore: $(REHEARSE) ## Restore $(STACK)'s main etcd from SNAPSHOT=<name> o
 
 rehearse-check: setup tools-rehearsal ## Rehearse $(STACK), run every check, the CIS benchmark and the roll drills, stop it; fails on any failure
 	@scripts/toolchain.sh upgrades
-	$(GO) test -count=1 -v -p 1 -timeout 45m ./test/e2e/controlplane ./test/e2e/backups ./test/e2e/rolls ./test/e2e/ops -args -stack=$(STACK)
+	$(GO) test -count=1 -v -p 1 -timeout 45m ./test/e2e/rehearsal ./test/e2e/backups ./test/e2e/rolls -args -stack=$(STACK)
 
 bench-pull: ## Benchmark a 2 GiB image pulled with containerd defaults, with our settings, and preloaded (build/bench/pull.md)
 	@scripts/bench-pull.sh

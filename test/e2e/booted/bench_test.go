@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/dataplane"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
 // startupPods is how many pods BenchmarkPodStartup starts per run.
@@ -23,17 +25,17 @@ const startupPods = 100
 // (maxPods each). Times are this process's: the create call's start to the watch event that shows
 // the pod Running. Reports p50 and p99 in milliseconds.
 func BenchmarkPodStartup(b *testing.B) {
-	if booted == nil {
+	if framework.Booted == nil {
 		b.Skip("no boot under -short")
 	}
 	ctx := context.Background()
-	cs := drills.Clientset(b, booted)
+	cs := drills.Clientset(b, framework.Booted)
 	ns := fmt.Sprintf("bench-startup-%d", time.Now().UnixNano())
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	defer cs.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-	image := preloadedApp(b)
+	image := framework.PreloadedApp(b)
 	for b.Loop() {
 		var latencies []time.Duration
 		for len(latencies) < startupPods {
@@ -51,13 +53,13 @@ func BenchmarkPodStartup(b *testing.B) {
 
 // freePodSlots is what the workers' maxPods leave beside the pods already on them.
 func freePodSlots(b *testing.B) int {
-	pods, err := drills.Clientset(b, booted).CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed"})
+	pods, err := drills.Clientset(b, framework.Booted).CoreV1().Pods("").List(context.Background(), metav1.ListOptions{FieldSelector: "status.phase!=Succeeded,status.phase!=Failed"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	free := 0
-	for _, m := range booted.Machines {
-		pool, ok := booted.Cluster.PoolOfRole(m.Role)
+	for _, m := range framework.Booted.Machines {
+		pool, ok := framework.Booted.Cluster.PoolOfRole(m.Role)
 		if !ok {
 			continue
 		}
@@ -75,7 +77,7 @@ func freePodSlots(b *testing.B) int {
 func startWave(b *testing.B, ns, image string, first, n int) []time.Duration {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cs := drills.Clientset(b, booted)
+	cs := drills.Clientset(b, framework.Booted)
 	label := fmt.Sprintf("wave-%d", first)
 	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: "wave=" + label})
 	if err != nil {
@@ -133,11 +135,11 @@ func startWave(b *testing.B, ns, image string, first, n int) []time.Duration {
 // from a pod's network namespace to the cluster DNS Service (kube-proxy to a CoreDNS pod on either
 // worker). Reports p50 and p99 in microseconds.
 func BenchmarkDNSQuery(b *testing.B) {
-	if booted == nil {
+	if framework.Booted == nil {
 		b.Skip("no boot under -short")
 	}
-	cl, _ := dataPlaneClients(b)
-	r := resolverFrom(cl[0])
+	cl, _ := dataplane.SharedClients(b)
+	r := dataplane.ResolverFrom(cl[0])
 	for b.Loop() {
 		var latencies []time.Duration
 		for range 1000 {

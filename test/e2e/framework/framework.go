@@ -1,7 +1,9 @@
-// Package framework is what the end-to-end packages on the process rehearsal share (etcd's
-// tests/framework/e2e is the model): each package's TestMain calls Main, which brings up one
-// rehearsal of -stack (shaped by -topology) for the package's scenarios, on a loopback base of its
-// own, and takes it down after them. Under -short no rehearsal comes up and the scenarios skip.
+// Package framework is what the end-to-end packages share: the fixtures their scenarios run on
+// (etcd's tests/framework/e2e is the model). A process-rehearsal package's TestMain calls Main,
+// which brings up one rehearsal of -stack (shaped by -topology) for the package's scenarios, on a
+// loopback base of its own, and takes it down after them; package booted's calls BootMain, which
+// boots -stack's machines from their images (booted.go). Under -short neither comes up and the
+// scenarios skip.
 package framework
 
 import (
@@ -22,14 +24,14 @@ import (
 )
 
 var (
-	stackName    = flag.String("stack", "dev", "stack to rehearse: stacks/Pulumi.<stack>.yaml")
+	stackName    = flag.String("stack", "dev", "stack to rehearse or boot: stacks/Pulumi.<stack>.yaml (booted: with its images baked, make images-local)")
 	nodesPerPool = flag.Int("nodes-per-pool", 3, "KWOK nodes per pool")
 	topology     = flag.String("topology", processes.TopologyHA, fmt.Sprintf("shape of the shared rehearsal: %q (the stack's own machines) or %q (one member of each role, each role capped at its cores; root)", processes.TopologyHA, processes.TopologyCapacity))
 )
 
 // What Main gives the package's scenarios.
 var (
-	// Cluster is the stack as loaded, before the rehearsal's deviations.
+	// Cluster is the stack as loaded, before the rehearsal's or the boot's deviations.
 	Cluster *spec.Cluster
 	// Running is the package's shared rehearsal; nil under -short or without Options.Shared.
 	Running *processes.Rehearsal
@@ -40,12 +42,11 @@ var (
 // Loopback bases (127.<base>.x.x) of the rehearsals the end-to-end packages start, one each, so
 // none collides with another or with `make rehearse` (base 0).
 const (
-	BaseControlPlane = 1
-	BaseQuotaDrill   = 2
-	BaseRolls        = 3
-	BaseScaleSmoke   = 4
-	BaseBackups      = 5
-	BaseOps          = 6
+	BaseShared     = 1
+	BaseQuotaDrill = 2
+	BaseRolls      = 3
+	BaseScaleSmoke = 4
+	BaseBackups    = 5
 )
 
 // Options says what rehearsal a package's scenarios share.

@@ -1,0 +1,150 @@
+package join
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	certv1 "k8s.io/api/certificates/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/clusterforge/clusterforge/components/attestation"
+	"github.com/clusterforge/clusterforge/components/azurerbac"
+	"github.com/clusterforge/clusterforge/components/csrapprover"
+	"github.com/clusterforge/clusterforge/components/ops/scaleset"
+	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
+	"github.com/clusterforge/clusterforge/test/machines"
+)
+
+// Every worker joined through its instance's attested document, checked by the CSR approver
+// against Resource Manager with the apiserver machines' identity; and the join token alone, as
+// root on a worker holds it before it is removed, gets no other node's certificate: neither
+// without a document, nor with the worker's own document under another node's name.
+func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
+	framework.NeedBoot(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cs := drills.Clientset(t, framework.Booted)
+	workers := framework.WorkerNames()
+	// The approver read each worker's instance as the apiservers' identity (2xx), and approved it.
+	calls, err := framework.Booted.ARMCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, reads := machines.RehearsalClientIDs()[spec.RoleAPIServer], 0
+	for _, c := range calls {
+		if c.Client == approver && slices.Contains(azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader], c.Action) && strings.HasSuffix(c.Action, "/virtualMachines/read") && c.Status == 200 {
+			reads++
+		}
+	}
+	if reads < len(workers) {
+		t.Errorf("the approver read %d worker instances through Resource Manager, want one per worker (%d) at least", reads, len(workers))
+	}
+	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := map[string]bool{}
+	for _, c := range csrs.Items {
+		for _, cond := range c.Status.Conditions {
+			if c.Spec.SignerName == certv1.KubeAPIServerClientKubeletSignerName && cond.Type == certv1.CertificateApproved && cond.Reason == csrapprover.Reason {
+				if f := strings.Fields(cond.Message); len(f) > 1 && f[0] == "node" {
+					joined[f[1]] = true
+				}
+			}
+		}
+	}
+	for _, w := range workers {
+		if !joined[w] {
+			t.Errorf("no join of %s approved by the CSR approver (approved: %v)", w, joined)
+		}
+	}
+
+	// The join token, from the test host.
+	token, err := kubernetes.NewForConfig(&rest.Config{Host: framework.Booted.Cluster.APIServerURL(), BearerToken: framework.Booted.Bundle.BootstrapToken, Dial: framework.Booted.Dial,
+		TLSClientConfig: rest.TLSClientConfig{CAData: []byte(framework.Booted.Bundle.Pair(pki.ClusterCA).CertPEM)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A new key and the first worker's own document bound to it, asked on that worker as its root could.
+	attested := func() (*ecdsa.PrivateKey, string) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nonce, err := attestation.Nonce(key.Public())
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := framework.Booted.Exec(ctx, workers[0], "curl", "-fsS", "-H", "Metadata: true", attestation.DocumentURL("http://"+wellknown.IMDSAddress, nonce))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key, doc
+	}
+	first, err := framework.Booted.Machine(workers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim, err := framework.Booted.Machine(workers[len(workers)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, theirs := machines.ResourceID(framework.Booted.Cluster, first.Role, first.Name), machines.ResourceID(framework.Booted.Cluster, victim.Role, victim.Name)
+	none, _ := attested()
+	key, doc := attested()
+	ownKey, ownDoc := attested()
+	for _, tc := range []struct {
+		name, node, doc, instance, denial string
+		key                               *ecdsa.PrivateKey
+	}{
+		{"no document", victim.Name, "", theirs, "no attested document", none},
+		{"another worker's document", victim.Name, doc, theirs, "the attested document is vmId", key},
+		{"its own instance under another name", victim.Name, ownDoc, own, "computer name", ownKey},
+		{"a document another request carried", victim.Name, doc, theirs, "carries the same attested document", key},
+	} {
+		request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + tc.node, Organization: []string{pki.NodesGroup}}}, tc.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csr, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: tc.doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + tc.instance}},
+			Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
+				SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if err := drills.WaitUntil(2*time.Minute, func() error {
+			got, err := cs.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, c := range got.Status.Conditions {
+				if c.Type != certv1.CertificateDenied || c.Reason != csrapprover.Reason || !strings.Contains(c.Message, tc.denial) {
+					t.Errorf("%s: %s by %s (%s), want denied by the CSR approver for %q", tc.name, c.Type, c.Reason, c.Message, tc.denial)
+				}
+				t.Logf("%s: %s: %s", tc.name, c.Type, c.Message)
+				return nil
+			}
+			return fmt.Errorf("%s: pending", tc.name)
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+}

@@ -1,0 +1,83 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+
+	"github.com/clusterforge/clusterforge/components/ops/teams"
+	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/drills"
+	"github.com/clusterforge/clusterforge/test/e2e/framework"
+)
+
+// Every team namespace gets the stack's quota, as clusterforge-ops's rendered flag gives it, and the
+// real apiservers hold the team to it: no NodePort Service; a quota deleted comes back.
+func TeamNamespacesGetTheQuota(t *testing.T) {
+	framework.NeedRehearsal(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cs := framework.Clientset(t)
+	objs, err := framework.Running.Addons()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flag string
+	for _, o := range objs {
+		if d, ok := o.(*appsv1.Deployment); ok && d.Name == wellknown.OpsName {
+			for _, arg := range d.Spec.Template.Spec.Containers[0].Args {
+				if v, ok := strings.CutPrefix(arg, "--team-quota="); ok {
+					flag = v
+				}
+			}
+		}
+	}
+	hard, err := teams.ParseQuota(flag)
+	if err != nil || len(hard) == 0 {
+		t.Fatalf("clusterforge-ops's --team-quota %q: %v", flag, err)
+	}
+	ns := drills.TeamNamespace(t, cs, "drill-quota-a", "a")
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	namespaces := factory.Core().V1().Namespaces().Informer()
+	factory.Start(ctx.Done())
+	done := make(chan error, 1)
+	go func() {
+		done <- (&teams.Quotas{Client: cs, Hard: hard, Every: 2 * time.Second, Logf: t.Logf}).Run(ctx, namespaces)
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	held := func() error {
+		q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, teams.QuotaName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(q.Status.Hard) != len(hard) {
+			return fmt.Errorf("quota status holds %v, want %v", q.Status.Hard, hard)
+		}
+		return nil
+	}
+	if err := drills.WaitUntil(time.Minute, held); err != nil {
+		t.Fatal(err)
+	}
+	nodePort := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "node-port"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort,
+		Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, nodePort, metav1.CreateOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota: "+teams.QuotaName) {
+		t.Errorf("a NodePort Service in a team namespace: %v, want Forbidden by the team quota", err)
+	}
+	if err := cs.CoreV1().ResourceQuotas(ns).Delete(ctx, teams.QuotaName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := drills.WaitUntil(time.Minute, held); err != nil {
+		t.Errorf("the deleted quota did not come back: %v", err)
+	}
+}
