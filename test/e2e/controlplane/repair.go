@@ -159,13 +159,13 @@ func MainEtcdOutageRepairsNoAPIServer(t *testing.T) {
 			t.Fatalf("the main etcd is down and the load balancer kept %s in rotation: %v", backend, err)
 		}
 	}
-	// Past the grace period, on the stand-in's faster clock, and many times the probes it takes to
-	// judge an instance unhealthy.
+	// Past the grace period, on the stand-in's faster clock, by four rounds of the repairs: a repair
+	// due at the grace period would have started in the first.
 	grace, err := (&arm.Repairs{GracePeriod: spec.APIServerRepairGracePeriod}).Grace()
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(grace/nspawn.ARMSpeedup + 10*arm.RepairEvery/nspawn.ARMSpeedup)
+	time.Sleep(grace/nspawn.ARMSpeedup + 4*arm.RepairEvery/nspawn.ARMSpeedup)
 	calls, err = framework.Booted.ARMCalls()
 	if err != nil {
 		t.Fatal(err)
