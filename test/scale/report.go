@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -209,7 +210,9 @@ func ThisMachine(dir string) Machine {
 		m.MemoryGiB = int((uint64(si.Totalram)*uint64(si.Unit) + 1<<29) >> 30)
 	}
 	m.CPU = firstField("/proc/cpuinfo", "model name")
-	m.Disk = mountOf(dir)
+	if abs, err := filepath.Abs(dir); err == nil {
+		m.Disk = mountOf(abs) // mounts are absolute: "." would match none
+	}
 	return m
 }
 
