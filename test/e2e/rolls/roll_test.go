@@ -79,9 +79,10 @@ func (d drill) perKind() []string {
 }
 
 // TestRollDrills drills `make roll` on a rehearsal of its own: started on the releases before the
-// pinned ones, rolled to the pinned etcd, then to the pinned Kubernetes with every certificate
-// renewed, then onto a new events etcd VM size (interrupted and resumed), each under a writer that
-// records every acknowledged write and a prober reading through the load balancer ten times a second.
+// pinned ones, rolled to the pinned etcd and Kubernetes with every certificate renewed (one hop of
+// the upgrade runbook), then onto a new events etcd VM size (interrupted and resumed), each under a
+// writer that records every acknowledged write and a prober reading through the load balancer ten
+// times a second.
 func TestRollDrills(t *testing.T) {
 	framework.SkipShort(t)
 	start := variant(t, framework.Cluster, func(c *spec.Cluster) {
@@ -149,11 +150,18 @@ func TestRollDrills(t *testing.T) {
 		return d
 	}
 
-	// 1. etcd v3.5.21 to v3.6.4: events first, then main, each member replaced on an empty disk;
-	// a second roll started meanwhile (two `make roll` at once) is refused, naming the first.
-	etcdUp := variant(t, start, func(c *spec.Cluster) { c.Versions.Etcd = spec.DefaultEtcdVersion })
+	// 1. One hop of the upgrade runbook in one roll: etcd and Kubernetes to the pinned releases with
+	// every leaf certificate renewed from the same authorities, as `make roll` renews what is due
+	// with any roll: the events then the main etcd members replaced on empty disks, the apiservers
+	// one at a time, then the kubelets. A second roll started meanwhile (two `make roll` at once)
+	// is refused, naming the first. (An etcd-only roll is drill 2's.)
+	upgraded := variant(t, start, func(c *spec.Cluster) {
+		c.Versions.Etcd = spec.DefaultEtcdVersion
+		c.Versions.Kubernetes, c.Versions.Kubelet = spec.DefaultKubernetesVersion, spec.DefaultKubernetesVersion
+	})
+	serials := servingSerials(t, r)
 	second := contend(ctx, t, r, cs)
-	rollTo("etcd "+spec.PreviousEtcdVersion+" to "+spec.DefaultEtcdVersion, etcdUp, false, 0)
+	rollTo("etcd "+spec.PreviousEtcdVersion+" to "+spec.DefaultEtcdVersion+", Kubernetes "+spec.PreviousKubernetesVersion+" to "+spec.DefaultKubernetesVersion+", certificates renewed", upgraded, true, 0)
 	var locked *roll.ErrLocked
 	if err := <-second; !errors.As(err, &locked) || locked.Holder != roll.Holder("roll") || locked.Since.IsZero() {
 		t.Errorf("a second roll during the first: %v, want it refused naming the first roll and its start", err)
@@ -167,15 +175,6 @@ func TestRollDrills(t *testing.T) {
 			}
 		}
 	}
-
-	// 2. Kubernetes to the pinned release with every leaf certificate renewed from the same
-	// authorities, as `make roll` renews what is due with any roll: the etcd members replaced, then
-	// the apiservers one at a time, then the kubelets.
-	kubeUp := variant(t, etcdUp, func(c *spec.Cluster) {
-		c.Versions.Kubernetes, c.Versions.Kubelet = spec.DefaultKubernetesVersion, spec.DefaultKubernetesVersion
-	})
-	serials := servingSerials(t, r)
-	rollTo("Kubernetes "+spec.PreviousKubernetesVersion+" to "+spec.DefaultKubernetesVersion+", certificates renewed", kubeUp, true, 0)
 	checkKubernetesVersion(t, r, cs, spec.DefaultKubernetesVersion)
 	for addr, serial := range servingSerials(t, r) {
 		if serial.Cmp(serials[addr]) == 0 {
@@ -183,12 +182,18 @@ func TestRollDrills(t *testing.T) {
 		}
 	}
 
-	// 3. A new events etcd VM size: every member replaced; interrupted after one, then resumed.
-	resized := variant(t, kubeUp, func(c *spec.Cluster) { c.EtcdEvents.VMSize = "Standard_E2ds_v5" })
+	// 2. A new events etcd VM size, an etcd-only roll: every member replaced; interrupted after one,
+	// then resumed.
+	resized := variant(t, upgraded, func(c *spec.Cluster) { c.EtcdEvents.VMSize = "Standard_E2ds_v5" })
 	before := memberIDs(t, r, spec.RoleEtcdEvents)
-	rollTo("etcd-events size, interrupted", resized, false, 1)
+	interrupted := rollTo("etcd-events size, interrupted", resized, false, 1)
 	first := changed(before, memberIDs(t, r, spec.RoleEtcdEvents))
 	resumed := rollTo("etcd-events size, resumed", resized, false, 0)
+	for _, res := range append(interrupted.results, resumed.results...) {
+		if res.Role != spec.RoleEtcdEvents {
+			t.Errorf("the size roll of etcd-events replaced %s, a %s", res.Name, res.Role)
+		}
+	}
 	if len(first) != 1 || len(resumed.results) != len(before)-1 {
 		t.Errorf("interrupted after 1 member, %v were new; the resume replaced %d of %d, want %d", first, len(resumed.results), len(before), len(before)-1)
 	}
