@@ -24,17 +24,15 @@ import (
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
-// The upgrade drill's kubelet part on real kubelets (the rehearsal's workers are KWOK nodes): two
-// of the three workers boot the previous minor's kubelet, as VMs of the previous image would;
-// `make roll`'s roller takes exactly those two to the pinned release, one at a time: each
-// cordoned, drained and replaced by a new machine from the image, its real kubelet joining on the
-// pinned version; the third, current, is left alone. (Two, not all three: the second waiting for
-// the first shows one at a time, and a third would add only its boot.) Under a writer that records
-// every acknowledged write and a prober reading through the load balancer ten times a second;
-// afterwards pods on the new machines reach each other, the one left alone, their Services and
-// DNS. The control plane is on the pinned release already: the apiservers' part of a roll, one at
-// a time out of the load balancer, is drilled on the process rehearsal (test/e2e/rolls) through
-// the same load balancer stand-in, and here it would only add two machines' boots.
+// The upgrade drill's kubelet part on real kubelets (the rehearsal's workers are KWOK nodes): every
+// worker boots the previous minor's kubelet, as a VM of the previous image would; `make roll`'s
+// roller takes the workers to the pinned release: each cordoned, drained and replaced by a new
+// machine from the image, its real kubelet joining on the pinned version. Under a writer that
+// records every acknowledged write and a prober reading through the load balancer ten times a
+// second; afterwards pods on the new machines reach each other, their Services and DNS. The
+// control plane is on the pinned release already: the apiservers' part of a roll, one at a time
+// out of the load balancer, is drilled on the process rehearsal (test/e2e/rolls) through the same
+// load balancer stand-in, and here it would only add two machines' boots.
 func KubeletUpgradeRoll(t *testing.T) {
 	framework.NeedBoot(t)
 	previous := filepath.Join(framework.RepoRoot, ".tools", "versions", "kubernetes-"+spec.PreviousKubernetesVersion, "kubelet")
@@ -52,14 +50,8 @@ func KubeletUpgradeRoll(t *testing.T) {
 	}
 	applied.Versions.Kubelet = spec.PreviousKubernetesVersion
 
-	// Two workers on the previous kubelet and one left current: the roll must take exactly the two,
-	// one at a time, and the pods on the new machines must reach those on the one it left alone.
-	all := framework.WorkerNames()
-	if len(all) < 3 {
-		t.Fatalf("the drill needs three workers, the stack boots %d", len(all))
-	}
-	workers, untouched := all[:2], all[2:]
-	// Set-up, before the writer and prober start: both workers at once.
+	workers := framework.WorkerNames()
+	// Set-up, before the writer and prober start: every worker at once.
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
 	for i, w := range workers {
@@ -134,7 +126,7 @@ func KubeletUpgradeRoll(t *testing.T) {
 			t.Errorf("the roll did not replace %s", name)
 		}
 	}
-	for _, name := range append(instanceNames(spec.RoleAPIServer), untouched...) {
+	for _, name := range instanceNames(spec.RoleAPIServer) {
 		if rolled[name] {
 			t.Errorf("the roll replaced %s, whose release did not change", name)
 		}

@@ -79,8 +79,8 @@ func (d drill) perKind() []string {
 }
 
 // TestRollDrills drills `make roll` on a rehearsal of its own: started on the releases before the
-// pinned ones, rolled to the pinned etcd and Kubernetes with every certificate renewed (one hop of
-// the upgrade runbook), then onto a new events etcd VM size (interrupted and resumed), each under a
+// pinned ones, rolled to the pinned etcd and Kubernetes with every certificate renewed in one roll
+// (as the upgrade runbook's hops move etcd with the control plane), then onto a new events etcd VM size (interrupted and resumed), each under a
 // writer that records every acknowledged write and a prober reading through the load balancer ten
 // times a second.
 func TestRollDrills(t *testing.T) {
@@ -150,11 +150,12 @@ func TestRollDrills(t *testing.T) {
 		return d
 	}
 
-	// 1. One hop of the upgrade runbook in one roll: etcd and Kubernetes to the pinned releases with
-	// every leaf certificate renewed from the same authorities, as `make roll` renews what is due
-	// with any roll: the events then the main etcd members replaced on empty disks, the apiservers
-	// one at a time, then the kubelets. A second roll started meanwhile (two `make roll` at once)
-	// is refused, naming the first. (An etcd-only roll is drill 2's.)
+	// 1. etcd and Kubernetes in one roll, as the upgrade runbook's hops move etcd with a minor of the
+	// control plane: both to the pinned releases, with every leaf certificate renewed from the same
+	// authorities, as `make roll` renews what is due with any roll: the events then the main etcd
+	// members replaced on empty disks, the apiservers one at a time, then the kubelets. A second
+	// roll started meanwhile (two `make roll` at once) is refused, naming the first. (An etcd-only
+	// roll is drill 2's.)
 	upgraded := variant(t, start, func(c *spec.Cluster) {
 		c.Versions.Etcd = spec.DefaultEtcdVersion
 		c.Versions.Kubernetes, c.Versions.Kubelet = spec.DefaultKubernetesVersion, spec.DefaultKubernetesVersion
