@@ -93,7 +93,7 @@ func scaleSetNamed(c *spec.Cluster, name string) *spec.ScaleSet {
 	return nil
 }
 
-// client is a pause pod on one worker whose network namespace the checks dial from: every packet
+// Client is a pause pod on one worker whose network namespace the checks dial from: every packet
 // they send leaves through the pod's veth, as the pod's own would.
 type Client struct {
 	node, name, ip, netns string
@@ -110,7 +110,7 @@ var (
 // headlessService selects the clients; its DNS name answers with their pod IPs.
 const headlessService = "clients"
 
-// dataPlaneClients starts one client pod per worker (once for every check), behind a headless Service.
+// SharedClients starts one client pod per worker (once for every check, of every subsystem), behind a headless Service.
 func SharedClients(t testing.TB) ([]Client, string) {
 	t.Helper()
 	if framework.Booted == nil {
@@ -127,7 +127,7 @@ func SharedClients(t testing.TB) ([]Client, string) {
 	return clients, clientsNS
 }
 
-// startClients starts, in a new namespace ns, one client pod per worker behind a headless Service.
+// StartClients starts, in a new namespace ns, one client pod per worker behind a headless Service.
 func StartClients(cs *kubernetes.Clientset, ns string) ([]Client, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -182,12 +182,12 @@ func StartClients(cs *kubernetes.Clientset, ns string) ([]Client, error) {
 	return out, nil
 }
 
-// httpFrom is an HTTP client whose connections leave from the client pod; tlsConfig may be nil.
+// HTTPFrom is an HTTP client whose connections leave from the client pod; tlsConfig may be nil.
 func HTTPFrom(c Client, tlsConfig *tls.Config) *http.Client {
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DialContext: c.dial, TLSClientConfig: tlsConfig}}
 }
 
-// resolverFrom asks the cluster DNS Service from the client pod, as the pod's resolv.conf says.
+// ResolverFrom asks the cluster DNS Service from the client pod, as the pod's resolv.conf says.
 func ResolverFrom(c Client) *net.Resolver {
 	server := net.JoinHostPort(framework.Booted.Cluster.DNSServiceIP(), "53")
 	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -195,7 +195,7 @@ func ResolverFrom(c Client) *net.Resolver {
 	}}
 }
 
-// addOnPods are the running pods of an add-on, by node.
+// AddOnPods are the running pods of an add-on, by node.
 func AddOnPods(t *testing.T, namespace, selector string) map[string]corev1.Pod {
 	t.Helper()
 	pods, err := drills.Clientset(t, framework.Booted).CoreV1().Pods(namespace).List(context.Background(), metav1.ListOptions{LabelSelector: selector})
@@ -230,7 +230,7 @@ func PodReachesPodsAndServices(t *testing.T) {
 	CheckPodsReachPodsAndServices(t, cl)
 }
 
-// checkPodsReachPodsAndServices has every client reach every CoreDNS pod by its pod IP, at
+// CheckPodsReachPodsAndServices has every client reach every CoreDNS pod by its pod IP, at
 // least one of them from another node, and the CoreDNS Service's ClusterIP.
 func CheckPodsReachPodsAndServices(t *testing.T, cl []Client) {
 	t.Helper()
@@ -260,7 +260,7 @@ func PodDNSThroughCoreDNS(t *testing.T) {
 	CheckPodDNS(t, cl, ns)
 }
 
-// checkPodDNS resolves, from every client, the kubernetes Service and the clients' headless one in ns.
+// CheckPodDNS resolves, from every client, the kubernetes Service and the clients' headless one in ns.
 func CheckPodDNS(t *testing.T, cl []Client, ns string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
