@@ -5,11 +5,11 @@
 # the caches the cold run filled. A run that fails stops the script: the warm runs are also
 # consecutive green runs. COLD=0 skips the cold run: the warm runs use this user's caches.
 # COLD=user runs the cold run in this user's own caches, which must be empty (a fresh machine), and
-# leaves them filled for the warm runs and for what comes after.
+# leaves them filled for the warm runs and for what comes after; it takes one command.
 # COMMANDS picks the commands (default "check test"); targets joined by + run as one make in one
 # clone ("check+images-local": everything `make test` does before its end-to-end tier). Debian
 # packages are not removed first: set-up's apt step is what it is on this machine. Writes
-# build/bench/quickstart.md with the date, commit and machine, and, unless README=0, the README's
+# build/bench/quickstart.md with the date and machine, and, unless README=0, the README's
 # times block. Needs root (make test does). Takes one to four hours.
 #
 # Usage: scripts/bench-quickstart.sh [WORK_DIR]     (default /tmp/clusterforge-quickstart)
@@ -27,13 +27,14 @@ mkdir -p "$(dirname "$report")"
 step() { printf '==> %s\n' "$*"; }
 
 # stamp: each line of stdin behind the time it was read, so the log shows where the time went.
-stamp() { while IFS= read -r line; do printf '%(%T)T %s\n' -1 "$line"; done; }
+stamp() { while IFS= read -r line || [ -n "$line" ]; do printf '%(%T)T %s\n' -1 "$line"; done; }
 
 # timed NAME DIR CMD...: runs CMD in DIR, logging to WORK/NAME.log, and prints the seconds it took.
 timed() {
   local name=$1 dir=$2 start=$SECONDS
   shift 2
-  ( while sleep 60; do echo "    ... $name still running ($((SECONDS - start)) s)" >&2; done ) &
+  # Its stdout is not the caller's $(...): that would wait for the ticker's last sleep.
+  ( while sleep 60; do echo "    ... $name still running ($((SECONDS - start)) s)" >&2; done ) >/dev/null &
   local ticker=$!
   if ! (cd "$dir" && "$@" 2>&1 | stamp) >"$work/$name.log"; then
     kill $ticker
@@ -63,10 +64,11 @@ minsec() { [ -n "$1" ] && echo "$(($1 / 60)) min $(($1 % 60)) s" || echo "not ru
 # write_report: the report so far (after every run, so a stopped bench keeps what it measured)
 # and, unless README=0, the README's times block.
 write_report() {
+  local cmd caches
   {
   caches="with the caches the cold run filled"
   [ "$cold_run" != 0 ] || caches="with this user's caches (no cold run)"
-  echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) by \`make bench-quickstart\`: cold is a fresh clone with empty Go module and build caches and an empty clusterforge cache (one run, a fresh machine), warm a fresh clone again $caches (median and range of ${#runs[@]} consecutive runs, all green), as CI runs."
+  echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) by \`make bench-quickstart\`: cold is a fresh clone with empty Go module and build caches and an empty clusterforge cache (one run, a fresh machine), warm a fresh clone again $caches (median and range of the consecutive runs counted in the cell, all green), as CI runs."
   echo
   echo "| command | cold | warm | of which the end-to-end packages, cold and warm |"
   echo "|---|---|---|---|"
@@ -82,6 +84,7 @@ write_report() {
     /<!-- times:start -->/ { skip = 1 }' README.md >README.md.new && mv README.md.new README.md
 }
 
+[ "$cold_run" != user ] || [ "$(wc -w <<<"$commands")" = 1 ] || { echo "COLD=user takes one command: the first one's cold run fills the caches" >&2; exit 1; }
 declare -A cold warm cold_e2e warm_e2e
 runs=()
 for cmd in $commands; do
@@ -89,7 +92,7 @@ for cmd in $commands; do
   rm -rf "$dir" && mkdir -p "$dir"
   if [ "$cold_run" != 0 ]; then
     if [ "$cold_run" = user ]; then
-      for cache in "$(go env GOMODCACHE)" "$(go env GOCACHE)" "${CLUSTERFORGE_CACHE:-$HOME/.cache/clusterforge}"; do
+      for cache in "$(go env GOMODCACHE)" "$(go env GOCACHE)" "$(. scripts/cache.sh && echo "$CACHE")"; do
         [ -z "$(ls -A "$cache" 2>/dev/null)" ] || { echo "COLD=user needs empty caches; $cache is not" >&2; exit 1; }
       done
     else
@@ -112,7 +115,7 @@ for cmd in $commands; do
     step "  $((${runs[-1]} / 60)) min $((${runs[-1]} % 60)) s"
     e2e=$(e2e_seconds "$dir")
     [ -z "$e2e" ] || e2e_runs+=("$e2e")
-    warm[$cmd]=$(printf '%s\n' "${runs[@]}" | summary)
+    warm[$cmd]="$(printf '%s\n' "${runs[@]}" | summary), ${#runs[@]} runs"
     [ "${#e2e_runs[@]}" -eq 0 ] || warm_e2e[$cmd]=$(printf '%s\n' "${e2e_runs[@]}" | summary)
     write_report
     [ "$cmd" != demo ] || (cd "$dir/repo" && make rehearse-down >/dev/null)
