@@ -3,7 +3,8 @@
 # empty Go module and build caches and an empty clusterforge cache (cold, once: a fresh machine),
 # then WARM_RUNS times (default 3; median and range) each on a fresh clone again, as CI runs, with
 # the caches the cold run filled. A run that fails stops the script: the warm runs are also
-# consecutive green runs. COLD=0 skips the cold run: the warm runs use this user's caches.
+# consecutive green runs. COLD=0 skips the cold run: the warm runs use this user's caches, and the
+# report keeps the last cold run's figures (build/bench/quickstart-cold.tsv) with their date.
 # COLD=user runs the cold run in this user's own caches, which must be empty (a fresh machine), and
 # leaves them filled for the warm runs and for what comes after; it takes one command.
 # COMMANDS picks the commands (default "check test"); targets joined by + run as one make in one
@@ -22,6 +23,7 @@ cold_run=${COLD:-1}
 commands=${COMMANDS:-check test}
 update_readme=${README:-1}
 report=$repo/build/bench/quickstart.md
+cold_record=$repo/build/bench/quickstart-cold.tsv # command, seconds, end-to-end seconds, date
 mkdir -p "$(dirname "$report")"
 
 step() { printf '==> %s\n' "$*"; }
@@ -67,13 +69,13 @@ write_report() {
   local cmd caches
   {
   caches="with the caches the cold run filled"
-  [ "$cold_run" != 0 ] || caches="with this user's caches (no cold run)"
+  [ "$cold_run" != 0 ] || caches="with this user's caches (the cold figures are the last cold run's, of the date given)"
   echo "Measured $(date -u +%F) on $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) by \`make bench-quickstart\`: cold is a fresh clone with empty Go module and build caches and an empty clusterforge cache (one run, a fresh machine), warm a fresh clone again $caches (median and range of the consecutive runs counted in the cell, all green), as CI runs."
   echo
   echo "| command | cold | warm | of which the end-to-end packages, cold and warm |"
   echo "|---|---|---|---|"
   for cmd in $commands; do
-    echo "| \`make ${cmd//+/ }\` | $(minsec "${cold[$cmd]:-}") | ${warm[$cmd]:-not run} | $(minsec "${cold_e2e[$cmd]:-}"); ${warm_e2e[$cmd]:-not run} |"
+    echo "| \`make ${cmd//+/ }\` | $(minsec "${cold[$cmd]:-}")${cold_date[$cmd]:+ (${cold_date[$cmd]})} | ${warm[$cmd]:-not run} | $(minsec "${cold_e2e[$cmd]:-}"); ${warm_e2e[$cmd]:-not run} |"
   done
   } >"$report"
   [ "$update_readme" = 1 ] || return 0
@@ -85,8 +87,11 @@ write_report() {
 }
 
 [ "$cold_run" != user ] || [ "$(wc -w <<<"$commands")" = 1 ] || { echo "COLD=user takes one command: the first one's cold run fills the caches" >&2; exit 1; }
-declare -A cold warm cold_e2e warm_e2e
+declare -A cold warm cold_e2e warm_e2e cold_date
 runs=()
+if [ "$cold_run" = 0 ] && [ -f "$cold_record" ]; then
+  while IFS=$'\t' read -r c secs e2e day; do cold[$c]=$secs cold_e2e[$c]=$e2e cold_date[$c]=$day; done <"$cold_record"
+fi
 for cmd in $commands; do
   dir=$work/$cmd
   rm -rf "$dir" && mkdir -p "$dir"
@@ -102,7 +107,9 @@ for cmd in $commands; do
     step "make $cmd, cold (empty caches: $(go env GOCACHE))"
     # shellcheck disable=SC2086 # the targets of cmd, split on +
     cold[$cmd]=$(timed "$cmd-cold" "$dir/repo" make ${cmd//+/ })
-    cold_e2e[$cmd]=$(e2e_seconds "$dir")
+    cold_e2e[$cmd]=$(e2e_seconds "$dir") cold_date[$cmd]=$(date -u +%F)
+    { grep -v "^$cmd"$'\t' "$cold_record" 2>/dev/null || true; printf '%s\t%s\t%s\t%s\n' "$cmd" "${cold[$cmd]}" "${cold_e2e[$cmd]}" "${cold_date[$cmd]}"; } >"$cold_record.new"
+    mv "$cold_record.new" "$cold_record"
     write_report
     [ "$cmd" != demo ] || (cd "$dir/repo" && make rehearse-down >/dev/null)
   fi
@@ -115,7 +122,7 @@ for cmd in $commands; do
     step "  $((${runs[-1]} / 60)) min $((${runs[-1]} % 60)) s"
     e2e=$(e2e_seconds "$dir")
     [ -z "$e2e" ] || e2e_runs+=("$e2e")
-    warm[$cmd]="$(printf '%s\n' "${runs[@]}" | summary), ${#runs[@]} runs"
+    warm[$cmd]="$(printf '%s\n' "${runs[@]}" | summary), ${#runs[@]} run$([ "${#runs[@]}" = 1 ] || echo s)"
     [ "${#e2e_runs[@]}" -eq 0 ] || warm_e2e[$cmd]=$(printf '%s\n' "${e2e_runs[@]}" | summary)
     write_report
     [ "$cmd" != demo ] || (cd "$dir/repo" && make rehearse-down >/dev/null)
