@@ -45,9 +45,18 @@ func FailedAPIServerIsRepairedByItsScaleSet(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	// Broken on its OS disk: no restart brings it back, only a new disk.
-	broken := fmt.Sprintf("mkdir -p %[1]s/%[2]s.d && printf '[Service]\nExecStart=\nExecStart=/bin/false\n' > %[1]s/%[2]s.d/99-broken.conf && systemctl daemon-reload && systemctl restart %[2]s; systemctl is-active %[2]s",
+	// Broken on its OS disk: no restart brings it back, only a new disk. The unit is Type=simple, so
+	// `systemctl restart` returns before /bin/false exits: wait up to 5 s for it to leave active.
+	broken := fmt.Sprintf("mkdir -p %[1]s/%[2]s.d && printf '[Service]\nExecStart=\nExecStart=/bin/false\n' > %[1]s/%[2]s.d/99-broken.conf && systemctl daemon-reload && systemctl restart %[2]s; for i in $(seq 50); do systemctl is-active -q %[2]s || exit 1; sleep 0.1; done; systemctl is-active %[2]s",
 		machine.UnitDir, machine.APIServerUnit)
+	// A failure before the repair must not leave the apiserver broken for the scenarios after this.
+	t.Cleanup(func() {
+		mend := fmt.Sprintf("if [ -e %[1]s/%[2]s.d/99-broken.conf ]; then rm %[1]s/%[2]s.d/99-broken.conf && systemctl daemon-reload && systemctl restart %[2]s; fi",
+			machine.UnitDir, machine.APIServerUnit)
+		if out, err := framework.Booted.Exec(context.Background(), victim.Name, "sh", "-c", mend); err != nil {
+			t.Errorf("mend %s: %v: %s", victim.Name, err, out)
+		}
+	})
 	if out, err := framework.Booted.Exec(ctx, victim.Name, "sh", "-c", broken); err == nil {
 		t.Fatalf("%s still active after it was broken: %s", machine.APIServerUnit, out)
 	}
