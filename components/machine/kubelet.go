@@ -253,18 +253,21 @@ func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 		{Path: KubeletBootstrapKubeconfig, Content: BootstrapKubeconfig(c.APIServerURL(), b.BootstrapToken), Mode: 0o600},
 	}
 	if size, _ := spec.VMCapacity(pool.VMSize); size.NVSwitch {
-		files = append(files, File{Path: UnitDir + "/kubelet.service.d/20-fabricmanager.conf", Content: fabricManagerDropIn, Mode: unitMode})
+		files = append(files, File{Path: UnitDir + "/" + KubeletUnit + ".d/20-fabricmanager.conf", Content: fabricManagerDropIn, Mode: unitMode})
 	}
 	jitter, forget := joinJitter(c.Joins.JitterSeconds()), forgetBootstrap()
 	return part{
 		files: append(append(files, jitter.files...), forget.files...),
 		units: append(forget.units, jitter.units[0], nodeJoin(), service{
-			name: "kubelet", description: "Kubernetes node agent (pool " + pool.Name + ")",
+			name: strings.TrimSuffix(KubeletUnit, ".service"), description: "Kubernetes node agent (pool " + pool.Name + ")",
 			after: []string{identityUnit, ContainerdUnit, nodeJoinUnit}, requires: []string{identityUnit, nodeJoinUnit},
 			binary: BinDir + "/kubelet", flags: KubeletFlags(pool), envFiles: []string{NodeEnvFile},
 		}.unit()),
 	}
 }
+
+// KubeletUnit runs the kubelet.
+const KubeletUnit = "kubelet.service"
 
 // nodeJoinUnit gets the kubelet its client certificate before its first start, proving which
 // Azure instance this is with the instance's attested document (components/nodejoin), after the

@@ -37,7 +37,7 @@ func kubeProxy() part {
 		files: []File{{Path: KubeProxyConfigPath, Content: kubeProxyConfig, Mode: 0o644}},
 		units: []Unit{service{
 			name: kubeProxyUnit, description: "Kubernetes Service proxy (nftables)",
-			after: []string{"kubelet.service"}, binary: BinDir + "/kube-proxy",
+			after: []string{KubeletUnit}, binary: BinDir + "/kube-proxy",
 			flags: Flags{"config": KubeProxyConfigPath, "hostname-override": "${NODE_NAME}"}, envFiles: []string{NodeEnvFile},
 		}.unit()},
 	}

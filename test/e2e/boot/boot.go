@@ -216,7 +216,7 @@ func PreloadedPodRunsWithNothingPulled(t *testing.T) {
 		return err
 	})
 	if err != nil {
-		log, _ := framework.Booted.UnitLog(ctx, node, "kubelet.service")
+		log, _ := framework.Booted.UnitLog(ctx, node, machine.KubeletUnit)
 		t.Fatalf("the preloaded pod did not run: %v\nkubelet:\n%s", err, tail(log, 4000))
 	}
 	events, err := cs.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name})

@@ -44,7 +44,7 @@ func JoinTokenLeavesTheWorkers(t *testing.T) {
 
 	cs := drills.Clientset(t, framework.Booted)
 	restarted := time.Now()
-	if _, err := framework.Booted.Exec(ctx, workers[0], "systemctl", "restart", "kubelet.service"); err != nil {
+	if _, err := framework.Booted.Exec(ctx, workers[0], "systemctl", "restart", machine.KubeletUnit); err != nil {
 		t.Fatal(err)
 	}
 	if err := drills.WaitUntil(2*time.Minute, func() error {
