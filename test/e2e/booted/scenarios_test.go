@@ -142,12 +142,12 @@ func TestNodeAgentsChangeOnlyTheirOwnNode(t *testing.T) {
 	ops.NodeAgentsChangeOnlyTheirOwnNode(t)
 }
 
-func TestFailedAPIServerIsRepairedByItsScaleSet(t *testing.T) {
-	controlplane.FailedAPIServerIsRepairedByItsScaleSet(t)
-}
-
 func TestMainEtcdOutageRepairsNoAPIServer(t *testing.T) {
 	controlplane.MainEtcdOutageRepairsNoAPIServer(t)
+}
+
+func TestFailedAPIServerIsRepairedByItsScaleSet(t *testing.T) {
+	controlplane.FailedAPIServerIsRepairedByItsScaleSet(t)
 }
 
 func TestKubeletUpgradeRoll(t *testing.T) {

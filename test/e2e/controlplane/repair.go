@@ -2,8 +2,10 @@ package controlplane
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -148,19 +150,31 @@ func MainEtcdOutageRepairsNoAPIServer(t *testing.T) {
 	repairsBefore := repairCount(calls)
 
 	members := framework.Booted.Of(spec.RoleEtcdMain)
+	// Every member at once, as an outage takes them.
+	etcd := func(verb string) error {
+		errs := make([]error, len(members))
+		var wg sync.WaitGroup
+		for i, m := range members {
+			wg.Go(func() {
+				if out, err := framework.Booted.Exec(ctx, m.Name, "systemctl", verb, machine.EtcdUnit); err != nil {
+					errs[i] = fmt.Errorf("%s etcd on %s: %v: %s", verb, m.Name, err, out)
+				}
+			})
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
 	startEtcd := func() {
-		for _, m := range members {
-			if out, err := framework.Booted.Exec(ctx, m.Name, "systemctl", "start", machine.EtcdUnit); err != nil {
-				t.Errorf("start etcd on %s: %v: %s", m.Name, err, out)
-			}
+		if err := etcd("start"); err != nil {
+			t.Error(err)
 		}
 	}
 	defer startEtcd()
-	for _, m := range members {
-		if out, err := framework.Booted.Exec(ctx, m.Name, "systemctl", "stop", machine.EtcdUnit); err != nil {
-			t.Fatalf("stop etcd on %s: %v: %s", m.Name, err, out)
-		}
+	stopping := time.Now()
+	if err := etcd("stop"); err != nil {
+		t.Fatal(err)
 	}
+	t.Logf("the main etcd's %d members stopped in %.0f s", len(members), time.Since(stopping).Seconds())
 	began := time.Now()
 	for _, m := range apiservers {
 		backend := fmt.Sprintf("%s:%d", m.IP, wellknown.APIServerPort)
@@ -168,13 +182,25 @@ func MainEtcdOutageRepairsNoAPIServer(t *testing.T) {
 			t.Fatalf("the main etcd is down and the load balancer kept %s in rotation: %v", backend, err)
 		}
 	}
-	// Past the grace period, on the stand-in's faster clock, by four rounds of the repairs: a repair
-	// due at the grace period would have started in the first.
+	outOfRotation := time.Since(began)
+	// Four rounds of the repairs past the outage's start and past every apiserver's grace period (on
+	// the stand-in's faster clock), which runs from its instance's last change: a due repair would
+	// have started in the first round.
 	grace, err := (&arm.Repairs{GracePeriod: spec.APIServerRepairGracePeriod}).Grace()
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(grace/nspawn.ARMSpeedup + 4*arm.RepairEvery/nspawn.ARMSpeedup)
+	due := began
+	for _, m := range apiservers {
+		changed, err := lastChange(ctx, m.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at := changed.Add(grace / nspawn.ARMSpeedup); at.After(due) {
+			due = at
+		}
+	}
+	time.Sleep(time.Until(due.Add(4 * arm.RepairEvery / nspawn.ARMSpeedup)))
 	calls, err = framework.Booted.ARMCalls()
 	if err != nil {
 		t.Fatal(err)
@@ -182,10 +208,12 @@ func MainEtcdOutageRepairsNoAPIServer(t *testing.T) {
 	if n := repairCount(calls); n != repairsBefore {
 		t.Errorf("%d repairs during a main-etcd outage of %.0f s: the repairs reimaged apiservers for an outage that is not theirs", n-repairsBefore, time.Since(began).Seconds())
 	}
+	t.Logf("the main etcd down %.0f s, the apiservers out of the load balancer's rotation after %.0f s", time.Since(began).Seconds(), outOfRotation.Seconds())
 	startEtcd()
 	if err := framework.Booted.WaitAPIHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("serving again %.0f s after the outage began", time.Since(began).Seconds())
 	for _, m := range apiservers {
 		if out, err := framework.Booted.Exec(ctx, m.Name, "test", "-e", marker); err != nil {
 			t.Errorf("%s lost its OS disk during the outage: %v %s", m.Name, err, out)
@@ -222,6 +250,32 @@ func resumeRepairs(t *testing.T, scaleSet string) {
 			t.Errorf("suspend the repairs again: %v", err)
 		}
 	})
+}
+
+// lastChange is when the scale set instance behind an apiserver machine last changed, as its instance view
+// says to the operator's Azure SDK: the repairs' grace period runs from it.
+func lastChange(ctx context.Context, machineName string) (time.Time, error) {
+	in, err := scaleset.ParseProviderID(scaleset.ProviderIDPrefix + machines.ResourceID(framework.Booted.Cluster, spec.RoleAPIServer, machineName))
+	if err != nil {
+		return time.Time{}, err
+	}
+	factory, err := framework.Booted.OperatorCompute()
+	if err != nil {
+		return time.Time{}, err
+	}
+	vm, err := factory.NewVirtualMachineScaleSetVMsClient().Get(ctx, framework.Booted.Cluster.ResourceGroup(), in.ScaleSet, in.ID,
+		&armcompute.VirtualMachineScaleSetVMsClientGetOptions{Expand: to.Ptr(armcompute.InstanceViewTypesInstanceView)})
+	if err != nil {
+		return time.Time{}, err
+	}
+	if vm.Properties != nil && vm.Properties.InstanceView != nil {
+		for _, st := range vm.Properties.InstanceView.Statuses {
+			if st.Code != nil && strings.HasPrefix(*st.Code, "ProvisioningState/") && st.Time != nil {
+				return *st.Time, nil
+			}
+		}
+	}
+	return time.Time{}, fmt.Errorf("%s: no provisioning time in its instance view", machineName)
 }
 
 // machinePIDs is each booted machine's PID 1 as this host sees it: a new one is a new boot.
