@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/boot"
 	"github.com/clusterforge/clusterforge/test/e2e/controlplane"
@@ -14,6 +15,7 @@ import (
 	"github.com/clusterforge/clusterforge/test/e2e/rolls"
 	"github.com/clusterforge/clusterforge/test/e2e/services"
 	"github.com/clusterforge/clusterforge/test/e2e/tenants"
+	"github.com/clusterforge/clusterforge/test/netns"
 )
 
 func TestMain(m *testing.M) {
@@ -45,6 +47,27 @@ func TestHostReachesTheAPIThroughLoopback(t *testing.T) {
 
 func TestClusterForms(t *testing.T) {
 	boot.ClusterForms(t)
+}
+
+func TestEventsOnlyInEventsEtcd(t *testing.T) {
+	framework.NeedBoot(t)
+	controlplane.EventsOnlyInEventsEtcd(t, framework.Booted)
+}
+
+func TestSecretsEncryptedAtRest(t *testing.T) {
+	framework.NeedBoot(t)
+	controlplane.SecretsEncryptedAtRest(t, framework.Booted)
+}
+
+func TestTLSEverywhere(t *testing.T) {
+	framework.NeedBoot(t)
+	// etcd takes a peer only from an address its certificate names: from another etcd-main member
+	// (the scenario's peer checks go to the first member of each cluster).
+	ns, err := framework.Booted.MachineNetns(framework.Booted.Of(spec.RoleEtcdMain)[1].Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	controlplane.TLSEverywhere(t, framework.Booted.Layout, netns.DialerIn(ns))
 }
 
 func TestPreloadedPodRunsWithNothingPulled(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -90,15 +91,14 @@ func APIThroughLoadBalancerListsPools(t *testing.T) {
 	}
 }
 
-// Check 2: Events live only in the events etcd (L03).
-func EventsOnlyInEventsEtcd(t *testing.T) {
-	framework.NeedRehearsal(t)
+// Check 2: Events live only in the events etcd (L03). On either fixture.
+func EventsOnlyInEventsEtcd(t *testing.T, f machines.Fleet) {
 	ctx := context.Background()
-	name := drills.CreateEvent(t, ctx, framework.Clientset(t), 30*time.Second)
-	if keys := drills.EtcdKeys(t, framework.Running, spec.RoleEtcdMain, "/registry/events"); len(keys) != 0 {
+	name := drills.CreateEvent(t, ctx, drills.Clientset(t, f), 30*time.Second)
+	if keys := drills.EtcdKeys(t, f, spec.RoleEtcdMain, "/registry/events"); len(keys) != 0 {
 		t.Errorf("etcd-main holds %d event keys, e.g. %s; events belong in etcd-events", len(keys), keys[0])
 	}
-	keys := drills.EtcdKeys(t, framework.Running, spec.RoleEtcdEvents, "/registry/")
+	keys := drills.EtcdKeys(t, f, spec.RoleEtcdEvents, "/registry/")
 	if !slices.Contains(keys, "/registry/events/default/"+name) {
 		t.Errorf("etcd-events lacks /registry/events/default/%s; it holds %d keys", name, len(keys))
 	}
@@ -109,21 +109,24 @@ func EventsOnlyInEventsEtcd(t *testing.T) {
 	}
 }
 
-// Secrets reach etcd encrypted with the rendered secretbox key (CIS 1.2.27, 1.2.28).
-func SecretsEncryptedAtRest(t *testing.T) {
-	framework.NeedRehearsal(t)
+// Secrets reach etcd encrypted with the rendered secretbox key (CIS 1.2.27, 1.2.28). On either
+// fixture.
+func SecretsEncryptedAtRest(t *testing.T, f machines.Fleet) {
 	ctx := context.Background()
 	const plaintext = "rehearsal-plaintext-marker"
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "encryption-check"}, StringData: map[string]string{"value": plaintext}}
-	if _, err := framework.Clientset(t).CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{GenerateName: "encryption-check-"}, StringData: map[string]string{"value": plaintext}}
+	secrets := drills.Clientset(t, f).CoreV1().Secrets(metav1.NamespaceDefault)
+	created, err := secrets.Create(ctx, secret, metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
-	cli, err := framework.Running.EtcdClient(spec.RoleEtcdMain)
+	t.Cleanup(func() { _ = secrets.Delete(context.Background(), created.Name, metav1.DeleteOptions{}) })
+	cli, err := f.EtcdClient(spec.RoleEtcdMain)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	resp, err := cli.Get(ctx, "/registry/secrets/default/encryption-check")
+	resp, err := cli.Get(ctx, "/registry/secrets/"+metav1.NamespaceDefault+"/"+created.Name)
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("read the secret from etcd: %v", err)
 	}
@@ -135,23 +138,40 @@ func SecretsEncryptedAtRest(t *testing.T) {
 
 // TLS everywhere: etcd's client and peer ports and the apiserver refuse plain HTTP, etcd refuses
 // TLS clients without a certificate from its CA, and an etcd cluster's peer port takes its own
-// members and refuses the other cluster's and the apiserver's client certificate.
-func TLSEverywhere(t *testing.T) {
-	framework.NeedRehearsal(t)
-	plain := &http.Client{Timeout: 5 * time.Second}
+// members and refuses the other cluster's and the apiserver's client certificate. On either
+// fixture: the apiservers and etcd's client ports reached through the fixture's own way onto the
+// machines' network, the peer ports through peerDial, from an address an etcd-main member's peer
+// certificate names.
+func TLSEverywhere(t *testing.T, l *machines.Layout, peerDial func(ctx context.Context, network, addr string) (net.Conn, error)) {
+	dial := l.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	if peerDial == nil {
+		peerDial = dial
+	}
+	client := func(tc *tls.Config) *http.Client {
+		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tc,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if strings.HasSuffix(addr, fmt.Sprintf(":%d", wellknown.EtcdPeerPort)) {
+					return peerDial(ctx, network, addr)
+				}
+				return dial(ctx, network, addr)
+			}}}
+	}
+	plain := client(nil)
 	var targets []string
-	for _, in := range append(framework.Running.Of(spec.RoleEtcdMain), framework.Running.Of(spec.RoleEtcdEvents)...) {
+	for _, in := range append(l.Of(spec.RoleEtcdMain), l.Of(spec.RoleEtcdEvents)...) {
 		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, wellknown.EtcdClientPort), fmt.Sprintf("%s:%d", in.IP, wellknown.EtcdPeerPort))
 		// Trusting the CA but presenting no client certificate.
 		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM([]byte(framework.Running.Bundle.Pair(pki.EtcdCA(in.Role)).CertPEM))
-		anonymous := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-		if resp, err := anonymous.Get(fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.EtcdClientPort)); err == nil {
+		pool.AppendCertsFromPEM([]byte(l.Bundle.Pair(pki.EtcdCA(in.Role)).CertPEM))
+		if resp, err := client(&tls.Config{RootCAs: pool}).Get(fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.EtcdClientPort)); err == nil {
 			resp.Body.Close()
 			t.Errorf("%s answered a TLS client without a certificate: HTTP %d", in.Name, resp.StatusCode)
 		}
 	}
-	b := framework.Running.Bundle
+	b := l.Bundle
 	for _, tc := range []struct {
 		role, presented string
 		want            bool
@@ -161,15 +181,14 @@ func TLSEverywhere(t *testing.T) {
 		{spec.RoleEtcdMain, pki.APIServerEtcdClient, false},
 		{spec.RoleEtcdEvents, pki.EtcdPeer(spec.RoleEtcdMain), false},
 	} {
-		in := framework.Running.Of(tc.role)[0]
+		in := l.Of(tc.role)[0]
 		pair, err := tls.X509KeyPair([]byte(b.Pair(tc.presented).CertPEM), []byte(b.Pair(tc.presented).KeyPEM))
 		if err != nil {
 			t.Fatal(err)
 		}
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM([]byte(b.Pair(pki.EtcdCA(tc.role)).CertPEM))
-		peer := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-			TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}}}
+		peer := client(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
 		resp, err := peer.Get(fmt.Sprintf("https://%s:%d/version", in.IP, wellknown.EtcdPeerPort))
 		if err == nil {
 			resp.Body.Close()
@@ -178,13 +197,20 @@ func TLSEverywhere(t *testing.T) {
 			t.Errorf("%s's peer port, presented %s: accepted %v (%v), want %v", in.Name, tc.presented, accepted, err, tc.want)
 		}
 	}
-	for _, in := range framework.Running.Of(spec.RoleAPIServer) {
+	for _, in := range l.Of(spec.RoleAPIServer) {
 		targets = append(targets, fmt.Sprintf("%s:%d", in.IP, wellknown.APIServerPort))
 	}
 	for _, target := range targets {
+		// Reachable first: a port nothing listens on refuses plain HTTP too, and proves nothing.
+		conn, err := client(nil).Transport.(*http.Transport).DialContext(context.Background(), "tcp", target)
+		if err != nil {
+			t.Errorf("%s: %v", target, err)
+			continue
+		}
+		conn.Close()
 		resp, err := plain.Get("http://" + target + "/version")
 		if err != nil {
-			continue // refused outright
+			continue // the connection closed on a plain request
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

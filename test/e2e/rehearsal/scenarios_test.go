@@ -24,15 +24,18 @@ func TestAPIThroughLoadBalancerListsPools(t *testing.T) {
 }
 
 func TestEventsOnlyInEventsEtcd(t *testing.T) {
-	controlplane.EventsOnlyInEventsEtcd(t)
+	framework.NeedRehearsal(t)
+	controlplane.EventsOnlyInEventsEtcd(t, framework.Running)
 }
 
 func TestSecretsEncryptedAtRest(t *testing.T) {
-	controlplane.SecretsEncryptedAtRest(t)
+	framework.NeedRehearsal(t)
+	controlplane.SecretsEncryptedAtRest(t, framework.Running)
 }
 
 func TestTLSEverywhere(t *testing.T) {
-	controlplane.TLSEverywhere(t)
+	framework.NeedRehearsal(t)
+	controlplane.TLSEverywhere(t, framework.Running.Layout.Layout, nil)
 }
 
 func TestEtcdQuotaAndNospaceRecovery(t *testing.T) {
