@@ -861,9 +861,7 @@ func (s *Server) instanceJSON(ss *ScaleSet, in *Instance, expand bool) map[strin
 			power = "PowerState/starting"
 		}
 		props["instanceView"] = map[string]any{"statuses": []any{
-			// As Azure's: the time is when the instance's last operation finished.
-			map[string]any{"code": "ProvisioningState/" + strings.ToLower(in.State), "time": in.changed.UTC().Format(time.RFC3339Nano)},
-			map[string]any{"code": power}}}
+			map[string]any{"code": "ProvisioningState/" + strings.ToLower(in.State)}, map[string]any{"code": power}}}
 	}
 	doc := map[string]any{"id": id, "name": ss.Name + "_" + in.ID, "instanceId": in.ID, "type": compute + "/virtualMachines",
 		"location": s.Location, "sku": map[string]any{"name": ss.SKU, "tier": "Standard"}, "properties": props}
