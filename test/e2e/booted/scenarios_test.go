@@ -165,12 +165,12 @@ func TestNodeAgentsChangeOnlyTheirOwnNode(t *testing.T) {
 	ops.NodeAgentsChangeOnlyTheirOwnNode(t)
 }
 
-func TestMainEtcdOutageRepairsNoAPIServer(t *testing.T) {
-	controlplane.MainEtcdOutageRepairsNoAPIServer(t)
-}
-
 func TestFailedAPIServerIsRepairedByItsScaleSet(t *testing.T) {
 	controlplane.FailedAPIServerIsRepairedByItsScaleSet(t)
+}
+
+func TestMainEtcdOutageRepairsNoAPIServer(t *testing.T) {
+	controlplane.MainEtcdOutageRepairsNoAPIServer(t)
 }
 
 func TestKubeletUpgradeRoll(t *testing.T) {
