@@ -266,7 +266,7 @@ func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 	}
 }
 
-// KubeletUnit runs the kubelet.
+// KubeletUnit is the kubelet's unit, which drop-ins, other units' ordering and the drills name.
 const KubeletUnit = "kubelet.service"
 
 // nodeJoinUnit gets the kubelet its client certificate before its first start, proving which

@@ -93,7 +93,7 @@ func KubeletUpgradeRoll(t *testing.T) {
 	if err != nil {
 		var why []string
 		for _, w := range workers {
-			why = append(why, framework.Booted.Diagnose(w, "clusterforge-identity.service", "containerd.service", machine.KubeletUnit))
+			why = append(why, framework.Booted.Diagnose(w, "clusterforge-identity.service", machine.ContainerdUnit, machine.KubeletUnit))
 		}
 		t.Fatalf("%v\n%s", err, strings.Join(why, "\n"))
 	}

@@ -179,7 +179,7 @@ func (b *Booted) machineDeviations(m *Machine) ([]machine.File, error) {
 			{Path: machine.AzureCNIConfPath, Content: machine.AzureCNIConflist(machine.IPAMFromFile), Mode: 0o644},
 			{Path: machine.IPAMInterfacesPath, Content: interfaces, Mode: 0o644},
 			{Path: machine.ContainerdConfigPath, Content: edited, Mode: 0o644},
-			{Path: machine.UnitDir + "/kubelet.service.d/" + machines.KubeletHostDropIn, Content: kubeletHostDropIn, Mode: 0o644},
+			{Path: machine.UnitDir + "/" + machine.KubeletUnit + ".d/" + machines.KubeletHostDropIn, Content: kubeletHostDropIn, Mode: 0o644},
 		}, nil
 	}
 	if m.Role == spec.RoleAPIServer {
