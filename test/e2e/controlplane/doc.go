@@ -4,6 +4,6 @@
 // booted machines the per-node agents' API load, the NOSPACE alert and the apiservers' automatic
 // repairs. Each scenario is a function of a test on one fixture (framework.Running, or
 // framework.Booted after NeedBoot), or, where it applies to both (events in their own etcd,
-// encryption at rest, TLS everywhere), of the fixture it is given; packages rehearsal and booted
-// run them.
+// encryption at rest, TLS everywhere), of the fixture's machines it is given; packages rehearsal
+// and booted run them.
 package controlplane
