@@ -135,6 +135,12 @@ func (t *RollTarget) replaceNode(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	// A reimaged VM keeps its Node object, cordoned until the roller lets it take pods; a fresh,
+	// schedulable one here would take pods before KWOK serves it, and they would stay Pending.
+	registered := nodes[i].DeepCopy()
+	if old, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		registered.Spec.Unschedulable = old.Spec.Unschedulable
+	}
 	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
@@ -147,7 +153,7 @@ func (t *RollTarget) replaceNode(ctx context.Context, name string) error {
 	}); err != nil {
 		return err
 	}
-	_, err = cs.CoreV1().Nodes().Create(ctx, &nodes[i], metav1.CreateOptions{})
+	_, err = cs.CoreV1().Nodes().Create(ctx, registered, metav1.CreateOptions{})
 	return err
 }
 
