@@ -138,8 +138,11 @@ func (t *RollTarget) replaceNode(ctx context.Context, name string) error {
 	// A reimaged VM keeps its Node object, cordoned until the roller lets it take pods; a fresh,
 	// schedulable one here would take pods before KWOK serves it, and they would stay Pending.
 	registered := nodes[i].DeepCopy()
-	if old, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+	switch old, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); {
+	case err == nil:
 		registered.Spec.Unschedulable = old.Spec.Unschedulable
+	case !apierrors.IsNotFound(err):
+		return err
 	}
 	if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return err
