@@ -21,6 +21,9 @@ import (
 // clusterforge-csr-approver. They are applied from outside the machines, with the other add-ons,
 // so no machine holds a credential able to create them.
 
+// NodeJoinRole is what the join token may do: ask for a node's client certificate.
+const NodeJoinRole = "clusterforge:node-join"
+
 // bootstrapTokenFormat is "<id>.<secret>" as the apiserver's bootstrap authenticator reads it.
 var bootstrapTokenFormat = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
 
@@ -53,7 +56,12 @@ func bootstrap(*spec.Cluster) []Object {
 	}
 	const approver = "clusterforge:csr-approver"
 	return []Object{
-		binding("clusterforge:node-bootstrapper", "system:node-bootstrapper", rbacv1.GroupKind, pki.BootstrapGroup),
+		// Create and read by name, no list or watch (unlike system:node-bootstrapper): a request
+		// carries its instance's attested document, which no other token holder should read.
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: NodeJoinRole}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}},
+		}},
+		binding(NodeJoinRole, NodeJoinRole, rbacv1.GroupKind, pki.BootstrapGroup),
 		binding("clusterforge:node-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, pki.NodesGroup),
 		// kube-proxy runs on each worker with the node's client certificate (machine.kubeProxy).
 		binding("clusterforge:node-proxier", "system:node-proxier", rbacv1.GroupKind, pki.NodesGroup),

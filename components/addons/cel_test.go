@@ -100,6 +100,34 @@ func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
 	}
 }
 
+// A node lists no name but its own among its addresses; its IPs are NodeRestriction's and the CSR
+// approver's to judge.
+func TestNodeAddressesPolicyUnderCEL(t *testing.T) {
+	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeAddresses(), NodeAddressesPolicy)
+	env := celEnv(t)
+	address := func(kind, value string) map[string]any { return map[string]any{"type": kind, "address": value} }
+	for _, tc := range []struct {
+		what      string
+		addresses []any
+		admit     bool
+	}{
+		{"its IP and its name", []any{address("InternalIP", "10.1.2.3"), address("Hostname", "n1")}, true},
+		{"no addresses yet", nil, true},
+		{"a Service's name as its host name", []any{address("Hostname", "n1"), address("Hostname", "clusterforge-ops.kube-system.svc")}, false},
+		{"another node's name", []any{address("InternalDNS", "n2")}, false},
+		{"an external name", []any{address("ExternalDNS", "example.com")}, false},
+	} {
+		status := map[string]any{}
+		if tc.addresses != nil {
+			status["addresses"] = tc.addresses
+		}
+		node := map[string]any{"metadata": map[string]any{"name": "n1"}, "status": status}
+		if got := celEval(t, env, policy.Spec.Validations[0].Expression, map[string]any{"object": node}) == true; got != tc.admit {
+			t.Errorf("%s: admitted %v, want %v", tc.what, got, tc.admit)
+		}
+	}
+}
+
 // A team's gang runs at a class its pods may: the scheduler orders and preempts it at its
 // PodGroup's priority, and a Workload's templates make PodGroups.
 func TestTeamGangPolicyUnderCEL(t *testing.T) {

@@ -2,6 +2,7 @@ package addons
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -136,9 +137,50 @@ const NodeNameExtra = "authentication.kubernetes.io/node-name"
 // NodeLabelsPolicy names the admission policy that keeps a kubelet from relabelling its Node.
 const NodeLabelsPolicy = "clusterforge-node-labels"
 
-// nodeHealth is node-problem-detector and the policy that holds the node agents to their nodes.
+// NodePodsPolicy names the admission policy that refuses every pod a node would create.
+const NodePodsPolicy = "clusterforge-node-pods"
+
+// nodeHealth is node-problem-detector and the policies that hold the node agents and the kubelets
+// to their nodes.
 func nodeHealth(c *spec.Cluster) []Object {
-	return append(append(nodeProblemDetector(c), nodeAgentsOwnNode()...), nodeLabels()...)
+	return slices.Concat(nodeProblemDetector(c), nodeAgentsOwnNode(), nodeLabels(), nodePods(), nodeAddresses())
+}
+
+// NodeAddressesPolicy names the admission policy that keeps a node's host names its own name.
+const NodeAddressesPolicy = "clusterforge-node-addresses"
+
+// nodeDNSAddresses are the address types that carry a name rather than an IP.
+var nodeDNSAddresses = []corev1.NodeAddressType{corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS}
+
+// nodeAddresses: a kubelet writes its own Node's addresses, and clients believe them (the
+// apiserver dials a kubelet by them). The one name a node owns is its own, its instance's computer
+// name, which its join proved; no node lists another (a Service's, another node's).
+func nodeAddresses() []Object {
+	types := make([]string, len(nodeDNSAddresses))
+	for i, t := range nodeDNSAddresses {
+		types[i] = string(t)
+	}
+	return admissionPolicy(NodeAddressesPolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Create, admissionregistrationv1.Update)},
+		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: quote(pki.NodesGroup) + " in request.userInfo.groups"}},
+		nil,
+		admissionregistrationv1.Validation{
+			Expression: "object.status.?addresses.orValue([]).all(a, !(a.type in " + quoteList(types...) + ") || a.address == object.metadata.name)",
+			Message:    "a node's only name among its addresses is its own",
+		})
+}
+
+// nodePods: NodeRestriction lets a kubelet create mirror pods bound to itself, in any namespace,
+// with any labels, and report their addresses; such a pod matching a Service's selector makes the
+// node an endpoint of that Service (the platform's webhooks, cluster DNS). No clusterforge machine
+// runs static pods, so a node creates none.
+func nodePods() []Object {
+	return admissionPolicy(NodePodsPolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"pods"}, admissionregistrationv1.Create)},
+		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: quote(pki.NodesGroup) + " in request.userInfo.groups"}},
+		nil,
+		admissionregistrationv1.Validation{Expression: "false",
+			Message: "a node creates no pods: clusterforge machines run no static pods, and a mirror pod could make its node any Service's endpoint"})
 }
 
 // nodeAgentsOwnNode: RBAC cannot say "your own node" to a service account (the Node authorizer

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -88,18 +89,39 @@ type Verifier struct {
 	MaxAge time.Duration
 }
 
-// Verify returns the payload of a document that passes every check.
-func (v Verifier) Verify(doc Document) (Payload, error) {
+// parse reads a document's signed message without checking it.
+func parse(doc Document) (*pkcs7.PKCS7, error) {
 	if doc.Encoding != Encoding {
-		return Payload{}, fmt.Errorf("attestation: encoding %q, want %s", doc.Encoding, Encoding)
+		return nil, fmt.Errorf("attestation: encoding %q, want %s", doc.Encoding, Encoding)
 	}
 	der, err := base64.StdEncoding.DecodeString(doc.Signature)
 	if err != nil {
-		return Payload{}, fmt.Errorf("attestation: signature: %w", err)
+		return nil, fmt.Errorf("attestation: signature: %w", err)
 	}
 	p7, err := pkcs7.Parse(der)
 	if err != nil {
-		return Payload{}, fmt.Errorf("attestation: %w", err)
+		return nil, fmt.Errorf("attestation: %w", err)
+	}
+	return p7, nil
+}
+
+// ContentKey names what a document says, not how it is written: the SHA-256 of its signed
+// content, the same for every re-encoding of one document (its JSON, base64 or PKCS#7 wrapping).
+// It checks nothing: Verify does.
+func ContentKey(doc Document) (string, error) {
+	p7, err := parse(doc)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(p7.Content)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Verify returns the payload of a document that passes every check.
+func (v Verifier) Verify(doc Document) (Payload, error) {
+	p7, err := parse(doc)
+	if err != nil {
+		return Payload{}, err
 	}
 	if err := p7.Verify(); err != nil { // the signature over the content; the chain is checked below
 		return Payload{}, fmt.Errorf("attestation: %w", err)

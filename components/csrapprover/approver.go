@@ -9,9 +9,7 @@ package csrapprover
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -35,6 +33,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/leader"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -49,9 +48,11 @@ var allowedUsages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.Usage
 
 // Decide judges a kubelet-serving CSR against the Node object of its requester: the requester is
 // the node (system:node:<name> in system:nodes), the request names that node and nothing else,
-// asks to serve and no more, and its addresses are the node's own InternalIPs inside the node
-// subnet. NodeRestriction lets a kubelet write only its own Node, so a node cannot borrow another
-// node's address through it. node is nil when no such Node exists.
+// asks to serve and no more, its one DNS name is the node's name (the instance's computer name,
+// which its join proved) and its addresses are the node's own InternalIPs inside the node subnet.
+// A node writes its own status, so a host name it lists there proves nothing: one listing a
+// Service's name would serve that Service with a certificate every pod trusts. node is nil when
+// no such Node exists.
 func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnets []netip.Prefix) (approve bool, reason string) {
 	name, ok := strings.CutPrefix(csr.Spec.Username, pki.NodeUserPrefix)
 	switch {
@@ -74,7 +75,7 @@ func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet
 		return false, "no names"
 	}
 	for _, dns := range req.DNSNames {
-		if dns != name && !nodeHasAddress(node, corev1.NodeHostName, dns) {
+		if dns != name {
 			return false, fmt.Sprintf("DNS name %q is not the node's", dns)
 		}
 	}
@@ -167,9 +168,15 @@ func lead(ctx context.Context, cfg Config) {
 	factory.WaitForCacheSync(ctx.Done())
 	if cfg.Joins != nil {
 		joins := *cfg.Joins
-		joins.Carrying = func(document string) []string {
-			names, _ := csrs.GetIndexer().IndexKeys(attestedIndex, documentKey(document))
-			return names
+		joins.Carrying = func(contentKey string) []*certv1.CertificateSigningRequest {
+			objs, _ := csrs.GetIndexer().ByIndex(attestedIndex, contentKey)
+			var out []*certv1.CertificateSigningRequest
+			for _, o := range objs {
+				if csr, ok := o.(*certv1.CertificateSigningRequest); ok {
+					out = append(out, csr)
+				}
+			}
+			return out
 		}
 		cfg.Joins = &joins
 	}
@@ -221,23 +228,23 @@ func lead(ctx context.Context, cfg Config) {
 // judges is how many requests and Nodes are settled at once.
 const judges = 4
 
-// attestedIndex indexes join requests by their attested document.
-const attestedIndex = "attested-document"
+// attestedIndex indexes join requests by what their attested documents say
+// (attestation.ContentKey).
+const attestedIndex = "attested-content"
 
 func attestedDocument(obj any) ([]string, error) {
 	csr, ok := obj.(*certv1.CertificateSigningRequest)
 	if !ok || !IsJoin(csr) {
 		return nil, nil
 	}
-	if doc := csr.Annotations[wellknown.AttestedDocumentAnnotation]; doc != "" {
-		return []string{documentKey(doc)}, nil
+	var doc attestation.Document
+	if json.Unmarshal([]byte(csr.Annotations[wellknown.AttestedDocumentAnnotation]), &doc) != nil {
+		return nil, nil // no document: Decide refuses it
+	}
+	if key, err := attestation.ContentKey(doc); err == nil {
+		return []string{key}, nil
 	}
 	return nil, nil
-}
-
-func documentKey(document string) string {
-	sum := sha256.Sum256([]byte(document))
-	return hex.EncodeToString(sum[:])
 }
 
 // work settles one queued CSR or Node; false once the queue is shut down.

@@ -39,6 +39,7 @@ func request(t *testing.T, cn string, org []string, dns []string, ips []string) 
 func TestDecide(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
 		{Type: corev1.NodeInternalIP, Address: "10.1.2.3"}, {Type: corev1.NodeHostName, Address: "n1"},
+		{Type: corev1.NodeHostName, Address: "clusterforge-ops.kube-system.svc"},
 	}}}
 	nodes := []string{"system:nodes", "system:authenticated"}
 	serving := []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth}
@@ -59,6 +60,8 @@ func TestDecide(t *testing.T) {
 		{name: "another node's address", dns: []string{"n1"}, ips: []string{"10.1.2.4"}, reason: "not one of the node's"},
 		{name: "address outside the subnet", ips: []string{"10.9.2.3"}, reason: "outside the node subnets"},
 		{name: "another name", dns: []string{"n1", "kubernetes.default"}, reason: "not the node's"},
+		// The node writes its own status: a Service's name among its addresses makes it no name of its own.
+		{name: "a Service's name the node listed as its host name", dns: []string{"n1", "clusterforge-ops.kube-system.svc"}, reason: "not the node's"},
 		{name: "requested by a user", user: "mallory", dns: []string{"n1"}, reason: "not a node"},
 		{name: "not in system:nodes", groups: []string{"system:authenticated"}, dns: []string{"n1"}, reason: "not a node"},
 		{name: "subject of another node", cn: "system:node:n2", dns: []string{"n1"}, reason: "not the requester"},

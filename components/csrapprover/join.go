@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -166,8 +167,9 @@ type Joins struct {
 	Attested     attestation.Verifier
 	Instances    Instances
 	Subscription string
-	// Carrying names the requests whose annotations hold this very attested document.
-	Carrying func(document string) []string
+	// Carrying returns the join requests whose attested documents say the same
+	// (attestation.ContentKey), however they are encoded.
+	Carrying func(contentKey string) []*certv1.CertificateSigningRequest
 }
 
 // IsJoin says whether the request is a joining node's, made with the join token; renewals by a
@@ -198,13 +200,23 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 	if err := json.Unmarshal([]byte(document), &doc); err != nil {
 		return false, fmt.Sprintf("no attested document (%s): %v", wellknown.AttestedDocumentAnnotation, err), nil
 	}
-	// A document vouches for one request. Whoever may read requests (nodes may) could copy one and
-	// search for a key whose nonce matches (ten digits): the copy is refused, and the original too
-	// if it is still pending, and its node asks again with a new document.
+	// A document vouches for one request, the first to carry it. Whoever may read requests (nodes
+	// may) could copy one, re-encoded or not, and search for a key whose nonce matches (ten
+	// digits): the copy comes later, so it is refused, and the original is not held up by it.
+	key, err := attestation.ContentKey(doc)
+	if err != nil {
+		return false, err.Error(), nil
+	}
 	if j.Carrying != nil {
-		for _, other := range j.Carrying(document) {
-			if other != csr.Name {
-				return false, fmt.Sprintf("request %s carries the same attested document: a document vouches for one request", other), nil
+		for _, other := range j.Carrying(key) {
+			if other.Name == csr.Name {
+				continue
+			}
+			if !pending(other) {
+				return false, fmt.Sprintf("request %s carried the same attested document and was judged: a document vouches for one request", other.Name), nil
+			}
+			if createdBefore(other, csr) {
+				return false, fmt.Sprintf("request %s carries the same attested document and came first: a document vouches for one request", other.Name), nil
 			}
 		}
 	}
@@ -234,4 +246,15 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 		return false, fmt.Sprintf("node %s names instance %s (vmId %s), but the attested document is vmId %s's", name, instance, vmID, payload.VMID), nil
 	}
 	return true, fmt.Sprintf("node %s is instance %s (vmId %s)", name, instance, vmID), nil
+}
+
+func pending(csr *certv1.CertificateSigningRequest) bool { return len(csr.Status.Conditions) == 0 }
+
+// createdBefore orders two pending requests by creation. A request's spec is immutable and no
+// requester may update its metadata, so a pending request's resource version is etcd's revision
+// at its creation; when either is not a number, a is taken to be first, which refuses b.
+func createdBefore(a, b *certv1.CertificateSigningRequest) bool {
+	ra, errA := strconv.ParseUint(a.ResourceVersion, 10, 64)
+	rb, errB := strconv.ParseUint(b.ResourceVersion, 10, 64)
+	return errA != nil || errB != nil || ra < rb
 }

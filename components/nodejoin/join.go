@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -28,7 +29,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/certificate"
-	csrutil "k8s.io/client-go/util/certificate/csr"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -129,8 +129,14 @@ func join(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// The join token may create and read requests, not list them: a name no one can guess keeps
+	// this one's document from the other holders of the token.
+	suffix := make([]byte, 16)
+	if _, err := rand.Read(suffix); err != nil {
+		return err
+	}
 	csr, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "node-join-" + cfg.NodeName + "-", Annotations: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-join-" + cfg.NodeName + "-" + hex.EncodeToString(suffix), Annotations: map[string]string{
 			wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: cfg.ProviderID}},
 		Spec: certv1.CertificateSigningRequestSpec{
 			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
@@ -144,7 +150,7 @@ func join(ctx context.Context, cfg Config) error {
 	cfg.Logf("asked for a client certificate as %s (request %s)", cfg.NodeName, csr.Name)
 	wait, cancel := context.WithTimeout(ctx, attestation.MaxAge)
 	defer cancel()
-	cert, err := csrutil.WaitForCertificate(wait, client, csr.Name, csr.UID)
+	cert, err := issued(wait, client, csr)
 	if err != nil {
 		return fmt.Errorf("request %s: %w", csr.Name, err)
 	}
@@ -169,6 +175,39 @@ func join(ctx context.Context, cfg Config) error {
 	}
 	cfg.Logf("joined as %s: the kubelet holds its client certificate", cfg.NodeName)
 	return nil
+}
+
+// pollEvery is how often a join reads its request back until the certificate is issued.
+const pollEvery = 2 * time.Second
+
+// issued reads the request back by its name, which is all the join token may read, until it is
+// issued, denied or failed, or ctx ends.
+func issued(ctx context.Context, client kubernetes.Interface, csr *certv1.CertificateSigningRequest) ([]byte, error) {
+	for {
+		got, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil, err
+			}
+		case got.UID != csr.UID:
+			return nil, fmt.Errorf("replaced by another request of the same name")
+		default:
+			for _, c := range got.Status.Conditions {
+				if c.Type == certv1.CertificateDenied || c.Type == certv1.CertificateFailed {
+					return nil, fmt.Errorf("%s: %s", c.Type, c.Message)
+				}
+			}
+			if len(got.Status.Certificate) > 0 {
+				return got.Status.Certificate, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("no certificate yet: %w", ctx.Err())
+		case <-time.After(pollEvery):
+		}
+	}
 }
 
 // attested asks the metadata service for the instance's attested document for nonce.

@@ -137,6 +137,10 @@ func TestHostileTenantIsRefused(t *testing.T) {
 	tenants.HostileTenantIsRefused(t)
 }
 
+func TestCompromisedNodeStaysItself(t *testing.T) {
+	tenants.CompromisedNodeStaysItself(t)
+}
+
 func TestWorkerImageServesPreloadedImagesFromTheLocalDisk(t *testing.T) {
 	boot.WorkerImageServesPreloadedImagesFromTheLocalDisk(t)
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -107,8 +108,9 @@ func AuditLogHoldsNoCredentials(t *testing.T) {
 }
 
 // clusterforge-csr-approver, running on the apiserver machines as rendered, approves a kubelet
-// serving certificate that names the node's own address, and denies one naming another's; the
-// controller-manager then issues the approved one from the cluster CA.
+// serving certificate that names the node's own address, and denies one naming another's, or a
+// Service's name the node listed among its own addresses; the controller-manager then issues the
+// approved one from the cluster CA.
 func KubeletServingCertificatesNeedTheNodesIdentity(t *testing.T) {
 	framework.NeedRehearsal(t)
 	ctx := context.Background()
@@ -120,24 +122,27 @@ func KubeletServingCertificatesNeedTheNodesIdentity(t *testing.T) {
 	node := nodes.Items[0].Name
 	subnet := netip.MustParsePrefix(framework.Running.Cluster.NodeSubnets()[0])
 	own, other := subnet.Addr().Next().Next().Next().Next(), subnet.Addr().Next().Next().Next().Next().Next()
-	// As the kubelet would register it: its InternalIP inside the node subnet.
-	patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":%q},{"type":"Hostname","address":%q}]}}`, own, node)
+	// As the kubelet would register it: its InternalIP inside the node subnet; and, as a node could
+	// write it, a Service's name beside its host name.
+	const service = wellknown.OpsName + "." + metav1.NamespaceSystem + ".svc"
+	patch := fmt.Sprintf(`{"status":{"addresses":[{"type":"InternalIP","address":%q},{"type":"Hostname","address":%q},{"type":"Hostname","address":%q}]}}`, own, node, service)
 	asNode := impersonate(t, "system:node:"+node, "system:nodes")
 	for _, tc := range []struct {
 		ip      netip.Addr
+		dns     []string
 		approve bool
-	}{{own, true}, {other, false}} {
+	}{{own, []string{node}, true}, {other, []string{node}, false}, {own, []string{node, service}, false}} {
 		// KWOK owns the simulated node's status and may write its addresses back between the
 		// patch and the approver's look; a denial then is retried with the patch applied again.
 		for attempt := 1; ; attempt++ {
 			if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "status"); err != nil {
 				t.Fatal(err)
 			}
-			name := fmt.Sprintf("serving-%s-%s-%d", node, strings.ReplaceAll(tc.ip.String(), ".", "-"), attempt)
+			name := fmt.Sprintf("serving-%s-%s-%d-names-%d", node, strings.ReplaceAll(tc.ip.String(), ".", "-"), attempt, len(tc.dns))
 			_, err := asNode.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
 				ObjectMeta: metav1.ObjectMeta{Name: name},
 				Spec: certv1.CertificateSigningRequestSpec{
-					Request: servingRequest(t, node, tc.ip), SignerName: certv1.KubeletServingSignerName,
+					Request: servingRequest(t, node, tc.dns, tc.ip), SignerName: certv1.KubeletServingSignerName,
 					Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth},
 				},
 			}, metav1.CreateOptions{})
@@ -184,7 +189,7 @@ func KubeletServingCertificatesNeedTheNodesIdentity(t *testing.T) {
 	}
 }
 
-func servingRequest(t *testing.T, node string, ip netip.Addr) []byte {
+func servingRequest(t *testing.T, node string, dns []string, ip netip.Addr) []byte {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -192,7 +197,7 @@ func servingRequest(t *testing.T, node string, ip netip.Addr) []byte {
 	}
 	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject:  pkix.Name{CommonName: "system:node:" + node, Organization: []string{"system:nodes"}},
-		DNSNames: []string{node}, IPAddresses: []net.IP{net.IP(ip.AsSlice())},
+		DNSNames: dns, IPAddresses: []net.IP{net.IP(ip.AsSlice())},
 	}, key)
 	if err != nil {
 		t.Fatal(err)

@@ -26,8 +26,9 @@ import (
 // pod's node in the token (impersonated), what the agent may change on its own Node: its own
 // conditions, and for the clusterforge-ops agent taking the preflight taint off; never a label, an
 // annotation, another taint, the cordon or another agent's condition. And as the node itself: its
-// kubelet's own labels, never the pool's (the add-ons' admission policies). Requests are dry runs;
-// the preflight taint is put on the node for real, then taken off.
+// kubelet's own labels, never the pool's, no pod and no name but its own among its addresses (the
+// add-ons' admission policies). Requests are dry runs; the preflight taint is put on the node for
+// real, then taken off.
 func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 	ctx := context.Background()
 	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -121,6 +122,35 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		// The placement labels are the CSR approver's: NodeRestriction refuses them to any kubelet.
 		{"the kubelet moves its node to another pool", change(kubelet, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "is not allowed to modify labels: " + wellknown.PoolLabel, nodeRestriction},
 		{"the kubelet adds a label a pool could place pods by", change(kubelet, func(n *corev1.Node) { n.Labels["example.com/accelerator"] = "a100" }), "after it registers", addons.NodeLabelsPolicy},
+		// A mirror pod with clusterforge-ops's labels would make the node an endpoint of its webhooks.
+		{"the kubelet creates a mirror pod among clusterforge-ops's endpoints", func() error {
+			ops, err := cs.AppsV1().Deployments(addons.SystemNamespace).Get(ctx, wellknown.OpsName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			// Owned by its node, as NodeRestriction requires of a mirror pod.
+			mirror := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "drill-mirror-" + node, Labels: ops.Spec.Selector.MatchLabels,
+				Annotations:     map[string]string{corev1.MirrorPodAnnotationKey: "drill"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node, UID: n.UID, Controller: framework.Ptr(true)}}},
+				Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "drill"}}}}
+			_, err = kubelet.CoreV1().Pods(addons.SystemNamespace).Create(ctx, mirror, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}, "creates no pods", addons.NodePodsPolicy},
+		{"the kubelet lists a Service's name among its addresses", func() error {
+			return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				n, err := cs.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				n.Status.Addresses = append(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: wellknown.OpsName + ".kube-system.svc"})
+				_, err = kubelet.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{DryRun: dryRun})
+				return err
+			})
+		}, "only name among its addresses is its own", addons.NodeAddressesPolicy},
 	}
 	check := func(tc nodeChange) error {
 		err := tc.change()
@@ -129,10 +159,11 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		}
 		by := drills.RefusedBy(addons.NodeAgentsOwnNodePolicy)
 		switch tc.by {
+		case "":
 		case nodeRestriction:
 			by = "is forbidden"
-		case addons.NodeLabelsPolicy:
-			by = drills.RefusedBy(addons.NodeLabelsPolicy)
+		default:
+			by = drills.RefusedBy(tc.by)
 		}
 		if err == nil || !strings.Contains(err.Error(), by) || !strings.Contains(err.Error(), tc.refusal) {
 			return fmt.Errorf("%v, want the refusal of %s saying %q", err, by, tc.refusal)
@@ -168,7 +199,7 @@ type nodeChange struct {
 	what    string
 	change  func() error
 	refusal string
-	// by is what refuses it: the node agents' policy when empty.
+	// by is what refuses it: the node agents' policy when empty, else NodeRestriction or a policy's name.
 	by string
 }
 

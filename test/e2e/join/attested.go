@@ -15,6 +15,7 @@ import (
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -29,12 +30,15 @@ import (
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/standin/imds"
 )
 
 // Every worker joined through its instance's attested document, checked by the CSR approver
 // against Resource Manager with the apiserver machines' identity; and the join token alone, as
 // root on a worker holds it before it is removed, gets no other node's certificate: neither
-// without a document, nor with the worker's own document under another node's name.
+// without a document, nor with the worker's own document under another node's name; a document
+// vouches for the first request that carries it, however it is re-encoded; and the token lists no
+// requests.
 func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	framework.NeedBoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -75,11 +79,15 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 		}
 	}
 
-	// The join token, from the test host.
+	// The join token, from the test host: it asks for certificates and reads its own back by
+	// name; it lists no one's requests, and so no one's attested document.
 	token, err := kubernetes.NewForConfig(&rest.Config{Host: framework.Booted.Cluster.APIServerURL(), BearerToken: framework.Booted.Bundle.BootstrapToken, Dial: framework.Booted.Dial,
 		TLSClientConfig: rest.TLSClientConfig{CAData: []byte(framework.Booted.Bundle.Pair(pki.ClusterCA).CertPEM)}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := token.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the join token listed the certificate requests: %v, want Forbidden by RBAC", err)
 	}
 	// A new key and the first worker's own document bound to it, asked on that worker as its root could.
 	attested := func() (*ecdsa.PrivateKey, string) {
@@ -109,6 +117,13 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	none, _ := attested()
 	key, doc := attested()
 	ownKey, ownDoc := attested()
+	// A worker's genuine join, then a copy of its document, written otherwise, with the very key its
+	// nonce names (as if a search had found one).
+	genuineKey, genuineDoc := attested()
+	reencoded, err := imds.Reencoded(genuineDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, node, doc, instance, denial string
 		key                               *ecdsa.PrivateKey
@@ -116,7 +131,9 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 		{"no document", victim.Name, "", theirs, "no attested document", none},
 		{"another worker's document", victim.Name, doc, theirs, "the attested document is vmId", key},
 		{"its own instance under another name", victim.Name, ownDoc, own, "computer name", ownKey},
-		{"a document another request carried", victim.Name, doc, theirs, "carries the same attested document", key},
+		{"a document another request carried", victim.Name, doc, theirs, "the same attested document", key},
+		{"the worker's own join", first.Name, genuineDoc, own, "", genuineKey},
+		{"a re-encoded copy of its document, for its instance again", first.Name, reencoded, own, "the same attested document", genuineKey},
 	} {
 		request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + tc.node, Organization: []string{pki.NodesGroup}}}, tc.key)
 		if err != nil {
@@ -136,7 +153,10 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 				return err
 			}
 			for _, c := range got.Status.Conditions {
-				if c.Type != certv1.CertificateDenied || c.Reason != csrapprover.Reason || !strings.Contains(c.Message, tc.denial) {
+				if tc.denial == "" && (c.Type != certv1.CertificateApproved || c.Reason != csrapprover.Reason) {
+					t.Errorf("%s: %s by %s (%s), want approved by the CSR approver", tc.name, c.Type, c.Reason, c.Message)
+				}
+				if tc.denial != "" && (c.Type != certv1.CertificateDenied || c.Reason != csrapprover.Reason || !strings.Contains(c.Message, tc.denial)) {
 					t.Errorf("%s: %s by %s (%s), want denied by the CSR approver for %q", tc.name, c.Type, c.Reason, c.Message, tc.denial)
 				}
 				t.Logf("%s: %s: %s", tc.name, c.Type, c.Message)

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"net/http"
@@ -118,7 +119,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	}
 	csr := func(node string, key *ecdsa.PrivateKey, doc, instance string, groups ...string) *certv1.CertificateSigningRequest {
 		return &certv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: "join", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + instance}},
+			ObjectMeta: metav1.ObjectMeta{Name: "join", ResourceVersion: "20", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + instance}},
 			Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeAPIServerClientKubeletSignerName, Request: request(node, key),
 				Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}, Username: "system:bootstrap:abcdef",
 				Groups: append([]string{"system:bootstrappers", "system:authenticated"}, groups...)},
@@ -126,15 +127,40 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	}
 	a, b := meta.Machines["10.0.2.4"], meta.Machines["10.0.2.5"]
 	k, other := newKey(), newKey()
-	// A document another request already carries (as if a node had copied it and found a key with
-	// the same nonce): the index the approver keeps answers.
-	copied := attested("10.0.2.4", nonceOf(k))
-	joins.Carrying = func(document string) []string {
-		if document == copied {
-			return []string{"join", "the-original"}
+	// Documents other requests carry too (as if a node had copied them and found a key with the
+	// same nonce), keyed by what they say: the index the approver keeps answers.
+	carried := map[string][]*certv1.CertificateSigningRequest{}
+	joins.Carrying = func(key string) []*certv1.CertificateSigningRequest { return carried[key] }
+	carriedBy := func(doc string, others ...*certv1.CertificateSigningRequest) string {
+		var d attestation.Document
+		if err := json.Unmarshal([]byte(doc), &d); err != nil {
+			t.Fatal(err)
 		}
-		return []string{"join"}
+		key, err := attestation.ContentKey(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		carried[key] = others
+		return doc
 	}
+	// The request judged is created at revision 20; the others before or after it.
+	at := func(name, revision string, conditions ...certv1.CertificateSigningRequestCondition) *certv1.CertificateSigningRequest {
+		return &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: revision}, Status: certv1.CertificateSigningRequestStatus{Conditions: conditions}}
+	}
+	judged := certv1.CertificateSigningRequestCondition{Type: certv1.CertificateApproved, Status: "True"}
+	reencoded := func(doc string) string {
+		out, err := imds.Reencoded(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// Each for a key of its own: the metadata service signs the same content for a nonce asked twice
+	// within a second.
+	kc, kj, kl := newKey(), newKey(), newKey()
+	copied := carriedBy(attested("10.0.2.4", nonceOf(kc)), at("join", "20"), at("the-original", "10"))
+	judgedCopy := carriedBy(attested("10.0.2.4", nonceOf(kj)), at("join", "20"), at("the-original", "30", judged))
+	later := carriedBy(attested("10.0.2.4", nonceOf(kl)), at("join", "20"), at("a-copy", "30"))
 	for _, tc := range []struct {
 		name    string
 		csr     *certv1.CertificateSigningRequest
@@ -150,7 +176,10 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		{"a scale set the approver may not read", csr("cf-dev-other000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-other/"), pki.BootstrapGroup), false, "403"},
 		{"an instance that does not exist", csr("cf-dev-cpu000009", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/virtualMachines/0", "/virtualMachines/9"), pki.BootstrapGroup), false, "does not exist"},
 		{"another resource group", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/cf-dev/", "/cf-prod/"), pki.BootstrapGroup), false, "not one of this cluster's worker scale sets"},
-		{"a document another request carries", csr(a.Name, k, copied, a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document"},
+		{"a document an earlier request carries", csr(a.Name, kc, copied, a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document and came first"},
+		{"that document re-encoded", csr(a.Name, kc, reencoded(copied), a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document and came first"},
+		{"a document a judged request carried", csr(a.Name, kj, judgedCopy, a.ResourceID, pki.BootstrapGroup), false, "request the-original carried the same attested document and was judged"},
+		{"the first of two requests carrying a document", csr(a.Name, kl, later, a.ResourceID, pki.BootstrapGroup), true, "is instance"},
 		{"not the join token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), false, "not a join request"},
 	} {
 		approve, reason, err := joins.Decide(context.Background(), tc.csr)
