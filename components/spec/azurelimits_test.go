@@ -9,7 +9,7 @@ import (
 	"github.com/clusterforge/clusterforge/test/docblock"
 )
 
-var update = flag.Bool("update", false, "rewrite the generated table of docs/reference/stack.md")
+var update = flag.Bool("update", false, "rewrite the generated blocks of the docs")
 
 // TestLimitUsesAtTheLimit takes one stack to each limit the stack's own fields decide, then one
 // step past it: at the limit the use is not over, past it the row is over and names the field.

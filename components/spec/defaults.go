@@ -48,13 +48,28 @@ const (
 
 // DefaultTeamQuota is a team namespace's quota where the stack names none: room for a team
 // running thousands of nodes' pods, far below what fills etcd-main, and no NodePort or
-// LoadBalancer Service (nothing in the cluster makes an Azure load balancer for one).
+// LoadBalancer Service (nothing in the cluster makes an Azure load balancer for one). It counts
+// every kind a team's edit role may create, so none is a way to fill etcd-main, but Events
+// (QuotaUncounted).
 var DefaultTeamQuota = map[string]string{
 	"pods": "20000", "count/jobs.batch": "10000", "services": "500", "configmaps": "2000", "secrets": "2000",
 	"persistentvolumeclaims": "500", "count/serviceaccounts": "200", "services.nodeports": "0", "services.loadbalancers": "0",
 	// Gangs (L16): a PodGroup each, and the Workloads that template them.
 	"count/podgroups." + wellknown.SchedulingGroup: "2000", "count/workloads." + wellknown.SchedulingGroup: "500",
+	// Ten ReplicaSets kept per Deployment.
+	"count/deployments.apps": "500", "count/replicasets.apps": "5000", "count/statefulsets.apps": "500",
+	"count/cronjobs.batch": "500", "count/horizontalpodautoscalers.autoscaling": "200", "count/poddisruptionbudgets.policy": "500",
+	"count/leases.coordination.k8s.io": "500", "count/networkpolicies.networking.k8s.io": "200", "count/ingresses.networking.k8s.io": "100",
+	"count/resourceclaims.resource.k8s.io": "2000", "count/resourceclaimtemplates.resource.k8s.io": "500",
+	// A DaemonSet's pods choose their nodes, which a team's pods may not; ReplicationControllers
+	// are Deployments' predecessor.
+	"count/daemonsets.apps": "0", "count/replicationcontrollers": "0",
 }
+
+// QuotaUncounted are the kinds a team's edit role may create that its quota leaves out: Events
+// live in etcd-events (L03), an hour each, capped per namespace by the apiservers' EventRateLimit;
+// counting them would make every event a write of the quota's status in etcd-main.
+var QuotaUncounted = []string{"count/events", "count/events.events.k8s.io"}
 
 // DefaultZones spreads machines over three availability zones.
 var DefaultZones = []string{"1", "2", "3"}

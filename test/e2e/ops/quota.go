@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,16 +12,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 
 	"github.com/clusterforge/clusterforge/components/ops/teams"
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
 // Every team namespace gets the stack's quota, as clusterforge-ops's rendered flag gives it, and the
-// real apiservers hold the team to it: no NodePort Service; a quota deleted comes back.
+// real apiservers hold the team to it: no NodePort Service; a quota deleted comes back. The quota
+// counts every kind of object the real apiservers' edit role may create, so no kind is a way
+// to fill etcd.
 func TeamNamespacesGetTheQuota(t *testing.T) {
 	framework.NeedRehearsal(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -43,6 +48,46 @@ func TeamNamespacesGetTheQuota(t *testing.T) {
 	hard, err := teams.ParseQuota(flag)
 	if err != nil || len(hard) == 0 {
 		t.Fatalf("clusterforge-ops's --team-quota %q: %v", flag, err)
+	}
+	edit, err := cs.RbacV1().ClusterRoles().Get(ctx, "edit", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The role names groups no longer served (extensions): what is served counts.
+	lists, err := cs.Discovery().ServerPreferredNamespacedResources()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[schema.GroupResource]bool{}
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range l.APIResources {
+			served[schema.GroupResource{Group: gv.Group, Resource: r.Name}] = true
+		}
+	}
+	for _, rule := range edit.Rules {
+		if !slices.Contains(rule.Verbs, "create") && !slices.Contains(rule.Verbs, "*") {
+			continue
+		}
+		for _, group := range rule.APIGroups {
+			for _, r := range rule.Resources {
+				if strings.Contains(r, "/") || !served[schema.GroupResource{Group: group, Resource: r}] {
+					continue // a subresource (what it writes is its object's), or nothing served
+				}
+				count := "count/" + r
+				if group != "" {
+					count += "." + group
+				}
+				if _, counted := hard[corev1.ResourceName(count)]; !counted && !slices.Contains(spec.QuotaUncounted, count) {
+					if _, legacy := hard[corev1.ResourceName(r)]; group != "" || !legacy {
+						t.Errorf("edit may create %s, which the team quota does not count (%s)", count, flag)
+					}
+				}
+			}
+		}
 	}
 	ns := drills.TeamNamespace(t, cs, "drill-quota-a", "a")
 	factory := informers.NewSharedInformerFactory(cs, 0)

@@ -1,0 +1,29 @@
+package spec
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/clusterforge/clusterforge/test/docblock"
+)
+
+// The tenant page's table of the team quota is DefaultTeamQuota and QuotaUncounted (`go test
+// ./components/spec -run TeamQuotaPage -update` rewrites it).
+func TestTeamQuotaPageShowsTheDefaults(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("| resource | default |\n|---|---|\n")
+	names := make([]string, 0, len(DefaultTeamQuota))
+	for name := range DefaultTeamQuota {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", name, DefaultTeamQuota[name])
+	}
+	for _, name := range QuotaUncounted {
+		fmt.Fprintf(&b, "| `%s` | not counted |\n", name)
+	}
+	docblock.Check(t, "../../docs/operations/tenants.md", "team-quota", b.String(), *update, "go test ./components/spec -run TeamQuotaPage -update")
+}
