@@ -99,13 +99,14 @@ func NewClusterPKI(ctx *pulumi.Context, name string, args *ClusterPKIArgs, opts 
 	}
 	names, certs, keys = append(names, pki.ServiceAccountKey), append(certs, saKey.PublicKeyPem), append(keys, saKey.PrivateKeyPem)
 
-	// The kubelet bootstrap token: "<6 chars>.<16 chars>" of [a-z0-9], replaced each month.
+	// The kubelet bootstrap token: "<6 chars>.<16 chars>" of [a-z0-9], replaced each month. A random
+	// string's result is in the clear in the state unless marked secret.
 	month, expires := pki.BootstrapTokenWindow(args.Now)
 	tokenPart := func(role string, length int) (*random.RandomString, error) {
 		return random.NewRandomString(ctx, name+"-"+role, &random.RandomStringArgs{
 			Length: pulumi.Int(length), Upper: pulumi.Bool(false), Special: pulumi.Bool(false),
 			Keepers: pulumi.StringMap{"month": pulumi.String(month)},
-		}, parent)
+		}, parent, pulumi.AdditionalSecretOutputs([]string{"result"}))
 	}
 	tokenID, err := tokenPart("bootstrap-token-id", 6)
 	if err != nil {

@@ -29,6 +29,8 @@ type Resource struct {
 	IgnoreChanges []string `json:"ignoreChanges,omitempty"`
 	// DeleteBeforeReplace: a replacement is created only once the old one is deleted.
 	DeleteBeforeReplace bool `json:"deleteBeforeReplace,omitempty"`
+	// SecretOutputs are the outputs the engine keeps encrypted in the state.
+	SecretOutputs []string `json:"secretOutputs,omitempty"`
 	// URN is the resource's URN in the stack, as the engine would form it.
 	URN    string         `json:"urn"`
 	Inputs map[string]any `json:"inputs"`
@@ -73,7 +75,7 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	res := Resource{Type: args.TypeToken, Name: args.Name, Provider: providerName(args.Provider), Inputs: redact(args.Inputs)}
 	if rpc := args.RegisterRPC; rpc != nil {
 		res.Parent, res.RetainOnDelete, res.Protect, res.IgnoreChanges = urnName(rpc.GetParent()), rpc.GetRetainOnDelete(), rpc.GetProtect(), rpc.GetIgnoreChanges()
-		res.DeleteBeforeReplace = rpc.GetDeleteBeforeReplace()
+		res.DeleteBeforeReplace, res.SecretOutputs = rpc.GetDeleteBeforeReplace(), rpc.GetAdditionalSecretOutputs()
 		var parentType tokens.Type
 		if parent := resource.URN(rpc.GetParent()); parent != "" && parent.Type() != "pulumi:pulumi:Stack" {
 			parentType = parent.QualifiedType()

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	pemenc "encoding/pem"
+	"slices"
 	"strings"
 	"testing"
 
@@ -112,6 +113,35 @@ func TestOpsWebhooksTrustTheirServingPair(t *testing.T) {
 }
 
 // planDevWithPKI plans the dev stack with a real PKI, issued here.
+// credentialOutputs are the outputs of each kind of resource the program makes credentials with
+// (the PKI, the join token, the encryption key, kubeconfigs and the handoff read them): each must
+// be secret, so the state holds it encrypted.
+var credentialOutputs = map[string][]string{
+	"random:index/randomString:RandomString":     {"result"},
+	"random:index/randomPassword:RandomPassword": {"result"},
+	"random:index/randomBytes:RandomBytes":       {"base64", "hex"},
+	"tls:index/privateKey:PrivateKey":            {"privateKeyPem", "privateKeyOpenssh", "privateKeyPemPkcs8"},
+}
+
+// No credential sits in the state in the clear: every output of a resource that makes one is
+// secret (the engine encrypts secrets with the stack's passphrase or key).
+func TestCredentialOutputsAreSecret(t *testing.T) {
+	for stack, r := range planAll(t) {
+		seen := map[string]bool{}
+		for _, res := range r.Resources {
+			for _, out := range credentialOutputs[res.Type] {
+				seen[res.Type] = true
+				if !slices.Contains(res.SecretOutputs, out) {
+					t.Errorf("%s: %s %s: output %q is not secret (secret: %v)", stack, res.Type, res.Name, out, res.SecretOutputs)
+				}
+			}
+		}
+		if !seen["random:index/randomString:RandomString"] || !seen["tls:index/privateKey:PrivateKey"] {
+			t.Errorf("%s: no join token or private key among the resources: the test reads nothing", stack)
+		}
+	}
+}
+
 func planDevWithPKI(t *testing.T) (*spec.Cluster, pki.Bundle, *Result) {
 	t.Helper()
 	c, err := spec.LoadStack(stackFile("dev"))
