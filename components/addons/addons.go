@@ -44,6 +44,7 @@ func Objects(c *spec.Cluster) ([]Object, error) {
 	}{
 		{"bootstrap", bootstrap},
 		{"tenancy", tenancy},
+		{"fairness", teamFairness},
 		{"priorities", priorityClasses},
 		{"dns", dns},
 		{"balloons", balloons},

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/clusterforge/clusterforge/components/addons"
@@ -48,6 +49,7 @@ func Addons(t *testing.T) {
 	t.Run("NoDaemonSetListsOrWatchesClusterScope", func(t *testing.T) { checkNoPerNodePollers(t, cs, objs) })
 	t.Run("TenancyAtAdmission", func(t *testing.T) { checkTenancy(t, cs) })
 	t.Run("NodeAgentsChangeOnlyTheirFields", func(t *testing.T) { checkNodeAgentFields(t, cs) })
+	t.Run("TeamRequestsQueueApart", func(t *testing.T) { checkTeamFairness(t, cs) })
 	gpuPool := poolWhere(func(p spec.Pool) bool { return p.IsGPU() })
 	if gpuPool.Name == "" {
 		t.Fatal("the stack has no GPU pool to run the balloon and gang checks on")
@@ -416,5 +418,50 @@ func removeAddons(t *testing.T, cs *kubernetes.Clientset, objs []addons.Object) 
 	})
 	if err != nil {
 		t.Errorf("removing the add-ons: %v", err)
+	}
+}
+
+// checkTeamFairness asks the real apiservers where they queue a team's request: a team's service
+// account, in its namespace, in the teams' priority level; clusterforge-ops's, in kube-system, not.
+// The apiservers name the level in each answer's headers (X-Kubernetes-PF-PriorityLevel-UID).
+func checkTeamFairness(t *testing.T, cs *kubernetes.Clientset) {
+	ctx := context.Background()
+	level, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, addons.TeamsPriorityLevel, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := drills.TeamNamespace(t, cs, "drill-fairness-a", "a")
+	levelOf := func(namespace, account string) string {
+		t.Helper()
+		cfg, err := framework.Running.RESTConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: addons.ServiceAccountUser(namespace, account),
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+		client, err := rest.HTTPClientFor(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := client.Get(cfg.Host + "/api/v1/namespaces/" + namespace + "/configmaps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")
+	}
+	// A level takes effect once each apiserver's APF controller has read it.
+	if err := drills.WaitUntil(time.Minute, func() error {
+		for range 4 {
+			if got := levelOf(ns, "default"); got != string(level.UID) {
+				return fmt.Errorf("a team's request queued at priority level %q, want %s's %s", got, addons.TeamsPriorityLevel, level.UID)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+	if got := levelOf(addons.SystemNamespace, wellknown.OpsName); got == string(level.UID) || got == "" {
+		t.Errorf("clusterforge-ops's request queued at priority level %q, want one of the system's", got)
 	}
 }

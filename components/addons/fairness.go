@@ -1,0 +1,57 @@
+package addons
+
+import (
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// TeamsPriorityLevel names the API priority level, and its flow schema, of the teams' requests.
+const TeamsPriorityLevel = "clusterforge-teams"
+
+// Concurrency shares of TeamsPriorityLevel, beside those of Kubernetes' default levels (workload-low
+// 100, global-default 20): the teams together never hold more than a bounded part of the
+// apiservers' seats.
+const (
+	teamsConcurrencyShares = 30
+	// teamsMatchingPrecedence comes after every schema of Kubernetes' defaults that names the
+	// system's callers (the nodes, the controllers, kube-system's service accounts: below 1,000)
+	// and before its catch-alls (service-accounts 9,000, global-default 9,900).
+	teamsMatchingPrecedence = 8000
+)
+
+// teamFairness gives the teams' requests a priority level of their own: every request made in a
+// namespace by a caller no earlier schema claims, queued fairly by namespace, so one team's
+// storm waits in its own queues and neither starves another team nor the platform's controllers.
+// Requests across namespaces or of cluster-scoped objects are no team's: edit grants none.
+func teamFairness(*spec.Cluster) []Object {
+	every := []string{"*"}
+	return []Object{
+		&flowcontrolv1.PriorityLevelConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: TeamsPriorityLevel},
+			Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
+				Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
+					NominalConcurrencyShares: ptr(int32(teamsConcurrencyShares)),
+					// Idle seats lent to others, none borrowed: the share is a ceiling.
+					LendablePercent:       ptr(int32(50)),
+					BorrowingLimitPercent: ptr(int32(0)),
+					LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeQueue,
+						Queuing: &flowcontrolv1.QueuingConfiguration{Queues: 128, HandSize: 6, QueueLengthLimit: 50}},
+				}},
+		},
+		&flowcontrolv1.FlowSchema{
+			ObjectMeta: metav1.ObjectMeta{Name: TeamsPriorityLevel},
+			Spec: flowcontrolv1.FlowSchemaSpec{
+				PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: TeamsPriorityLevel},
+				MatchingPrecedence:         teamsMatchingPrecedence,
+				DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByNamespaceType},
+				Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+					Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup,
+						Group: &flowcontrolv1.GroupSubject{Name: "system:authenticated"}}},
+					ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every}},
+				}},
+			},
+		},
+	}
+}
