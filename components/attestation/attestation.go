@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -185,34 +186,67 @@ const maxIssuerURLs = 2
 var IssuerHosts = []string{"www.microsoft.com", "cacerts.digicert.com"}
 
 // FetchIssuers fetches issuers over plain HTTP (as Authority Information Access names them; the
-// chain's verification is what trusts them) from IssuerHosts only, and remembers each answer,
-// a failure for ten minutes, at most 64 of them.
+// chain's verification is what trusts them) from IssuerHosts only. Anyone with the join token
+// sends documents whose certificates name what they like on those hosts, so: fetches of different
+// addresses run side by side (a slow one holds up only its own callers), an address is fetched
+// once however many ask at the same time, an issuer fetched is kept (up to maxIssuers) and never
+// pushed out by failures, and a failure is remembered for ten minutes (up to maxFailures).
 func FetchIssuers(client *http.Client) func(url string) (*x509.Certificate, error) {
-	type answer struct {
-		cert *x509.Certificate
-		err  error
-		at   time.Time
-	}
 	var mu sync.Mutex
-	cache := map[string]answer{}
+	issuers := map[string]*x509.Certificate{}
+	failures := map[string]time.Time{}
+	fetching := map[string]chan struct{}{}
 	return func(raw string) (*x509.Certificate, error) {
 		u, err := url.Parse(raw)
 		if err != nil || u.Scheme != "http" || !slices.Contains(IssuerHosts, u.Hostname()) || u.Port() != "" {
 			return nil, fmt.Errorf("attestation: issuer %q is not at %v", raw, IssuerHosts)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if a, ok := cache[raw]; ok && (a.err == nil || time.Since(a.at) < 10*time.Minute) {
-			return a.cert, a.err
+		for {
+			mu.Lock()
+			if cert, ok := issuers[raw]; ok {
+				mu.Unlock()
+				return cert, nil
+			}
+			if at, ok := failures[raw]; ok && time.Since(at) < failureMemory {
+				mu.Unlock()
+				return nil, fmt.Errorf("attestation: issuer %s failed at %s", raw, at.Format(time.RFC3339))
+			}
+			if wait, ok := fetching[raw]; ok {
+				mu.Unlock()
+				<-wait
+				continue
+			}
+			done := make(chan struct{})
+			fetching[raw] = done
+			mu.Unlock()
+
+			cert, err := fetchIssuer(client, raw)
+			mu.Lock()
+			delete(fetching, raw)
+			close(done)
+			switch {
+			case err == nil && len(issuers) < maxIssuers:
+				issuers[raw] = cert
+			case err != nil:
+				if len(failures) >= maxFailures {
+					maps.DeleteFunc(failures, func(_ string, at time.Time) bool { return time.Since(at) >= failureMemory })
+				}
+				if len(failures) < maxFailures {
+					failures[raw] = time.Now()
+				}
+			}
+			mu.Unlock()
+			return cert, err
 		}
-		cert, err := fetchIssuer(client, raw)
-		if len(cache) >= 64 {
-			clear(cache)
-		}
-		cache[raw] = answer{cert, err, time.Now()}
-		return cert, err
 	}
 }
+
+// How many issuers and failures FetchIssuers keeps, and how long a failure.
+const (
+	maxIssuers    = 256
+	maxFailures   = 4096
+	failureMemory = 10 * time.Minute
+)
 
 func fetchIssuer(client *http.Client, url string) (*x509.Certificate, error) {
 	resp, err := client.Get(url)
