@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -46,6 +47,35 @@ func Foundation(c *spec.Cluster) ([]Object, error) {
 	return objs, nil
 }
 
+// JoinRequestsPolicy names the admission policy that bounds what a join request may hold.
+const JoinRequestsPolicy = "clusterforge-join-requests"
+
+// Bounds of a join request (one key's request, an attested document and a provider ID), far above
+// what clusterforge-node-join sends: every holder of the join token can create requests, and each
+// stays in etcd-main until the controller-manager cleans it up an hour after its verdict.
+const (
+	maxJoinRequestBytes    = 4 << 10
+	maxJoinAnnotationBytes = 16 << 10
+	maxJoinAnnotations     = 4
+)
+
+// joinRequests holds the join token's requests to the size of a genuine one.
+func joinRequests() []Object {
+	annotations := "object.metadata.?annotations.orValue({})"
+	return admissionPolicy(JoinRequestsPolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{certv1.GroupName}, APIVersions: []string{"*"}, Resources: []string{"certificatesigningrequests"}}}}}},
+		[]admissionregistrationv1.MatchCondition{{Name: "join-token", Expression: quote(pki.BootstrapGroup) + " in request.userInfo.groups"}},
+		nil,
+		admissionregistrationv1.Validation{
+			Expression: fmt.Sprintf("size(object.spec.request) <= %d && size(%s) <= %d && %s.all(k, size(%s[k]) <= %d) && size(object.metadata.?labels.orValue({})) == 0",
+				maxJoinRequestBytes, annotations, maxJoinAnnotations, annotations, annotations, maxJoinAnnotationBytes),
+			Message: fmt.Sprintf("a join request holds one certificate request of at most %d bytes, at most %d annotations of %d bytes and no labels",
+				maxJoinRequestBytes, maxJoinAnnotations, maxJoinAnnotationBytes),
+		})
+}
+
 func bootstrap(*spec.Cluster) []Object {
 	binding := func(name, role, kind, subject string) *rbacv1.ClusterRoleBinding {
 		return &rbacv1.ClusterRoleBinding{
@@ -55,7 +85,7 @@ func bootstrap(*spec.Cluster) []Object {
 		}
 	}
 	const approver = "clusterforge:csr-approver"
-	return []Object{
+	return append(joinRequests(), []Object{
 		// Create and read by name, no list or watch (unlike system:node-bootstrapper): a request
 		// carries its instance's attested document, which no other token holder should read.
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: NodeJoinRole}, Rules: []rbacv1.PolicyRule{
@@ -78,7 +108,7 @@ func bootstrap(*spec.Cluster) []Object {
 		&rbacv1.RoleBinding{ObjectMeta: meta(SystemNamespace, approver, nil),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: approver},
 			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: pki.CSRApproverUser}}},
-	}
+	}...)
 }
 
 // BootstrapTokenSecret is the workers' join token, valid until expires (pki.BootstrapTokenWindow);

@@ -2,6 +2,7 @@ package addons
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/google/cel-go/cel"
@@ -202,4 +203,34 @@ func celEval(t *testing.T, env *cel.Env, expression string, vars map[string]any)
 		t.Fatalf("%s: %v", expression, err)
 	}
 	return out.Value()
+}
+
+// A join request is the size of a genuine one: one certificate request, a few annotations (the
+// attested document the largest), no labels.
+func TestJoinRequestsPolicyUnderCEL(t *testing.T) {
+	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](joinRequests(), JoinRequestsPolicy)
+	env := celEnv(t)
+	genuine := map[string]any{wellknown.AttestedDocumentAnnotation: strings.Repeat("d", 6000), wellknown.ProviderIDAnnotation: "azure:///subscriptions/x"}
+	for _, tc := range []struct {
+		what        string
+		request     int
+		annotations map[string]any
+		labels      map[string]any
+		admit       bool
+	}{
+		{"a genuine request", 600, genuine, nil, true},
+		{"a large certificate request", maxJoinRequestBytes + 1, genuine, nil, false},
+		{"a large annotation", 600, map[string]any{wellknown.AttestedDocumentAnnotation: strings.Repeat("d", maxJoinAnnotationBytes+1)}, nil, false},
+		{"many annotations", 600, map[string]any{"a": "", "b": "", "c": "", "d": "", "e": ""}, nil, false},
+		{"labels", 600, genuine, map[string]any{"a": "b"}, false},
+	} {
+		meta := map[string]any{"annotations": tc.annotations}
+		if tc.labels != nil {
+			meta["labels"] = tc.labels
+		}
+		object := map[string]any{"metadata": meta, "spec": map[string]any{"request": []byte(strings.Repeat("r", tc.request))}}
+		if got := celEval(t, env, policy.Spec.Validations[0].Expression, map[string]any{"object": object}) == true; got != tc.admit {
+			t.Errorf("%s: admitted %v, want %v", tc.what, got, tc.admit)
+		}
+	}
 }

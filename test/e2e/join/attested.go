@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/azurerbac"
 	"github.com/clusterforge/clusterforge/components/csrapprover"
@@ -88,6 +89,23 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	}
 	if _, err := token.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the join token listed the certificate requests: %v, want Forbidden by RBAC", err)
+	}
+	// Nor does it store what it likes in etcd: a request is the size of a genuine one.
+	bulky, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bulkyRequest, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + workers[0], Organization: []string{pki.NodesGroup}}}, bulky)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = token.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: strings.Repeat("x", 100<<10)}},
+		Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: bulkyRequest}), SignerName: certv1.KubeAPIServerClientKubeletSignerName,
+			Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}},
+	}, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), drills.RefusedBy(addons.JoinRequestsPolicy)) {
+		t.Errorf("a join request with a 100 KiB annotation: %v, want the refusal of %s", err, addons.JoinRequestsPolicy)
 	}
 	// A new key and the first worker's own document bound to it, asked on that worker as its root could.
 	attested := func() (*ecdsa.PrivateKey, string) {
