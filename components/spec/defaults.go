@@ -3,7 +3,6 @@ package spec
 import (
 	"fmt"
 	"math/bits"
-	"slices"
 
 	"net/netip"
 	"strings"
@@ -72,20 +71,6 @@ var DefaultTeamQuota = map[string]string{
 // counting them would make every event a write of the quota's status in etcd-main.
 var QuotaUncounted = []string{"count/events", "count/events.events.k8s.io"}
 
-// defaultSystemPool makes the first pool without GPUs the system pool, unless the stack named one;
-// every other pool left unset is not.
-func (c *Cluster) defaultSystemPool() {
-	named := slices.ContainsFunc(c.Pools, Pool.IsSystem)
-	for i := range c.Pools {
-		p := &c.Pools[i]
-		if p.System == nil {
-			system := !named && !p.IsGPU()
-			named = named || system
-			p.System = &system
-		}
-	}
-}
-
 // DefaultZones spreads machines over three availability zones.
 var DefaultZones = []string{"1", "2", "3"}
 
@@ -143,7 +128,6 @@ func (c *Cluster) Default() {
 			setDefault(c.explicit, &p.Taints[j].Effect, "NoSchedule")
 		}
 	}
-	c.defaultSystemPool()
 	total := 0
 	for _, p := range c.Pools {
 		total += min(max(p.MaxNodes, 0), MaxClusterNodes+1) // saturating: Validate refuses what is out of range

@@ -13,5 +13,3 @@ func mustPrefix(t *testing.T, s string) netip.Prefix {
 	}
 	return p
 }
-
-func ptrTo[T any](v T) *T { return &v }

@@ -73,9 +73,6 @@ func (v *validator) nodeTaint(field string, t Taint) {
 
 // poolLabelsAndTaints checks one pool's labels and taints.
 func (v *validator) poolLabelsAndTaints(field string, p Pool) {
-	if p.IsSystem() && p.IsGPU() {
-		v.fail(field+".system", "run the platform's add-ons on a pool without GPUs", "a GPU pool is not the system pool")
-	}
 	for _, k := range sortedKeys(p.Labels) {
 		v.nodeLabel(fmt.Sprintf("%s.labels[%s]", field, MapKey(k)), k, p.Labels[k])
 	}

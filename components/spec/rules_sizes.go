@@ -198,9 +198,6 @@ func (c *Cluster) validatePools(v *validator, countsOK bool) {
 		}
 		v.galleryImage(field+".image", p.Image, definition)
 		v.poolLabelsAndTaints(field, p)
-		if p.IsSystem() && slices.ContainsFunc(c.Pools[:i], Pool.IsSystem) {
-			v.fail(field+".system", "mark one pool as the system pool", "another pool is the system pool")
-		}
 		total += p.MaxNodes
 	}
 	if countsOK && c.TargetNodes < total {

@@ -3,7 +3,6 @@ package spec
 import (
 	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"time"
 
@@ -338,12 +337,13 @@ func (c *Cluster) Roles() []string {
 // ResourceGroup is the Azure resource group that holds every resource of the cluster.
 func (c *Cluster) ResourceGroup() string { return c.Name }
 
-// SystemPool is where cluster-level add-ons run (cluster-autoscaler, Prometheus): the pool marked
-// System, else (a cluster of GPU pools only) the first pool. Its identity may resize the scale
-// sets (L19).
+// SystemPool is where cluster-level add-ons run (cluster-autoscaler, Prometheus): the first pool
+// without GPUs, else the first pool. Its identity may resize the scale sets (L19).
 func (c *Cluster) SystemPool() Pool {
-	if i := slices.IndexFunc(c.Pools, Pool.IsSystem); i >= 0 {
-		return c.Pools[i]
+	for _, p := range c.Pools {
+		if !p.IsGPU() {
+			return p
+		}
 	}
 	return c.Pools[0]
 }

@@ -315,10 +315,6 @@ type Pool struct {
 	Image string `yaml:"image"`
 	// GPU marks the pool as GPU nodes (label and taint `nvidia.com/gpu`). Default: true for sizes with GPUs.
 	GPU *bool `yaml:"gpu"`
-	// System marks the pool the platform's cluster-level add-ons run on (cluster-autoscaler,
-	// clusterforge-ops, Prometheus), tainted `clusterforge.io/system` so that no team's pod lands
-	// beside them. At most one pool, without GPUs. Default: the first pool without GPUs.
-	System *bool `yaml:"system"`
 	// Labels are added to every node of the pool: keys and values as the kubelet accepts them, none in
 	// kubernetes.io or k8s.io but under node.kubernetes.io and kubelet.kubernetes.io.
 	Labels map[string]string `yaml:"labels"`
@@ -338,9 +334,6 @@ type Taint struct {
 
 // IsGPU reports whether the pool runs GPU nodes.
 func (p Pool) IsGPU() bool { return p.GPU != nil && *p.GPU }
-
-// IsSystem reports whether the pool runs the platform's cluster-level add-ons.
-func (p Pool) IsSystem() bool { return p.System != nil && *p.System }
 
 // PauseDuration is Pause, parsed; valid once Validate passed.
 func (j Joins) PauseDuration() time.Duration {

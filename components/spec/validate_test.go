@@ -92,14 +92,6 @@ func TestValidationNamesTheField(t *testing.T) {
 		inText string
 	}{
 		{name: "bad cluster name", edit: func(c *Cluster) { c.Name = "Prod_1" }, field: "name"},
-		{name: "two system pools", edit: func(c *Cluster) {
-			c.Pools = append(c.Pools, c.Pools[0])
-			c.Pools[1].Name = "cpu2"
-		}, field: "pools[1].system", inText: "another pool"},
-		{name: "a GPU system pool", edit: func(c *Cluster) {
-			c.Pools = append(c.Pools, Pool{Name: "gpu", VMSize: "Standard_NC4as_T4_v3", GPU: ptrTo(true), System: ptrTo(true)})
-			c.Pools[0].System = ptrTo(false)
-		}, field: "pools[1].system", inText: "GPU"},
 		{name: "cluster name ends in a hyphen", edit: func(c *Cluster) { c.Name = "prod-" }, field: "name"},
 		{name: "unknown region", edit: func(c *Cluster) { c.Location = "eastus2-1" }, field: "location", inText: "availability zones"},
 		{name: "region without zones", edit: func(c *Cluster) { c.Location = "westcentralus" }, field: "location"},
@@ -455,36 +447,6 @@ func TestDownloadsFitTheNATGateway(t *testing.T) {
 		}
 		if want := (nodes*(d+16) + 64511) / 64512; c.NATPublicIPs(nodes) != want {
 			t.Errorf("%d nodes: %d NAT public IPs, want %d", nodes, c.NATPublicIPs(nodes), want)
-		}
-	}
-}
-
-// The system pool is the first pool without GPUs unless the stack names one; one at most.
-func TestSystemPoolDefaultsToTheFirstCPUPool(t *testing.T) {
-	pools := func(c *Cluster) []string {
-		var out []string
-		for _, p := range c.Pools {
-			if p.IsSystem() {
-				out = append(out, p.Name)
-			}
-		}
-		return out
-	}
-	gpu := Pool{Name: "gpu", VMSize: "Standard_NC4as_T4_v3", Nodes: 1}
-	cpu := func(name string) Pool { return Pool{Name: name, VMSize: "Standard_D4ds_v5", Nodes: 1} }
-	for _, tc := range []struct {
-		what  string
-		pools []Pool
-		want  []string
-	}{
-		{"GPUs first", []Pool{gpu, cpu("a"), cpu("b")}, []string{"a"}},
-		{"the stack's choice", []Pool{cpu("a"), func() Pool { p := cpu("b"); p.System = ptrTo(true); return p }()}, []string{"b"}},
-		{"GPUs only", []Pool{gpu}, nil},
-	} {
-		c := &Cluster{Name: "cf-test", Pools: tc.pools}
-		c.Default()
-		if got := pools(c); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: system pools %v, want %v", tc.what, got, tc.want)
 		}
 	}
 }
