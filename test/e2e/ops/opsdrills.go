@@ -42,6 +42,13 @@ func drillNodes(t *testing.T, cs *kubernetes.Clientset, pool string, n int, tain
 		}
 		node.Name = fmt.Sprintf("%s-%d", pool, i)
 		node.Labels[corev1.LabelHostname], node.Labels[wellknown.PoolLabel] = node.Name, pool
+		// A node's only name among its addresses is its own (clusterforge-node-addresses), as KWOK
+		// writes the status with a node's credentials.
+		for j, a := range node.Status.Addresses {
+			if a.Type == corev1.NodeHostName {
+				node.Status.Addresses[j].Address = node.Name
+			}
+		}
 		node.Spec.Taints = taints
 		if _, err := cs.CoreV1().Nodes().Create(context.Background(), &node, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
