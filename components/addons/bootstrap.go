@@ -69,10 +69,13 @@ func joinRequests() []Object {
 		[]admissionregistrationv1.MatchCondition{{Name: "join-token", Expression: quote(pki.BootstrapGroup) + " in request.userInfo.groups"}},
 		nil,
 		admissionregistrationv1.Validation{
-			Expression: fmt.Sprintf("size(object.spec.request) <= %d && size(%s) <= %d && %s.all(k, size(%s[k]) <= %d) && size(object.metadata.?labels.orValue({})) == 0",
+			// A finalizer would keep a request past the controller-manager's clean-up, for ever.
+			Expression: fmt.Sprintf("size(object.spec.request) <= %d && size(%s) <= %d && %s.all(k, size(%s[k]) <= %d) && "+
+				"size(object.metadata.?labels.orValue({})) == 0 && size(object.metadata.?finalizers.orValue([])) == 0 && "+
+				"size(object.metadata.?ownerReferences.orValue([])) == 0",
 				maxJoinRequestBytes, annotations, maxJoinAnnotations, annotations, annotations, maxJoinAnnotationBytes),
-			Message: fmt.Sprintf("a join request holds one certificate request of at most %d bytes, at most %d annotations of %d bytes and no labels",
-				maxJoinRequestBytes, maxJoinAnnotations, maxJoinAnnotationBytes),
+			Message: fmt.Sprintf("a join request holds one certificate request of at most %d bytes, at most %d annotations of %d bytes, "+
+				"and no labels, finalizers or owners", maxJoinRequestBytes, maxJoinAnnotations, maxJoinAnnotationBytes),
 		})
 }
 

@@ -217,14 +217,18 @@ func TestJoinRequestsPolicyUnderCEL(t *testing.T) {
 		annotations map[string]any
 		labels      map[string]any
 		admit       bool
+		meta        map[string]any
 	}{
-		{"a genuine request", 600, genuine, nil, true},
-		{"a large certificate request", maxJoinRequestBytes + 1, genuine, nil, false},
-		{"a large annotation", 600, map[string]any{wellknown.AttestedDocumentAnnotation: strings.Repeat("d", maxJoinAnnotationBytes+1)}, nil, false},
-		{"many annotations", 600, map[string]any{"a": "", "b": "", "c": "", "d": "", "e": ""}, nil, false},
-		{"labels", 600, genuine, map[string]any{"a": "b"}, false},
+		{"a genuine request", 600, genuine, nil, true, nil},
+		{"a large certificate request", maxJoinRequestBytes + 1, genuine, nil, false, nil},
+		{"a large annotation", 600, map[string]any{wellknown.AttestedDocumentAnnotation: strings.Repeat("d", maxJoinAnnotationBytes+1)}, nil, false, nil},
+		{"many annotations", 600, map[string]any{"a": "", "b": "", "c": "", "d": "", "e": ""}, nil, false, nil},
+		{"labels", 600, genuine, map[string]any{"a": "b"}, false, nil},
+		{"a finalizer", 600, genuine, nil, false, map[string]any{"finalizers": []any{"example.com/keep"}}},
+		{"an owner", 600, genuine, nil, false, map[string]any{"ownerReferences": []any{map[string]any{"name": "x"}}}},
 	} {
 		meta := map[string]any{"annotations": tc.annotations}
+		maps.Copy(meta, tc.meta)
 		if tc.labels != nil {
 			meta["labels"] = tc.labels
 		}

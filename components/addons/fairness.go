@@ -4,21 +4,29 @@ import (
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// TeamsPriorityLevel names the API priority level, and its flow schema, of the teams' requests.
-const TeamsPriorityLevel = "clusterforge-teams"
+// TeamsPriorityLevel names the API priority level, and its flow schema, of the teams' requests;
+// PlatformFlowSchema the schema that keeps the platform's own callers out of it.
+const (
+	TeamsPriorityLevel = "clusterforge-teams"
+	PlatformFlowSchema = "clusterforge-platform"
+)
 
-// Concurrency shares of TeamsPriorityLevel, beside those of Kubernetes' default levels (workload-low
-// 100, global-default 20): the teams together never hold more than a bounded part of the
-// apiservers' seats.
+// Concurrency shares of TeamsPriorityLevel, beside those of Kubernetes' default levels: the teams
+// together never hold more than a bounded part of the apiservers' seats.
 const (
 	teamsConcurrencyShares = 30
 	// teamsMatchingPrecedence comes after every schema of Kubernetes' defaults that names the
 	// system's callers (the nodes, the controllers, kube-system's service accounts: below 1,000)
-	// and before its catch-alls (service-accounts 9,000, global-default 9,900).
-	teamsMatchingPrecedence = 8000
+	// and before its catch-alls (service-accounts 9,000, global-default 9,900);
+	// platformMatchingPrecedence before it.
+	teamsMatchingPrecedence    = 8000
+	platformMatchingPrecedence = 7000
+	// platformPriorityLevel is Kubernetes' own level of the controllers (workload-high).
+	platformPriorityLevel = "workload-high"
 )
 
 // teamFairness gives the teams' requests a priority level of their own: every request made in a
@@ -39,6 +47,23 @@ func teamFairness(*spec.Cluster) []Object {
 					LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeQueue,
 						Queuing: &flowcontrolv1.QueuingConfiguration{Queues: 128, HandSize: 6, QueueLengthLimit: 50}},
 				}},
+		},
+		// The platform's callers that no default schema names: the CSR approver renews its lease
+		// and reads in kube-system, Prometheus lists in every namespace.
+		&flowcontrolv1.FlowSchema{
+			ObjectMeta: metav1.ObjectMeta{Name: PlatformFlowSchema},
+			Spec: flowcontrolv1.FlowSchemaSpec{
+				PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: platformPriorityLevel},
+				MatchingPrecedence:         platformMatchingPrecedence,
+				DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
+				Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+					Subjects: []flowcontrolv1.Subject{
+						{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: pki.CSRApproverUser}},
+						{Kind: flowcontrolv1.SubjectKindServiceAccount, ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Namespace: MonitoringNamespace, Name: "*"}},
+					},
+					ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every, ClusterScope: true}},
+				}},
+			},
 		},
 		&flowcontrolv1.FlowSchema{
 			ObjectMeta: metav1.ObjectMeta{Name: TeamsPriorityLevel},

@@ -198,8 +198,10 @@ func FetchIssuers(client *http.Client) func(url string) (*x509.Certificate, erro
 	fetching := map[string]chan struct{}{}
 	return func(raw string) (*x509.Certificate, error) {
 		u, err := url.Parse(raw)
-		if err != nil || u.Scheme != "http" || !slices.Contains(IssuerHosts, u.Hostname()) || u.Port() != "" {
-			return nil, fmt.Errorf("attestation: issuer %q is not at %v", raw, IssuerHosts)
+		// A query or fragment would make one address many, each a fetch and a failure remembered.
+		if err != nil || u.Scheme != "http" || !slices.Contains(IssuerHosts, u.Hostname()) || u.Port() != "" ||
+			u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+			return nil, fmt.Errorf("attestation: issuer %q is not a plain address at %v", raw, IssuerHosts)
 		}
 		for {
 			mu.Lock()

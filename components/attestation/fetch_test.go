@@ -82,6 +82,11 @@ func TestFetchIssuersHoldsUpOnlyTheSlowAddress(t *testing.T) {
 	if c, err := fetch(host + "/good"); err != nil || c == nil || goodFetches.Load() != 1 {
 		t.Errorf("the issuer after %d failures: %v, fetched %d times; want it kept", maxFailures+10, err, goodFetches.Load())
 	}
+	for _, variant := range []string{host + "/good?x=1", host + "/good?", host + "/good#x", "http://u@cacerts.digicert.com/good"} {
+		if _, err := fetch(variant); err == nil || !strings.Contains(err.Error(), "not a plain address") {
+			t.Errorf("issuer %s: %v, want refused before any fetch", variant, err)
+		}
+	}
 	close(release)
 	if err := <-slow; err == nil {
 		t.Error("the slow address answered 404 and was taken")

@@ -202,7 +202,10 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 	}
 	// A document vouches for one request, the first to carry it. Whoever may read requests (nodes
 	// may) could copy one, re-encoded or not, and search for a key whose nonce matches (ten
-	// digits): the copy comes later, so it is refused, and the original is not held up by it.
+	// digits): the copy comes later, so it is refused. A refused request blocks nothing, so an
+	// original judged again (Resource Manager did not answer) is not held up by its refused copy;
+	// a copy of a refused original fails that original's checks in turn (same document, same
+	// instance).
 	key, err := attestation.ContentKey(doc)
 	if err != nil {
 		return false, err.Error(), nil
@@ -212,10 +215,10 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 			if other.Name == csr.Name {
 				continue
 			}
-			if !pending(other) {
-				return false, fmt.Sprintf("request %s carried the same attested document and was judged: a document vouches for one request", other.Name), nil
+			if approved(other) {
+				return false, fmt.Sprintf("request %s carried the same attested document and was approved: a document vouches for one request", other.Name), nil
 			}
-			if createdBefore(other, csr) {
+			if pending(other) && createdBefore(other, csr) {
 				return false, fmt.Sprintf("request %s carries the same attested document and came first: a document vouches for one request", other.Name), nil
 			}
 		}
@@ -249,6 +252,10 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 }
 
 func pending(csr *certv1.CertificateSigningRequest) bool { return len(csr.Status.Conditions) == 0 }
+
+func approved(csr *certv1.CertificateSigningRequest) bool {
+	return slices.ContainsFunc(csr.Status.Conditions, func(c certv1.CertificateSigningRequestCondition) bool { return c.Type == certv1.CertificateApproved })
+}
 
 // createdBefore orders two pending requests by creation. A request's spec is immutable and no
 // requester may update its metadata, so a pending request's resource version is etcd's revision

@@ -17,6 +17,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -177,13 +178,18 @@ func join(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// pollEvery is how often a join reads its request back until the certificate is issued.
-const pollEvery = 2 * time.Second
+// A join reads its request back after pollEvery, then each wait half as long again up to
+// pollAtMost, each within a quarter either way: a pool's join step polls thousands of requests at
+// once, most approved within seconds.
+const (
+	pollEvery  = 2 * time.Second
+	pollAtMost = 20 * time.Second
+)
 
 // issued reads the request back by its name, which is all the join token may read, until it is
 // issued, denied or failed, or ctx ends.
 func issued(ctx context.Context, client kubernetes.Interface, csr *certv1.CertificateSigningRequest) ([]byte, error) {
-	for {
+	for wait := pollEvery; ; wait = min(wait*3/2, pollAtMost) {
 		got, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
 		switch {
 		case err != nil:
@@ -205,7 +211,7 @@ func issued(ctx context.Context, client kubernetes.Interface, csr *certv1.Certif
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("no certificate yet: %w", ctx.Err())
-		case <-time.After(pollEvery):
+		case <-time.After(wait*3/4 + mathrand.N(wait/2)):
 		}
 	}
 }

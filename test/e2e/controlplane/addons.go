@@ -23,6 +23,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
@@ -422,7 +423,8 @@ func removeAddons(t *testing.T, cs *kubernetes.Clientset, objs []addons.Object) 
 }
 
 // checkTeamFairness asks the real apiservers where they queue a team's request: a team's service
-// account, in its namespace, in the teams' priority level; clusterforge-ops's, in kube-system, not.
+// account, in its namespace, in the teams' priority level; clusterforge-ops's and Prometheus's
+// service accounts and the CSR approver, not.
 // The apiservers name the level in each answer's headers (X-Kubernetes-PF-PriorityLevel-UID).
 func checkTeamFairness(t *testing.T, cs *kubernetes.Clientset) {
 	ctx := context.Background()
@@ -431,14 +433,17 @@ func checkTeamFairness(t *testing.T, cs *kubernetes.Clientset) {
 		t.Fatal(err)
 	}
 	ns := drills.TeamNamespace(t, cs, "drill-fairness-a", "a")
-	levelOf := func(namespace, account string) string {
+	serviceAccount := func(namespace, account string) rest.ImpersonationConfig {
+		return rest.ImpersonationConfig{UserName: addons.ServiceAccountUser(namespace, account),
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+	}
+	levelOf := func(namespace string, as rest.ImpersonationConfig) string {
 		t.Helper()
 		cfg, err := framework.Running.RESTConfig()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: addons.ServiceAccountUser(namespace, account),
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
+		cfg.Impersonate = as
 		client, err := rest.HTTPClientFor(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -453,7 +458,7 @@ func checkTeamFairness(t *testing.T, cs *kubernetes.Clientset) {
 	// A level takes effect once each apiserver's APF controller has read it.
 	if err := drills.WaitUntil(time.Minute, func() error {
 		for range 4 {
-			if got := levelOf(ns, "default"); got != string(level.UID) {
+			if got := levelOf(ns, serviceAccount(ns, "default")); got != string(level.UID) {
 				return fmt.Errorf("a team's request queued at priority level %q, want %s's %s", got, addons.TeamsPriorityLevel, level.UID)
 			}
 		}
@@ -461,7 +466,16 @@ func checkTeamFairness(t *testing.T, cs *kubernetes.Clientset) {
 	}); err != nil {
 		t.Error(err)
 	}
-	if got := levelOf(addons.SystemNamespace, wellknown.OpsName); got == string(level.UID) || got == "" {
-		t.Errorf("clusterforge-ops's request queued at priority level %q, want one of the system's", got)
+	for what, tc := range map[string]struct {
+		namespace string
+		as        rest.ImpersonationConfig
+	}{
+		"clusterforge-ops": {addons.SystemNamespace, serviceAccount(addons.SystemNamespace, wellknown.OpsName)},
+		"Prometheus":       {addons.MonitoringNamespace, serviceAccount(addons.MonitoringNamespace, "prometheus")},
+		"the CSR approver": {addons.SystemNamespace, rest.ImpersonationConfig{UserName: pki.CSRApproverUser, Groups: []string{"system:authenticated"}}},
+	} {
+		if got := levelOf(tc.namespace, tc.as); got == string(level.UID) || got == "" {
+			t.Errorf("%s's request queued at priority level %q, want one of the platform's", what, got)
+		}
 	}
 }

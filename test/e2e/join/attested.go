@@ -149,7 +149,6 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 		{"no document", victim.Name, "", theirs, "no attested document", none},
 		{"another worker's document", victim.Name, doc, theirs, "the attested document is vmId", key},
 		{"its own instance under another name", victim.Name, ownDoc, own, "computer name", ownKey},
-		{"a document another request carried", victim.Name, doc, theirs, "the same attested document", key},
 		{"the worker's own join", first.Name, genuineDoc, own, "", genuineKey},
 		{"a re-encoded copy of its document, for its instance again", first.Name, reencoded, own, "the same attested document", genuineKey},
 	} {

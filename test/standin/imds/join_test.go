@@ -147,7 +147,8 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	at := func(name, revision string, conditions ...certv1.CertificateSigningRequestCondition) *certv1.CertificateSigningRequest {
 		return &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: revision}, Status: certv1.CertificateSigningRequestStatus{Conditions: conditions}}
 	}
-	judged := certv1.CertificateSigningRequestCondition{Type: certv1.CertificateApproved, Status: "True"}
+	approvedOnce := certv1.CertificateSigningRequestCondition{Type: certv1.CertificateApproved, Status: "True"}
+	refused := certv1.CertificateSigningRequestCondition{Type: certv1.CertificateDenied, Status: "True"}
 	reencoded := func(doc string) string {
 		out, err := imds.Reencoded(doc)
 		if err != nil {
@@ -157,10 +158,12 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	}
 	// Each for a key of its own: the metadata service signs the same content for a nonce asked twice
 	// within a second.
-	kc, kj, kl := newKey(), newKey(), newKey()
+	kc, kj, kl, kr := newKey(), newKey(), newKey(), newKey()
 	copied := carriedBy(attested("10.0.2.4", nonceOf(kc)), at("join", "20"), at("the-original", "10"))
-	judgedCopy := carriedBy(attested("10.0.2.4", nonceOf(kj)), at("join", "20"), at("the-original", "30", judged))
+	approvedCopy := carriedBy(attested("10.0.2.4", nonceOf(kj)), at("join", "20"), at("the-original", "30", approvedOnce))
 	later := carriedBy(attested("10.0.2.4", nonceOf(kl)), at("join", "20"), at("a-copy", "30"))
+	// The original judged again after its copy was refused (its first verdict could not be given).
+	rejudged := carriedBy(attested("10.0.2.4", nonceOf(kr)), at("join", "20"), at("a-copy", "30", refused))
 	for _, tc := range []struct {
 		name    string
 		csr     *certv1.CertificateSigningRequest
@@ -178,7 +181,8 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		{"another resource group", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/cf-dev/", "/cf-prod/"), pki.BootstrapGroup), false, "not one of this cluster's worker scale sets"},
 		{"a document an earlier request carries", csr(a.Name, kc, copied, a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document and came first"},
 		{"that document re-encoded", csr(a.Name, kc, reencoded(copied), a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document and came first"},
-		{"a document a judged request carried", csr(a.Name, kj, judgedCopy, a.ResourceID, pki.BootstrapGroup), false, "request the-original carried the same attested document and was judged"},
+		{"a document an approved request carried", csr(a.Name, kj, approvedCopy, a.ResourceID, pki.BootstrapGroup), false, "request the-original carried the same attested document and was approved"},
+		{"an original whose copy was refused", csr(a.Name, kr, rejudged, a.ResourceID, pki.BootstrapGroup), true, "is instance"},
 		{"the first of two requests carrying a document", csr(a.Name, kl, later, a.ResourceID, pki.BootstrapGroup), true, "is instance"},
 		{"not the join token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), false, "not a join request"},
 	} {
