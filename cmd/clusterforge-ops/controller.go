@@ -29,6 +29,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/ops/teams"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
@@ -45,6 +46,9 @@ func controller(ctx context.Context, args []string) error {
 	scaleSets := fs.String("worker-scale-sets", "", "comma-separated worker scale sets remediation may delete instances of")
 	apiserverScaleSet := fs.String("apiserver-scale-set", "", "the apiserver scale set whose automatic repairs' state is exported (needs --cloud-config)")
 	teamQuota := fs.String("team-quota", "", "every team namespace's ResourceQuota: name=quantity pairs, comma-separated; empty: none kept")
+	teamObjects := spec.Teams{}
+	fs.Int64Var(&teamObjects.MaxObjectBytes, "team-object-bytes", spec.DefaultTeamMaxObjectBytes, "the largest object, as JSON, a team may write into its namespace")
+	fs.Int64Var(&teamObjects.MaxDataObjectBytes, "team-data-object-bytes", spec.DefaultTeamMaxDataObjectBytes, "the largest ConfigMap or Secret, as JSON, a team may write into its namespace")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -95,6 +99,7 @@ func controller(ctx context.Context, args []string) error {
 	mux := http.NewServeMux()
 	mux.Handle(wellknown.OpsBrakePath, admission.From(pki.APIServerWebhookUser, brakeHook))
 	mux.Handle(wellknown.OpsTeamsPath, admission.From(pki.APIServerWebhookUser, teamHook))
+	mux.Handle(wellknown.OpsTeamObjectsPath, admission.From(pki.APIServerWebhookUser, &teams.Sizes{Largest: teamObjects.ObjectBytes}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		refusals.ServeHTTP(w, r)

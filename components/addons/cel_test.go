@@ -238,3 +238,29 @@ func TestJoinRequestsPolicyUnderCEL(t *testing.T) {
 		}
 	}
 }
+
+// The size webhook is called for a team's own writes, by its users and service accounts, and for
+// nothing the cluster writes itself: the condition evaluated by CEL.
+func TestTeamObjectsWebhookJudgesTeamWritesOnly(t *testing.T) {
+	hook := find[*admissionregistrationv1.ValidatingWebhookConfiguration](opsWebhooks(), OpsTeamObjectsWebhook)
+	if hook == nil || len(hook.Webhooks) != 1 || len(hook.Webhooks[0].MatchConditions) != 1 {
+		t.Fatalf("%s: want one webhook with one match condition, got %v", OpsTeamObjectsWebhook, hook)
+	}
+	env := celEnv(t)
+	for _, tc := range []struct {
+		user, resource string
+		judged         bool
+	}{
+		{"alice@example.com", "configmaps", true},
+		{"system:serviceaccount:team-a:trainer", "jobs", true},
+		{"system:serviceaccount:kube-system:replicaset-controller", "pods", false},
+		{"system:kube-controller-manager", "leases", false},
+		{"system:node:cf-dev-cpu000000", "pods", false},
+		{"alice@example.com", "events", true},
+	} {
+		request := map[string]any{"resource": map[string]any{"resource": tc.resource}, "userInfo": map[string]any{"username": tc.user}}
+		if got := celEval(t, env, hook.Webhooks[0].MatchConditions[0].Expression, map[string]any{"request": request}) == true; got != tc.judged {
+			t.Errorf("%s writing %s: judged %v, want %v", tc.user, tc.resource, got, tc.judged)
+		}
+	}
+}

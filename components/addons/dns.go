@@ -78,7 +78,9 @@ func dns(c *spec.Cluster) []Object {
 						PriorityClassName:  ClusterCriticalPriority,
 						DNSPolicy:          corev1.DNSDefault,
 						NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
-						Tolerations:        []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}},
+						// The system pool's nodes too: one replica a node needs them all.
+						Tolerations: []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+							{Key: wellknown.SystemTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 						Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 							RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 								LabelSelector: &metav1.LabelSelector{MatchLabels: labels},

@@ -29,7 +29,11 @@ const (
 	// OpsBrakeWebhook and OpsTeamsWebhook name the webhook configurations.
 	OpsBrakeWebhook = "clusterforge-scale-down-brake"
 	OpsTeamsWebhook = "clusterforge-team-tolerations"
-	opsAddon        = "operations"
+	// OpsTeamObjectsWebhook caps the size of what a team writes into its namespace; the
+	// apiservers name its webhook, OpsTeamObjectsHook, in each refusal.
+	OpsTeamObjectsWebhook = "clusterforge-team-objects"
+	OpsTeamObjectsHook    = "team-objects.clusterforge.io"
+	opsAddon              = "operations"
 )
 
 func opsImage() BuiltImage {
@@ -80,7 +84,8 @@ func opsController(c *spec.Cluster) []Object {
 			Args: []string{"controller", "--namespace=" + SystemNamespace, "--listen=:" + strconv.Itoa(wellknown.OpsWebhookPort), "--tls-dir=/etc/clusterforge-ops/tls",
 				"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey, "--worker-scale-sets=" + strings.Join(c.ScaleSetNames(), ","),
 				"--apiserver-scale-set=" + c.APIServerName(),
-				"--team-quota=" + teamQuotaFlag(c)},
+				"--team-quota=" + teamQuotaFlag(c), "--team-object-bytes=" + strconv.FormatInt(c.Teams.MaxObjectBytes, 10),
+				"--team-data-object-bytes=" + strconv.FormatInt(c.Teams.MaxDataObjectBytes, 10)},
 			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: wellknown.OpsWebhookPort}},
 			Resources: corev1.ResourceRequirements{
@@ -99,7 +104,7 @@ func opsController(c *spec.Cluster) []Object {
 		},
 	})
 	withAzureIdentity(&d.Spec.Template.Spec, wellknown.OpsName)
-	d.Spec.Replicas = ptr(int32(2))                     // the webhooks are served by both; one leads
+	d.Spec.Replicas = ptr(int32(wellknown.OpsReplicas)) // the webhooks are served by all; one leads
 	d.Spec.Strategy = replaceFirst(intstr.FromInt32(1)) // the other replica serves the webhooks meanwhile
 	d.Spec.Template.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
@@ -187,9 +192,10 @@ var brakeRemovals = func() string {
 		`!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key in ` + keys + `)))`
 }()
 
-// opsWebhooks register the controller's webhooks. The brake fails closed: a removal it cannot
-// judge is refused. The team tolerations fail open: without them a team's pods still run on
-// shared nodes. The services program fills each caBundle.
+// opsWebhooks register the controller's webhooks. The brake and the team objects' sizes fail
+// closed: a removal it cannot judge is refused, and so is a team's write (its running pods go
+// on). The team tolerations fail open: without them a team's pods still run on shared nodes. The
+// services program fills each caBundle.
 func opsWebhooks() []Object {
 	service := func(path string) admissionregistrationv1.WebhookClientConfig {
 		return admissionregistrationv1.WebhookClientConfig{Service: &admissionregistrationv1.ServiceReference{
@@ -222,8 +228,29 @@ func opsWebhooks() []Object {
 				FailurePolicy: &ignore, SideEffects: &none, TimeoutSeconds: ptr(int32(3)), AdmissionReviewVersions: []string{"v1"},
 			}},
 		},
+		&admissionregistrationv1.ValidatingWebhookConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: OpsTeamObjectsWebhook},
+			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
+				Name: OpsTeamObjectsHook, ClientConfig: service(wellknown.OpsTeamObjectsPath),
+				Rules: []admissionregistrationv1.RuleWithOperations{{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"},
+						Resources: []string{"*", "pods/ephemeralcontainers"}, Scope: ptr(admissionregistrationv1.NamespacedScope)}}},
+				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: wellknown.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "team-writes", Expression: teamWrites}},
+				FailurePolicy:   &fail, SideEffects: &none, TimeoutSeconds: ptr(int32(3)), AdmissionReviewVersions: []string{"v1"},
+			}},
+		},
 	}
 }
+
+// teamWrites are the writes the size webhook judges: a team's own, by its users and its service
+// accounts, Events among them. The cluster's controllers (kube-system's service accounts, the
+// control plane's users, the nodes) write what a team's objects already bound, pods from a
+// template say.
+const teamWrites = `(!request.userInfo.username.startsWith('system:') || ` +
+	`(request.userInfo.username.startsWith('system:serviceaccount:') && !request.userInfo.username.startsWith('system:serviceaccount:kube-system:')))`
 
 // OpsTLS is the webhooks' serving pair Secret (pki.OpsWebhook) and the authority the webhooks
 // verify the apiservers' client certificate with (pki.WebhookClientCA).

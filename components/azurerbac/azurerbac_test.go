@@ -13,7 +13,7 @@ import (
 func TestGrantsAreLeastPrivilege(t *testing.T) {
 	c := &spec.Cluster{Name: "cf-test", Network: spec.Network{Hub: spec.Hub{
 		VNetID: "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/hub/providers/Microsoft.Network/virtualNetworks/hub", AddressSpace: "10.255.0.0/16"}},
-		Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3}, {Name: "gpu", VMSize: "Standard_NC4as_T4_v3"}}}
+		Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3, System: true}, {Name: "gpu", VMSize: "Standard_NC4as_T4_v3"}}}
 	c.Default()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)

@@ -150,14 +150,22 @@ func KubeletFlags(pool spec.Pool) Flags {
 }
 
 // NodeTaints are the pool's taints, plus nvidia.com/gpu:NoSchedule on GPU pools, which a team's
-// pod may tolerate only when it asks for GPUs (the add-ons' placement policy).
+// pod may tolerate only when it asks for GPUs, and SystemPoolTaint on the system pool, which no
+// team's pod may tolerate (the add-ons' placement policy).
 func NodeTaints(pool spec.Pool) []spec.Taint {
 	taints := slices.Clone(pool.Taints)
 	if pool.IsGPU() && !slices.ContainsFunc(taints, func(t spec.Taint) bool { return t.Key == GPUResource }) {
 		taints = append(taints, spec.Taint{Key: GPUResource, Value: "present", Effect: "NoSchedule"})
 	}
+	if pool.System && !slices.ContainsFunc(taints, func(t spec.Taint) bool { return t.Key == wellknown.SystemTaint }) {
+		taints = append(taints, SystemPoolTaint)
+	}
 	return taints
 }
+
+// SystemPoolTaint keeps every pod but the platform's off the system pool: the add-ons pinned there
+// tolerate it, and a team's pod may not.
+var SystemPoolTaint = spec.Taint{Key: wellknown.SystemTaint, Value: "true", Effect: "NoSchedule"}
 
 // PreflightTaint keeps work off a GPU node from its registration until its preflight tests pass
 // and the preflight agent removes it (L36). cluster-autoscaler counts it as a startup taint.

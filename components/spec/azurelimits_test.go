@@ -61,6 +61,7 @@ func TestLimitUsesAtTheLimit(t *testing.T) {
 	} {
 		for step := range 2 {
 			c := parseValid(t)
+			c.Pools = c.Pools[:1] // the arithmetic of one pool; the system pool adds its own
 			tc.edit(c, step)
 			c.placeNetwork(c.outsideTaken())
 			u, ok := useOf(c.LimitUses(), tc.limit)

@@ -63,8 +63,8 @@ func TestValidationErrorsCarryTheLine(t *testing.T) {
 		t.Errorf("got %v, want the error on line 12", err)
 	}
 	_, err = ParseStackFile(stackFile(validSpec + "  labels:\n    team: \"a b\"\n"))
-	if err == nil || !strings.HasPrefix(err.Error(), "line 14: ") {
-		t.Errorf("got %v, want the label's line 14", err)
+	if err == nil || !strings.HasPrefix(err.Error(), "line 19: ") {
+		t.Errorf("got %v, want the label's line 19", err)
 	}
 }
 

@@ -52,7 +52,7 @@ const (
 // every kind a team's edit role may create, so none is a way to fill etcd-main, but Events
 // (QuotaUncounted).
 var DefaultTeamQuota = map[string]string{
-	"pods": "20000", "count/jobs.batch": "10000", "services": "500", "configmaps": "2000", "secrets": "2000",
+	"pods": "20000", "count/jobs.batch": "5000", "services": "500", "configmaps": "1500", "secrets": "1500",
 	"persistentvolumeclaims": "500", "count/serviceaccounts": "200", "services.nodeports": "0", "services.loadbalancers": "0",
 	// Gangs (L16): a PodGroup each, and the Workloads that template them.
 	"count/podgroups." + wellknown.SchedulingGroup: "2000", "count/workloads." + wellknown.SchedulingGroup: "500",
@@ -65,6 +65,15 @@ var DefaultTeamQuota = map[string]string{
 	// are Deployments' predecessor.
 	"count/daemonsets.apps": "0", "count/replicationcontrollers": "0",
 }
+
+// A team's largest objects: a pod or a workload's template with a long environment fits in 32 KiB
+// (the apiservers' own cap is 1.5 MiB, etcd's request limit); a model's or a job's configuration
+// in a 256 KiB ConfigMap. With DefaultTeamQuota's counts a team's Footprint stays within
+// MaxFootprintShare of the smallest stack's etcd-main.
+const (
+	DefaultTeamMaxObjectBytes     = 32 << 10
+	DefaultTeamMaxDataObjectBytes = 256 << 10
+)
 
 // QuotaUncounted are the kinds a team's edit role may create that its quota leaves out: Events
 // live in etcd-events (L03), an hour each, capped per namespace by the apiservers' EventRateLimit;
@@ -164,6 +173,8 @@ func (c *Cluster) Default() {
 		}
 	}
 	setDefault(c.explicit, &c.Joins.Jitter, DefaultJoinJitter)
+	setDefault(c.explicit, &c.Teams.MaxObjectBytes, DefaultTeamMaxObjectBytes)
+	setDefault(c.explicit, &c.Teams.MaxDataObjectBytes, DefaultTeamMaxDataObjectBytes)
 
 	setDefault(c.explicit, &c.DNS.Replicas, dnsReplicasFor(nodes))
 	setDefault(c.explicit, &c.Kubelet.MaxParallelImagePulls, DefaultMaxParallelImagePulls)

@@ -68,7 +68,7 @@ func TestFrozenSizesSurviveGrowth(t *testing.T) {
 	if !strings.Contains(string(data), "# 2,500 nodes") || !strings.Contains(string(data), "# frozen by make freeze (targetNodes 2500)") {
 		t.Errorf("freeze lost the file's comments or did not mark its lines:\n%s", data)
 	}
-	grown := strings.Replace(string(data), "maxNodes: 1000", "maxNodes: 1400", 1)
+	grown := strings.Replace(string(data), "maxNodes: 995", "maxNodes: 1395", 1)
 	grown = strings.Replace(grown, "targetNodes: 2500", "targetNodes: 2900", 1)
 	g, err := ParseStackFile([]byte(grown))
 	if err != nil {
@@ -110,12 +110,12 @@ func TestFreezeGivesEachClusterItsOwnBlock(t *testing.T) {
 // plane's, and each pool's VNets, to which the growth only appends, even when the first pool
 // needs a VNet more (4,000 nodes of 10 pods fill one).
 func TestGrowthKeepsEveryAddress(t *testing.T) {
-	small := strings.NewReplacer("maxPods: 16\n", "maxPods: 10\n", "maxNodes: 2000\n", "maxNodes: 500\n", "maxNodes: 8000\n", "maxNodes: 2000\n")
+	small := strings.NewReplacer("maxPods: 16\n", "maxPods: 10\n", "maxNodes: 1995\n", "maxNodes: 495\n", "maxNodes: 8000\n", "maxNodes: 2000\n")
 	data, c := freezeEdited(t, "prod-10k", small.Replace)
 	if c.TargetNodes != 2500 {
 		t.Fatalf("the small stack has %d nodes", c.TargetNodes)
 	}
-	grown := strings.NewReplacer("maxNodes: 500\n", "maxNodes: 4100\n", "maxNodes: 2000\n", "maxNodes: 5900\n", "targetNodes: 2500 ", "targetNodes: 10000 ").Replace(string(data))
+	grown := strings.NewReplacer("maxNodes: 495\n", "maxNodes: 4095\n", "maxNodes: 2000\n", "maxNodes: 5900\n", "targetNodes: 2500 ", "targetNodes: 10000 ").Replace(string(data))
 	refrozen, err := Freeze([]byte(grown), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -13,3 +13,5 @@ func mustPrefix(t *testing.T, s string) netip.Prefix {
 	}
 	return p
 }
+
+func ptrTo[T any](v T) *T { return &v }

@@ -5,8 +5,11 @@ import (
 	"maps"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Limits on counts, each the bound of what it feeds.
@@ -121,6 +124,13 @@ func (c *Cluster) validateJoins(v *validator) {
 	v.duration("joins.jitter", j.Jitter, 0, 10*time.Minute)
 }
 
+// A team's largest object: a pod with nothing but defaults is about 4 KiB as JSON; etcd takes
+// 1.5 MiB a write.
+const (
+	MinTeamObjectBytes = 8 << 10
+	MaxTeamObjectBytes = 1 << 20
+)
+
 // quotaName and quotaHard are the grammar of a ResourceQuota's hard limits as the stack may give
 // them: a resource name (optionally count/ and a group-qualified resource), and a quantity.
 var (
@@ -154,6 +164,13 @@ func (c *Cluster) validateTeams(v *validator) {
 		seen[pc.Name] = true
 		v.between(field+".value", int64(pc.Value), MinTeamPriority, MaxTeamPriority, "above the borrow class and below the add-ons'")
 	}
+	sizesOK := v.between("teams.maxObjectBytes", c.Teams.MaxObjectBytes, MinTeamObjectBytes, MaxTeamObjectBytes, "a pod's JSON takes a few KiB; etcd takes 1.5 MiB a write") &&
+		v.between("teams.maxDataObjectBytes", c.Teams.MaxDataObjectBytes, MinTeamObjectBytes, MaxTeamObjectBytes, "a ConfigMap holds 1 MiB of data at most")
+	quota := c.EtcdMain.QuotaBackendBytes
+	if footprint := c.Teams.Footprint(); sizesOK && quota >= MinQuotaBackendBytes && footprint > quota/MaxFootprintShare {
+		v.fail("teams", "lower teams.quota's object counts or teams.maxObjectBytes and maxDataObjectBytes, or raise etcdMain.quotaBackendBytes",
+			"one team's namespace can hold %s (each counted kind times its largest object), more than 1/%d of etcd-main's %s", GiB(footprint), MaxFootprintShare, GiB(quota))
+	}
 	for _, name := range slices.Sorted(maps.Keys(c.Teams.Quota)) {
 		field := "teams.quota[" + MapKey(name) + "]"
 		standard := strings.Contains(name, "/") || slices.Contains(standardQuotaNames, name) ||
@@ -163,6 +180,24 @@ func (c *Cluster) validateTeams(v *validator) {
 		} else if !quotaHard.MatchString(c.Teams.Quota[name]) {
 			v.fail(field, `give a quantity, e.g. "500", "0" or "64Gi"`, "%s is not a quantity", Excerpt(c.Teams.Quota[name]))
 		}
+	}
+}
+
+// validateSystemPool checks pool i if it is the system pool: one such pool, without GPUs, holding
+// clusterforge-ops's replicas one a node, and another pool beside it for the teams.
+func (c *Cluster) validateSystemPool(v *validator, i int) {
+	p, field := c.Pools[i], fmt.Sprintf("pools[%d]", i)
+	switch {
+	case !p.System:
+	case slices.ContainsFunc(c.Pools[:i], func(p Pool) bool { return p.System }):
+		v.fail(field+".system", "mark one pool as the system pool", "another pool is the system pool")
+	case p.IsGPU():
+		v.fail(field+".system", "run the platform's add-ons on a pool without GPUs", "a GPU pool is not the system pool")
+	case p.Nodes < wellknown.OpsReplicas:
+		v.fail(field+".nodes", fmt.Sprintf("give the system pool at least %d nodes", wellknown.OpsReplicas),
+			"%d nodes: clusterforge-ops serves its webhooks from %d replicas, one a node", p.Nodes, wellknown.OpsReplicas)
+	case len(c.Pools) == 1:
+		v.fail("pools", "add a pool for the teams' pods", "the only pool is the system pool, which no team's pod may use")
 	}
 }
 
@@ -198,7 +233,12 @@ func (c *Cluster) validatePools(v *validator, countsOK bool) {
 		}
 		v.galleryImage(field+".image", p.Image, definition)
 		v.poolLabelsAndTaints(field, p)
+		c.validateSystemPool(v, i)
 		total += p.MaxNodes
+	}
+	if len(c.Pools) > 0 && !slices.ContainsFunc(c.Pools, func(p Pool) bool { return p.System }) {
+		v.fail("pools", "mark one pool without GPUs system: true, with at least "+strconv.Itoa(wellknown.OpsReplicas)+" nodes",
+			"no pool is the system pool: the platform's add-ons and their Azure identities need one no team's pod lands on")
 	}
 	if countsOK && c.TargetNodes < total {
 		v.fail("targetNodes", fmt.Sprintf("raise it to at least %d (frozen sizes stay as they are: `make diff` shows what the sizing table suggests)", total),

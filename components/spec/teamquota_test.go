@@ -26,4 +26,11 @@ func TestTeamQuotaPageShowsTheDefaults(t *testing.T) {
 		fmt.Fprintf(&b, "| `%s` | not counted |\n", name)
 	}
 	docblock.Check(t, "../../docs/operations/tenants.md", "team-quota", b.String(), *update, "go test ./components/spec -run TeamQuotaPage -update")
+
+	defaults := Teams{Quota: DefaultTeamQuota, MaxObjectBytes: DefaultTeamMaxObjectBytes, MaxDataObjectBytes: DefaultTeamMaxDataObjectBytes}
+	sizes := fmt.Sprintf("| objects | largest, as JSON | stack setting |\n|---|---|---|\n| %s | %d KiB | `teams.maxDataObjectBytes` |\n| every other kind | %d KiB | `teams.maxObjectBytes` |\n\n"+
+		"At the defaults a team namespace holds at most %s of etcd-main (each kind the quota counts, times its largest object); "+
+		"validation refuses a stack where that passes 1/%d of `etcdMain.quotaBackendBytes`.\n",
+		strings.Join(TeamDataResources, ", "), DefaultTeamMaxDataObjectBytes>>10, DefaultTeamMaxObjectBytes>>10, GiB(defaults.Footprint()), MaxFootprintShare)
+	docblock.Check(t, "../../docs/operations/tenants.md", "team-objects", sizes, *update, "go test ./components/spec -run TeamQuotaPage -update")
 }

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -337,13 +338,11 @@ func (c *Cluster) Roles() []string {
 // ResourceGroup is the Azure resource group that holds every resource of the cluster.
 func (c *Cluster) ResourceGroup() string { return c.Name }
 
-// SystemPool is where cluster-level add-ons run (cluster-autoscaler, Prometheus): the first pool
-// without GPUs, else the first pool. Its identity may resize the scale sets (L19).
+// SystemPool is where cluster-level add-ons run (cluster-autoscaler, Prometheus): the pool marked
+// System, which validation requires.
 func (c *Cluster) SystemPool() Pool {
-	for _, p := range c.Pools {
-		if !p.IsGPU() {
-			return p
-		}
+	if i := slices.IndexFunc(c.Pools, func(p Pool) bool { return p.System }); i >= 0 {
+		return c.Pools[i]
 	}
-	return c.Pools[0]
+	return Pool{}
 }

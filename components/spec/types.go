@@ -254,6 +254,11 @@ type Teams struct {
 	// no NodePort Service opens a port on every node's address. A name left out keeps its default
 	// (DefaultTeamQuota); "0" forbids.
 	Quota map[string]string `yaml:"quota"`
+	// MaxObjectBytes is the largest object, as JSON, a team may write into its namespace;
+	// MaxDataObjectBytes that of a ConfigMap or Secret (TeamDataResources). With the quota's
+	// counts they bound how much of etcd-main one team can hold (Teams.Footprint).
+	MaxObjectBytes     int64 `yaml:"maxObjectBytes"`
+	MaxDataObjectBytes int64 `yaml:"maxDataObjectBytes"`
 	// PriorityClasses are more classes a team's pods may run at beside the default and the borrow
 	// class, e.g. an urgent run's above the default: a name of 1 to 63 lowercase letters, digits
 	// and '-' (not system- or clusterforge-), and a value from MinTeamPriority to MaxTeamPriority.
@@ -320,6 +325,10 @@ type Pool struct {
 	Labels map[string]string `yaml:"labels"`
 	// Taints are registered with every node of the pool.
 	Taints []Taint `yaml:"taints"`
+	// System marks the one pool the platform's cluster-level add-ons run on (cluster-autoscaler,
+	// clusterforge-ops, Prometheus), tainted `clusterforge.io/system` so that no team's pod lands
+	// beside their Azure identities. Exactly one pool, without GPUs; teams run on the others.
+	System bool `yaml:"system"`
 }
 
 // Taint is a node taint.

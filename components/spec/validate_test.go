@@ -26,6 +26,11 @@ pools:
   vmSize: Standard_D4ds_v5
   nodes: 2
   maxNodes: 10
+- name: system
+  vmSize: Standard_D4ds_v5
+  nodes: 2
+  maxNodes: 3
+  system: true
 `
 
 // stackFile wraps a spec in a Pulumi stack file.
@@ -49,7 +54,7 @@ func parseValid(t *testing.T) *Cluster {
 
 func TestValidSpecParses(t *testing.T) {
 	c := parseValid(t)
-	if c.EtcdMain.Members != 5 || c.APIServer.Count != 5 || c.TargetNodes != 10 || c.Location != DefaultLocation {
+	if c.EtcdMain.Members != 5 || c.APIServer.Count != 5 || c.TargetNodes != 13 || c.Location != DefaultLocation {
 		t.Errorf("defaults: etcd %d, apiservers %d, target %d, location %s", c.EtcdMain.Members, c.APIServer.Count, c.TargetNodes, c.Location)
 	}
 }
@@ -92,6 +97,13 @@ func TestValidationNamesTheField(t *testing.T) {
 		inText string
 	}{
 		{name: "bad cluster name", edit: func(c *Cluster) { c.Name = "Prod_1" }, field: "name"},
+		{name: "no system pool", edit: func(c *Cluster) { c.Pools[1].System = false }, field: "pools", inText: "no pool is the system pool"},
+		{name: "two system pools", edit: func(c *Cluster) { c.Pools[0].System = true }, field: "pools[1].system", inText: "another pool"},
+		{name: "a GPU system pool", edit: func(c *Cluster) {
+			c.Pools[1].VMSize, c.Pools[1].GPU = "Standard_NC4as_T4_v3", ptrTo(true)
+		}, field: "pools[1].system", inText: "GPU"},
+		{name: "a system pool of one node", edit: func(c *Cluster) { c.Pools[1].Nodes = 1 }, field: "pools[1].nodes", inText: "clusterforge-ops"},
+		{name: "no pool for the teams", edit: func(c *Cluster) { c.Pools = c.Pools[1:] }, field: "pools", inText: "only pool is the system pool"},
 		{name: "cluster name ends in a hyphen", edit: func(c *Cluster) { c.Name = "prod-" }, field: "name"},
 		{name: "unknown region", edit: func(c *Cluster) { c.Location = "eastus2-1" }, field: "location", inText: "availability zones"},
 		{name: "region without zones", edit: func(c *Cluster) { c.Location = "westcentralus" }, field: "location"},
@@ -162,6 +174,9 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "team quota quantity injection", edit: func(c *Cluster) { c.Teams.Quota["pods"] = "1,services.nodeports=9" }, field: "teams.quota[pods]"},
 		{name: "team quota unknown resource", edit: func(c *Cluster) { c.Teams.Quota["widgets"] = "1" }, field: "teams.quota[widgets]"},
 		{name: "team quota negative", edit: func(c *Cluster) { c.Teams.Quota["secrets"] = "-1" }, field: "teams.quota[secrets]"},
+		{name: "team footprint past half of etcd-main", edit: func(c *Cluster) { c.Teams.Quota["count/jobs.batch"] = "40000" }, field: "teams"},
+		{name: "team objects smaller than a pod", edit: func(c *Cluster) { c.Teams.MaxObjectBytes = 1024 }, field: "teams.maxObjectBytes"},
+		{name: "team ConfigMaps past a write", edit: func(c *Cluster) { c.Teams.MaxDataObjectBytes = 4 << 20 }, field: "teams.maxDataObjectBytes"},
 		{name: "team priority class of the add-ons", edit: func(c *Cluster) {
 			c.Teams.PriorityClasses = []TeamPriorityClass{{Name: "clusterforge-system", Value: 500}}
 		}, field: "teams.priorityClasses[0].name"},
@@ -187,7 +202,7 @@ func TestValidationNamesTheField(t *testing.T) {
 		{name: "bad provision time", edit: func(c *Cluster) { c.Autoscaler.MaxNodeProvisionTime = "-5m" }, field: "autoscaler.maxNodeProvisionTime"},
 		{name: "negative DNS replicas", edit: func(c *Cluster) { c.DNS.Replicas = -4 }, field: "dns.replicas"},
 		{name: "one DNS replica", edit: func(c *Cluster) { c.DNS.Replicas = 1 }, field: "dns.replicas", inText: "L13"},
-		{name: "DNS replicas above nodes", edit: func(c *Cluster) { c.DNS.Replicas = 11 }, field: "dns.replicas"},
+		{name: "DNS replicas above nodes", edit: func(c *Cluster) { c.DNS.Replicas = c.TargetNodes + 1 }, field: "dns.replicas"},
 		{name: "pool size unknown", edit: func(c *Cluster) { c.Pools[0].VMSize = "Standard_Q16ds_v5" }, field: "pools[0].vmSize", inText: "spec.vmSizes"},
 		{name: "no pools", edit: func(c *Cluster) { c.Pools = nil; c.TargetNodes = 10 }, field: "pools"},
 		{name: "17 pools", edit: func(c *Cluster) {
@@ -195,7 +210,7 @@ func TestValidationNamesTheField(t *testing.T) {
 				c.Pools = append(c.Pools, c.Pools[0])
 			}
 		}, field: "pools"},
-		{name: "duplicate pool", edit: func(c *Cluster) { c.Pools = append(c.Pools, c.Pools[0]); c.TargetNodes = 20 }, field: "pools[1].name"},
+		{name: "duplicate pool", edit: func(c *Cluster) { c.Pools = append(c.Pools, c.Pools[0]); c.TargetNodes = 30 }, field: "pools[2].name"},
 		{name: "bad pool name", edit: func(c *Cluster) { c.Pools[0].Name = "CPU" }, field: "pools[0].name"},
 		{name: "pool without local disk", edit: func(c *Cluster) { c.Pools[0].VMSize = "Standard_D16s_v5" }, field: "pools[0].vmSize", inText: "L22"},
 		{name: "gpu on a CPU size", edit: func(c *Cluster) { gpu := true; c.Pools[0].GPU = &gpu }, field: "pools[0].gpu"},

@@ -44,6 +44,9 @@ const (
 	AutoscalerDeletionTaint = "ToBeDeletedByClusterAutoscaler"
 	// TeamKey is the team taint's key on owned nodes and the team label on namespaces (L17).
 	TeamKey = "clusterforge.io/team"
+	// SystemTaint (NoSchedule) keeps every pod but the platform's off the system pool, beside the
+	// platform's Azure identities.
+	SystemTaint = "clusterforge.io/system"
 	// PreflightTaint (NoSchedule, value PreflightPending) keeps work off a GPU node from its
 	// registration until its preflight tests pass and the preflight agent removes it (L36).
 	// cluster-autoscaler counts it as a startup taint.

@@ -5,15 +5,18 @@ package wellknown
 const (
 	// OpsName is the controller's Deployment, Service, service account and leader lease.
 	OpsName = "clusterforge-ops"
+	// OpsReplicas serve the webhooks, one a node of the system pool, which holds at least as many.
+	OpsReplicas = 2
 	// OpsServiceHost and OpsServicePort are where the apiservers dial the webhooks: the Service
 	// in kube-system.
 	OpsServiceHost = OpsName + ".kube-system.svc"
 	OpsServicePort = 443
 	// OpsBrakeLedger is the scale-down brake's ConfigMap of admitted removals.
 	OpsBrakeLedger = "clusterforge-brake-ledger"
-	// OpsBrakePath and OpsTeamsPath are the webhooks' paths on the controller.
-	OpsBrakePath = "/brake"
-	OpsTeamsPath = "/teams"
+	// OpsBrakePath, OpsTeamsPath and OpsTeamObjectsPath are the webhooks' paths on the controller.
+	OpsBrakePath       = "/brake"
+	OpsTeamsPath       = "/teams"
+	OpsTeamObjectsPath = "/team-objects"
 	// BorrowPriority is the class of pods that may borrow other teams' idle nodes (L17): below
 	// every owner's pod, so the owner's pods preempt them; above balloons.
 	BorrowPriority = "clusterforge-borrow"

@@ -18,7 +18,7 @@ func testCluster(t *testing.T) *spec.Cluster {
 	t.Helper()
 	c := &spec.Cluster{Name: "cf-test", Network: spec.Network{Hub: spec.Hub{
 		VNetID: "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/hub/providers/Microsoft.Network/virtualNetworks/hub", AddressSpace: "10.255.0.0/16"}},
-		Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3}}}
+		Pools: []spec.Pool{{Name: "cpu", VMSize: "Standard_D4ds_v5", Nodes: 3, System: true}, {Name: "cpu2", VMSize: "Standard_D4ds_v5", Nodes: 1}}}
 	c.Default()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)

@@ -84,8 +84,8 @@ func TestOpsWebhooksTrustTheirServingPair(t *testing.T) {
 			webhooks = append(webhooks, res)
 		}
 	}
-	if len(secret) != 1 || len(webhooks) != 2 {
-		t.Fatalf("%d serving Secrets and %d webhook configurations registered, want 1 and 2", len(secret), len(webhooks))
+	if len(secret) != 1 || len(webhooks) != 3 {
+		t.Fatalf("%d serving Secrets and %d webhook configurations registered, want 1 and 3 (the brake, team tolerations and team objects)", len(secret), len(webhooks))
 	}
 	if data := field(secret[0].Inputs, "stringData"); data != "[secret]" {
 		t.Errorf("the serving pair's Secret data is %v, want a Pulumi secret", data)

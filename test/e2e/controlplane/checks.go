@@ -394,7 +394,7 @@ func SchedulerBinPacks(t *testing.T) {
 	framework.NeedRehearsal(t)
 	var pool spec.Pool
 	for _, p := range framework.Running.Cluster.Pools {
-		if !p.IsGPU() && min(p.MaxNodes, framework.NodesPerPool()) >= 2 {
+		if !p.IsGPU() && !p.System && min(p.MaxNodes, framework.NodesPerPool()) >= 2 {
 			pool = p
 			break
 		}

@@ -67,22 +67,11 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 	setTaints(func(ts []corev1.Taint) []corev1.Taint { return append(withoutPreflight(ts), preflight) })
 	t.Cleanup(func() { setTaints(withoutPreflight) })
 
-	as := func(impersonate rest.ImpersonationConfig) *kubernetes.Clientset {
-		cfg, err := framework.Running.RESTConfig()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Impersonate = impersonate
-		client, err := kubernetes.NewForConfig(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return client
-	}
+	as := func(impersonate rest.ImpersonationConfig) *kubernetes.Clientset { return framework.As(t, impersonate) }
 	agent := func(name string) *kubernetes.Clientset {
-		return as(rest.ImpersonationConfig{UserName: addons.ServiceAccountUser(addons.SystemNamespace, name),
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + addons.SystemNamespace, "system:authenticated"},
-			Extra:  map[string][]string{addons.NodeNameExtra: {node}}})
+		onNode := framework.ServiceAccount(addons.SystemNamespace, name)
+		onNode.Extra = map[string][]string{addons.NodeNameExtra: {node}}
+		return as(onNode)
 	}
 	opsAgent, npd := agent(addons.OpsAgentName), agent(addons.NodeProblemDetectorName)
 	kubelet := as(rest.ImpersonationConfig{UserName: "system:node:" + node, Groups: []string{pki.NodesGroup, "system:authenticated"}})

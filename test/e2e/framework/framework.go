@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/machines/processes"
@@ -176,6 +178,27 @@ func Clientset(t testing.TB) *kubernetes.Clientset {
 		t.Fatal(err)
 	}
 	return cs
+}
+
+// As is a client of the shared rehearsal acting as someone else, by impersonation.
+func As(t testing.TB, impersonate rest.ImpersonationConfig) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := Running.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Impersonate = impersonate
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// ServiceAccount is who a service account's token is to the apiservers, to impersonate.
+func ServiceAccount(namespace, name string) rest.ImpersonationConfig {
+	return rest.ImpersonationConfig{UserName: addons.ServiceAccountUser(namespace, name),
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
 }
 
 // StopAll kills a unit on several machines at once, as a VM loss would (no restart).

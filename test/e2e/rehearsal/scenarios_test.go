@@ -107,6 +107,10 @@ func TestTeamNamespacesGetTheQuota(t *testing.T) {
 	ops.TeamNamespacesGetTheQuota(t)
 }
 
+func TestTeamObjectsAreCapped(t *testing.T) {
+	ops.TeamObjectsAreCapped(t)
+}
+
 func TestTeamBorrowsIdleNodesAndGivesThemBackByPreemption(t *testing.T) {
 	ops.TeamBorrowsIdleNodesAndGivesThemBackByPreemption(t)
 }

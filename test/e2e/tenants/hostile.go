@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/ops/teams"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -78,6 +80,9 @@ func HostileTenantIsRefused(t *testing.T) {
 			s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 		}), placement},
 		{"another node by name", pod("named", func(s *corev1.PodSpec) { s.NodeName = nodes.Items[0].Name }), placement},
+		{"the system pool's toleration", pod("system-pool", func(s *corev1.PodSpec) {
+			s.Tolerations = []corev1.Toleration{{Key: wellknown.SystemTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		}), placement},
 	} {
 		_, err := tenant.CoreV1().Pods(ns).Create(ctx, tc.pod, metav1.CreateOptions{})
 		if err == nil || !strings.Contains(err.Error(), tc.refusal) {
@@ -90,6 +95,34 @@ func HostileTenantIsRefused(t *testing.T) {
 		Ports: []corev1.ServicePort{{Port: 80}}}}
 	if _, err := tenant.CoreV1().Services(ns).Create(ctx, nodePort, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "exceeded quota: "+teams.QuotaName) {
 		t.Errorf("a NodePort Service: %v, want a refusal by the team quota", err)
+	}
+
+	// clusterforge-ops's webhook caps each object a team writes: the quota's counts then bound its
+	// share of etcd-main. A 900 KiB ConfigMap and a Deployment carrying a 40 KiB template are
+	// refused (the apiservers alone take both), what fits is taken, and may not grow past its cap.
+	sizes := framework.Booted.Cluster.Teams
+	deniedBySizes := `admission webhook "` + addons.OpsTeamObjectsHook + `" denied the request`
+	configMap := func(name string, bytes int64) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"blob": strings.Repeat("x", int(bytes))}}
+	}
+	if _, err := tenant.CoreV1().ConfigMaps(ns).Create(ctx, configMap("large", 900<<10), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), deniedBySizes) {
+		t.Errorf("a 900 KiB ConfigMap: %v, want a refusal by %s", err, addons.OpsTeamObjectsHook)
+	}
+	if fits, err := tenant.CoreV1().ConfigMaps(ns).Create(ctx, configMap("fits", sizes.MaxDataObjectBytes/2), metav1.CreateOptions{}); err != nil {
+		t.Errorf("a ConfigMap half its cap: %v", err)
+	} else {
+		fits.Data["blob"] += strings.Repeat("x", int(sizes.MaxDataObjectBytes))
+		if _, err := tenant.CoreV1().ConfigMaps(ns).Update(ctx, fits, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), deniedBySizes) {
+			t.Errorf("that ConfigMap grown past its cap: %v, want a refusal by %s", err, addons.OpsTeamObjectsHook)
+		}
+	}
+	template := pod("template", func(*corev1.PodSpec) {})
+	template.Annotations = map[string]string{"padding": strings.Repeat("x", 40<<10)}
+	large := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "large-template"}, Spec: appsv1.DeploymentSpec{
+		Replicas: framework.Ptr(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "large"}},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "large"}, Annotations: template.Annotations}, Spec: template.Spec}}}
+	if _, err := tenant.AppsV1().Deployments(ns).Create(ctx, large, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), deniedBySizes) {
+		t.Errorf("a Deployment with a 40 KiB template: %v, want a refusal by %s", err, addons.OpsTeamObjectsHook)
 	}
 
 	// RBAC: nothing outside the namespace, no node identity.
@@ -115,6 +148,46 @@ func HostileTenantIsRefused(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+	// Not beside the platform's identities: a team's pod the scheduler alone places avoids the
+	// system pool, and one that asks for it by label is left unscheduled, for its taint.
+	system := framework.Booted.Cluster.SystemPool().Name
+	if n, err := admin.CoreV1().Nodes().Get(ctx, probe.Spec.NodeName, metav1.GetOptions{}); err != nil || n.Labels[wellknown.PoolLabel] == system {
+		t.Errorf("the team's pod landed on %s (%v), of the system pool %s", probe.Spec.NodeName, err, system)
+	}
+	pinned, err := tenant.CoreV1().Pods(ns).Create(ctx, pod("on-the-system-pool", func(s *corev1.PodSpec) {
+		s.NodeSelector = map[string]string{wellknown.PoolLabel: system}
+	}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a team's pod asking for the system pool by label: %v", err)
+	}
+	// The scheduler counts the nodes it left out for a taint; the system pool's carry its own.
+	systemNodes, err := admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: wellknown.PoolLabel + "=" + system})
+	if err != nil || len(systemNodes.Items) == 0 {
+		t.Fatalf("the system pool's nodes: %v", err)
+	}
+	for _, n := range systemNodes.Items {
+		if !slices.ContainsFunc(n.Spec.Taints, func(taint corev1.Taint) bool { return taint.Key == wellknown.SystemTaint }) {
+			t.Errorf("node %s of the system pool has no %s taint: %v", n.Name, wellknown.SystemTaint, n.Spec.Taints)
+		}
+	}
+	forTaints := fmt.Sprintf("%d node(s) had untolerated taint(s)", len(systemNodes.Items))
+	if err := drills.WaitUntil(time.Minute, func() error {
+		p, err := tenant.CoreV1().Pods(ns).Get(ctx, pinned.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.Spec.NodeName != "" {
+			return fmt.Errorf("the team's pod was placed on %s, of the system pool", p.Spec.NodeName)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable && strings.Contains(c.Message, forTaints) {
+				return nil
+			}
+		}
+		return fmt.Errorf("the pod asking for the system pool is not yet left out for its nodes' taints (%q): %v", forTaints, p.Status.Conditions)
+	}); err != nil {
+		t.Error(err)
 	}
 	// Its processes are capped: the kubelet wrote the stack's podPidsLimit into the pod's cgroup
 	// (in the unified hierarchy on Azure's Debian 12; in the pids controller's on a cgroup v1 host,

@@ -37,7 +37,7 @@ const scaleLoadUser = "clusterforge:scale-load"
 var APIServerProcess = strings.TrimSuffix(machine.APIServerUnit, ".service")
 
 // scaleCluster is the running rehearsal as the scale benchmark drives it (scale.Cluster): its
-// nodes are KWOK nodes of the first pool without GPUs.
+// nodes are KWOK nodes of the first pool without GPUs or taints, where teams run.
 type scaleCluster struct {
 	r    *Rehearsal
 	pool int
@@ -50,13 +50,13 @@ var _ scale.Cluster = (*scaleCluster)(nil)
 func (r *Rehearsal) ScaleCluster(ctx context.Context) (scale.Cluster, error) {
 	pool := -1
 	for i, p := range r.Cluster.Pools {
-		if c, ok := spec.VMCapacity(p.VMSize); ok && c.GPUs == 0 && len(p.Taints) == 0 {
+		if c, ok := spec.VMCapacity(p.VMSize); ok && c.GPUs == 0 && len(machine.NodeTaints(p)) == 0 {
 			pool = i
 			break
 		}
 	}
 	if pool < 0 {
-		return nil, errors.New("scale benchmark: the stack has no pool without GPUs and taints to simulate nodes in")
+		return nil, errors.New("scale benchmark: the stack has no pool without GPUs and taints (the system pool's among them) to simulate nodes in")
 	}
 	access := userAccess(scaleLoadUser,
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create"}},

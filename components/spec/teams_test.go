@@ -1,0 +1,13 @@
+package spec
+
+import "testing"
+
+// A kind counted under two names counts once, at the lower limit; names that count no objects
+// (requests.cpu, services.nodeports) add nothing.
+func TestFootprintCountsEachKindOnce(t *testing.T) {
+	teams := Teams{MaxObjectBytes: 100, MaxDataObjectBytes: 1000, Quota: map[string]string{
+		"pods": "10", "count/pods": "5", "count/jobs.batch": "2", "configmaps": "1", "requests.cpu": "100", "services.nodeports": "0"}}
+	if got, want := teams.Footprint(), int64(5*100+2*100+1*1000); got != want {
+		t.Errorf("footprint %d, want %d", got, want)
+	}
+}
