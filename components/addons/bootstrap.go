@@ -100,7 +100,8 @@ func bootstrap(*spec.Cluster) []Object {
 		binding("clusterforge:node-proxier", "system:node-proxier", rbacv1.GroupKind, pki.NodesGroup),
 		binding("clusterforge:apiserver-kubelet-client", "system:kubelet-api-admin", rbacv1.UserKind, pki.APIServerKubeletUser),
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: approver}, Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch"}},
+			// Refused join requests are deleted at once (csrapprover).
+			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"get", "list", "watch", "delete"}},
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests/approval"}, Verbs: []string{"update"}},
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"signers"}, ResourceNames: []string{certv1.KubeletServingSignerName, certv1.KubeAPIServerClientKubeletSignerName}, Verbs: []string{"approve"}},
 			// Placement labels on each worker's Node (wellknown.PlacementLabels).

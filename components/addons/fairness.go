@@ -9,10 +9,12 @@ import (
 )
 
 // TeamsPriorityLevel names the API priority level, and its flow schema, of the teams' requests;
-// PlatformFlowSchema the schema that keeps the platform's own callers out of it.
+// PlatformFlowSchema the schema that keeps the platform's own callers out of it; JoinsPriorityLevel
+// the level, and schema, of the join token's.
 const (
 	TeamsPriorityLevel = "clusterforge-teams"
 	PlatformFlowSchema = "clusterforge-platform"
+	JoinsPriorityLevel = "clusterforge-joins"
 )
 
 // Concurrency shares of TeamsPriorityLevel, beside those of Kubernetes' default levels: the teams
@@ -25,6 +27,10 @@ const (
 	// platformMatchingPrecedence before it.
 	teamsMatchingPrecedence    = 8000
 	platformMatchingPrecedence = 7000
+	joinsMatchingPrecedence    = 6000
+	// joinsConcurrencyShares hold a pool's join step (a request and a few reads a node) and keep
+	// a flood of join requests, made with a leaked token, from taking more.
+	joinsConcurrencyShares = 10
 	// platformPriorityLevel is Kubernetes' own level of the controllers (workload-high).
 	platformPriorityLevel = "workload-high"
 )
@@ -35,19 +41,35 @@ const (
 // Requests across namespaces or of cluster-scoped objects are no team's: edit grants none.
 func teamFairness(*spec.Cluster) []Object {
 	every := []string{"*"}
-	return []Object{
-		&flowcontrolv1.PriorityLevelConfiguration{
-			ObjectMeta: metav1.ObjectMeta{Name: TeamsPriorityLevel},
+	limited := func(name string, shares int32, queuing flowcontrolv1.QueuingConfiguration) *flowcontrolv1.PriorityLevelConfiguration {
+		return &flowcontrolv1.PriorityLevelConfiguration{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: flowcontrolv1.PriorityLevelConfigurationSpec{Type: flowcontrolv1.PriorityLevelEnablementLimited,
 				Limited: &flowcontrolv1.LimitedPriorityLevelConfiguration{
-					NominalConcurrencyShares: ptr(int32(teamsConcurrencyShares)),
+					NominalConcurrencyShares: ptr(shares),
 					// Idle seats lent to others, none borrowed: the share is a ceiling.
 					LendablePercent:       ptr(int32(50)),
 					BorrowingLimitPercent: ptr(int32(0)),
-					LimitResponse: flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeQueue,
-						Queuing: &flowcontrolv1.QueuingConfiguration{Queues: 128, HandSize: 6, QueueLengthLimit: 50}},
+					LimitResponse:         flowcontrolv1.LimitResponse{Type: flowcontrolv1.LimitResponseTypeQueue, Queuing: &queuing},
 				}},
+		}
+	}
+	return []Object{
+		limited(JoinsPriorityLevel, joinsConcurrencyShares, flowcontrolv1.QueuingConfiguration{Queues: 1, HandSize: 1, QueueLengthLimit: 200}),
+		// Everything the join token asks, whatever it names: it may only create and read join requests.
+		&flowcontrolv1.FlowSchema{
+			ObjectMeta: metav1.ObjectMeta{Name: JoinsPriorityLevel},
+			Spec: flowcontrolv1.FlowSchemaSpec{
+				PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: JoinsPriorityLevel},
+				MatchingPrecedence:         joinsMatchingPrecedence,
+				Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
+					Subjects:         []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: pki.BootstrapGroup}}},
+					ResourceRules:    []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every, ClusterScope: true}},
+					NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: every, NonResourceURLs: every}},
+				}},
+			},
 		},
+		limited(TeamsPriorityLevel, teamsConcurrencyShares, flowcontrolv1.QueuingConfiguration{Queues: 128, HandSize: 6, QueueLengthLimit: 50}),
 		// The platform's callers that no default schema names: the CSR approver renews its lease
 		// and reads in kube-system, Prometheus lists in every namespace.
 		&flowcontrolv1.FlowSchema{

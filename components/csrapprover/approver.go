@@ -335,6 +335,15 @@ func (cfg Config) judge(ctx context.Context, csr *certv1.CertificateSigningReque
 		return err
 	}
 	klog.Infof("csr %s: approved %v: %s", csr.Name, approve, reason)
+	if IsJoin(csr) && !approve {
+		// A refused join request is removed at once: the join token buys requests, not room in
+		// etcd, however fast its holder writes them. The joining node reads the removal as a refusal.
+		uid := csr.UID
+		err := cfg.Client.CertificatesV1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			klog.Errorf("csr %s: remove the refused join request: %v", csr.Name, err)
+		}
+	}
 	return nil
 }
 

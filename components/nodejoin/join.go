@@ -25,6 +25,7 @@ import (
 	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -192,6 +193,8 @@ func issued(ctx context.Context, client kubernetes.Interface, csr *certv1.Certif
 	for wait := pollEvery; ; wait = min(wait*3/2, pollAtMost) {
 		got, err := client.CertificatesV1().CertificateSigningRequests().Get(ctx, csr.Name, metav1.GetOptions{})
 		switch {
+		case apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("refused: the approver removes the join requests it refuses, and logs why")
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil, err

@@ -17,8 +17,10 @@ import (
 	"github.com/clusterforge/clusterforge/components/ops/teams"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/addons"
@@ -351,4 +353,42 @@ func instance(t *testing.T, f machines.Fleet, role, name string) machines.Instan
 		t.Fatalf("no %s machine %s", role, name)
 	}
 	return ins[i]
+}
+
+// CSRVerdict watches a request from its creation until it is settled: its Approved, Denied or
+// Failed condition, seen even when the approver removes the request at once (as it does with the
+// join requests it refuses); gone is whether it was removed within 10 seconds of its verdict.
+func CSRVerdict(ctx context.Context, cs kubernetes.Interface, csr *certv1.CertificateSigningRequest, timeout time.Duration) (verdict certv1.CertificateSigningRequestCondition, gone bool, err error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	w, err := cs.CertificatesV1().CertificateSigningRequests().Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + csr.Name, ResourceVersion: csr.ResourceVersion})
+	if err != nil {
+		return verdict, false, err
+	}
+	defer w.Stop()
+	var settled <-chan time.Time
+	for {
+		select {
+		case <-settled:
+			return verdict, false, nil
+		case event, open := <-w.ResultChan():
+			if !open {
+				if verdict.Type == "" {
+					return verdict, false, fmt.Errorf("request %s: no verdict within %s", csr.Name, timeout)
+				}
+				return verdict, false, nil
+			}
+			got, ok := event.Object.(*certv1.CertificateSigningRequest)
+			if !ok || got.UID != csr.UID {
+				continue
+			}
+			if len(got.Status.Conditions) > 0 && verdict.Type == "" {
+				verdict, settled = got.Status.Conditions[0], time.After(10*time.Second)
+			}
+			if event.Type == watch.Deleted {
+				return verdict, true, nil
+			}
+		}
+	}
 }

@@ -433,10 +433,7 @@ func checkTeamFairness(t *testing.T, cs *kubernetes.Clientset) {
 		t.Fatal(err)
 	}
 	ns := drills.TeamNamespace(t, cs, "drill-fairness-a", "a")
-	serviceAccount := func(namespace, account string) rest.ImpersonationConfig {
-		return rest.ImpersonationConfig{UserName: addons.ServiceAccountUser(namespace, account),
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}}
-	}
+	serviceAccount := framework.ServiceAccount
 	levelOf := func(namespace string, as rest.ImpersonationConfig) string {
 		t.Helper()
 		cfg, err := framework.Running.RESTConfig()
@@ -477,5 +474,14 @@ func checkTeamFairness(t *testing.T, cs *kubernetes.Clientset) {
 		if got := levelOf(tc.namespace, tc.as); got == string(level.UID) || got == "" {
 			t.Errorf("%s's request queued at priority level %q, want one of the platform's", what, got)
 		}
+	}
+	// The join token's requests, whatever they name, queue at a level of their own.
+	joins, err := cs.FlowcontrolV1().PriorityLevelConfigurations().Get(ctx, addons.JoinsPriorityLevel, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinToken := rest.ImpersonationConfig{UserName: "system:bootstrap:drill0", Groups: []string{pki.BootstrapGroup, "system:bootstrappers", "system:authenticated"}}
+	if got := levelOf(ns, joinToken); got != string(joins.UID) {
+		t.Errorf("the join token's request queued at priority level %q, want %s's %s", got, addons.JoinsPriorityLevel, joins.UID)
 	}
 }
