@@ -99,7 +99,7 @@ func controller(ctx context.Context, args []string) error {
 	mux := http.NewServeMux()
 	mux.Handle(wellknown.OpsBrakePath, admission.From(pki.APIServerWebhookUser, brakeHook))
 	mux.Handle(wellknown.OpsTeamsPath, admission.From(pki.APIServerWebhookUser, teamHook))
-	mux.Handle(wellknown.OpsTeamObjectsPath, admission.From(pki.APIServerWebhookUser, &teams.Sizes{Largest: teamObjects.ObjectBytes}))
+	mux.Handle(wellknown.OpsTeamObjectsPath, admission.From(pki.APIServerWebhookUser, teams.NewSizes(teamObjects.ObjectBytes, teams.MaxSizeReviews)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		refusals.ServeHTTP(w, r)

@@ -51,8 +51,9 @@ func Foundation(c *spec.Cluster) ([]Object, error) {
 const JoinRequestsPolicy = "clusterforge-join-requests"
 
 // Bounds of a join request (one key's request, an attested document and a provider ID), far above
-// what clusterforge-node-join sends: every holder of the join token can create requests, and each
-// stays in etcd-main until the controller-manager cleans it up an hour after its verdict.
+// what clusterforge-node-join sends: every holder of the join token can create requests, each kept
+// in etcd-main until its verdict (an approved one for an hour after) and in etcd's history until
+// the next compaction.
 const (
 	maxJoinRequestBytes    = 4 << 10
 	maxJoinAnnotationBytes = 16 << 10

@@ -8,6 +8,7 @@ import (
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -250,15 +251,18 @@ func TestTeamObjectsWebhookJudgesTeamWritesOnly(t *testing.T) {
 	for _, tc := range []struct {
 		user, resource string
 		judged         bool
+		groups         []any
 	}{
-		{"alice@example.com", "configmaps", true},
-		{"system:serviceaccount:team-a:trainer", "jobs", true},
-		{"system:serviceaccount:kube-system:replicaset-controller", "pods", false},
-		{"system:kube-controller-manager", "leases", false},
-		{"system:node:cf-dev-cpu000000", "pods", false},
-		{"alice@example.com", "events", true},
+		{"alice@example.com", "configmaps", true, nil},
+		{"system:serviceaccount:team-a:trainer", "jobs", true, nil},
+		{"system:serviceaccount:kube-system:replicaset-controller", "pods", false, nil},
+		{"system:kube-controller-manager", "leases", false, nil},
+		{"system:node:cf-dev-cpu000000", "pods", false, nil},
+		{"alice@example.com", "events", true, nil},
+		{"clusterforge-admin", "rolebindings", false, []any{pki.MastersGroup, "system:authenticated"}},
 	} {
-		request := map[string]any{"resource": map[string]any{"resource": tc.resource}, "userInfo": map[string]any{"username": tc.user}}
+		request := map[string]any{"resource": map[string]any{"resource": tc.resource},
+			"userInfo": map[string]any{"username": tc.user, "groups": append([]any{"system:authenticated"}, tc.groups...)}}
 		if got := celEval(t, env, hook.Webhooks[0].MatchConditions[0].Expression, map[string]any{"request": request}) == true; got != tc.judged {
 			t.Errorf("%s writing %s: judged %v, want %v", tc.user, tc.resource, got, tc.judged)
 		}

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -80,7 +81,7 @@ func dns(c *spec.Cluster) []Object {
 						NodeSelector:       map[string]string{corev1.LabelOSStable: "linux"},
 						// The system pool's nodes too: one replica a node needs them all.
 						Tolerations: []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
-							{Key: wellknown.SystemTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+							{Key: machine.SystemPoolTaint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffect(machine.SystemPoolTaint.Effect)}},
 						Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 							RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 								LabelSelector: &metav1.LabelSelector{MatchLabels: labels},

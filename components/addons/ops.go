@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
@@ -245,12 +246,15 @@ func opsWebhooks() []Object {
 	}
 }
 
-// teamWrites are the writes the size webhook judges: a team's own, by its users and its service
+// teamWrites are the writes the size webhook judges: those of a team's users and service
 // accounts, Events among them. The cluster's controllers (kube-system's service accounts, the
 // control plane's users, the nodes) write what a team's objects already bound, pods from a
-// template say.
-const teamWrites = `(!request.userInfo.username.startsWith('system:') || ` +
-	`(request.userInfo.username.startsWith('system:serviceaccount:') && !request.userInfo.username.startsWith('system:serviceaccount:kube-system:')))`
+// template say; the cluster's administrators (system:masters) keep writing while no replica of
+// clusterforge-ops answers.
+var teamWrites = `!('` + pki.MastersGroup + `' in request.userInfo.groups) && ` +
+	`(!request.userInfo.username.startsWith('system:') || ` +
+	`(request.userInfo.username.startsWith('` + serviceAccountUserPrefix + `') && ` +
+	`!request.userInfo.username.startsWith('` + ServiceAccountUser(SystemNamespace, "") + `')))`
 
 // OpsTLS is the webhooks' serving pair Secret (pki.OpsWebhook) and the authority the webhooks
 // verify the apiservers' client certificate with (pki.WebhookClientCA).

@@ -13,8 +13,11 @@ import (
 
 // ServiceAccountUser is the user name a service account's tokens authenticate as (policies, tests).
 func ServiceAccountUser(namespace, name string) string {
-	return "system:serviceaccount:" + namespace + ":" + name
+	return serviceAccountUserPrefix + namespace + ":" + name
 }
+
+// serviceAccountUserPrefix begins every service account's user name.
+const serviceAccountUserPrefix = "system:serviceaccount:"
 
 // serviceAccount is a workload's account: its cluster-wide rules in the ClusterRole
 // "clusterforge:<name>" and its rules in its own namespace in the Role "<name>", each bound to it.

@@ -119,6 +119,8 @@ const (
 	// NodeUserPrefix begins its user name (its CommonName), the node's name following.
 	NodesGroup     = "system:nodes"
 	NodeUserPrefix = "system:node:"
+	// MastersGroup is Kubernetes' group of unrestricted administrators, the admin certificate's.
+	MastersGroup = "system:masters"
 	// BootstrapGroup is the extra group of the workers' join token.
 	BootstrapGroup = "system:bootstrappers:clusterforge:worker"
 )
@@ -195,7 +197,7 @@ func Profiles(c *spec.Cluster) []Profile {
 		Profile{Name: ControllerManager, Issuer: ClusterCA, CommonName: "system:kube-controller-manager", Usages: clientUsages},
 		Profile{Name: Scheduler, Issuer: ClusterCA, CommonName: "system:kube-scheduler", Usages: clientUsages},
 		Profile{Name: CSRApprover, Issuer: ClusterCA, CommonName: CSRApproverUser, Usages: clientUsages},
-		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: "system:masters", Usages: clientUsages,
+		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: MastersGroup, Usages: clientUsages,
 			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
 		// The Service clusterforge-ops in kube-system, as the apiservers dial a webhook's service.
 		Profile{Name: OpsWebhook, Issuer: ClusterCA, CommonName: wellknown.OpsName,

@@ -49,10 +49,13 @@ const (
 // DefaultTeamQuota is a team namespace's quota where the stack names none: room for a team
 // running thousands of nodes' pods, far below what fills etcd-main, and no NodePort or
 // LoadBalancer Service (nothing in the cluster makes an Azure load balancer for one). It counts
-// every kind a team's edit role may create, so none is a way to fill etcd-main, but Events
-// (QuotaUncounted).
+// every kind a team's edit role may create but Events (QuotaUncounted), and the kinds the
+// controllers write from what a team wrote: a StatefulSet's revisions, a Service's slices.
 var DefaultTeamQuota = map[string]string{
-	"pods": "20000", "count/jobs.batch": "5000", "services": "500", "configmaps": "1500", "secrets": "1500",
+	// pods counts those not finished; count/pods every pod etcd holds (a finalizer keeps a deleted one).
+	"pods": "20000", "count/pods": "20000",
+	"count/jobs.batch": "5000", "services": "500", "configmaps": "1500", "secrets": "1500",
+	"count/controllerrevisions.apps": "500", "count/endpointslices.discovery.k8s.io": "1000",
 	"persistentvolumeclaims": "500", "count/serviceaccounts": "200", "services.nodeports": "0", "services.loadbalancers": "0",
 	// Gangs (L16): a PodGroup each, and the Workloads that template them.
 	"count/podgroups." + wellknown.SchedulingGroup: "2000", "count/workloads." + wellknown.SchedulingGroup: "500",

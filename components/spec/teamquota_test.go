@@ -29,7 +29,7 @@ func TestTeamQuotaPageShowsTheDefaults(t *testing.T) {
 
 	defaults := Teams{Quota: DefaultTeamQuota, MaxObjectBytes: DefaultTeamMaxObjectBytes, MaxDataObjectBytes: DefaultTeamMaxDataObjectBytes}
 	sizes := fmt.Sprintf("| objects | largest, as JSON | stack setting |\n|---|---|---|\n| %s | %d KiB | `teams.maxDataObjectBytes` |\n| every other kind | %d KiB | `teams.maxObjectBytes` |\n\n"+
-		"At the defaults a team namespace holds at most %s of etcd-main (each kind the quota counts, times its largest object); "+
+		"At the defaults the objects of a team namespace take at most %s of etcd-main (each kind the quota counts, times its largest object; what this leaves out is at the end of this page); "+
 		"validation refuses a stack where that passes 1/%d of `etcdMain.quotaBackendBytes`.\n",
 		strings.Join(TeamDataResources, ", "), DefaultTeamMaxDataObjectBytes>>10, DefaultTeamMaxObjectBytes>>10, GiB(defaults.Footprint()), MaxFootprintShare)
 	docblock.Check(t, "../../docs/operations/tenants.md", "team-objects", sizes, *update, "go test ./components/spec -run TeamQuotaPage -update")

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"math"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -25,13 +26,13 @@ func (t Teams) ObjectBytes(resource string) int64 {
 // holds the cluster's own objects, the other teams' and the history between two compactions.
 const MaxFootprintShare = 2
 
-// Footprint is the most of etcd-main one team namespace can hold: each kind its quota counts,
-// times the largest object of that kind. A kind counted twice (pods and count/pods) counts at the
-// lower limit, as the apiservers enforce both.
+// Footprint is the most of etcd-main one team namespace can hold: each kind its quota bounds the
+// stored objects of (StoredKind), times the largest object of that kind. A kind bounded under two
+// names counts at the lower limit, as the apiservers enforce both; the sum saturates.
 func (t Teams) Footprint() int64 {
 	counts := map[string]int64{}
 	for name, hard := range t.Quota {
-		kind, counted := countedKind(name)
+		kind, counted := StoredKind(name)
 		q, err := resource.ParseQuantity(hard)
 		if !counted || err != nil {
 			continue
@@ -43,19 +44,24 @@ func (t Teams) Footprint() int64 {
 	var total int64
 	for kind, n := range counts {
 		plural, _, _ := strings.Cut(kind, ".")
-		total += n * t.ObjectBytes(plural)
+		bytes := t.ObjectBytes(plural)
+		if bytes > 0 && n > (math.MaxInt64-total)/bytes {
+			return math.MaxInt64
+		}
+		total += n * bytes
 	}
 	return total
 }
 
-// countedKind is the kind (plural[.group]) a quota name counts objects of: count/<kind>, or one
-// of the standard names that count objects.
-func countedKind(name string) (string, bool) {
+// StoredKind is the kind (plural[.group]) whose stored objects a quota name bounds: count/<kind>,
+// or one of the standard names that count objects. Not "pods", which counts only the pods not
+// yet finished or deleted; a finished pod, or one a finalizer holds, stays in etcd uncounted.
+func StoredKind(name string) (string, bool) {
 	if kind, ok := strings.CutPrefix(name, "count/"); ok {
 		return kind, true
 	}
 	switch name {
-	case "pods", "services", "secrets", "configmaps", "persistentvolumeclaims", "replicationcontrollers", "resourcequotas":
+	case "services", "secrets", "configmaps", "persistentvolumeclaims", "replicationcontrollers", "resourcequotas":
 		return name, true
 	}
 	return "", false

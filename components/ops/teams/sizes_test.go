@@ -2,6 +2,8 @@ package teams
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -14,7 +16,7 @@ import (
 
 func TestSizesRefuseWhatOutgrowsItsKind(t *testing.T) {
 	limits := spec.Teams{MaxObjectBytes: 100, MaxDataObjectBytes: 1000}
-	hook := &Sizes{Largest: limits.ObjectBytes}
+	hook := NewSizes(limits.ObjectBytes, 1)
 	review := func(op admissionv1.Operation, resource string, size, oldSize int) *admissionv1.AdmissionResponse {
 		return hook.Review(context.Background(), &admissionv1.AdmissionRequest{
 			UID: "u", Operation: op, Kind: metav1.GroupVersionKind{Kind: "Thing"}, Resource: metav1.GroupVersionResource{Resource: resource},
@@ -41,5 +43,25 @@ func TestSizesRefuseWhatOutgrowsItsKind(t *testing.T) {
 		if !got.Allowed && (got.Result.Code != 413 || !strings.Contains(got.Result.Message, "maxObjectBytes")) {
 			t.Errorf("%s: refusal %v should say which setting holds it", tc.what, got.Result)
 		}
+	}
+}
+
+// Past its bound the webhook reads no more reviews: a caller waits for a turn, and is answered 503
+// once it stops waiting.
+func TestSizesBoundTheReviewsReadAtOnce(t *testing.T) {
+	hook := NewSizes(func(string) int64 { return 1 }, 1)
+	hook.inFlight <- struct{}{} // one review being read
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rw := httptest.NewRecorder()
+	hook.ServeHTTP(rw, httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}")).WithContext(ctx))
+	if rw.Code != http.StatusServiceUnavailable {
+		t.Errorf("a review past the bound: HTTP %d, want 503", rw.Code)
+	}
+	<-hook.inFlight
+	rw = httptest.NewRecorder()
+	hook.ServeHTTP(rw, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(`{"request":{"uid":"u","object":{}}}`)))
+	if rw.Code != http.StatusOK || len(hook.inFlight) != 0 {
+		t.Errorf("a review within the bound: HTTP %d, %d still in flight", rw.Code, len(hook.inFlight))
 	}
 }

@@ -84,7 +84,9 @@ func TeamOf(n *corev1.Node) string {
 // Owners decides which team owns which node: allocations in order, each taking its count from
 // the matching nodes not yet given away, the nodes it already owns first (no churn when nothing
 // changed), then unowned ones, then another team's, each group by name. A node in no result is
-// shared. Short allocations (too few matching nodes) are reported, not fatal.
+// shared. The system pool's nodes are no team's, whatever an allocation selects: a team's taint
+// there would keep the platform's own pods off. Short allocations (too few matching nodes) are
+// reported, not fatal.
 func Owners(allocs []Allocation, nodes []*corev1.Node) (map[string]string, []error) {
 	owners := map[string]string{}
 	var short []error
@@ -92,7 +94,7 @@ func Owners(allocs []Allocation, nodes []*corev1.Node) (map[string]string, []err
 		selector := labels.SelectorFromSet(a.NodeSelector)
 		var candidates []*corev1.Node
 		for _, n := range nodes {
-			if _, taken := owners[n.Name]; !taken && selector.Matches(labels.Set(n.Labels)) {
+			if _, taken := owners[n.Name]; !taken && !system(n) && selector.Matches(labels.Set(n.Labels)) {
 				candidates = append(candidates, n)
 			}
 		}
@@ -116,6 +118,11 @@ func Owners(allocs []Allocation, nodes []*corev1.Node) (map[string]string, []err
 		}
 	}
 	return owners, short
+}
+
+// system says whether the node is the system pool's, by the taint it registers with.
+func system(n *corev1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == wellknown.SystemTaint })
 }
 
 // WithOwner returns the node's taints with the team's taint set to owner ("" removes it), and

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 func TestParseAllocationsNamesEachBadField(t *testing.T) {
@@ -62,6 +64,22 @@ func TestOwnersKeepWhatEachTeamHasAndShareTheRest(t *testing.T) {
 	if len(short) != 1 || !strings.Contains(short[0].Error(), "team b: 5 nodes allocated, 3 match") {
 		t.Errorf("short %v, want team b reported", short)
 	}
+}
+
+// An allocation that selects every node leaves the system pool's alone.
+func TestOwnersLeaveTheSystemPool(t *testing.T) {
+	sys := node("s1", "system", "")
+	sys.Spec.Taints = []corev1.Taint{{Key: wellknown.SystemTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	owners, short := Owners([]Allocation{{Team: "a", NodeSelector: map[string]string{"kubernetes.io/os": "linux"}, Nodes: 2}},
+		[]*corev1.Node{withLabel(sys, "kubernetes.io/os", "linux"), withLabel(node("c1", "cpu", ""), "kubernetes.io/os", "linux")})
+	if !maps.Equal(owners, map[string]string{"c1": "a"}) || len(short) != 1 {
+		t.Errorf("owners %v (short %v), want c1 alone, and team a reported short", owners, short)
+	}
+}
+
+func withLabel(n *corev1.Node, key, value string) *corev1.Node {
+	n.Labels[key] = value
+	return n
 }
 
 func TestWithOwner(t *testing.T) {

@@ -49,12 +49,12 @@ func TeamObjectsAreCapped(t *testing.T) {
 	sizes := framework.Running.Cluster.Teams
 	var mu sync.Mutex
 	judged := map[string]int{} // by resource
-	server := serveWebhook(t, &teams.Sizes{Largest: func(resource string) int64 {
+	server := serveWebhook(t, teams.NewSizes(func(resource string) int64 {
 		mu.Lock()
 		defer mu.Unlock()
 		judged[resource]++
 		return sizes.ObjectBytes(resource)
-	}})
+	}, teams.MaxSizeReviews))
 	config.Name = "drill-" + config.Name
 	config.Webhooks[0].ClientConfig = server.Client
 	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); err != nil {
