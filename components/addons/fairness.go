@@ -38,6 +38,7 @@ const (
 // teamFairness gives the teams' requests a priority level of their own: every request made in a
 // namespace by a caller no earlier schema claims, queued fairly by namespace, so one team's
 // storm waits in its own queues and neither starves another team nor the platform's controllers.
+// The join token's requests get another, so a loop of join requests stalls joins alone.
 // Requests across namespaces or of cluster-scoped objects are no team's: edit grants none.
 func teamFairness(*spec.Cluster) []Object {
 	every := []string{"*"}
@@ -54,51 +55,37 @@ func teamFairness(*spec.Cluster) []Object {
 				}},
 		}
 	}
+	schema := func(name, level string, precedence int32, distinguisher flowcontrolv1.FlowDistinguisherMethodType, rule flowcontrolv1.PolicyRulesWithSubjects) *flowcontrolv1.FlowSchema {
+		f := &flowcontrolv1.FlowSchema{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: flowcontrolv1.FlowSchemaSpec{
+			PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: level},
+			MatchingPrecedence:         precedence, Rules: []flowcontrolv1.PolicyRulesWithSubjects{rule}}}
+		if distinguisher != "" {
+			f.Spec.DistinguisherMethod = &flowcontrolv1.FlowDistinguisherMethod{Type: distinguisher}
+		}
+		return f
+	}
+	everythingAnywhere := []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every, ClusterScope: true}}
 	return []Object{
 		limited(JoinsPriorityLevel, joinsConcurrencyShares, flowcontrolv1.QueuingConfiguration{Queues: 1, HandSize: 1, QueueLengthLimit: 200}),
 		// Everything the join token asks, whatever it names: it may only create and read join requests.
-		&flowcontrolv1.FlowSchema{
-			ObjectMeta: metav1.ObjectMeta{Name: JoinsPriorityLevel},
-			Spec: flowcontrolv1.FlowSchemaSpec{
-				PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: JoinsPriorityLevel},
-				MatchingPrecedence:         joinsMatchingPrecedence,
-				Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-					Subjects:         []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: pki.BootstrapGroup}}},
-					ResourceRules:    []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every, ClusterScope: true}},
-					NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: every, NonResourceURLs: every}},
-				}},
-			},
-		},
+		schema(JoinsPriorityLevel, JoinsPriorityLevel, joinsMatchingPrecedence, "", flowcontrolv1.PolicyRulesWithSubjects{
+			Subjects:         []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: pki.BootstrapGroup}}},
+			ResourceRules:    everythingAnywhere,
+			NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: every, NonResourceURLs: every}},
+		}),
 		limited(TeamsPriorityLevel, teamsConcurrencyShares, flowcontrolv1.QueuingConfiguration{Queues: 128, HandSize: 6, QueueLengthLimit: 50}),
 		// The platform's callers that no default schema names: the CSR approver renews its lease
 		// and reads in kube-system, Prometheus lists in every namespace.
-		&flowcontrolv1.FlowSchema{
-			ObjectMeta: metav1.ObjectMeta{Name: PlatformFlowSchema},
-			Spec: flowcontrolv1.FlowSchemaSpec{
-				PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: platformPriorityLevel},
-				MatchingPrecedence:         platformMatchingPrecedence,
-				DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByUserType},
-				Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-					Subjects: []flowcontrolv1.Subject{
-						{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: pki.CSRApproverUser}},
-						{Kind: flowcontrolv1.SubjectKindServiceAccount, ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Namespace: MonitoringNamespace, Name: "*"}},
-					},
-					ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every, ClusterScope: true}},
-				}},
+		schema(PlatformFlowSchema, platformPriorityLevel, platformMatchingPrecedence, flowcontrolv1.FlowDistinguisherMethodByUserType, flowcontrolv1.PolicyRulesWithSubjects{
+			Subjects: []flowcontrolv1.Subject{
+				{Kind: flowcontrolv1.SubjectKindUser, User: &flowcontrolv1.UserSubject{Name: pki.CSRApproverUser}},
+				{Kind: flowcontrolv1.SubjectKindServiceAccount, ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Namespace: MonitoringNamespace, Name: "*"}},
 			},
-		},
-		&flowcontrolv1.FlowSchema{
-			ObjectMeta: metav1.ObjectMeta{Name: TeamsPriorityLevel},
-			Spec: flowcontrolv1.FlowSchemaSpec{
-				PriorityLevelConfiguration: flowcontrolv1.PriorityLevelConfigurationReference{Name: TeamsPriorityLevel},
-				MatchingPrecedence:         teamsMatchingPrecedence,
-				DistinguisherMethod:        &flowcontrolv1.FlowDistinguisherMethod{Type: flowcontrolv1.FlowDistinguisherMethodByNamespaceType},
-				Rules: []flowcontrolv1.PolicyRulesWithSubjects{{
-					Subjects: []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup,
-						Group: &flowcontrolv1.GroupSubject{Name: "system:authenticated"}}},
-					ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every}},
-				}},
-			},
-		},
+			ResourceRules: everythingAnywhere,
+		}),
+		schema(TeamsPriorityLevel, TeamsPriorityLevel, teamsMatchingPrecedence, flowcontrolv1.FlowDistinguisherMethodByNamespaceType, flowcontrolv1.PolicyRulesWithSubjects{
+			Subjects:      []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: "system:authenticated"}}},
+			ResourceRules: []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every}},
+		}),
 	}
 }
