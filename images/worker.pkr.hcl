@@ -119,11 +119,11 @@ build {
     }
   }
 
-  # Every variant: nft, for kube-proxy's nftables mode and the metadata guard.
+  # Every variant: nft, for kube-proxy's nftables mode and the metadata guard; ipset, for azure-npm.
   provisioner "shell" {
     inline = [
       "sudo apt-get update -qq",
-      "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables",
+      "sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables ipset",
     ]
   }
 

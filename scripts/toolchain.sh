@@ -53,6 +53,7 @@ NODE_PROBLEM_DETECTOR_VERSION=$(pinned nodeProblemDetector)
 CONTAINERD_VERSION=$(pinned containerd)
 RUNC_VERSION=$(pinned runc)
 CRICTL_VERSION=$(pinned crictl)
+AZURE_CNI_VERSION=$(pinned azureCNI)
 NVIDIA_CONTAINER_TOOLKIT_VERSION=$(pinned nvidiaContainerToolkit)
 # The CLI is the release of the SDK the programs are built with, read from the project's go.mod.
 PULUMI_VERSION=$(go list -m -f '{{.Version}}' github.com/pulumi/pulumi/sdk/v3)
@@ -107,6 +108,7 @@ declare -A TOOLS=(
   [kube-proxy]="kubernetes k8s.io/kubernetes/cmd/kube-proxy kube node"
   [azure-vnet]="azure-cni github.com/Azure/azure-container-networking/cni/network/plugin - node/cni"
   [azure-vnet-ipam]="azure-cni github.com/Azure/azure-container-networking/cni/ipam/plugin - node/cni"
+  [azure-npm]="azure-cni github.com/Azure/azure-container-networking/npm/cmd azure-npm node"
   [loopback]="cni-plugins github.com/containernetworking/plugins/plugins/main/loopback - node/cni"
   [packer]="packer github.com/hashicorp/packer - bin"
   [packer-plugin-azure]="packer github.com/hashicorp/packer-plugin-azure - bin"
@@ -141,7 +143,7 @@ declare -A TOOL_GROUPS=(
   [hops]="kube-apiserver@$KUBERNETES_HOP kube-controller-manager@$KUBERNETES_HOP kube-scheduler@$KUBERNETES_HOP kubelet@$KUBERNETES_HOP"
   [control-plane]="etcd etcdctl etcdutl kube-apiserver kube-controller-manager kube-scheduler kubectl clusterforge-etcd-backup clusterforge-csr-approver"
   [checks]="promtool nvidia-ctk nvidia-container-runtime-hook node-problem-detector containerd runc azurite packer packer-plugin-azure"
-  [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam loopback clusterforge-node-join"
+  [node]="kubelet kube-proxy containerd containerd-shim-runc-v2 ctr runc crictl azure-vnet azure-vnet-ipam azure-npm loopback clusterforge-node-join"
   [packer]="packer packer-plugin-azure"
   [bench]="registry"
   [pulumi]="pulumi pulumi-language-go pulumi-resource-kubernetes"
@@ -210,6 +212,8 @@ build() {
     # container's root with filepath-securejoin's Go implementation of the same safe lookups.
     runc) ldflags+=" -X main.version=${RUNC_VERSION#v} -extldflags -static"; tags="seccomp netgo osusergo"; cgo=1 ;;
     crictl) ldflags+=" -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" ;;
+    # No Application Insights key: azure-npm sends Microsoft no telemetry.
+    azure-npm) ldflags+=" -X main.version=$AZURE_CNI_VERSION" ;;
     # go-nvml loads the driver's library through cgo; no GPU is needed to run them.
     nvidia) ldflags+=" -X github.com/NVIDIA/nvidia-container-toolkit/internal/info.version=${NVIDIA_CONTAINER_TOOLKIT_VERSION#v}"; cgo=1 ;;
     pulumi) ldflags+=" -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION" ;;

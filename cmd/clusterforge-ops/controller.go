@@ -135,12 +135,9 @@ func controller(ctx context.Context, args []string) error {
 		wg.Add(3)
 		go func() {
 			defer wg.Done()
-			if len(hard) == 0 {
-				return
-			}
-			q := &teams.Quotas{Client: cs, Hard: hard, Every: 10 * time.Minute, Logf: log.Printf}
-			if err := q.Run(ctx, namespaceInformer); err != nil && ctx.Err() == nil {
-				log.Printf("team quotas: %v", err)
+			n := &teams.Namespaces{Client: cs, Hard: hard, Every: 10 * time.Minute, Logf: log.Printf}
+			if err := n.Run(ctx, namespaceInformer); err != nil && ctx.Err() == nil {
+				log.Printf("team namespaces: %v", err)
 			}
 		}()
 		go func() {

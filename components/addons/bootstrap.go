@@ -8,6 +8,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,6 +25,9 @@ import (
 
 // NodeJoinRole is what the join token may do: ask for a node's client certificate.
 const NodeJoinRole = "clusterforge:node-join"
+
+// NetworkPolicyRole is what every node's azure-npm reads.
+const NetworkPolicyRole = "clusterforge:network-policy"
 
 // bootstrapTokenFormat is "<id>.<secret>" as the apiserver's bootstrap authenticator reads it.
 var bootstrapTokenFormat = regexp.MustCompile(`^([a-z0-9]{6})\.([a-z0-9]{16})$`)
@@ -99,6 +103,14 @@ func bootstrap(*spec.Cluster) []Object {
 		binding("clusterforge:node-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, pki.NodesGroup),
 		// kube-proxy runs on each worker with the node's client certificate (machine.kubeProxy).
 		binding("clusterforge:node-proxier", "system:node-proxier", rbacv1.GroupKind, pki.NodesGroup),
+		// azure-npm runs on each worker with it too (machine.networkPolicy): a policy selects pods
+		// of every namespace, so each node reads them all (as nodes did before the node
+		// authorizer's field selectors): specs and labels, never a Secret.
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: NetworkPolicyRole}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: []string{"get", "list", "watch"}},
+			{APIGroups: []string{networkingv1.GroupName}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "list", "watch"}},
+		}},
+		binding(NetworkPolicyRole, NetworkPolicyRole, rbacv1.GroupKind, pki.NodesGroup),
 		binding("clusterforge:apiserver-kubelet-client", "system:kubelet-api-admin", rbacv1.UserKind, pki.APIServerKubeletUser),
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: approver}, Rules: []rbacv1.PolicyRule{
 			// Refused join requests are deleted at once (csrapprover).

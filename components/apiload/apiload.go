@@ -77,11 +77,14 @@ func (a Agent) is(e Event) bool {
 // from Kubernetes 1.37 where the feature is GA, its own node's PodCertificateRequests (those of
 // pods that project a pod certificate: few, but the watch cache has no node index for them, so
 // each one is matched against every kubelet's watch); kube-proxy programs every Service and its
-// EndpointSlices on every node, the data plane's inherent cost.
+// EndpointSlices on every node, the data plane's inherent cost; azure-npm every pod and
+// NetworkPolicy, the same cost for the policies' selectors, which name pods of any node.
 func NodeAgents(nodeUserPrefix string) []Agent {
 	return []Agent{
 		{Name: "kube-proxy", UsernamePrefix: nodeUserPrefix, UserAgentPrefix: "kube-proxy/",
 			ClusterWide: []Allowance{{Resource: "services"}, {Resource: "endpointslices"}}},
+		{Name: "azure-npm", UsernamePrefix: nodeUserPrefix, UserAgentPrefix: "azure-npm/",
+			ClusterWide: []Allowance{{Resource: "pods"}, {Resource: "networkpolicies"}}},
 		{Name: "kubelet", UsernamePrefix: nodeUserPrefix, ClusterWide: []Allowance{OwnNodePods, {Resource: "services"},
 			{Resource: "podcertificaterequests", FieldSelectorPrefix: "spec.nodeName="}}},
 	}
@@ -97,6 +100,12 @@ func DaemonSetAgent(name, namespace, serviceAccount string) Agent {
 		serviceAccount = "default"
 	}
 	return Agent{Name: namespace + "/" + name, Username: "system:serviceaccount:" + namespace + ":" + serviceAccount, ClusterWide: []Allowance{OwnNodePods}}
+}
+
+// Reads says whether agent a lists or watches anything in events: an agent whose reads are never
+// seen is judged on nothing (its user agent may have changed).
+func (a Agent) Reads(events []Event) bool {
+	return slices.ContainsFunc(events, func(e Event) bool { return (e.Verb == "list" || e.Verb == "watch") && a.is(e) })
 }
 
 // Finding is one client's read that loads the cluster for nothing.

@@ -27,6 +27,9 @@ func TestCheckFindsPerNodeAgentsReadingAcrossNamespacesAndEndpointsClients(t *te
 		{"the kubelet's services", event("system:node:w0", "kubelet/v1.34.2", "list", "", "services", "", "/api/v1/services?limit=500"), ""},
 		{"the kubelet's every pod", event("system:node:w0", "kubelet/v1.34.2", "list", "", "pods", "", "/api/v1/pods"), "kubelet"},
 		{"kube-proxy's slices", event("system:node:w0", "kube-proxy/v1.34.2", "watch", "discovery.k8s.io", "endpointslices", "", "/apis/discovery.k8s.io/v1/endpointslices?watch=true"), ""},
+		{"azure-npm's pods", event("system:node:w0", "azure-npm/v0.0.0 (linux/amd64) kubernetes/$Format", "watch", "", "pods", "", "/api/v1/pods?watch=true"), ""},
+		{"azure-npm's policies", event("system:node:w0", "azure-npm/v0.0.0 (linux/amd64) kubernetes/$Format", "list", "networking.k8s.io", "networkpolicies", "", "/apis/networking.k8s.io/v1/networkpolicies?limit=500"), ""},
+		{"azure-npm's secrets", event("system:node:w0", "azure-npm/v0.0.0 (linux/amd64) kubernetes/$Format", "list", "", "secrets", "", "/api/v1/secrets"), "azure-npm"},
 		{"kube-proxy's events", event("system:node:w0", "kube-proxy/v1.34.2", "list", "", "events", "", "/api/v1/events"), "kube-proxy"},
 		{"an agent's nodes", event("system:serviceaccount:drill:scraper", "prometheus/3", "watch", "", "nodes", "", "/api/v1/nodes?watch=true"), ""},
 		{"an agent's own namespace", event("system:serviceaccount:drill:scraper", "prometheus/3", "list", "", "pods", "drill", "/api/v1/namespaces/drill/pods"), ""},
@@ -51,6 +54,19 @@ func TestCheckFindsPerNodeAgentsReadingAcrossNamespacesAndEndpointsClients(t *te
 			t.Errorf("%s: found %v", tc.name, got)
 		case tc.want != "" && (len(got) != rules[tc.name] || got[0].Client != tc.want):
 			t.Errorf("%s: found %v, want %d of %s", tc.name, got, rules[tc.name], tc.want)
+		}
+	}
+}
+
+func TestReadsTellsAnAgentsReadsByItsUserAgent(t *testing.T) {
+	events, err := ReadEvents(strings.NewReader(event("system:node:w0", "azure-npm/v0.0.0 (linux/amd64) kubernetes/$Format", "watch", "", "pods", "", "/api/v1/pods?watch=true") + "\n" +
+		event("system:node:w0", "kube-proxy/v1.37.2", "get", "", "nodes", "", "/api/v1/nodes/w0") + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range NodeAgents("system:node:") {
+		if got, want := a.Reads(events), a.Name != "kube-proxy"; got != want { // kube-proxy only gets; the kubelet has no user agent prefix
+			t.Errorf("%s reads: %v, want %v", a.Name, got, want)
 		}
 	}
 }

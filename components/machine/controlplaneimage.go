@@ -14,7 +14,7 @@ var ImageRoles = []string{ImageWorker, ImageControlPlane}
 // ImageBinaries are the pinned binaries each image installs in BinDir; the units of the roles it
 // serves run nothing else from there (a test reads the rendered units to keep this true).
 var ImageBinaries = map[string][]string{
-	ImageWorker: {"containerd", "containerd-shim-runc-v2", "ctr", "runc", "crictl", "kubelet", "kube-proxy", "clusterforge-node-join"},
+	ImageWorker: {"containerd", "containerd-shim-runc-v2", "ctr", "runc", "crictl", "kubelet", "kube-proxy", "azure-npm", "clusterforge-node-join"},
 	// kube-scheduler places gangs whole (L16); kubectl is the operator's tool on the machine.
 	ImageControlPlane: {"etcd", "etcdctl", "etcdutl", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
 		"kubectl", "clusterforge-etcd-backup", "clusterforge-csr-approver"},

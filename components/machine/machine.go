@@ -101,6 +101,7 @@ func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 		}
 		m.add(kubelet(c, b, pool))
 		m.add(kubeProxy())
+		m.add(networkPolicy())
 		m.DisableEphemeralMount = true // containerd-disk.service (baked in the image) takes the local disk
 	}
 	return m, nil

@@ -25,6 +25,9 @@ func (f Flags) Args() []string {
 	return args
 }
 
+// envBinary is env(1), from coreutils on every image.
+const envBinary = "/usr/bin/env"
+
 // service describes a long-running systemd service.
 type service struct {
 	name        string
@@ -37,6 +40,9 @@ type service struct {
 	flags      Flags
 	// env loads the machine identity; flags may then use ${NODE_NAME}, ${NODE_IP} and ${PROVIDER_ID}.
 	envFiles []string
+	// environ is NAME=value pairs set by env(1) on the command line, where systemd expands
+	// ${NODE_NAME} and the like (it does not in Environment= lines).
+	environ []string
 	// oneshot runs the command once to completion (with retries on failure).
 	oneshot     bool
 	limitNoFile bool
@@ -63,7 +69,15 @@ func (s service) unit() Unit {
 	for _, f := range s.envFiles {
 		fmt.Fprintf(&b, "EnvironmentFile=%s\n", f)
 	}
-	b.WriteString("ExecStart=" + ExecArg(s.binary))
+	b.WriteString("ExecStart=")
+	if len(s.environ) > 0 {
+		b.WriteString(envBinary)
+		for _, e := range s.environ {
+			b.WriteString(" " + ExecArg(e))
+		}
+		b.WriteString(" ")
+	}
+	b.WriteString(ExecArg(s.binary))
 	if s.subcommand != "" {
 		b.WriteString(" " + ExecArg(s.subcommand))
 	}

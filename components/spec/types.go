@@ -109,7 +109,8 @@ type Versions struct {
 	Runc string `yaml:"runc"`
 	// Crictl is the CRI client baked into node images.
 	Crictl string `yaml:"crictl"`
-	// AzureCNI is the Azure CNI plugin version baked into node images (L29).
+	// AzureCNI is the Azure container networking release baked into node images: its CNI plugins
+	// (L29) and its NetworkPolicy engine, azure-npm.
 	AzureCNI string `yaml:"azureCNI"`
 	// CoreDNS is the cluster DNS image tag (L13).
 	CoreDNS string `yaml:"coreDNS"`

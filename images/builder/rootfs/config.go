@@ -36,12 +36,12 @@ type Config struct {
 }
 
 // DefaultPackages are what the Azure base image (Debian 12 cloud) provides, or worker.pkr.hcl
-// installs (nftables), that the machines' units and the kubelet use: cloud-init applies the
+// installs (nftables, ipset), that the machines' units and the kubelet use: cloud-init applies the
 // user-data at first boot, and the identity unit asks the instance metadata service with curl. python3-cffi-backend is cloud-init's dependency
 // through a virtual package (python3-cffi-backend-api-min), which debootstrap does not resolve.
 var DefaultPackages = []string{
 	"systemd", "systemd-sysv", "udev", "kmod", "dbus", "iproute2", "iptables", "conntrack", "ethtool",
-	"socat", "e2fsprogs", "procps", "ca-certificates", "cloud-init", "python3-cffi-backend", "curl", "nftables",
+	"socat", "e2fsprogs", "procps", "ca-certificates", "cloud-init", "python3-cffi-backend", "curl", "nftables", "ipset",
 }
 
 var debianName = regexp.MustCompile(`^[a-z0-9][a-z0-9.+-]*$`)

@@ -137,6 +137,10 @@ func TestHostileTenantIsRefused(t *testing.T) {
 	tenants.HostileTenantIsRefused(t)
 }
 
+func TestTeamsAreApartOnTheNetwork(t *testing.T) {
+	tenants.TeamsAreApartOnTheNetwork(t)
+}
+
 func TestCompromisedNodeStaysItself(t *testing.T) {
 	tenants.CompromisedNodeStaysItself(t)
 }

@@ -10,6 +10,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,7 +24,8 @@ import (
 )
 
 // Every team namespace gets the stack's quota, as clusterforge-ops's rendered flag gives it, and the
-// real apiservers hold the team to it: no NodePort Service; a quota deleted comes back. The quota
+// real apiservers hold the team to it: no NodePort Service; a quota deleted comes back, and so does
+// the isolation policy. The quota
 // counts every kind of object the real apiservers' edit role may create, so no kind is a way
 // to fill etcd.
 func TeamNamespacesGetTheQuota(t *testing.T) {
@@ -100,7 +102,7 @@ func TeamNamespacesGetTheQuota(t *testing.T) {
 	factory.Start(ctx.Done())
 	done := make(chan error, 1)
 	go func() {
-		done <- (&teams.Quotas{Client: cs, Hard: hard, Every: 2 * time.Second, Logf: t.Logf}).Run(ctx, namespaces)
+		done <- (&teams.Namespaces{Client: cs, Hard: hard, Every: 2 * time.Second, Logf: t.Logf}).Run(ctx, namespaces)
 	}()
 	defer func() {
 		cancel()
@@ -129,5 +131,27 @@ func TeamNamespacesGetTheQuota(t *testing.T) {
 	}
 	if err := drills.WaitUntil(time.Minute, held); err != nil {
 		t.Errorf("the deleted quota did not come back: %v", err)
+	}
+	// What the isolation enforces is the booted cluster's to show (a real azure-npm on each node).
+	isolated := func() error {
+		p, err := cs.NetworkingV1().NetworkPolicies(ns).Get(ctx, teams.IsolationName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if s := p.Spec; len(s.PodSelector.MatchLabels)+len(s.PodSelector.MatchExpressions) != 0 || !slices.Equal(s.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) ||
+			len(s.Ingress) != 1 || len(s.Ingress[0].Ports) != 0 || len(s.Ingress[0].From) != 1 || s.Ingress[0].From[0].PodSelector == nil ||
+			s.Ingress[0].From[0].NamespaceSelector != nil || s.Ingress[0].From[0].IPBlock != nil || len(s.Ingress[0].From[0].PodSelector.MatchLabels) != 0 {
+			return fmt.Errorf("%s selects %+v, want ingress to every pod from the namespace's own pods only", teams.IsolationName, s)
+		}
+		return nil
+	}
+	if err := drills.WaitUntil(time.Minute, isolated); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.NetworkingV1().NetworkPolicies(ns).Delete(ctx, teams.IsolationName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := drills.WaitUntil(time.Minute, isolated); err != nil {
+		t.Errorf("the deleted isolation policy did not come back: %v", err)
 	}
 }

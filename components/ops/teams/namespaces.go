@@ -7,9 +7,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -19,6 +22,11 @@ import (
 // QuotaName is the ResourceQuota the platform keeps in every team namespace; a team's edit role
 // may read it, not change it.
 const QuotaName = "clusterforge-team"
+
+// IsolationName is the NetworkPolicy the platform keeps in every team namespace: the namespace's
+// pods take connections from its own pods only. Policies only ever allow, so one a team adds opens
+// its own pods and no one else's; one it edits or deletes is applied again.
+const IsolationName = "clusterforge-team-isolation"
 
 // ParseQuota reads the hard limits as `clusterforge-ops controller --team-quota` takes them:
 // name=quantity pairs, comma-separated.
@@ -38,24 +46,25 @@ func ParseQuota(flag string) (corev1.ResourceList, error) {
 	return hard, nil
 }
 
-// Quotas keeps QuotaName at Hard in every namespace labelled with a team.
-type Quotas struct {
+// Namespaces keeps what the platform owns in every namespace labelled with a team: QuotaName at
+// Hard (when Hard holds limits) and IsolationName.
+type Namespaces struct {
 	Client kubernetes.Interface
 	Hard   corev1.ResourceList
-	// Every is how often every team namespace's quota is applied again, undoing edits and
+	// Every is how often they are applied again in every team namespace, undoing edits and
 	// deletions by anyone but the platform.
 	Every time.Duration
 	// Logf reports each failure; may be nil.
 	Logf func(format string, args ...any)
 }
 
-// Run applies the quota in each team namespace as the informer sees it appear or change, and in
-// all of them every q.Every, until ctx ends.
-func (q *Quotas) Run(ctx context.Context, namespaces cache.SharedIndexInformer) error {
+// Run applies them in each team namespace as the informer sees it appear or change, and in all
+// of them every q.Every, until ctx ends.
+func (q *Namespaces) Run(ctx context.Context, namespaces cache.SharedIndexInformer) error {
 	apply := func(obj any) {
 		if ns, ok := obj.(*corev1.Namespace); ok && ns.Labels[NamespaceLabel] != "" && ns.DeletionTimestamp == nil {
 			if err := q.Apply(ctx, ns.Name); err != nil && q.Logf != nil {
-				q.Logf("teams: quota of namespace %s: %v", ns.Name, err)
+				q.Logf("teams: namespace %s: %v", ns.Name, err)
 			}
 		}
 	}
@@ -76,9 +85,22 @@ func (q *Quotas) Run(ctx context.Context, namespaces cache.SharedIndexInformer) 
 	}
 }
 
-// Apply sets the namespace's quota to q.Hard, by server-side apply: a no-op when it already is.
-func (q *Quotas) Apply(ctx context.Context, namespace string) error {
+// Apply sets the namespace's isolation and quota, by server-side apply: a no-op when they are set.
+func (q *Namespaces) Apply(ctx context.Context, namespace string) error {
+	own := metav1.ApplyOptions{FieldManager: wellknown.OpsName, Force: true}
+	everyPod := metav1ac.LabelSelector()
+	isolation := networkingv1ac.NetworkPolicy(IsolationName, namespace).WithSpec(networkingv1ac.NetworkPolicySpec().
+		WithPodSelector(everyPod).WithPolicyTypes(networkingv1.PolicyTypeIngress).
+		WithIngress(networkingv1ac.NetworkPolicyIngressRule().WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(everyPod))))
+	if _, err := q.Client.NetworkingV1().NetworkPolicies(namespace).Apply(ctx, isolation, own); err != nil {
+		return fmt.Errorf("isolation: %w", err)
+	}
+	if len(q.Hard) == 0 {
+		return nil
+	}
 	quota := corev1ac.ResourceQuota(QuotaName, namespace).WithSpec(corev1ac.ResourceQuotaSpec().WithHard(q.Hard))
-	_, err := q.Client.CoreV1().ResourceQuotas(namespace).Apply(ctx, quota, metav1.ApplyOptions{FieldManager: wellknown.OpsName, Force: true})
-	return err
+	if _, err := q.Client.CoreV1().ResourceQuotas(namespace).Apply(ctx, quota, own); err != nil {
+		return fmt.Errorf("quota: %w", err)
+	}
+	return nil
 }
