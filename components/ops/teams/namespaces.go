@@ -2,6 +2,7 @@ package teams
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,8 +25,9 @@ import (
 const QuotaName = "clusterforge-team"
 
 // IsolationName is the NetworkPolicy the platform keeps in every team namespace: the namespace's
-// pods take connections from its own pods only. Policies only ever allow, so one a team adds opens
-// its own pods and no one else's; one it edits or deletes is applied again.
+// pods take connections from its own pods only. Policies only ever allow, so what a team does to
+// its namespace's policies (add one, delete this one, or narrow it with fields of its own, which
+// apply keeps) opens or closes its own pods and no one else's.
 const IsolationName = "clusterforge-team-isolation"
 
 // ParseQuota reads the hard limits as `clusterforge-ops controller --team-quota` takes them:
@@ -85,22 +87,24 @@ func (q *Namespaces) Run(ctx context.Context, namespaces cache.SharedIndexInform
 	}
 }
 
-// Apply sets the namespace's isolation and quota, by server-side apply: a no-op when they are set.
+// Apply sets the namespace's quota and isolation, by server-side apply: a no-op when they are
+// set. Each is applied whatever became of the other: a team that keeps its own isolation from
+// coming back (a namespace full of its NetworkPolicies) does not hold its quota back too.
 func (q *Namespaces) Apply(ctx context.Context, namespace string) error {
 	own := metav1.ApplyOptions{FieldManager: wellknown.OpsName, Force: true}
+	var errs []error
+	if len(q.Hard) > 0 {
+		quota := corev1ac.ResourceQuota(QuotaName, namespace).WithSpec(corev1ac.ResourceQuotaSpec().WithHard(q.Hard))
+		if _, err := q.Client.CoreV1().ResourceQuotas(namespace).Apply(ctx, quota, own); err != nil {
+			errs = append(errs, fmt.Errorf("quota: %w", err))
+		}
+	}
 	everyPod := metav1ac.LabelSelector()
 	isolation := networkingv1ac.NetworkPolicy(IsolationName, namespace).WithSpec(networkingv1ac.NetworkPolicySpec().
 		WithPodSelector(everyPod).WithPolicyTypes(networkingv1.PolicyTypeIngress).
 		WithIngress(networkingv1ac.NetworkPolicyIngressRule().WithFrom(networkingv1ac.NetworkPolicyPeer().WithPodSelector(everyPod))))
 	if _, err := q.Client.NetworkingV1().NetworkPolicies(namespace).Apply(ctx, isolation, own); err != nil {
-		return fmt.Errorf("isolation: %w", err)
+		errs = append(errs, fmt.Errorf("isolation: %w", err))
 	}
-	if len(q.Hard) == 0 {
-		return nil
-	}
-	quota := corev1ac.ResourceQuota(QuotaName, namespace).WithSpec(corev1ac.ResourceQuotaSpec().WithHard(q.Hard))
-	if _, err := q.Client.CoreV1().ResourceQuotas(namespace).Apply(ctx, quota, own); err != nil {
-		return fmt.Errorf("quota: %w", err)
-	}
-	return nil
+	return errors.Join(errs...)
 }

@@ -38,8 +38,8 @@ func NoPerNodeAgentReadsTheWholeCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	namespaced := namespacedResources(t, cs)
-	// Every worker's own agents are judged once each has read: azure-npm starts reading minutes
-	// after its node boots (machine.networkPolicy).
+	// The workers' own agents are judged once each kind has read on some worker: azure-npm
+	// starts reading minutes after its node boots (machine.networkPolicy).
 	if err := drills.WaitUntil(5*time.Minute, func() error {
 		events := auditEvents(t)
 		for _, a := range apiload.NodeAgents(pki.NodeUserPrefix) {
