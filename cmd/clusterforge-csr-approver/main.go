@@ -57,12 +57,12 @@ func main() {
 			}
 		}()
 	}
-	joins, placement, err := newJoins(*providerID)
+	joins, workers, err := newJoins(*providerID)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(2)
 	}
-	if err := run(*kubeconfig, *subnets, *identity, *lease, joins, placement); err != nil {
+	if err := run(*kubeconfig, *subnets, *identity, *lease, joins, workers); err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(1)
 	}
@@ -70,7 +70,7 @@ func main() {
 
 // newJoins reaches the worker scale sets through Resource Manager with the machine's managed
 // identity, in the cloud AZURE_ENVIRONMENT_FILEPATH describes (Azure's public cloud without it),
-// for joins and placement labels, and trusts attested documents signed under the system's roots.
+// for joins, placement labels and serving addresses, and trusts attested documents signed under the system's roots.
 func newJoins(providerID string) (*csrapprover.Joins, *csrapprover.WorkerInstances, error) {
 	self, err := scaleset.ParseProviderID(providerID)
 	if err != nil {
@@ -99,7 +99,7 @@ func newJoins(providerID string) (*csrapprover.Joins, *csrapprover.WorkerInstanc
 	}, workers, nil
 }
 
-func run(kubeconfig, subnets, identity, lease string, joins *csrapprover.Joins, placement csrapprover.Placement) error {
+func run(kubeconfig, subnets, identity, lease string, joins *csrapprover.Joins, workers *csrapprover.WorkerInstances) error {
 	var prefixes []netip.Prefix
 	for _, s := range strings.Split(subnets, ",") {
 		prefix, err := netip.ParsePrefix(s)
@@ -124,5 +124,6 @@ func run(kubeconfig, subnets, identity, lease string, joins *csrapprover.Joins, 
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnets: prefixes, Joins: joins, Placement: placement, Identity: identity, Lease: lease})
+	return csrapprover.Run(ctx, csrapprover.Config{Client: client, NodeSubnets: prefixes, Joins: joins,
+		Placement: workers, Addresses: workers, Identity: identity, Lease: lease})
 }

@@ -1,6 +1,7 @@
 // Command clusterforge-node-join gets a new worker's kubelet its client certificate, proving
 // with Azure's attested document which instance it is (package nodejoin). It runs once per boot,
-// before the kubelet, and does nothing once the kubelet holds a valid certificate.
+// before the kubelet, and does nothing once the kubelet holds a valid certificate; with --renew
+// it keeps that certificate fresh, proving the instance again each time.
 package main
 
 import (
@@ -25,6 +26,8 @@ func main() {
 	flag.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "the kubelet's kubeconfig to write")
 	flag.StringVar(&cfg.ClientCert, "client-cert", "", "the kubelet's current client certificate and key (a link to a dated file beside it)")
 	flag.DurationVar(&cfg.Retry, "retry", 30*time.Second, "wait between attempts")
+	renew := flag.Bool("renew", false, "renew the kubelet's client certificate whenever half of its life is left, until stopped")
+	renewNow := flag.Bool("renew-now", false, "renew the kubelet's client certificate once, now, and exit")
 	flag.Parse()
 	if cfg.NodeName == "" || cfg.Metadata == "" || cfg.ProviderID == "" {
 		fmt.Fprintln(os.Stderr, "clusterforge-node-join: --node-name, --metadata-endpoint and --provider-id are required")
@@ -32,7 +35,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := nodejoin.Join(ctx, cfg); err != nil {
+	run := nodejoin.Join
+	switch {
+	case *renew:
+		run = nodejoin.Renew
+	case *renewNow:
+		run = nodejoin.RenewNow
+	}
+	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-node-join:", err)
 		os.Exit(1)
 	}

@@ -113,7 +113,7 @@ func controller(ctx context.Context, args []string) error {
 		}
 	})
 	pair := &reloadingPair{dir: *tlsDir}
-	// Callers are asked for a certificate of the cluster CA; the webhooks take only the apiservers'
+	// Callers are asked for a certificate of the webhook client CA; the webhooks take only the apiservers'
 	// (/healthz and /metrics answer anyone).
 	clients := x509.NewCertPool()
 	caFile := filepath.Join(*tlsDir, corev1.ServiceAccountRootCAKey)

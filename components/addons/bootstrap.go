@@ -7,6 +7,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	certv1 "k8s.io/api/certificates/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -93,6 +94,14 @@ func bootstrap(*spec.Cluster) []Object {
 		}
 	}
 	const approver = "clusterforge:csr-approver"
+	approverRole := func(namespace string, rules []rbacv1.PolicyRule) Object {
+		return &rbacv1.Role{ObjectMeta: meta(namespace, approver, nil), Rules: rules}
+	}
+	approverBinding := func(namespace string) Object {
+		return &rbacv1.RoleBinding{ObjectMeta: meta(namespace, approver, nil),
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: approver},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: pki.CSRApproverUser}}}
+	}
 	return append(joinRequests(), []Object{
 		// Create and read by name, no list or watch (unlike system:node-bootstrapper): a request
 		// carries its instance's attested document, which no other token holder should read.
@@ -100,7 +109,8 @@ func bootstrap(*spec.Cluster) []Object {
 			{APIGroups: []string{"certificates.k8s.io"}, Resources: []string{"certificatesigningrequests"}, Verbs: []string{"create", "get"}},
 		}},
 		binding(NodeJoinRole, NodeJoinRole, rbacv1.GroupKind, pki.BootstrapGroup),
-		binding("clusterforge:node-autoapprove-renewal", "system:certificates.k8s.io:certificatesigningrequests:selfnodeclient", rbacv1.GroupKind, pki.NodesGroup),
+		// No selfnodeclient grant: kube-controller-manager approves no renewal, clusterforge-csr-approver
+		// does, once the node has proved its instance again.
 		// kube-proxy runs on each worker with the node's client certificate (machine.kubeProxy).
 		binding("clusterforge:node-proxier", "system:node-proxier", rbacv1.GroupKind, pki.NodesGroup),
 		// azure-npm runs on each worker with it too (machine.networkPolicy): a policy selects pods
@@ -121,10 +131,11 @@ func bootstrap(*spec.Cluster) []Object {
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
 		}},
 		binding(approver, approver, rbacv1.UserKind, pki.CSRApproverUser),
-		&rbacv1.Role{ObjectMeta: meta(SystemNamespace, approver, nil), Rules: leaderElection(machine.CSRApproverLease)},
-		&rbacv1.RoleBinding{ObjectMeta: meta(SystemNamespace, approver, nil),
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: approver},
-			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: pki.CSRApproverUser}}},
+		approverRole(SystemNamespace, leaderElection(machine.CSRApproverLease)),
+		approverBinding(SystemNamespace),
+		// A join for a node that still renews its lease is refused: its instance has its identity.
+		approverRole(corev1.NamespaceNodeLease, []rbacv1.PolicyRule{{APIGroups: []string{coordinationv1.GroupName}, Resources: []string{"leases"}, Verbs: []string{"get"}}}),
+		approverBinding(corev1.NamespaceNodeLease),
 	}...)
 }
 

@@ -16,8 +16,9 @@ import (
 // exists: the infrastructure stack's outputs, which the services stack reads.
 type Deployed struct {
 	Azure
-	// ClusterCA is the cluster CA's certificate, which the webhook configurations trust.
-	ClusterCA string `json:"clusterCA"`
+	// WebhookServingCA is the authority of clusterforge-ops's serving certificate
+	// (pki.WebhookServingCA), which the webhook configurations and Prometheus trust.
+	WebhookServingCA string `json:"webhookServingCA"`
 	// OpsWebhookCert and OpsWebhookKey are clusterforge-ops's serving pair (pki.OpsWebhook);
 	// WebhookClientCA is the authority of the apiservers' client certificate it checks.
 	OpsWebhookCert  string `json:"opsWebhookCert"`
@@ -29,7 +30,7 @@ type Deployed struct {
 }
 
 // Deploy is every add-on object with the deploy-time values in: Objects, then the Azure objects
-// and the webhooks' serving pair, the webhook configurations trusting the cluster CA. The join
+// and the webhooks' serving pair, the webhook configurations trusting its authority. The join
 // token's Secret (BootstrapTokenSecret) is apart: its name changes with each token.
 func Deploy(c *spec.Cluster, d Deployed) ([]Object, error) {
 	objs, err := Objects(c)
@@ -40,11 +41,16 @@ func Deploy(c *spec.Cluster, d Deployed) ([]Object, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.WebhookServingCA == "" || d.OpsWebhookCert == "" {
+		// An empty caBundle fails every webhook call, and the webhooks fail closed: an
+		// infrastructure stack's hand-off from before the webhooks' authority of their own.
+		return nil, fmt.Errorf("no serving certificate for clusterforge-ops, or no authority for its clients to trust (the infrastructure's hand-off: run its pulumi up first)")
+	}
 	tls, err := OpsTLS(d.OpsWebhookCert, d.OpsWebhookKey, d.WebhookClientCA)
 	if err != nil {
 		return nil, err
 	}
-	TrustCA(objs, d.ClusterCA)
+	TrustOpsCA(objs, d.WebhookServingCA)
 	return append(append(objs, azure...), tls), nil
 }
 

@@ -20,7 +20,7 @@ import (
 func TestPatchesCarryAdjustmentsOver(t *testing.T) {
 	c := stacks(t)["dev"]
 	deployed := func() []Object {
-		objs, err := Deploy(c, Deployed{BootstrapToken: "abcdef.0123456789abcdef"})
+		objs, err := Deploy(c, Deployed{BootstrapToken: "abcdef.0123456789abcdef", WebhookServingCA: "ca", OpsWebhookCert: "cert"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,5 +83,13 @@ func TestTeamPriorityClassesBetweenBorrowAndSystem(t *testing.T) {
 	}
 	if !slices.Contains(TenantPriorityClasses(c), "urgent") {
 		t.Errorf("teams may not use the stack's class: %v", TenantPriorityClasses(c))
+	}
+}
+
+// A hand-off without the webhooks' authority would deploy webhooks that fail every call, closed.
+func TestDeployRefusesWebhooksNoOneCanVerify(t *testing.T) {
+	c := stacks(t)["dev"]
+	if _, err := Deploy(c, Deployed{BootstrapToken: "abcdef.0123456789abcdef", OpsWebhookCert: "cert"}); err == nil || !strings.Contains(err.Error(), "no authority") {
+		t.Errorf("Deploy with no webhook serving authority: %v, want a refusal", err)
 	}
 }

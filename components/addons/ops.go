@@ -269,9 +269,10 @@ func OpsTLS(certPEM, keyPEM, clientCAPEM string) (*corev1.Secret, error) {
 	return s, finish(s, opsAddon)
 }
 
-// TrustCA sets the caBundle of every webhook configuration among objs: the apiservers verify
-// clusterforge-ops's serving certificate against caPEM (the cluster CA).
-func TrustCA(objs []Object, caPEM string) {
+// TrustOpsCA makes the clients of clusterforge-ops trust caPEM, the authority of its serving
+// certificate (pki.WebhookServingCA): the caBundle of every webhook configuration among objs (the
+// apiservers) and Prometheus's file of it (OpsCAFile).
+func TrustOpsCA(objs []Object, caPEM string) {
 	for _, o := range objs {
 		switch w := o.(type) {
 		case *admissionregistrationv1.ValidatingWebhookConfiguration:
@@ -281,6 +282,10 @@ func TrustCA(objs []Object, caPEM string) {
 		case *admissionregistrationv1.MutatingWebhookConfiguration:
 			for i := range w.Webhooks {
 				w.Webhooks[i].ClientConfig.CABundle = []byte(caPEM)
+			}
+		case *corev1.ConfigMap:
+			if w.Namespace == MonitoringNamespace && w.Name == PrometheusName {
+				w.Data[OpsCAFile] = caPEM
 			}
 		}
 	}

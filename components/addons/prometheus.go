@@ -91,7 +91,10 @@ const (
 	PrometheusConfigDir  = "/etc/prometheus"
 	PrometheusConfigFile = "prometheus.yml"
 	PrometheusRulesFile  = "alerts.yml"
-	serviceAccountDir    = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// OpsCAFile is the authority of clusterforge-ops's serving certificate, known at deploy time
+	// (TrustOpsCA): the pods' own CA file is the cluster CA's, which does not sign it.
+	OpsCAFile         = "ops-ca.crt"
+	serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
 )
 
 // DroppedSeries are the metric name patterns each job drops at ingestion (L34): per-bucket
@@ -176,7 +179,7 @@ func PrometheusConfigFor(c *spec.Cluster) PrometheusConfig {
 			{
 				// clusterforge-ops's replicas: the scale-down brake's refusals (L14).
 				JobName: wellknown.OpsName, Scheme: "https",
-				TLSConfig:           &TLSConfig{CAFile: serviceAccountDir + "/ca.crt", ServerName: wellknown.OpsName + "." + SystemNamespace + ".svc"},
+				TLSConfig:           &TLSConfig{CAFile: PrometheusConfigDir + "/" + OpsCAFile, ServerName: wellknown.OpsName + "." + SystemNamespace + ".svc"},
 				KubernetesSDConfigs: []KubernetesSDConfig{{Role: "endpointslice", Namespaces: &NamespaceList{Names: []string{SystemNamespace}}}},
 				RelabelConfigs:      []RelabelConfig{keep("__meta_kubernetes_service_name", wellknown.OpsName), keep("__meta_kubernetes_endpointslice_port_name", "https")},
 			},

@@ -34,7 +34,8 @@ var CustomRoleActions = map[string][]string{
 	// The deletion is a long-running operation, and polling it is an action of its own.
 	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete",
 		"Microsoft.Compute/locations/operations/read"},
-	RoleScaleSetInstanceReader: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"},
+	RoleScaleSetInstanceReader: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+		"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/networkInterfaces/read"},
 }
 
 // CustomRoleDataActions are the data actions of each custom role that holds some.
@@ -99,7 +100,7 @@ func Grants(principal string) []Grant {
 			{RoleStorageBlobDataReader, ScopeRetirements, "clusterforge-etcd-backup: reads which etcd cluster IDs an operator retired"},
 		}
 	case spec.RoleAPIServer:
-		return []Grant{{RoleScaleSetInstanceReader, ScopeWorkerScaleSets, "clusterforge-csr-approver: reads the instance a joining node's attested document must name, and its scale set's placement tags"}}
+		return []Grant{{RoleScaleSetInstanceReader, ScopeWorkerScaleSets, "clusterforge-csr-approver: reads the instance a joining node's attested document must name, its scale set's placement tags, and the addresses of its network interface, which a serving certificate may name"}}
 	case addons.AutoscalerName:
 		const ca = "cluster-autoscaler (L19): "
 		return []Grant{

@@ -1,9 +1,8 @@
 // Package csrapprover approves the certificates of kubelets after checking each requester is the
-// node it claims to be: a joining node's client certificate (join.go) and every kubelet's serving
-// certificate. kube-controller-manager approves only the renewal of a client certificate by the
-// node that holds it. A serving certificate names addresses, and a node that could name any
-// address could pose as any kubelet to the apiserver (which verifies kubelet certificates, CIS
-// 1.2.5). It runs on the apiserver machines, one leader at a time, with a cluster-level cache of
+// node it claims to be: a joining or renewing node's client certificate (join.go) and every
+// kubelet's serving certificate; kube-controller-manager approves none. A serving certificate
+// names addresses, and a node that could name any address could pose as any kubelet to the
+// apiserver (which verifies kubelet certificates, CIS 1.2.5). It runs on the apiserver machines, one leader at a time, with a cluster-level cache of
 // nodes and CSRs.
 package csrapprover
 
@@ -91,6 +90,23 @@ func Decide(csr *certv1.CertificateSigningRequest, node *corev1.Node, nodeSubnet
 	return true, fmt.Sprintf("node %s serving %v %v", name, req.DNSNames, req.IPAddresses)
 }
 
+// OwnAddresses judges the addresses of a serving request Decide approved against its instance's
+// own, as Resource Manager assigned them (Addresses): a node reports its InternalIPs itself, so
+// one could list another worker's address and serve as that kubelet.
+func OwnAddresses(csr *certv1.CertificateSigningRequest, instance []netip.Addr) (approve bool, reason string) {
+	req, reason := nodeRequest(csr, allowedUsages, certv1.UsageServerAuth)
+	if req == nil {
+		return false, reason
+	}
+	for _, ip := range req.IPAddresses {
+		addr, _ := netip.AddrFromSlice(ip)
+		if !slices.Contains(instance, addr.Unmap()) {
+			return false, fmt.Sprintf("address %s is not its instance's (Resource Manager gives it %v)", ip, instance)
+		}
+	}
+	return true, ""
+}
+
 // nodeRequest reads a node's certificate request: usages among allowed, required among them, a
 // self-signed PEM request for a subject in system:nodes; nil, and why, when it is not one.
 func nodeRequest(csr *certv1.CertificateSigningRequest, allowed []certv1.KeyUsage, required certv1.KeyUsage) (*x509.CertificateRequest, string) {
@@ -132,6 +148,9 @@ type Config struct {
 	Joins *Joins
 	// Placement gives each worker's Node its placement labels; nil labels none.
 	Placement Placement
+	// Addresses tells a worker's own addresses, which its serving certificate may name; nil
+	// leaves them to the node's own report.
+	Addresses Addresses
 	// Identity names this candidate in the leader election (the machine's name).
 	Identity string
 	// Lease is the leader election's lease in kube-system.
@@ -141,6 +160,11 @@ type Config struct {
 // Placement tells the placement labels of the worker a Node claims to be (WorkerInstances).
 type Placement interface {
 	Placement(ctx context.Context, providerID, name string) (map[string]string, error)
+}
+
+// Addresses tells the addresses of the worker a Node claims to be (WorkerInstances).
+type Addresses interface {
+	Addresses(ctx context.Context, providerID, name string) ([]netip.Addr, error)
 }
 
 // Run approves or denies pending kubelet serving CSRs and joining nodes' client CSRs, and labels
@@ -178,6 +202,8 @@ func lead(ctx context.Context, cfg Config) {
 			}
 			return out
 		}
+		joins.Alive = func(ctx context.Context, name string) (bool, error) { return nodeAlive(ctx, cfg.Client, name) }
+		joins.Judged = &Judged{}
 		cfg.Joins = &joins
 	}
 	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
@@ -225,6 +251,22 @@ func lead(ctx context.Context, cfg Config) {
 	workers.Wait()
 }
 
+// nodeAlive says whether the node named name renews its lease: its last renewal is within the
+// lease's duration. A node that never registered, or whose lease is gone, is not alive.
+func nodeAlive(ctx context.Context, client kubernetes.Interface, name string) (bool, error) {
+	lease, err := client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("node %s's lease: %w", name, err)
+	}
+	if lease.Spec.RenewTime == nil || lease.Spec.LeaseDurationSeconds == nil {
+		return false, nil
+	}
+	return time.Since(lease.Spec.RenewTime.Time) < time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second, nil
+}
+
 // judges is how many requests and Nodes are settled at once.
 const judges = 4
 
@@ -234,7 +276,7 @@ const attestedIndex = "attested-content"
 
 func attestedDocument(obj any) ([]string, error) {
 	csr, ok := obj.(*certv1.CertificateSigningRequest)
-	if !ok || !IsJoin(csr) {
+	if !ok || !isClientRequest(csr) {
 		return nil, nil
 	}
 	var doc attestation.Document
@@ -305,14 +347,14 @@ func (cfg Config) label(ctx context.Context, node *corev1.Node) error {
 
 // owns says whether the request is one this approver judges.
 func (cfg Config) owns(csr *certv1.CertificateSigningRequest) bool {
-	return csr.Spec.SignerName == certv1.KubeletServingSignerName || (cfg.Joins != nil && IsJoin(csr))
+	return csr.Spec.SignerName == certv1.KubeletServingSignerName || (cfg.Joins != nil && isClientRequest(csr))
 }
 
 // judge decides one pending request and records the verdict.
 func (cfg Config) judge(ctx context.Context, csr *certv1.CertificateSigningRequest, cachedNode func(string) (*corev1.Node, error)) error {
 	var approve bool
 	var reason string
-	if IsJoin(csr) {
+	if isClientRequest(csr) {
 		var err error
 		if approve, reason, err = cfg.Joins.Decide(ctx, csr); err != nil {
 			return err
@@ -330,18 +372,33 @@ func (cfg Config) judge(ctx context.Context, csr *certv1.CertificateSigningReque
 			return fmt.Errorf("node %s: %w", name, err)
 		}
 		approve, reason = Decide(csr, node, cfg.NodeSubnets)
+		if approve && cfg.Addresses != nil {
+			addrs, err := cfg.Addresses.Addresses(ctx, node.Spec.ProviderID, node.Name)
+			switch {
+			case errors.Is(err, scaleset.ErrNotClusterInstance):
+				approve, reason = false, err.Error()
+			case err != nil:
+				return err
+			default:
+				var own string
+				if approve, own = OwnAddresses(csr, addrs); !approve {
+					reason = own
+				}
+			}
+		}
 	}
 	if err := settle(ctx, cfg.Client, csr, approve, reason); err != nil {
 		return err
 	}
 	klog.Infof("csr %s: approved %v: %s", csr.Name, approve, reason)
-	if IsJoin(csr) && !approve {
-		// A refused join request is removed at once: the join token buys requests, not room in
-		// etcd, however fast its holder writes them. The joining node reads the removal as a refusal.
+	if isClientRequest(csr) && !approve {
+		// A refused join or renewal request is removed at once: the join token (or a node) buys
+		// requests, not room in etcd, however fast its holder writes them. The node reads the
+		// removal as a refusal.
 		uid := csr.UID
 		err := cfg.Client.CertificatesV1().CertificateSigningRequests().Delete(ctx, csr.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) {
-			klog.Errorf("csr %s: remove the refused join request: %v", csr.Name, err)
+			klog.Errorf("csr %s: remove the refused request: %v", csr.Name, err)
 		}
 	}
 	return nil

@@ -7,14 +7,19 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/clusterforge/clusterforge/components/attestation"
 )
 
 var subnet = netip.MustParsePrefix("10.1.0.0/16")
@@ -103,5 +108,72 @@ func TestDecide(t *testing.T) {
 				t.Errorf("approve %v (%s), want %v (%s)", approve, reason, tc.approve, tc.reason)
 			}
 		})
+	}
+}
+
+// A document is judged for the first request that carries it, whatever became of that request
+// (a request of the same name made after it was removed is another); an instance's requests past
+// JoinsPerInstance are refused, a request judged again counting once.
+func TestJudgedRemembersDocumentsAndInstances(t *testing.T) {
+	var j Judged
+	req := func(name, uid string) *certv1.CertificateSigningRequest {
+		return &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(uid)}}
+	}
+	original := req("join", "uid-1")
+	for _, tc := range []struct {
+		what string
+		csr  *certv1.CertificateSigningRequest
+	}{
+		{"the original", original},
+		{"the original judged again", original},
+		{"a copy", req("copy", "uid-2")},
+		{"a copy under the removed original's name", req("join", "uid-3")},
+	} {
+		if first := j.firstCarrier("doc", tc.csr); first.uid != original.UID {
+			t.Errorf("%s: the first carrier is %s (%s), want the original", tc.what, first.name, first.uid)
+		}
+	}
+	for i := range JoinsPerInstance {
+		if !j.ask("vm-1", req("join", fmt.Sprint("vm-1-", i))) {
+			t.Fatalf("request %d of the instance refused, want %d allowed", i+1, JoinsPerInstance)
+		}
+	}
+	if !j.ask("vm-1", req("join", "vm-1-0")) {
+		t.Error("a request judged again was counted twice")
+	}
+	if j.ask("vm-1", req("join", "one-too-many")) {
+		t.Errorf("request %d of one instance allowed", JoinsPerInstance+1)
+	}
+	if !j.ask("vm-2", req("join", "vm-2-0")) {
+		t.Error("another instance's first request refused")
+	}
+	// Requests older than a document's life count no more.
+	for i := range JoinsPerInstance {
+		j.asked["vm-3"] = append(j.asked["vm-3"], judgedRequest{"old", types.UID(fmt.Sprint("old-", i)), time.Now().Add(-attestation.MaxAge - time.Minute)})
+	}
+	if !j.ask("vm-3", req("new", "new")) {
+		t.Error("an instance refused for requests older than a document's life")
+	}
+}
+
+// A serving request names only its instance's own addresses, as Resource Manager assigned them.
+func TestOwnAddresses(t *testing.T) {
+	csr := func(ips ...string) *certv1.CertificateSigningRequest {
+		return &certv1.CertificateSigningRequest{Spec: certv1.CertificateSigningRequestSpec{
+			Request: request(t, "system:node:n1", []string{"system:nodes"}, []string{"n1"}, ips), Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageServerAuth}}}
+	}
+	instance := []netip.Addr{netip.MustParseAddr("10.1.2.3")}
+	for _, tc := range []struct {
+		name    string
+		csr     *certv1.CertificateSigningRequest
+		approve bool
+	}{
+		{"its instance's address", csr("10.1.2.3"), true},
+		{"its name only", csr(), true},
+		{"another worker's address, reported as its own", csr("10.1.2.3", "10.1.2.4"), false},
+	} {
+		if approve, reason := OwnAddresses(tc.csr, instance); approve != tc.approve {
+			t.Errorf("%s: approve %v (%s), want %v", tc.name, approve, reason, tc.approve)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	certv1 "k8s.io/api/certificates/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
@@ -41,11 +43,48 @@ type WorkerInstances struct {
 	// ControlPlane is the apiservers' own scale set.
 	ControlPlane string
 
+	labels lately[map[string]string] // by scale set
+	// seen are the vmIds of the instances read lately, by provider ID and node name: a join's
+	// lookup serves its Node's labelling, so a joining node costs Resource Manager one instance
+	// read, not two.
+	seen lately[string]
+	// addresses are the instances' addresses read lately, by provider ID and node name: a node
+	// asking for serving certificates in a loop costs one read of its interface a TTL.
+	addresses lately[[]netip.Addr]
+}
+
+// memoryBound is how many entries a memory of the approver holds before it drops the stale ones.
+const memoryBound = 20_000
+
+// lately keeps what was read from Resource Manager, by key, for as long as its reader says,
+// dropping the stale values once it holds memoryBound.
+type lately[V any] struct {
 	mu     sync.Mutex
-	labels map[string]scaleSetLabels // by scale set
-	// seen are the instances read lately, by provider ID and node name: a join's lookup serves its
-	// Node's labelling, so a joining node costs Resource Manager one instance read, not two.
-	seen map[string]seenInstance
+	values map[string]readAt[V]
+}
+
+type readAt[V any] struct {
+	value V
+	read  time.Time
+}
+
+func (l *lately[V]) get(key string, ttl time.Duration) (V, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.values[key]
+	return r.value, ok && time.Since(r.read) < ttl
+}
+
+func (l *lately[V]) put(key string, value V, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.values == nil {
+		l.values = map[string]readAt[V]{}
+	}
+	if len(l.values) >= memoryBound {
+		maps.DeleteFunc(l.values, func(_ string, r readAt[V]) bool { return time.Since(r.read) >= ttl })
+	}
+	l.values[key] = readAt[V]{value, time.Now()}
 }
 
 // VMID reads the instance providerID names.
@@ -62,22 +101,13 @@ func (w *WorkerInstances) Placement(ctx context.Context, providerID, name string
 	return labels, err
 }
 
-// labelsTTL is how long a scale set's placement labels are kept before they are read again, and
-// seenTTL how long an instance read is: a node registers within minutes of its join.
+// labelsTTL is how long a scale set's placement labels, or an instance's addresses, are kept
+// before they are read again, and seenTTL how long an instance read is: a node registers within
+// minutes of its join.
 const (
 	labelsTTL = 10 * time.Minute
 	seenTTL   = time.Hour
 )
-
-type scaleSetLabels struct {
-	labels map[string]string
-	read   time.Time
-}
-
-type seenInstance struct {
-	vmID string
-	read time.Time
-}
 
 // instance reads the instance providerID names, checked to carry name, and its scale set's
 // placement labels: a scale set without a pool tag is no worker's, whatever the approver's
@@ -88,22 +118,16 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 		return "", nil, err
 	}
 	key := providerID + " " + name
-	w.mu.Lock()
-	seen, ok := w.seen[key]
-	w.mu.Unlock()
-	vmID := seen.vmID
-	if !ok || time.Since(seen.read) > seenTTL {
+	vmID, ok := w.seen.get(key, seenTTL)
+	if !ok {
 		if vmID, err = m.VMID(ctx, providerID, name); err != nil {
 			return "", nil, err
 		}
-		w.remember(key, vmID)
+		w.seen.put(key, vmID, seenTTL)
 	}
 	set := m.ScaleSets[0]
-	w.mu.Lock()
-	cached, ok := w.labels[set]
-	w.mu.Unlock()
-	if ok && time.Since(cached.read) < labelsTTL {
-		return vmID, cached.labels, nil
+	if labels, ok := w.labels.get(set, labelsTTL); ok {
+		return vmID, labels, nil
 	}
 	sets, err := w.Access.ScaleSetsAs(w.Cred)
 	if err != nil {
@@ -122,26 +146,25 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 	if labels[wellknown.PoolLabel] == "" {
 		return "", nil, fmt.Errorf("scale set %s has no %s tag, so it is no worker pool's: %w", set, wellknown.LabelTag(wellknown.PoolLabel), scaleset.ErrNotClusterInstance)
 	}
-	w.mu.Lock()
-	if w.labels == nil {
-		w.labels = map[string]scaleSetLabels{}
-	}
-	w.labels[set] = scaleSetLabels{labels, time.Now()}
-	w.mu.Unlock()
+	w.labels.put(set, labels, labelsTTL)
 	return vmID, labels, nil
 }
 
-// remember keeps an instance read, dropping the stale ones as the map grows.
-func (w *WorkerInstances) remember(key, vmID string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.seen == nil {
-		w.seen = map[string]seenInstance{}
+// Addresses reads the addresses of the instance providerID names, checked to carry name.
+func (w *WorkerInstances) Addresses(ctx context.Context, providerID, name string) ([]netip.Addr, error) {
+	key := providerID + " " + name
+	if addrs, ok := w.addresses.get(key, labelsTTL); ok {
+		return addrs, nil
 	}
-	if len(w.seen) >= 20_000 {
-		maps.DeleteFunc(w.seen, func(_ string, s seenInstance) bool { return time.Since(s.read) > seenTTL })
+	m, err := w.machines(providerID)
+	if err != nil {
+		return nil, err
 	}
-	w.seen[key] = seenInstance{vmID, time.Now()}
+	addrs, err := m.Addresses(ctx, providerID, name)
+	if err == nil {
+		w.addresses.put(key, addrs, labelsTTL)
+	}
+	return addrs, err
 }
 
 // machines reaches the one scale set providerID names, refusing the control plane's.
@@ -170,19 +193,116 @@ type Joins struct {
 	// Carrying returns the join requests whose attested documents say the same
 	// (attestation.ContentKey), however they are encoded.
 	Carrying func(contentKey string) []*certv1.CertificateSigningRequest
+	// Alive says whether the node named name still renews its lease: its instance has its
+	// identity, and joins again only once that node has stopped (a reimage, a repair).
+	Alive func(ctx context.Context, name string) (bool, error)
+	// Judged remembers the documents and instances judged lately; nil remembers nothing.
+	Judged *Judged
 }
 
-// IsJoin says whether the request is a joining node's, made with the join token; renewals by a
-// node's own certificate are kube-controller-manager's (selfnodeclient).
+// Judged remembers, for as long as a document is valid (attestation.MaxAge), the request that
+// first carried each document judged, and each instance's requests. A copy judged after its
+// original was refused and removed is still a copy; and an instance asking more than
+// JoinsPerInstance times in that span (a join token's holder or a node asking in a loop, with fresh
+// documents of its own instance) is refused before Resource Manager is asked.
+type Judged struct {
+	mu    sync.Mutex
+	first map[string]judgedRequest   // by attestation.ContentKey
+	asked map[string][]judgedRequest // by vmId
+}
+
+// judgedRequest is one request, by its UID: a refused request is removed at once, and its name
+// may then be taken by another.
+type judgedRequest struct {
+	name string
+	uid  types.UID
+	at   time.Time
+}
+
+// JoinsPerInstance is how many join requests one instance may have judged within
+// attestation.MaxAge: a node refused for a passing reason asks again every 30 s, and a reimaged
+// one is refused while its old node's lease runs out.
+const JoinsPerInstance = 5
+
+// firstCarrier records csr as the first request judged to carry the document contentKey, unless
+// another was; it returns the first one.
+func (j *Judged) firstCarrier(contentKey string, csr *certv1.CertificateSigningRequest) judgedRequest {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.forget()
+	if first, ok := j.first[contentKey]; ok {
+		return first
+	}
+	if j.first == nil {
+		j.first = map[string]judgedRequest{}
+	}
+	j.first[contentKey] = judgedRequest{csr.Name, csr.UID, time.Now()}
+	return j.first[contentKey]
+}
+
+// ask records the request name of the instance vmID and says whether it is within the
+// instance's JoinsPerInstance over the last attestation.MaxAge; a request judged again (Resource
+// Manager did not answer) counts once.
+func (j *Judged) ask(vmID string, csr *certv1.CertificateSigningRequest) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.forget()
+	asked := slices.DeleteFunc(j.asked[vmID], stale)
+	if slices.ContainsFunc(asked, func(r judgedRequest) bool { return r.uid == csr.UID }) {
+		return true
+	}
+	if len(asked) >= JoinsPerInstance {
+		return false
+	}
+	if j.asked == nil {
+		j.asked = map[string][]judgedRequest{}
+	}
+	j.asked[vmID] = append(asked, judgedRequest{csr.Name, csr.UID, time.Now()})
+	return true
+}
+
+// forget drops what is older than a document's life, when the memory has grown: every request
+// it holds passed the document's checks, so it grows with the instances joining, and with one
+// request per JoinsPerInstance of a looping one.
+func (j *Judged) forget() {
+	if len(j.first)+len(j.asked) < memoryBound {
+		return
+	}
+	maps.DeleteFunc(j.first, func(_ string, r judgedRequest) bool { return stale(r) })
+	maps.DeleteFunc(j.asked, func(_ string, rs []judgedRequest) bool {
+		return !slices.ContainsFunc(rs, func(r judgedRequest) bool { return !stale(r) })
+	})
+}
+
+// stale is a request judged longer ago than a document lives.
+func stale(r judgedRequest) bool { return time.Since(r.at) > attestation.MaxAge }
+
+// IsJoin says whether the request is a joining node's, made with the join token.
 func IsJoin(csr *certv1.CertificateSigningRequest) bool {
 	return csr.Spec.SignerName == certv1.KubeAPIServerClientKubeletSignerName && slices.Contains(csr.Spec.Groups, pki.BootstrapGroup)
 }
 
-// Decide approves a join request that passes every check, denies one that fails, and returns an
-// error when it cannot tell yet (Resource Manager did not answer), to be tried again.
+// IsRenewal says whether the request is a node's for its next client certificate, made with its
+// current one. kube-controller-manager approves none (no selfnodeclient grant): a renewal proves
+// the instance again, as a join does.
+func IsRenewal(csr *certv1.CertificateSigningRequest) bool {
+	return csr.Spec.SignerName == certv1.KubeAPIServerClientKubeletSignerName && slices.Contains(csr.Spec.Groups, pki.NodesGroup) &&
+		strings.HasPrefix(csr.Spec.Username, pki.NodeUserPrefix)
+}
+
+// isClientRequest is a join or a renewal: a request the attested document decides.
+func isClientRequest(csr *certv1.CertificateSigningRequest) bool {
+	return IsJoin(csr) || IsRenewal(csr)
+}
+
+// Decide approves a join or renewal request that passes every check, denies one that fails, and
+// returns an error when it cannot tell yet (Resource Manager did not answer), to be tried again.
+// A renewal is judged as a join is, but asks for its requester's own name only, and its node
+// may be alive (it is).
 func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest) (approve bool, reason string, err error) {
-	if !IsJoin(csr) {
-		return false, "not a join request", nil
+	renewal := IsRenewal(csr)
+	if !IsJoin(csr) && !renewal {
+		return false, "not a join or renewal request", nil
 	}
 	req, reason := nodeRequest(csr, clientUsages, certv1.UsageClientAuth)
 	if req == nil {
@@ -194,6 +314,8 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 		return false, fmt.Sprintf("subject %q is not a node", req.Subject.CommonName), nil
 	case len(req.DNSNames)+len(req.IPAddresses)+len(req.EmailAddresses)+len(req.URIs) > 0:
 		return false, "a client certificate names no hosts", nil
+	case renewal && req.Subject.CommonName != csr.Spec.Username:
+		return false, fmt.Sprintf("%s asks for %s's certificate: a node renews its own only", csr.Spec.Username, req.Subject.CommonName), nil
 	}
 	document := csr.Annotations[wellknown.AttestedDocumentAnnotation]
 	var doc attestation.Document
@@ -204,15 +326,14 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 	// may) could copy one, re-encoded or not, and search for a key whose nonce matches (ten
 	// digits): the copy comes later, so it is refused. A refused request blocks nothing, so an
 	// original judged again (Resource Manager did not answer) is not held up by its refused copy;
-	// a copy of a refused original fails that original's checks in turn (same document, same
-	// instance).
+	// a copy of an original refused and removed is still refused, by what Judged remembers.
 	key, err := attestation.ContentKey(doc)
 	if err != nil {
 		return false, err.Error(), nil
 	}
 	if j.Carrying != nil {
 		for _, other := range j.Carrying(key) {
-			if other.Name == csr.Name {
+			if other.UID == csr.UID {
 				continue
 			}
 			if approved(other) {
@@ -237,6 +358,16 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 	case !strings.EqualFold(payload.SubscriptionID, j.Subscription):
 		return false, fmt.Sprintf("attested in subscription %s, not the cluster's", payload.SubscriptionID), nil
 	}
+	// Past here the document is genuine and the request's own: it is judged once, whatever
+	// becomes of the request, and counts against its instance.
+	if j.Judged != nil {
+		if first := j.Judged.firstCarrier(key, csr); first.uid != csr.UID {
+			return false, fmt.Sprintf("request %s (uid %s) carried the same attested document and was judged: a document vouches for one request", first.name, first.uid), nil
+		}
+		if !j.Judged.ask(strings.ToLower(payload.VMID), csr) {
+			return false, fmt.Sprintf("instance vmId %s asked for a certificate more than %d times in %v", payload.VMID, JoinsPerInstance, attestation.MaxAge), nil
+		}
+	}
 	instance := csr.Annotations[wellknown.ProviderIDAnnotation]
 	vmID, err := j.Instances.VMID(ctx, instance, name)
 	if errors.Is(err, scaleset.ErrNotClusterInstance) {
@@ -247,6 +378,18 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 	}
 	if !strings.EqualFold(vmID, payload.VMID) {
 		return false, fmt.Sprintf("node %s names instance %s (vmId %s), but the attested document is vmId %s's", name, instance, vmID, payload.VMID), nil
+	}
+	if renewal {
+		return true, fmt.Sprintf("node %s is instance %s (vmId %s), renewing", name, instance, vmID), nil
+	}
+	if j.Alive != nil {
+		alive, err := j.Alive(ctx, name)
+		if err != nil {
+			return false, "", err
+		}
+		if alive {
+			return false, fmt.Sprintf("node %s is alive (its lease is renewed): its instance has its identity, and joins again once that node has stopped", name), nil
+		}
 	}
 	return true, fmt.Sprintf("node %s is instance %s (vmId %s)", name, instance, vmID), nil
 }

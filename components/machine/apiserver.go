@@ -89,9 +89,9 @@ func APIServerFlags(c *spec.Cluster) Flags {
 
 		"kubelet-client-certificate": CertPath("", pki.APIServerKubeletClient),
 		"kubelet-client-key":         KeyPath("", pki.APIServerKubeletClient),
-		// Kubelets serve certificates from the cluster CA (serverTLSBootstrap), issued only when
-		// clusterforge-csr-approver has checked the node's identity (CIS 1.2.5).
-		"kubelet-certificate-authority":   CertPath("", pki.ClusterCA),
+		// Kubelets serve certificates from an authority of their own (serverTLSBootstrap), issued
+		// only when clusterforge-csr-approver has checked the node's identity (CIS 1.2.5).
+		"kubelet-certificate-authority":   CertPath("", pki.KubeletServingCA),
 		"kubelet-preferred-address-types": "InternalIP",
 
 		"proxy-client-cert-file":             CertPath("", pki.FrontProxyClient),
@@ -133,8 +133,9 @@ func apiserver(c *spec.Cluster, b pki.Bundle) part {
 		{Path: WebhookKubeconfig, Content: webhookKubeconfig, Mode: 0o600},
 		{Path: EncryptionConfig, Content: encryptionConfig(b.EncryptionKey), Mode: 0o600},
 	}
-	// The cluster CA key signs kubelet client certificates (controller-manager).
+	// The authorities' keys sign the kubelets' client and serving certificates (controller-manager).
 	files = append(files, pairFiles("", pki.ClusterCA, b.Pair(pki.ClusterCA))...)
+	files = append(files, pairFiles("", pki.KubeletServingCA, b.Pair(pki.KubeletServingCA))...)
 	files = append(files, pairFiles("", pki.ServiceAccountKey, b.Pair(pki.ServiceAccountKey))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.APIServerEtcdClient, b.Pair(pki.APIServerEtcdClient))...)
 	for _, name := range []string{pki.APIServer, pki.APIServerKubeletClient, pki.APIServerWebhookClient, pki.FrontProxyClient} {

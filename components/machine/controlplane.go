@@ -25,14 +25,19 @@ func ControllerManagerFlags(c *spec.Cluster) Flags {
 	// Client QPS grows with the node count so node and pod lifecycles keep up (L09).
 	qps := max(20, c.TargetNodes/50)
 	flags := Flags{
-		"kubeconfig":                       ControllerManagerKubeconfig,
-		"authentication-kubeconfig":        ControllerManagerKubeconfig,
-		"authorization-kubeconfig":         ControllerManagerKubeconfig,
-		"bind-address":                     "127.0.0.1",
-		"leader-elect":                     "true",
-		"cluster-name":                     c.Name,
-		"cluster-signing-cert-file":        CertPath("", pki.ClusterCA),
-		"cluster-signing-key-file":         KeyPath("", pki.ClusterCA),
+		"kubeconfig":                ControllerManagerKubeconfig,
+		"authentication-kubeconfig": ControllerManagerKubeconfig,
+		"authorization-kubeconfig":  ControllerManagerKubeconfig,
+		"bind-address":              "127.0.0.1",
+		"leader-elect":              "true",
+		"cluster-name":              c.Name,
+		// One authority per signer in use: kubelet clients by the cluster CA, which the apiservers
+		// trust for clients; kubelet serving by its own, which only the apiservers' kubelet client
+		// trusts. The other signers (kube-apiserver-client, legacy-unknown) sign nothing.
+		"cluster-signing-kubelet-client-cert-file":  CertPath("", pki.ClusterCA),
+		"cluster-signing-kubelet-client-key-file":   KeyPath("", pki.ClusterCA),
+		"cluster-signing-kubelet-serving-cert-file": CertPath("", pki.KubeletServingCA),
+		"cluster-signing-kubelet-serving-key-file":  KeyPath("", pki.KubeletServingCA),
 		"root-ca-file":                     CertPath("", pki.ClusterCA),
 		"service-account-private-key-file": KeyPath("", pki.ServiceAccountKey),
 		"use-service-account-credentials":  "true",

@@ -71,9 +71,11 @@ evictionHard:
 protectKernelDefaults: true
 # cgroup v1 is in maintenance upstream: the kubelet refuses such a host (its default since 1.35).
 `+FailCgroupV1+`: true
-rotateCertificates: true
-# The serving certificate comes from the cluster CA too, once clusterforge-csr-approver has
-# checked the names are this node's; the apiservers verify it (CIS 1.2.5).
+# clusterforge-node-renew renews the client certificate, proving the instance again each time;
+# the kubelet reads the files again when they change.
+rotateCertificates: false
+# The serving certificate comes from an authority of its own, once clusterforge-csr-approver has
+# checked the names are this node's; the apiservers alone trust it (CIS 1.2.5).
 serverTLSBootstrap: true
 eventRecordQPS: 5
 streamingConnectionIdleTimeout: 5m
@@ -197,7 +199,7 @@ After=` + FabricManagerUnit + `
 `
 
 // KubeletClientCert is the kubelet's client certificate, which clusterforge-node-join writes and
-// the kubelet then rotates: once it is there the join token has done its work.
+// renews: once it is there the join token has done its work.
 const KubeletClientCert = KubeletDir + "/pki/kubelet-client-current.pem"
 
 // BootstrapCopies are the files that hold the join token on a worker besides
@@ -266,7 +268,7 @@ func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 	jitter, forget := joinJitter(c.Joins.JitterSeconds()), forgetBootstrap()
 	return part{
 		files: append(append(files, jitter.files...), forget.files...),
-		units: append(forget.units, jitter.units[0], nodeJoin(), service{
+		units: append(forget.units, jitter.units[0], nodeJoin(), nodeRenew(), service{
 			name: strings.TrimSuffix(KubeletUnit, ".service"), description: "Kubernetes node agent (pool " + pool.Name + ")",
 			after: []string{identityUnit, ContainerdUnit, nodeJoinUnit}, requires: []string{identityUnit, nodeJoinUnit},
 			binary: BinDir + "/kubelet", flags: KubeletFlags(pool), envFiles: []string{NodeEnvFile},
@@ -287,8 +289,30 @@ func nodeJoin() Unit {
 		name: strings.TrimSuffix(nodeJoinUnit, ".service"), description: "clusterforge: prove this instance and get the kubelet's client certificate",
 		after: []string{identityUnit, joinJitterUnit}, requires: []string{identityUnit, joinJitterUnit}, oneshot: true,
 		binary: BinDir + "/clusterforge-node-join", envFiles: []string{NodeEnvFile},
-		flags: Flags{"node-name": "${NODE_NAME}", "provider-id": "${PROVIDER_ID}", "metadata-endpoint": "http://" + wellknown.IMDSAddress,
-			"bootstrap-kubeconfig": KubeletBootstrapKubeconfig, "kubeconfig": KubeletKubeconfig, "client-cert": KubeletClientCert},
+		flags: nodeJoinFlags(Flags{"bootstrap-kubeconfig": KubeletBootstrapKubeconfig}),
+	}.unit()
+}
+
+// nodeJoinFlags are clusterforge-node-join's flags for this machine, with extra.
+func nodeJoinFlags(extra Flags) Flags {
+	flags := Flags{"node-name": "${NODE_NAME}", "provider-id": "${PROVIDER_ID}", "metadata-endpoint": "http://" + wellknown.IMDSAddress,
+		"kubeconfig": KubeletKubeconfig, "client-cert": KubeletClientCert}
+	maps.Copy(flags, extra)
+	return flags
+}
+
+// nodeRenewUnit renews the kubelet's client certificate whenever half of its short life
+// (pki.NodeClientLifetime) is left, with a fresh attested document, as the node: a certificate
+// copied off the machine, or one of an instance that is gone, dies within that life.
+const nodeRenewUnit = "clusterforge-node-renew.service"
+
+func nodeRenew() Unit {
+	return service{
+		name: strings.TrimSuffix(nodeRenewUnit, ".service"), description: "clusterforge: renew the kubelet's client certificate, proving this instance again",
+		after: []string{identityUnit, nodeJoinUnit}, requires: []string{identityUnit, nodeJoinUnit},
+		binary: BinDir + "/clusterforge-node-join", envFiles: []string{NodeEnvFile},
+		// A refused renewal asks again later: the certificate lasts half its life meanwhile.
+		flags: nodeJoinFlags(Flags{"renew": "true", "retry": "5m"}),
 	}.unit()
 }
 

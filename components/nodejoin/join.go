@@ -2,7 +2,8 @@
 // instance it is: it asks the instance metadata service for the instance's attested document,
 // with the nonce bound to the key of its certificate request, and sends both in the request with
 // the join token. The apiservers' CSR approver checks them (components/csrapprover); the kubelet
-// then starts with the certificate and renews it itself.
+// then starts with the certificate. It renews the certificate the same way, as the node, each time
+// half of its short life (pki.NodeClientLifetime) is left; the kubelet reads the files again.
 package nodejoin
 
 import (
@@ -28,9 +29,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/certificate"
+	"k8s.io/utils/ptr"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -79,8 +82,8 @@ func Join(ctx context.Context, cfg Config) error {
 	}
 }
 
-// joined says whether the kubelet's kubeconfig and an unexpired certificate are there: the kubelet
-// renews it itself, and the join token is gone after the first join.
+// joined says whether the kubelet's kubeconfig and an unexpired certificate are there: Renew
+// keeps it fresh, and the join token is gone after the first join.
 func joined(cfg Config) bool {
 	if _, err := os.Stat(cfg.Kubeconfig); err != nil {
 		return false
@@ -104,8 +107,91 @@ func store(current string) (certificate.FileStore, error) {
 	return certificate.NewFileStore(prefix, dir, dir, "", "")
 }
 
-// join makes one attempt: a new key, its attested document, the request, and the wait.
+// join makes one attempt with the join token, then writes the kubelet's kubeconfig.
 func join(ctx context.Context, cfg Config) error {
+	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.BootstrapKubeconfig)
+	if err != nil {
+		return err
+	}
+	// The join token may create and read requests, not list them: a name no one can guess keeps
+	// this one's document from the other holders of the token.
+	if err := obtain(ctx, cfg, restCfg, "node-join-"); err != nil {
+		return err
+	}
+	kubeconfig := clientcmdapi.NewConfig()
+	kubeconfig.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: restCfg.Host, CertificateAuthority: restCfg.CAFile, CertificateAuthorityData: restCfg.CAData}
+	kubeconfig.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: cfg.ClientCert, ClientKey: cfg.ClientCert}
+	kubeconfig.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth"}
+	kubeconfig.CurrentContext = "default-context"
+	if err := clientcmd.WriteToFile(*kubeconfig, cfg.Kubeconfig); err != nil {
+		return err
+	}
+	cfg.Logf("joined as %s: the kubelet holds its client certificate", cfg.NodeName)
+	return nil
+}
+
+// Renew keeps the kubelet's client certificate fresh until ctx ends: once half of its life is
+// left it asks for the next as the node (the kubelet's own kubeconfig), with a new key and its
+// instance's attested document, which the CSR approver checks as it checks a join. A refused or
+// failed renewal is tried again after cfg.Retry; the current certificate lasts meanwhile.
+func Renew(ctx context.Context, cfg Config) error {
+	for {
+		wait, err := renewIfDue(ctx, cfg, false)
+		if err != nil {
+			cfg.Logf("renew: %v; trying again in %s", err, cfg.Retry)
+			wait = cfg.Retry
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// RenewNow renews the kubelet's client certificate once, whatever is left of the current one.
+func RenewNow(ctx context.Context, cfg Config) error {
+	_, err := renewIfDue(ctx, cfg, true)
+	return err
+}
+
+// renewIfDue renews the certificate when half of its life is left, or now, and says how long
+// until the next renewal is due.
+func renewIfDue(ctx context.Context, cfg Config, now bool) (time.Duration, error) {
+	certs, err := store(cfg.ClientCert)
+	if err != nil {
+		return 0, err
+	}
+	current, err := certs.Current()
+	if err != nil || current.Leaf == nil {
+		return 0, fmt.Errorf("the kubelet's client certificate: %v", err)
+	}
+	if until := time.Until(halfLife(current.Leaf)); until > 0 && !now {
+		return until, nil
+	}
+	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	if err != nil {
+		return 0, err
+	}
+	if err := obtain(ctx, cfg, restCfg, "node-renew-"); err != nil {
+		return 0, err
+	}
+	next, err := certs.Current()
+	if err != nil {
+		return 0, err
+	}
+	cfg.Logf("renewed the kubelet's client certificate as %s, valid until %s", cfg.NodeName, next.Leaf.NotAfter.UTC().Format(time.RFC3339))
+	return time.Until(halfLife(next.Leaf)), nil
+}
+
+func halfLife(cert *x509.Certificate) time.Time {
+	return cert.NotBefore.Add(cert.NotAfter.Sub(cert.NotBefore) / 2)
+}
+
+// obtain makes one attempt at a client certificate of pki.NodeClientLifetime, as restCfg
+// authenticates: a new key, its attested document, the request named prefix and random bits,
+// and the wait; it stores the pair as the kubelet's current one.
+func obtain(ctx context.Context, cfg Config, restCfg *rest.Config, prefix string) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
@@ -123,27 +209,22 @@ func join(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	restCfg, err := clientcmd.BuildConfigFromFlags("", cfg.BootstrapKubeconfig)
-	if err != nil {
-		return err
-	}
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
 	}
-	// The join token may create and read requests, not list them: a name no one can guess keeps
-	// this one's document from the other holders of the token.
 	suffix := make([]byte, 16)
 	if _, err := rand.Read(suffix); err != nil {
 		return err
 	}
 	csr, err := client.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-join-" + cfg.NodeName + "-" + hex.EncodeToString(suffix), Annotations: map[string]string{
+		ObjectMeta: metav1.ObjectMeta{Name: prefix + cfg.NodeName + "-" + hex.EncodeToString(suffix), Annotations: map[string]string{
 			wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: cfg.ProviderID}},
 		Spec: certv1.CertificateSigningRequestSpec{
-			Request:    pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
-			SignerName: certv1.KubeAPIServerClientKubeletSignerName,
-			Usages:     []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth},
+			Request:           pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
+			SignerName:        certv1.KubeAPIServerClientKubeletSignerName,
+			Usages:            []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth},
+			ExpirationSeconds: ptr.To(int32(pki.NodeClientLifetime / time.Second)),
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -164,19 +245,8 @@ func join(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if _, err := certs.Update(cert, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})); err != nil {
-		return err
-	}
-	kubeconfig := clientcmdapi.NewConfig()
-	kubeconfig.Clusters["default-cluster"] = &clientcmdapi.Cluster{Server: restCfg.Host, CertificateAuthority: restCfg.CAFile, CertificateAuthorityData: restCfg.CAData}
-	kubeconfig.AuthInfos["default-auth"] = &clientcmdapi.AuthInfo{ClientCertificate: cfg.ClientCert, ClientKey: cfg.ClientCert}
-	kubeconfig.Contexts["default-context"] = &clientcmdapi.Context{Cluster: "default-cluster", AuthInfo: "default-auth"}
-	kubeconfig.CurrentContext = "default-context"
-	if err := clientcmd.WriteToFile(*kubeconfig, cfg.Kubeconfig); err != nil {
-		return err
-	}
-	cfg.Logf("joined as %s: the kubelet holds its client certificate", cfg.NodeName)
-	return nil
+	_, err = certs.Update(cert, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	return err
 }
 
 // A join reads its request back after pollEvery, then each wait half as long again up to

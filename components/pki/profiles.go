@@ -23,6 +23,13 @@ const (
 	// WebhookClientCA issues only the apiservers' webhook client certificate, so no other
 	// certificate (the cluster CA signs what CSRs ask) can pose as the apiserver to a webhook.
 	WebhookClientCA = "webhook-client-ca"
+	// KubeletServingCA signs the kubelets' serving certificates (kube-controller-manager's
+	// kubelet-serving signer) and is trusted by the apiservers' kubelet client alone: a node's
+	// serving certificate, whatever it names, convinces no pod and no webhook client.
+	KubeletServingCA = "kubelet-serving-ca"
+	// WebhookServingCA issues only clusterforge-ops's serving pair, so the webhooks' caBundle
+	// trusts nothing a CSR can buy.
+	WebhookServingCA = "webhook-serving-ca"
 
 	// Trust bundles: several authorities in one file, named like a certificate.
 	// EtcdServersCA verifies the serving certificates of every etcd cluster (the apiserver's
@@ -46,7 +53,7 @@ const (
 	Admin = "admin"
 
 	// OpsWebhook is the serving pair of clusterforge-ops's admission webhooks, held in a Secret,
-	// not on a machine; the apiservers trust it through the cluster CA in the webhooks' caBundle.
+	// not on a machine; the apiservers trust it through WebhookServingCA in the webhooks' caBundle.
 	OpsWebhook = "ops-webhook"
 
 	// ServiceAccountKey is the key pair that signs service-account tokens (no certificate).
@@ -107,6 +114,12 @@ const (
 	AdminEarlyRenewalHours = 10 * 24
 )
 
+// NodeClientLifetime is how long a kubelet's client certificate lives. The node renews it when
+// half of it is left, each time proving its instance again with an attested document
+// (components/nodejoin), so a copy taken off the machine, or the certificate of an instance that
+// is gone, dies within it.
+const NodeClientLifetime = 48 * time.Hour
+
 // User names (certificate CNs) that RBAC binds.
 const (
 	// CSRApproverUser approves kubelet serving certificates.
@@ -153,13 +166,14 @@ func (p Profile) Validity() (hours, earlyRenewal int) {
 	return p.ValidityHours, p.EarlyRenewalHours
 }
 
-// Authorities are the cluster's CAs: Kubernetes, front proxy, etcd clients and one per etcd cluster.
+// Authorities are the cluster's CAs: Kubernetes, front proxy, etcd clients, webhook clients,
+// kubelet serving, webhook serving and one per etcd cluster.
 func Authorities(c *spec.Cluster) []Authority {
 	authorities := []Authority{
 		{Name: ClusterCA, CommonName: c.Name + "-kubernetes-ca", Usages: caUsages},
 		{Name: FrontProxyCA, CommonName: c.Name + "-front-proxy-ca", Usages: caUsages},
 	}
-	for _, name := range append([]string{EtcdClientCA, WebhookClientCA}, EtcdServerCAs(c)...) {
+	for _, name := range append([]string{EtcdClientCA, WebhookClientCA, KubeletServingCA, WebhookServingCA}, EtcdServerCAs(c)...) {
 		authorities = append(authorities, Authority{Name: name, CommonName: c.Name + "-" + name, Usages: caUsages})
 	}
 	return authorities
@@ -200,7 +214,7 @@ func Profiles(c *spec.Cluster) []Profile {
 		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: MastersGroup, Usages: clientUsages,
 			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
 		// The Service clusterforge-ops in kube-system, as the apiservers dial a webhook's service.
-		Profile{Name: OpsWebhook, Issuer: ClusterCA, CommonName: wellknown.OpsName,
+		Profile{Name: OpsWebhook, Issuer: WebhookServingCA, CommonName: wellknown.OpsName,
 			DNSNames: []string{wellknown.OpsServiceHost, wellknown.OpsServiceHost + "." + wellknown.ClusterDomain}, Usages: serverUsages},
 	)
 }

@@ -106,8 +106,8 @@ func Handoff(cluster *azure.Cluster) pulumi.AnyOutput {
 		bundle := v[4].(pki.Bundle)
 		ops := bundle.Pair(pki.OpsWebhook)
 		d := addons.Deployed{
-			Azure:     addons.Azure{SubscriptionID: v[1].(string), TenantID: v[2].(string), Cloud: azurecloud.Public, ClientIDs: map[string]string{}},
-			ClusterCA: bundle.Pair(pki.ClusterCA).CertPEM, OpsWebhookCert: ops.CertPEM, OpsWebhookKey: ops.KeyPEM,
+			Azure:            addons.Azure{SubscriptionID: v[1].(string), TenantID: v[2].(string), Cloud: azurecloud.Public, ClientIDs: map[string]string{}},
+			WebhookServingCA: bundle.Pair(pki.WebhookServingCA).CertPEM, OpsWebhookCert: ops.CertPEM, OpsWebhookKey: ops.KeyPEM,
 			WebhookClientCA: bundle.Pair(pki.WebhookClientCA).CertPEM,
 			BootstrapToken:  v[3].(string), BootstrapTokenExpires: cluster.BootstrapTokenExpires,
 		}

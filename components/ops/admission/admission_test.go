@@ -40,7 +40,7 @@ func TestFromAnswersTheAPIServerOnly(t *testing.T) {
 		p.AppendCertsFromPEM([]byte(b.Pair(name).CertPEM))
 		return p
 	}
-	clusterCA, clientCA := pool(pki.ClusterCA), pool(pki.WebhookClientCA)
+	servingCA, clientCA := pool(pki.WebhookServingCA), pool(pki.WebhookClientCA)
 	srv := httptest.NewUnstartedServer(From(pki.APIServerWebhookUser, http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(rw, "reviewed")
 	})))
@@ -60,7 +60,7 @@ func TestFromAnswersTheAPIServerOnly(t *testing.T) {
 	} {
 		presented := tc.presented
 		client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
-			RootCAs: clusterCA, ServerName: wellknown.OpsServiceHost,
+			RootCAs: servingCA, ServerName: wellknown.OpsServiceHost,
 			// Sent whatever authorities the server names, as a hostile client would.
 			GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 				if len(presented) == 0 {

@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
 	"github.com/clusterforge/clusterforge/components/azurecloud"
 )
@@ -89,7 +90,11 @@ func (a *Access) MachinesAs(cred azcore.TokenCredential) (*Machines, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Machines{VMs: vms, Subscription: a.Subscription, ResourceGroup: a.ResourceGroup, ScaleSets: a.ScaleSets}, nil
+	nics, err := armnetwork.NewInterfacesClient(a.Subscription, cred, a.options())
+	if err != nil {
+		return nil, err
+	}
+	return &Machines{VMs: vms, NICs: nics, Subscription: a.Subscription, ResourceGroup: a.ResourceGroup, ScaleSets: a.ScaleSets}, nil
 }
 
 // ScaleSetsAs is a client of the scale sets themselves (their models and tags), with cred.

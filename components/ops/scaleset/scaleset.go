@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -44,7 +46,9 @@ func ParseProviderID(providerID string) (Instance, error) {
 // claim, so it is checked three ways before anything is deleted: the resource group and scale set
 // must be the cluster's pools', and the instance's computer name must be the node's name.
 type Machines struct {
-	VMs           *armcompute.VirtualMachineScaleSetVMsClient
+	VMs *armcompute.VirtualMachineScaleSetVMsClient
+	// NICs reads instances' network interfaces (Addresses); nil where nothing asks.
+	NICs          *armnetwork.InterfacesClient
 	Subscription  string
 	ResourceGroup string
 	// ScaleSets are the worker pools' scale sets; control-plane machines are never removed here.
@@ -81,6 +85,44 @@ func (m *Machines) VMID(ctx context.Context, providerID, name string) (string, e
 		return "", fmt.Errorf("instance %s of %s has no vmId", in.ID, in.ScaleSet)
 	}
 	return *vm.Properties.VMID, nil
+}
+
+// Addresses are the private addresses of the primary IP configurations of the network interfaces
+// of the instance a node named name claims by its provider ID, checked as Remove checks: the
+// instance's own addresses as Resource Manager assigned them, not its pods' (Azure CNI gives
+// those secondary IP configurations of the same interface).
+func (m *Machines) Addresses(ctx context.Context, providerID, name string) ([]netip.Addr, error) {
+	in, vm, err := m.lookup(ctx, providerID, name)
+	switch {
+	case err != nil:
+		return nil, err
+	case vm == nil:
+		return nil, fmt.Errorf("instance %s of %s does not exist: %w", in.ID, in.ScaleSet, ErrNotClusterInstance)
+	}
+	var addrs []netip.Addr
+	pager := m.NICs.NewListVirtualMachineScaleSetVMNetworkInterfacesPager(in.ResourceGroup, in.ScaleSet, in.ID, nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, nic := range page.Value {
+			if nic.Properties == nil {
+				continue
+			}
+			for _, ip := range nic.Properties.IPConfigurations {
+				if ip.Properties == nil || ip.Properties.Primary == nil || !*ip.Properties.Primary || ip.Properties.PrivateIPAddress == nil {
+					continue
+				}
+				addr, err := netip.ParseAddr(*ip.Properties.PrivateIPAddress)
+				if err != nil {
+					return nil, fmt.Errorf("instance %s of %s: %w", in.ID, in.ScaleSet, err)
+				}
+				addrs = append(addrs, addr)
+			}
+		}
+	}
+	return addrs, nil
 }
 
 // lookup reads the instance providerID names, once it is one of the cluster's worker scale sets'

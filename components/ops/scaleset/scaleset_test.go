@@ -2,7 +2,9 @@ package scaleset
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -12,6 +14,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	computefake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
+	networkfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6/fake"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -97,5 +101,35 @@ func TestParseProviderIDReadsAScaleSetVM(t *testing.T) {
 	in, err := ParseProviderID(providerID("cf-prod-2500", "cf-prod-2500-gpu", "1042"))
 	if err != nil || in != (Instance{sub, "cf-prod-2500", "cf-prod-2500-gpu", "1042"}) {
 		t.Errorf("ParseProviderID = %+v, %v", in, err)
+	}
+}
+
+// An instance's addresses are its interface's primary IP configuration's, never the secondary
+// ones Azure CNI gives its pods; and only once the instance is the node's.
+func TestAddressesAreTheInstancesPrimaryOnly(t *testing.T) {
+	m, _ := machines(t)
+	ipConfig := func(ip string, primary bool) *armnetwork.InterfaceIPConfiguration {
+		return &armnetwork.InterfaceIPConfiguration{Properties: &armnetwork.InterfaceIPConfigurationPropertiesFormat{PrivateIPAddress: to.Ptr(ip), Primary: to.Ptr(primary)}}
+	}
+	srv := networkfake.InterfacesServer{
+		NewListVirtualMachineScaleSetVMNetworkInterfacesPager: func(rg, set, id string, _ *armnetwork.InterfacesClientListVirtualMachineScaleSetVMNetworkInterfacesOptions) (resp azfake.PagerResponder[armnetwork.InterfacesClientListVirtualMachineScaleSetVMNetworkInterfacesResponse]) {
+			resp.AddPage(http.StatusOK, armnetwork.InterfacesClientListVirtualMachineScaleSetVMNetworkInterfacesResponse{InterfaceListResult: armnetwork.InterfaceListResult{
+				Value: []*armnetwork.Interface{{Properties: &armnetwork.InterfacePropertiesFormat{IPConfigurations: []*armnetwork.InterfaceIPConfiguration{
+					ipConfig("10.1.0."+id, true), ipConfig("10.1.1."+id, false), ipConfig("10.1.2."+id, false)}}}}}}, nil)
+			return resp
+		},
+	}
+	nics, err := armnetwork.NewInterfacesClient(sub, &azfake.TokenCredential{},
+		&arm.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: networkfake.NewInterfacesServerTransport(&srv)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.NICs = nics
+	addrs, err := m.Addresses(context.Background(), providerID("cf-dev", "cf-dev-cpu", "3"), "cf-dev-cpu000003")
+	if err != nil || len(addrs) != 1 || addrs[0] != netip.MustParseAddr("10.1.0.3") {
+		t.Errorf("Addresses = %v, %v; want [10.1.0.3]", addrs, err)
+	}
+	if _, err := m.Addresses(context.Background(), providerID("cf-dev", "cf-dev-cpu", "4"), "cf-dev-cpu000003"); !errors.Is(err, ErrNotClusterInstance) {
+		t.Errorf("another node's instance: %v, want ErrNotClusterInstance", err)
 	}
 }

@@ -33,6 +33,10 @@ func TestJoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	join.JoinNeedsTheInstancesAttestedDocument(t)
 }
 
+func TestNodeRenewsAsItsInstance(t *testing.T) {
+	join.NodeRenewsAsItsInstance(t)
+}
+
 func TestOpsSignsInToAzure(t *testing.T) {
 	ops.OpsSignsInToAzure(t)
 }

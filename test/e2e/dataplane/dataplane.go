@@ -398,7 +398,7 @@ func PrometheusScrapesTheControlPlaneAndNodes(t *testing.T) {
 	}
 	want := map[string]int{"apiserver": framework.Booted.Cluster.APIServer.Count, "certificates": framework.Booted.Cluster.APIServer.Count, "node": len(cl),
 		addons.PodTrafficJob: len(cl),
-		wellknown.OpsName:    int(*ops.Spec.Replicas)} // the brake's refusals, over TLS the cluster CA verifies
+		wellknown.OpsName:    int(*ops.Spec.Replicas)} // the brake's refusals, over TLS the webhook serving CA verifies
 	for _, e := range framework.Booted.Cluster.EtcdClusters() {
 		want["etcd/"+e.Role] = len(e.Members)
 	}

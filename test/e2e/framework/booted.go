@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/offline"
 	"github.com/clusterforge/clusterforge/test/machines"
@@ -136,4 +140,19 @@ func PreloadList(t testing.TB) Preloaded {
 func PreloadedApp(t testing.TB) string {
 	list := PreloadList(t)
 	return list[len(list)-1].Name
+}
+
+// AsNode is a client with the kubelet's own client certificate, as root on the worker reads it.
+func AsNode(t testing.TB, ctx context.Context, worker string) *kubernetes.Clientset {
+	t.Helper()
+	pair, err := Booted.Exec(ctx, worker, "cat", machine.KubeletClientCert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: Booted.Cluster.APIServerURL(), Dial: Booted.Dial,
+		TLSClientConfig: rest.TLSClientConfig{CAData: []byte(Booted.Bundle.Pair(pki.ClusterCA).CertPEM), CertData: []byte(pair), KeyData: []byte(pair)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
 }

@@ -36,9 +36,10 @@ import (
 // Every worker joined through its instance's attested document, checked by the CSR approver
 // against Resource Manager with the apiserver machines' identity; and the join token alone, as
 // root on a worker holds it before it is removed, gets no other node's certificate: neither
-// without a document, nor with the worker's own document under another node's name; a document
-// vouches for the first request that carries it, however it is re-encoded; and the token lists no
-// requests.
+// without a document, nor with the worker's own document under another node's name, nor a second
+// identity for a worker whose node is alive; a document vouches for the first request that carries
+// it, however it is re-encoded; one instance asking in a loop is refused before Resource Manager
+// is asked, and the approver keeps up; and the token lists no requests.
 func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	framework.NeedBoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -134,12 +135,27 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	none, _ := attested()
 	key, doc := attested()
 	ownKey, ownDoc := attested()
-	// A worker's genuine join, then a copy of its document, written otherwise, with the very key its
-	// nonce names (as if a search had found one).
+	// The worker asks again with a fresh document, then a copy of that document, written
+	// otherwise, with the very key its nonce names (as if a search had found one).
 	genuineKey, genuineDoc := attested()
 	reencoded, err := imds.Reencoded(genuineDoc)
 	if err != nil {
 		t.Fatal(err)
+	}
+	ask := func(node, doc, instance string, key *ecdsa.PrivateKey) *certv1.CertificateSigningRequest {
+		request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + node, Organization: []string{pki.NodesGroup}}}, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		csr, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + instance}},
+			Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
+				SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("a join request for %s: %v", node, err)
+		}
+		return csr
 	}
 	for _, tc := range []struct {
 		name, node, doc, instance, denial string
@@ -148,35 +164,77 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 		{"no document", victim.Name, "", theirs, "no attested document", none},
 		{"another worker's document", victim.Name, doc, theirs, "the attested document is vmId", key},
 		{"its own instance under another name", victim.Name, ownDoc, own, "computer name", ownKey},
-		{"the worker's own join", first.Name, genuineDoc, own, "", genuineKey},
-		{"a re-encoded copy of its document, for its instance again", first.Name, reencoded, own, "the same attested document", genuineKey},
+		{"a second join of a worker whose node is alive", first.Name, genuineDoc, own, "is alive", genuineKey},
+		{"a re-encoded copy of that document, for its instance again", first.Name, reencoded, own, "the same attested document", genuineKey},
 	} {
-		request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + tc.node, Organization: []string{pki.NodesGroup}}}, tc.key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		csr, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: tc.doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + tc.instance}},
-			Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
-				SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
+		csr := ask(tc.node, tc.doc, tc.instance, tc.key)
 		// Watched from its creation: a refused join request is removed at once, its verdict seen
 		// on the way.
 		c, gone, err := drills.CSRVerdict(ctx, cs, csr, 2*time.Minute)
 		switch {
 		case err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case tc.denial == "" && (c.Type != certv1.CertificateApproved || c.Reason != csrapprover.Reason || gone):
-			t.Errorf("%s: %s by %s (%s), removed %v; want approved by the CSR approver, and kept", tc.name, c.Type, c.Reason, c.Message, gone)
-		case tc.denial != "" && (c.Type != certv1.CertificateDenied || c.Reason != csrapprover.Reason || !strings.Contains(c.Message, tc.denial)):
+		case c.Type != certv1.CertificateDenied || c.Reason != csrapprover.Reason || !strings.Contains(c.Message, tc.denial):
 			t.Errorf("%s: %s by %s (%s), want denied by the CSR approver for %q", tc.name, c.Type, c.Reason, c.Message, tc.denial)
-		case tc.denial != "" && !gone:
+		case !gone:
 			t.Errorf("%s: denied and kept: a refused join request is removed at once, or the token fills etcd", tc.name)
 		default:
 			t.Logf("%s: %s: %s (removed %v)", tc.name, c.Type, c.Message, gone)
 		}
+	}
+
+	// The worker's root asks in a loop, each time with a fresh document of its own instance: past
+	// the instance's share the approver refuses without asking Resource Manager, and keeps up.
+	const burst = 2 * csrapprover.JoinsPerInstance
+	type asked struct {
+		key *ecdsa.PrivateKey
+		doc string
+	}
+	var loop []asked
+	for range burst {
+		key, doc := attested()
+		loop = append(loop, asked{key, doc})
+	}
+	before, err := framework.Booted.ARMCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var requests []*certv1.CertificateSigningRequest
+	for _, a := range loop {
+		requests = append(requests, ask(first.Name, a.doc, own, a.key))
+	}
+	limited := 0
+	for _, csr := range requests {
+		c, gone, err := drills.CSRVerdict(ctx, cs, csr, 2*time.Minute)
+		switch {
+		case err != nil:
+			t.Errorf("burst: %v", err)
+		case c.Type != certv1.CertificateDenied || !gone:
+			t.Errorf("burst: %s: %s (%s), removed %v; want denied and removed", csr.Name, c.Type, c.Message, gone)
+		case strings.Contains(c.Message, "asked for a certificate more than"):
+			limited++
+		}
+	}
+	settled := time.Since(start)
+	after, err := framework.Booted.ARMCalls()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads = 0
+	for _, c := range after[len(before):] {
+		if c.Client == approver && strings.HasSuffix(c.Action, "/virtualMachines/read") {
+			reads++
+		}
+	}
+	t.Logf("a burst of %d join requests from one instance: settled in %s, %d refused as past its share, %d instance reads", burst, settled.Round(time.Millisecond), limited, reads)
+	if limited < burst-csrapprover.JoinsPerInstance {
+		t.Errorf("%d of the burst's %d requests refused as past the instance's share, want %d at least", limited, burst, burst-csrapprover.JoinsPerInstance)
+	}
+	if reads > burst-limited {
+		t.Errorf("the approver read %d instances for the burst, but only %d of its requests were within the instance's share", reads, burst-limited)
+	}
+	if settled > time.Minute {
+		t.Errorf("the approver took %s to settle a burst of %d requests, want a minute at most", settled, burst)
 	}
 }

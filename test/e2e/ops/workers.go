@@ -31,7 +31,7 @@ import (
 )
 
 // The operations layer runs from the worker image's preloaded clusterforge-ops image: the
-// apiservers call its webhook at its pod's address over TLS the cluster CA signs (a team pod gets
+// apiservers call its webhook at its pod's address over TLS its own authority signs (a team pod gets
 // its toleration), and a reboot the metadata stand-in schedules for a worker makes that worker's
 // agent set MaintenanceScheduled, the leading controller cordon and drain it, the agent start the
 // reboot early once the worker is drained, and the controller uncordon it once the event is gone

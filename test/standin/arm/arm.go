@@ -513,6 +513,8 @@ func (s *Server) scaleSetRoute(r *http.Request, rest []string) (*route, *apiErro
 			return &route{action: compute + "/virtualMachines/delete", scope: vmID, resource: vmID, policies: []Policy{PolicyDeleteVMScaleSetVMs}, handle: s.batch(name, []string{in}, OpDelete)}, nil
 		case len(rest) == 4 && method == http.MethodPost && strings.EqualFold(rest[3], "reimage"):
 			return &route{action: compute + "/virtualMachines/reimage/action", scope: vmID, resource: vmID, policies: []Policy{PolicyUpdateVMScaleSetVMs}, handle: s.batch(name, []string{in}, OpReimage)}, nil
+		case len(rest) == 4 && method == http.MethodGet && strings.EqualFold(rest[3], "networkInterfaces"):
+			return &route{action: compute + "/virtualMachines/networkInterfaces/read", scope: vmID, resource: vmID, handle: s.instanceNICs(name, in, vmID)}, nil
 		case len(rest) == 4 && method == http.MethodPost && strings.EqualFold(rest[3], "runCommand"):
 			return &route{action: compute + "/virtualMachines/runCommand/action", scope: vmID, resource: vmID, policies: []Policy{PolicyUpdateVMScaleSetVMs}, handle: s.runCommand(vmID)}, nil
 		}
@@ -903,6 +905,14 @@ func (s *Server) listInstances(name string) func(http.ResponseWriter, *http.Requ
 }
 
 func (s *Server) getInstance(name, id string) func(http.ResponseWriter, *http.Request, string) *apiError {
+	return s.onInstance(name, id, func(r *http.Request, ss *ScaleSet, in *Instance) any {
+		return s.instanceJSON(ss, in, strings.EqualFold(r.URL.Query().Get("$expand"), "instanceView"))
+	})
+}
+
+// onInstance answers a read of instance id of scale set name with what answer makes of it, under
+// the server's lock.
+func (s *Server) onInstance(name, id string, answer func(*http.Request, *ScaleSet, *Instance) any) func(http.ResponseWriter, *http.Request, string) *apiError {
 	return func(w http.ResponseWriter, r *http.Request, _ string) *apiError {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -914,9 +924,25 @@ func (s *Server) getInstance(name, id string) func(http.ResponseWriter, *http.Re
 		if aerr != nil {
 			return aerr
 		}
-		writeJSON(w, http.StatusOK, s.instanceJSON(ss, in, strings.EqualFold(r.URL.Query().Get("$expand"), "instanceView")))
+		writeJSON(w, http.StatusOK, answer(r, ss, in))
 		return nil
 	}
+}
+
+// instanceNICs lists an instance's one network interface, as the Network provider does: the
+// primary IP configuration holds the instance's address (the node's), secondary ones would hold
+// its pods' (Azure CNI), which the stand-in's machines do not take from it.
+func (s *Server) instanceNICs(name, id, vmID string) func(http.ResponseWriter, *http.Request, string) *apiError {
+	return s.onInstance(name, id, func(_ *http.Request, _ *ScaleSet, in *Instance) any {
+		nic := vmID + "/networkInterfaces/" + name + "-nic"
+		return map[string]any{"value": []any{map[string]any{
+			"id": nic, "name": name + "-nic", "location": s.Location,
+			"properties": map[string]any{"primary": true, "provisioningState": "Succeeded", "ipConfigurations": []any{map[string]any{
+				"id": nic + "/ipConfigurations/ipconfig1", "name": "ipconfig1",
+				"properties": map[string]any{"primary": true, "privateIPAddress": in.PrivateIP, "privateIPAddressVersion": "IPv4", "privateIPAllocationMethod": "Dynamic"},
+			}}},
+		}}}
+	})
 }
 
 func (s *Server) getVM(i int, id string) func(http.ResponseWriter, *http.Request, string) *apiError {

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -33,6 +35,7 @@ const (
 	group        = "rg-test"
 	operator     = "11111111-1111-1111-1111-00000000000a" // Virtual Machine Contributor over the resource group
 	remover      = "11111111-1111-1111-1111-00000000000b" // clusterforge-ops's custom role over one scale set
+	reader       = "11111111-1111-1111-1111-00000000000d" // clusterforge-csr-approver's custom role over one scale set
 	stranger     = "11111111-1111-1111-1111-00000000000c" // no assignment
 )
 
@@ -72,9 +75,10 @@ func newWorld(t *testing.T) *world {
 	w.Local = Serve(t, w.srv, tenant)
 	w.Grant(operator, w.GroupID(), azurerbac.BuiltInRoleActions[azurerbac.RoleVirtualMachineContributor]...)
 	w.Grant(remover, w.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceRemover]...)
+	w.Grant(reader, w.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
 	var five []*Instance
-	for range 5 {
-		five = append(five, &Instance{})
+	for i := range 5 {
+		five = append(five, &Instance{PrivateIP: fmt.Sprintf("10.1.0.%d", 4+i)})
 	}
 	w.srv.AddScaleSet(ScaleSet{Name: "cpu", SKU: "Standard_D8s_v5", Zones: []string{"1", "2", "3"}, ComputerNamePrefix: "cpu", Image: "image-1", Instances: five})
 	w.srv.AddScaleSet(ScaleSet{Name: "gpu", SKU: "Standard_ND96asr_v4", ComputerNamePrefix: "gpu", Image: "image-1"})
@@ -340,5 +344,25 @@ func TestBatchesCostResourceManagerOneRequest(t *testing.T) {
 	}
 	if got := h["x-ms-ratelimit-remaining-resource"]; !strings.Contains(got, "UpdateVMScaleSetVMsSubscription;1200") || !strings.Contains(got, "UpdateVMScaleSetVMsResource;0") {
 		t.Errorf("Compute's buckets after a batch of 300: %s, want 1200 left for the subscription and the scale set's emptied", got)
+	}
+}
+
+// The Network client lists an instance's interface as clusterforge-csr-approver reads it, with
+// the approver's role: the primary IP configuration holds the instance's address.
+func TestInstanceAddressesThroughTheSDK(t *testing.T) {
+	w := newWorld(t)
+	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(subscription, w.Credential(reader), w.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nics, err := armnetwork.NewInterfacesClient(subscription, w.Credential(reader), w.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &scaleset.Machines{VMs: vms, NICs: nics, Subscription: subscription, ResourceGroup: group, ScaleSets: []string{"cpu"}}
+	id := scaleset.ProviderIDPrefix + w.srv.ScaleSetID("cpu") + "/virtualMachines/2"
+	addrs, err := m.Addresses(context.Background(), id, "cpu000002")
+	if err != nil || len(addrs) != 1 || addrs[0].String() != "10.1.0.6" {
+		t.Errorf("instance 2's addresses: %v, %v; want [10.1.0.6]", addrs, err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	certv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/azurerbac"
@@ -119,12 +120,20 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	}
 	csr := func(node string, key *ecdsa.PrivateKey, doc, instance string, groups ...string) *certv1.CertificateSigningRequest {
 		return &certv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{Name: "join", ResourceVersion: "20", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + instance}},
+			ObjectMeta: metav1.ObjectMeta{Name: "join", UID: "the-judged", ResourceVersion: "20", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + instance}},
 			Spec: certv1.CertificateSigningRequestSpec{SignerName: certv1.KubeAPIServerClientKubeletSignerName, Request: request(node, key),
 				Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}, Username: "system:bootstrap:abcdef",
 				Groups: append([]string{"system:bootstrappers", "system:authenticated"}, groups...)},
 		}
 	}
+	// A renewal: the node's own certificate asks for the next.
+	renewal := func(user, node string, key *ecdsa.PrivateKey, doc, instance string) *certv1.CertificateSigningRequest {
+		r := csr(node, key, doc, instance)
+		r.Spec.Username, r.Spec.Groups = pki.NodeUserPrefix+user, []string{pki.NodesGroup, "system:authenticated"}
+		return r
+	}
+	alive := false
+	joins.Alive = func(context.Context, string) (bool, error) { return alive, nil }
 	a, b := meta.Machines["10.0.2.4"], meta.Machines["10.0.2.5"]
 	k, other := newKey(), newKey()
 	// Documents other requests carry too (as if a node had copied them and found a key with the
@@ -145,7 +154,11 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	}
 	// The request judged is created at revision 20; the others before or after it.
 	at := func(name, revision string, conditions ...certv1.CertificateSigningRequestCondition) *certv1.CertificateSigningRequest {
-		return &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: revision}, Status: certv1.CertificateSigningRequestStatus{Conditions: conditions}}
+		uid := types.UID(name)
+		if name == "join" { // the judged request itself
+			uid = "the-judged"
+		}
+		return &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{Name: name, UID: uid, ResourceVersion: revision}, Status: certv1.CertificateSigningRequestStatus{Conditions: conditions}}
 	}
 	approvedOnce := certv1.CertificateSigningRequestCondition{Type: certv1.CertificateApproved, Status: "True"}
 	refused := certv1.CertificateSigningRequestCondition{Type: certv1.CertificateDenied, Status: "True"}
@@ -184,8 +197,15 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		{"a document an approved request carried", csr(a.Name, kj, approvedCopy, a.ResourceID, pki.BootstrapGroup), false, "request the-original carried the same attested document and was approved"},
 		{"an original whose copy was refused", csr(a.Name, kr, rejudged, a.ResourceID, pki.BootstrapGroup), true, "is instance"},
 		{"the first of two requests carrying a document", csr(a.Name, kl, later, a.ResourceID, pki.BootstrapGroup), true, "is instance"},
-		{"not the join token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), false, "not a join request"},
+		{"not the join token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), false, "not a join or renewal request"},
+		{"a join for a node that is alive", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup), false, "is alive"},
+		{"a renewal by the node itself, alive", renewal(a.Name, a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), true, "renewing"},
+		{"a renewal of another node's certificate", renewal(a.Name, b.Name, k, attested("10.0.2.4", nonceOf(k)), b.ResourceID), false, "renews its own only"},
+		{"a renewal without a document", renewal(a.Name, a.Name, k, "", a.ResourceID), false, "no attested document"},
+		{"a renewal with another instance's document", renewal(b.Name, b.Name, k, attested("10.0.2.4", nonceOf(k)), b.ResourceID), false, "the attested document is vmId"},
 	} {
+		// The node a judged request names renews its lease from the liveness cases on.
+		alive = strings.Contains(tc.name, "alive")
 		approve, reason, err := joins.Decide(context.Background(), tc.csr)
 		if err != nil || approve != tc.approve || !strings.Contains(reason, tc.reason) {
 			t.Errorf("%s: approve %v (%q, error %v), want %v with %q", tc.name, approve, reason, err, tc.approve, tc.reason)
