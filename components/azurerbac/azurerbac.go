@@ -11,7 +11,6 @@ import (
 // Azure built-in role definition ids.
 const (
 	RoleVirtualMachineContributor  = "9980e02c-c2be-4d73-94e8-173b1dc7cf3c"
-	RoleManagedIdentityOperator    = "f1a07417-d97a-45cb-824c-7a7467783830"
 	RoleStorageBlobDataContributor = "ba92f5b4-2d11-453d-a403-e96b0029c9fe"
 	RoleStorageBlobDataReader      = "2a2b9908-6ea1-4ae2-8e65-a410df84e7d1"
 )
@@ -20,7 +19,8 @@ const (
 // where no built-in role is that narrow.
 const (
 	RoleScaleSetLister          = "scale-set-lister"
-	RoleSubnetJoiner            = "subnet-joiner"
+	RoleMachineLister           = "machine-lister"
+	RoleScaleSetScaler          = "scale-set-scaler"
 	RoleScaleSetInstanceRemover = "scale-set-instance-remover"
 	RoleScaleSetInstanceReader  = "scale-set-instance-reader"
 	RoleBirthRecorder           = "birth-recorder"
@@ -29,9 +29,15 @@ const (
 // CustomRoleActions are the actions of each custom role.
 var CustomRoleActions = map[string][]string{
 	RoleScaleSetLister: {"Microsoft.Compute/virtualMachineScaleSets/read"},
-	RoleSubnetJoiner:   {"Microsoft.Network/virtualNetworks/subnets/read", "Microsoft.Network/virtualNetworks/subnets/join/action"},
-	// Not Virtual Machine Contributor: its run-command, extensions and model writes are root on every node.
-	// The deletion is a long-running operation, and polling it is an action of its own.
+	// Azure authorizes a list at the resource group; cluster-autoscaler lists its VMs even in scale-set mode.
+	RoleMachineLister: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachines/read"},
+	// Not Virtual Machine Contributor: its run command, extensions and instance writes are root on every
+	// node. Azure has no action narrower than write for a scale set's capacity; the autoscaler's PUT
+	// carries only the sku, so it names no subnet or identity that Azure would check as well.
+	RoleScaleSetScaler: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachineScaleSets/write",
+		"Microsoft.Compute/virtualMachineScaleSets/delete/action", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
+		"Microsoft.Compute/locations/operations/read"},
+	// A deletion is a long-running operation, and polling it is an action of its own.
 	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete",
 		"Microsoft.Compute/locations/operations/read"},
 	RoleScaleSetInstanceReader: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
@@ -52,8 +58,8 @@ func IsCustom(role string) bool {
 	return actions || data
 }
 
-// BuiltInRoleActions are the Compute actions of the built-in roles assigned here (Virtual Machine
-// Contributor holds more, on networks and disks), as the stand-ins authorize them.
+// BuiltInRoleActions are the Compute actions of built-in roles (Virtual Machine Contributor holds
+// more, on networks and disks), as the stand-ins authorize them for an operator.
 var BuiltInRoleActions = map[string][]string{
 	RoleVirtualMachineContributor: {"Microsoft.Compute/virtualMachineScaleSets/*", "Microsoft.Compute/virtualMachines/*", "Microsoft.Compute/locations/*"},
 }
@@ -61,10 +67,8 @@ var BuiltInRoleActions = map[string][]string{
 // Scopes a grant can name. The plural ones stand for one assignment per resource.
 const (
 	ScopeResourceGroup     = "resourceGroup"
-	ScopeNodeSubnet        = "nodeSubnet"
 	ScopeWorkerScaleSets   = "workerScaleSets"
 	ScopeAPIServerScaleSet = "apiserverScaleSet"
-	ScopeWorkerIdentities  = "workerIdentities"
 	ScopeBackupContainer   = "backupContainer"
 	ScopeBirths            = "birthsContainer"
 	ScopeRetirements       = "retirementsContainer"
@@ -79,9 +83,8 @@ type Grant struct {
 
 // Grants is the least privilege of each identity, a machine role's or a workload's
 // (addons.AzureWorkloads): a grant exists only for a component that calls Azure with it.
-// cluster-autoscaler (L19) lists the resource group's scale sets, resizes them and deletes their
-// instances, and Azure checks on each resize that the caller may join the scale set's NICs to the
-// node subnet and assign the scale set's identity. clusterforge-ops's remediation reads and
+// cluster-autoscaler (L19) lists the resource group's scale sets and VMs, reads the worker scale
+// sets' instances, sets their capacity and deletes their instances. clusterforge-ops's remediation reads and
 // deletes the instance of a machine it hands back and polls that deletion, and reads the apiserver
 // scale set's repairs state, nothing more. The
 // main etcd's backup agent writes, lists, reads and prunes snapshots in its container, adds births
@@ -104,10 +107,8 @@ func Grants(principal string) []Grant {
 	case addons.AutoscalerName:
 		const ca = "cluster-autoscaler (L19): "
 		return []Grant{
-			{RoleScaleSetLister, ScopeResourceGroup, ca + "lists the resource group's scale sets"},
-			{RoleVirtualMachineContributor, ScopeWorkerScaleSets, ca + "resizes a scale set and deletes its instances"},
-			{RoleSubnetJoiner, ScopeNodeSubnet, ca + "a resized scale set's NICs join the node subnet"},
-			{RoleManagedIdentityOperator, ScopeWorkerIdentities, ca + "a resized scale set keeps its pool's identity"},
+			{RoleMachineLister, ScopeResourceGroup, ca + "lists the resource group's scale sets and virtual machines (both fatal at start-up if refused)"},
+			{RoleScaleSetScaler, ScopeWorkerScaleSets, ca + "reads a worker scale set's instances, sets its capacity, deletes its instances and polls both operations"},
 		}
 	case wellknown.OpsName:
 		return []Grant{

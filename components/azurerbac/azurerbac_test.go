@@ -1,12 +1,16 @@
 package azurerbac
 
 import (
+	"flag"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/docblock"
 )
 
 // Only the components that call Azure hold grants, each the narrowest that serves it.
@@ -26,10 +30,8 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 		},
 		spec.RoleAPIServer: {{Role: RoleScaleSetInstanceReader, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-csr-approver"}},
 		addons.AutoscalerName: {
-			{Role: RoleScaleSetLister, Scope: ScopeResourceGroup, Consumer: "cluster-autoscaler"},
-			{Role: RoleVirtualMachineContributor, Scope: ScopeWorkerScaleSets, Consumer: "cluster-autoscaler"},
-			{Role: RoleSubnetJoiner, Scope: ScopeNodeSubnet, Consumer: "cluster-autoscaler"},
-			{Role: RoleManagedIdentityOperator, Scope: ScopeWorkerIdentities, Consumer: "cluster-autoscaler"},
+			{Role: RoleMachineLister, Scope: ScopeResourceGroup, Consumer: "cluster-autoscaler"},
+			{Role: RoleScaleSetScaler, Scope: ScopeWorkerScaleSets, Consumer: "cluster-autoscaler"},
 		},
 		wellknown.OpsName: {
 			{Role: RoleScaleSetInstanceRemover, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"},
@@ -51,7 +53,7 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
-	for _, role := range []string{RoleScaleSetLister, RoleScaleSetInstanceReader} {
+	for _, role := range []string{RoleScaleSetLister, RoleMachineLister, RoleScaleSetInstanceReader} {
 		for _, a := range CustomRoleActions[role] {
 			if !strings.HasSuffix(a, "/read") {
 				t.Errorf("%s may %s, want reads only", role, a)
@@ -59,3 +61,25 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 		}
 	}
 }
+
+var update = flag.Bool("update", false, "rewrite the generated blocks of the docs")
+
+// The Azure roles page lists every grant, its actions and why (`go test ./components/azurerbac
+// -run RolesPage -update` rewrites it).
+func TestRolesPageListsEveryGrant(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("| identity | role | actions | scope | why |\n|---|---|---|---|---|\n")
+	for _, principal := range append([]string{spec.RoleEtcdMain, spec.RoleAPIServer}, addons.AzureWorkloads...) {
+		for _, g := range Grants(principal) {
+			role, actions := g.Role, append(slices.Clone(CustomRoleActions[g.Role]), CustomRoleDataActions[g.Role]...)
+			if !IsCustom(g.Role) {
+				role = builtInNames[g.Role] + " (built-in)"
+				actions = []string{"as Azure defines it"}
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", principal, role, "`"+strings.Join(actions, "`, `")+"`", g.Scope, g.Consumer)
+		}
+	}
+	docblock.Check(t, "../../docs/reference/azure-roles.md", "grants", b.String(), *update, "go test ./components/azurerbac -run RolesPage -update")
+}
+
+var builtInNames = map[string]string{RoleStorageBlobDataContributor: "Storage Blob Data Contributor", RoleStorageBlobDataReader: "Storage Blob Data Reader"}

@@ -116,9 +116,6 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return id, err
 	}
 	scopes := map[string][]pulumi.StringInput{azurerbac.ScopeResourceGroup: {rg.ID()}}
-	for _, w := range c.WorkerVNets() {
-		scopes[azurerbac.ScopeNodeSubnet] = append(scopes[azurerbac.ScopeNodeSubnet], net.WorkerSubnetIDs[w.Name])
-	}
 
 	backups, err := NewBackupStore(ctx, name+"-backups", &BackupStoreArgs{
 		Cluster: c, ResourceGroupName: rg.Name, VNetID: net.VNetID, EtcdSubnetID: net.SubnetIDs[SubnetEtcd],
@@ -183,7 +180,6 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		}
 		comp.Pools[p.Name] = PoolCapacity{ScaleSets: pool.ScaleSets, MaxNodes: pool.MaxNodes}
 		scopes[azurerbac.ScopeWorkerScaleSets] = append(scopes[azurerbac.ScopeWorkerScaleSets], pool.ScaleSetIDs...)
-		scopes[azurerbac.ScopeWorkerIdentities] = append(scopes[azurerbac.ScopeWorkerIdentities], id.ID.ToStringOutput())
 	}
 	issuer, err := NewIssuer(ctx, name+"-issuer", &IssuerArgs{Cluster: c, ResourceGroupName: rg.Name, PKI: certs.Bundle}, parent)
 	if err != nil {

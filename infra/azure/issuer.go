@@ -1,6 +1,7 @@
 package azure
 
 import (
+	"github.com/pulumi/pulumi-azure-native-sdk/authorization/v2"
 	"github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2"
 	"github.com/pulumi/pulumi-azure-native-sdk/storage/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -49,6 +50,13 @@ func NewIssuer(ctx *pulumi.Context, name string, args *IssuerArgs, opts ...pulum
 	// publish keys the federated credentials trust.
 	account, err := storage.NewStorageAccount(ctx, name+"-account", IssuerAccountArgs(args), parent, pulumi.Protect(true))
 	if err != nil {
+		return nil, err
+	}
+	// Protect guards only against this program; the lock against anyone with write on the group.
+	if _, err := authorization.NewManagementLockByScope(ctx, name+"-lock", &authorization.ManagementLockByScopeArgs{
+		Scope: account.ID(), LockName: pulumi.String("clusterforge-issuer"), Level: pulumi.String("CanNotDelete"),
+		Notes: pulumi.String("the service-account issuer: once its name is free, anyone may publish keys the workload identities trust"),
+	}, parent); err != nil {
 		return nil, err
 	}
 	container, err := storage.NewBlobContainer(ctx, name+"-container", &storage.BlobContainerArgs{

@@ -444,6 +444,57 @@ func TestBirthRegistryOutlivesTheCluster(t *testing.T) {
 }
 
 // mockID is the id the mock engine gives a resource.
+// No identity of the cluster can run code on a machine (run command, extensions, an instance's
+// model, a reimage) or holds a wildcard, and cluster-autoscaler can list what its start-up lists
+// (cluster-autoscaler 1.36 lists the resource group's VMs even in scale-set mode, and exits when
+// refused). The forbidden actions are Azure's, written here rather than read from azurerbac.
+func TestNoIdentityRunsCodeOnAMachine(t *testing.T) {
+	forbidden := []string{"*", "runCommand", "/extensions/", "virtualMachineScaleSets/virtualMachines/write", "Microsoft.Compute/virtualMachines/write",
+		"/reimage", "/redeploy", "Microsoft.Compute/virtualMachineScaleSets/delete"}
+	storage := []string{azurerbac.RoleStorageBlobDataContributor, azurerbac.RoleStorageBlobDataReader}
+	for stack, r := range planAll(t) {
+		t.Run(stack, func(t *testing.T) {
+			definitions := map[string][]string{}
+			for _, d := range byType(r, "azure-native:authorization:RoleDefinition") {
+				for _, p := range asList(d.Inputs["permissions"]) {
+					definitions[d.Name] = append(definitions[d.Name], strs(field(p, "actions"))...)
+				}
+			}
+			autoscalerLists := false
+			for _, ra := range byType(r, "azure-native:authorization:RoleAssignment") {
+				id := ra.Inputs["roleDefinitionId"].(string)
+				if slices.Contains(storage, path.Base(id)) {
+					continue
+				}
+				actions, custom := []string(nil), false
+				for name, a := range definitions {
+					if strings.HasSuffix(id, "/"+name) {
+						actions, custom = a, true
+					}
+				}
+				if !custom {
+					t.Errorf("%s holds the built-in role %s", ra.Name, path.Base(id))
+				}
+				for _, a := range actions {
+					for _, f := range forbidden {
+						// delete/action removes instances; deleting the scale set itself is forbidden.
+						if strings.Contains(a, f) && a != "Microsoft.Compute/virtualMachineScaleSets/delete/action" {
+							t.Errorf("%s may %s", ra.Name, a)
+						}
+					}
+				}
+				if strings.Contains(ra.Name, addons.AutoscalerName) && strings.HasSuffix(fmt.Sprint(ra.Inputs["scope"]), "/resourceGroups/"+r.Cluster.ResourceGroup()) &&
+					slices.Contains(actions, "Microsoft.Compute/virtualMachines/read") && slices.Contains(actions, "Microsoft.Compute/virtualMachineScaleSets/read") {
+					autoscalerLists = true
+				}
+			}
+			if !autoscalerLists {
+				t.Errorf("cluster-autoscaler cannot list the resource group's scale sets and VMs")
+			}
+		})
+	}
+}
+
 func mockID(res Resource) string {
 	rg, _ := res.Inputs["resourceGroupName"].(string)
 	return fmt.Sprintf("%s/resourceGroups/%s/providers/%s/%s", mockSubscription, rg, res.Type, res.Name)
@@ -725,6 +776,16 @@ func TestIssuerPublishedAndFederated(t *testing.T) {
 			}
 			if !strings.HasPrefix(issuer, "https://"+c.IssuerStorageAccount()+".blob.core.windows.net/") {
 				t.Errorf("issuer %s is not the issuer account's blob endpoint", issuer)
+			}
+			account := ""
+			for _, a := range byType(r, "azure-native:storage:StorageAccount") {
+				if a.Inputs["accountName"] == c.IssuerStorageAccount() {
+					account = a.Name
+				}
+			}
+			if lock := only(t, r, "azure-native:authorization:ManagementLockByScope"); lock.Inputs["level"] != "CanNotDelete" ||
+				account == "" || !strings.HasSuffix(fmt.Sprint(lock.Inputs["scope"]), "/"+account) {
+				t.Errorf("the issuer's account %q is not locked against deletion: %v", account, lock.Inputs)
 			}
 			for _, res := range byType(r, "azure-native:storage:BlobContainer") {
 				if res.Inputs["accountName"] == c.IssuerStorageAccount() && res.Inputs["publicAccess"] != "Blob" {
