@@ -268,3 +268,49 @@ func TestTeamObjectsWebhookJudgesTeamWritesOnly(t *testing.T) {
 		}
 	}
 }
+
+// A node registers with every taint of its pool, whatever else it adds, and only as an instance
+// of a worker scale set: judged by the policy's own expressions under CEL, on the dev stack's
+// pools (cf-dev-cpu is the system pool; cf-dev-cpu2 shares its name's start and has no taint).
+func TestNodeRegistrationPolicyUnderCEL(t *testing.T) {
+	c := stacks(t)["dev"]
+	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeRegistration(c), NodeRegistrationPolicy)
+	env := celEnv(t)
+	taint := func(key, value, effect string) any { return map[string]any{"key": key, "value": value, "effect": effect} }
+	system := taint("clusterforge.io/system", "true", "NoSchedule")
+	gpu, preflight := taint("nvidia.com/gpu", "present", "NoSchedule"), taint("clusterforge.io/preflight", "pending", "NoSchedule")
+	for _, tc := range []struct {
+		what, name string
+		taints     []any
+		admit      bool
+	}{
+		{"a system node with its taint", "cf-dev-cpu000001", []any{system}, true},
+		{"a system node without its taint", "cf-dev-cpu000001", nil, false},
+		{"a system node with its taint at another effect", "cf-dev-cpu000001", []any{taint("clusterforge.io/system", "true", "PreferNoSchedule")}, false},
+		{"a team node, untainted", "cf-dev-cpu2000001", nil, true},
+		{"a team node adding a taint", "cf-dev-cpu2000001", []any{taint("example.com/mine", "", "NoSchedule")}, true},
+		{"a GPU node with its taints", "cf-dev-gpu00000a", []any{gpu, preflight}, true},
+		{"a GPU node skipping its preflight", "cf-dev-gpu00000a", []any{gpu}, false},
+		{"a GPU node without its GPU taint", "cf-dev-gpu00000a", []any{preflight}, false},
+		{"a name of no scale set", "drill-node", nil, false},
+		{"a scale set's prefix with a longer suffix", "cf-dev-cpu20000001", nil, false},
+	} {
+		node := map[string]any{"metadata": map[string]any{"name": tc.name}, "spec": map[string]any{}}
+		if tc.taints != nil {
+			node["spec"] = map[string]any{"taints": tc.taints}
+		}
+		inputs := map[string]any{"object": node}
+		variables := map[string]any{}
+		inputs["variables"] = variables
+		for _, v := range policy.Spec.Variables {
+			variables[v.Name] = celEval(t, env, v.Expression, inputs)
+		}
+		admitted := true
+		for _, v := range policy.Spec.Validations {
+			admitted = admitted && celEval(t, env, v.Expression, inputs) == true
+		}
+		if admitted != tc.admit {
+			t.Errorf("%s (%s): admitted %v, want %v", tc.what, tc.name, admitted, tc.admit)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package addons
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -10,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -140,10 +143,14 @@ const NodeLabelsPolicy = "clusterforge-node-labels"
 // NodePodsPolicy names the admission policy that refuses every pod a node would create.
 const NodePodsPolicy = "clusterforge-node-pods"
 
+// NodeRegistrationPolicy names the admission policy that holds a node to its pool's taints when it
+// registers.
+const NodeRegistrationPolicy = "clusterforge-node-registration"
+
 // nodeHealth is node-problem-detector and the policies that hold the node agents and the kubelets
 // to their nodes.
 func nodeHealth(c *spec.Cluster) []Object {
-	return slices.Concat(nodeProblemDetector(c), nodeAgentsOwnNode(), nodeLabels(), nodePods(), nodeAddresses())
+	return slices.Concat(nodeProblemDetector(c), nodeAgentsOwnNode(), nodeLabels(), nodePods(), nodeAddresses(), nodeRegistration(c))
 }
 
 // NodeAddressesPolicy names the admission policy that keeps a node's host names its own name.
@@ -266,6 +273,36 @@ func nodeLabels() []Object {
 				"variables.oldLabels.filter(k, !(k in variables.labels)).all(k, k.matches(" + kubernetes + "))",
 			Message: "a node may not change its labels outside kubernetes.io and k8s.io after it registers",
 		})
+}
+
+// nodeRegistration: NodeRestriction lets a kubelet register its Node with any taints (it forbids
+// changing them later), so root on a GPU or team node could register without the taints that keep
+// other pods away and attract another team's pods, with their Secrets. A node's name is its
+// instance's computer name, which its join proved: its scale set's prefix and six characters. It
+// registers with every taint its pool's kubelets register with (machine.RegisterTaints), and may
+// add more; a node of no worker scale set registers not at all.
+func nodeRegistration(c *spec.Cluster) []Object {
+	var pools []string
+	for _, s := range c.ScaleSets() {
+		var taints []string
+		for _, t := range machine.RegisterTaints(s.Pool) {
+			taints = append(taints, t.Key+"="+t.Value+":"+t.Effect)
+		}
+		pools = append(pools, quote(s.AzureName)+": "+quoteList(taints...))
+	}
+	return admissionPolicy(NodeRegistrationPolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes"}, admissionregistrationv1.Create)},
+		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: quote(pki.NodesGroup) + " in request.userInfo.groups"}},
+		[]admissionregistrationv1.Variable{
+			{Name: "pools", Expression: "{" + strings.Join(pools, ", ") + "}"},
+			{Name: "scaleSet", Expression: "variables.pools.filter(p, object.metadata.name.startsWith(p) && " +
+				"size(object.metadata.name) == size(p) + " + strconv.Itoa(wellknown.ComputerNameSuffix) + ")"},
+			{Name: "taints", Expression: "object.spec.?taints.orValue([]).map(t, t.key + '=' + t.?value.orValue('') + ':' + t.effect)"},
+		},
+		admissionregistrationv1.Validation{Expression: "variables.scaleSet.size() == 1",
+			Message: "a node registers only under its instance's computer name in a worker scale set"},
+		admissionregistrationv1.Validation{Expression: "variables.scaleSet.all(p, variables.pools[p].all(t, t in variables.taints))",
+			Message: "a node registers with every taint of its pool"})
 }
 
 // kubernetesLabel matches the label keys NodeRestriction governs (kubernetes.io and k8s.io and

@@ -1,6 +1,10 @@
 package wellknown
 
-import "strings"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Labels that place pods on a pool's nodes: the CSR approver sets them on each worker's Node from
 // its instance's scale set (the scale set's node-template tags, as Resource Manager reads them),
@@ -89,3 +93,13 @@ const (
 	AttestedDocumentAnnotation = "clusterforge.io/attested-document"
 	ProviderIDAnnotation       = "clusterforge.io/provider-id"
 )
+
+// ComputerNameSuffix is how many characters Azure appends to a scale set's computer name prefix to
+// name an instance; a worker's node name is that computer name.
+const ComputerNameSuffix = 6
+
+// ComputerName is the computer name Azure gives a scale set's instance: the prefix and the
+// instance id in base 36, zero-padded to ComputerNameSuffix characters.
+func ComputerName(prefix string, instanceID int64) string {
+	return fmt.Sprintf("%s%0*s", prefix, ComputerNameSuffix, strconv.FormatInt(instanceID, 36))
+}

@@ -26,8 +26,8 @@ import (
 // pod's node in the token (impersonated), what the agent may change on its own Node: its own
 // conditions, and for the clusterforge-ops agent taking the preflight taint off; never a label, an
 // annotation, another taint, the cordon or another agent's condition. And as the node itself: its
-// kubelet's own labels, never the pool's, no pod and no name but its own among its addresses (the
-// add-ons' admission policies). Requests are dry runs; the preflight taint is put on the node for
+// kubelet's own labels, never the pool's, no pod, no name but its own among its addresses and no
+// registration without its pool's taints (the add-ons' admission policies). Requests are dry runs; the preflight taint is put on the node for
 // real, then taken off.
 func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 	ctx := context.Background()
@@ -140,6 +140,14 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 				return err
 			})
 		}, "only name among its addresses is its own", addons.NodeAddressesPolicy},
+		// NodeRestriction lets a kubelet register its own Node with any taints; the policy holds it to
+		// its pool's. (On the booted cluster the first node is the system pool's, tainted; the
+		// rehearsal's simulated nodes carry no instance's computer name, which is refused first.)
+		{"the kubelet registers its node without its pool's taints", func() error {
+			fresh := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{corev1.LabelHostname: node}}}
+			_, err := kubelet.CoreV1().Nodes().Create(ctx, fresh, metav1.CreateOptions{DryRun: dryRun})
+			return err
+		}, "a node registers", addons.NodeRegistrationPolicy},
 	}
 	check := func(tc nodeChange) error {
 		err := tc.change()

@@ -71,7 +71,7 @@ func (b *Booted) armInventory() arm.Inventory {
 		}
 		i := slices.IndexFunc(inv.ScaleSets, func(s arm.ScaleSet) bool { return s.Name == in.ScaleSet })
 		if i < 0 {
-			set := arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-6], Image: m.Image,
+			set := arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-wellknown.ComputerNameSuffix], Image: m.Image,
 				Tags: map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: m.Role}}
 			if pool, ok := b.Cluster.PoolOfRole(m.Role); ok {
 				maps.Copy(set.Tags, machine.NodeTemplateTags(pool)) // as the Pulumi program tags them

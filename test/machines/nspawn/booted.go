@@ -129,9 +129,7 @@ func placeMachines(c *spec.Cluster) ([]*Machine, error) {
 			}
 		}
 	}
-	instance := func(prefix string, i int) string {
-		return fmt.Sprintf("%s%06s", prefix, strconv.FormatInt(int64(i), 36))
-	}
+	instance := func(prefix string, i int) string { return wellknown.ComputerName(prefix, int64(i)) }
 	cp := netip.MustParsePrefix(c.Network.ControlPlaneSubnet).Masked().Addr()
 	for i := range c.APIServer.Count {
 		ip := addrAdd(cp, machines.APIServerMachineOffset+i)

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
 // Instance is one scale-set VM.
@@ -207,7 +209,7 @@ func (s *Server) addInstance(ss *ScaleSet, in Instance) *Instance {
 	}
 	if in.ComputerName == "" {
 		id, _ := strconv.ParseInt(in.ID, 10, 64)
-		in.ComputerName = fmt.Sprintf("%s%06s", ss.ComputerNamePrefix, strconv.FormatInt(id, 36))
+		in.ComputerName = wellknown.ComputerName(ss.ComputerNamePrefix, id)
 	}
 	if in.VMID == "" {
 		in.VMID = uuid()
