@@ -276,7 +276,9 @@ func TestNodeRegistrationPolicyUnderCEL(t *testing.T) {
 	c := stacks(t)["dev"]
 	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeRegistration(c), NodeRegistrationPolicy)
 	env := celEnv(t)
-	taint := func(key, value, effect string) any { return map[string]any{"key": key, "value": value, "effect": effect} }
+	taint := func(key, value, effect string) any {
+		return map[string]any{"key": key, "value": value, "effect": effect}
+	}
 	system := taint("clusterforge.io/system", "true", "NoSchedule")
 	gpu, preflight := taint("nvidia.com/gpu", "present", "NoSchedule"), taint("clusterforge.io/preflight", "pending", "NoSchedule")
 	for _, tc := range []struct {
@@ -311,6 +313,72 @@ func TestNodeRegistrationPolicyUnderCEL(t *testing.T) {
 		}
 		if admitted != tc.admit {
 			t.Errorf("%s (%s): admitted %v, want %v", tc.what, tc.name, admitted, tc.admit)
+		}
+	}
+}
+
+// Each node controller changes only what it owns on a Node: the policy's own expressions under
+// CEL, on the changes each makes (the keys written here as the controllers' code writes them) and
+// on the ones a stolen token would try.
+func TestNodeControllersPolicyUnderCEL(t *testing.T) {
+	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeControllers(), NodeControllersPolicy)
+	env := celEnv(t)
+	autoscaler, ops, retest := "system:serviceaccount:kube-system:cluster-autoscaler", "system:serviceaccount:kube-system:clusterforge-ops",
+		"system:serviceaccount:kube-system:clusterforge-ops-retest"
+	taint := func(key, effect string) map[string]any { return map[string]any{"key": key, "value": "x", "effect": effect} }
+	old := func() map[string]any {
+		return map[string]any{
+			"metadata": map[string]any{"name": "n1", "labels": map[string]any{"node-restriction.kubernetes.io/clusterforge-pool": "cpu2"},
+				"annotations": map[string]any{"node.alpha.kubernetes.io/ttl": "0"}},
+			"spec": map[string]any{"providerID": "azure:///x", "taints": []any{taint("clusterforge.io/team", "NoSchedule")}},
+		}
+	}
+	edit := func(f func(n map[string]any)) map[string]any { n := old(); f(n); return n }
+	meta := func(n map[string]any) map[string]any { return n["metadata"].(map[string]any) }
+	spec := func(n map[string]any) map[string]any { return n["spec"].(map[string]any) }
+	addTaint := func(key, effect string) map[string]any {
+		return edit(func(n map[string]any) { spec(n)["taints"] = append(spec(n)["taints"].([]any), taint(key, effect)) })
+	}
+	for _, tc := range []struct {
+		what, user string
+		now        map[string]any
+		admit      bool
+	}{
+		{"the autoscaler marks a node to delete", autoscaler, addTaint("ToBeDeletedByClusterAutoscaler", "NoSchedule"), true},
+		{"the autoscaler marks a deletion candidate", autoscaler, addTaint("DeletionCandidateOfClusterAutoscaler", "PreferNoSchedule"), true},
+		{"the autoscaler takes a team's taint off", autoscaler, edit(func(n map[string]any) { spec(n)["taints"] = []any{} }), false},
+		{"the autoscaler moves a node to another pool", autoscaler, edit(func(n map[string]any) {
+			meta(n)["labels"] = map[string]any{"node-restriction.kubernetes.io/clusterforge-pool": "system"}
+		}), false},
+		{"the autoscaler cordons", autoscaler, edit(func(n map[string]any) { spec(n)["unschedulable"] = true }), false},
+		{"clusterforge-ops gives a node to another team", ops, edit(func(n map[string]any) { spec(n)["taints"] = []any{taint("clusterforge.io/team", "NoSchedule")} }), true},
+		{"clusterforge-ops marks a node for replacement", ops, edit(func(n map[string]any) {
+			spec(n)["unschedulable"] = true
+			spec(n)["taints"] = append(spec(n)["taints"].([]any), taint("clusterforge.io/replace", "NoSchedule"))
+			meta(n)["annotations"].(map[string]any)["clusterforge.io/replace-reason"] = "drill"
+		}), true},
+		{"clusterforge-ops sets the preflight taint", ops, addTaint("clusterforge.io/preflight", "NoSchedule"), false},
+		{"clusterforge-ops removes another annotation", ops, edit(func(n map[string]any) { meta(n)["annotations"] = map[string]any{} }), false},
+		{"clusterforge-ops changes the provider ID", ops, edit(func(n map[string]any) { spec(n)["providerID"] = "azure:///y" }), false},
+		{"clusterforge-ops holds a node with a finalizer", ops, edit(func(n map[string]any) { meta(n)["finalizers"] = []any{"example.com/hold"} }), false},
+		{"the re-test sets the preflight taint", retest, addTaint("clusterforge.io/preflight", "NoSchedule"), true},
+		{"the re-test gives a node to a team", retest, edit(func(n map[string]any) { spec(n)["taints"] = []any{} }), false},
+	} {
+		inputs := map[string]any{"object": tc.now, "oldObject": old(), "request": map[string]any{"userInfo": map[string]any{"username": tc.user}}}
+		if celEval(t, env, policy.Spec.MatchConditions[0].Expression, inputs) != true {
+			t.Fatalf("%s: the policy does not match %s", tc.what, tc.user)
+		}
+		variables := map[string]any{}
+		inputs["variables"] = variables
+		for _, v := range policy.Spec.Variables {
+			variables[v.Name] = celEval(t, env, v.Expression, inputs)
+		}
+		admitted := true
+		for _, v := range policy.Spec.Validations {
+			admitted = admitted && celEval(t, env, v.Expression, inputs) == true
+		}
+		if admitted != tc.admit {
+			t.Errorf("%s: admitted %v, want %v", tc.what, admitted, tc.admit)
 		}
 	}
 }

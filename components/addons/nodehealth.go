@@ -143,6 +143,10 @@ const NodeLabelsPolicy = "clusterforge-node-labels"
 // NodePodsPolicy names the admission policy that refuses every pod a node would create.
 const NodePodsPolicy = "clusterforge-node-pods"
 
+// NodeControllersPolicy names the admission policy that keeps each controller writing Nodes to its
+// own taints, annotations and cordon.
+const NodeControllersPolicy = "clusterforge-node-controllers"
+
 // NodeRegistrationPolicy names the admission policy that holds a node to its pool's taints when it
 // registers.
 const NodeRegistrationPolicy = "clusterforge-node-registration"
@@ -150,7 +154,7 @@ const NodeRegistrationPolicy = "clusterforge-node-registration"
 // nodeHealth is node-problem-detector and the policies that hold the node agents and the kubelets
 // to their nodes.
 func nodeHealth(c *spec.Cluster) []Object {
-	return slices.Concat(nodeProblemDetector(c), nodeAgentsOwnNode(), nodeLabels(), nodePods(), nodeAddresses(), nodeRegistration(c))
+	return slices.Concat(nodeProblemDetector(c), nodeAgentsOwnNode(), nodeControllers(), nodeLabels(), nodePods(), nodeAddresses(), nodeRegistration(c))
 }
 
 // NodeAddressesPolicy names the admission policy that keeps a node's host names its own name.
@@ -201,9 +205,6 @@ func nodeAgentsOwnNode() []Object {
 	opsAgent, npd := quote(ServiceAccountUser(SystemNamespace, OpsAgentName)), quote(ServiceAccountUser(SystemNamespace, NodeProblemDetectorName))
 	nodeName := quote(NodeNameExtra)
 	preflight := quote(wellknown.PreflightTaint)
-	unchanged := func(path, empty string) string {
-		return "object." + path + ".orValue(" + empty + ") == oldObject." + path + ".orValue(" + empty + ")"
-	}
 	return admissionPolicy(NodeAgentsOwnNodePolicy,
 		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Update)},
 		[]admissionregistrationv1.MatchCondition{{Name: "node-agents", Expression: "request.userInfo.username in [" + opsAgent + ", " + npd + "]"}},
@@ -241,6 +242,53 @@ func nodeAgentsOwnNode() []Object {
 				"oldObject.status.?conditions.orValue([]).filter(c, !(c.type in variables.ownConditions))",
 			Message: "a node agent may change only its own conditions in its Node's status",
 		})
+}
+
+// nodeControllers: the controllers that may update any Node (RBAC cannot name fields) change only
+// what each owns: cluster-autoscaler its two taints, clusterforge-ops the team and replace taints,
+// its remediation annotations and the cordon, the preflight re-test the preflight taint. Never a
+// label (the placement labels are the CSR approver's), another's taint or the rest of the spec:
+// a stolen token of one of them cannot move a node to another pool, or untaint it for a team.
+func nodeControllers() []Object {
+	autoscaler, ops, retest := quote(ServiceAccountUser(SystemNamespace, AutoscalerName)), quote(ServiceAccountUser(SystemNamespace, wellknown.OpsName)),
+		quote(ServiceAccountUser(SystemNamespace, OpsRetestName))
+	owned := func(autoscalerKeys, opsKeys, retestKeys []string) string {
+		return "{" + autoscaler + ": " + quoteList(autoscalerKeys...) + ", " + ops + ": " + quoteList(opsKeys...) + ", " +
+			retest + ": " + quoteList(retestKeys...) + "}[request.userInfo.username]"
+	}
+	return admissionPolicy(NodeControllersPolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes"}, admissionregistrationv1.Update)},
+		[]admissionregistrationv1.MatchCondition{{Name: "node-controllers", Expression: "request.userInfo.username in [" + autoscaler + ", " + ops + ", " + retest + "]"}},
+		[]admissionregistrationv1.Variable{
+			{Name: "ownTaints", Expression: owned([]string{wellknown.AutoscalerDeletionTaint, wellknown.AutoscalerCandidateTaint},
+				[]string{wellknown.TeamKey, wellknown.ReplaceTaint}, []string{wellknown.PreflightTaint})},
+			{Name: "ownAnnotations", Expression: owned(nil,
+				[]string{wellknown.ReasonAnnotation, wellknown.SinceAnnotation, wellknown.EvacuateAnnotation, wellknown.DrainedAnnotation}, nil)},
+			{Name: "annotations", Expression: "object.metadata.?annotations.orValue({})"},
+			{Name: "oldAnnotations", Expression: "oldObject.metadata.?annotations.orValue({})"},
+		},
+		admissionregistrationv1.Validation{Expression: unchanged("metadata.?labels", "{}"),
+			Message: "a node controller may not change a Node's labels"},
+		admissionregistrationv1.Validation{
+			Expression: "variables.annotations.filter(k, !(k in variables.ownAnnotations)).all(k, k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.annotations[k]) && " +
+				"variables.oldAnnotations.filter(k, !(k in variables.ownAnnotations)).all(k, k in variables.annotations)",
+			Message: "a node controller may change only its own annotations on a Node"},
+		admissionregistrationv1.Validation{
+			Expression: "object.spec.?taints.orValue([]).filter(t, !(t.key in variables.ownTaints)) == oldObject.spec.?taints.orValue([]).filter(t, !(t.key in variables.ownTaints))",
+			Message:    "a node controller may change only its own taints on a Node"},
+		admissionregistrationv1.Validation{Expression: "request.userInfo.username == " + ops + " || " + unchanged("spec.?unschedulable", "false"),
+			Message: "only clusterforge-ops cordons or uncordons a Node"},
+		admissionregistrationv1.Validation{Expression: sameFieldsBut("spec", "taints", "unschedulable"),
+			Message: "a node controller may not change a Node's spec but its taints and cordon"},
+		admissionregistrationv1.Validation{
+			Expression: unchanged("metadata.?finalizers", "[]") + " && " + unchanged("metadata.?ownerReferences", "[]"),
+			Message:    "a node controller may not change a Node's finalizers or owners"})
+}
+
+// unchanged is a CEL test that object's and oldObject's optional field path (`metadata.?labels`)
+// are equal, empty standing for an absent one.
+func unchanged(path, empty string) string {
+	return "object." + path + ".orValue(" + empty + ") == oldObject." + path + ".orValue(" + empty + ")"
 }
 
 // sameFieldsBut is a CEL test that object's and oldObject's field (spec, status) have the same

@@ -46,6 +46,9 @@ const (
 	// cluster-autoscaler's before it deletes a VM. The scale-down brake reviews both (L14).
 	ReplaceTaint            = "clusterforge.io/replace"
 	AutoscalerDeletionTaint = "ToBeDeletedByClusterAutoscaler"
+	// AutoscalerCandidateTaint (PreferNoSchedule) is cluster-autoscaler's mark on a node it finds
+	// unneeded, before it decides to delete it.
+	AutoscalerCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
 	// TeamKey is the team taint's key on owned nodes and the team label on namespaces (L17).
 	TeamKey = "clusterforge.io/team"
 	// SystemTaint (NoSchedule) keeps every pod but the platform's off the system pool, beside the

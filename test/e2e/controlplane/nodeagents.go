@@ -107,6 +107,13 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		{"the ops agent marks its node not ready", func() error { return condition(opsAgent, string(corev1.NodeReady)) }, "conditions", ""},
 		{"the ops agent sets node-problem-detector's condition", func() error { return condition(opsAgent, wellknown.GPUProblemCondition) }, "conditions", ""},
 		{"node-problem-detector clears a failed preflight", func() error { return condition(npd, wellknown.PreflightFailedCondition) }, "conditions", ""},
+		// The controllers that may update any Node change only what each owns.
+		{"cluster-autoscaler moves a node to another pool", change(as(framework.ServiceAccount(addons.SystemNamespace, addons.AutoscalerName)), func(n *corev1.Node) {
+			n.Labels[wellknown.PoolLabel] = "system"
+		}), "may not change a Node's labels", addons.NodeControllersPolicy},
+		{"clusterforge-ops takes every taint off a node", change(as(framework.ServiceAccount(addons.SystemNamespace, wellknown.OpsName)), func(n *corev1.Node) {
+			n.Spec.Taints = nil
+		}), "only its own taints", addons.NodeControllersPolicy},
 		{"the kubelet updates a label of its own", change(kubelet, func(n *corev1.Node) { n.Labels[corev1.LabelInstanceTypeStable] = "Standard_Drill" }), "", ""},
 		// The placement labels are the CSR approver's: NodeRestriction refuses them to any kubelet.
 		{"the kubelet moves its node to another pool", change(kubelet, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "is not allowed to modify labels: " + wellknown.PoolLabel, nodeRestriction},
