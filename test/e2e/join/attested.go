@@ -82,11 +82,7 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 
 	// The join token, from the test host: it asks for certificates and reads its own back by
 	// name; it lists no one's requests, and so no one's attested document.
-	token, err := kubernetes.NewForConfig(&rest.Config{Host: framework.Booted.Cluster.APIServerURL(), BearerToken: framework.Booted.Bundle.BootstrapToken, Dial: framework.Booted.Dial,
-		TLSClientConfig: rest.TLSClientConfig{CAData: []byte(framework.Booted.Bundle.Pair(pki.ClusterCA).CertPEM)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := joinToken(t)
 	if _, err := token.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the join token listed the certificate requests: %v, want Forbidden by RBAC", err)
 	}
@@ -237,4 +233,15 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	if settled > time.Minute {
 		t.Errorf("the approver took %s to settle a burst of %d requests, want a minute at most", settled, burst)
 	}
+}
+
+// joinToken is a client of the booted cluster's join token, from the test host.
+func joinToken(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	token, err := kubernetes.NewForConfig(&rest.Config{Host: framework.Booted.Cluster.APIServerURL(), BearerToken: framework.Booted.Bundle.BootstrapToken, Dial: framework.Booted.Dial,
+		TLSClientConfig: rest.TLSClientConfig{CAData: []byte(framework.Booted.Bundle.Pair(pki.ClusterCA).CertPEM)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
 }

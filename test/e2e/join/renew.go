@@ -18,6 +18,7 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/clusterforge/clusterforge/components/csrapprover"
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -49,8 +50,26 @@ func NodeRenewsAsItsInstance(t *testing.T) {
 	before := clientCertificate(t, ctx, worker)
 	renew := ". " + machine.NodeEnvFile + ` && ` + machine.BinDir + `/clusterforge-node-join --renew-now --node-name="$NODE_NAME" --provider-id="$PROVIDER_ID"` +
 		" --metadata-endpoint=http://" + wellknown.IMDSAddress + " --kubeconfig=" + machine.KubeletKubeconfig + " --client-cert=" + machine.KubeletClientCert
-	if out, err := framework.Booted.Exec(ctx, worker, "sh", "-c", renew+" 2>&1"); err != nil {
+	// A holder of the join token floods the approver with requests while the node renews: the
+	// genuine request is judged among them, within a minute.
+	token, loaded, stop, flooded := joinToken(t), make(chan struct{}), make(chan struct{}), make(chan int)
+	go func() { flooded <- flood(ctx, token, loaded, stop) }()
+	select {
+	case <-loaded:
+	case <-time.After(time.Minute):
+		t.Errorf("the join token could not send %d requests in a minute", floodLeast)
+	}
+	start := time.Now()
+	out, err := framework.Booted.Exec(ctx, worker, "sh", "-c", renew+" 2>&1")
+	took := time.Since(start)
+	close(stop)
+	sent := <-flooded
+	if err != nil {
 		t.Fatalf("renewing %s's client certificate: %v\n%s", worker, err, out)
+	}
+	t.Logf("%s renewed in %s while the join token sent %d requests", worker, took.Round(time.Millisecond), sent)
+	if took > time.Minute {
+		t.Errorf("%s took %s to renew during the flood, want a minute at most", worker, took)
 	}
 	after := clientCertificate(t, ctx, worker)
 	if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
@@ -152,4 +171,39 @@ func clientCertificate(t *testing.T, ctx context.Context, worker string) *x509.C
 			return cert
 		}
 	}
+}
+
+// floodLeast is how many requests a flood sends before the genuine one starts.
+const floodLeast = 20
+
+// flood creates join requests without an attested document as the join token until stop (at most
+// 500, each refused by the approver and removed), closing loaded once it has created floodLeast,
+// and says how many it created.
+func flood(ctx context.Context, token *kubernetes.Clientset, loaded, stop chan struct{}) int {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return 0
+	}
+	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + "drill-flood", Organization: []string{pki.NodesGroup}}}, key)
+	if err != nil {
+		return 0
+	}
+	csr := &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-flood-"},
+		Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
+			SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}}}
+	sent := 0
+	for sent < 500 {
+		select {
+		case <-stop:
+			return sent
+		default:
+		}
+		if _, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err == nil {
+			if sent++; sent == floodLeast {
+				close(loaded)
+			}
+		}
+	}
+	<-stop
+	return sent
 }
