@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/mod/semver"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/etcdbackup"
@@ -73,7 +74,8 @@ func stageName(role string) string {
 }
 
 // validate is kops' cluster validation, as this roll needs it: the API ready through the load
-// balancer, every apiserver in rotation, every node Ready, both etcd clusters whole.
+// balancer, every apiserver in rotation, the nodes Ready but as many as the cluster tolerates,
+// both etcd clusters whole.
 func (r *Roller) validate(ctx context.Context) error {
 	var problems []error
 	cs, err := r.Target.Clientset()
@@ -96,16 +98,34 @@ func (r *Roller) validate(ctx context.Context) error {
 	if err != nil {
 		problems = append(problems, fmt.Errorf("list nodes: %v", err))
 	} else {
-		for _, n := range nodes.Items {
-			if err := nodestatus.Ready(&n, time.Now()); err != nil {
-				problems = append(problems, fmt.Errorf("node %s is %v", n.Name, err))
-			}
-		}
+		problems = append(problems, r.unready(nodes.Items, time.Now())...)
 	}
 	for _, role := range []string{spec.RoleEtcdEvents, spec.RoleEtcdMain} {
 		problems = append(problems, r.etcdProblems(ctx, role)...)
 	}
 	return errors.Join(problems...)
+}
+
+// unready judges the nodes' readiness as cluster-autoscaler does (spec.Autoscaler.UnreadyTolerated):
+// at 10,000 nodes a few are always NotReady, and one of them must not hold up every roll, a
+// security roll among them. Past the tolerance, every unready node is a problem; within it, each
+// is logged.
+func (r *Roller) unready(nodes []corev1.Node, now time.Time) []error {
+	var unready []error
+	for _, n := range nodes {
+		if err := nodestatus.Ready(&n, now); err != nil {
+			unready = append(unready, fmt.Errorf("node %s is %v", n.Name, err))
+		}
+	}
+	tolerated := r.Desired.Autoscaler.UnreadyTolerated(len(nodes))
+	if len(unready) > tolerated {
+		return append([]error{fmt.Errorf("%d of %d nodes are unready, more than the %d the cluster tolerates (autoscaler.okUnreadyCount, autoscaler.maxUnreadyPercentage)",
+			len(unready), len(nodes), tolerated)}, unready...)
+	}
+	for _, err := range unready {
+		r.logf("tolerated (%d of %d unready): %v", len(unready), tolerated, err)
+	}
+	return nil
 }
 
 func (r *Roller) etcdProblems(ctx context.Context, role string) []error {

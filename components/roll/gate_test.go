@@ -3,9 +3,16 @@ package roll
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/clusterforge/clusterforge/components/spec"
 )
 
 // A gate passes on two validations in a row and waits out a failing one; a cluster that keeps
@@ -38,6 +45,49 @@ func TestGateValidatesTwiceInARowWithinTheTimeout(t *testing.T) {
 			}
 			if err != nil || calls != tc.calls {
 				t.Errorf("%v after %d validations, want a pass after %d", err, calls, tc.calls)
+			}
+		})
+	}
+}
+
+// A few unready nodes do not hold up a roll; more than cluster-autoscaler tolerates
+// (okUnreadyCount, or maxUnreadyPercentage of the nodes when that is more) do, each named.
+func TestGateToleratesTheUnreadyTheAutoscalerDoes(t *testing.T) {
+	node := func(name string, ready corev1.ConditionStatus) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+	}
+	nodes := func(total, unready int) []corev1.Node {
+		var out []corev1.Node
+		for i := range total {
+			status := corev1.ConditionTrue
+			if i < unready {
+				status = corev1.ConditionUnknown
+			}
+			out = append(out, node(fmt.Sprintf("n%d", i), status))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name                        string
+		ok, percent, total, unready int
+		refused                     bool
+	}{
+		{"all ready", 20, 10, 100, 0, false},
+		{"one unready of three, none tolerated", 0, 10, 3, 1, true},
+		{"within the count", 20, 10, 100, 20, false},
+		{"past the count and the share", 20, 10, 100, 21, true},
+		{"past the count, within the share", 20, 10, 10000, 900, false},
+		{"past both at 10,000 nodes", 20, 10, 10000, 1001, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Roller{Desired: &spec.Cluster{Autoscaler: spec.Autoscaler{OkUnreadyCount: tc.ok, MaxUnreadyPercentage: tc.percent}}, Progress: io.Discard}
+			problems := r.unready(nodes(tc.total, tc.unready), time.Now())
+			if refused := len(problems) > 0; refused != tc.refused {
+				t.Fatalf("%d unready of %d: refused %v (%v), want %v", tc.unready, tc.total, refused, problems, tc.refused)
+			}
+			if tc.refused && (len(problems) != tc.unready+1 || !strings.Contains(problems[1].Error(), "node n0 is not Ready")) {
+				t.Errorf("problems %v, want the count and each unready node", problems)
 			}
 		})
 	}

@@ -247,6 +247,13 @@ type Autoscaler struct {
 	MaxNodeProvisionTime string `yaml:"maxNodeProvisionTime"`
 }
 
+// UnreadyTolerated is how many of total nodes may be unready before the cluster counts as
+// unhealthy, as cluster-autoscaler judges it: OkUnreadyCount, or MaxUnreadyPercentage of total
+// when that is more. A roll's gate tolerates as many.
+func (a Autoscaler) UnreadyTolerated(total int) int {
+	return max(a.OkUnreadyCount, total*a.MaxUnreadyPercentage/100)
+}
+
 // Teams is what the platform gives every team namespace (labelled clusterforge.io/team).
 type Teams struct {
 	// Quota is every team namespace's ResourceQuota, hard limits by resource name (object counts
