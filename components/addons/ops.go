@@ -61,7 +61,7 @@ var OpsAgentResources = corev1.ResourceRequirements{
 // ops is the operations layer: the controller (webhooks on both replicas, remediation and team
 // taints on the leader), the node agent, the preflight re-test and the webhook configurations.
 func ops(c *spec.Cluster) []Object {
-	return append(append(append(opsController(c), opsAgent(c)...), opsRetest(c)...), opsWebhooks()...)
+	return slices.Concat(opsController(c), opsAgent(c), opsRetest(c), opsWebhooks(), breakGlass())
 }
 
 func opsController(c *spec.Cluster) []Object {
@@ -186,14 +186,33 @@ func opsRetest(c *spec.Cluster) []Object {
 	})
 }
 
-// brakeRemovals is the brake's match condition: a node DELETE, or an update that adds a removal
-// taint; the nodes' other updates never reach the webhook.
-var brakeRemovals = func() string {
+// BrakeMatchConditions are the brake's match conditions: a node DELETE, or an update that adds a
+// removal taint (the nodes' other updates never reach the webhook), by anyone but an operator
+// breaking glass (wellknown.BreakGlassGroup).
+var BrakeMatchConditions = func() []admissionregistrationv1.MatchCondition {
 	keys := quoteList(wellknown.AutoscalerDeletionTaint, wellknown.ReplaceTaint)
-	return `request.operation == 'DELETE' || ` +
-		`(has(object.spec.taints) && object.spec.taints.exists(t, t.key in ` + keys + `) && ` +
-		`!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key in ` + keys + `)))`
+	return []admissionregistrationv1.MatchCondition{
+		{Name: "removals-only", Expression: `request.operation == 'DELETE' || ` +
+			`(has(object.spec.taints) && object.spec.taints.exists(t, t.key in ` + keys + `) && ` +
+			`!(has(oldObject.spec.taints) && oldObject.spec.taints.exists(t, t.key in ` + keys + `)))`},
+		{Name: "not-breaking-glass", Expression: "!(" + quote(wellknown.BreakGlassGroup) + " in request.userInfo.groups)"},
+	}
 }()
+
+// breakGlass lets an operator who impersonates wellknown.BreakGlassGroup remove nodes: the
+// brake fails closed, and a cluster whose clusterforge-ops is down (its nodes gone) could
+// otherwise remove none.
+func breakGlass() []Object {
+	const role = "clusterforge:break-glass"
+	return []Object{
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "update", "patch", "delete"}},
+		}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.GroupKind, Name: wellknown.BreakGlassGroup}}},
+	}
+}
 
 // opsWebhooks register the controller's webhooks. The brake and the team objects' sizes fail
 // closed: a removal it cannot judge is refused, and so is a team's write (its running pods go
@@ -217,7 +236,7 @@ func opsWebhooks() []Object {
 			Webhooks: []admissionregistrationv1.ValidatingWebhook{{
 				Name: "scale-down-brake.clusterforge.io", ClientConfig: service(wellknown.OpsBrakePath),
 				Rules:           rule("nodes", admissionregistrationv1.Update, admissionregistrationv1.Delete),
-				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "removals-only", Expression: brakeRemovals}},
+				MatchConditions: BrakeMatchConditions,
 				FailurePolicy:   &fail, SideEffects: &noneOnDryRun, TimeoutSeconds: ptr(int32(5)), AdmissionReviewVersions: []string{"v1"},
 			}},
 		},

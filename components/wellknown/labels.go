@@ -106,3 +106,8 @@ const ComputerNameSuffix = 6
 func ComputerName(prefix string, instanceID int64) string {
 	return fmt.Sprintf("%s%0*s", prefix, ComputerNameSuffix, strconv.FormatInt(instanceID, 36))
 }
+
+// BreakGlassGroup is the group an operator impersonates to remove nodes past the scale-down
+// brake, or while its webhook is down: only a cluster admin may impersonate a group, and the
+// audit log records who did.
+const BreakGlassGroup = "clusterforge:break-glass"

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,8 +18,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/ops/brake"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -162,6 +165,7 @@ func RemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 			ClientConfig:            server.Client,
 			Rules:                   []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update, admissionregistrationv1.Delete}, Rule: admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"nodes"}}}},
 			ObjectSelector:          &metav1.LabelSelector{MatchLabels: map[string]string{wellknown.PoolLabel: pool}},
+			MatchConditions:         addons.BrakeMatchConditions,
 			FailurePolicy:           &fail,
 			SideEffects:             &sideEffects,
 			AdmissionReviewVersions: []string{"v1"},
@@ -235,4 +239,16 @@ func RemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 		}
 	}
 	t.Logf("%d nodes failed their health check: %d removed (%v), %d held by the brake (%d refusals)", size, len(removed), removed, len(left.Items), refusals.Load())
+
+	// An operator may still remove a held node on purpose: as the admin it is refused like the
+	// controller; impersonating the break-glass group, it passes by the brake (and the audit log
+	// names who did).
+	held := left.Items[0].Name
+	if err := cs.CoreV1().Nodes().Delete(ctx, held, metav1.DeleteOptions{}); err == nil || !strings.Contains(err.Error(), "scale-down-brake.clusterforge.io") {
+		t.Errorf("the admin deleting %s past the brake: %v, want the brake's refusal", held, err)
+	}
+	operator := framework.As(t, rest.ImpersonationConfig{UserName: "drill-operator", Groups: []string{wellknown.BreakGlassGroup}})
+	if err := operator.CoreV1().Nodes().Delete(ctx, held, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("the operator breaking glass to delete %s: %v", held, err)
+	}
 }
