@@ -296,16 +296,24 @@ func TestNodeRegistrationPolicyUnderCEL(t *testing.T) {
 		{"a GPU node without its GPU taint", "cf-dev-gpu00000a", []any{preflight}, false},
 		{"a name of no scale set", "drill-node", nil, false},
 		{"a scale set's prefix with a longer suffix", "cf-dev-cpu20000001", nil, false},
+		{"a team node with a team's taint", "cf-dev-cpu2000001", []any{taint("clusterforge.io/team", "b", "NoSchedule")}, false},
+		{"a node marked for removal already", "cf-dev-cpu2000001", []any{taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule")}, false},
+		{"a node deleting its Node", "cf-dev-cpu2000001", nil, false},
 	} {
 		node := map[string]any{"metadata": map[string]any{"name": tc.name}, "spec": map[string]any{}}
 		if tc.taints != nil {
 			node["spec"] = map[string]any{"taints": tc.taints}
 		}
-		inputs := map[string]any{"object": node}
+		inputs := map[string]any{"object": node, "request": map[string]any{"operation": "CREATE"}}
+		if strings.Contains(tc.what, "deleting") {
+			inputs = map[string]any{"object": nil, "oldObject": node, "request": map[string]any{"operation": "DELETE"}}
+		}
 		variables := map[string]any{}
 		inputs["variables"] = variables
 		for _, v := range policy.Spec.Variables {
-			variables[v.Name] = celEval(t, env, v.Expression, inputs)
+			if inputs["object"] != nil { // the apiserver evaluates a variable only when an expression reads it
+				variables[v.Name] = celEval(t, env, v.Expression, inputs)
+			}
 		}
 		admitted := true
 		for _, v := range policy.Spec.Validations {
@@ -325,8 +333,10 @@ func TestNodeControllersPolicyUnderCEL(t *testing.T) {
 	env := celEnv(t)
 	autoscaler, ops, retest := "system:serviceaccount:kube-system:cluster-autoscaler", "system:serviceaccount:kube-system:clusterforge-ops",
 		"system:serviceaccount:kube-system:clusterforge-ops-retest"
-	taint := func(key, effect string) map[string]any { return map[string]any{"key": key, "value": "x", "effect": effect} }
-	old := func() map[string]any {
+	taint := func(key, effect string) map[string]any {
+		return map[string]any{"key": key, "value": "x", "effect": effect}
+	}
+	old := func() map[string]any { // a team's node
 		return map[string]any{
 			"metadata": map[string]any{"name": "n1", "labels": map[string]any{"node-restriction.kubernetes.io/clusterforge-pool": "cpu2"},
 				"annotations": map[string]any{"node.alpha.kubernetes.io/ttl": "0"}},
@@ -354,24 +364,44 @@ func TestNodeControllersPolicyUnderCEL(t *testing.T) {
 		{"clusterforge-ops gives a node to another team", ops, edit(func(n map[string]any) { spec(n)["taints"] = []any{taint("clusterforge.io/team", "NoSchedule")} }), true},
 		{"clusterforge-ops marks a node for replacement", ops, edit(func(n map[string]any) {
 			spec(n)["unschedulable"] = true
-			spec(n)["taints"] = append(spec(n)["taints"].([]any), taint("clusterforge.io/replace", "NoSchedule"))
+			spec(n)["taints"] = append(spec(n)["taints"].([]any), map[string]any{"key": "clusterforge.io/replace", "effect": "NoSchedule"})
 			meta(n)["annotations"].(map[string]any)["clusterforge.io/replace-reason"] = "drill"
 		}), true},
 		{"clusterforge-ops sets the preflight taint", ops, addTaint("clusterforge.io/preflight", "NoSchedule"), false},
 		{"clusterforge-ops removes another annotation", ops, edit(func(n map[string]any) { meta(n)["annotations"] = map[string]any{} }), false},
 		{"clusterforge-ops changes the provider ID", ops, edit(func(n map[string]any) { spec(n)["providerID"] = "azure:///y" }), false},
 		{"clusterforge-ops holds a node with a finalizer", ops, edit(func(n map[string]any) { meta(n)["finalizers"] = []any{"example.com/hold"} }), false},
-		{"the re-test sets the preflight taint", retest, addTaint("clusterforge.io/preflight", "NoSchedule"), true},
+		{"the re-test sets the preflight taint", retest, edit(func(n map[string]any) {
+			spec(n)["taints"] = append(spec(n)["taints"].([]any), map[string]any{"key": "clusterforge.io/preflight", "value": "pending", "effect": "NoSchedule"})
+		}), true},
+		{"the re-test sets the preflight taint to another value", retest, addTaint("clusterforge.io/preflight", "NoSchedule"), false},
 		{"the re-test gives a node to a team", retest, edit(func(n map[string]any) { spec(n)["taints"] = []any{} }), false},
+		{"the autoscaler evicts every pod with its candidate taint", autoscaler, addTaint("DeletionCandidateOfClusterAutoscaler", "NoExecute"), false},
+		{"clusterforge-ops evicts a team's pods with its taint", ops, edit(func(n map[string]any) { spec(n)["taints"] = []any{taint("clusterforge.io/team", "NoExecute")} }), false},
+		{"clusterforge-ops gives a system node to a team", ops, edit(func(n map[string]any) {
+			spec(n)["taints"] = []any{taint("clusterforge.io/system", "NoSchedule"), taint("clusterforge.io/team", "NoSchedule")}
+		}), false},
+		{"the autoscaler deletes a node it marked", autoscaler, nil, true},
+		{"clusterforge-ops deletes a node it did not mark", ops, nil, false},
+		{"the re-test deletes a node", retest, nil, false},
 	} {
-		inputs := map[string]any{"object": tc.now, "oldObject": old(), "request": map[string]any{"userInfo": map[string]any{"username": tc.user}}}
+		old, operation := old(), "UPDATE"
+		if tc.now == nil {
+			operation = "DELETE"
+			if tc.user == autoscaler {
+				spec(old)["taints"] = append(spec(old)["taints"].([]any), taint("ToBeDeletedByClusterAutoscaler", "NoSchedule"))
+			}
+		}
+		inputs := map[string]any{"object": tc.now, "oldObject": old, "request": map[string]any{"operation": operation, "userInfo": map[string]any{"username": tc.user}}}
 		if celEval(t, env, policy.Spec.MatchConditions[0].Expression, inputs) != true {
 			t.Fatalf("%s: the policy does not match %s", tc.what, tc.user)
 		}
 		variables := map[string]any{}
 		inputs["variables"] = variables
 		for _, v := range policy.Spec.Variables {
-			variables[v.Name] = celEval(t, env, v.Expression, inputs)
+			if operation == "UPDATE" { // the apiserver evaluates a variable only when an expression reads it
+				variables[v.Name] = celEval(t, env, v.Expression, inputs)
+			}
 		}
 		admitted := true
 		for _, v := range policy.Spec.Validations {

@@ -244,44 +244,72 @@ func nodeAgentsOwnNode() []Object {
 		})
 }
 
-// nodeControllers: the controllers that may update any Node (RBAC cannot name fields) change only
-// what each owns: cluster-autoscaler its two taints, clusterforge-ops the team and replace taints,
-// its remediation annotations and the cordon, the preflight re-test the preflight taint. Never a
-// label (the placement labels are the CSR approver's), another's taint or the rest of the spec:
-// a stolen token of one of them cannot move a node to another pool, or untaint it for a team.
+// nodeControllers: the controllers that may update and delete any Node (RBAC cannot name fields)
+// change only what each owns, as its code writes it: cluster-autoscaler its two taints,
+// clusterforge-ops the team and replace taints (no team's on a system node), its remediation
+// annotations and the cordon, the preflight re-test the preflight taint, which it only adds. Each
+// taint keeps its own effect and value, so no key becomes a NoExecute that evicts every pod. Never
+// a label (the placement labels are the CSR approver's), another's taint or the rest of the spec;
+// and each deletes only a Node it has marked for removal: a stolen token of one of them cannot
+// move a node to another pool, untaint it for a team or empty the fleet.
 func nodeControllers() []Object {
 	autoscaler, ops, retest := quote(ServiceAccountUser(SystemNamespace, AutoscalerName)), quote(ServiceAccountUser(SystemNamespace, wellknown.OpsName)),
 		quote(ServiceAccountUser(SystemNamespace, OpsRetestName))
-	owned := func(autoscalerKeys, opsKeys, retestKeys []string) string {
-		return "{" + autoscaler + ": " + quoteList(autoscalerKeys...) + ", " + ops + ": " + quoteList(opsKeys...) + ", " +
-			retest + ": " + quoteList(retestKeys...) + "}[request.userInfo.username]"
+	// Each controller's taints: their keys, each with the pattern of its value and effect.
+	forms := func(pairs ...string) string {
+		var entries []string
+		for i := 0; i < len(pairs); i += 2 {
+			entries = append(entries, quote(pairs[i])+": "+quote(pairs[i+1]))
+		}
+		return "{" + strings.Join(entries, ", ") + "}"
 	}
+	anyValue := func(effect string) string { return "^[^:]*:" + effect + "$" }
+	ownTaints := "{" + autoscaler + ": " + forms(wellknown.AutoscalerDeletionTaint, anyValue("NoSchedule"), wellknown.AutoscalerCandidateTaint, anyValue("PreferNoSchedule")) +
+		", " + ops + ": " + forms(wellknown.TeamKey, "^[^:]+:NoSchedule$", wellknown.ReplaceTaint, "^:NoSchedule$") +
+		", " + retest + ": " + forms(wellknown.PreflightTaint, "^"+wellknown.PreflightPending+":NoSchedule$") + "}[request.userInfo.username]"
+	ownAnnotations := "request.userInfo.username == " + ops + " ? " +
+		quoteList(wellknown.ReasonAnnotation, wellknown.SinceAnnotation, wellknown.EvacuateAnnotation, wellknown.DrainedAnnotation) + " : []"
+	removal := "{" + autoscaler + ": " + quote(wellknown.AutoscalerDeletionTaint) + ", " + ops + ": " + quote(wellknown.ReplaceTaint) + "}"
+	update := func(expression string) string { return "request.operation == 'DELETE' || " + expression }
 	return admissionPolicy(NodeControllersPolicy,
-		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes"}, admissionregistrationv1.Update)},
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes"}, admissionregistrationv1.Update, admissionregistrationv1.Delete)},
 		[]admissionregistrationv1.MatchCondition{{Name: "node-controllers", Expression: "request.userInfo.username in [" + autoscaler + ", " + ops + ", " + retest + "]"}},
 		[]admissionregistrationv1.Variable{
-			{Name: "ownTaints", Expression: owned([]string{wellknown.AutoscalerDeletionTaint, wellknown.AutoscalerCandidateTaint},
-				[]string{wellknown.TeamKey, wellknown.ReplaceTaint}, []string{wellknown.PreflightTaint})},
-			{Name: "ownAnnotations", Expression: owned(nil,
-				[]string{wellknown.ReasonAnnotation, wellknown.SinceAnnotation, wellknown.EvacuateAnnotation, wellknown.DrainedAnnotation}, nil)},
+			{Name: "ownTaints", Expression: ownTaints},
+			{Name: "ownAnnotations", Expression: ownAnnotations},
+			{Name: "taints", Expression: "object.spec.?taints.orValue([])"},
+			{Name: "oldTaints", Expression: "oldObject.spec.?taints.orValue([])"},
 			{Name: "annotations", Expression: "object.metadata.?annotations.orValue({})"},
 			{Name: "oldAnnotations", Expression: "oldObject.metadata.?annotations.orValue({})"},
 		},
-		admissionregistrationv1.Validation{Expression: unchanged("metadata.?labels", "{}"),
+		admissionregistrationv1.Validation{
+			Expression: "request.operation != 'DELETE' || request.userInfo.username in " + removal + " && " +
+				"oldObject.spec.?taints.orValue([]).exists(t, t.key == " + removal + "[request.userInfo.username])",
+			Message: "a node controller deletes only a Node it has marked for removal"},
+		admissionregistrationv1.Validation{Expression: update(unchanged("metadata.?labels", "{}")),
 			Message: "a node controller may not change a Node's labels"},
 		admissionregistrationv1.Validation{
-			Expression: "variables.annotations.filter(k, !(k in variables.ownAnnotations)).all(k, k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.annotations[k]) && " +
-				"variables.oldAnnotations.filter(k, !(k in variables.ownAnnotations)).all(k, k in variables.annotations)",
+			Expression: update("variables.annotations.filter(k, !(k in variables.ownAnnotations)).all(k, k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.annotations[k]) && " +
+				"variables.oldAnnotations.filter(k, !(k in variables.ownAnnotations)).all(k, k in variables.annotations)"),
 			Message: "a node controller may change only its own annotations on a Node"},
 		admissionregistrationv1.Validation{
-			Expression: "object.spec.?taints.orValue([]).filter(t, !(t.key in variables.ownTaints)) == oldObject.spec.?taints.orValue([]).filter(t, !(t.key in variables.ownTaints))",
+			Expression: update("variables.taints.filter(t, !(t.key in variables.ownTaints)) == variables.oldTaints.filter(t, !(t.key in variables.ownTaints))"),
 			Message:    "a node controller may change only its own taints on a Node"},
-		admissionregistrationv1.Validation{Expression: "request.userInfo.username == " + ops + " || " + unchanged("spec.?unschedulable", "false"),
+		admissionregistrationv1.Validation{
+			Expression: update("variables.taints.filter(t, t.key in variables.ownTaints).all(t, (t.?value.orValue('') + ':' + t.effect).matches(variables.ownTaints[t.key]))"),
+			Message:    "a node controller sets its taints with their own effect and value only"},
+		admissionregistrationv1.Validation{
+			Expression: update("request.userInfo.username != " + retest + " || variables.oldTaints.filter(t, t.key in variables.ownTaints).all(t, t in variables.taints)"),
+			Message:    "the preflight re-test only adds the preflight taint"},
+		admissionregistrationv1.Validation{
+			Expression: update("!variables.taints.exists(t, t.key == " + quote(wellknown.TeamKey) + ") || !variables.taints.exists(t, t.key == " + quote(wellknown.SystemTaint) + ")"),
+			Message:    "no team owns a node of the system pool"},
+		admissionregistrationv1.Validation{Expression: update("request.userInfo.username == " + ops + " || " + unchanged("spec.?unschedulable", "false")),
 			Message: "only clusterforge-ops cordons or uncordons a Node"},
-		admissionregistrationv1.Validation{Expression: sameFieldsBut("spec", "taints", "unschedulable"),
+		admissionregistrationv1.Validation{Expression: update(sameFieldsBut("spec", "taints", "unschedulable")),
 			Message: "a node controller may not change a Node's spec but its taints and cordon"},
 		admissionregistrationv1.Validation{
-			Expression: unchanged("metadata.?finalizers", "[]") + " && " + unchanged("metadata.?ownerReferences", "[]"),
+			Expression: update(unchanged("metadata.?finalizers", "[]") + " && " + unchanged("metadata.?ownerReferences", "[]")),
 			Message:    "a node controller may not change a Node's finalizers or owners"})
 }
 
@@ -324,11 +352,12 @@ func nodeLabels() []Object {
 }
 
 // nodeRegistration: NodeRestriction lets a kubelet register its Node with any taints (it forbids
-// changing them later), so root on a GPU or team node could register without the taints that keep
-// other pods away and attract another team's pods, with their Secrets. A node's name is its
-// instance's computer name, which its join proved: its scale set's prefix and six characters. It
-// registers with every taint its pool's kubelets register with (machine.RegisterTaints), and may
-// add more; a node of no worker scale set registers not at all.
+// changing them later) and delete it, so root on a GPU or team node could register again without
+// the taints that keep other pods away, or with another team's, and attract that team's pods with
+// their Secrets. A node's name is its instance's computer name, which its join proved: its scale
+// set's prefix and six characters. It registers with every taint its pool's kubelets register
+// with (machine.RegisterTaints) and none a controller sets, may add others, and never deletes its
+// Node; a node of no worker scale set registers not at all.
 func nodeRegistration(c *spec.Cluster) []Object {
 	var pools []string
 	for _, s := range c.ScaleSets() {
@@ -338,8 +367,9 @@ func nodeRegistration(c *spec.Cluster) []Object {
 		}
 		pools = append(pools, quote(s.AzureName)+": "+quoteList(taints...))
 	}
+	create := func(expression string) string { return "request.operation == 'DELETE' || " + expression }
 	return admissionPolicy(NodeRegistrationPolicy,
-		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes"}, admissionregistrationv1.Create)},
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes"}, admissionregistrationv1.Create, admissionregistrationv1.Delete)},
 		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: quote(pki.NodesGroup) + " in request.userInfo.groups"}},
 		[]admissionregistrationv1.Variable{
 			{Name: "pools", Expression: "{" + strings.Join(pools, ", ") + "}"},
@@ -347,11 +377,19 @@ func nodeRegistration(c *spec.Cluster) []Object {
 				"size(object.metadata.name) == size(p) + " + strconv.Itoa(wellknown.ComputerNameSuffix) + ")"},
 			{Name: "taints", Expression: "object.spec.?taints.orValue([]).map(t, t.key + '=' + t.?value.orValue('') + ':' + t.effect)"},
 		},
-		admissionregistrationv1.Validation{Expression: "variables.scaleSet.size() == 1",
+		admissionregistrationv1.Validation{Expression: "request.operation != 'DELETE'",
+			Message: "a node does not delete its Node: registering anew would shed what the platform has set on it"},
+		admissionregistrationv1.Validation{Expression: create("variables.scaleSet.size() == 1"),
 			Message: "a node registers only under its instance's computer name in a worker scale set"},
-		admissionregistrationv1.Validation{Expression: "variables.scaleSet.all(p, variables.pools[p].all(t, t in variables.taints))",
-			Message: "a node registers with every taint of its pool"})
+		admissionregistrationv1.Validation{Expression: create("variables.scaleSet.all(p, variables.pools[p].all(t, t in variables.taints))"),
+			Message: "a node registers with every taint of its pool"},
+		admissionregistrationv1.Validation{
+			Expression: create("!object.spec.?taints.orValue([]).exists(t, t.key in " + quoteList(controllerTaints...) + ")"),
+			Message:    "a node registers with no taint a controller sets (a team's, a removal's)"})
 }
+
+// controllerTaints are the taint keys the node controllers set, and no node registers with.
+var controllerTaints = []string{wellknown.TeamKey, wellknown.ReplaceTaint, wellknown.AutoscalerDeletionTaint, wellknown.AutoscalerCandidateTaint}
 
 // kubernetesLabel matches the label keys NodeRestriction governs (kubernetes.io and k8s.io and
 // their subdomains): a regular expression, escaped for CEL by quote.

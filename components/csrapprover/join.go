@@ -20,6 +20,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
@@ -145,6 +146,11 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 	}
 	if labels[wellknown.PoolLabel] == "" {
 		return "", nil, fmt.Errorf("scale set %s has no %s tag, so it is no worker pool's: %w", set, wellknown.LabelTag(wellknown.PoolLabel), scaleset.ErrNotClusterInstance)
+	}
+	// The tags are writable by whoever may resize the scale set (cluster-autoscaler); its name is not.
+	if pool, ok := spec.PoolOfScaleSet(m.ResourceGroup, set); !ok || pool != labels[wellknown.PoolLabel] {
+		return "", nil, fmt.Errorf("scale set %s's %s tag names pool %q, its name pool %q: %w", set, wellknown.LabelTag(wellknown.PoolLabel),
+			labels[wellknown.PoolLabel], pool, scaleset.ErrNotClusterInstance)
 	}
 	w.labels.put(set, labels, labelsTTL)
 	return vmID, labels, nil

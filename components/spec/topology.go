@@ -267,6 +267,18 @@ func (c *Cluster) ReachWorkers() bool {
 	return c.Network.Hub.ReachWorkers == nil || *c.Network.Hub.ReachWorkers
 }
 
+// PoolOfScaleSet is the pool a worker scale set of cluster belongs to, read from its Azure name
+// (<cluster>-<pool>, or <cluster>-<pool>-<i> when the pool is split; a pool's name holds no '-'),
+// which no one can change once the scale set exists, unlike its tags.
+func PoolOfScaleSet(cluster, scaleSet string) (string, bool) {
+	rest, ok := strings.CutPrefix(scaleSet, cluster+"-")
+	pool, index, split := strings.Cut(rest, "-")
+	if !ok || !poolName.MatchString(pool) || split && (index == "" || strings.Trim(index, "0123456789") != "") {
+		return "", false
+	}
+	return pool, true
+}
+
 // ScaleSets splits every pool into the scale sets that hold it.
 func (c *Cluster) ScaleSets() []ScaleSet {
 	var sets []ScaleSet

@@ -223,6 +223,17 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, b.Name); !errors.Is(err, scaleset.ErrNotClusterInstance) {
 		t.Errorf("placement of %s by %s's provider ID: %v, %v; want it refused", b.Name, a.Name, labels, err)
 	}
+	// Whoever may resize a scale set may rewrite its tags (cluster-autoscaler's identity): a team
+	// pool's scale set tagged as the system pool's places no node there.
+	retagged := local.GroupID() + "/providers/Microsoft.Compute/virtualMachineScaleSets/cf-dev-cpu2"
+	local.Grant(approver, retagged, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
+	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu2", ComputerNamePrefix: "cf-dev-cpu2", Instances: []*arm.Instance{{}},
+		Tags: machine.NodeTemplateTags(spec.Pool{Name: "cpu", System: true})})
+	if page, err := vms.NewListPager(group, "cf-dev-cpu2", nil).NextPage(context.Background()); err != nil || len(page.Value) != 1 {
+		t.Errorf("the retagged scale set's instance: %v", err)
+	} else if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+*page.Value[0].ID, *page.Value[0].Properties.OSProfile.ComputerName); !errors.Is(err, scaleset.ErrNotClusterInstance) || !strings.Contains(err.Error(), `its name pool "cpu2"`) {
+		t.Errorf("placement of an instance of a scale set retagged as another pool's: %v, %v; want it refused", labels, err)
+	}
 
 	// Resource Manager not answering is no verdict: the request waits for a retry (an approver
 	// that has not read the instance yet).
