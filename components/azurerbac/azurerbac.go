@@ -20,6 +20,7 @@ const (
 const (
 	RoleScaleSetLister          = "scale-set-lister"
 	RoleMachineLister           = "machine-lister"
+	RoleOperationReader         = "operation-reader"
 	RoleScaleSetScaler          = "scale-set-scaler"
 	RoleScaleSetInstanceRemover = "scale-set-instance-remover"
 	RoleScaleSetInstanceReader  = "scale-set-instance-reader"
@@ -30,19 +31,22 @@ const (
 var CustomRoleActions = map[string][]string{
 	RoleScaleSetLister: {"Microsoft.Compute/virtualMachineScaleSets/read"},
 	// Azure authorizes a list at the resource group; cluster-autoscaler lists its VMs even in scale-set mode.
-	RoleMachineLister: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachines/read"},
+	// And it polls what it started, which Azure authorizes at the resource group, not the resource.
+	RoleMachineLister:   {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachines/read", operationsRead},
+	RoleOperationReader: {operationsRead},
 	// Not Virtual Machine Contributor: its run command, extensions and instance writes are root on every
 	// node. Azure has no action narrower than write for a scale set's capacity; the autoscaler's PUT
 	// carries only the sku, so it names no subnet or identity that Azure would check as well.
 	RoleScaleSetScaler: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachineScaleSets/write",
-		"Microsoft.Compute/virtualMachineScaleSets/delete/action", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
-		"Microsoft.Compute/locations/operations/read"},
-	// A deletion is a long-running operation, and polling it is an action of its own.
-	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete",
-		"Microsoft.Compute/locations/operations/read"},
+		"Microsoft.Compute/virtualMachineScaleSets/delete/action", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read"},
+	RoleScaleSetInstanceRemover: {"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/delete"},
 	RoleScaleSetInstanceReader: {"Microsoft.Compute/virtualMachineScaleSets/read", "Microsoft.Compute/virtualMachineScaleSets/virtualMachines/read",
 		"Microsoft.Compute/virtualMachineScaleSets/virtualMachines/networkInterfaces/read"},
 }
+
+// operationsRead polls a long-running operation (a deletion, a resize): its URL lies under no
+// resource, and Azure checks the read at the resource group of the caller's grants.
+const operationsRead = "Microsoft.Compute/locations/operations/read"
 
 // CustomRoleDataActions are the data actions of each custom role that holds some.
 var CustomRoleDataActions = map[string][]string{
@@ -107,12 +111,13 @@ func Grants(principal string) []Grant {
 	case addons.AutoscalerName:
 		const ca = "cluster-autoscaler (L19): "
 		return []Grant{
-			{RoleMachineLister, ScopeResourceGroup, ca + "lists the resource group's scale sets and virtual machines (both fatal at start-up if refused)"},
-			{RoleScaleSetScaler, ScopeWorkerScaleSets, ca + "reads a worker scale set's instances, sets its capacity, deletes its instances and polls both operations"},
+			{RoleMachineLister, ScopeResourceGroup, ca + "lists the resource group's scale sets and virtual machines (both fatal at start-up if refused), and polls its resizes and deletions"},
+			{RoleScaleSetScaler, ScopeWorkerScaleSets, ca + "reads a worker scale set's instances, sets its capacity and deletes its instances"},
 		}
 	case wellknown.OpsName:
 		return []Grant{
 			{RoleScaleSetInstanceRemover, ScopeWorkerScaleSets, "clusterforge-ops (L36): remediation reads and deletes the instance of a machine it hands back"},
+			{RoleOperationReader, ScopeResourceGroup, "clusterforge-ops (L36): polls the deletion it started, which Azure authorizes at the resource group"},
 			{RoleScaleSetLister, ScopeAPIServerScaleSet, "clusterforge-ops (L05): reads whether the apiserver scale set's automatic repairs are suspended"},
 		}
 	}

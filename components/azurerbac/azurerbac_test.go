@@ -35,6 +35,7 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 		},
 		wellknown.OpsName: {
 			{Role: RoleScaleSetInstanceRemover, Scope: ScopeWorkerScaleSets, Consumer: "clusterforge-ops"},
+			{Role: RoleOperationReader, Scope: ScopeResourceGroup, Consumer: "clusterforge-ops"},
 			{Role: RoleScaleSetLister, Scope: ScopeAPIServerScaleSet, Consumer: "clusterforge-ops"},
 		},
 	}
@@ -53,7 +54,7 @@ func TestGrantsAreLeastPrivilege(t *testing.T) {
 			}
 		}
 	}
-	for _, role := range []string{RoleScaleSetLister, RoleMachineLister, RoleScaleSetInstanceReader} {
+	for _, role := range []string{RoleScaleSetLister, RoleMachineLister, RoleOperationReader, RoleScaleSetInstanceReader} {
 		for _, a := range CustomRoleActions[role] {
 			if !strings.HasSuffix(a, "/read") {
 				t.Errorf("%s may %s, want reads only", role, a)

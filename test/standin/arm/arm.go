@@ -544,8 +544,9 @@ func (s *Server) vmRoute(r *http.Request, rest []string) (*route, *apiError) {
 
 // operationRoute is an operation's status. Reading it is an action of its own, which clients with
 // custom roles have been refused for lacking (Microsoft.Compute/locations/operations/read); its
-// URL lies under no resource group, so the stand-in asks for the action in any of the caller's
-// assignments, and that the caller started the operation.
+// URL lies under no resource, and Azure asks for the action at the resource group ("Track
+// asynchronous Azure operations": with permission on the resource alone, one can start an
+// operation but not track it), so the stand-in does, and that the caller started the operation.
 func (s *Server) operationRoute(r *http.Request, id string) *route {
 	scope := "/subscriptions/" + s.Subscription + "/providers/Microsoft.Compute/locations/" + s.Location + "/operations/" + id
 	const action = "Microsoft.Compute/locations/operations/read"
@@ -554,7 +555,7 @@ func (s *Server) operationRoute(r *http.Request, id string) *route {
 			s.mu.Lock()
 			op, ok := s.ops[id]
 			s.mu.Unlock()
-			return ok && op.owner == caller && s.Auth.holds(caller, action)
+			return ok && op.owner == caller && s.Auth.allowed(caller, action, s.groupID())
 		},
 		handle: func(w http.ResponseWriter, r *http.Request, _ string) *apiError {
 			s.mu.Lock()

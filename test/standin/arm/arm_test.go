@@ -75,6 +75,7 @@ func newWorld(t *testing.T) *world {
 	w.Local = Serve(t, w.srv, tenant)
 	w.Grant(operator, w.GroupID(), azurerbac.BuiltInRoleActions[azurerbac.RoleVirtualMachineContributor]...)
 	w.Grant(remover, w.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceRemover]...)
+	w.Grant(remover, w.GroupID(), azurerbac.CustomRoleActions[azurerbac.RoleOperationReader]...)
 	w.Grant(reader, w.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
 	var five []*Instance
 	for i := range 5 {

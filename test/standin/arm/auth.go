@@ -68,13 +68,6 @@ func (a *Authority) allowed(principal, action, scope string) bool {
 	})
 }
 
-// holds says whether any assignment of principal grants action, over whatever scope.
-func (a *Authority) holds(principal, action string) bool {
-	return slices.ContainsFunc(a.Assignments, func(as Assignment) bool {
-		return as.Principal == principal && slices.ContainsFunc(as.Actions, func(pattern string) bool { return matches(pattern, action) })
-	})
-}
-
 // within says whether scope is parent or below it; resource IDs are case-insensitive.
 func within(scope, parent string) bool {
 	s, p := strings.ToLower(scope), strings.ToLower(strings.TrimSuffix(parent, "/"))
