@@ -352,9 +352,10 @@ func nodeLabels() []Object {
 }
 
 // nodeRegistration: NodeRestriction lets a kubelet register its Node with any taints (it forbids
-// changing them later) and delete it, so root on a GPU or team node could register again without
-// the taints that keep other pods away, or with another team's, and attract that team's pods with
-// their Secrets. A node's name is its instance's computer name, which its join proved: its scale
+// changing them later), so root on a GPU or team node whose Node is gone (a reimage after
+// remediation) could register without the taints that keep other pods away, or with another
+// team's, and attract that team's pods with their Secrets. (The Node authorizer already refuses a
+// node's deletion of its Node; the policy refuses it too, in case a binding ever grants it.) A node's name is its instance's computer name, which its join proved: its scale
 // set's prefix and six characters. It registers with every taint its pool's kubelets register
 // with (machine.RegisterTaints) and none a controller sets, may add others, and never deletes its
 // Node; a node of no worker scale set registers not at all.

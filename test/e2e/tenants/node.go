@@ -11,6 +11,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/addons"
@@ -64,6 +66,32 @@ func CompromisedNodeStaysItself(t *testing.T) {
 	self.Status.Addresses = append(self.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: service})
 	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, self, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), drills.RefusedBy(addons.NodeAddressesPolicy)) {
 		t.Errorf("%s among the node's addresses: %v, want the refusal of %s", service, err, addons.NodeAddressesPolicy)
+	}
+
+	// NodeRestriction lets a node register its Node with any taints: the registration policy refuses
+	// one without its pool's taints (the first worker is the system pool's, tainted) and one with a
+	// team's. Deleting its Node to register again is refused by the authorizer already (the policy
+	// would too).
+	dryRun := []string{metav1.DryRunAll}
+	if err := node.CoreV1().Nodes().Delete(ctx, worker, metav1.DeleteOptions{DryRun: dryRun}); !apierrors.IsForbidden(err) {
+		t.Errorf("the node deleting its own Node: %v, want Forbidden", err)
+	}
+	if len(self.Spec.Taints) == 0 {
+		t.Fatalf("%s has no taints: the drill needs a worker of a tainted pool", worker)
+	}
+	for _, tc := range []struct {
+		what, refusal string
+		taints        []corev1.Taint
+	}{
+		{"without its pool's taints", "every taint of its pool", nil},
+		{"with a team's taint", "no taint a controller sets", append(slices.Clone(self.Spec.Taints),
+			corev1.Taint{Key: wellknown.TeamKey, Value: "drill", Effect: corev1.TaintEffectNoSchedule})},
+	} {
+		fresh := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: worker, Labels: map[string]string{corev1.LabelHostname: worker}}, Spec: corev1.NodeSpec{Taints: tc.taints}}
+		if _, err := node.CoreV1().Nodes().Create(ctx, fresh, metav1.CreateOptions{DryRun: dryRun}); err == nil ||
+			!strings.Contains(err.Error(), drills.RefusedBy(addons.NodeRegistrationPolicy)) || !strings.Contains(err.Error(), tc.refusal) {
+			t.Errorf("the node registering %s: %v, want the refusal of %s saying %q", tc.what, err, addons.NodeRegistrationPolicy, tc.refusal)
+		}
 	}
 
 	serving := func(dns []string, ips ...string) *certv1.CertificateSigningRequest {
