@@ -425,6 +425,9 @@ func (s *Server) route(r *http.Request) (*route, *apiError) {
 	switch {
 	case strings.EqualFold(rest[0], "virtualMachineScaleSets"):
 		return s.scaleSetRoute(r, rest[1:])
+	case strings.EqualFold(rest[0], "virtualMachines") && len(rest) == 1 && r.Method == http.MethodGet:
+		// cluster-autoscaler lists the group's VMs at start-up, even in scale-set mode, and exits when refused.
+		return &route{action: "Microsoft.Compute/virtualMachines/read", scope: s.groupID(), handle: s.listVMs}, nil
 	case strings.EqualFold(rest[0], "virtualMachines") && len(rest) >= 2:
 		return s.vmRoute(r, rest[1:])
 	}
@@ -535,7 +538,7 @@ func (s *Server) vmRoute(r *http.Request, rest []string) (*route, *apiError) {
 	}
 	switch {
 	case len(rest) == 1 && r.Method == http.MethodGet:
-		return &route{action: "Microsoft.Compute/virtualMachines/read", scope: id, resource: id, policies: []Policy{PolicyLowCostGetVM}, handle: s.getVM(i, id)}, nil
+		return &route{action: "Microsoft.Compute/virtualMachines/read", scope: id, resource: id, policies: []Policy{PolicyLowCostGetVM}, handle: s.getVM(i)}, nil
 	case len(rest) == 2 && r.Method == http.MethodPost && strings.EqualFold(rest[1], "runCommand"):
 		return &route{action: "Microsoft.Compute/virtualMachines/runCommand/action", scope: id, resource: id, policies: []Policy{PolicyUpdateVM}, handle: s.runCommand(id)}, nil
 	}
@@ -948,15 +951,32 @@ func (s *Server) instanceNICs(name, id, vmID string) func(http.ResponseWriter, *
 	})
 }
 
-func (s *Server) getVM(i int, id string) func(http.ResponseWriter, *http.Request, string) *apiError {
+func (s *Server) getVM(i int) func(http.ResponseWriter, *http.Request, string) *apiError {
 	return func(w http.ResponseWriter, _ *http.Request, _ string) *apiError {
 		s.mu.Lock()
 		vm := *s.vms[i]
 		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, map[string]any{"id": id, "name": vm.Name, "type": "Microsoft.Compute/virtualMachines", "location": s.Location,
-			"properties": map[string]any{"vmId": vm.VMID, "provisioningState": "Succeeded", "osProfile": map[string]any{"computerName": vm.ComputerName}}})
+		writeJSON(w, http.StatusOK, s.vmJSON(vm))
 		return nil
 	}
+}
+
+func (s *Server) listVMs(w http.ResponseWriter, _ *http.Request, _ string) *apiError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	value := []any{}
+	for _, vm := range s.vms {
+		value = append(value, s.vmJSON(*vm))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"value": value})
+	return nil
+}
+
+// vmJSON is a VM as Resource Manager describes it.
+func (s *Server) vmJSON(vm VM) map[string]any {
+	return map[string]any{"id": s.groupID() + "/providers/Microsoft.Compute/virtualMachines/" + vm.Name, "name": vm.Name,
+		"type": "Microsoft.Compute/virtualMachines", "location": s.Location,
+		"properties": map[string]any{"vmId": vm.VMID, "provisioningState": "Succeeded", "osProfile": map[string]any{"computerName": vm.ComputerName}}}
 }
 
 // runCommand runs a script on the machine behind a VM; its output is the operation's result, in

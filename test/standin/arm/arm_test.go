@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -365,5 +366,34 @@ func TestInstanceAddressesThroughTheSDK(t *testing.T) {
 	addrs, err := m.Addresses(context.Background(), id, "cpu000002")
 	if err != nil || len(addrs) != 1 || addrs[0].String() != "10.1.0.6" {
 		t.Errorf("instance 2's addresses: %v, %v; want [10.1.0.6]", addrs, err)
+	}
+}
+
+// cluster-autoscaler lists the resource group's VMs at start-up, even in scale-set mode, with the
+// SDK's VM client: Azure authorizes the list at the group, so a grant on a scale set is not enough.
+func TestResourceGroupVMsThroughTheSDK(t *testing.T) {
+	w := newWorld(t)
+	w.srv.AddVM(VM{Name: "etcd-main-0", ComputerName: "etcd-main-0", VMID: "vm-etcd-0"})
+	const lister = "11111111-1111-1111-1111-00000000000e"
+	w.Grant(lister, w.GroupID(), azurerbac.CustomRoleActions[azurerbac.RoleMachineLister]...)
+	list := func(client string) ([]string, error) {
+		var out []string
+		pager := w.compute(t, client).NewVirtualMachinesClient().NewListPager(group, nil)
+		for pager.More() {
+			page, err := pager.NextPage(context.Background())
+			if err != nil {
+				return out, err
+			}
+			for _, vm := range page.Value {
+				out = append(out, *vm.Name+"="+*vm.Properties.VMID)
+			}
+		}
+		return out, nil
+	}
+	if got, err := list(lister); err != nil || !slices.Equal(got, []string{"etcd-main-0=vm-etcd-0"}) {
+		t.Errorf("the group's VMs as the lister: %v, %v", got, err)
+	}
+	if _, err := list(remover); err == nil || !strings.Contains(err.Error(), "AuthorizationFailed") {
+		t.Errorf("the group's VMs with a grant on a scale set only: %v, want AuthorizationFailed", err)
 	}
 }
