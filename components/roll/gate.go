@@ -106,8 +106,8 @@ func (r *Roller) validate(ctx context.Context) error {
 	return errors.Join(problems...)
 }
 
-// unready judges the nodes' readiness as cluster-autoscaler does (spec.Autoscaler.UnreadyTolerated):
-// at 10,000 nodes a few are always NotReady, and one of them must not hold up every roll, a
+// unready judges the nodes' readiness by the share cluster-autoscaler tolerates
+// (spec.Autoscaler.UnreadyTolerated): at 10,000 nodes a few are always NotReady, and one of them must not hold up every roll, a
 // security roll among them. Past the tolerance, every unready node is a problem; within it, each
 // is logged.
 func (r *Roller) unready(nodes []corev1.Node, now time.Time) []error {
@@ -119,7 +119,7 @@ func (r *Roller) unready(nodes []corev1.Node, now time.Time) []error {
 	}
 	tolerated := r.Desired.Autoscaler.UnreadyTolerated(len(nodes))
 	if len(unready) > tolerated {
-		return append([]error{fmt.Errorf("%d of %d nodes are unready, more than the %d the cluster tolerates (autoscaler.okUnreadyCount, autoscaler.maxUnreadyPercentage)",
+		return append([]error{fmt.Errorf("%d of %d nodes are unready, more than the %d the cluster tolerates (autoscaler.maxUnreadyPercentage)",
 			len(unready), len(nodes), tolerated)}, unready...)
 	}
 	for _, err := range unready {

@@ -50,8 +50,8 @@ func TestGateValidatesTwiceInARowWithinTheTimeout(t *testing.T) {
 	}
 }
 
-// A few unready nodes do not hold up a roll; more than cluster-autoscaler tolerates
-// (okUnreadyCount, or maxUnreadyPercentage of the nodes when that is more) do, each named.
+// A few unready nodes do not hold up a roll; more than maxUnreadyPercentage of the nodes do, each
+// named, and a small cluster gets no floor of unready nodes (okUnreadyCount is the autoscaler's).
 func TestGateToleratesTheUnreadyTheAutoscalerDoes(t *testing.T) {
 	node := func(name string, ready corev1.ConditionStatus) corev1.Node {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
@@ -74,11 +74,13 @@ func TestGateToleratesTheUnreadyTheAutoscalerDoes(t *testing.T) {
 		refused                     bool
 	}{
 		{"all ready", 20, 10, 100, 0, false},
-		{"one unready of three, none tolerated", 0, 10, 3, 1, true},
-		{"within the count", 20, 10, 100, 20, false},
-		{"past the count and the share", 20, 10, 100, 21, true},
-		{"past the count, within the share", 20, 10, 10000, 900, false},
-		{"past both at 10,000 nodes", 20, 10, 10000, 1001, true},
+		{"one unready of three, none tolerated", 20, 10, 3, 1, true},
+		{"every node of the dev stack unready", 20, 10, 14, 14, true},
+		{"one of the dev stack's 14", 20, 10, 14, 1, false},
+		{"within the share", 20, 10, 100, 10, false},
+		{"past the share, within the autoscaler's count", 20, 10, 100, 11, true},
+		{"within the share at 10,000 nodes", 20, 10, 10000, 1000, false},
+		{"past the share at 10,000 nodes", 20, 10, 10000, 1001, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &Roller{Desired: &spec.Cluster{Autoscaler: spec.Autoscaler{OkUnreadyCount: tc.ok, MaxUnreadyPercentage: tc.percent}}, Progress: io.Discard}

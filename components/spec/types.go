@@ -247,11 +247,11 @@ type Autoscaler struct {
 	MaxNodeProvisionTime string `yaml:"maxNodeProvisionTime"`
 }
 
-// UnreadyTolerated is how many of total nodes may be unready before the cluster counts as
-// unhealthy, as cluster-autoscaler judges it: OkUnreadyCount, or MaxUnreadyPercentage of total
-// when that is more. A roll's gate tolerates as many.
+// UnreadyTolerated is how many of total nodes a roll's gate lets be unready: the share
+// cluster-autoscaler tolerates (MaxUnreadyPercentage), without its OkUnreadyCount floor, so a
+// small cluster whose every node went NotReady is refused rather than rolled further.
 func (a Autoscaler) UnreadyTolerated(total int) int {
-	return max(a.OkUnreadyCount, total*a.MaxUnreadyPercentage/100)
+	return total * a.MaxUnreadyPercentage / 100
 }
 
 // Teams is what the platform gives every team namespace (labelled clusterforge.io/team).
