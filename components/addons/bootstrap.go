@@ -139,24 +139,38 @@ func bootstrap(*spec.Cluster) []Object {
 	}...)
 }
 
-// BootstrapTokenSecret is the workers' join token, valid until expires (pki.BootstrapTokenWindow);
-// the tokencleaner controller deletes it then. It authenticates only (no signing), into pki.BootstrapGroup.
-func BootstrapTokenSecret(token string, expires time.Time) (*corev1.Secret, error) {
-	m := bootstrapTokenFormat.FindStringSubmatch(token)
-	if m == nil {
-		return nil, fmt.Errorf("bootstrap token: not <6 of [a-z0-9]>.<16 of [a-z0-9]>")
+// JoinTokenSecrets are the pools' join tokens (pki.JoinToken of seed), valid until expires
+// (pki.BootstrapTokenWindow); the tokencleaner controller deletes each then. A token authenticates
+// only (no signing), into pki.BootstrapGroup and its pool's pki.PoolJoinGroup: as its own user, so
+// API priority and fairness queues each pool's joins apart.
+func JoinTokenSecrets(c *spec.Cluster, seed string, expires time.Time) ([]*corev1.Secret, error) {
+	var secrets []*corev1.Secret
+	ids := map[string]string{}
+	for _, p := range c.Pools {
+		m := bootstrapTokenFormat.FindStringSubmatch(pki.JoinToken(seed, p.Name))
+		if m == nil {
+			return nil, fmt.Errorf("pool %s's join token: not <6 of [a-z0-9]>.<16 of [a-z0-9]> (no seed?)", p.Name)
+		}
+		if other, ok := ids[m[1]]; ok {
+			return nil, fmt.Errorf("pools %s and %s have one join token id, %s: issue another seed", other, p.Name, m[1])
+		}
+		ids[m[1]] = p.Name
+		s := &corev1.Secret{
+			ObjectMeta: meta(SystemNamespace, "bootstrap-token-"+m[1], nil),
+			Type:       corev1.SecretTypeBootstrapToken,
+			StringData: map[string]string{
+				"description":                    "clusterforge join token of pool " + p.Name,
+				"token-id":                       m[1],
+				"token-secret":                   m[2],
+				"expiration":                     expires.UTC().Format(time.RFC3339),
+				"usage-bootstrap-authentication": "true",
+				"auth-extra-groups":              pki.BootstrapGroup + "," + pki.PoolJoinGroup(p.Name),
+			},
+		}
+		if err := finish(s, "bootstrap"); err != nil {
+			return nil, err
+		}
+		secrets = append(secrets, s)
 	}
-	s := &corev1.Secret{
-		ObjectMeta: meta(SystemNamespace, "bootstrap-token-"+m[1], nil),
-		Type:       corev1.SecretTypeBootstrapToken,
-		StringData: map[string]string{
-			"description":                    "clusterforge worker join token",
-			"token-id":                       m[1],
-			"token-secret":                   m[2],
-			"expiration":                     expires.UTC().Format(time.RFC3339),
-			"usage-bootstrap-authentication": "true",
-			"auth-extra-groups":              pki.BootstrapGroup,
-		},
-	}
-	return s, finish(s, "bootstrap")
+	return secrets, nil
 }

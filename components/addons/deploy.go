@@ -24,14 +24,14 @@ type Deployed struct {
 	OpsWebhookCert  string `json:"opsWebhookCert"`
 	OpsWebhookKey   string `json:"opsWebhookKey"`
 	WebhookClientCA string `json:"webhookClientCA"`
-	// BootstrapToken is the workers' join token, valid until BootstrapTokenExpires.
-	BootstrapToken        string    `json:"bootstrapToken"`
+	// JoinSeed derives each pool's join token (pki.JoinToken), valid until BootstrapTokenExpires.
+	JoinSeed              string    `json:"joinSeed"`
 	BootstrapTokenExpires time.Time `json:"bootstrapTokenExpires"`
 }
 
 // Deploy is every add-on object with the deploy-time values in: Objects, then the Azure objects
 // and the webhooks' serving pair, the webhook configurations trusting its authority. The join
-// token's Secret (BootstrapTokenSecret) is apart: its name changes with each token.
+// tokens' Secrets (JoinTokenSecrets) are apart: their names change with each token.
 func Deploy(c *spec.Cluster, d Deployed) ([]Object, error) {
 	objs, err := Objects(c)
 	if err != nil {

@@ -5,12 +5,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
@@ -20,7 +22,7 @@ import (
 func TestPatchesCarryAdjustmentsOver(t *testing.T) {
 	c := stacks(t)["dev"]
 	deployed := func() []Object {
-		objs, err := Deploy(c, Deployed{BootstrapToken: "abcdef.0123456789abcdef", WebhookServingCA: "ca", OpsWebhookCert: "cert"})
+		objs, err := Deploy(c, Deployed{WebhookServingCA: "ca", OpsWebhookCert: "cert"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +91,39 @@ func TestTeamPriorityClassesBetweenBorrowAndSystem(t *testing.T) {
 // A hand-off without the webhooks' authority would deploy webhooks that fail every call, closed.
 func TestDeployRefusesWebhooksNoOneCanVerify(t *testing.T) {
 	c := stacks(t)["dev"]
-	if _, err := Deploy(c, Deployed{BootstrapToken: "abcdef.0123456789abcdef", OpsWebhookCert: "cert"}); err == nil || !strings.Contains(err.Error(), "no authority") {
+	if _, err := Deploy(c, Deployed{OpsWebhookCert: "cert"}); err == nil || !strings.Contains(err.Error(), "no authority") {
 		t.Errorf("Deploy with no webhook serving authority: %v, want a refusal", err)
+	}
+}
+
+// Each pool has a join token Secret of its own, as the apiserver's bootstrap authenticator reads
+// it: its pool's token, in every join token's group and its pool's; without a seed, none.
+func TestJoinTokenSecretsOnePerPool(t *testing.T) {
+	c := stacks(t)["dev"]
+	const seed = "0123456789abcdefghijklmnopqrstuv"
+	expires := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	secrets, err := JoinTokenSecrets(c, seed, expires)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets) != len(c.Pools) {
+		t.Fatalf("%d join token Secrets for %d pools", len(secrets), len(c.Pools))
+	}
+	for i, p := range c.Pools {
+		s := secrets[i]
+		id, secret, _ := strings.Cut(pki.JoinToken(seed, p.Name), ".")
+		want := map[string]string{"token-id": id, "token-secret": secret, "expiration": "2026-03-02T00:00:00Z", "usage-bootstrap-authentication": "true",
+			"auth-extra-groups": "system:bootstrappers:clusterforge:worker,system:bootstrappers:clusterforge:worker:pool:" + p.Name}
+		for k, v := range want {
+			if s.StringData[k] != v {
+				t.Errorf("pool %s's Secret: %s is %q, want %q", p.Name, k, s.StringData[k], v)
+			}
+		}
+		if s.Name != "bootstrap-token-"+id || s.Namespace != "kube-system" || s.Type != "bootstrap.kubernetes.io/token" {
+			t.Errorf("pool %s's Secret is %s %s/%s", p.Name, s.Type, s.Namespace, s.Name)
+		}
+	}
+	if _, err := JoinTokenSecrets(c, "", expires); err == nil {
+		t.Error("join token Secrets without a seed")
 	}
 }

@@ -38,7 +38,9 @@ const (
 // teamFairness gives the teams' requests a priority level of their own: every request made in a
 // namespace by a caller no earlier schema claims, queued fairly by namespace, so one team's
 // storm waits in its own queues and neither starves another team nor the platform's controllers.
-// The join token's requests get another, so a loop of join requests stalls joins alone.
+// The join tokens' requests get another, so a loop of join requests stalls joins alone, and
+// within it each pool's token is a flow of its own: a token taken from one pool's machines
+// delays that pool's joins, not another's.
 // Requests across namespaces or of cluster-scoped objects are no team's: edit grants none.
 func teamFairness(*spec.Cluster) []Object {
 	every := []string{"*"}
@@ -66,9 +68,11 @@ func teamFairness(*spec.Cluster) []Object {
 	}
 	everythingAnywhere := []flowcontrolv1.ResourcePolicyRule{{Verbs: every, APIGroups: every, Resources: every, Namespaces: every, ClusterScope: true}}
 	return []Object{
-		limited(JoinsPriorityLevel, joinsConcurrencyShares, flowcontrolv1.QueuingConfiguration{Queues: 1, HandSize: 1, QueueLengthLimit: 200}),
-		// Everything the join token asks, whatever it names: it may only create and read join requests.
-		schema(JoinsPriorityLevel, JoinsPriorityLevel, joinsMatchingPrecedence, "", flowcontrolv1.PolicyRulesWithSubjects{
+		// Shuffle sharding: a flood fills its flow's hand of queues, and another pool's flow, queued
+		// in the shortest of its own hand, shares the whole hand only by chance (one in 635,376).
+		limited(JoinsPriorityLevel, joinsConcurrencyShares, flowcontrolv1.QueuingConfiguration{Queues: 64, HandSize: 4, QueueLengthLimit: 100}),
+		// Everything a join token asks, whatever it names: it may only create and read join requests.
+		schema(JoinsPriorityLevel, JoinsPriorityLevel, joinsMatchingPrecedence, flowcontrolv1.FlowDistinguisherMethodByUserType, flowcontrolv1.PolicyRulesWithSubjects{
 			Subjects:         []flowcontrolv1.Subject{{Kind: flowcontrolv1.SubjectKindGroup, Group: &flowcontrolv1.GroupSubject{Name: pki.BootstrapGroup}}},
 			ResourceRules:    everythingAnywhere,
 			NonResourceRules: []flowcontrolv1.NonResourcePolicyRule{{Verbs: every, NonResourceURLs: every}},

@@ -206,7 +206,21 @@ func lead(ctx context.Context, cfg Config) {
 		joins.Judged = &Judged{}
 		cfg.Joins = &joins
 	}
-	queue := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	// Requests are judged by requester in turn (each pool's join token is one, each node one);
+	// a Node to label is a flow of its own.
+	flowOf := func(key string) string {
+		if name, ok := strings.CutPrefix(key, csrKey); ok {
+			if csr, err := csrInformer.Lister().Get(name); err == nil {
+				return csr.Spec.Username
+			}
+		}
+		return key
+	}
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{
+		DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{Queue: newFairQueue(flowOf)}),
+		}),
+	})
 	defer queue.ShutDown()
 	enqueueCSR := func(obj any) {
 		if csr, ok := obj.(*certv1.CertificateSigningRequest); ok && len(csr.Status.Conditions) == 0 && cfg.owns(csr) {

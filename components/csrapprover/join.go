@@ -27,11 +27,12 @@ import (
 // clientUsages are what a kubelet client certificate may be used for.
 var clientUsages = []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageKeyEncipherment, certv1.UsageClientAuth}
 
-// Instances tells a worker instance's vmId, once the instance a node's provider ID names is one
-// of the cluster's workers and carries the node's name; an instance that is not is
-// scaleset.ErrNotClusterInstance.
+// Instances tells a worker instance's vmId and placement labels (its pool among them), once the
+// instance a node's provider ID names is one of the cluster's workers and carries the node's name;
+// an instance that is not is scaleset.ErrNotClusterInstance.
 type Instances interface {
 	VMID(ctx context.Context, providerID, name string) (string, error)
+	Placement
 }
 
 // WorkerInstances reads instances through Resource Manager: of any scale set in the cluster's
@@ -387,6 +388,17 @@ func (j Joins) Decide(ctx context.Context, csr *certv1.CertificateSigningRequest
 	}
 	if renewal {
 		return true, fmt.Sprintf("node %s is instance %s (vmId %s), renewing", name, instance, vmID), nil
+	}
+	// A pool's token joins its own pool's instances only (the read is the one VMID made).
+	labels, err := j.Instances.Placement(ctx, instance, name)
+	if errors.Is(err, scaleset.ErrNotClusterInstance) {
+		return false, err.Error(), nil
+	}
+	if err != nil {
+		return false, "", err
+	}
+	if pool := labels[wellknown.PoolLabel]; !slices.Contains(csr.Spec.Groups, pki.PoolJoinGroup(pool)) {
+		return false, fmt.Sprintf("instance %s is pool %s's, and %s is not its join token", instance, pool, csr.Spec.Username), nil
 	}
 	if j.Alive != nil {
 		alive, err := j.Alive(ctx, name)

@@ -260,7 +260,7 @@ func kubelet(c *spec.Cluster, b pki.Bundle, pool spec.Pool) part {
 	files := []File{
 		{Path: CertPath("", pki.ClusterCA), Content: b.Pair(pki.ClusterCA).CertPEM, Mode: certMode},
 		{Path: KubeletConfigPath, Content: KubeletConfig(c, pool), Mode: 0o644},
-		{Path: KubeletBootstrapKubeconfig, Content: BootstrapKubeconfig(c.APIServerURL(), b.BootstrapToken), Mode: 0o600},
+		{Path: KubeletBootstrapKubeconfig, Content: BootstrapKubeconfig(c.APIServerURL(), pki.JoinToken(b.JoinSeed, pool.Name)), Mode: 0o600},
 	}
 	if size, _ := spec.VMCapacity(pool.VMSize); size.NVSwitch {
 		files = append(files, File{Path: UnitDir + "/" + KubeletUnit + ".d/20-fabricmanager.conf", Content: fabricManagerDropIn, Mode: unitMode})

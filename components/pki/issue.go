@@ -23,8 +23,8 @@ import (
 )
 
 // Issue creates a throwaway Bundle from the given authorities and profiles with crypto/x509:
-// the same subjects, SANs and usages the Pulumi TLS provider issues on Azure. The bootstrap
-// token is random too.
+// the same subjects, SANs and usages the Pulumi TLS provider issues on Azure. The join
+// tokens' seed is random too.
 func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 	b := Bundle{Pairs: map[string]KeyPair{}}
 	cas := map[string]signer{}
@@ -57,7 +57,7 @@ func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 	keyPEM := encode("PRIVATE KEY", der)
 	pub, _ := x509.MarshalPKIXPublicKey(saKey.Public())
 	b.Pairs[ServiceAccountKey] = KeyPair{CertPEM: encode("PUBLIC KEY", pub), KeyPEM: keyPEM}
-	b.BootstrapToken = randomToken(6) + "." + randomToken(16)
+	b.JoinSeed = randomToken(JoinSeedLength)
 	_, b.BootstrapTokenExpires = BootstrapTokenWindow(time.Now())
 	secret := make([]byte, EncryptionKeyBytes)
 	if _, err := rand.Read(secret); err != nil {
@@ -116,7 +116,7 @@ func encode(kind string, der []byte) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}))
 }
 
-// randomToken is n characters of [a-z0-9], the bootstrap-token alphabet.
+// randomToken is n characters of [a-z0-9], the alphabet of bootstrap tokens and their seed.
 func randomToken(n int) string {
 	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 	out := make([]byte, n)
@@ -159,7 +159,7 @@ func issueLeaves(b Bundle, cas map[string]signer, profiles []Profile) error {
 // certificate enters its early-renewal window: the authorities, the service-account key, the join
 // token and the encryption key stay, so machines not yet rolled keep working beside renewed ones.
 func Renew(b Bundle, authorities []Authority, profiles []Profile) (Bundle, error) {
-	out := Bundle{Pairs: maps.Clone(b.Pairs), BootstrapToken: b.BootstrapToken, BootstrapTokenExpires: b.BootstrapTokenExpires, EncryptionKey: b.EncryptionKey}
+	out := Bundle{Pairs: maps.Clone(b.Pairs), JoinSeed: b.JoinSeed, BootstrapTokenExpires: b.BootstrapTokenExpires, EncryptionKey: b.EncryptionKey}
 	cas := map[string]signer{}
 	for _, a := range authorities {
 		kp := b.Pair(a.Name)
@@ -250,7 +250,7 @@ func Kept(path string, authorities []Authority, profiles []Profile) (b Bundle, s
 	}
 	if data, err := os.ReadFile(path); err == nil {
 		var s stored
-		if json.Unmarshal(data, &s) == nil && s.Issued == issued && time.Now().Before(s.Bundle.BootstrapTokenExpires) {
+		if json.Unmarshal(data, &s) == nil && s.Issued == issued && s.Bundle.JoinSeed != "" && time.Now().Before(s.Bundle.BootstrapTokenExpires) {
 			return s.Bundle, save, nil
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {

@@ -3,6 +3,8 @@ package pki
 import (
 	"crypto/x509"
 	"encoding/pem"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -58,8 +60,39 @@ func TestProfilesVerify(t *testing.T) {
 	if got := parse(t, b.Pair(Admin).CertPEM).Subject.Organization; len(got) != 1 || got[0] != "system:masters" {
 		t.Errorf("admin organization %v", got)
 	}
-	if len(b.BootstrapToken) != 23 {
-		t.Errorf("bootstrap token %q is not <6>.<16>", b.BootstrapToken)
+	if len(b.JoinSeed) != JoinSeedLength {
+		t.Errorf("join seed %q is not %d characters", b.JoinSeed, JoinSeedLength)
+	}
+}
+
+// Each pool's join token has the bootstrap-token grammar, is its own (no pool shares an id or a
+// secret with another) and stays the same for one seed.
+func TestJoinTokensArePerPool(t *testing.T) {
+	grammar := regexp.MustCompile(`^[a-z0-9]{6}\.[a-z0-9]{16}$`)
+	seed, other := randomToken(JoinSeedLength), randomToken(JoinSeedLength)
+	ids, secrets := map[string]string{}, map[string]string{}
+	for _, pool := range []string{"system", "cpu", "cpu2", "gpu", "gpua", "gpub"} {
+		token := JoinToken(seed, pool)
+		if !grammar.MatchString(token) {
+			t.Fatalf("pool %s's token %q is not <6>.<16> of [a-z0-9]", pool, token)
+		}
+		id, secret, _ := strings.Cut(token, ".")
+		if p, dup := ids[id]; dup {
+			t.Errorf("pools %s and %s share the token id %s", p, pool, id)
+		}
+		if p, dup := secrets[secret]; dup {
+			t.Errorf("pools %s and %s share a token secret", p, pool)
+		}
+		ids[id], secrets[secret] = pool, pool
+		if again := JoinToken(seed, pool); again != token {
+			t.Errorf("pool %s's token changed from %q to %q with one seed", pool, token, again)
+		}
+		if theirs := JoinToken(other, pool); theirs == token {
+			t.Errorf("two seeds give pool %s one token", pool)
+		}
+	}
+	if token := JoinToken("", "cpu"); token != "" {
+		t.Errorf("no seed gives the token %q", token)
 	}
 }
 
@@ -134,8 +167,8 @@ func TestRenewKeepsTheAuthorities(t *testing.T) {
 			t.Errorf("authority %s changed on renewal", a.Name)
 		}
 	}
-	if r.Pair(ServiceAccountKey) != b.Pair(ServiceAccountKey) || r.BootstrapToken != b.BootstrapToken || r.EncryptionKey != b.EncryptionKey {
-		t.Error("renewal changed the service-account key, the token or the encryption key")
+	if r.Pair(ServiceAccountKey) != b.Pair(ServiceAccountKey) || r.JoinSeed != b.JoinSeed || r.EncryptionKey != b.EncryptionKey {
+		t.Error("renewal changed the service-account key, the join seed or the encryption key")
 	}
 	for _, p := range Profiles(c) {
 		old, renewed := parse(t, b.Pair(p.Name).CertPEM), parse(t, r.Pair(p.Name).CertPEM)

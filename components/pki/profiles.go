@@ -134,9 +134,14 @@ const (
 	NodeUserPrefix = "system:node:"
 	// MastersGroup is Kubernetes' group of unrestricted administrators, the admin certificate's.
 	MastersGroup = "system:masters"
-	// BootstrapGroup is the extra group of the workers' join token.
+	// BootstrapGroup is the extra group of every worker join token; each pool's token has
+	// PoolJoinGroup too.
 	BootstrapGroup = "system:bootstrappers:clusterforge:worker"
 )
+
+// PoolJoinGroup is the extra group of pool's join token: the CSR approver joins an instance only
+// with its own pool's token, so a token taken from one pool's machines joins none of another's.
+func PoolJoinGroup(pool string) string { return BootstrapGroup + ":pool:" + pool }
 
 // Authority is a self-signed certificate authority.
 type Authority struct {
@@ -235,9 +240,9 @@ type KeyPair struct {
 // The service-account entry holds the public key PEM in CertPEM.
 type Bundle struct {
 	Pairs map[string]KeyPair
-	// BootstrapToken is the workers' join token, "<id>.<secret>", valid until
-	// BootstrapTokenExpires (BootstrapTokenWindow).
-	BootstrapToken        string
+	// JoinSeed derives each pool's join token (JoinToken); the tokens are valid until
+	// BootstrapTokenExpires (BootstrapTokenWindow). Only the seed's holders have every token.
+	JoinSeed              string
 	BootstrapTokenExpires time.Time
 	// EncryptionKey is the base64 of the EncryptionKeyBytes random bytes that encrypt Secrets in etcd.
 	EncryptionKey string

@@ -64,8 +64,9 @@ type Cluster struct {
 	// EtcdClient is the etcd client pair and CA as JSON (EtcdClientAccess, secret): `make roll`
 	// moves leadership and replaces members with it from the hub.
 	EtcdClient pulumi.StringOutput
-	// BootstrapToken is the workers' join token (secret), valid until BootstrapTokenExpires.
-	BootstrapToken        pulumi.StringOutput
+	// JoinSeed derives the pools' join tokens (pki.JoinToken; secret), valid until
+	// BootstrapTokenExpires.
+	JoinSeed              pulumi.StringOutput
 	BootstrapTokenExpires time.Time
 	// PKI is the cluster's pki.Bundle (secret): the add-ons take the ops webhooks' pair from it.
 	PKI pulumi.AnyOutput
@@ -208,7 +209,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 		return strings.Split(id, "/")[2] // "/subscriptions/<id>/resourceGroups/<name>"
 	}).(pulumi.StringOutput)
 
-	comp.BootstrapToken = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string { return v.(pki.Bundle).BootstrapToken })).(pulumi.StringOutput)
+	comp.JoinSeed = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string { return v.(pki.Bundle).JoinSeed })).(pulumi.StringOutput)
 	_, comp.BootstrapTokenExpires = pki.BootstrapTokenWindow(args.Now)
 	comp.PKI = certs.Bundle
 	comp.APIEndpoint = api.Endpoint

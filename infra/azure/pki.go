@@ -24,8 +24,8 @@ type ClusterPKI struct {
 // ClusterPKIArgs configures NewClusterPKI.
 type ClusterPKIArgs struct {
 	Cluster *spec.Cluster
-	// Now places the worker join token in its month (pki.BootstrapTokenWindow): the first run of
-	// a month issues a new one.
+	// Now places the workers' join tokens in their month (pki.BootstrapTokenWindow): the first
+	// run of a month issues new ones.
 	Now time.Time
 }
 
@@ -99,20 +99,13 @@ func NewClusterPKI(ctx *pulumi.Context, name string, args *ClusterPKIArgs, opts 
 	}
 	names, certs, keys = append(names, pki.ServiceAccountKey), append(certs, saKey.PublicKeyPem), append(keys, saKey.PrivateKeyPem)
 
-	// The kubelet bootstrap token: "<6 chars>.<16 chars>" of [a-z0-9], replaced each month. A random
-	// string's result is in the clear in the state unless marked secret.
+	// The seed of the pools' join tokens (pki.JoinToken), replaced each month. A random string's
+	// result is in the clear in the state unless marked secret.
 	month, expires := pki.BootstrapTokenWindow(args.Now)
-	tokenPart := func(role string, length int) (*random.RandomString, error) {
-		return random.NewRandomString(ctx, name+"-"+role, &random.RandomStringArgs{
-			Length: pulumi.Int(length), Upper: pulumi.Bool(false), Special: pulumi.Bool(false),
-			Keepers: pulumi.StringMap{"month": pulumi.String(month)},
-		}, parent, pulumi.AdditionalSecretOutputs([]string{"result"}))
-	}
-	tokenID, err := tokenPart("bootstrap-token-id", 6)
-	if err != nil {
-		return nil, err
-	}
-	tokenSecret, err := tokenPart("bootstrap-token-secret", 16)
+	joinSeed, err := random.NewRandomString(ctx, name+"-join-seed", &random.RandomStringArgs{
+		Length: pulumi.Int(pki.JoinSeedLength), Upper: pulumi.Bool(false), Special: pulumi.Bool(false),
+		Keepers: pulumi.StringMap{"month": pulumi.String(month)},
+	}, parent, pulumi.AdditionalSecretOutputs([]string{"result"}))
 	if err != nil {
 		return nil, err
 	}
@@ -124,15 +117,15 @@ func NewClusterPKI(ctx *pulumi.Context, name string, args *ClusterPKIArgs, opts 
 		return nil, err
 	}
 
-	all := append(append(append([]any{}, certs...), keys...), tokenID.Result, tokenSecret.Result, encryptionKey.Base64)
+	all := append(append(append([]any{}, certs...), keys...), joinSeed.Result, encryptionKey.Base64)
 	comp.Bundle = pulumi.ToSecret(pulumi.All(all...).ApplyT(func(v []any) pki.Bundle {
 		b := pki.Bundle{Pairs: map[string]pki.KeyPair{}}
 		for i, n := range names {
 			b.Pairs[n] = pki.KeyPair{CertPEM: v[i].(string), KeyPEM: v[len(names)+i].(string)}
 		}
-		b.BootstrapToken = v[2*len(names)].(string) + "." + v[2*len(names)+1].(string)
+		b.JoinSeed = v[2*len(names)].(string)
 		b.BootstrapTokenExpires = expires
-		b.EncryptionKey = v[2*len(names)+2].(string)
+		b.EncryptionKey = v[2*len(names)+1].(string)
 		return b
 	})).(pulumi.AnyOutput)
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{}); err != nil {

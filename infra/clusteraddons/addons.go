@@ -120,7 +120,7 @@ func TypeToken(gvk schema.GroupVersionKind) string {
 }
 
 // NewAddons registers every add-on object of the cluster (addons.Deploy, patched as the
-// infrastructure asks) and the workers' join token, through a provider holding the admin kubeconfig.
+// infrastructure asks) and the pools' join tokens, through a provider holding the admin kubeconfig.
 // Secrets' data and the kubeconfig are Pulumi secrets, encrypted in the state.
 func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulumi.ResourceOption) (*Addons, error) {
 	comp := &Addons{}
@@ -146,7 +146,7 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	if err != nil {
 		return nil, err
 	}
-	token, err := joinToken(name, inf.Deployed)
+	tokens, err := joinTokens(name, args.Cluster, inf.Deployed)
 	if err != nil {
 		return nil, err
 	}
@@ -169,9 +169,11 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	}
 	// A rotated token's Secret stays behind until it expires, for instances booted from the old
 	// scale-set model; the tokencleaner controller deletes it then.
-	if err := ctx.RegisterResource(token.Type, token.Name, token.Args, &apiextensions.CustomResource{},
-		pulumi.Parent(comp), pulumi.Provider(provider), pulumi.DependsOn(first), pulumi.RetainOnDelete(true)); err != nil {
-		return nil, err
+	for _, token := range tokens {
+		if err := ctx.RegisterResource(token.Type, token.Name, token.Args, &apiextensions.CustomResource{},
+			pulumi.Parent(comp), pulumi.Provider(provider), pulumi.DependsOn(first), pulumi.RetainOnDelete(true)); err != nil {
+			return nil, err
+		}
 	}
 	keys = append(keys, pulumi.String("Secret/"+addons.SystemNamespace+"/bootstrap-token"))
 	comp.Objects = keys.ToStringArrayOutput()
@@ -181,18 +183,23 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	return comp, nil
 }
 
-// joinToken is the join token Secret's resource: named after the token, so its resource name
-// stays the same across monthly rotations while the object it names changes.
-func joinToken(component string, d addons.Deployed) (Resource, error) {
-	secret, err := addons.BootstrapTokenSecret(d.BootstrapToken, d.BootstrapTokenExpires)
+// joinTokens are the pools' join token Secrets' resources: each named after its pool, so its
+// resource name stays the same across monthly rotations while the object it names changes.
+func joinTokens(component string, c *spec.Cluster, d addons.Deployed) ([]Resource, error) {
+	secrets, err := addons.JoinTokenSecrets(c, d.JoinSeed, d.BootstrapTokenExpires)
 	if err != nil {
-		return Resource{}, err
+		return nil, err
 	}
-	rs, err := Resources(component, []addons.Object{secret})
+	objs := make([]addons.Object, len(secrets))
+	for i, s := range secrets {
+		objs[i] = s
+	}
+	rs, err := Resources(component, objs)
 	if err != nil {
-		return Resource{}, err
+		return nil, err
 	}
-	r := rs[0]
-	r.Name = component + "-secret-" + addons.SystemNamespace + "-bootstrap-token"
-	return r, nil
+	for i := range rs {
+		rs[i].Name = component + "-secret-" + addons.SystemNamespace + "-bootstrap-token-" + c.Pools[i].Name
+	}
+	return rs, nil
 }

@@ -136,13 +136,8 @@ func (r *recorder) NewResource(args pulumi.MockResourceArgs) (string, resource.P
 	case "random:index/randomString:RandomString":
 		n := int(args.Inputs["length"].NumberValue())
 		set("result", strings.Repeat("a", n))
-		if id, secret, ok := strings.Cut(r.bundleToken(), "."); ok {
-			switch strings.TrimPrefix(args.Name, res.Parent+"-") {
-			case "bootstrap-token-id":
-				set("result", id)
-			case "bootstrap-token-secret":
-				set("result", secret)
-			}
+		if r.bundle != nil && args.Name == res.Parent+"-join-seed" {
+			set("result", r.bundle.JoinSeed)
 		}
 	case "random:index/randomBytes:RandomBytes":
 		n := int(args.Inputs["length"].NumberValue())
@@ -167,13 +162,6 @@ func (r *recorder) pair(parent, name, suffix string) (pki.KeyPair, bool) {
 	rest, ok = strings.CutSuffix(rest, suffix)
 	pair, found := r.bundle.Pairs[rest]
 	return pair, ok && found
-}
-
-func (r *recorder) bundleToken() string {
-	if r.bundle == nil {
-		return ""
-	}
-	return r.bundle.BootstrapToken
 }
 
 func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {

@@ -883,17 +883,22 @@ func TestAddonsRegisteredThroughTheClusterProvider(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The join token's Secret: named after the token, kept when a rotation replaces it.
-			token := Resource{}
-			for _, res := range r.Resources {
-				if res.Name == c.Name+"-addons-secret-kube-system-bootstrap-token" {
-					token = res
+			// A join token Secret a pool: named after its token (of the mock engine's seed), kept
+			// when a rotation replaces it.
+			seed := strings.Repeat("a", pki.JoinSeedLength)
+			for _, p := range c.Pools {
+				token := Resource{}
+				for _, res := range r.Resources {
+					if res.Name == c.Name+"-addons-secret-kube-system-bootstrap-token-"+p.Name {
+						token = res
+					}
 				}
+				id, _, _ := strings.Cut(pki.JoinToken(seed, p.Name), ".")
+				if !token.RetainOnDelete || field(token.Inputs, "metadata", "name") != "bootstrap-token-"+id || field(token.Inputs, "type") != "bootstrap.kubernetes.io/token" {
+					t.Errorf("pool %s's join token Secret %+v, want bootstrap-token-%s, retained on delete", p.Name, token, id)
+				}
+				want = append(want, clusteraddons.Resource{Type: token.Type, Name: token.Name, Args: map[string]any{"kind": "Secret"}})
 			}
-			if !token.RetainOnDelete || field(token.Inputs, "metadata", "name") != "bootstrap-token-aaaaaa" || field(token.Inputs, "type") != "bootstrap.kubernetes.io/token" {
-				t.Errorf("join token Secret %+v, want bootstrap-token-<id>, retained on delete", token)
-			}
-			want = append(want, clusteraddons.Resource{Type: token.Type, Name: token.Name, Args: map[string]any{"kind": "Secret"}})
 			got := map[string]Resource{}
 			for _, res := range r.Resources {
 				if strings.HasPrefix(res.Type, "kubernetes:") {

@@ -96,9 +96,9 @@ func Build(ctx *pulumi.Context) (pulumi.AnyOutput, error) {
 }
 
 // Handoff is what the cluster services stack reads of this one (an Output of handoff.Infrastructure):
-// the admin kubeconfig, the workloads' identities, the webhooks' pair and the join token.
+// the admin kubeconfig, the workloads' identities, the webhooks' pair and the join tokens' seed.
 func Handoff(cluster *azure.Cluster) pulumi.AnyOutput {
-	inputs := []any{cluster.Kubeconfig, cluster.SubscriptionID, cluster.TenantID, cluster.BootstrapToken, cluster.PKI}
+	inputs := []any{cluster.Kubeconfig, cluster.SubscriptionID, cluster.TenantID, cluster.JoinSeed, cluster.PKI}
 	for _, w := range addons.AzureWorkloads {
 		inputs = append(inputs, cluster.ClientIDs[w])
 	}
@@ -109,7 +109,7 @@ func Handoff(cluster *azure.Cluster) pulumi.AnyOutput {
 			Azure:            addons.Azure{SubscriptionID: v[1].(string), TenantID: v[2].(string), Cloud: azurecloud.Public, ClientIDs: map[string]string{}},
 			WebhookServingCA: bundle.Pair(pki.WebhookServingCA).CertPEM, OpsWebhookCert: ops.CertPEM, OpsWebhookKey: ops.KeyPEM,
 			WebhookClientCA: bundle.Pair(pki.WebhookClientCA).CertPEM,
-			BootstrapToken:  v[3].(string), BootstrapTokenExpires: cluster.BootstrapTokenExpires,
+			JoinSeed:        v[3].(string), BootstrapTokenExpires: cluster.BootstrapTokenExpires,
 		}
 		for i, w := range addons.AzureWorkloads {
 			d.ClientIDs[w] = v[5+i].(string)

@@ -118,15 +118,18 @@ func waitEstablished(ctx context.Context, crds dynamic.ResourceInterface, name s
 }
 
 // ApplyFoundation applies what the control plane needs before it works, as the services program's
-// add-ons do from outside the machines: the join RBAC and token, the scheduler's CRDs.
+// add-ons do from outside the machines: the join RBAC and tokens, the scheduler's CRDs.
 func (p *Layout) ApplyFoundation(ctx context.Context) error {
 	objs, err := addons.Foundation(p.Cluster)
 	if err != nil {
 		return err
 	}
-	token, err := addons.BootstrapTokenSecret(p.Bundle.BootstrapToken, p.Bundle.BootstrapTokenExpires)
+	tokens, err := addons.JoinTokenSecrets(p.Cluster, p.Bundle.JoinSeed, p.Bundle.BootstrapTokenExpires)
 	if err != nil {
 		return err
 	}
-	return p.Apply(ctx, append(objs, token)...)
+	for _, t := range tokens {
+		objs = append(objs, t)
+	}
+	return p.Apply(ctx, objs...)
 }

@@ -191,7 +191,7 @@ func (p *Layout) Deployed(cloud azurecloud.Cloud) addons.Deployed {
 	ops := p.Bundle.Pair(pki.OpsWebhook)
 	return addons.Deployed{Azure: RehearsalAzure(cloud), WebhookServingCA: p.Bundle.Pair(pki.WebhookServingCA).CertPEM,
 		OpsWebhookCert: ops.CertPEM, OpsWebhookKey: ops.KeyPEM, WebhookClientCA: p.Bundle.Pair(pki.WebhookClientCA).CertPEM,
-		BootstrapToken: p.Bundle.BootstrapToken, BootstrapTokenExpires: p.Bundle.BootstrapTokenExpires}
+		JoinSeed: p.Bundle.JoinSeed, BootstrapTokenExpires: p.Bundle.BootstrapTokenExpires}
 }
 
 // APIServerMachineOffset is where apiserver machines start in the mapped control-plane subnet.

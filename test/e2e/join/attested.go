@@ -36,8 +36,9 @@ import (
 // Every worker joined through its instance's attested document, checked by the CSR approver
 // against Resource Manager with the apiserver machines' identity; and the join token alone, as
 // root on a worker holds it before it is removed, gets no other node's certificate: neither
-// without a document, nor with the worker's own document under another node's name, nor a second
-// identity for a worker whose node is alive; a document vouches for the first request that carries
+// without a document, nor with the worker's own document under another node's name, nor with its
+// own document and instance and another pool's token, nor a second identity for a worker whose
+// node is alive; a document vouches for the first request that carries
 // it, however it is re-encoded; one instance asking in a loop is refused before Resource Manager
 // is asked, and the approver keeps up; and the token lists no requests.
 func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
@@ -82,7 +83,11 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 
 	// The join token, from the test host: it asks for certificates and reads its own back by
 	// name; it lists no one's requests, and so no one's attested document.
-	token := joinToken(t)
+	first, err := framework.Booted.Machine(workers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := joinToken(t, poolOf(t, first.Name))
 	if _, err := token.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the join token listed the certificate requests: %v, want Forbidden by RBAC", err)
 	}
@@ -104,25 +109,7 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 		t.Errorf("a join request with a 100 KiB annotation: %v, want the refusal of %s", err, addons.JoinRequestsPolicy)
 	}
 	// A new key and the first worker's own document bound to it, asked on that worker as its root could.
-	attested := func() (*ecdsa.PrivateKey, string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nonce, err := attestation.Nonce(key.Public())
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, err := framework.Booted.Exec(ctx, workers[0], "curl", "-fsS", "-H", "Metadata: true", attestation.DocumentURL("http://"+wellknown.IMDSAddress, nonce))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return key, doc
-	}
-	first, err := framework.Booted.Machine(workers[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	attested := func() (*ecdsa.PrivateKey, string) { return attestedOn(t, ctx, workers[0]) }
 	victim, err := framework.Booted.Machine(workers[len(workers)-1])
 	if err != nil {
 		t.Fatal(err)
@@ -139,31 +126,29 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	ask := func(node, doc, instance string, key *ecdsa.PrivateKey) *certv1.CertificateSigningRequest {
-		request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + node, Organization: []string{pki.NodesGroup}}}, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		csr, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
-			ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + instance}},
-			Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
-				SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatalf("a join request for %s: %v", node, err)
-		}
-		return csr
+		return askToJoin(t, ctx, token, node, doc, instance, key)
 	}
+	// The last worker's own document and instance, with another pool's token (asked for the last
+	// worker: the first one's share of requests is spent below).
+	foreignKey, foreignDoc := attestedOn(t, ctx, victim.Name)
+	foreign := askToJoin(t, ctx, joinToken(t, otherPool(t, victim.Name)), victim.Name, foreignDoc, theirs, foreignKey)
 	for _, tc := range []struct {
 		name, node, doc, instance, denial string
 		key                               *ecdsa.PrivateKey
+		// asked is a request made otherwise than with the worker's own pool's token.
+		asked *certv1.CertificateSigningRequest
 	}{
-		{"no document", victim.Name, "", theirs, "no attested document", none},
-		{"another worker's document", victim.Name, doc, theirs, "the attested document is vmId", key},
-		{"its own instance under another name", victim.Name, ownDoc, own, "computer name", ownKey},
-		{"a second join of a worker whose node is alive", first.Name, genuineDoc, own, "is alive", genuineKey},
-		{"a re-encoded copy of that document, for its instance again", first.Name, reencoded, own, "the same attested document", genuineKey},
+		{"its own instance with another pool's token", victim.Name, "", theirs, "is not its join token", nil, foreign},
+		{"no document", victim.Name, "", theirs, "no attested document", none, nil},
+		{"another worker's document", victim.Name, doc, theirs, "the attested document is vmId", key, nil},
+		{"its own instance under another name", victim.Name, ownDoc, own, "computer name", ownKey, nil},
+		{"a second join of a worker whose node is alive", first.Name, genuineDoc, own, "is alive", genuineKey, nil},
+		{"a re-encoded copy of that document, for its instance again", first.Name, reencoded, own, "the same attested document", genuineKey, nil},
 	} {
-		csr := ask(tc.node, tc.doc, tc.instance, tc.key)
+		csr := tc.asked
+		if csr == nil {
+			csr = ask(tc.node, tc.doc, tc.instance, tc.key)
+		}
 		// Watched from its creation: a refused join request is removed at once, its verdict seen
 		// on the way.
 		c, gone, err := drills.CSRVerdict(ctx, cs, csr, 2*time.Minute)
@@ -235,13 +220,77 @@ func JoinNeedsTheInstancesAttestedDocument(t *testing.T) {
 	}
 }
 
-// joinToken is a client of the booted cluster's join token, from the test host.
-func joinToken(t *testing.T) *kubernetes.Clientset {
+// joinToken is a client of the booted cluster's join token of pool, from the test host.
+func joinToken(t *testing.T, pool string) *kubernetes.Clientset {
 	t.Helper()
-	token, err := kubernetes.NewForConfig(&rest.Config{Host: framework.Booted.Cluster.APIServerURL(), BearerToken: framework.Booted.Bundle.BootstrapToken, Dial: framework.Booted.Dial,
-		TLSClientConfig: rest.TLSClientConfig{CAData: []byte(framework.Booted.Bundle.Pair(pki.ClusterCA).CertPEM)}})
+	token, err := kubernetes.NewForConfig(&rest.Config{Host: framework.Booted.Cluster.APIServerURL(), BearerToken: pki.JoinToken(framework.Booted.Bundle.JoinSeed, pool),
+		Dial: framework.Booted.Dial, TLSClientConfig: rest.TLSClientConfig{CAData: []byte(framework.Booted.Bundle.Pair(pki.ClusterCA).CertPEM)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return token
+}
+
+// poolOf is the pool of the booted worker machine name.
+func poolOf(t *testing.T, name string) string {
+	t.Helper()
+	m, err := framework.Booted.Machine(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, ok := framework.Booted.Cluster.PoolOfRole(m.Role)
+	if !ok {
+		t.Fatalf("%s (role %s) is no pool's", name, m.Role)
+	}
+	return pool.Name
+}
+
+// otherPool is a pool of the booted cluster that worker name is not in.
+func otherPool(t *testing.T, name string) string {
+	t.Helper()
+	own := poolOf(t, name)
+	for _, p := range framework.Booted.Cluster.Pools {
+		if p.Name != own {
+			return p.Name
+		}
+	}
+	t.Fatalf("the cluster has no pool but %s", own)
+	return ""
+}
+
+// attestedOn is a new key and worker's own attested document bound to it, asked on that worker
+// as its root could.
+func attestedOn(t *testing.T, ctx context.Context, worker string) (*ecdsa.PrivateKey, string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nonce, err := attestation.Nonce(key.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := framework.Booted.Exec(ctx, worker, "curl", "-fsS", "-H", "Metadata: true", attestation.DocumentURL("http://"+wellknown.IMDSAddress, nonce))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, doc
+}
+
+// askToJoin creates a join request with token for node, carrying doc and naming instance.
+func askToJoin(t *testing.T, ctx context.Context, token *kubernetes.Clientset, node, doc, instance string, key *ecdsa.PrivateKey) *certv1.CertificateSigningRequest {
+	t.Helper()
+	request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{Subject: pkix.Name{CommonName: pki.NodeUserPrefix + node, Organization: []string{pki.NodesGroup}}}, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, &certv1.CertificateSigningRequest{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-join-", Annotations: map[string]string{wellknown.AttestedDocumentAnnotation: doc, wellknown.ProviderIDAnnotation: scaleset.ProviderIDPrefix + instance}},
+		Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: request}),
+			SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("a join request for %s: %v", node, err)
+	}
+	return csr
 }

@@ -12,6 +12,8 @@ import (
 	"encoding/pem"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
+	"github.com/clusterforge/clusterforge/test/machines"
 )
 
 // Every worker's client certificate lives pki.NodeClientLifetime, as the controller-manager
@@ -38,6 +41,7 @@ func NodeRenewsAsItsInstance(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	workers := framework.WorkerNames()
+	cs := drills.Clientset(t, framework.Booted)
 	for _, w := range workers {
 		if cert := clientCertificate(t, ctx, w); cert.NotAfter.Sub(cert.NotBefore) > pki.NodeClientLifetime+10*time.Minute {
 			t.Errorf("%s's client certificate lives %s (%s to %s), want %s (and the signer's backdating) at most", w,
@@ -50,16 +54,35 @@ func NodeRenewsAsItsInstance(t *testing.T) {
 	before := clientCertificate(t, ctx, worker)
 	renew := ". " + machine.NodeEnvFile + ` && ` + machine.BinDir + `/clusterforge-node-join --renew-now --node-name="$NODE_NAME" --provider-id="$PROVIDER_ID"` +
 		" --metadata-endpoint=http://" + wellknown.IMDSAddress + " --kubeconfig=" + machine.KubeletKubeconfig + " --client-cert=" + machine.KubeletClientCert
-	// A holder of the join token floods the approver with requests while the node renews: the
-	// genuine request is judged among them, within a minute.
-	token, loaded, stop, flooded := joinToken(t), make(chan struct{}), make(chan struct{}), make(chan int)
+	// A holder of one pool's join token floods the apiservers and the approver with requests from
+	// several clients while another pool's worker asks to join and a node renews: each is judged
+	// among them, within a minute.
+	first := workers[0]
+	flooding := otherPool(t, first)
+	token, loaded, stop, flooded := joinToken(t, flooding), make(chan struct{}), make(chan struct{}), make(chan int)
 	go func() { flooded <- flood(ctx, token, loaded, stop) }()
 	select {
 	case <-loaded:
 	case <-time.After(time.Minute):
 		t.Errorf("the join token could not send %d requests in a minute", floodLeast)
 	}
+	m, err := framework.Booted.Machine(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, doc := attestedOn(t, ctx, first)
 	start := time.Now()
+	join := askToJoin(t, ctx, joinToken(t, poolOf(t, first)), first, doc, machines.ResourceID(framework.Booted.Cluster, m.Role, m.Name), key)
+	verdict, _, err := drills.CSRVerdict(ctx, cs, join, 2*time.Minute)
+	judged := time.Since(start)
+	if err != nil || verdict.Reason != csrapprover.Reason {
+		t.Errorf("%s's join request during the flood: %+v, %v; want a verdict of the CSR approver", first, verdict, err)
+	}
+	t.Logf("%s (pool %s) asked to join and was judged in %s while pool %s's token flooded: %s", first, poolOf(t, first), judged.Round(time.Millisecond), flooding, verdict.Message)
+	if judged > time.Minute {
+		t.Errorf("%s's join request was judged in %s during the flood, want a minute at most", first, judged)
+	}
+	start = time.Now()
 	out, err := framework.Booted.Exec(ctx, worker, "sh", "-c", renew+" 2>&1")
 	took := time.Since(start)
 	close(stop)
@@ -67,7 +90,7 @@ func NodeRenewsAsItsInstance(t *testing.T) {
 	if err != nil {
 		t.Fatalf("renewing %s's client certificate: %v\n%s", worker, err, out)
 	}
-	t.Logf("%s renewed in %s while the join token sent %d requests", worker, took.Round(time.Millisecond), sent)
+	t.Logf("%s renewed in %s; the join token sent %d requests", worker, took.Round(time.Millisecond), sent)
 	if took > time.Minute {
 		t.Errorf("%s took %s to renew during the flood, want a minute at most", worker, took)
 	}
@@ -75,7 +98,6 @@ func NodeRenewsAsItsInstance(t *testing.T) {
 	if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
 		t.Fatalf("%s's client certificate is still serial %s after the renewal", worker, before.SerialNumber)
 	}
-	cs := drills.Clientset(t, framework.Booted)
 	csrs, err := cs.CertificatesV1().CertificateSigningRequests().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -173,12 +195,17 @@ func clientCertificate(t *testing.T, ctx context.Context, worker string) *x509.C
 	}
 }
 
-// floodLeast is how many requests a flood sends before the genuine one starts.
-const floodLeast = 20
+// floodLeast is how many requests a flood sends before the genuine ones start, floodMost how many
+// at most, floodClients from how many clients at once.
+const (
+	floodLeast   = 20
+	floodMost    = 500
+	floodClients = 8
+)
 
 // flood creates join requests without an attested document as the join token until stop (at most
-// 500, each refused by the approver and removed), closing loaded once it has created floodLeast,
-// and says how many it created.
+// floodMost, each refused by the approver and removed), closing loaded once it has created
+// floodLeast, and says how many it created.
 func flood(ctx context.Context, token *kubernetes.Clientset, loaded, stop chan struct{}) int {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -191,19 +218,27 @@ func flood(ctx context.Context, token *kubernetes.Clientset, loaded, stop chan s
 	csr := &certv1.CertificateSigningRequest{ObjectMeta: metav1.ObjectMeta{GenerateName: "drill-flood-"},
 		Spec: certv1.CertificateSigningRequestSpec{Request: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE REQUEST", Bytes: der}),
 			SignerName: certv1.KubeAPIServerClientKubeletSignerName, Usages: []certv1.KeyUsage{certv1.UsageDigitalSignature, certv1.UsageClientAuth}}}
-	sent := 0
-	for sent < 500 {
-		select {
-		case <-stop:
-			return sent
-		default:
-		}
-		if _, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err == nil {
-			if sent++; sent == floodLeast {
-				close(loaded)
+	var sent atomic.Int64
+	var clients sync.WaitGroup
+	for range floodClients {
+		clients.Add(1)
+		go func() {
+			defer clients.Done()
+			for sent.Load() < floodMost {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := token.CertificatesV1().CertificateSigningRequests().Create(ctx, csr, metav1.CreateOptions{}); err == nil {
+					if sent.Add(1) == floodLeast {
+						close(loaded)
+					}
+				}
 			}
-		}
+		}()
 	}
+	clients.Wait()
 	<-stop
-	return sent
+	return int(sent.Load())
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
 	"github.com/clusterforge/clusterforge/test/machines/nspawn"
@@ -23,9 +24,9 @@ func JoinTokenLeavesTheWorkers(t *testing.T) {
 	framework.NeedBoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	_, secret, _ := strings.Cut(framework.Booted.Bundle.BootstrapToken, ".")
 	workers := framework.WorkerNames()
 	for _, w := range workers {
+		_, secret, _ := strings.Cut(pki.JoinToken(framework.Booted.Bundle.JoinSeed, poolOf(t, w)), ".")
 		// containerd's store holds images only; the seed is the test's datasource.
 		search := "grep -rlF -e " + machine.ShellQuote(secret) + " /etc /var /run /root /home --exclude-dir=containerd 2>/dev/null | grep -v '^" + nspawn.CloudInitSeed + "/' || true"
 		if err := drills.WaitUntil(2*time.Minute, func() error {

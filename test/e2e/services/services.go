@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/infra/clusteraddons"
 	"github.com/clusterforge/clusterforge/infra/handoff"
@@ -109,15 +110,20 @@ func ServicesStackUnderTheEngine(t *testing.T) {
 		if len(rs) < 50 {
 			t.Errorf("only %d add-on objects", len(rs))
 		}
-		// The join token the workers joined with, valid until the plan's expiry (the token cleaner
-		// deletes an expired one at once).
-		id := strings.SplitN(framework.Booted.Bundle.BootstrapToken, ".", 2)[0]
-		token, err := cs.CoreV1().Secrets(addons.SystemNamespace).Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("the join token's Secret: %v", err)
-		}
-		if expires, err := time.Parse(time.RFC3339, string(token.Data["expiration"])); err != nil || !expires.Equal(framework.Booted.Bundle.BootstrapTokenExpires) {
-			t.Errorf("the join token expires %q, want %s", token.Data["expiration"], framework.Booted.Bundle.BootstrapTokenExpires)
+		// The join tokens the workers joined with, one a pool, valid until the plan's expiry (the
+		// token cleaner deletes an expired one at once), each authenticating into its pool's group.
+		for _, p := range framework.Booted.Cluster.Pools {
+			id, _, _ := strings.Cut(pki.JoinToken(framework.Booted.Bundle.JoinSeed, p.Name), ".")
+			token, err := cs.CoreV1().Secrets(addons.SystemNamespace).Get(ctx, "bootstrap-token-"+id, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("pool %s's join token's Secret: %v", p.Name, err)
+			}
+			if expires, err := time.Parse(time.RFC3339, string(token.Data["expiration"])); err != nil || !expires.Equal(framework.Booted.Bundle.BootstrapTokenExpires) {
+				t.Errorf("pool %s's join token expires %q, want %s", p.Name, token.Data["expiration"], framework.Booted.Bundle.BootstrapTokenExpires)
+			}
+			if groups := strings.Split(string(token.Data["auth-extra-groups"]), ","); !slices.Contains(groups, pki.PoolJoinGroup(p.Name)) {
+				t.Errorf("pool %s's join token authenticates into %v, not its pool's group", p.Name, groups)
+			}
 		}
 	})
 
@@ -227,8 +233,11 @@ func ServicesStackUnderTheEngine(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		secret := strings.SplitN(h.BootstrapToken, ".", 2)[1]
-		keyLine := strings.Split(strings.TrimSpace(h.OpsWebhookKey), "\n")[1]
+		plain := map[string]string{"the join tokens' seed": h.JoinSeed}
+		for _, p := range framework.Booted.Cluster.Pools {
+			_, plain["pool "+p.Name+"'s join token's secret"], _ = strings.Cut(pki.JoinToken(h.JoinSeed, p.Name), ".")
+		}
+		plain["the webhooks' private key"] = strings.Split(strings.TrimSpace(h.OpsWebhookKey), "\n")[1]
 		files, err := filepath.Glob(filepath.Join(be.Dir, "state", ".pulumi", "stacks", "*", "*.json"))
 		if err != nil || len(files) != 2 {
 			t.Fatalf("the two stacks' state files: %v %v", files, err)
@@ -238,8 +247,8 @@ func ServicesStackUnderTheEngine(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for what, plain := range map[string]string{"the join token's secret": secret, "the webhooks' private key": keyLine} {
-				if bytes.Contains(data, []byte(plain)) {
+			for what, value := range plain {
+				if bytes.Contains(data, []byte(value)) {
 					t.Errorf("%s holds %s in the clear", f, what)
 				}
 			}

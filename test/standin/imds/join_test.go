@@ -169,6 +169,8 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		}
 		return out
 	}
+	// The groups of the cpu pool's join token, besides every token's.
+	cpuToken := pki.PoolJoinGroup("cpu")
 	// Each for a key of its own: the metadata service signs the same content for a nonce asked twice
 	// within a second.
 	kc, kj, kl, kr := newKey(), newKey(), newKey(), newKey()
@@ -183,22 +185,23 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		approve bool
 		reason  string
 	}{
-		{"its own instance", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup), true, "is instance"},
-		{"another node's name", csr(b.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup), false, "computer name"},
-		{"another node's name and instance", csr(b.Name, k, attested("10.0.2.4", nonceOf(k)), b.ResourceID, pki.BootstrapGroup), false, "the attested document is vmId"},
-		{"a document bound to another key", csr(a.Name, k, attested("10.0.2.4", nonceOf(other)), a.ResourceID, pki.BootstrapGroup), false, "nonce"},
-		{"no document", csr(a.Name, k, "", a.ResourceID, pki.BootstrapGroup), false, "no attested document"},
-		{"a control-plane instance", csr("cf-dev-apiserver000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-apiserver/"), pki.BootstrapGroup), false, "the control plane's scale set"},
-		{"a scale set the approver may not read", csr("cf-dev-other000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-other/"), pki.BootstrapGroup), false, "403"},
-		{"an instance that does not exist", csr("cf-dev-cpu000009", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/virtualMachines/0", "/virtualMachines/9"), pki.BootstrapGroup), false, "does not exist"},
-		{"another resource group", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/cf-dev/", "/cf-prod/"), pki.BootstrapGroup), false, "not one of this cluster's worker scale sets"},
-		{"a document an earlier request carries", csr(a.Name, kc, copied, a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document and came first"},
-		{"that document re-encoded", csr(a.Name, kc, reencoded(copied), a.ResourceID, pki.BootstrapGroup), false, "request the-original carries the same attested document and came first"},
-		{"a document an approved request carried", csr(a.Name, kj, approvedCopy, a.ResourceID, pki.BootstrapGroup), false, "request the-original carried the same attested document and was approved"},
-		{"an original whose copy was refused", csr(a.Name, kr, rejudged, a.ResourceID, pki.BootstrapGroup), true, "is instance"},
-		{"the first of two requests carrying a document", csr(a.Name, kl, later, a.ResourceID, pki.BootstrapGroup), true, "is instance"},
+		{"its own instance", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup, cpuToken), true, "is instance"},
+		{"another pool's token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup, pki.PoolJoinGroup("cpu2")), false, "is not its join token"},
+		{"another node's name", csr(b.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup, cpuToken), false, "computer name"},
+		{"another node's name and instance", csr(b.Name, k, attested("10.0.2.4", nonceOf(k)), b.ResourceID, pki.BootstrapGroup, cpuToken), false, "the attested document is vmId"},
+		{"a document bound to another key", csr(a.Name, k, attested("10.0.2.4", nonceOf(other)), a.ResourceID, pki.BootstrapGroup, cpuToken), false, "nonce"},
+		{"no document", csr(a.Name, k, "", a.ResourceID, pki.BootstrapGroup, cpuToken), false, "no attested document"},
+		{"a control-plane instance", csr("cf-dev-apiserver000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-apiserver/"), pki.BootstrapGroup, cpuToken), false, "the control plane's scale set"},
+		{"a scale set the approver may not read", csr("cf-dev-other000000", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "cf-dev-cpu/", "cf-dev-other/"), pki.BootstrapGroup, cpuToken), false, "403"},
+		{"an instance that does not exist", csr("cf-dev-cpu000009", k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/virtualMachines/0", "/virtualMachines/9"), pki.BootstrapGroup, cpuToken), false, "does not exist"},
+		{"another resource group", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), strings.ReplaceAll(a.ResourceID, "/cf-dev/", "/cf-prod/"), pki.BootstrapGroup, cpuToken), false, "not one of this cluster's worker scale sets"},
+		{"a document an earlier request carries", csr(a.Name, kc, copied, a.ResourceID, pki.BootstrapGroup, cpuToken), false, "request the-original carries the same attested document and came first"},
+		{"that document re-encoded", csr(a.Name, kc, reencoded(copied), a.ResourceID, pki.BootstrapGroup, cpuToken), false, "request the-original carries the same attested document and came first"},
+		{"a document an approved request carried", csr(a.Name, kj, approvedCopy, a.ResourceID, pki.BootstrapGroup, cpuToken), false, "request the-original carried the same attested document and was approved"},
+		{"an original whose copy was refused", csr(a.Name, kr, rejudged, a.ResourceID, pki.BootstrapGroup, cpuToken), true, "is instance"},
+		{"the first of two requests carrying a document", csr(a.Name, kl, later, a.ResourceID, pki.BootstrapGroup, cpuToken), true, "is instance"},
 		{"not the join token", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), false, "not a join or renewal request"},
-		{"a join for a node that is alive", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup), false, "is alive"},
+		{"a join for a node that is alive", csr(a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID, pki.BootstrapGroup, cpuToken), false, "is alive"},
 		{"a renewal by the node itself, alive", renewal(a.Name, a.Name, k, attested("10.0.2.4", nonceOf(k)), a.ResourceID), true, "renewing"},
 		{"a renewal of another node's certificate", renewal(a.Name, b.Name, k, attested("10.0.2.4", nonceOf(k)), b.ResourceID), false, "renews its own only"},
 		{"a renewal without a document", renewal(a.Name, a.Name, k, "", a.ResourceID), false, "no attested document"},
