@@ -412,3 +412,48 @@ func TestNodeControllersPolicyUnderCEL(t *testing.T) {
 		}
 	}
 }
+
+// A node reports at most its VM size's GPUs: the policy's own expressions under CEL, on the dev
+// stack's pools (cf-dev-gpu is Standard_NC4as_T4_v3, one T4; cf-dev-cpu2 has none).
+func TestNodeCapacityPolicyUnderCEL(t *testing.T) {
+	c := stacks(t)["dev"]
+	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeCapacity(c), NodeCapacityPolicy)
+	env := celEnv(t)
+	for _, tc := range []struct {
+		what, name            string
+		capacity, allocatable string // "" when not reported
+		admit                 bool
+	}{
+		{"a GPU node reporting its GPU", "cf-dev-gpu00000a", "1", "1", true},
+		{"a GPU node before its device plugin runs", "cf-dev-gpu00000a", "", "", true},
+		{"a GPU node claiming two", "cf-dev-gpu00000a", "2", "1", false},
+		{"a GPU node offering two", "cf-dev-gpu00000a", "1", "2", false},
+		{"a CPU node claiming a GPU", "cf-dev-cpu2000001", "1", "", false},
+		{"a CPU node with none", "cf-dev-cpu2000001", "", "", true},
+		{"a CPU node reporting zero", "cf-dev-cpu2000001", "0", "0", true},
+		{"a count written as a quantity", "cf-dev-gpu00000a", "1k", "", false},
+		{"a negative count", "cf-dev-gpu00000a", "-1", "", false},
+		{"a name of no scale set claiming a GPU", "drill-node", "1", "", false},
+		{"a name of no scale set with none", "drill-node", "", "", true},
+	} {
+		status := map[string]any{}
+		for field, count := range map[string]string{"capacity": tc.capacity, "allocatable": tc.allocatable} {
+			if count != "" {
+				status[field] = map[string]any{"nvidia.com/gpu": count, "cpu": "4"}
+			}
+		}
+		inputs := map[string]any{"object": map[string]any{"metadata": map[string]any{"name": tc.name}, "status": status}}
+		variables := map[string]any{}
+		inputs["variables"] = variables
+		for _, v := range policy.Spec.Variables {
+			variables[v.Name] = celEval(t, env, v.Expression, inputs)
+		}
+		admitted := true
+		for _, v := range policy.Spec.Validations {
+			admitted = admitted && celEval(t, env, v.Expression, inputs) == true
+		}
+		if admitted != tc.admit {
+			t.Errorf("%s (%s, capacity %q, allocatable %q): admitted %v, want %v", tc.what, tc.name, tc.capacity, tc.allocatable, admitted, tc.admit)
+		}
+	}
+}

@@ -154,7 +154,8 @@ const NodeRegistrationPolicy = "clusterforge-node-registration"
 // nodeHealth is node-problem-detector and the policies that hold the node agents and the kubelets
 // to their nodes.
 func nodeHealth(c *spec.Cluster) []Object {
-	return slices.Concat(nodeProblemDetector(c), nodeAgentsOwnNode(), nodeControllers(), nodeLabels(), nodePods(), nodeAddresses(), nodeRegistration(c))
+	return slices.Concat(nodeProblemDetector(c), nodeAgentsOwnNode(), nodeControllers(), nodeLabels(), nodePods(), nodeAddresses(), nodeRegistration(c),
+		nodeCapacity(c))
 }
 
 // NodeAddressesPolicy names the admission policy that keeps a node's host names its own name.
@@ -374,8 +375,7 @@ func nodeRegistration(c *spec.Cluster) []Object {
 		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: quote(pki.NodesGroup) + " in request.userInfo.groups"}},
 		[]admissionregistrationv1.Variable{
 			{Name: "pools", Expression: "{" + strings.Join(pools, ", ") + "}"},
-			{Name: "scaleSet", Expression: "variables.pools.filter(p, object.metadata.name.startsWith(p) && " +
-				"size(object.metadata.name) == size(p) + " + strconv.Itoa(wellknown.ComputerNameSuffix) + ")"},
+			{Name: "scaleSet", Expression: scaleSetOfNode("variables.pools")},
 			{Name: "taints", Expression: "object.spec.?taints.orValue([]).map(t, t.key + '=' + t.?value.orValue('') + ':' + t.effect)"},
 		},
 		admissionregistrationv1.Validation{Expression: "request.operation != 'DELETE'",
@@ -387,6 +387,43 @@ func nodeRegistration(c *spec.Cluster) []Object {
 		admissionregistrationv1.Validation{
 			Expression: create("!object.spec.?taints.orValue([]).exists(t, t.key in " + quoteList(controllerTaints...) + ")"),
 			Message:    "a node registers with no taint a controller sets (a team's, a removal's)"})
+}
+
+// scaleSetOfNode is the worker scale sets, among the keys of the map scaleSets, whose computer
+// names the Node's name is: one, or none for a name no worker has.
+func scaleSetOfNode(scaleSets string) string {
+	return scaleSets + ".filter(s, object.metadata.name.startsWith(s) && size(object.metadata.name) == size(s) + " +
+		strconv.Itoa(wellknown.ComputerNameSuffix) + ")"
+}
+
+// NodeCapacityPolicy names the admission policy that holds a node's GPUs to its VM size's.
+const NodeCapacityPolicy = "clusterforge-node-capacity"
+
+// nodeCapacity: a kubelet reports its own Node's capacity, and the scheduler believes it, so root
+// on a worker could claim GPUs it lacks and draw GPU pods. A node reports at most its VM size's
+// GPUs, in capacity and in allocatable: its scale set is the one its name, its instance's computer
+// name, begins with (its join proved the name). A count that is not a plain integer is refused. CPU
+// and memory are not held: an instance may report less than its size (the kernel's share).
+func nodeCapacity(c *spec.Cluster) []Object {
+	var sets []string
+	for _, s := range c.ScaleSets() {
+		size, _ := spec.VMCapacity(s.Pool.VMSize)
+		sets = append(sets, quote(s.AzureName)+": "+strconv.Itoa(size.GPUs))
+	}
+	gpu := quote(machine.GPUResource)
+	return admissionPolicy(NodeCapacityPolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Create, admissionregistrationv1.Update)},
+		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: quote(pki.NodesGroup) + " in request.userInfo.groups"}},
+		[]admissionregistrationv1.Variable{
+			{Name: "gpus", Expression: "{" + strings.Join(sets, ", ") + "}"},
+			{Name: "scaleSet", Expression: scaleSetOfNode("variables.gpus")},
+			{Name: "most", Expression: "variables.scaleSet.size() == 1 ? variables.gpus[variables.scaleSet[0]] : 0"},
+			{Name: "reported", Expression: "[object.?status.?capacity[?" + gpu + "].orValue('0'), object.?status.?allocatable[?" + gpu + "].orValue('0')]"},
+		},
+		admissionregistrationv1.Validation{
+			Expression: "variables.reported.all(q, q.matches('^[0-9]{1,4}$') && int(q) <= variables.most)",
+			Message:    "a node reports at most its VM size's GPUs (" + machine.GPUResource + "), as a plain integer",
+		})
 }
 
 // controllerTaints are the taint keys the node controllers set, and no node registers with.

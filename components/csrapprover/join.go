@@ -153,8 +153,19 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 		return "", nil, fmt.Errorf("scale set %s's %s tag names pool %q, its name pool %q: %w", set, wellknown.LabelTag(wellknown.PoolLabel),
 			labels[wellknown.PoolLabel], pool, scaleset.ErrNotClusterInstance)
 	}
+	// Nor is the GPU tag: a CPU scale set's nodes labelled GPU would draw GPU pods they cannot run.
+	if sku := ss.SKU; labels[wellknown.GPULabel] != "" && (sku == nil || sku.Name == nil || !hasGPUs(*sku.Name)) {
+		return "", nil, fmt.Errorf("scale set %s's %s tag says GPU, but its size has no GPUs: %w", set, wellknown.LabelTag(wellknown.GPULabel),
+			scaleset.ErrNotClusterInstance)
+	}
 	w.labels.put(set, labels, labelsTTL)
 	return vmID, labels, nil
+}
+
+// hasGPUs says whether the VM size has GPUs, as the sizes table knows it (an unknown size has none).
+func hasGPUs(size string) bool {
+	c, _ := spec.VMCapacity(size)
+	return c.GPUs > 0
 }
 
 // Addresses reads the addresses of the instance providerID names, checked to carry name.

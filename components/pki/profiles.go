@@ -51,6 +51,9 @@ const (
 	// Admin is the operators' system:masters credential. It lives only in Pulumi state (the stack's
 	// kubeconfig output) and the rehearsal's directory, never on a machine.
 	Admin = "admin"
+	// OperatorEtcdClient is the operators' etcd client (the stack's etcdClient output, for `make
+	// roll`), as short-lived as Admin; the apiservers' own etcd client never leaves their machines.
+	OperatorEtcdClient = "operator-etcd-client"
 
 	// OpsWebhook is the serving pair of clusterforge-ops's admission webhooks, held in a Secret,
 	// not on a machine; the apiservers trust it through WebhookServingCA in the webhooks' caBundle.
@@ -108,8 +111,8 @@ const (
 	LeafValidityHours = 2 * 365 * 24
 	// EarlyRenewalHours: a `pulumi up` within 30 days of expiry renews the leaf.
 	EarlyRenewalHours = 30 * 24
-	// AdminValidityHours keeps the system:masters credential short-lived: a copied kubeconfig is
-	// dead within a month, and any `pulumi up` in its last 10 days issues the next.
+	// AdminValidityHours keeps the operators' credentials (system:masters, etcd) short-lived: a
+	// copied kubeconfig is dead within a month, and any `pulumi up` in its last 10 days issues the next.
 	AdminValidityHours     = 30 * 24
 	AdminEarlyRenewalHours = 10 * 24
 )
@@ -217,6 +220,8 @@ func Profiles(c *spec.Cluster) []Profile {
 		Profile{Name: Scheduler, Issuer: ClusterCA, CommonName: "system:kube-scheduler", Usages: clientUsages},
 		Profile{Name: CSRApprover, Issuer: ClusterCA, CommonName: CSRApproverUser, Usages: clientUsages},
 		Profile{Name: Admin, Issuer: ClusterCA, CommonName: "clusterforge-admin", Organization: MastersGroup, Usages: clientUsages,
+			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
+		Profile{Name: OperatorEtcdClient, Issuer: EtcdClientCA, CommonName: "clusterforge-operator-etcd-client", Usages: clientUsages,
 			ValidityHours: AdminValidityHours, EarlyRenewalHours: AdminEarlyRenewalHours},
 		// The Service clusterforge-ops in kube-system, as the apiservers dial a webhook's service.
 		Profile{Name: OpsWebhook, Issuer: WebhookServingCA, CommonName: wellknown.OpsName,

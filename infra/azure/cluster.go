@@ -215,7 +215,7 @@ func NewCluster(ctx *pulumi.Context, name string, args *ClusterArgs, opts ...pul
 	comp.APIEndpoint = api.Endpoint
 	comp.EtcdClient = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) (string, error) {
 		b := v.(pki.Bundle)
-		data, err := json.Marshal(EtcdClientAccess{CA: b.Trust(pki.EtcdServerCAs(c)...), Cert: b.Pair(pki.APIServerEtcdClient).CertPEM, Key: b.Pair(pki.APIServerEtcdClient).KeyPEM})
+		data, err := json.Marshal(EtcdClientAccess{CA: b.Trust(pki.EtcdServerCAs(c)...), Cert: b.Pair(pki.OperatorEtcdClient).CertPEM, Key: b.Pair(pki.OperatorEtcdClient).KeyPEM})
 		return string(data), err
 	})).(pulumi.StringOutput)
 	comp.Kubeconfig = pulumi.ToSecret(certs.Bundle.ApplyT(func(v any) string {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -20,10 +21,10 @@ import (
 // With a real PKI, the user-data carries it: the etcd member's serving pair is a working TLS key
 // pair (the key matches the certificate) that its cluster's CA in the same user-data verifies, as
 // does the apiserver's bundle of etcd server CAs; each etcd cluster's peer CA refuses the other's
-// members, and its client bundle takes the apiserver's client certificate; the admin kubeconfig
-// trusts the cluster CA the apiserver machines get.
+// members, and its client bundle takes the apiserver's client certificate and the operators'; the
+// admin kubeconfig trusts the cluster CA the apiserver machines get.
 func TestPlanWithPKIWritesWorkingCertificates(t *testing.T) {
-	_, _, r := planDevWithPKI(t)
+	_, bundle, r := planDevWithPKI(t)
 	main, events := writtenFiles(t, r.UserData[spec.RoleEtcdMain]), writtenFiles(t, r.UserData[spec.RoleEtcdEvents])
 	apiserver := writtenFiles(t, r.UserData[spec.RoleAPIServer])
 	pair, err := tls.X509KeyPair([]byte(main["/etc/kubernetes/pki/etcd/etcd-main-server.crt"]), []byte(main["/etc/kubernetes/pki/etcd/etcd-main-server.key"]))
@@ -58,10 +59,30 @@ func TestPlanWithPKIWritesWorkingCertificates(t *testing.T) {
 		{"etcd-main's client CAs, the apiserver's etcd client", etcdClient, main["/etc/kubernetes/pki/etcd/etcd-clients-ca.crt"], x509.ExtKeyUsageClientAuth, true},
 		{"etcd-events' client CAs, the apiserver's etcd client", etcdClient, events["/etc/kubernetes/pki/etcd/etcd-clients-ca.crt"], x509.ExtKeyUsageClientAuth, true},
 		{"etcd-events' client CAs, etcd-main's peer", main["/etc/kubernetes/pki/etcd/etcd-main-peer.crt"], events["/etc/kubernetes/pki/etcd/etcd-clients-ca.crt"], x509.ExtKeyUsageClientAuth, false},
+		{"etcd-main's client CAs, the operators' etcd client", bundle.Pair(pki.OperatorEtcdClient).CertPEM, main["/etc/kubernetes/pki/etcd/etcd-clients-ca.crt"], x509.ExtKeyUsageClientAuth, true},
 	} {
 		if got := verifies(tc.cert, tc.roots, tc.usage); got != tc.want {
 			t.Errorf("%s: verifies %v, want %v", tc.what, got, tc.want)
 		}
+	}
+	// The operators' etcd client (the etcdClient output) is on no machine and dies within a month,
+	// as the admin kubeconfig does; the apiservers' own lives on their machines only.
+	operator := bundle.Pair(pki.OperatorEtcdClient)
+	for role, userData := range r.UserData {
+		if strings.Contains(userData, strings.Split(strings.TrimSpace(operator.KeyPEM), "\n")[1]) {
+			t.Errorf("%s's user-data holds the operators' etcd client key", role)
+		}
+	}
+	block, _ := pemenc.Decode([]byte(operator.CertPEM))
+	if block == nil {
+		t.Fatal("no operators' etcd client certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if life := cert.NotAfter.Sub(cert.NotBefore); life > 31*24*time.Hour {
+		t.Errorf("the operators' etcd client certificate lives %s, want a month at most", life)
 	}
 	ca := apiserver["/etc/kubernetes/pki/kubernetes-ca.crt"]
 	for name, kubeconfig := range r.Kubeconfigs {

@@ -20,10 +20,12 @@ import (
 	certv1 "k8s.io/api/certificates/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/csrapprover"
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
@@ -32,10 +34,10 @@ import (
 
 // Root on one worker, with the kubelet's own client certificate, tries to become an endpoint of
 // the platform's webhooks: a mirror pod in kube-system carrying clusterforge-ops's labels, a
-// Service's name among its addresses, and a serving certificate for that name. Each is refused by
-// what should refuse it. And the serving certificate a node is issued, as its kubelet serves it,
-// convinces neither a pod (the cluster CA of kube-root-ca.crt) nor the apiservers dialling a
-// webhook (every webhook configuration's caBundle).
+// Service's name among its addresses, and a serving certificate for that name; it also claims a GPU
+// its CPU instance lacks. Each is refused by what should refuse it. And the serving certificate a
+// node is issued, as its kubelet serves it, convinces neither a pod (the cluster CA of
+// kube-root-ca.crt) nor the apiservers dialling a webhook (every webhook configuration's caBundle).
 func CompromisedNodeStaysItself(t *testing.T) {
 	framework.NeedBoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -66,6 +68,18 @@ func CompromisedNodeStaysItself(t *testing.T) {
 	self.Status.Addresses = append(self.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: service})
 	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, self, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), drills.RefusedBy(addons.NodeAddressesPolicy)) {
 		t.Errorf("%s among the node's addresses: %v, want the refusal of %s", service, err, addons.NodeAddressesPolicy)
+	}
+
+	// A CPU worker claiming a GPU it lacks would draw GPU pods to itself.
+	claim, err := node.CoreV1().Nodes().Get(ctx, worker, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := corev1.ResourceName(machine.GPUResource)
+	claim.Status.Capacity[gpu], claim.Status.Allocatable[gpu] = resource.MustParse("1"), resource.MustParse("1")
+	if _, err := node.CoreV1().Nodes().UpdateStatus(ctx, claim, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil ||
+		!strings.Contains(err.Error(), drills.RefusedBy(addons.NodeCapacityPolicy)) {
+		t.Errorf("a CPU worker reporting a GPU: %v, want the refusal of %s", err, addons.NodeCapacityPolicy)
 	}
 
 	// NodeRestriction lets a node register its Node with any taints: the registration policy refuses

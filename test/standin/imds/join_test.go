@@ -238,6 +238,25 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		t.Errorf("placement of an instance of a scale set retagged as another pool's: %v, %v; want it refused", labels, err)
 	}
 
+	// Nor may they tag a CPU scale set GPU: its nodes would draw GPU pods. A GPU size so tagged is placed.
+	gpu := true
+	for _, tc := range []struct {
+		name, size string
+		placed     bool
+	}{{"cf-dev-gpu", "Standard_D4ds_v5", false}, {"cf-dev-gpu-1", "Standard_NC4as_T4_v3", true}} {
+		local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+tc.name, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
+		srv.AddScaleSet(arm.ScaleSet{Name: tc.name, SKU: tc.size, ComputerNamePrefix: tc.name, Instances: []*arm.Instance{{}},
+			Tags: machine.NodeTemplateTags(spec.Pool{Name: "gpu", GPU: &gpu})})
+		page, err := vms.NewListPager(group, tc.name, nil).NextPage(context.Background())
+		if err != nil || len(page.Value) != 1 {
+			t.Fatalf("%s's instance: %v", tc.name, err)
+		}
+		labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+*page.Value[0].ID, *page.Value[0].Properties.OSProfile.ComputerName)
+		if placed := err == nil && labels[wellknown.GPULabel] == "true"; placed != tc.placed {
+			t.Errorf("placement of an instance of %s, a %s tagged GPU: %v, %v; want placed %v", tc.name, tc.size, labels, err, tc.placed)
+		}
+	}
+
 	// Resource Manager not answering is no verdict: the request waits for a retry (an approver
 	// that has not read the instance yet).
 	joins.Instances = &csrapprover.WorkerInstances{Cred: local.Credential(approver), ControlPlane: "cf-dev-apiserver",
