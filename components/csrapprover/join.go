@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	certv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/clusterforge/clusterforge/components/attestation"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
@@ -154,9 +155,10 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 			labels[wellknown.PoolLabel], pool, scaleset.ErrNotClusterInstance)
 	}
 	// Nor is the GPU tag: a CPU scale set's nodes labelled GPU would draw GPU pods they cannot run.
+	// They are labelled no GPU's, and still join and renew.
 	if sku := ss.SKU; labels[wellknown.GPULabel] != "" && (sku == nil || sku.Name == nil || !hasGPUs(*sku.Name)) {
-		return "", nil, fmt.Errorf("scale set %s's %s tag says GPU, but its size has no GPUs: %w", set, wellknown.LabelTag(wellknown.GPULabel),
-			scaleset.ErrNotClusterInstance)
+		klog.Warningf("scale set %s's %s tag says GPU, but its size has no GPUs: its nodes are not labelled GPU", set, wellknown.LabelTag(wellknown.GPULabel))
+		delete(labels, wellknown.GPULabel)
 	}
 	w.labels.put(set, labels, labelsTTL)
 	return vmID, labels, nil

@@ -109,3 +109,30 @@ func TestOversizedUserDataIsRefused(t *testing.T) {
 		t.Fatalf("want machines.worker-gpu refused, got %v", err)
 	}
 }
+
+// A worker carries its own pool's join token, and none without a seed (its kubelet would ask as
+// no one, and nothing would say why).
+func TestWorkerCarriesItsPoolsJoinToken(t *testing.T) {
+	c := testCluster(t)
+	b, err := pki.Issue(pki.Authorities(c), pki.Profiles(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Render(c, b, "worker-gpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kubeconfig string
+	for _, f := range m.Files {
+		if f.Path == KubeletBootstrapKubeconfig {
+			kubeconfig = f.Content
+		}
+	}
+	if token := pki.JoinToken(b.JoinSeed, "gpu"); !strings.Contains(kubeconfig, "token: "+token+"\n") {
+		t.Errorf("the bootstrap kubeconfig does not carry the gpu pool's token %s:\n%s", token, kubeconfig)
+	}
+	b.JoinSeed = ""
+	if _, err := Render(c, b, "worker-gpu"); err == nil {
+		t.Error("a worker rendered without a join seed")
+	}
+}

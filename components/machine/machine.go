@@ -99,6 +99,9 @@ func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 		if err := checkLabelsSplit(pool); err != nil {
 			return Machine{}, err
 		}
+		if b.JoinSeed == "" {
+			return Machine{}, fmt.Errorf("machine: role %s joins with its pool's token, and the bundle has no join seed", role)
+		}
 		m.add(kubelet(c, b, pool))
 		m.add(kubeProxy())
 		m.add(networkPolicy())

@@ -57,7 +57,7 @@ func Issue(authorities []Authority, profiles []Profile) (Bundle, error) {
 	keyPEM := encode("PRIVATE KEY", der)
 	pub, _ := x509.MarshalPKIXPublicKey(saKey.Public())
 	b.Pairs[ServiceAccountKey] = KeyPair{CertPEM: encode("PUBLIC KEY", pub), KeyPEM: keyPEM}
-	b.JoinSeed = randomToken(JoinSeedLength)
+	b.JoinSeed = NewJoinSeed()
 	_, b.BootstrapTokenExpires = BootstrapTokenWindow(time.Now())
 	secret := make([]byte, EncryptionKeyBytes)
 	if _, err := rand.Read(secret); err != nil {

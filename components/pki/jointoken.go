@@ -10,6 +10,9 @@ import (
 // JoinSeedLength is the length of a Bundle's JoinSeed, of [a-z0-9]: 165 bits.
 const JoinSeedLength = 32
 
+// NewJoinSeed is a random JoinSeed.
+func NewJoinSeed() string { return randomToken(JoinSeedLength) }
+
 // Lengths of a bootstrap token's "<id>.<secret>" parts, as the apiserver's authenticator reads them.
 const (
 	joinTokenIDLength     = 6

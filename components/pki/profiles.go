@@ -52,7 +52,7 @@ const (
 	// kubeconfig output) and the rehearsal's directory, never on a machine.
 	Admin = "admin"
 	// OperatorEtcdClient is the operators' etcd client (the stack's etcdClient output, for `make
-	// roll`), as short-lived as Admin; the apiservers' own etcd client never leaves their machines.
+	// roll`), as short-lived as Admin, so the apiservers' own is in no output.
 	OperatorEtcdClient = "operator-etcd-client"
 
 	// OpsWebhook is the serving pair of clusterforge-ops's admission webhooks, held in a Secret,

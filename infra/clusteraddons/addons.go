@@ -146,7 +146,7 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	if err != nil {
 		return nil, err
 	}
-	tokens, err := joinTokens(name, args.Cluster, inf.Deployed)
+	tokens, tokenKeys, err := joinTokens(name, args.Cluster, inf.Deployed)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,9 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 			return nil, err
 		}
 	}
-	keys = append(keys, pulumi.String("Secret/"+addons.SystemNamespace+"/bootstrap-token"))
+	for _, k := range tokenKeys {
+		keys = append(keys, pulumi.String(k))
+	}
 	comp.Objects = keys.ToStringArrayOutput()
 	if err := ctx.RegisterResourceOutputs(comp, pulumi.Map{"objects": comp.Objects}); err != nil {
 		return nil, err
@@ -183,23 +185,24 @@ func NewAddons(ctx *pulumi.Context, name string, args *AddonsArgs, opts ...pulum
 	return comp, nil
 }
 
-// joinTokens are the pools' join token Secrets' resources: each named after its pool, so its
-// resource name stays the same across monthly rotations while the object it names changes.
-func joinTokens(component string, c *spec.Cluster, d addons.Deployed) ([]Resource, error) {
+// joinTokens are the pools' join token Secrets' resources, and their objects' keys: each resource
+// named after its pool, so its name stays the same across monthly rotations while the object it
+// names changes.
+func joinTokens(component string, c *spec.Cluster, d addons.Deployed) ([]Resource, []string, error) {
 	secrets, err := addons.JoinTokenSecrets(c, d.JoinSeed, d.BootstrapTokenExpires)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	objs := make([]addons.Object, len(secrets))
+	objs, keys := make([]addons.Object, len(secrets)), make([]string, len(secrets))
 	for i, s := range secrets {
-		objs[i] = s
+		objs[i], keys[i] = s, addons.Key(s)
 	}
 	rs, err := Resources(component, objs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for i := range rs {
 		rs[i].Name = component + "-secret-" + addons.SystemNamespace + "-bootstrap-token-" + c.Pools[i].Name
 	}
-	return rs, nil
+	return rs, keys, nil
 }

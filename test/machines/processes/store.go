@@ -75,6 +75,9 @@ func (p *Layout) loadIdentity() (pki.Bundle, bool, error) {
 	if id.Cluster != digest {
 		return pki.Bundle{}, false, fmt.Errorf("%s belongs to a stack that certified other names or addresses: a new cluster here; run `make rehearse-clean STACK=<env>` (it deletes that rehearsal and its backups)", p.Dir)
 	}
+	if id.Bundle.JoinSeed == "" { // kept from before the pools' join tokens: the same cluster, a seed more
+		id.Bundle.JoinSeed = pki.NewJoinSeed()
+	}
 	return id.Bundle, true, nil
 }
 

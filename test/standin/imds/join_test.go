@@ -238,11 +238,12 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		t.Errorf("placement of an instance of a scale set retagged as another pool's: %v, %v; want it refused", labels, err)
 	}
 
-	// Nor may they tag a CPU scale set GPU: its nodes would draw GPU pods. A GPU size so tagged is placed.
+	// Nor may they tag a CPU scale set GPU: its nodes would draw GPU pods. They are placed in their
+	// pool without the GPU label; a GPU size so tagged gets it.
 	gpu := true
 	for _, tc := range []struct {
 		name, size string
-		placed     bool
+		gpu        bool
 	}{{"cf-dev-gpu", "Standard_D4ds_v5", false}, {"cf-dev-gpu-1", "Standard_NC4as_T4_v3", true}} {
 		local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+tc.name, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
 		srv.AddScaleSet(arm.ScaleSet{Name: tc.name, SKU: tc.size, ComputerNamePrefix: tc.name, Instances: []*arm.Instance{{}},
@@ -252,8 +253,8 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 			t.Fatalf("%s's instance: %v", tc.name, err)
 		}
 		labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+*page.Value[0].ID, *page.Value[0].Properties.OSProfile.ComputerName)
-		if placed := err == nil && labels[wellknown.GPULabel] == "true"; placed != tc.placed {
-			t.Errorf("placement of an instance of %s, a %s tagged GPU: %v, %v; want placed %v", tc.name, tc.size, labels, err, tc.placed)
+		if err != nil || labels[wellknown.PoolLabel] != "gpu" || (labels[wellknown.GPULabel] == "true") != tc.gpu {
+			t.Errorf("placement of an instance of %s, a %s tagged GPU: %v, %v; want the gpu pool's label, and GPU's %v", tc.name, tc.size, labels, err, tc.gpu)
 		}
 	}
 
