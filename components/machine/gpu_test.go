@@ -2,12 +2,15 @@ package machine
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/toolchain"
 )
 
@@ -120,6 +123,36 @@ func TestGPUContainersGetOnlyTheirAllocatedGPUs(t *testing.T) {
 	} {
 		if got := devices(tc.env, tc.privileged, tc.allocated...); got != tc.want {
 			t.Errorf("%s: the hook passed devices %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A pool's scale sets carry, as cluster-autoscaler's node-template tags, every label its nodes get,
+// every taint they register with and their GPUs, in the tags' own spelling: '/' as '_', '_' as
+// "~2", a taint as "<value>:<effect>" (written out here by hand, not by the encoder).
+func TestNodeTemplateTagsDescribeTheNode(t *testing.T) {
+	gpu := true
+	pool := spec.Pool{Name: "gpu", VMSize: "Standard_ND96isr_H100_v5", GPU: &gpu,
+		Labels: map[string]string{"example.com/team_name": "a"},
+		Taints: []spec.Taint{{Key: "example.com/dedicated", Effect: "NoSchedule"}}}
+	want := map[string]string{
+		"k8s.io_cluster-autoscaler_node-template_label_example.com_team~2name":                           "a",
+		"k8s.io_cluster-autoscaler_node-template_label_node-restriction.kubernetes.io_clusterforge-pool": "gpu",
+		"k8s.io_cluster-autoscaler_node-template_label_node-restriction.kubernetes.io_clusterforge-gpu":  "true",
+		"k8s.io_cluster-autoscaler_node-template_taint_example.com_dedicated":                            ":NoSchedule",
+		"k8s.io_cluster-autoscaler_node-template_taint_nvidia.com_gpu":                                   "present:NoSchedule",
+		"k8s.io_cluster-autoscaler_node-template_taint_clusterforge.io_preflight":                        "pending:NoSchedule",
+		"k8s.io_cluster-autoscaler_node-template_resources_nvidia.com_gpu":                               "8",
+	}
+	if got := NodeTemplateTags(pool); !maps.Equal(got, want) {
+		t.Errorf("node-template tags:\n got %v\nwant %v", got, want)
+	}
+	for tag, key := range map[string]string{
+		"k8s.io_cluster-autoscaler_node-template_label_example.com_team~2name":                           "example.com/team_name",
+		"k8s.io_cluster-autoscaler_node-template_label_node-restriction.kubernetes.io_clusterforge-pool": wellknown.PoolLabel,
+	} {
+		if got, ok := wellknown.TagLabel(tag); !ok || got != key {
+			t.Errorf("the label of tag %s: %q, want %q", tag, got, key)
 		}
 	}
 }

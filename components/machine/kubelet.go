@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -97,12 +98,23 @@ func NodeLabels(pool spec.Pool) map[string]string {
 	return labels
 }
 
-// NodeTemplateTags are a pool's scale sets' tags that carry PlacementOf(pool), which the CSR
-// approver reads back (and cluster-autoscaler, to build a node of an empty scale set).
+// NodeTemplateTags are a pool's scale sets' node-template tags: what cluster-autoscaler reads to
+// build a node of an empty scale set, so a pool grows from zero as the node it gets: every label
+// its nodes carry (the kubelet's and PlacementOf(pool), which the CSR approver reads back), every
+// taint they register with, and their GPUs.
 func NodeTemplateTags(pool spec.Pool) map[string]string {
 	tags := map[string]string{}
+	for k, v := range NodeLabels(pool) {
+		tags[wellknown.LabelTag(k)] = v
+	}
 	for k, v := range PlacementOf(pool) {
 		tags[wellknown.LabelTag(k)] = v
+	}
+	for _, t := range RegisterTaints(pool) {
+		tags[wellknown.TaintTag(t.Key)] = t.Value + ":" + t.Effect
+	}
+	if size, _ := spec.VMCapacity(pool.VMSize); pool.IsGPU() && size.GPUs > 0 {
+		tags[wellknown.ResourceTag(GPUResource)] = strconv.Itoa(size.GPUs)
 	}
 	return tags
 }

@@ -55,6 +55,9 @@ const (
 	MaxPlacementGroupInstances = 100
 	// MaxCustomDataBytes is Azure's limit on decoded customData.
 	MaxCustomDataBytes = 65535
+	// MaxResourceTags is how many tags one Azure resource carries
+	// (https://learn.microsoft.com/azure/azure-resource-manager/management/tag-resources#limitations).
+	MaxResourceTags = 50
 	// SNATPortsPerPublicIP and MaxNATPublicIPs: one NAT gateway's egress (natPage, "Scalability").
 	SNATPortsPerPublicIP = 64512
 	MaxNATPublicIPs      = 16

@@ -20,23 +20,38 @@ const (
 // PlacementLabels are the labels only the CSR approver sets.
 var PlacementLabels = []string{PoolLabel, GPULabel}
 
-// Tag keys on Azure resources: every resource's cluster and role, and on worker scale sets a
-// label of their nodes (cluster-autoscaler's node-template convention, which it reads to build a
-// node of an empty scale set).
+// Tag keys on Azure resources: every resource's cluster and role, and on worker scale sets
+// cluster-autoscaler's node-template tags, which it reads to build a node of an empty scale set:
+// a label of their nodes, a taint they register with, a resource they offer.
 const (
-	TagCluster           = "clusterforge.io/cluster"
-	TagRole              = "clusterforge.io/role"
-	NodeTemplateLabelTag = "k8s.io_cluster-autoscaler_node-template_label_"
+	TagCluster              = "clusterforge.io/cluster"
+	TagRole                 = "clusterforge.io/role"
+	NodeTemplateLabelTag    = "k8s.io_cluster-autoscaler_node-template_label_"
+	NodeTemplateTaintTag    = "k8s.io_cluster-autoscaler_node-template_taint_"
+	NodeTemplateResourceTag = "k8s.io_cluster-autoscaler_node-template_resources_"
 )
 
-// LabelTag is the node-template tag of a label key: Azure's tag names take no '/', and
-// cluster-autoscaler reads each '_' back as one.
-func LabelTag(key string) string { return NodeTemplateLabelTag + strings.ReplaceAll(key, "/", "_") }
+// LabelTag is the node-template tag of a label key, TaintTag of a taint key: Azure's tag names
+// take no '/', and cluster-autoscaler reads each '_' back as '/' and each "~2" as '_'.
+func LabelTag(key string) string { return NodeTemplateLabelTag + tagKey(key) }
 
-// TagLabel is the label key of a node-template tag.
+// TaintTag is the node-template tag of a taint key; its value is "<value>:<effect>".
+func TaintTag(key string) string { return NodeTemplateTaintTag + tagKey(key) }
+
+// ResourceTag is the node-template tag of a resource name without '_' (cluster-autoscaler reads
+// both '_' and "~2" back as '/').
+func ResourceTag(name string) string {
+	return NodeTemplateResourceTag + strings.ReplaceAll(name, "/", "_")
+}
+
+// TagLabel is the label key of a node-template label tag.
 func TagLabel(tag string) (key string, ok bool) {
 	rest, ok := strings.CutPrefix(tag, NodeTemplateLabelTag)
-	return strings.ReplaceAll(rest, "_", "/"), ok
+	return strings.ReplaceAll(strings.ReplaceAll(rest, "_", "/"), "~2", "_"), ok
+}
+
+func tagKey(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "_", "~2"), "/", "_")
 }
 
 // Taints of the fleet operations layer (components/ops), which the add-ons that register its

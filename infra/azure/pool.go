@@ -50,6 +50,11 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		model = args.Model
 		pool, _ = model.PoolOfRole(spec.WorkerRole(args.Pool.Name))
 	}
+	templateTags, role := machine.NodeTemplateTags(pool), spec.WorkerRole(args.Pool.Name)
+	if n := len(templateTags) + len(tags(c, role)); n > spec.MaxResourceTags {
+		return nil, fmt.Errorf("pool %s: its scale sets would carry %d tags (a node-template tag for each label, taint and GPU of its nodes, and %d of clusterforge's), and Azure takes %d a resource: give the pool fewer labels or taints",
+			args.Pool.Name, n, len(tags(c, role)), spec.MaxResourceTags)
+	}
 	var names []string
 	for _, set := range c.ScaleSets() {
 		if set.Pool.Name != args.Pool.Name {
@@ -61,8 +66,8 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 			return nil, fmt.Errorf("scale set %s: pool %s has no worker VNet %d (Validate refuses this)", vmss, set.Pool.Name, set.VNet)
 		}
 		ss, err := compute.NewVirtualMachineScaleSet(ctx, name+"-"+set.Name, ScaleSetArgs(ScaleSetSpec{
-			Cluster: c, Role: spec.WorkerRole(args.Pool.Name), Name: vmss, VMSize: pool.VMSize, ImageID: pool.Image,
-			Capacity: set.Nodes, NodeTemplateTags: machine.NodeTemplateTags(pool), IPConfigurations: pool.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
+			Cluster: c, Role: role, Name: vmss, VMSize: pool.VMSize, ImageID: pool.Image,
+			Capacity: set.Nodes, NodeTemplateTags: templateTags, IPConfigurations: pool.MaxPods + 1, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones,
 			NodeGroupID: args.Network.NodeGroupIDs[vnet.Name], SubnetID: args.Network.WorkerSubnetIDs[vnet.Name],
 			IdentityID: args.IdentityID, CustomData: args.CustomData, Login: args.Login, ResourceGroupName: args.ResourceGroupName,
 		}), parent, pulumi.IgnoreChanges([]string{"sku.capacity"}))

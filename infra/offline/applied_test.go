@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,6 +188,24 @@ func TestRollHoldsWorkerModelsUntilTheCanary(t *testing.T) {
 		}
 		if same := r.UserData[cpu] == data; same == step.moved {
 			t.Errorf("step %s: the cpu pool's user data is the applied one: %v, want %v", step.step, same, !step.moved)
+		}
+	}
+}
+
+// Azure takes 50 tags a resource: a pool whose nodes' labels and taints would need more node-template
+// tags on its scale sets is refused at plan time, naming the pool, not by Azure halfway through an up.
+func TestScaleSetTagsWithinAzuresLimit(t *testing.T) {
+	var labels strings.Builder
+	labels.WriteString("        labels:\n")
+	for i := range 48 {
+		fmt.Fprintf(&labels, "          example.com/l%d: \"x\"\n", i)
+	}
+	for n, want := range map[int]bool{47: true, 48: false} {
+		edited := strings.Join(strings.SplitAfter(labels.String(), "\n")[:n+1], "")
+		path, _ := editedDev(t, "        maxNodes: 5\n        vnets: [10.3.0.0/16]", "        maxNodes: 5\n"+edited+"        vnets: [10.3.0.0/16]")
+		_, err := Run("dev", path, nil)
+		if ok := err == nil; ok != want || !ok && !strings.Contains(err.Error(), "pool cpu2: its scale sets would carry 51 tags") {
+			t.Errorf("cpu2 with %d labels: %v, want planned %v", n, err, want)
 		}
 	}
 }
