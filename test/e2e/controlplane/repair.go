@@ -219,7 +219,7 @@ func MainEtcdOutageRepairsNoAPIServer(t *testing.T) {
 func resumeRepairs(t *testing.T, scaleSet string) {
 	t.Helper()
 	ctx := context.Background()
-	factory, err := framework.Booted.OperatorCompute()
+	factory, err := framework.Booted.ComputeAs(machines.RehearsalOperatorID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
+	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/netns"
 )
 
@@ -80,6 +81,40 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 		}
 		if set := scaleSetNamed(c, id.Parent.Name); set == nil || set.Pool.Name != n.Labels[wellknown.PoolLabel] {
 			t.Errorf("node %s of pool %q is an instance of scale set %s, another pool's", n.Name, n.Labels[wellknown.PoolLabel], id.Parent.Name)
+		}
+	}
+
+	// Resource Manager lists every scale set the autoscaler's --nodes name to its identity, as it
+	// lists them at start-up, an empty pool's too, each with its pool's node-template tags.
+	factory, err := framework.Booted.ComputeAs(machines.RehearsalClientIDs()[addons.AutoscalerName])
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]map[string]string{}
+	pager := factory.NewVirtualMachineScaleSetsClient().NewListPager(c.ResourceGroup(), nil)
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			t.Fatalf("the autoscaler listing the resource group's scale sets: %v", err)
+		}
+		for _, ss := range page.Value {
+			tags := map[string]string{}
+			for k, v := range ss.Tags {
+				tags[k] = *v
+			}
+			listed[*ss.Name] = tags
+		}
+	}
+	for name := range autoscaled {
+		set, tags := scaleSetNamed(c, name), listed[name]
+		if set == nil || tags == nil {
+			t.Errorf("scale set %s, which the autoscaler's --nodes name, is not listed to it (%d listed)", name, len(listed))
+			continue
+		}
+		for k, v := range machine.NodeTemplateTags(set.Pool) {
+			if tags[k] != v {
+				t.Errorf("scale set %s's tag %s is %q, want %q", name, k, tags[k], v)
+			}
 		}
 	}
 }

@@ -86,6 +86,18 @@ func (b *Booted) armInventory() arm.Inventory {
 			inv.ScaleSets[i].Repairs = &arm.Repairs{Enabled: true, GracePeriod: spec.APIServerRepairGracePeriod, Action: spec.APIServerRepairAction, Suspended: true}
 		}
 	}
+	// Every scale set the program makes exists on Azure, an empty pool's too (0 instances), which
+	// cluster-autoscaler lists and grows from zero by its tags.
+	for _, set := range b.Cluster.ScaleSets() {
+		if slices.ContainsFunc(inv.ScaleSets, func(s arm.ScaleSet) bool { return s.Name == set.AzureName }) {
+			continue
+		}
+		role := spec.WorkerRole(set.Pool.Name)
+		tags := map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: role}
+		maps.Copy(tags, machine.NodeTemplateTags(set.Pool))
+		inv.ScaleSets = append(inv.ScaleSets, arm.ScaleSet{Name: set.AzureName, SKU: set.Pool.VMSize, ComputerNamePrefix: set.AzureName,
+			Image: machine.ImageOf(role), Tags: tags})
+	}
 	return inv
 }
 
@@ -137,9 +149,9 @@ func (m bootMachines) RunCommand(context.Context, string, []string) (string, str
 	return "", "", errors.New("the booted machines run no commands through Resource Manager")
 }
 
-// OperatorCompute is the Azure SDK's Compute clients signed in as the operator
-// (RehearsalOperatorID), reaching the stand-in through the hub's network.
-func (b *Booted) OperatorCompute() (*armcompute.ClientFactory, error) {
+// ComputeAs is the Azure SDK's Compute clients signed in as principal (RehearsalOperatorID, or a
+// workload's RehearsalClientIDs), reaching the stand-in through the hub's network.
+func (b *Booted) ComputeAs(principal string) (*armcompute.ClientFactory, error) {
 	key, err := entra.ReadSigningKey(b.entraSigningKey())
 	if err != nil {
 		return nil, err
@@ -152,7 +164,7 @@ func (b *Booted) OperatorCompute() (*armcompute.ClientFactory, error) {
 	roots.AppendCertsFromPEM(ca)
 	client := &http.Client{Transport: &http.Transport{DialContext: b.Dial, TLSClientConfig: &tls.Config{RootCAs: roots}}}
 	issuer := &entra.Server{Tenant: machines.RehearsalTenantID, SigningKey: key, Now: time.Now}
-	return armcompute.NewClientFactory(machines.RehearsalSubscriptionID, arm.Credential(issuer, machines.RehearsalOperatorID),
+	return armcompute.NewClientFactory(machines.RehearsalSubscriptionID, arm.Credential(issuer, principal),
 		&azarm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: client, Cloud: b.Cloud().SDK()}})
 }
 
