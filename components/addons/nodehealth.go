@@ -411,9 +411,11 @@ func nodeCapacity(c *spec.Cluster) []Object {
 		sets = append(sets, quote(s.AzureName)+": "+strconv.Itoa(size.GPUs))
 	}
 	gpu := quote(machine.GPUResource)
+	// Kubelets by their user (the name is the node's), not by their group: the rehearsal's simulated
+	// nodes report as one member of the group for all, under names no scale set gives.
 	return admissionPolicy(NodeCapacityPolicy,
 		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"nodes", "nodes/status"}, admissionregistrationv1.Create, admissionregistrationv1.Update)},
-		[]admissionregistrationv1.MatchCondition{{Name: "nodes", Expression: quote(pki.NodesGroup) + " in request.userInfo.groups"}},
+		[]admissionregistrationv1.MatchCondition{{Name: "kubelets", Expression: "request.userInfo.username.startsWith(" + quote(pki.NodeUserPrefix) + ")"}},
 		[]admissionregistrationv1.Variable{
 			{Name: "gpus", Expression: "{" + strings.Join(sets, ", ") + "}"},
 			{Name: "scaleSet", Expression: scaleSetOfNode("variables.gpus")},
