@@ -419,6 +419,16 @@ func TestNodeCapacityPolicyUnderCEL(t *testing.T) {
 	c := stacks(t)["dev"]
 	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeCapacity(c), NodeCapacityPolicy)
 	env := celEnv(t)
+	// It judges kubelets, by their user; not another member of system:nodes (the rehearsal's
+	// simulated nodes, one user for all).
+	for user, want := range map[string]bool{"system:node:cf-dev-gpu00000a": true, "clusterforge:kwok": false} {
+		request := map[string]any{"userInfo": map[string]any{"username": user, "groups": []any{"system:nodes", "system:authenticated"}}}
+		for _, m := range policy.Spec.MatchConditions {
+			if got := celEval(t, env, m.Expression, map[string]any{"request": request}); got != want {
+				t.Errorf("match condition %s for %s: %v, want %v", m.Name, user, got, want)
+			}
+		}
+	}
 	for _, tc := range []struct {
 		what, name            string
 		capacity, allocatable string // "" when not reported
