@@ -287,6 +287,23 @@ type route struct {
 	missing *apiError
 }
 
+// cloudMetadata answers Resource Manager's cloud discovery, anonymous as on Azure: with api-version
+// 2019-05-01 or later a list of clouds, here the one it serves, its endpoints and its token audiences.
+// cluster-autoscaler's Azure provider reads it before it signs in, and fails on anything else.
+func (s *Server) cloudMetadata(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Query().Get("api-version") == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": errorf(http.StatusBadRequest, "MissingApiVersionParameter",
+			"The api-version query parameter (?api-version=) is required for all requests.")})
+		return
+	}
+	endpoint := "https://" + r.Host + "/"
+	writeJSON(w, http.StatusOK, []map[string]any{{
+		"name": "AzureCloud", "resourceManager": endpoint,
+		"authentication": map[string]any{"loginEndpoint": s.Auth.AuthorityHost, "audiences": Audiences, "tenant": "common", "identityProvider": "AAD"},
+		"suffixes":       map[string]any{"storage": "core.windows.net", "acrLoginServer": "azurecr.io"},
+	}})
+}
+
 // missingRoute authorizes a request for a resource that does not exist as a read or a write of
 // it, and then answers 404.
 func missingRoute(r *http.Request, resourceType, id string, missing *apiError) *route {
@@ -307,6 +324,10 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 	fail := func(e *apiError) { writeJSON(w, e.status, map[string]any{"error": e}) }
 	w.Header().Set("x-ms-request-id", uuid())
+	if r.Method == http.MethodGet && strings.EqualFold(strings.TrimSuffix(r.URL.Path, "/"), "/metadata/endpoints") {
+		s.cloudMetadata(w, r)
+		return
+	}
 	caller, aerr := s.Auth.authenticate(r, s.now())
 	if aerr != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer authorization_uri="`+s.Auth.AuthorityHost+s.Auth.Tenant+`", error="invalid_token", error_description="`+aerr.Message+`"`)

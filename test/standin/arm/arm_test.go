@@ -397,3 +397,31 @@ func TestResourceGroupVMsThroughTheSDK(t *testing.T) {
 		t.Errorf("the group's VMs with a grant on a scale set only: %v, want AuthorizationFailed", err)
 	}
 }
+
+// Resource Manager's cloud discovery answers anyone, as Azure does, with the list of clouds in the
+// shape cloud-provider-azure's client reads (cluster-autoscaler reads it before signing in): this
+// endpoint, its sign-in host and its token audience first.
+func TestCloudMetadataForAnyone(t *testing.T) {
+	w := newWorld(t)
+	resp, err := w.Local.HTTP.Client().Get(w.Local.HTTP.URL + "/metadata/endpoints?api-version=2019-05-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var clouds []struct {
+		Name            string `json:"name"`
+		ResourceManager string `json:"resourceManager"`
+		Authentication  struct {
+			Audiences     []string `json:"audiences"`
+			LoginEndpoint string   `json:"loginEndpoint"`
+		} `json:"authentication"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&clouds); err != nil || resp.StatusCode != http.StatusOK || len(clouds) != 1 {
+		t.Fatalf("cloud metadata: HTTP %d, %v, %+v", resp.StatusCode, err, clouds)
+	}
+	c := clouds[0]
+	if c.ResourceManager != w.Local.HTTP.URL+"/" || c.Authentication.LoginEndpoint != w.Local.Server.Auth.AuthorityHost ||
+		len(c.Authentication.Audiences) == 0 || c.Authentication.Audiences[0] != "https://management.core.windows.net/" {
+		t.Errorf("cloud metadata %+v, want this endpoint, its sign-in host and Azure's token audience first", c)
+	}
+}
