@@ -6,6 +6,9 @@ package attestation
 
 import (
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
@@ -65,6 +68,17 @@ type Payload struct {
 		CreatedOn string `json:"createdOn"`
 		ExpiresOn string `json:"expiresOn"`
 	} `json:"timeStamp"`
+}
+
+// NewKey is a new P-256 key for a node's certificate request, and the nonce (Nonce) of the
+// attested document that vouches for it.
+func NewKey() (*ecdsa.PrivateKey, string, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, "", err
+	}
+	nonce, err := Nonce(key.Public())
+	return key, nonce, err
 }
 
 // Nonce is the nonce a request for key asks for: the metadata service takes ten digits, here the

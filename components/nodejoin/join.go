@@ -8,8 +8,6 @@ package nodejoin
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -192,16 +190,12 @@ func halfLife(cert *x509.Certificate) time.Time {
 // authenticates: a new key, its attested document, the request named prefix and random bits,
 // and the wait; it stores the pair as the kubelet's current one.
 func obtain(ctx context.Context, cfg Config, restCfg *rest.Config, prefix string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	key, nonce, err := attestation.NewKey()
 	if err != nil {
 		return err
 	}
 	request, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{
 		Subject: pkix.Name{CommonName: pki.NodeUserPrefix + cfg.NodeName, Organization: []string{pki.NodesGroup}}}, key)
-	if err != nil {
-		return err
-	}
-	nonce, err := attestation.Nonce(key.Public())
 	if err != nil {
 		return err
 	}

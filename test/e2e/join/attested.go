@@ -262,11 +262,7 @@ func otherPool(t *testing.T, name string) string {
 // as its root could.
 func attestedOn(t *testing.T, ctx context.Context, worker string) (*ecdsa.PrivateKey, string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nonce, err := attestation.Nonce(key.Public())
+	key, nonce, err := attestation.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,6 @@
 package imds
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -42,11 +39,7 @@ func TestAttestedDocumentVerifies(t *testing.T) {
 		body, _ := io.ReadAll(w.Result().Body)
 		return w.Code, body
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nonce, err := attestation.Nonce(key.Public())
+	_, nonce, err := attestation.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
