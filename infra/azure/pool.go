@@ -2,6 +2,7 @@ package azure
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/pulumi/pulumi-azure-native-sdk/compute/v2"
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
@@ -54,6 +55,15 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 	if n := len(templateTags) + len(tags(c, role)); n > spec.MaxResourceTags {
 		return nil, fmt.Errorf("pool %s: its scale sets would carry %d tags (a node-template tag for each label, taint and GPU of its nodes, and %d of clusterforge's), and Azure takes %d a resource: give the pool fewer labels or taints",
 			args.Pool.Name, n, len(tags(c, role)), spec.MaxResourceTags)
+	}
+	// Azure's tag names ignore case; Kubernetes' label and taint keys do not.
+	seen := map[string]string{}
+	for name := range templateTags {
+		if other, ok := seen[strings.ToLower(name)]; ok {
+			return nil, fmt.Errorf("pool %s: its labels or taints %q and %q differ only in case, and Azure's tag names do not tell them apart: rename one",
+				args.Pool.Name, other, name)
+		}
+		seen[strings.ToLower(name)] = name
 	}
 	var names []string
 	for _, set := range c.ScaleSets() {

@@ -208,4 +208,10 @@ func TestScaleSetTagsWithinAzuresLimit(t *testing.T) {
 			t.Errorf("cpu2 with %d labels: %v, want planned %v", n, err, want)
 		}
 	}
+	// Azure's tag names ignore case: two label keys that differ only in it would be one tag.
+	path, _ := editedDev(t, "        maxNodes: 5\n        vnets: [10.3.0.0/16]",
+		"        maxNodes: 5\n        labels:\n          example.com/Team: \"a\"\n          example.com/team: \"b\"\n        vnets: [10.3.0.0/16]")
+	if _, err := Run("dev", path, nil); err == nil || !strings.Contains(err.Error(), "pool cpu2: its labels or taints") {
+		t.Errorf("cpu2 with labels differing only in case: %v, want refused", err)
+	}
 }
