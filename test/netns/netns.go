@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 
@@ -52,4 +53,26 @@ func ListenerIn(path, network, addr string) (l net.Listener, err error) {
 		return err
 	})
 	return l, err
+}
+
+// Resolving dials through dial, resolving a host name first at the DNS server at server (host:port),
+// asked through dial too: a namespace's client resolving as its resolv.conf would have it.
+func Resolving(dial func(ctx context.Context, network, addr string) (net.Conn, error), server string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return dial(ctx, network, server)
+	}}
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := netip.ParseAddr(host); err == nil {
+			return dial(ctx, network, addr)
+		}
+		addrs, err := resolver.LookupNetIP(ctx, "ip4", host)
+		if err != nil {
+			return nil, err
+		}
+		return dial(ctx, network, net.JoinHostPort(addrs[0].String(), port))
+	}
 }

@@ -64,8 +64,7 @@ func ReadAccess(cloudConfig, environment string, scaleSets []string) (*Access, e
 }
 
 // Machines are the scale sets reached with a fresh credential: the client id, tenant and token
-// file come from the pod's environment, Entra ID's host from the cloud, and instance discovery is
-// off, since the host named is the one to ask.
+// file come from the pod's environment, Entra ID's host from the cloud.
 func (a *Access) Machines() (*Machines, error) {
 	cred, err := a.credential()
 	if err != nil {
@@ -77,7 +76,7 @@ func (a *Access) Machines() (*Machines, error) {
 // credential is the pod's workload identity, fresh (no cached token).
 func (a *Access) credential() (azcore.TokenCredential, error) {
 	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
-		DisableInstanceDiscovery: true, ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK()}})
+		ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK()}})
 	if err != nil {
 		return nil, fmt.Errorf("workload identity: %w", err)
 	}

@@ -205,7 +205,8 @@ func HostileTenantIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dial := netns.DialerIn(path)
+	// The pod resolves names at cluster DNS, as its resolv.conf says.
+	dial := netns.Resolving(netns.DialerIn(path), net.JoinHostPort(framework.Booted.Cluster.DNSServiceIP(), "53"))
 
 	// The metadata service: the node's guard refuses the connection.
 	if conn, err := dial(ctx, "tcp", net.JoinHostPort(wellknown.IMDSAddress, "80")); err == nil {

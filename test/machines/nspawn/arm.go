@@ -34,20 +34,21 @@ import (
 	"github.com/clusterforge/clusterforge/test/standin/imds"
 )
 
-// armPort is where Resource Manager's stand-in (deviation "Resource Manager") listens: beside
-// Entra ID's, on its address and with its certificate.
-const armPort = "8443"
+// WireFile is where Resource Manager's and Entra ID's stand-ins keep what they exchanged, bodies
+// and all: Resource Manager's with cluster-autoscaler (AutoscalerAgent), Entra ID's with everyone;
+// a run of the real autoscaler leaves its fixtures there (test/standin/replay).
+const WireFile = "wire.jsonl"
+
+// AutoscalerAgent is what cluster-autoscaler's User-Agent holds.
+const AutoscalerAgent = "cluster-autoscaler"
 
 // ARMSpeedup runs the stand-in's time ten times faster than real time: the apiservers' repair
 // grace period is a minute, a reimage's latency 18 s.
 const ARMSpeedup = 10
 
-// Cloud is the cloud the booted cluster's workloads call: the stand-ins of Resource Manager and
-// Entra ID, a custom cloud to the SDKs.
-func (b *Booted) Cloud() azurecloud.Cloud {
-	return azurecloud.Cloud{Name: azurecloud.Custom, ResourceManagerEndpoint: "https://" + net.JoinHostPort(b.entraHost(), armPort) + "/",
-		AuthorityHost: b.AuthorityHost(), TokenAudience: azurecloud.Public.TokenAudience}
-}
+// Cloud is the cloud the booted cluster's workloads call: Azure's public cloud, whose names Azure
+// DNS's stand-in resolves to the stand-ins of Resource Manager and Entra ID.
+func (b *Booted) Cloud() azurecloud.Cloud { return azurecloud.Public }
 
 func (b *Booted) armDir() string { return filepath.Join(b.Dir, "arm") }
 
@@ -126,13 +127,14 @@ func (b *Booted) startARM() error {
 		return err
 	}
 	go func() { _ = arm.ServeMachines(b.machinesSocket, bootMachines{b}) }()
-	return b.startService("arm", append(slices.Clone(b.Self), "arm", "--listen="+net.JoinHostPort(b.entraHost(), armPort),
+	return b.startService("arm", append(slices.Clone(b.Self), "arm", "--listen="+net.JoinHostPort(armAddr.String(), "443"),
 		"--speedup="+strconv.Itoa(ARMSpeedup), "--health-port="+strconv.Itoa(wellknown.APIServerPort), "--health-path="+spec.APIServerRepairProbePath,
 		"--health-probes="+strconv.Itoa(spec.APIServerProbeFailures), "--machines="+socket,
 		"--cert="+b.entraCert(), "--key="+b.entraKey(),
 		"--subscription="+machines.RehearsalSubscriptionID, "--resource-group="+b.Cluster.ResourceGroup(), "--location="+b.Cluster.Location,
 		"--tenant="+machines.RehearsalTenantID, "--authority-host="+b.AuthorityHost(), "--token-key="+b.entraSigningKey(),
-		"--inventory="+filepath.Join(dir, "inventory.json"), "--assignments="+filepath.Join(dir, "assignments.json"), "--calls="+b.ARMCallsFile()))
+		"--inventory="+filepath.Join(dir, "inventory.json"), "--assignments="+filepath.Join(dir, "assignments.json"), "--calls="+b.ARMCallsFile(),
+		"--wire="+filepath.Join(dir, WireFile), "--wire-agent="+AutoscalerAgent))
 }
 
 // bootMachines are the booted machines behind the stand-in's instances while the booting process
@@ -168,25 +170,13 @@ func (b *Booted) ComputeAs(principal string) (*armcompute.ClientFactory, error) 
 		&azarm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: client, Cloud: b.Cloud().SDK()}})
 }
 
-// Where an apiserver machine keeps the cloud its CSR approver calls and the roots it trusts.
-const (
-	approverCloudFile = "/etc/clusterforge/rehearsal/azure-environment.json"
-	approverRootsFile = "/etc/clusterforge/rehearsal/roots.pem"
-)
+// approverRootsFile is where an apiserver machine keeps the roots its CSR approver trusts.
+const approverRootsFile = "/etc/clusterforge/rehearsal/roots.pem"
 
-// approverHosts resolves the host the attested documents' signer names its issuer at to the
-// metadata stand-in, which serves that issuer.
-var approverHosts = "127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n" + wellknown.IMDSAddress + " " + imds.IssuerHost + "\n"
-
-// approverAzure points the apiserver machines' CSR approver at the stand-ins through the Azure
-// SDK's own configuration: the custom cloud's environment file, roots holding the stand-ins'
-// serving certificate and the attested documents' root (Azure's are public roots), and the
-// issuer's host in /etc/hosts.
+// approverAzure has the apiserver machines' CSR approver trust the stand-ins through the Azure
+// SDK's own configuration: roots holding the stand-ins' serving certificate and the attested
+// documents' root (Azure's are public roots).
 func (b *Booted) approverAzure() ([]machine.File, error) {
-	cloud, err := json.Marshal(b.Cloud())
-	if err != nil {
-		return nil, err
-	}
 	var roots []byte
 	for _, f := range []string{b.entraCert(), filepath.Join(b.attestationDir(), imds.RootFile)} {
 		data, err := os.ReadFile(f)
@@ -195,11 +185,9 @@ func (b *Booted) approverAzure() ([]machine.File, error) {
 		}
 		roots = append(roots, data...)
 	}
-	dropIn := fmt.Sprintf("[Service]\nEnvironment=%s=%s SSL_CERT_FILE=%s\n", azurecloud.FileEnv, approverCloudFile, approverRootsFile)
+	dropIn := fmt.Sprintf("[Service]\nEnvironment=SSL_CERT_FILE=%s\n", approverRootsFile)
 	return []machine.File{
-		{Path: approverCloudFile, Content: string(cloud), Mode: 0o644},
 		{Path: approverRootsFile, Content: string(roots), Mode: 0o644},
-		{Path: "/etc/hosts", Content: approverHosts, Mode: 0o644},
 		{Path: machine.UnitDir + "/" + machine.CSRApproverUnit + ".d/50-rehearsal-azure.conf", Content: dropIn, Mode: 0o644},
 	}, nil
 }

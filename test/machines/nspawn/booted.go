@@ -21,6 +21,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/pki"
@@ -30,6 +31,7 @@ import (
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/machines/pulumilocal"
 	"github.com/clusterforge/clusterforge/test/netns"
+	"github.com/clusterforge/clusterforge/test/standin/azuredns"
 	"github.com/clusterforge/clusterforge/test/standin/imds"
 )
 
@@ -185,7 +187,7 @@ func Boot(ctx context.Context, c *spec.Cluster, o Options, progress io.Writer) (
 	}
 	b = &Booted{opts: o, Machines: placed, progress: progress, net: newBootNetwork(Hub(o.Name), c)}
 	b.Layout = &machines.Layout{Cluster: c, Bundle: bundle, Options: machines.Options{
-		Dir: o.Dir, Tools: o.Tools, Self: o.Self, Dial: netns.DialerIn(netnsPath(b.net.Hub)), StoreHost: bootStoreHost(c),
+		Dir: o.Dir, Tools: o.Tools, Self: o.Self, Dial: netns.Resolving(netns.DialerIn(netnsPath(b.net.Hub)), net.JoinHostPort(azuredns.Address, "53")), StoreHost: bootStoreHost(c),
 	}}
 	for _, m := range placed {
 		b.Instances = append(b.Instances, machines.Instance{Name: m.Name, Role: m.Role, IP: m.Address})
@@ -280,6 +282,15 @@ func (b *Booted) prepare() error {
 	return nil
 }
 
+// publicNames are the records of Azure DNS's stand-in: the public host names of the services the
+// cluster calls, to their stand-ins' addresses.
+func publicNames() map[string]string {
+	return map[string]string{
+		hostOf(azurecloud.Public.AuthorityHost): entraAddr.String(), hostOf(azurecloud.Public.ResourceManagerEndpoint): armAddr.String(),
+		imds.IssuerHost: wellknown.IMDSAddress,
+	}
+}
+
 // bootStoreHost is where the backup store listens: the etcd subnet's gateway address, on the hub.
 func bootStoreHost(c *spec.Cluster) string {
 	return netip.MustParsePrefix(c.Network.EtcdSubnet).Masked().Addr().Next().String()
@@ -294,7 +305,7 @@ func (b *Booted) userData(role string) string {
 func (b *Booted) ScheduledEventsFile() string { return filepath.Join(b.Dir, "scheduled-events.json") }
 
 // startServices starts, in the hub namespace, the stand-ins for Azure's platform: the internal
-// load balancer, the backup store, Entra ID, the instance metadata service (attested documents,
+// load balancer, the backup store, Azure DNS, Entra ID, the instance metadata service (attested documents,
 // the machines' identities' tokens) and Resource Manager.
 func (b *Booted) startServices(ctx context.Context) error {
 	meta := map[string]imds.InstanceMetadata{}
@@ -315,6 +326,13 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := b.startService("azurite", b.StoreCommand()); err != nil {
 		return err
 	}
+	dns := append(slices.Clone(b.Self), "azure-dns")
+	for name, addr := range publicNames() {
+		dns = append(dns, "--record="+name+"="+addr)
+	}
+	if err := b.startService("azure-dns", dns); err != nil {
+		return err
+	}
 	if err := b.startEntra(); err != nil {
 		return err
 	}
@@ -330,8 +348,8 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := b.startARM(); err != nil {
 		return err
 	}
-	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s, Entra ID on %s, Resource Manager on %s",
-		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress(), b.AuthorityHost(), b.Cloud().ResourceManagerEndpoint)
+	b.logf("platform stand-ins in %s: instance metadata on %s, load balancer on %s, backup store (Azurite) on %s, Azure DNS on %s, Entra ID (%s) on %s, Resource Manager (%s) on %s",
+		b.net.Hub, wellknown.IMDSAddress, b.Cluster.APIServerURL(), b.StoreAddress(), azuredns.Address, b.AuthorityHost(), entraAddr, b.Cloud().ResourceManagerEndpoint, armAddr)
 	return b.CreateBackupContainers(ctx)
 }
 

@@ -1,25 +1,18 @@
 package nspawn
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/clusterforge/clusterforge/components/addons"
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/standin"
@@ -32,14 +25,9 @@ const (
 	entraCADir       = "/etc/clusterforge-standin"
 )
 
-// entraHost is where Entra ID's stand-in (deviation "Entra ID") listens: in the hub, on the first
-// worker VNet's gateway address, which pods reach through their node as any address outside the cluster.
-func (b *Booted) entraHost() string {
-	return netip.MustParsePrefix(b.Cluster.NodeSubnets()[0]).Masked().Addr().Next().String()
-}
-
-// AuthorityHost is where the workloads' Azure SDKs sign in: the stand-in.
-func (b *Booted) AuthorityHost() string { return "https://" + b.entraHost() + "/" }
+// AuthorityHost is where the workloads' Azure SDKs sign in: Entra ID's public host, which Azure
+// DNS's stand-in resolves to Entra ID's stand-in (deviation "Entra ID").
+func (b *Booted) AuthorityHost() string { return azurecloud.Public.AuthorityHost }
 
 func (b *Booted) entraDir() string { return filepath.Join(b.Dir, "entra") }
 
@@ -63,7 +51,7 @@ func (b *Booted) entraSigningKey() string { return filepath.Join(b.entraDir(), "
 // documents as the Pulumi program publishes them, and starts it.
 func (b *Booted) startEntra() error {
 	dir := b.entraDir()
-	certPEM, keyPEM, err := selfSigned(b.entraHost())
+	certPEM, keyPEM, err := standin.SelfSigned(hostOf(azurecloud.Public.AuthorityHost), hostOf(azurecloud.Public.ResourceManagerEndpoint))
 	if err != nil {
 		return err
 	}
@@ -82,10 +70,11 @@ func (b *Booted) startEntra() error {
 	if err := entra.WriteSigningKey(b.entraSigningKey()); err != nil {
 		return err
 	}
-	return b.startService("entra", append(slices.Clone(b.Self), "entra", "--listen="+net.JoinHostPort(b.entraHost(), "443"),
+	return b.startService("entra", append(slices.Clone(b.Self), "entra", "--listen="+net.JoinHostPort(entraAddr.String(), "443"),
 		"--cert="+b.entraCert(), "--key="+b.entraKey(), "--tenant="+machines.RehearsalTenantID,
 		"--federations="+filepath.Join(dir, "federations.json"), "--issuer="+b.Cluster.ServiceAccountIssuer(),
-		"--issuer-documents="+filepath.Join(dir, "issuer"), "--exchanges="+b.EntraExchangesFile(), "--signing-key="+b.entraSigningKey()))
+		"--issuer-documents="+filepath.Join(dir, "issuer"), "--exchanges="+b.EntraExchangesFile(), "--signing-key="+b.entraSigningKey(),
+		"--wire="+filepath.Join(dir, WireFile)))
 }
 
 // trustEntra has every pod with an Azure identity trust the stand-in's certificate (Resource
@@ -115,27 +104,7 @@ func (b *Booted) entraCA() (*corev1.ConfigMap, error) {
 	}, err
 }
 
-// selfSigned is a serving pair for an address, its own authority.
-func selfSigned(ip string) (certPEM, keyPEM string, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: "Entra ID stand-in"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(30 * 24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP(ip)}, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		return "", "", err
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return "", "", err
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})), nil
+// hostOf is the host of an endpoint such as https://management.azure.com/.
+func hostOf(endpoint string) string {
+	return strings.TrimSuffix(strings.TrimPrefix(endpoint, "https://"), "/")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/standin/azuredns"
 )
 
 // bootDiskSize is the sparse file behind each machine's local temp/NVMe disk.
@@ -141,6 +142,8 @@ func (b *Booted) create(m *Machine) error {
 		{Path: seed + "/meta-data", Content: "instance-id: " + m.Name + "\nlocal-hostname: " + m.Name + "\n", Mode: 0o600},
 		{Path: seed + "/user-data", Content: string(userData), Mode: 0o600},
 		{Path: seed + "/network-config", Content: "network:\n  config: disabled\n", Mode: 0o600},
+		// The resolver Azure's DHCP names, as it would write it.
+		{Path: "/etc/resolv.conf", Content: "nameserver " + azuredns.Address + "\n", Mode: 0o644},
 	}
 	files = append(files, machine.File{Path: bootInit, Content: bootInitScript, Mode: 0o755})
 	deviations, err := b.machineDeviations(m)

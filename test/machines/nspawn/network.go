@@ -11,11 +11,20 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/standin/azuredns"
+)
+
+// Where Azure's public services' stand-ins listen in the hub, under their public names: documentation
+// addresses (RFC 5737), since nothing leaves the hub and Azure DNS's stand-in gives the names.
+var (
+	entraAddr = netip.MustParseAddr("192.0.2.10")
+	armAddr   = netip.MustParseAddr("192.0.2.20")
 )
 
 // bootNetwork is the network `make boot` makes (deviation "network"): a hub namespace with one
 // bridge for each of the cluster's VNets (its subnets' gateways on it; the control plane's also
-// holds the load balancer frontend and the instance metadata address), and one namespace per
+// holds the load balancer frontend, the instance metadata address, Azure DNS's and the addresses
+// of Azure's public services), and one namespace per
 // machine joined to its VNet's bridge by a veth pair, its eth0 configured before the machine
 // starts, as Azure's DHCP would have it. As in a VNet, machines never meet at layer 2: the bridges'
 // ports are isolated and the hub answers every ARP request (proxy ARP) and routes each packet, pod
@@ -26,8 +35,8 @@ type bootNetwork struct {
 	Hub string
 	// VNets are the cluster's VNets, the control plane's first.
 	VNets []bootVNet
-	// Extra are single addresses on the control plane's bridge: the load balancer frontend and the
-	// metadata service.
+	// Extra are single addresses on the control plane's bridge: the load balancer frontend, the
+	// metadata service, Azure DNS and Azure's public services.
 	Extra []netip.Addr
 }
 
@@ -51,7 +60,7 @@ func newBootNetwork(hub string, c *spec.Cluster) *bootNetwork {
 		cp.Gateways = append(cp.Gateways, gateway(netip.MustParsePrefix(sub).Masked()))
 	}
 	n := &bootNetwork{Hub: hub, VNets: []bootVNet{cp},
-		Extra: []netip.Addr{netip.MustParseAddr(c.Network.APIServerIP), netip.MustParseAddr(wellknown.IMDSAddress)}}
+		Extra: []netip.Addr{netip.MustParseAddr(c.Network.APIServerIP), netip.MustParseAddr(wellknown.IMDSAddress), netip.MustParseAddr(azuredns.Address), entraAddr, armAddr}}
 	for i, w := range c.WorkerVNets() {
 		p := netip.MustParsePrefix(w.Prefix).Masked()
 		n.VNets = append(n.VNets, bootVNet{Name: w.Name, Prefix: p, Bridge: fmt.Sprintf("vnet%d", i+1), Gateways: []netip.Prefix{gateway(p)}})

@@ -108,6 +108,9 @@ type Server struct {
 	// PageSize is how many scale-set VMs a list page holds (100 when 0).
 	PageSize int
 	Now      func() time.Time
+	// After runs f once d of real time has passed (a running operation's end); at once in a
+	// goroutine of its own after a sleep when nil. A replay on a clock of its own runs it then.
+	After func(d time.Duration, f func())
 	// Record is told every request, once answered, and every repair.
 	Record func(Call)
 	// Health is the Application Health extension's word on each of the instances at addrs, by
@@ -641,8 +644,11 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, caller, kind stri
 	}
 	s.ops[op.id] = op
 	s.mu.Unlock()
-	go func() {
-		time.Sleep(s.real(s.latency(kind)))
+	after := s.After
+	if after == nil {
+		after = func(d time.Duration, f func()) { go func() { time.Sleep(d); f() }() }
+	}
+	after(s.real(s.latency(kind)), func() {
 		result, err := work()
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -650,7 +656,7 @@ func (s *Server) begin(w http.ResponseWriter, r *http.Request, caller, kind stri
 		if err != nil {
 			op.status = "Failed"
 		}
-	}()
+	})
 	url := s.operationURL(r, op.id) + "?api-version=" + r.URL.Query().Get("api-version")
 	w.Header().Set("Azure-AsyncOperation", url)
 	w.Header().Set("Location", strings.Replace(url, "?", "?monitor=true&", 1))

@@ -39,6 +39,8 @@ func Main(args []string) error {
 	inventory := fs.String("inventory", "", "JSON file: the scale sets and VMs (Inventory)")
 	assignments := fs.String("assignments", "", "JSON file: the role assignments ([]Assignment)")
 	calls := fs.String("calls", "", "file each request is appended to, one JSON line")
+	wire := fs.String("wire", "", "file each exchange of --wire-agent's clients is appended to, bodies and all (standin.Exchange)")
+	wireAgent := fs.String("wire-agent", "", "what a recorded client's User-Agent holds")
 	fs.Float64Var(&s.Speedup, "speedup", 1, "run the model's time this many times faster than real time: latencies, windows and grace periods")
 	var health HealthExtension
 	fs.IntVar(&health.Port, "health-port", 0, "the Application Health extension's port on each instance of a scale set with repairs (0: no repairs run)")
@@ -83,7 +85,7 @@ func Main(args []string) error {
 		s.Health = ExtensionHealth(health)
 		go s.RunRepairs(context.Background())
 	}
-	return standin.Serve(*listen, s, *cert, *key, func() {
+	return standin.Serve(*listen, standin.RecordWire(s, *wire, *wireAgent), *cert, *key, func() {
 		log.Printf("Resource Manager of subscription %s, resource group %s: %d scale sets, %d VMs, on https://%s", s.Subscription, s.ResourceGroup, len(inv.ScaleSets), len(inv.VMs), *listen)
 	})
 }

@@ -17,9 +17,11 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -35,8 +37,15 @@ import (
 	"github.com/clusterforge/clusterforge/components/pki"
 )
 
-// TokenPath is the token endpoint under the authority host and tenant.
-const TokenPath = "/oauth2/v2.0/token"
+// TokenPath is the token endpoint under the authority host and tenant; TokenPathV1 the v1
+// endpoint's, which takes a resource instead of a scope (ADAL's clients).
+const (
+	TokenPath   = "/oauth2/v2.0/token"
+	TokenPathV1 = "/oauth2/token"
+)
+
+// InstanceDiscoveryPath is where MSAL asks which authority hosts are one cloud's.
+const InstanceDiscoveryPath = "/common/discovery/instance"
 
 // Federation is a federated identity credential: the client id of the identity it belongs to,
 // and the issuer, subject and audience a token must carry to stand for it.
@@ -121,17 +130,21 @@ func (s *Server) AccessToken(clientID, resource string) (string, error) {
 	})
 }
 
-// ServeHTTP answers the tenant's OpenID configuration and its token endpoint.
+// ServeHTTP answers instance discovery, the tenant's OpenID configuration and its token endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	base := "https://" + r.Host + "/" + s.Tenant
 	switch {
+	case r.Method == http.MethodGet && r.URL.Path == InstanceDiscoveryPath:
+		s.instanceDiscovery(w, r)
 	case r.Method == http.MethodGet && r.URL.Path == "/"+s.Tenant+"/v2.0/.well-known/openid-configuration":
 		writeJSON(w, http.StatusOK, map[string]any{
 			"token_endpoint": base + TokenPath, "authorization_endpoint": base + "/oauth2/v2.0/authorize",
 			"issuer": base + "/v2.0", "jwks_uri": "https://" + r.Host + KeysPath(s.Tenant), "token_endpoint_auth_methods_supported": []string{"client_secret_post", "private_key_jwt"},
 		})
 	case r.Method == http.MethodPost && r.URL.Path == "/"+s.Tenant+TokenPath:
-		s.token(w, r)
+		s.token(w, r, false)
+	case r.Method == http.MethodPost && r.URL.Path == "/"+s.Tenant+TokenPathV1:
+		s.token(w, r, true)
 	case r.Method == http.MethodGet && r.URL.Path == KeysPath(s.Tenant):
 		key, err := s.TokenKey()
 		var keys []byte
@@ -151,12 +164,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+// instanceDiscovery answers as Entra does for an authorization endpoint on the host it serves as
+// (the public cloud's aliases), and refuses any other host.
+func (s *Server) instanceDiscovery(w http.ResponseWriter, r *http.Request) {
+	endpoint, err := url.Parse(r.URL.Query().Get("authorization_endpoint"))
+	var tenant string
+	if err == nil {
+		tenant, _, _ = strings.Cut(strings.TrimPrefix(endpoint.Path, "/"), "/")
+	}
+	if err != nil || endpoint.Scheme != "https" || !strings.EqualFold(endpoint.Host, r.Host) || tenant == "" {
+		writeError(w, http.StatusBadRequest, "invalid_instance", 50049, "Unknown or invalid instance.")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"tenant_discovery_endpoint": "https://" + r.Host + "/" + tenant + "/v2.0/.well-known/openid-configuration", "api-version": "1.1",
+		"metadata": []map[string]any{{"preferred_network": r.Host, "preferred_cache": r.Host, "aliases": []string{r.Host}}},
+	})
+}
+
+// token answers a client-credentials request: v2's names the resource in a scope, v1's in resource.
+func (s *Server) token(w http.ResponseWriter, r *http.Request, v1 bool) {
 	if err := r.ParseForm(); err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request", 900144, err.Error())
 		return
 	}
 	ex := Exchange{Time: s.Now(), ClientID: r.PostForm.Get("client_id"), Scope: r.PostForm.Get("scope")}
+	if v1 {
+		ex.Scope = r.PostForm.Get("resource")
+	}
 	refuse := func(code string, aadsts int, msg string) {
 		ex.Refused = fmt.Sprintf("AADSTS%d: %s", aadsts, msg)
 		s.Record(ex)
@@ -185,19 +220,34 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 			claims.Issuer, claims.Subject, strings.Join(claims.Audience, ",")))
 		return
 	}
-	// MSAL adds "openid offline_access profile"; the resource is the scope ending in /.default.
-	scopes := strings.Fields(ex.Scope)
-	i := slices.IndexFunc(scopes, func(scope string) bool { return strings.HasSuffix(scope, azurecloud.ScopeSuffix) })
-	if i < 0 {
-		refuse("invalid_scope", 1002012, "The provided value for scope "+ex.Scope+" is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier.")
+	resource := ex.Scope
+	if !v1 {
+		// MSAL adds "openid offline_access profile"; the resource is the scope ending in /.default.
+		scopes := strings.Fields(ex.Scope)
+		i := slices.IndexFunc(scopes, func(scope string) bool { return strings.HasSuffix(scope, azurecloud.ScopeSuffix) })
+		if i < 0 {
+			refuse("invalid_scope", 1002012, "The provided value for scope "+ex.Scope+" is not valid. Client credential flows must have a scope value with /.default suffixed to the resource identifier.")
+			return
+		}
+		resource = strings.TrimSuffix(scopes[i], azurecloud.ScopeSuffix)
+	} else if resource == "" {
+		refuse("invalid_request", 900144, "The request body must contain the following parameter: 'resource'.")
 		return
 	}
-	access, err := s.AccessToken(ex.ClientID, strings.TrimSuffix(scopes[i], azurecloud.ScopeSuffix))
+	access, err := s.AccessToken(ex.ClientID, resource)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": err.Error()})
 		return
 	}
 	s.Record(ex)
+	if v1 {
+		// v1 writes its numbers as strings, and when the token expires.
+		now := s.Now()
+		writeJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": strconv.Itoa(int(TokenLifetime.Seconds())),
+			"ext_expires_in": strconv.Itoa(int(TokenLifetime.Seconds())), "expires_on": strconv.FormatInt(now.Add(TokenLifetime).Unix(), 10),
+			"not_before": strconv.FormatInt(now.Unix(), 10), "resource": resource, "access_token": access})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"token_type": "Bearer", "expires_in": int(TokenLifetime.Seconds()), "ext_expires_in": int(TokenLifetime.Seconds()),
 		"access_token": access})
 }
@@ -328,7 +378,7 @@ func SignIn(ctx context.Context, client policy.Transporter, authorityHost, tenan
 	}
 	defer os.Remove(file)
 	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
-		ClientID: clientID, TenantID: tenant, TokenFilePath: file, DisableInstanceDiscovery: true,
+		ClientID: clientID, TenantID: tenant, TokenFilePath: file,
 		ClientOptions: policy.ClientOptions{Transport: client, Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: authorityHost}},
 	})
 	if err != nil {
@@ -350,6 +400,7 @@ func Main(args []string) error {
 	documents := fs.String("issuer-documents", "", "directory: the issuer's public container")
 	exchanges := fs.String("exchanges", "", "file each exchange is appended to, one JSON line")
 	signingKey := fs.String("signing-key", "", "the key that signs access tokens (RSA, PEM); Resource Manager's stand-in verifies with it")
+	wire := fs.String("wire", "", "file each exchange is appended to, bodies and all, credentials redacted (standin.Exchange)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -365,7 +416,7 @@ func Main(args []string) error {
 		return fmt.Errorf("entra: %s: %w", *federations, err)
 	}
 	s.Record = standin.Recorder[Exchange](*exchanges, "entra")
-	return standin.Serve(*listen, s, *cert, *key, func() {
+	return standin.Serve(*listen, standin.RecordWire(s, *wire, ""), *cert, *key, func() {
 		log.Printf("Entra ID token service of tenant %s, %d federated credentials, on https://%s", *tenant, len(s.Federations), *listen)
 	})
 }

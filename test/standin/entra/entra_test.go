@@ -8,13 +8,16 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -37,23 +40,13 @@ const (
 // signs them; that the apiserver's own documents match pki.IssuerDocuments is checked on a real
 // apiserver (test/e2e/controlplane).
 func TestWorkloadIdentityExchange(t *testing.T) {
-	key, err := rsa.GenerateKey(rand.Reader, pki.ServiceAccountKeyBits)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKIXPublicKey(key.Public())
-	docs := t.TempDir()
-	if err := WriteIssuerDocuments(docs, issuer, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))); err != nil {
-		t.Fatal(err)
-	}
+	key, kid, docs := newIssuer(t, issuer)
 	var exchanges []Exchange
 	s := &Server{Tenant: tenant, Now: time.Now, IssuerDocument: DocumentsFrom(issuer, docs),
 		Federations: []Federation{{ClientID: clientID, Issuer: issuer, Subject: subject, Audience: exchangeAudience}},
 		Record:      func(e Exchange) { exchanges = append(exchanges, e) }}
-	srv := httptest.NewTLSServer(s)
-	defer srv.Close()
+	client := serveAsEntra(t, s)
 
-	kid := func() string { sum := sha256.Sum256(der); return base64.RawURLEncoding.EncodeToString(sum[:]) }()
 	now := time.Now()
 	claims := map[string]any{"iss": issuer, "sub": subject, "aud": []string{exchangeAudience}, "exp": now.Add(time.Hour).Unix(), "nbf": now.Unix(), "iat": now.Unix()}
 	with := func(k string, v any) map[string]any {
@@ -75,24 +68,71 @@ func TestWorkloadIdentityExchange(t *testing.T) {
 		{"expired", signRS256(t, key, kid, with("exp", now.Add(-time.Minute).Unix())), clientID, "AADSTS700024"},
 		{"another issuer", signRS256(t, key, kid, with("iss", "https://kubernetes.default.svc.cluster.local")), clientID, "AADSTS700211"},
 		{"ES256", signES256(t, ecKey, kid, claims), clientID, "AADSTS5002738"},
+		// MSAL asks Entra's public host whether it knows a sign-in host; Entra knows its own.
+		{"a sign-in host Entra does not know", signRS256(t, key, kid, claims), clientID, "AADSTS50049"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			token, err := SignIn(ctx, srv.Client(), srv.URL+"/", tenant, tc.client, tc.token)
+			authority := azurecloud.Public.AuthorityHost
+			if tc.refusal == "AADSTS50049" {
+				authority = "https://login.contoso.example/"
+			}
+			token, err := SignIn(ctx, client, authority, tenant, tc.client, tc.token)
 			switch {
 			case tc.refusal == "" && err != nil:
 				t.Errorf("no token: %v", err)
 			case tc.refusal == "":
-				checkAccessToken(t, srv, token.Token, tc.client)
+				checkAccessToken(t, client, token.Token, tc.client)
 			case tc.refusal != "" && (err == nil || !strings.Contains(err.Error(), tc.refusal)):
 				t.Errorf("got %v, want Entra's %s", err, tc.refusal)
 			}
 		})
 	}
+	// v1's endpoint, as ADAL's clients ask it (older cluster-autoscalers): the resource by name,
+	// the numbers as strings.
+	form := url.Values{"grant_type": {"client_credentials"}, "client_id": {clientID}, "resource": {azurecloud.Public.ResourceManagerEndpoint},
+		"client_assertion_type": {"urn:ietf:params:oauth:client-assertion-type:jwt-bearer"}, "client_assertion": {signRS256(t, key, kid, claims)}}
+	resp, err := client.PostForm(azurecloud.Public.AuthorityHost+tenant+TokenPathV1, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v1 struct{ AccessToken, ExpiresIn, ExpiresOn, Resource string }
+	if err := json.NewDecoder(resp.Body).Decode(&struct {
+		AccessToken *string `json:"access_token"`
+		ExpiresIn   *string `json:"expires_in"`
+		ExpiresOn   *string `json:"expires_on"`
+		Resource    *string `json:"resource"`
+	}{&v1.AccessToken, &v1.ExpiresIn, &v1.ExpiresOn, &v1.Resource}); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("v1 token: %d %v", resp.StatusCode, err)
+	}
+	if v1.ExpiresIn == "" || v1.ExpiresOn == "" || v1.Resource != azurecloud.Public.ResourceManagerEndpoint {
+		t.Errorf("v1 token response %+v", v1)
+	}
+	var access AccessClaims
+	if err := standin.ParseRS256(v1.AccessToken, &access, func(string) (*rsa.PublicKey, error) { return s.TokenKey() }); err != nil || access.Audience != azurecloud.Public.ResourceManagerEndpoint {
+		t.Errorf("v1 access token %+v, %v; want the audience it asked for", access, err)
+	}
 	if len(exchanges) == 0 || exchanges[0].Refused != "" || exchanges[0].Subject != subject {
 		t.Errorf("exchanges recorded %+v, want the federated subject's first", exchanges)
 	}
+}
+
+// newIssuer is a service-account issuer's signing key, its key id and its published documents,
+// as kube-apiserver and the Pulumi program make them.
+func newIssuer(t *testing.T, issuer string) (key *rsa.PrivateKey, kid, docs string) {
+	key, err := rsa.GenerateKey(rand.Reader, pki.ServiceAccountKeyBits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(key.Public())
+	sum := sha256.Sum256(der)
+	docs = t.TempDir()
+	if err := WriteIssuerDocuments(docs, issuer, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))); err != nil {
+		t.Fatal(err)
+	}
+	return key, base64.RawURLEncoding.EncodeToString(sum[:]), docs
 }
 
 func signRS256(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]any) string {
@@ -124,12 +164,35 @@ func jwsInput(t *testing.T, alg, kid string, claims map[string]any) string {
 	return base64.RawURLEncoding.EncodeToString(header) + "." + base64.RawURLEncoding.EncodeToString(payload)
 }
 
+// serveAsEntra serves s over TLS as Entra's public host: the client returned dials it for every
+// address and trusts its certificate, made for that host.
+func serveAsEntra(t *testing.T, s *Server) *http.Client {
+	certPEM, keyPEM, err := standin.SelfSigned(strings.TrimSuffix(strings.TrimPrefix(azurecloud.Public.AuthorityHost, "https://"), "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(s)
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM([]byte(certPEM))
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots},
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+		}}}
+}
+
 // checkAccessToken verifies an access token as Resource Manager does: with a key from the key set
 // the tenant's OpenID configuration names, for Resource Manager's audience and the client.
-func checkAccessToken(t *testing.T, srv *httptest.Server, token, client string) {
+func checkAccessToken(t *testing.T, c *http.Client, token, client string) {
 	t.Helper()
 	get := func(url string, v any) []byte {
-		resp, err := srv.Client().Get(url)
+		resp, err := c.Get(url)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +211,7 @@ func checkAccessToken(t *testing.T, srv *httptest.Server, token, client string) 
 	var config struct {
 		JWKSURI string `json:"jwks_uri"`
 	}
-	get(srv.URL+"/"+tenant+"/v2.0/.well-known/openid-configuration", &config)
+	get(azurecloud.Public.AuthorityHost+tenant+"/v2.0/.well-known/openid-configuration", &config)
 	keys := get(config.JWKSURI, nil)
 	var claims AccessClaims
 	if err := standin.ParseRS256(token, &claims, func(kid string) (*rsa.PublicKey, error) { return standin.KeyFromSet(keys, kid) }); err != nil {
