@@ -318,7 +318,7 @@ type Pool struct {
 	// MaxNodes is the pool's capacity: the autoscaler's maximum, nodes to 20,000. Default: Nodes.
 	MaxNodes int `yaml:"maxNodes"`
 	// MaxPods is the pool's kubelet pod limit and its NICs' secondary IP configurations (L29, L30).
-	// GPU pools whose training pods use the host network (L33) need few. Default: kubelet.maxPods.
+	// GPU pools, whose training jobs run one pod a node by pod IP (L33), need few. Default: kubelet.maxPods.
 	MaxPods int `yaml:"maxPods"`
 	// VNets are the pool's worker VNets, a /16 or larger each, holding its scale sets in order.
 	// Default: as many as its scale sets need at maxNodes, frozen by make freeze.

@@ -152,8 +152,10 @@ func TestInboundRules(t *testing.T) {
 		if i := slices.IndexFunc(workers, func(o spec.WorkerVNet) bool { return o.Pool.Name == w.Pool.Name && o.Prefix != w.Prefix }); i >= 0 {
 			poolNode, poolPod := at(workers[i].Prefix, 6), at(workers[i].Prefix, 9)
 			flows = append(flows,
-				flow{w.Name, poolNode, "", GroupNodes, "29500", true},
-				flow{w.Name, poolPod, "", GroupNodes, "22", true}, // the price of no group across VNets
+				// A training gang spans its pool's VNets by pod IP (L33); no node port opens for it.
+				flow{w.Name, poolPod, "", "", "29500", true},
+				flow{w.Name, poolNode, "", GroupNodes, "29500", false},
+				flow{w.Name, poolPod, "", GroupNodes, "22", false},
 				flow{w.Name, poolNode, "", GroupNodes, kubelet, false})
 		}
 		flows = append(flows,
@@ -162,7 +164,7 @@ func TestInboundRules(t *testing.T) {
 			flow{w.Name, node, GroupNodes, GroupNodes, kubelet, false},
 			flow{w.Name, otherNode, "", GroupNodes, kubelet, false},
 			flow{w.Name, hub, "", GroupNodes, kubelet, false},
-			flow{w.Name, node, GroupNodes, GroupNodes, "29500", true},
+			flow{w.Name, node, GroupNodes, GroupNodes, "29500", false},
 			flow{w.Name, otherNode, "", GroupNodes, "29500", false},
 			flow{w.Name, otherPod, "", GroupNodes, ssh, false},
 			flow{w.Name, otherPod, "", GroupNodes, strconv.Itoa(wellknown.NodeExporterPort), true},

@@ -86,37 +86,23 @@ func InboundRules(c *spec.Cluster) map[string][]Rule {
 	}
 	nodes := []string{GroupNodes}
 	for _, w := range workers {
-		var pool []string // the pool's other VNets: a training gang spans them
-		for _, o := range workers {
-			if o.Pool.Name == w.Pool.Name && o.Prefix != w.Prefix {
-				pool = append(pool, o.Prefix)
-			}
-		}
 		vnet := []Rule{
 			{Name: "kubelet-from-apiservers", Priority: 100, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, DestinationGroups: nodes, Ports: []string{port(wellknown.KubeletPort)},
 				Consumer: "kube-apiserver: logs, exec, port-forward"},
 			{Name: "kubelet-from-no-one-else", Priority: 110, Access: "Deny", Protocol: "*", Sources: []string{"VirtualNetwork"}, DestinationGroups: nodes, Ports: []string{port(wellknown.KubeletPort)},
 				Consumer: "the kubelet answers the apiservers only"},
-			{Name: "nodes-from-nodes", Priority: 120, Access: "Allow", Protocol: "*", SourceGroups: nodes, DestinationGroups: nodes, Ports: all,
-				Consumer: "host-network training pods talking to each other at full speed (L33)"},
 			{Name: "node-agents-from-workers", Priority: 130, Access: "Allow", Protocol: "Tcp", Sources: allWorkers, DestinationGroups: nodes,
 				Ports:    []string{port(wellknown.NodeExporterPort), port(wellknown.TrafficMetricsPort)},
 				Consumer: "Prometheus, a pod, scraping node-exporter and the ops agents' traffic counters on the host network (L32)"},
-		}
-		if len(pool) > 0 {
-			vnet = append(vnet, Rule{Name: "nodes-from-the-pool", Priority: 140, Access: "Allow", Protocol: "*", Sources: pool, DestinationGroups: nodes, Ports: all,
-				Consumer: "host-network training pods of the pool's other VNets (L33): no group reaches across VNets, so their pods too"})
-		}
-		vnet = append(vnet,
-			Rule{Name: "hub-to-nodes", Priority: 150, Access: "Allow", Protocol: "Tcp", Sources: []string{hub}, DestinationGroups: nodes, Ports: []string{port(wellknown.SSHPort)},
+			{Name: "hub-to-nodes", Priority: 150, Access: "Allow", Protocol: "Tcp", Sources: []string{hub}, DestinationGroups: nodes, Ports: []string{port(wellknown.SSHPort)},
 				Consumer: "break-glass SSH from the hub (L31)"},
-			Rule{Name: "no-more-to-nodes", Priority: 160, Access: "Deny", Protocol: "*", Sources: append([]string{hub, cp}, allWorkers...), DestinationGroups: nodes, Ports: all,
+			{Name: "no-more-to-nodes", Priority: 160, Access: "Deny", Protocol: "*", Sources: append([]string{hub, cp}, allWorkers...), DestinationGroups: nodes, Ports: all,
 				Consumer: "a node's other ports are its own: pods, other pools, the control plane and the hub stop here"},
-			Rule{Name: "pods-from-control-plane", Priority: 170, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, Ports: all,
+			{Name: "pods-from-control-plane", Priority: 170, Access: "Allow", Protocol: "Tcp", Sources: []string{cp}, Ports: all,
 				Consumer: "kube-apiserver: admission webhooks, aggregated APIs and the pod proxy"},
-			Rule{Name: "pods-from-workers", Priority: 180, Access: "Allow", Protocol: "*", Sources: allWorkers, Ports: all,
-				Consumer: "pod-to-pod traffic across every worker VNet, and host-network pods reaching pods"},
-		)
+			{Name: "pods-from-workers", Priority: 180, Access: "Allow", Protocol: "*", Sources: allWorkers, Ports: all,
+				Consumer: "pod-to-pod traffic across every worker VNet, a training gang's at full speed by pod IP (L33), and host-network pods reaching pods"},
+		}
 		if c.ReachWorkers() {
 			vnet = append(vnet, Rule{Name: "pods-from-hub", Priority: 190, Access: "Allow", Protocol: "*", Sources: []string{hub}, Ports: all,
 				Consumer: "researchers reaching pod IPs through the hub (L31)"})
