@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"net/http"
 	"strconv"
 	"time"
@@ -121,6 +122,9 @@ func (b *Booted) startARM() error {
 			return err
 		}
 	}
+	if err := removeRecords(b.ARMCallsFile(), filepath.Join(dir, WireFile)); err != nil {
+		return err
+	}
 	socket := filepath.Join(dir, "machines.sock")
 	_ = os.Remove(socket)
 	if b.machinesSocket, err = net.Listen("unix", socket); err != nil {
@@ -135,6 +139,17 @@ func (b *Booted) startARM() error {
 		"--tenant="+machines.RehearsalTenantID, "--authority-host="+b.AuthorityHost(), "--token-key="+b.entraSigningKey(),
 		"--inventory="+filepath.Join(dir, "inventory.json"), "--assignments="+filepath.Join(dir, "assignments.json"), "--calls="+b.ARMCallsFile(),
 		"--wire="+filepath.Join(dir, WireFile), "--wire-agent="+AutoscalerAgent))
+}
+
+// removeRecords removes what a stand-in recorded in an earlier boot of the same name: the tests
+// read its records as this boot's.
+func removeRecords(files ...string) error {
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
 }
 
 // bootMachines are the booted machines behind the stand-in's instances while the booting process

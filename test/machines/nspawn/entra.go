@@ -70,6 +70,9 @@ func (b *Booted) startEntra() error {
 	if err := entra.WriteSigningKey(b.entraSigningKey()); err != nil {
 		return err
 	}
+	if err := removeRecords(b.EntraExchangesFile(), filepath.Join(dir, WireFile)); err != nil {
+		return err
+	}
 	return b.startService("entra", append(slices.Clone(b.Self), "entra", "--listen="+net.JoinHostPort(entraAddr.String(), "443"),
 		"--cert="+b.entraCert(), "--key="+b.entraKey(), "--tenant="+machines.RehearsalTenantID,
 		"--federations="+filepath.Join(dir, "federations.json"), "--issuer="+b.Cluster.ServiceAccountIssuer(),
