@@ -13,6 +13,7 @@ import (
 	neturl "net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -117,6 +119,88 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 			}
 		}
 	}
+
+	// The node the autoscaler builds from a scale set's tags, as it decodes them, is the node each
+	// of its instances' kubelets registered: its labels, its taints once ready, its GPUs.
+	startup := map[string]bool{}
+	for _, f := range addons.AutoscalerFlags(c) {
+		if v, ok := strings.CutPrefix(f, "--startup-taint="); ok {
+			startup[v] = true
+		}
+	}
+	for _, n := range nodes.Items {
+		raw, _ := strings.CutPrefix(n.Spec.ProviderID, "azure://")
+		id, err := arm.ParseResourceID(raw)
+		if err != nil || id.Parent == nil || listed[id.Parent.Name] == nil {
+			continue
+		}
+		labels, taints, resources := autoscalerTemplate(listed[id.Parent.Name])
+		for k, v := range n.Labels {
+			if got, ok := labels[k]; !autoscalerOwnLabels[k] && (!ok || got != v) {
+				t.Errorf("node %s has label %s=%s; its scale set's template says %q (present %v)", n.Name, k, v, got, ok)
+			}
+		}
+		for k, v := range labels {
+			if n.Labels[k] != v {
+				t.Errorf("node %s: the template's label %s=%s, the node's %q", n.Name, k, v, n.Labels[k])
+			}
+		}
+		var registered, template []string
+		for _, tt := range n.Spec.Taints {
+			if !strings.HasPrefix(tt.Key, "node.kubernetes.io/") {
+				registered = append(registered, tt.ToString())
+			}
+		}
+		for _, tt := range taints {
+			if !startup[tt.Key] {
+				template = append(template, tt.ToString())
+			}
+		}
+		slices.Sort(registered)
+		slices.Sort(template)
+		if !slices.Equal(registered, template) {
+			t.Errorf("node %s's taints %v; its scale set's template's, startup taints aside, %v", n.Name, registered, template)
+		}
+		gpus := n.Status.Capacity[corev1.ResourceName(machine.GPUResource)]
+		if want := resources[machine.GPUResource]; gpus.Cmp(want) != 0 {
+			t.Errorf("node %s has %s GPUs; its scale set's template %s", n.Name, gpus.String(), want.String())
+		}
+	}
+}
+
+// autoscalerOwnLabels are the labels cluster-autoscaler gives every template node itself
+// (cloudprovider/azure's buildGenericLabels), whatever the tags say.
+var autoscalerOwnLabels = map[string]bool{
+	"kubernetes.io/arch": true, "kubernetes.io/os": true, "kubernetes.io/hostname": true, "beta.kubernetes.io/arch": true, "beta.kubernetes.io/os": true,
+	"node.kubernetes.io/instance-type": true, "beta.kubernetes.io/instance-type": true, "topology.kubernetes.io/region": true, "topology.kubernetes.io/zone": true,
+	"failure-domain.beta.kubernetes.io/region": true, "failure-domain.beta.kubernetes.io/zone": true, "topology.disk.csi.azure.com/zone": true,
+}
+
+// autoscalerTemplate decodes a scale set's node-template tags as cluster-autoscaler 1.36's Azure
+// provider does (azure_template.go), written here from its rules rather than from ours: a label's
+// or taint's key turns '_' into '/', then "~2" into '_'; a taint's value is "<value>:<effect>"
+// for the three effects; a resource's name turns both '_' and "~2" into '/'.
+func autoscalerTemplate(tags map[string]string) (map[string]string, []corev1.Taint, map[string]resource.Quantity) {
+	const prefix = "k8s.io_cluster-autoscaler_node-template_"
+	labels, resources := map[string]string{}, map[string]resource.Quantity{}
+	var taints []corev1.Taint
+	key := func(s string) string { return strings.ReplaceAll(strings.ReplaceAll(s, "_", "/"), "~2", "_") }
+	effect := regexp.MustCompile("(.*):(?:NoSchedule|NoExecute|PreferNoSchedule)")
+	for tag, value := range tags {
+		if parts := strings.Split(tag, prefix+"label_"); len(parts) > 1 && parts[1] != "" {
+			labels[key(parts[1])] = value
+		}
+		if parts := strings.Split(tag, prefix+"taint_"); len(parts) > 1 && effect.MatchString(value) {
+			v, e, _ := strings.Cut(value, ":")
+			taints = append(taints, corev1.Taint{Key: key(parts[1]), Value: v, Effect: corev1.TaintEffect(e)})
+		}
+		if parts := strings.Split(tag, prefix+"resources_"); len(parts) > 1 && parts[1] != "" {
+			if q, err := resource.ParseQuantity(value); err == nil {
+				resources[strings.ReplaceAll(strings.ReplaceAll(parts[1], "_", "/"), "~2", "/")] = q
+			}
+		}
+	}
+	return labels, taints, resources
 }
 
 func scaleSetNamed(c *spec.Cluster, name string) *spec.ScaleSet {
