@@ -1,6 +1,7 @@
 package addons
 
 import (
+	"encoding/json"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -237,6 +238,32 @@ func TestAutoscalerCoversEveryScaleSet(t *testing.T) {
 			if !slices.Contains(flags, want) {
 				t.Errorf("%s: autoscaler lacks %s", name, want)
 			}
+		}
+	}
+}
+
+// The cloud config names its settings as cluster-autoscaler 1.36.1's Azure provider reads them
+// (the JSON tags of its Config and of cloud-provider-azure's, read from their source): the caches,
+// the client's rate limits and If-Match on scale-set writes. A misspelt key is silently ignored.
+func TestAutoscalerCloudConfigHoldsItsReadBudget(t *testing.T) {
+	c := stacks(t)["prod-10k"]
+	secret, err := AutoscalerCloudConfig(c, Azure{ClientIDs: map[string]string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(secret.StringData[autoscalerCloudConfigKey]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Worked by hand for prod-10k: a quarter of Compute's 360 High Cost Get VMSS a minute (1,080
+	// burst) and of its 500 Update VMSS (1,500 burst); 101 pages of VM lists fit the 300 s default.
+	for key, want := range map[string]any{
+		"vmssCacheTTLInSeconds": 60.0, "vmssVirtualMachinesCacheTTLInSeconds": 300.0, "vmssVmsCacheJitter": 300.0,
+		"cloudProviderRateLimit": true, "cloudProviderRateLimitQPS": 1.5, "cloudProviderRateLimitBucket": 270.0,
+		"cloudProviderRateLimitQPSWrite": 500.0 / 4 / 60, "cloudProviderRateLimitBucketWrite": 375.0, "enableVMSSEtag": true,
+	} {
+		if got, ok := cfg[key]; !ok || got != want {
+			t.Errorf("cloud config %s = %v (present %v), want %v", key, got, ok, want)
 		}
 	}
 }

@@ -56,18 +56,32 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 }
 
 // AutoscalerCloudConfig is the Azure provider's cloud config Secret: the cluster's resource group
-// and scale sets, reached with the autoscaler's workload identity.
+// and scale sets, reached with the autoscaler's workload identity, its reads and writes held to
+// its share of Compute's limits at full size, and a scale set's size written only over the model
+// it read (If-Match), so a resize never undoes another writer's.
 func AutoscalerCloudConfig(c *spec.Cluster, a Azure) (*corev1.Secret, error) {
+	readQPS, readBucket := spec.AutoscalerRate(spec.ThrottleHighCostGetVMScaleSet)
+	writeQPS, writeBucket := spec.AutoscalerRate(spec.ThrottleUpdateVMScaleSet)
+	ttl := c.AutoscalerInstancesTTLSeconds()
 	cfg, err := json.MarshalIndent(map[string]any{
-		"cloud":                        a.Cloud.Name,
-		"location":                     c.Location,
-		"subscriptionId":               a.SubscriptionID,
-		"tenantId":                     a.TenantID,
-		"resourceGroup":                c.ResourceGroup(),
-		"vmType":                       "vmss",
-		"useWorkloadIdentityExtension": true,
-		"aadClientID":                  a.ClientIDs[AutoscalerName],
-		"aadFederatedTokenFile":        azureTokenFile,
+		"cloud":                                a.Cloud.Name,
+		"location":                             c.Location,
+		"subscriptionId":                       a.SubscriptionID,
+		"tenantId":                             a.TenantID,
+		"resourceGroup":                        c.ResourceGroup(),
+		"vmType":                               "vmss",
+		"useWorkloadIdentityExtension":         true,
+		"aadClientID":                          a.ClientIDs[AutoscalerName],
+		"aadFederatedTokenFile":                azureTokenFile,
+		"vmssCacheTTLInSeconds":                spec.AutoscalerRefreshSeconds,
+		"vmssVirtualMachinesCacheTTLInSeconds": ttl,
+		"vmssVmsCacheJitter":                   ttl, // the scale sets' lists spread over the TTL, not all at once
+		"cloudProviderRateLimit":               true,
+		"cloudProviderRateLimitQPS":            readQPS,
+		"cloudProviderRateLimitBucket":         readBucket,
+		"cloudProviderRateLimitQPSWrite":       writeQPS,
+		"cloudProviderRateLimitBucketWrite":    writeBucket,
+		"enableVMSSEtag":                       true,
 	}, "", "  ")
 	if err != nil {
 		return nil, err

@@ -134,6 +134,7 @@ var Limits = []*Limit{
 	&LimitNATPublicIPs, &LimitLoadBalancerBackends, &LimitScaleSetInstances, &LimitPlacementGroupInstances,
 	&LimitVNetsPerRegion, &LimitNSGsPerRegion, &LimitNICsPerRegion, &LimitScaleSetsPerRegion, &LimitVMsPerRegion,
 	&LimitManagedDisks, &LimitStandardPublicIPs, &LimitRegionalVCPUs, &LimitScaleSetVMUpdates, &LimitScaleSetVMDeletes,
+	&LimitHighCostScaleSetReads,
 }
 
 // ThrottlePolicy is one of Compute's or Resource Manager's throttling policies: a token bucket per
@@ -324,7 +325,7 @@ func (c *Cluster) LimitUses() []LimitUse {
 	}
 	deletes := LimitUse{Limit: &LimitScaleSetVMDeletes, Where: "cluster-autoscaler's scale-down", Use: int64(c.Autoscaler.MaxScaleDownParallelism),
 		Field: "autoscaler.maxScaleDownParallelism", Fix: "deletes past the bucket wait for its refill: lower autoscaler.maxScaleDownParallelism"}
-	return append(uses, Worst(batches...), deletes)
+	return append(uses, Worst(batches...), deletes, c.AutoscalerReadUse())
 }
 
 // validateLimits refuses a stack over one of Azure's hard limits at full size: it could not
