@@ -35,7 +35,55 @@ const Redacted = "REDACTED"
 // wireHeaders are the response headers a client acts on.
 var wireHeaders = []string{"Location", "Azure-AsyncOperation", "Retry-After", "WWW-Authenticate", "Content-Type"}
 
-var accessToken = regexp.MustCompile(`"access_token":"[^"]*"`)
+// Where credentials and secrets sit: form fields and query parameters (an assertion, a code, a
+// SAS signature), and JSON keys (tokens, a VM's custom data or protected settings).
+var (
+	secretValues = map[string]bool{"client_assertion": true, "client_secret": true, "assertion": true, "refresh_token": true, "code": true, "password": true, "sig": true}
+	secretJSON   = map[string]bool{"access_token": true, "id_token": true, "refresh_token": true, "client_secret": true, "password": true, "adminPassword": true,
+		"customData": true, "protectedSettings": true}
+)
+
+// redactJSON is a JSON document with every secret key's value Redacted, compact; nil when it is
+// no JSON.
+func redactJSON(data []byte) []byte {
+	var v any
+	if len(bytes.TrimSpace(data)) == 0 || json.Unmarshal(data, &v) != nil {
+		return nil
+	}
+	var walk func(any) any
+	walk = func(v any) any {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, x := range t {
+				if secretJSON[k] {
+					t[k] = Redacted
+				} else {
+					t[k] = walk(x)
+				}
+			}
+		case []any:
+			for i, x := range t {
+				t[i] = walk(x)
+			}
+		}
+		return v
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// redactValues is a form or query with every secret key's values Redacted.
+func redactValues(v url.Values) url.Values {
+	for k := range v {
+		if secretValues[k] {
+			v[k] = []string{Redacted}
+		}
+	}
+	return v
+}
 
 // RecordWire wraps h: each exchange of a client whose User-Agent holds agent goes to file, one
 // JSON line each; no file, h alone.
@@ -49,16 +97,15 @@ func RecordWire(h http.Handler, file, agent string) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		ex := Exchange{Time: time.Now().UTC(), UserAgent: r.UserAgent(), Method: r.Method, URL: r.URL.RequestURI()}
+		u := *r.URL
+		u.RawQuery = redactValues(u.Query()).Encode()
+		ex := Exchange{Time: time.Now().UTC(), UserAgent: r.UserAgent(), Method: r.Method, URL: u.RequestURI()}
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if form, err := url.ParseQuery(string(body)); err == nil && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
-			if form.Has("client_assertion") {
-				form.Set("client_assertion", Redacted)
-			}
-			ex.Form = form
-		} else if json.Valid(body) {
-			ex.Body = body
+			ex.Form = redactValues(form)
+		} else {
+			ex.Body = redactJSON(body)
 		}
 		rec := &capture{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(rec, r)
@@ -68,9 +115,7 @@ func RecordWire(h http.Handler, file, agent string) http.Handler {
 				ex.Headers.Set(name, v)
 			}
 		}
-		if out := accessToken.ReplaceAll(rec.body.Bytes(), []byte(`"access_token":"`+Redacted+`"`)); json.Valid(out) {
-			ex.ResponseBody = out
-		}
+		ex.ResponseBody = redactJSON(rec.body.Bytes())
 		record(ex)
 	})
 }
@@ -137,8 +182,8 @@ func Replay(t testing.TB, exchanges []Exchange, send func(ex Exchange, requestUR
 		if err := json.Unmarshal(anyUUID.ReplaceAll(ex.ResponseBody, []byte(uuidMark)), &want); err != nil {
 			t.Fatal(err)
 		}
-		body = accessToken.ReplaceAll(body, []byte(`"access_token":"`+Redacted+`"`))
-		if err := json.Unmarshal(anyUUID.ReplaceAll(body, []byte(uuidMark)), &gotBody); err != nil {
+		redacted := redactJSON(body)
+		if err := json.Unmarshal(anyUUID.ReplaceAll(redacted, []byte(uuidMark)), &gotBody); err != nil {
 			t.Errorf("%s: the answer is no JSON: %v: %s", where, err, body)
 			continue
 		}

@@ -59,7 +59,12 @@ type ScaleSet struct {
 	Repairs   *Repairs
 	Instances []*Instance
 	nextID    int
+	// writes counts the model's accepted writes: its ETag.
+	writes int
 }
+
+// etag is the scale set's ETag as Azure writes it: a number, quoted.
+func (ss *ScaleSet) etag() string { return strconv.Quote(strconv.Itoa(ss.writes + 1)) }
 
 // VM is one standalone virtual machine (an etcd member).
 type VM struct {
@@ -710,14 +715,14 @@ func (s *Server) scaleSetJSON(ss *ScaleSet) map[string]any {
 		props["automaticRepairsPolicy"] = map[string]any{"enabled": p.Enabled, "gracePeriod": p.GracePeriod, "repairAction": p.Action}
 	}
 	return map[string]any{
-		"id": s.ScaleSetID(ss.Name), "name": ss.Name, "type": compute, "location": s.Location, "zones": ss.Zones, "tags": ss.Tags,
+		"id": s.ScaleSetID(ss.Name), "name": ss.Name, "type": compute, "location": s.Location, "zones": ss.Zones, "tags": ss.Tags, "etag": ss.etag(),
 		"sku": map[string]any{"name": ss.SKU, "tier": "Standard", "capacity": len(ss.Instances)}, "properties": props,
 	}
 }
 
 // updateScaleSet takes a PUT or PATCH of the model: a new capacity adds instances (Creating until
 // they boot) or removes the newest, as Azure's default scale-in does; a new image changes the
-// model, not the instances.
+// model, not the instances. With If-Match, only over the model of that ETag (412 otherwise).
 func (s *Server) updateScaleSet(name string) func(http.ResponseWriter, *http.Request, string) *apiError {
 	return func(w http.ResponseWriter, r *http.Request, caller string) *apiError {
 		var body struct {
@@ -743,6 +748,10 @@ func (s *Server) updateScaleSet(name string) func(http.ResponseWriter, *http.Req
 			s.mu.Unlock()
 			return aerr
 		}
+		if match := r.Header.Get("If-Match"); match != "" && match != "*" && match != ss.etag() {
+			s.mu.Unlock()
+			return errorf(http.StatusPreconditionFailed, "PreconditionFailed", "Etag provided in if-match header %s does not match etag %s of resource %s.", match, ss.etag(), s.ScaleSetID(name))
+		}
 		if p := body.Properties; p != nil && p.VirtualMachineProfile != nil && p.VirtualMachineProfile.StorageProfile != nil && p.VirtualMachineProfile.StorageProfile.ImageReference != nil {
 			ss.Image = p.VirtualMachineProfile.StorageProfile.ImageReference.ID
 		}
@@ -761,6 +770,7 @@ func (s *Server) updateScaleSet(name string) func(http.ResponseWriter, *http.Req
 				removed = append(removed, *in)
 			}
 		}
+		ss.writes++
 		doc := s.scaleSetJSON(ss)
 		s.mu.Unlock()
 		kind := OpModel
@@ -827,6 +837,9 @@ func (s *Server) batch(name string, ids []string, kind string) func(http.Respons
 		for _, in := range found {
 			in.State = map[string]string{OpDelete: "Deleting", OpReimage: "Updating", OpUpgrade: "Updating"}[kind]
 			ins = append(ins, *in)
+		}
+		if kind == OpDelete {
+			ss.writes++ // the capacity changes, and the ETag with it
 		}
 		s.mu.Unlock()
 		s.begin(w, r, caller, kind, http.StatusAccepted, nil, func() ([]byte, *apiError) {

@@ -214,6 +214,39 @@ func TestComputeThroughTheSDK(t *testing.T) {
 
 // Remediation's own code removes a node's instance with clusterforge-ops's custom role, and the
 // role opens nothing else; callers without a valid token for Resource Manager are refused.
+// A scale set's write with If-Match goes through only over the model of that ETag, as
+// cluster-autoscaler's enableVMSSEtag sends it: a resize read before another writer's is refused
+// with 412, and the ETag changes with every accepted write.
+func TestScaleSetWritesHonourIfMatch(t *testing.T) {
+	w := newWorld(t)
+	ctx := context.Background()
+	sets := w.compute(t, operator).NewVirtualMachineScaleSetsClient()
+	read, err := sets.Get(ctx, group, "gpu", nil)
+	if err != nil || read.Etag == nil {
+		t.Fatalf("the scale set: %v, ETag %v", err, read.Etag)
+	}
+	resize := func(capacity int64, etag *string) error {
+		poller, err := sets.BeginCreateOrUpdate(ctx, group, "gpu", armcompute.VirtualMachineScaleSet{Location: to.Ptr("eastus2"),
+			SKU: &armcompute.SKU{Capacity: to.Ptr(capacity)}}, &armcompute.VirtualMachineScaleSetsClientBeginCreateOrUpdateOptions{IfMatch: etag})
+		if err != nil {
+			return err
+		}
+		_, err = poller.PollUntilDone(ctx, nil)
+		return err
+	}
+	if err := resize(3, read.Etag); err != nil {
+		t.Fatalf("a resize over the model it read: %v", err)
+	}
+	var refused *azcore.ResponseError
+	if err := resize(4, read.Etag); !errors.As(err, &refused) || refused.StatusCode != http.StatusPreconditionFailed || refused.ErrorCode != "PreconditionFailed" {
+		t.Errorf("a resize over a model another write changed: %v, want 412 PreconditionFailed", err)
+	}
+	again, err := sets.Get(ctx, group, "gpu", nil)
+	if err != nil || *again.Etag == *read.Etag || *again.SKU.Capacity != 3 {
+		t.Errorf("after one write: ETag %v (read %v), capacity %v; want a new ETag and 3", again.Etag, *read.Etag, again.SKU.Capacity)
+	}
+}
+
 func TestRemediationRoleAndAuthentication(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
