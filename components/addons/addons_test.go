@@ -255,12 +255,13 @@ func TestAutoscalerCloudConfigHoldsItsReadBudget(t *testing.T) {
 	if err := json.Unmarshal([]byte(secret.StringData[autoscalerCloudConfigKey]), &cfg); err != nil {
 		t.Fatal(err)
 	}
-	// Worked by hand for prod-10k: a quarter of Compute's 360 High Cost Get VMSS a minute (1,080
-	// burst) and of its 500 Update VMSS (1,500 burst); 101 pages of VM lists fit the 300 s default.
+	// Worked by hand for prod-10k: an eighth of Compute's 360 High Cost Get VMSS a minute (1,080
+	// burst) for each of the two reading clients, a quarter of Delete VMSS's 175 (525 burst);
+	// 101 pages of VM lists fit the 300 s default.
 	for key, want := range map[string]any{
 		"vmssCacheTTLInSeconds": 60.0, "vmssVirtualMachinesCacheTTLInSeconds": 300.0, "vmssVmsCacheJitter": 300.0,
-		"cloudProviderRateLimit": true, "cloudProviderRateLimitQPS": 1.5, "cloudProviderRateLimitBucket": 270.0,
-		"cloudProviderRateLimitQPSWrite": 500.0 / 4 / 60, "cloudProviderRateLimitBucketWrite": 375.0, "enableVMSSEtag": true,
+		"cloudProviderRateLimit": true, "cloudProviderRateLimitQPS": 0.75, "cloudProviderRateLimitBucket": 135.0,
+		"cloudProviderRateLimitQPSWrite": 175.0 / 4 / 60, "cloudProviderRateLimitBucketWrite": 131.0, "enableVMSSEtag": true,
 	} {
 		if got, ok := cfg[key]; !ok || got != want {
 			t.Errorf("cloud config %s = %v (present %v), want %v", key, got, ok, want)

@@ -60,8 +60,8 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 // its share of Compute's limits at full size, and a scale set's size written only over the model
 // it read (If-Match), so a resize never undoes another writer's.
 func AutoscalerCloudConfig(c *spec.Cluster, a Azure) (*corev1.Secret, error) {
-	readQPS, readBucket := spec.AutoscalerRate(spec.ThrottleHighCostGetVMScaleSet)
-	writeQPS, writeBucket := spec.AutoscalerRate(spec.ThrottleUpdateVMScaleSet)
+	readQPS, readBucket := spec.AutoscalerReadRate()
+	writeQPS, writeBucket := spec.AutoscalerWriteRate()
 	ttl := c.AutoscalerInstancesTTLSeconds()
 	cfg, err := json.MarshalIndent(map[string]any{
 		"cloud":                                a.Cloud.Name,

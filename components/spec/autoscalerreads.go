@@ -1,8 +1,10 @@
 package spec
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // cluster-autoscaler's Azure provider (vmType vmss, 1.36) reads Compute on two clocks: every
@@ -19,13 +21,14 @@ const (
 	// ScaleSetVMsPageSize is how many VMs a page of a scale set's VM list holds, as the test
 	// environment's Resource Manager pages them; Azure does not document it.
 	ScaleSetVMsPageSize = 100
-	// autoscalerReadPercent is the share of a subscription's Compute bucket the autoscaler may
+	// autoscalerSharePercent is the share of a subscription's Compute bucket the autoscaler may
 	// take; clusterforge-ops, the CSR approver's joins and the rolls share the rest.
-	autoscalerReadPercent = 25
+	autoscalerSharePercent = 25
 )
 
-// LimitHighCostScaleSetReads is Compute's High Cost Get VMSS subscription bucket, as a rate a minute.
-var LimitHighCostScaleSetReads = Limit{Name: "High Cost Get VMSS, subscription bucket, a minute", Value: int64(ThrottleHighCostGetVMScaleSet.SubscriptionRefill),
+// LimitHighCostScaleSetReads is Compute's High Cost Get VMSS subscription bucket as a rate: its
+// refill a minute, which steady reads must stay under (the other rate rows are bursts).
+var LimitHighCostScaleSetReads = Limit{Name: "High Cost Get VMSS, the subscription bucket's refill a minute", Value: int64(ThrottleHighCostGetVMScaleSet.SubscriptionRefill),
 	Kind: Rate, Per: fmt.Sprintf("subscription and region (burst %d)", int(ThrottleHighCostGetVMScaleSet.SubscriptionCapacity)), Source: computeRates}
 
 // autoscalerPages is what cluster-autoscaler lists at full size: the scale sets, and the pages of
@@ -43,16 +46,35 @@ func (c *Cluster) autoscalerPages() (scaleSets, pages int) {
 // VM list at full size would take more than the autoscaler's share of High Cost Get VMSS.
 func (c *Cluster) AutoscalerInstancesTTLSeconds() int {
 	_, pages := c.autoscalerPages()
-	budget := float64(LimitHighCostScaleSetReads.Value)*autoscalerReadPercent/100 - 60.0/AutoscalerRefreshSeconds
+	budget := float64(LimitHighCostScaleSetReads.Value)*autoscalerSharePercent/100 - 60.0/AutoscalerRefreshSeconds
 	return max(autoscalerInstancesTTLFloor, int(math.Ceil(float64(pages)*60/budget)))
 }
 
-// AutoscalerRate is a client-side limit of the autoscaler's calls (cloudProviderRateLimit): its
-// share of policy's subscription bucket, a second and as a burst, so even a restart's listing of
-// every scale set at once stays within it. Reads are held to High Cost Get VMSS, writes to
-// Update VMSS.
-func AutoscalerRate(policy ThrottlePolicy) (qps float64, bucket int) {
-	return policy.SubscriptionRefill * autoscalerReadPercent / 100 / 60, int(policy.SubscriptionCapacity * autoscalerReadPercent / 100)
+// The provider limits each of its clients on its own (cloud-provider-azure's azclient): the scale
+// sets' client and their VMs' both read High Cost Get VMSS, and the scale sets' client writes both
+// a scale set's size (Update VMSS) and its instances' deletion (Delete VMSS).
+const autoscalerHighCostReaders = 2
+
+// AutoscalerReadRate is the limit of each of the autoscaler's clients' reads
+// (cloudProviderRateLimitQPS, cloudProviderRateLimitBucket): together, the two that read High Cost
+// Get VMSS take its share of the subscription's bucket, a second and as a burst, so even a
+// restart's listing of every scale set at once stays within it.
+func AutoscalerReadRate() (qps float64, bucket int) {
+	return autoscalerShare(ThrottleHighCostGetVMScaleSet, autoscalerHighCostReaders)
+}
+
+// AutoscalerWriteRate is the limit of its clients' writes: its share of the smaller of the two
+// buckets the scale sets' client writes to.
+func AutoscalerWriteRate() (qps float64, bucket int) {
+	return autoscalerShare(slices.MinFunc([]ThrottlePolicy{ThrottleUpdateVMScaleSet, ThrottleDeleteVMScaleSet}, func(a, b ThrottlePolicy) int {
+		return cmp.Compare(a.SubscriptionRefill, b.SubscriptionRefill)
+	}), 1)
+}
+
+// autoscalerShare is the autoscaler's share of policy's subscription bucket, split among clients: a second, and a burst.
+func autoscalerShare(policy ThrottlePolicy, clients int) (qps float64, bucket int) {
+	f := float64(autoscalerSharePercent) / 100 / float64(clients)
+	return policy.SubscriptionRefill * f / 60, int(policy.SubscriptionCapacity * f)
 }
 
 // AutoscalerReadUse is the autoscaler's steady High Cost Get VMSS reads a minute at full size,
@@ -61,5 +83,5 @@ func (c *Cluster) AutoscalerReadUse() LimitUse {
 	sets, pages := c.autoscalerPages()
 	perMinute := 60.0/AutoscalerRefreshSeconds + float64(pages)*60/float64(c.AutoscalerInstancesTTLSeconds())
 	return LimitUse{Limit: &LimitHighCostScaleSetReads, Use: int64(math.Ceil(perMinute)),
-		Where: fmt.Sprintf("the subscription: cluster-autoscaler listing %d scale sets (%d pages of VMs at maxNodes) every %d s", sets, pages, c.AutoscalerInstancesTTLSeconds())}
+		Where: fmt.Sprintf("cluster-autoscaler listing %d scale sets (%d pages of VMs at maxNodes) every %d s", sets, pages, c.AutoscalerInstancesTTLSeconds())}
 }

@@ -29,7 +29,12 @@ func TestAutoscalerReadsStayInItsShareAtFullSize(t *testing.T) {
 	if use := c.AutoscalerReadUse(); ttl <= 300 || use.Use > 90 {
 		t.Errorf("%d pages: TTL %d s, %d reads a minute; want a TTL past 300 s holding them to 90 (a quarter of 360)", pages, ttl, use.Use)
 	}
-	if qps, bucket := AutoscalerRate(ThrottleHighCostGetVMScaleSet); qps != 1.5 || bucket != 270 {
-		t.Errorf("read rate %.2f/s, burst %d; want a quarter of 360 a minute (1.5/s) and of 1,080", qps, bucket)
+	// Two clients read High Cost Get VMSS, each limited on its own: an eighth each.
+	if qps, bucket := AutoscalerReadRate(); qps != 0.75 || bucket != 135 {
+		t.Errorf("read rate %.2f/s, burst %d; want an eighth of 360 a minute (0.75/s) and of 1,080", qps, bucket)
+	}
+	// Delete VMSS is the smaller of the scale sets' client's write buckets: 175 a minute, 525.
+	if qps, bucket := AutoscalerWriteRate(); qps != 175.0/4/60 || bucket != 131 {
+		t.Errorf("write rate %.3f/s, burst %d; want a quarter of Delete VMSS's 175 a minute and of 525", qps, bucket)
 	}
 }
