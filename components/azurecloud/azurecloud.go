@@ -16,7 +16,7 @@ import (
 
 // Cloud is one Azure cloud's endpoints.
 type Cloud struct {
-	// Name is the cloud config's "cloud": AzurePublicCloud, or Custom for a cloud only the
+	// Name is the cloud config's "cloud": AzurePublicCloud, or AzureStackCloud for a cloud only the
 	// environment file describes.
 	Name                    string `json:"name"`
 	ResourceManagerEndpoint string `json:"resourceManagerEndpoint"`
@@ -25,9 +25,6 @@ type Cloud struct {
 	// TokenAudience is the audience of Resource Manager's tokens.
 	TokenAudience string `json:"tokenAudience"`
 }
-
-// Custom is the cloud config's name of a cloud the environment file describes.
-const Custom = "AzureStackCloud"
 
 // FileEnv names the environment file, as cluster-autoscaler's Azure provider reads it.
 const FileEnv = "AZURE_ENVIRONMENT_FILEPATH"

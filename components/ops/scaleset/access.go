@@ -64,7 +64,9 @@ func ReadAccess(cloudConfig, environment string, scaleSets []string) (*Access, e
 }
 
 // Machines are the scale sets reached with a fresh credential: the client id, tenant and token
-// file come from the pod's environment, Entra ID's host from the cloud.
+// file come from the pod's environment, Entra ID's host from the cloud. MSAL's instance discovery
+// asks the public cloud's Entra ID, so a private cloud (Azure Stack Hub) goes without it, as the
+// SDK says to.
 func (a *Access) Machines() (*Machines, error) {
 	cred, err := a.credential()
 	if err != nil {
@@ -76,7 +78,7 @@ func (a *Access) Machines() (*Machines, error) {
 // credential is the pod's workload identity, fresh (no cached token).
 func (a *Access) credential() (azcore.TokenCredential, error) {
 	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
-		ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK()}})
+		DisableInstanceDiscovery: a.Cloud.Name != azurecloud.Public.Name, ClientOptions: policy.ClientOptions{Cloud: a.Cloud.SDK()}})
 	if err != nil {
 		return nil, fmt.Errorf("workload identity: %w", err)
 	}

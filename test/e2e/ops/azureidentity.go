@@ -21,7 +21,7 @@ import (
 // apiservers, at Entra ID's stand-in (deviation "Entra ID"), which checks it against the issuer's
 // published keys and the federated credentials the Pulumi program creates. Nothing else was
 // given a token. With that token each reads its worker scale set at Resource Manager's stand-in
-// (deviation "Resource Manager"), reached as a custom cloud through the environment file, and
+// (deviation "Resource Manager"), reached under Azure's public names through Azure DNS's stand-in, and
 // authorized by the role assignments the Pulumi program makes; and each reads whether the apiserver
 // scale set's automatic repairs run (APIServerRepairsSuspended). (cluster-autoscaler runs at zero
 // replicas here: deviation "add-ons".)

@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/azurerbac"
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -36,12 +37,9 @@ import (
 )
 
 // WireFile is where Resource Manager's and Entra ID's stand-ins keep what they exchanged, bodies
-// and all: Resource Manager's with cluster-autoscaler (AutoscalerAgent), Entra ID's with everyone;
-// a run of the real autoscaler leaves its fixtures there (test/standin/replay).
+// and all: Resource Manager's with cluster-autoscaler, Entra ID's with everyone;
+// a run of the real autoscaler leaves its fixtures there (replayed by test/standin/arm and entra).
 const WireFile = "wire.jsonl"
-
-// AutoscalerAgent is what cluster-autoscaler's User-Agent holds.
-const AutoscalerAgent = "cluster-autoscaler"
 
 // ARMSpeedup runs the stand-in's time ten times faster than real time: the apiservers' repair
 // grace period is a minute, a reimage's latency 18 s.
@@ -138,7 +136,7 @@ func (b *Booted) startARM() error {
 		"--subscription="+machines.RehearsalSubscriptionID, "--resource-group="+b.Cluster.ResourceGroup(), "--location="+b.Cluster.Location,
 		"--tenant="+machines.RehearsalTenantID, "--authority-host="+b.AuthorityHost(), "--token-key="+b.entraSigningKey(),
 		"--inventory="+filepath.Join(dir, "inventory.json"), "--assignments="+filepath.Join(dir, "assignments.json"), "--calls="+b.ARMCallsFile(),
-		"--wire="+filepath.Join(dir, WireFile), "--wire-agent="+AutoscalerAgent))
+		"--wire="+filepath.Join(dir, WireFile), "--wire-agent="+addons.AutoscalerName)) // what its User-Agent holds
 }
 
 // removeRecords removes what a stand-in recorded in an earlier boot of the same name: the tests

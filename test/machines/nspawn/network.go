@@ -11,14 +11,14 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
+	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/standin/azuredns"
 )
 
-// Where Azure's public services' stand-ins listen in the hub, under their public names: documentation
-// addresses (RFC 5737), since nothing leaves the hub and Azure DNS's stand-in gives the names.
+// Where Azure's public services' stand-ins listen in the hub, under their public names.
 var (
-	entraAddr = netip.MustParseAddr("192.0.2.10")
-	armAddr   = netip.MustParseAddr("192.0.2.20")
+	entraAddr = netip.MustParseAddr(machines.EntraStandinAddress)
+	armAddr   = netip.MustParseAddr(machines.ARMStandinAddress)
 )
 
 // bootNetwork is the network `make boot` makes (deviation "network"): a hub namespace with one

@@ -66,7 +66,8 @@ func (l *Local) GroupID() string { return l.Server.groupID() }
 
 // Cloud is the stand-in as a custom cloud; its clients need Transport.
 func (l *Local) Cloud() azurecloud.Cloud {
-	return azurecloud.Cloud{Name: azurecloud.Custom, ResourceManagerEndpoint: l.HTTP.URL, AuthorityHost: azurecloud.Public.AuthorityHost, TokenAudience: azurecloud.Public.TokenAudience}
+	// AzureStackCloud: a cloud the environment file describes.
+	return azurecloud.Cloud{Name: "AzureStackCloud", ResourceManagerEndpoint: l.HTTP.URL, AuthorityHost: azurecloud.Public.AuthorityHost, TokenAudience: azurecloud.Public.TokenAudience}
 }
 
 // Transport trusts the stand-in's serving certificate.

@@ -22,10 +22,12 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/clusterforge/clusterforge/components/machine"
 )
 
 // Address is Azure DNS's, the wireserver's.
-const Address = "168.63.129.16"
+const Address = machine.WireserverAddress
 
 // TTL is the answers' time to live, in seconds.
 const TTL = 60

@@ -1,5 +1,5 @@
 // Package entra stands in for Microsoft Entra ID's token service in a workload identity exchange
-// (deviation "Entra ID"): a workload's Azure SDK, pointed at it by AZURE_AUTHORITY_HOST, posts
+// (deviation "Entra ID"): a workload's Azure SDK, reaching it under Entra's public host name, posts
 // its service account's token as a client assertion and gets an access token only if the token
 // passes Entra's checks against a federated credential: RS256 only, a key from the issuer's
 // published key set, the issuer, subject and audience the credential names, and not expired.
