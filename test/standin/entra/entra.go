@@ -370,7 +370,9 @@ func WriteIssuerDocuments(dir, issuer, publicKeyPEM string) error {
 }
 
 // SignIn trades a service-account token for a Resource Manager token as the workloads do, through
-// the Azure SDK's workload identity credential, at the Entra ID of authorityHost over client.
+// the Azure SDK's workload identity credential, at the Entra ID of authorityHost over client: with
+// MSAL's instance discovery at Entra's public host, or without it for a host of its own (a
+// stand-in on loopback), as clusterforge-ops goes without it on a private cloud.
 func SignIn(ctx context.Context, client policy.Transporter, authorityHost, tenant, clientID, token string) (azcore.AccessToken, error) {
 	file := filepath.Join(os.TempDir(), fmt.Sprintf("entra-assertion-%d", time.Now().UnixNano()))
 	if err := os.WriteFile(file, []byte(token), 0o600); err != nil {
@@ -378,7 +380,7 @@ func SignIn(ctx context.Context, client policy.Transporter, authorityHost, tenan
 	}
 	defer os.Remove(file)
 	cred, err := azidentity.NewWorkloadIdentityCredential(&azidentity.WorkloadIdentityCredentialOptions{
-		ClientID: clientID, TenantID: tenant, TokenFilePath: file,
+		ClientID: clientID, TenantID: tenant, TokenFilePath: file, DisableInstanceDiscovery: authorityHost != azurecloud.Public.AuthorityHost,
 		ClientOptions: policy.ClientOptions{Transport: client, Cloud: cloud.Configuration{ActiveDirectoryAuthorityHost: authorityHost}},
 	})
 	if err != nil {

@@ -68,17 +68,11 @@ func TestWorkloadIdentityExchange(t *testing.T) {
 		{"expired", signRS256(t, key, kid, with("exp", now.Add(-time.Minute).Unix())), clientID, "AADSTS700024"},
 		{"another issuer", signRS256(t, key, kid, with("iss", "https://kubernetes.default.svc.cluster.local")), clientID, "AADSTS700211"},
 		{"ES256", signES256(t, ecKey, kid, claims), clientID, "AADSTS5002738"},
-		// MSAL asks Entra's public host whether it knows a sign-in host; Entra knows its own.
-		{"a sign-in host Entra does not know", signRS256(t, key, kid, claims), clientID, "AADSTS50049"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			authority := azurecloud.Public.AuthorityHost
-			if tc.refusal == "AADSTS50049" {
-				authority = "https://login.contoso.example/"
-			}
-			token, err := SignIn(ctx, client, authority, tenant, tc.client, tc.token)
+			token, err := SignIn(ctx, client, azurecloud.Public.AuthorityHost, tenant, tc.client, tc.token)
 			switch {
 			case tc.refusal == "" && err != nil:
 				t.Errorf("no token: %v", err)
@@ -88,6 +82,19 @@ func TestWorkloadIdentityExchange(t *testing.T) {
 				t.Errorf("got %v, want Entra's %s", err, tc.refusal)
 			}
 		})
+	}
+	// MSAL asks Entra's public host whether it knows a sign-in host: Entra knows its own alone.
+	for host, want := range map[string]int{"login.microsoftonline.com": http.StatusOK, "login.contoso.example": http.StatusBadRequest} {
+		resp, err := client.Get(azurecloud.Public.AuthorityHost + strings.TrimPrefix(InstanceDiscoveryPath, "/") + "?api-version=1.1&authorization_endpoint=" +
+			url.QueryEscape("https://"+host+"/"+tenant+"/oauth2/v2.0/authorize"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || want != http.StatusOK && !strings.Contains(string(body), "AADSTS50049") {
+			t.Errorf("instance discovery of %s: %d %s, want %d (AADSTS50049 when refused)", host, resp.StatusCode, body, want)
+		}
 	}
 	// v1's endpoint, as ADAL's clients ask it (older cluster-autoscalers): the resource by name,
 	// the numbers as strings.
