@@ -21,7 +21,9 @@ type Exchange struct {
 	UserAgent string    `json:"userAgent,omitempty"`
 	Method    string    `json:"method"`
 	// URL is the request's path and query.
-	URL          string          `json:"url"`
+	URL string `json:"url"`
+	// IfMatch is the request's If-Match header: the ETag a write was made over.
+	IfMatch      string          `json:"ifMatch,omitempty"`
 	Form         url.Values      `json:"form,omitempty"`
 	Body         json.RawMessage `json:"body,omitempty"`
 	Status       int             `json:"status"`
@@ -99,7 +101,7 @@ func RecordWire(h http.Handler, file, agent string) http.Handler {
 		}
 		u := *r.URL
 		u.RawQuery = redactValues(u.Query()).Encode()
-		ex := Exchange{Time: time.Now().UTC(), UserAgent: r.UserAgent(), Method: r.Method, URL: u.RequestURI()}
+		ex := Exchange{Time: time.Now().UTC(), UserAgent: r.UserAgent(), Method: r.Method, URL: u.RequestURI(), IfMatch: r.Header.Get("If-Match")}
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		if form, err := url.ParseQuery(string(body)); err == nil && strings.HasPrefix(r.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {

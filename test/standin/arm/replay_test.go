@@ -76,6 +76,9 @@ func TestReplaysTheRealAutoscaler(t *testing.T) {
 		}
 		req.Header.Set("Authorization", "Bearer "+token)
 		req.Header.Set("User-Agent", ex.UserAgent)
+		if ex.IfMatch != "" {
+			req.Header.Set("If-Match", ex.IfMatch)
+		}
 		if len(ex.Body) > 0 {
 			req.Header.Set("Content-Type", "application/json")
 		}
