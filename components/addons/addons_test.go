@@ -259,7 +259,7 @@ func TestAutoscalerCloudConfigHoldsItsReadBudget(t *testing.T) {
 	// burst) for each of the two reading clients, a quarter of Delete VMSS's 175 (525 burst);
 	// 101 pages of VM lists fit the 300 s default.
 	for key, want := range map[string]any{
-		"vmssCacheTTLInSeconds": 60.0, "vmssVirtualMachinesCacheTTLInSeconds": 300.0, "vmssVmsCacheJitter": 300.0,
+		"vmssCacheTTLInSeconds": 60.0, "vmssVirtualMachinesCacheTTLInSeconds": 300.0, "vmssVmsCacheJitter": 150.0,
 		"cloudProviderRateLimit": true, "cloudProviderRateLimitQPS": 0.75, "cloudProviderRateLimitBucket": 135.0,
 		"cloudProviderRateLimitQPSWrite": 175.0 / 4 / 60, "cloudProviderRateLimitBucketWrite": 131.0, "enableVMSSEtag": true,
 	} {

@@ -75,7 +75,7 @@ func AutoscalerCloudConfig(c *spec.Cluster, a Azure) (*corev1.Secret, error) {
 		"aadFederatedTokenFile":                azureTokenFile,
 		"vmssCacheTTLInSeconds":                spec.AutoscalerRefreshSeconds,
 		"vmssVirtualMachinesCacheTTLInSeconds": ttl,
-		"vmssVmsCacheJitter":                   ttl, // the scale sets' lists spread over the TTL, not all at once
+		"vmssVmsCacheJitter":                   c.AutoscalerInstancesJitterSeconds(), // a restart's lists drift apart
 		"cloudProviderRateLimit":               true,
 		"cloudProviderRateLimitQPS":            readQPS,
 		"cloudProviderRateLimitBucket":         readBucket,

@@ -32,23 +32,30 @@ func TestEveryPolicyExpressionCompiles(t *testing.T) {
 	env := celEnv(t)
 	for name, c := range stacks(t) {
 		for _, o := range objectsOf(t, c) {
-			policy, ok := o.(*admissionregistrationv1.ValidatingAdmissionPolicy)
-			if !ok {
+			// A mutation's Object{...} needs the apiserver's typed environment: the rehearsal's
+			// apiserver applies it (TestAddons); its match conditions are plain CEL.
+			var conditions []admissionregistrationv1.MatchCondition
+			var expressions []string
+			switch policy := o.(type) {
+			case *admissionregistrationv1.ValidatingAdmissionPolicy:
+				conditions = policy.Spec.MatchConditions
+				for _, v := range policy.Spec.Variables {
+					expressions = append(expressions, v.Expression)
+				}
+				for _, v := range policy.Spec.Validations {
+					expressions = append(expressions, v.Expression)
+				}
+			case *admissionregistrationv1.MutatingAdmissionPolicy:
+				conditions = policy.Spec.MatchConditions
+			default:
 				continue
 			}
-			var expressions []string
-			for _, m := range policy.Spec.MatchConditions {
+			for _, m := range conditions {
 				expressions = append(expressions, m.Expression)
-			}
-			for _, v := range policy.Spec.Variables {
-				expressions = append(expressions, v.Expression)
-			}
-			for _, v := range policy.Spec.Validations {
-				expressions = append(expressions, v.Expression)
 			}
 			for _, e := range expressions {
 				if _, issues := env.Compile(e); issues.Err() != nil {
-					t.Errorf("%s: %s: %s: %v", name, policy.Name, e, issues.Err())
+					t.Errorf("%s: %s: %s: %v", name, o.GetName(), e, issues.Err())
 				}
 			}
 		}

@@ -24,6 +24,9 @@ const (
 	// priority classes its pods may run at: the scheduler orders and preempts a gang at its
 	// PodGroup's priority, not its pods'.
 	TeamGangPolicy = "clusterforge-team-gangs"
+	// GangDomainPolicy keeps a gang within one gang domain (wellknown.GangDomainLabel) unless its
+	// PodGroup says otherwise.
+	GangDomainPolicy = "clusterforge-gang-domain"
 )
 
 // TeamNamespaceLabels are the labels of team's namespace: the team (quotas, tolerations, L17) and
@@ -82,6 +85,7 @@ func tenancy(c *spec.Cluster) []Object {
 			{Key: wellknown.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
 	}
 	objs = append(objs, teamGangs(c)...)
+	objs = append(objs, gangDomain()...)
 	return append(objs, admissionPolicy(TeamPlacementPolicy, teamPods, nil,
 		[]admissionregistrationv1.Variable{
 			{Name: "team", Expression: "namespaceObject.metadata.labels[" + quote(wellknown.TeamKey) + "]"},
@@ -158,6 +162,37 @@ func teamGangs(c *spec.Cluster) []Object {
 				quote(podGroupProtectionFinalizer) + " in " + finalizers("object"),
 			Message: "a team may not take " + podGroupProtectionFinalizer + " off its PodGroup: the controller does once its pods are gone",
 		})
+}
+
+// gangDomain is GangDomainPolicy: a gang's PodGroup made without scheduling constraints gets a
+// topology constraint on the gang domain, so the scheduler places the gang whole within one
+// InfiniBand fabric (or, off InfiniBand, one pool) or leaves it waiting, marked unschedulable. A
+// PodGroup that sets its own constraints, empty ones included, keeps them: that is how a job asks
+// to span domains. Every namespace's, since a gang spread over fabrics is slow whoever runs it.
+func gangDomain() []Object {
+	fail := admissionregistrationv1.Fail
+	match := admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+		RuleWithOperations: admissionregistrationv1.RuleWithOperations{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{wellknown.SchedulingGroup}, APIVersions: []string{"*"}, Resources: []string{"podgroups"}}}}}}
+	constraints := "Object.spec.schedulingConstraints"
+	return []Object{
+		&admissionregistrationv1.MutatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: GangDomainPolicy},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{FailurePolicy: &fail, MatchConstraints: &match,
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "gang-without-constraints",
+					Expression: "has(object.spec.schedulingPolicy.gang) && !has(object.spec.schedulingConstraints)"}},
+				ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+				// A JSON patch: an apply configuration may not set the topology list, which is atomic.
+				Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+					JSONPatch: &admissionregistrationv1.JSONPatch{Expression: "[JSONPatch{op: 'add', path: '/spec/schedulingConstraints', value: " +
+						constraints + "{topology: [" + constraints + ".topology{key: " + quote(wellknown.GangDomainLabel) + "}]}}]"}}},
+			},
+		},
+		&admissionregistrationv1.MutatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: GangDomainPolicy},
+			Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: GangDomainPolicy},
+		},
+	}
 }
 
 // admissionPolicy is a ValidatingAdmissionPolicy that denies what fails a validation, and its

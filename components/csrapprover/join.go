@@ -154,6 +154,9 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 		return "", nil, fmt.Errorf("scale set %s's %s tag names pool %q, its name pool %q: %w", set, wellknown.LabelTag(wellknown.PoolLabel),
 			labels[wellknown.PoolLabel], pool, scaleset.ErrNotClusterInstance)
 	}
+	// Nor is the gang domain: it follows from the name and the placement group, which no resize moves.
+	spg := ss.Properties != nil && ss.Properties.SinglePlacementGroup != nil && *ss.Properties.SinglePlacementGroup
+	labels[wellknown.GangDomainLabel] = spec.GangDomain(labels[wellknown.PoolLabel], strings.TrimPrefix(set, m.ResourceGroup+"-"), spg)
 	// Nor is the GPU tag: a CPU scale set's nodes labelled GPU would draw GPU pods they cannot run.
 	// They are labelled no GPU's, and still join and renew.
 	if sku := ss.SKU; labels[wellknown.GPULabel] != "" && (sku == nil || sku.Name == nil || !hasGPUs(*sku.Name)) {

@@ -71,10 +71,13 @@ func GangScheduling(c *spec.Cluster) bool {
 // GangAPI is the API group version of PodGroups and Workloads, which the apiservers serve.
 const GangAPI = wellknown.SchedulingGroup + "/v1beta1"
 
-// featureGates are the gates the control plane's components turn on, extra first.
+// featureGates are the gates the control plane's components turn on, extra first. With gangs
+// comes the alpha TopologyAwareWorkloadScheduling: it alone places a gang whole within one value
+// of a node label (wellknown.GangDomainLabel: one InfiniBand fabric), choosing among domains
+// for the gang rather than following its first pod (docs/design/gangs.md).
 func featureGates(c *spec.Cluster, extra ...string) string {
 	if GangScheduling(c) {
-		extra = append(extra, "GenericWorkload=true")
+		extra = append(extra, "GenericWorkload=true", "TopologyAwareWorkloadScheduling=true")
 	}
 	return strings.Join(extra, ",")
 }

@@ -81,8 +81,11 @@ func TestGangSchedulingFollowsTheMinor(t *testing.T) {
 		c := testCluster(t)
 		c.Versions.Kubernetes = tc.version
 		api, kcm, sched := APIServerFlags(c), ControllerManagerFlags(c), SchedulerFlags(c)
+		// A gang's topology constraint is a field the apiserver drops and the scheduler ignores
+		// unless both have TopologyAwareWorkloadScheduling.
+		placed := strings.Contains(api["feature-gates"], "TopologyAwareWorkloadScheduling=true") && strings.Contains(sched["feature-gates"], "TopologyAwareWorkloadScheduling=true")
 		on := strings.Contains(api["feature-gates"], "GenericWorkload=true") && api["runtime-config"] == GangAPI+"=true" &&
-			strings.Contains(kcm["feature-gates"], "GenericWorkload=true") && strings.Contains(sched["feature-gates"], "GenericWorkload=true")
+			strings.Contains(kcm["feature-gates"], "GenericWorkload=true") && strings.Contains(sched["feature-gates"], "GenericWorkload=true") && placed
 		if on != tc.gangs {
 			t.Errorf("Kubernetes %s: gangs on %t, want %t (apiserver %q %q, controller-manager %q, scheduler %q)",
 				tc.version, on, tc.gangs, api["feature-gates"], api["runtime-config"], kcm["feature-gates"], sched["feature-gates"])

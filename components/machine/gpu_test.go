@@ -128,7 +128,8 @@ func TestGPUContainersGetOnlyTheirAllocatedGPUs(t *testing.T) {
 }
 
 // A pool's scale sets carry, as cluster-autoscaler's node-template tags, every label its nodes get,
-// every taint they register with and their GPUs, in the tags' own spelling: '/' as '_', '_' as
+// every taint they register with and their GPUs, and an InfiniBand scale set's own gang domain, in
+// the tags' own spelling: '/' as '_', '_' as
 // "~2", a taint as "<value>:<effect>" (written out here by hand, not by the encoder).
 func TestNodeTemplateTagsDescribeTheNode(t *testing.T) {
 	gpu := true
@@ -136,15 +137,16 @@ func TestNodeTemplateTagsDescribeTheNode(t *testing.T) {
 		Labels: map[string]string{"example.com/team_name": "a"},
 		Taints: []spec.Taint{{Key: "example.com/dedicated", Effect: "NoSchedule"}}}
 	want := map[string]string{
-		"k8s.io_cluster-autoscaler_node-template_label_example.com_team~2name":                           "a",
-		"k8s.io_cluster-autoscaler_node-template_label_node-restriction.kubernetes.io_clusterforge-pool": "gpu",
-		"k8s.io_cluster-autoscaler_node-template_label_node-restriction.kubernetes.io_clusterforge-gpu":  "true",
-		"k8s.io_cluster-autoscaler_node-template_taint_example.com_dedicated":                            ":NoSchedule",
-		"k8s.io_cluster-autoscaler_node-template_taint_nvidia.com_gpu":                                   "present:NoSchedule",
-		"k8s.io_cluster-autoscaler_node-template_taint_clusterforge.io_preflight":                        "pending:NoSchedule",
-		"k8s.io_cluster-autoscaler_node-template_resources_nvidia.com_gpu":                               "8",
+		"k8s.io_cluster-autoscaler_node-template_label_example.com_team~2name":                                  "a",
+		"k8s.io_cluster-autoscaler_node-template_label_node-restriction.kubernetes.io_clusterforge-pool":        "gpu",
+		"k8s.io_cluster-autoscaler_node-template_label_node-restriction.kubernetes.io_clusterforge-gpu":         "true",
+		"k8s.io_cluster-autoscaler_node-template_label_node-restriction.kubernetes.io_clusterforge-gang-domain": "gpu-3",
+		"k8s.io_cluster-autoscaler_node-template_taint_example.com_dedicated":                                   ":NoSchedule",
+		"k8s.io_cluster-autoscaler_node-template_taint_nvidia.com_gpu":                                          "present:NoSchedule",
+		"k8s.io_cluster-autoscaler_node-template_taint_clusterforge.io_preflight":                               "pending:NoSchedule",
+		"k8s.io_cluster-autoscaler_node-template_resources_nvidia.com_gpu":                                      "8",
 	}
-	if got := NodeTemplateTags(pool); !maps.Equal(got, want) {
+	if got := NodeTemplateTags(spec.ScaleSet{Name: "gpu-3", Pool: pool, SinglePlacementGroup: true}); !maps.Equal(got, want) {
 		t.Errorf("node-template tags:\n got %v\nwant %v", got, want)
 	}
 	for tag, key := range map[string]string{

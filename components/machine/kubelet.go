@@ -98,16 +98,18 @@ func NodeLabels(pool spec.Pool) map[string]string {
 	return labels
 }
 
-// NodeTemplateTags are a pool's scale sets' node-template tags: what cluster-autoscaler reads to
-// build a node of an empty scale set, so a pool grows from zero as the node it gets: every label
-// its nodes carry (the kubelet's and PlacementOf(pool), which the CSR approver reads back), every
-// taint they register with, and their GPUs.
-func NodeTemplateTags(pool spec.Pool) map[string]string {
+// NodeTemplateTags are a scale set's node-template tags: what cluster-autoscaler reads to build a
+// node of an empty scale set, so a pool grows from zero as the node it gets: every label its nodes
+// carry (the kubelet's and PlacementOf(set), which the CSR approver gives them), every taint they
+// register with, and their GPUs. Scale sets of one InfiniBand pool differ in their gang domain, so
+// the autoscaler does not balance a gang's growth across their fabrics.
+func NodeTemplateTags(set spec.ScaleSet) map[string]string {
+	pool := set.Pool
 	tags := map[string]string{}
 	for k, v := range NodeLabels(pool) {
 		tags[wellknown.LabelTag(k)] = v
 	}
-	for k, v := range PlacementOf(pool) {
+	for k, v := range PlacementOf(set) {
 		tags[wellknown.LabelTag(k)] = v
 	}
 	for _, t := range RegisterTaints(pool) {
@@ -119,11 +121,11 @@ func NodeTemplateTags(pool spec.Pool) map[string]string {
 	return tags
 }
 
-// PlacementOf is what the CSR approver labels a pool's nodes with (wellknown.PlacementLabels),
-// from their scale set's tags.
-func PlacementOf(pool spec.Pool) map[string]string {
-	labels := map[string]string{wellknown.PoolLabel: pool.Name}
-	if pool.IsGPU() {
+// PlacementOf is what the CSR approver labels a scale set's nodes with (wellknown.PlacementLabels):
+// the pool and GPU labels from the scale set's tags, the gang domain from its name.
+func PlacementOf(set spec.ScaleSet) map[string]string {
+	labels := map[string]string{wellknown.PoolLabel: set.Pool.Name, wellknown.GangDomainLabel: set.GangDomain()}
+	if set.Pool.IsGPU() {
 		labels[wellknown.GPULabel] = "true"
 	}
 	return labels

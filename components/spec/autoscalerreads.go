@@ -9,9 +9,10 @@ import (
 
 // cluster-autoscaler's Azure provider (vmType vmss, 1.36) reads Compute on two clocks: every
 // AutoscalerRefreshSeconds it lists the resource group's scale sets (High Cost Get VMSS) and VMs,
-// and every AutoscalerInstancesTTLSeconds, each start splayed by up to that long again, it lists
-// each scale set's VMs page by page (High Cost Get VMSS, on the scale set and the subscription).
-// After a scale-up it lists the grown scale set's VMs at once.
+// and each scale set's VMs page by page (High Cost Get VMSS, on the scale set and the
+// subscription) once its instance cache expires: AutoscalerInstancesTTLSeconds after its last list,
+// less a random splay of up to AutoscalerInstancesJitterSeconds. After a scale-up it lists the
+// grown scale set's VMs at once.
 const (
 	// AutoscalerRefreshSeconds is the provider's scale-set cache TTL (vmssCacheTTLInSeconds), its
 	// default: the loop sees a scale set's size change within a minute.
@@ -31,6 +32,12 @@ const (
 var LimitHighCostScaleSetReads = Limit{Name: "High Cost Get VMSS, the subscription bucket's refill a minute", Value: int64(ThrottleHighCostGetVMScaleSet.SubscriptionRefill),
 	Kind: Rate, Per: fmt.Sprintf("subscription and region (burst %d)", int(ThrottleHighCostGetVMScaleSet.SubscriptionCapacity)), Source: computeRates}
 
+// AutoscalerHighCostShare is the autoscaler's share of High Cost Get VMSS's subscription bucket:
+// of its refill a minute (LimitHighCostScaleSetReads), and of its capacity, a burst.
+func AutoscalerHighCostShare() (perMinute, burst int64) {
+	return LimitHighCostScaleSetReads.Value * autoscalerSharePercent / 100, int64(ThrottleHighCostGetVMScaleSet.SubscriptionCapacity) * autoscalerSharePercent / 100
+}
+
 // autoscalerPages is what cluster-autoscaler lists at full size: the scale sets, and the pages of
 // every scale set's VM list at maxNodes.
 func (c *Cluster) autoscalerPages() (scaleSets, pages int) {
@@ -43,11 +50,26 @@ func (c *Cluster) autoscalerPages() (scaleSets, pages int) {
 
 // AutoscalerInstancesTTLSeconds is the autoscaler's instance cache TTL
 // (vmssVirtualMachinesCacheTTLInSeconds): the provider's default, or longer when every scale set's
-// VM list at full size would take more than the autoscaler's share of High Cost Get VMSS.
+// VM list at full size, made on average every three quarters of it (the splay), would take more
+// than the autoscaler's share of High Cost Get VMSS.
 func (c *Cluster) AutoscalerInstancesTTLSeconds() int {
 	_, pages := c.autoscalerPages()
-	budget := float64(LimitHighCostScaleSetReads.Value)*autoscalerSharePercent/100 - 60.0/AutoscalerRefreshSeconds
-	return max(autoscalerInstancesTTLFloor, int(math.Ceil(float64(pages)*60/budget)))
+	share, _ := AutoscalerHighCostShare()
+	budget := float64(share) - 60.0/AutoscalerRefreshSeconds
+	return max(autoscalerInstancesTTLFloor, int(math.Ceil(float64(pages)*60/budget*4/3)))
+}
+
+// AutoscalerInstancesJitterSeconds is the largest splay of a scale set's next VM list
+// (vmssVmsCacheJitter): the provider dates each list up to this much earlier, at random, so lists
+// made together (a restart's) drift apart. Half the TTL: the lists come every half to whole TTL,
+// three quarters of it on average.
+func (c *Cluster) AutoscalerInstancesJitterSeconds() int {
+	return c.AutoscalerInstancesTTLSeconds() / 2
+}
+
+// autoscalerInstancesMeanSeconds is how often, on average, the autoscaler lists a scale set's VMs.
+func (c *Cluster) autoscalerInstancesMeanSeconds() float64 {
+	return float64(c.AutoscalerInstancesTTLSeconds()) - float64(c.AutoscalerInstancesJitterSeconds())/2
 }
 
 // The provider limits each of its clients on its own (cloud-provider-azure's azclient): the scale
@@ -81,7 +103,7 @@ func autoscalerShare(policy ThrottlePolicy, clients int) (qps float64, bucket in
 // its instance lists spread over their TTL, against the subscription's bucket.
 func (c *Cluster) AutoscalerReadUse() LimitUse {
 	sets, pages := c.autoscalerPages()
-	perMinute := 60.0/AutoscalerRefreshSeconds + float64(pages)*60/float64(c.AutoscalerInstancesTTLSeconds())
+	perMinute := 60.0/AutoscalerRefreshSeconds + float64(pages)*60/c.autoscalerInstancesMeanSeconds()
 	return LimitUse{Limit: &LimitHighCostScaleSetReads, Use: int64(math.Ceil(perMinute)),
-		Where: fmt.Sprintf("cluster-autoscaler listing %d scale sets (%d pages of VMs at maxNodes) every %d s", sets, pages, c.AutoscalerInstancesTTLSeconds())}
+		Where: fmt.Sprintf("cluster-autoscaler listing %d scale sets (%d pages of VMs at maxNodes) every %g s on average", sets, pages, c.autoscalerInstancesMeanSeconds())}
 }

@@ -13,13 +13,17 @@ func TestAutoscalerReadsStayInItsShareAtFullSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Worked by hand: a list of scale sets a minute, and 101 pages of VM lists every 300 s.
+	// Worked by hand: a list of scale sets a minute, and 101 pages of VM lists every 225 s on
+	// average (a TTL of 300 s, each list splayed by up to 150 s).
 	sets, pages := c.autoscalerPages()
 	if sets != 83 || pages != 101 || c.AutoscalerInstancesTTLSeconds() != 300 {
 		t.Fatalf("prod-10k: %d scale sets, %d pages, TTL %d s; want 83, 101, 300", sets, pages, c.AutoscalerInstancesTTLSeconds())
 	}
-	if use := c.AutoscalerReadUse(); use.Use != 22 || use.Limit.Value != 360 {
-		t.Errorf("prod-10k reads %d of %d a minute, want 22 (1 + 101/5) of 360", use.Use, use.Limit.Value)
+	if j := c.AutoscalerInstancesJitterSeconds(); j != 150 {
+		t.Errorf("prod-10k: splay up to %d s, want 150", j)
+	}
+	if use := c.AutoscalerReadUse(); use.Use != 28 || use.Limit.Value != 360 {
+		t.Errorf("prod-10k reads %d of %d a minute, want 28 (1 + 101/3.75) of 360", use.Use, use.Limit.Value)
 	}
 	for i := range c.Pools {
 		c.Pools[i].MaxNodes *= 10 // past any real fleet: ~1,000 pages

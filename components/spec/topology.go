@@ -164,6 +164,32 @@ type ScaleSet struct {
 	VNet int
 }
 
+// GangDomain is the nodes of the scale set one gang may span (wellknown.GangDomainLabel): its own
+// when it is a single placement group, whose InfiniBand fabric is the only one its nodes share,
+// else the whole pool's.
+func (s ScaleSet) GangDomain() string {
+	return GangDomain(s.Pool.Name, s.Name, s.SinglePlacementGroup)
+}
+
+// GangDomain is the gang domain of a pool's scale set named setName ("<pool>" or "<pool>-<i>", as
+// ScaleSet.Name).
+func GangDomain(pool, setName string, singlePlacementGroup bool) string {
+	if singlePlacementGroup {
+		return setName
+	}
+	return pool
+}
+
+// ScaleSetOf is the worker scale set whose Azure name is azureName.
+func (c *Cluster) ScaleSetOf(azureName string) (ScaleSet, bool) {
+	for _, s := range c.ScaleSets() {
+		if s.AzureName == azureName {
+			return s, true
+		}
+	}
+	return ScaleSet{}, false
+}
+
 // ScaleSetLimit is how many instances one scale set of the pool holds: a single placement group's
 // for InfiniBand sizes, else a scale set's, and never more than one worker VNet holds.
 func (p Pool) ScaleSetLimit() int {

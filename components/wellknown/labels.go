@@ -15,10 +15,13 @@ const (
 	PoolLabel = "node-restriction.kubernetes.io/clusterforge-pool"
 	// GPULabel marks the nodes of GPU pools.
 	GPULabel = "node-restriction.kubernetes.io/clusterforge-gpu"
+	// GangDomainLabel names the nodes one gang may span (spec.GangDomain): a PodGroup's topology
+	// constraint, which the apiserver defaults to it, keeps a gang's pods on one value.
+	GangDomainLabel = "node-restriction.kubernetes.io/clusterforge-gang-domain"
 )
 
 // PlacementLabels are the labels only the CSR approver sets.
-var PlacementLabels = []string{PoolLabel, GPULabel}
+var PlacementLabels = []string{PoolLabel, GPULabel, GangDomainLabel}
 
 // Tag keys on Azure resources: every resource's cluster and role, and on worker scale sets
 // cluster-autoscaler's node-template tags, which it reads to build a node of an empty scale set:

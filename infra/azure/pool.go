@@ -51,24 +51,17 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		model = args.Model
 		pool, _ = model.PoolOfRole(spec.WorkerRole(args.Pool.Name))
 	}
-	templateTags, role := machine.NodeTemplateTags(pool), spec.WorkerRole(args.Pool.Name)
-	if n := len(templateTags) + len(tags(c, role)); n > spec.MaxResourceTags {
-		return nil, fmt.Errorf("pool %s: its scale sets would carry %d tags (a node-template tag for each label, taint and GPU of its nodes, and %d of clusterforge's), and Azure takes %d a resource: give the pool fewer labels or taints",
-			args.Pool.Name, n, len(tags(c, role)), spec.MaxResourceTags)
-	}
-	// Azure's tag names ignore case; Kubernetes' label and taint keys do not.
-	seen := map[string]string{}
-	for name := range templateTags {
-		if other, ok := seen[strings.ToLower(name)]; ok {
-			return nil, fmt.Errorf("pool %s: its labels or taints %q and %q differ only in case, and Azure's tag names do not tell them apart: rename one",
-				args.Pool.Name, other, name)
-		}
-		seen[strings.ToLower(name)] = name
-	}
+	role := spec.WorkerRole(args.Pool.Name)
 	var names []string
 	for _, set := range c.ScaleSets() {
 		if set.Pool.Name != args.Pool.Name {
 			continue
+		}
+		modelled := set // tagged as the model renders it, held back while a roll runs
+		modelled.Pool = pool
+		templateTags := machine.NodeTemplateTags(modelled)
+		if err := checkTemplateTags(c, role, templateTags); err != nil {
+			return nil, fmt.Errorf("pool %s: %w", args.Pool.Name, err)
 		}
 		vmss := set.AzureName
 		vnet, ok := c.VNetOf(set)
@@ -93,4 +86,21 @@ func NewWorkerPool(ctx *pulumi.Context, name string, args *WorkerPoolArgs, opts 
 		return nil, err
 	}
 	return comp, nil
+}
+
+// checkTemplateTags refuses node-template tags Azure cannot hold beside clusterforge's own.
+func checkTemplateTags(c *spec.Cluster, role string, templateTags map[string]string) error {
+	if n := len(templateTags) + len(tags(c, role)); n > spec.MaxResourceTags {
+		return fmt.Errorf("its scale sets would carry %d tags (a node-template tag for each label, taint and GPU of its nodes, and %d of clusterforge's), and Azure takes %d a resource: give the pool fewer labels or taints",
+			n, len(tags(c, role)), spec.MaxResourceTags)
+	}
+	// Azure's tag names ignore case; Kubernetes' label and taint keys do not.
+	seen := map[string]string{}
+	for name := range templateTags {
+		if other, ok := seen[strings.ToLower(name)]; ok {
+			return fmt.Errorf("its labels or taints %q and %q differ only in case, and Azure's tag names do not tell them apart: rename one", other, name)
+		}
+		seen[strings.ToLower(name)] = name
+	}
+	return nil
 }

@@ -200,7 +200,7 @@ func TestScaleSetTagsWithinAzuresLimit(t *testing.T) {
 	for i := range 48 {
 		fmt.Fprintf(&labels, "          example.com/l%d: \"x\"\n", i)
 	}
-	for n, want := range map[int]bool{47: true, 48: false} {
+	for n, want := range map[int]bool{46: true, 47: false} {
 		edited := strings.Join(strings.SplitAfter(labels.String(), "\n")[:n+1], "")
 		path, _ := editedDev(t, "        maxNodes: 5\n        vnets: [10.3.0.0/16]", "        maxNodes: 5\n"+edited+"        vnets: [10.3.0.0/16]")
 		_, err := Run("dev", path, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/sync/errgroup"
 
@@ -19,7 +20,7 @@ import (
 )
 
 // Pool is one worker pool's scale sets as joins.Grow drives them: its capacity is the sum of its
-// scale sets', spread evenly over them, and its joined nodes are the pool's Ready nodes.
+// scale sets' (SetCapacity says how it is placed), and its joined nodes are the pool's Ready nodes.
 type Pool struct {
 	ScaleSets     *armcompute.VirtualMachineScaleSetsClient
 	ResourceGroup string
@@ -46,34 +47,56 @@ func PoolOf(c *spec.Cluster, name string, client *armcompute.VirtualMachineScale
 
 // Capacity sums the scale sets' requested instance counts.
 func (p *Pool) Capacity(ctx context.Context) (int, error) {
+	each, err := p.capacities(ctx)
 	total := 0
-	for _, s := range p.Sets {
-		got, err := p.ScaleSets.Get(ctx, p.ResourceGroup, s.AzureName, nil)
-		if err != nil {
-			return 0, err
-		}
-		if got.SKU == nil || got.SKU.Capacity == nil {
-			return 0, fmt.Errorf("scale set %s reports no capacity", s.AzureName)
-		}
-		total += int(*got.SKU.Capacity)
+	for _, n := range each {
+		total += n
 	}
-	return total, nil
+	return total, err
 }
 
-// SetCapacity spreads n over the scale sets, the first ones taking the remainder, each within
-// its maximum, and updates only the SKU's capacity of each: every update started, then all waited
-// for together (a GPU pool is 80 scale sets; one after another, a step took 80 creations' time).
-func (p *Pool) SetCapacity(ctx context.Context, n int) error {
-	limit := 0
-	for _, s := range p.Sets {
-		limit += s.MaxNodes
+// capacities are the scale sets' requested instance counts, in order.
+func (p *Pool) capacities(ctx context.Context) ([]int, error) {
+	out := make([]int, len(p.Sets))
+	for i, s := range p.Sets {
+		got, err := p.ScaleSets.Get(ctx, p.ResourceGroup, s.AzureName, nil)
+		if err != nil {
+			return nil, err
+		}
+		if got.SKU == nil || got.SKU.Capacity == nil {
+			return nil, fmt.Errorf("scale set %s reports no capacity", s.AzureName)
+		}
+		out[i] = int(*got.SKU.Capacity)
 	}
-	if n > limit {
+	return out, nil
+}
+
+// SetCapacity raises the pool to n instances, adding to the scale sets what they have (the
+// autoscaler may have grown them unevenly) and lowering none: removing a node is the
+// autoscaler's, under the scale-down brake. It updates only the SKU's capacity of each set it
+// raises: every update started, then all waited for together (a GPU pool is 80 scale sets; one
+// after another, a step took 80 creations' time).
+func (p *Pool) SetCapacity(ctx context.Context, n int) error {
+	from, err := p.capacities(ctx)
+	if err != nil {
+		return err
+	}
+	have, limit := 0, 0
+	for i, s := range p.Sets {
+		have, limit = have+from[i], limit+max(s.MaxNodes, from[i])
+	}
+	switch {
+	case n > limit:
 		return fmt.Errorf("%d nodes: the pool's scale sets hold %d (pools[].maxNodes)", n, limit)
+	case n < have:
+		return fmt.Errorf("%d nodes: the pool has %d; shrinking is the autoscaler's, under the scale-down brake", n, have)
 	}
 	var waits errgroup.Group
 	var failed error
-	for i, want := range spread(n, p.Sets) {
+	for i, want := range grow(from, n-have, p.Sets) {
+		if want == from[i] {
+			continue
+		}
 		s := p.Sets[i]
 		poller, err := p.ScaleSets.BeginUpdate(ctx, p.ResourceGroup, s.AzureName, armcompute.VirtualMachineScaleSetUpdate{
 			SKU: &armcompute.SKU{Capacity: to.Ptr(int64(want))},
@@ -92,14 +115,19 @@ func (p *Pool) SetCapacity(ctx context.Context, n int) error {
 	return errors.Join(failed, waits.Wait())
 }
 
-// spread divides n over the sets as evenly as their MaxNodes allow: each node goes to the
-// emptiest set with room, the first on ties.
-func spread(n int, sets []spec.ScaleSet) []int {
-	out := make([]int, len(sets))
+// grow adds n instances to the sets' counts from, each within its MaxNodes. A single placement
+// group's set is filled before the next is started, so a pool grown part way holds whole
+// InfiniBand fabrics, and a gang stays within one (wellknown.GangDomainLabel); other sets are
+// grown as evenly as they allow, as the autoscaler balances them. The first set wins ties.
+func grow(from []int, n int, sets []spec.ScaleSet) []int {
+	out := slices.Clone(from)
 	for range n {
 		pick := -1
 		for i, s := range sets {
-			if out[i] < s.MaxNodes && (pick < 0 || out[i] < out[pick]) {
+			if out[i] >= s.MaxNodes {
+				continue
+			}
+			if pick < 0 || s.SinglePlacementGroup && out[i] > out[pick] || !s.SinglePlacementGroup && out[i] < out[pick] {
 				pick = i
 			}
 		}

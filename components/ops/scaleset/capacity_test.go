@@ -25,20 +25,31 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-func TestSpread(t *testing.T) {
-	sets := []spec.ScaleSet{{MaxNodes: 100}, {MaxNodes: 100}, {MaxNodes: 30}}
+// Growth adds to what each set has and lowers none; it spreads over ordinary sets and fills
+// single placement groups one at a time, so a pool grown part way holds whole fabrics.
+func TestGrowAddsToEachSet(t *testing.T) {
+	even := []spec.ScaleSet{{MaxNodes: 100}, {MaxNodes: 100}, {MaxNodes: 30}}
+	fabrics := []spec.ScaleSet{{MaxNodes: 100, SinglePlacementGroup: true}, {MaxNodes: 100, SinglePlacementGroup: true}, {MaxNodes: 100, SinglePlacementGroup: true}}
 	for _, tc := range []struct {
+		sets []spec.ScaleSet
+		from []int
 		n    int
 		want []int
 	}{
-		{0, []int{0, 0, 0}},
-		{2, []int{1, 1, 0}},
-		{90, []int{30, 30, 30}},
-		{100, []int{35, 35, 30}},
-		{230, []int{100, 100, 30}},
+		{even, []int{0, 0, 0}, 0, []int{0, 0, 0}},
+		{even, []int{0, 0, 0}, 2, []int{1, 1, 0}},
+		{even, []int{0, 0, 0}, 90, []int{30, 30, 30}},
+		{even, []int{0, 0, 0}, 100, []int{35, 35, 30}},
+		{even, []int{0, 0, 0}, 230, []int{100, 100, 30}},
+		// The autoscaler grew the first set: it keeps its nodes, the others catch up.
+		{even, []int{60, 0, 0}, 40, []int{60, 20, 20}},
+		{even, []int{60, 0, 0}, 60, []int{60, 30, 30}},
+		{fabrics, []int{0, 0, 0}, 150, []int{100, 50, 0}},
+		{fabrics, []int{0, 40, 0}, 70, []int{10, 100, 0}},
+		{fabrics, []int{0, 0, 0}, 400, []int{100, 100, 100}},
 	} {
-		if got := spread(tc.n, sets); !slices.Equal(got, tc.want) {
-			t.Errorf("spread(%d) = %v, want %v", tc.n, got, tc.want)
+		if got := grow(tc.from, tc.n, tc.sets); !slices.Equal(got, tc.want) {
+			t.Errorf("grow(%v, %d) = %v, want %v", tc.from, tc.n, got, tc.want)
 		}
 	}
 }

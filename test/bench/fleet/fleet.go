@@ -33,13 +33,14 @@ import (
 
 // The scenarios.
 const (
-	RollWorkers = "roll-workers"
-	GrowGPU     = "grow-gpu"
-	Remediate   = "remediate"
+	RollWorkers     = "roll-workers"
+	GrowGPU         = "grow-gpu"
+	Remediate       = "remediate"
+	AutoscalerReads = "autoscaler-reads"
 )
 
 // Scenarios are every scenario, in the order they run.
-var Scenarios = []string{RollWorkers, GrowGPU, Remediate}
+var Scenarios = []string{RollWorkers, GrowGPU, Remediate, AutoscalerReads}
 
 // RemediateShare is the share of the fleet the remediation scenario hands back at once.
 const RemediateShare = 0.05
@@ -66,8 +67,8 @@ type Point struct {
 // Scenario is what one scenario did, in the model's time.
 type Scenario struct {
 	Name string `json:"name"`
-	// Offered is how many machines the scenario asked for; Delivered how many reached the end
-	// state. A run that delivered less is invalid, neither fast nor slow.
+	// Offered is how many machines (for the reads, lists) the scenario asked for; Delivered how
+	// many reached the end state. A run that delivered less is invalid, neither fast nor slow.
 	Offered   int     `json:"offered"`
 	Delivered int     `json:"delivered"`
 	Valid     bool    `json:"valid"`
@@ -83,6 +84,32 @@ type Scenario struct {
 	FailedCalls  int            `json:"failedCalls"`
 	Errors       []string       `json:"errors,omitempty"`
 	Progress     []Point        `json:"progress"`
+	// Fabrics, for the growth, are the InfiniBand placement groups after each step: whole (every
+	// instance of the set there, a gang of up to its size can start) and partly grown.
+	Fabrics []Fabrics `json:"fabrics,omitempty"`
+	// Reads, for the autoscaler's reads, are its High Cost Get VMSS requests a minute.
+	Reads *Reads `json:"reads,omitempty"`
+}
+
+// Reads are a client's requests a minute on one of Compute's throttling policies, in the model's
+// time: the first minute (a restart lists everything), the steady minutes after it, the limit
+// (the subscription bucket's refill a minute), the client's share of it and of the bucket's
+// capacity (Burst, which the restart's minute may use) and what spec plans.
+type Reads struct {
+	Policy  string  `json:"policy"`
+	First   int     `json:"first"`
+	Median  float64 `json:"median"`
+	Max     int     `json:"max"`
+	Limit   int64   `json:"limit"`
+	Share   int64   `json:"share"`
+	Burst   int64   `json:"burst"`
+	Planned int64   `json:"planned"`
+}
+
+// Fabrics counts single placement groups by how far they are grown.
+type Fabrics struct {
+	Whole  int `json:"whole"`
+	Partly int `json:"partly"`
 }
 
 // Run runs the scenarios, each on a stand-in of its own.
@@ -103,7 +130,10 @@ func Run(ctx context.Context, o Options) ([]Scenario, error) {
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
-		o.logf("%s: %d of %d machines in %.2f h (model), %d calls, %d throttled, %d retried early, %d failed", name, s.Delivered, s.Offered, s.Hours, total(s.Calls), s.Throttled, s.RetriedEarly, s.FailedCalls)
+		o.logf("%s: %d of %d offered in %.2f h (model), %d calls, %d throttled, %d retried early, %d failed", name, s.Delivered, s.Offered, s.Hours, total(s.Calls), s.Throttled, s.RetriedEarly, s.FailedCalls)
+		if r := s.Reads; r != nil {
+			o.logf("%s: %s a minute: %d in the restart's (burst share %d), then median %g, most %d; share %d of %d, planned %d", name, r.Policy, r.First, r.Burst, r.Median, r.Max, r.Share, r.Limit, r.Planned)
+		}
 		out = append(out, s)
 	}
 	return out, nil
@@ -135,6 +165,9 @@ type fleet struct {
 	mu     sync.Mutex
 	points []Point
 	errs   []string
+	// fabrics are the growth's InfiniBand placement groups after each step (Scenario.Fabrics).
+	fabrics []Fabrics
+	reads   *Reads
 }
 
 // filled is how many instances a scale set holds at the run's scale.
@@ -199,13 +232,15 @@ func (o Options) run(ctx context.Context, name string) (Scenario, error) {
 		offered, delivered, err = f.growGPU(ctx)
 	case Remediate:
 		offered, delivered, err = f.remediate(ctx)
+	case AutoscalerReads:
+		offered, delivered, err = f.autoscalerReads(ctx)
 	}
 	if err != nil {
 		return Scenario{}, err
 	}
 	took := f.model(time.Since(f.began))
 	s := Scenario{Name: name, Offered: offered, Delivered: delivered, Valid: delivered >= offered, Hours: took.Hours(),
-		Calls: map[string]int{}, ThrottledBy: map[string]int{}, Errors: f.errs, Progress: f.points}
+		Calls: map[string]int{}, ThrottledBy: map[string]int{}, Errors: f.errs, Progress: f.points, Fabrics: f.fabrics, Reads: f.reads}
 	calls := f.srv.Calls()
 	for i, c := range calls {
 		s.Calls[strings.TrimPrefix(c.Action, "Microsoft.Compute/")]++
@@ -349,6 +384,27 @@ func (p *created) count() int {
 	return p.f.succeeded(func(set string, _ *arm.Instance) bool {
 		return slices.ContainsFunc(p.sets, func(s spec.ScaleSet) bool { return s.AzureName == set })
 	})
+}
+
+// SetCapacity is the pool's step, after which it counts the fabrics grown.
+func (p *created) SetCapacity(ctx context.Context, n int) error {
+	err := p.Pool.SetCapacity(ctx, n)
+	var step Fabrics
+	for _, s := range p.sets {
+		if !s.SinglePlacementGroup {
+			continue
+		}
+		switch have := p.f.succeeded(func(set string, _ *arm.Instance) bool { return set == s.AzureName }); {
+		case have == s.MaxNodes:
+			step.Whole++
+		case have > 0:
+			step.Partly++
+		}
+	}
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	p.f.fabrics = append(p.f.fabrics, step)
+	return err
 }
 
 func (p *created) Joined(context.Context) (int, error) {

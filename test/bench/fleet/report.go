@@ -134,6 +134,22 @@ func (s Summary) Markdown() string {
 		m, r := medianRange(hours)
 		fmt.Fprintf(&b, "| %s | %d of %d | %.2f (%.2f-%.2f) | %d | %d | %d | %d | %v |\n", name, last.Delivered, last.Offered, m, r[0], r[1], total(last.Calls), last.Throttled, last.RetriedEarly, last.FailedCalls, valid)
 	}
+	for _, run := range s.Each[len(s.Each)-1:] {
+		for _, sc := range run {
+			if r := sc.Reads; r != nil {
+				fmt.Fprintf(&b, "\n%s, last run: %s requests a minute, the subscription's limit %d, the autoscaler's share %d (of the burst, %d), planned %d: the restart's minute %d, then median %g, most %d.\n",
+					sc.Name, r.Policy, r.Limit, r.Share, r.Burst, r.Planned, r.First, r.Median, r.Max)
+			}
+			if len(sc.Fabrics) == 0 {
+				continue
+			}
+			steps := make([]string, len(sc.Fabrics))
+			for i, f := range sc.Fabrics {
+				steps[i] = fmt.Sprintf("%d whole, %d partly", f.Whole, f.Partly)
+			}
+			fmt.Fprintf(&b, "\n%s, last run: InfiniBand placement groups after each step (a gang waits for a whole one): %s.\n", sc.Name, strings.Join(steps, "; "))
+		}
+	}
 	actions := make([]string, 0, len(s.Calls))
 	for a := range s.Calls {
 		actions = append(actions, a)

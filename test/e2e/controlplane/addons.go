@@ -57,6 +57,7 @@ func Addons(t *testing.T) {
 	}
 	t.Run("NormalPodPreemptsBalloonOnFullPool", func(t *testing.T) { checkBalloonPreempted(t, cs, gpuPool) })
 	t.Run("WholePoolGangsDoNotDeadlock", func(t *testing.T) { checkGangs(t, cs, gpuPool) })
+	t.Run("GangsStayInOneGangDomain", func(t *testing.T) { checkGangDomains(t, cs, gpuPool) })
 }
 
 func checkDNSSpread(t *testing.T, cs *kubernetes.Clientset) {

@@ -81,7 +81,7 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 		if !strings.EqualFold(id.ResourceGroupName, c.ResourceGroup()) {
 			t.Errorf("node %s: providerID's resource group %q, the cluster's is %q", n.Name, id.ResourceGroupName, c.ResourceGroup())
 		}
-		if set := scaleSetNamed(c, id.Parent.Name); set == nil || set.Pool.Name != n.Labels[wellknown.PoolLabel] {
+		if set, ok := c.ScaleSetOf(id.Parent.Name); !ok || set.Pool.Name != n.Labels[wellknown.PoolLabel] {
 			t.Errorf("node %s of pool %q is an instance of scale set %s, another pool's", n.Name, n.Labels[wellknown.PoolLabel], id.Parent.Name)
 		}
 	}
@@ -108,12 +108,13 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 		}
 	}
 	for name := range autoscaled {
-		set, tags := scaleSetNamed(c, name), listed[name]
-		if set == nil || tags == nil {
+		set, known := c.ScaleSetOf(name)
+		tags := listed[name]
+		if !known || tags == nil {
 			t.Errorf("scale set %s, which the autoscaler's --nodes name, is not listed to it (%d listed)", name, len(listed))
 			continue
 		}
-		for k, v := range machine.NodeTemplateTags(set.Pool) {
+		for k, v := range machine.NodeTemplateTags(set) {
 			if tags[k] != v {
 				t.Errorf("scale set %s's tag %s is %q, want %q", name, k, tags[k], v)
 			}
@@ -201,15 +202,6 @@ func autoscalerTemplate(tags map[string]string) (map[string]string, []corev1.Tai
 		}
 	}
 	return labels, taints, resources
-}
-
-func scaleSetNamed(c *spec.Cluster, name string) *spec.ScaleSet {
-	for _, s := range c.ScaleSets() {
-		if s.AzureName == name {
-			return &s
-		}
-	}
-	return nil
 }
 
 // Client is a pause pod on one worker whose network namespace the checks dial from: every packet

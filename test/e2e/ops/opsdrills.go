@@ -19,42 +19,23 @@ import (
 	"github.com/clusterforge/clusterforge/components/nodestatus"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
-	"github.com/clusterforge/clusterforge/components/wellknown"
 	"github.com/clusterforge/clusterforge/test/drills"
 	"github.com/clusterforge/clusterforge/test/e2e/framework"
 )
 
-// drillNodes registers n KWOK nodes of 4 CPUs (the CPU pool's size) labelled with the drill's
-// pool and carrying taints, and deletes them when the test ends.
+// drillNodes registers n KWOK nodes of 4 CPUs (the CPU pool's size) of the drill's pool, in a gang
+// domain of its own, carrying taints, and deletes them when the test ends.
 func drillNodes(t *testing.T, cs *kubernetes.Clientset, pool string, n int, taints ...corev1.Taint) []string {
 	t.Helper()
 	cpuPool := slices.IndexFunc(framework.Running.Cluster.Pools, func(p spec.Pool) bool { return !p.IsGPU() && len(p.Taints) == 0 })
-	var names []string
-	t.Cleanup(func() {
-		for _, name := range names {
-			_ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{})
-		}
-	})
-	for i := range n {
-		node, err := framework.Running.PoolNode(cpuPool, 900+i)
-		if err != nil {
-			t.Fatal(err)
-		}
-		node.Name = fmt.Sprintf("%s-%d", pool, i)
-		node.Labels[corev1.LabelHostname], node.Labels[wellknown.PoolLabel] = node.Name, pool
-		// A node's only name among its addresses is its own (clusterforge-node-addresses), as KWOK
-		// writes the status with a node's credentials.
-		for j, a := range node.Status.Addresses {
-			if a.Type == corev1.NodeHostName {
-				node.Status.Addresses[j].Address = node.Name
-			}
-		}
-		node.Spec.Taints = taints
-		if _, err := cs.CoreV1().Nodes().Create(context.Background(), &node, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, node.Name)
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", pool, i)
 	}
+	framework.DrillNodes(t, cs, cpuPool, names, func(node *corev1.Node) {
+		framework.SetPlacement(node, pool, pool)
+		node.Spec.Taints = taints
+	})
 	return names
 }
 

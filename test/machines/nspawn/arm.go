@@ -73,8 +73,9 @@ func (b *Booted) armInventory() arm.Inventory {
 		if i < 0 {
 			set := arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-wellknown.ComputerNameSuffix], Image: m.Image,
 				Tags: map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: m.Role}}
-			if pool, ok := b.Cluster.PoolOfRole(m.Role); ok {
-				maps.Copy(set.Tags, machine.NodeTemplateTags(pool)) // as the Pulumi program tags them
+			if worker, ok := b.Cluster.ScaleSetOf(in.ScaleSet); ok {
+				maps.Copy(set.Tags, machine.NodeTemplateTags(worker)) // as the Pulumi program tags them
+				set.SinglePlacementGroup = worker.SinglePlacementGroup
 			}
 			inv.ScaleSets = append(inv.ScaleSets, set)
 			i = len(inv.ScaleSets) - 1
@@ -94,9 +95,9 @@ func (b *Booted) armInventory() arm.Inventory {
 		}
 		role := spec.WorkerRole(set.Pool.Name)
 		tags := map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: role}
-		maps.Copy(tags, machine.NodeTemplateTags(set.Pool))
+		maps.Copy(tags, machine.NodeTemplateTags(set))
 		inv.ScaleSets = append(inv.ScaleSets, arm.ScaleSet{Name: set.AzureName, SKU: set.Pool.VMSize, ComputerNamePrefix: set.AzureName,
-			Image: machine.ImageOf(role), Tags: tags})
+			Image: machine.ImageOf(role), Tags: tags, SinglePlacementGroup: set.SinglePlacementGroup})
 	}
 	return inv
 }

@@ -322,7 +322,14 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	maps.Copy(labels, machine.PlacementOf(pool)) // the CSR approver's on a real node
+	// The CSR approver's on a real node, of the scale set the autoscaler would grow in turn.
+	var sets []spec.ScaleSet
+	for _, s := range p.Cluster.ScaleSets() {
+		if s.Pool.Name == pool.Name {
+			sets = append(sets, s)
+		}
+	}
+	maps.Copy(labels, machine.PlacementOf(sets[n%len(sets)]))
 	maps.Copy(labels, map[string]string{
 		corev1.LabelHostname:           name,
 		corev1.LabelOSStable:           "linux",

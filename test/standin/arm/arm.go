@@ -55,6 +55,8 @@ type ScaleSet struct {
 	// Image is the model's image reference.
 	Image string
 	Tags  map[string]string
+	// SinglePlacementGroup keeps the instances in one placement group (InfiniBand sizes).
+	SinglePlacementGroup bool
 	// Repairs is the automatic instance repairs policy; nil when none.
 	Repairs   *Repairs
 	Instances []*Instance
@@ -140,6 +142,8 @@ type Call struct {
 	Status int    `json:"status"`
 	// Resource is the resource the request acts on.
 	Resource string `json:"resource,omitempty"`
+	// Charged names the Compute policies the request draws on (Resource Manager's own aside).
+	Charged []string `json:"charged,omitempty"`
 	// Throttled names the policy that refused it (429), RetryAfter how long the caller was told to wait.
 	Throttled  string        `json:"throttled,omitempty"`
 	RetryAfter time.Duration `json:"retryAfter,omitempty"`
@@ -363,6 +367,9 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		arm = PolicySubscriptionWrites
 	case http.MethodDelete:
 		arm = PolicySubscriptionDeletes
+	}
+	for _, p := range rt.policies {
+		call.Charged = append(call.Charged, p.Name)
 	}
 	cs := charges(rt.resource, append([]Policy{arm}, rt.policies...)...)
 	minute := s.real(time.Minute)
@@ -706,6 +713,7 @@ func (s *Server) scaleSetJSON(ss *ScaleSet) map[string]any {
 	}
 	props := map[string]any{
 		"provisioningState": state, "orchestrationMode": "Uniform", "upgradePolicy": map[string]any{"mode": "Manual"},
+		"singlePlacementGroup": ss.SinglePlacementGroup,
 		"virtualMachineProfile": map[string]any{
 			"osProfile":      map[string]any{"computerNamePrefix": ss.ComputerNamePrefix},
 			"storageProfile": map[string]any{"imageReference": map[string]any{"id": ss.Image}},

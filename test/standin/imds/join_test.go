@@ -58,7 +58,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	local := arm.Serve(t, srv, "22222222-2222-2222-2222-222222222222")
 	local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cf-dev-cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
 	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu", ComputerNamePrefix: "cf-dev-cpu", Instances: []*arm.Instance{{}, {}},
-		Tags: machine.NodeTemplateTags(spec.Pool{Name: "cpu"})})
+		Tags: machine.NodeTemplateTags(spec.ScaleSet{Name: "cpu", Pool: spec.Pool{Name: "cpu"}})})
 	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-apiserver", ComputerNamePrefix: "cf-dev-apiserver", Instances: []*arm.Instance{{}}})
 	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(subscription, local.Credential(approver), local.Options())
 	if err != nil {
@@ -217,8 +217,8 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	// A Node's placement labels come from its instance's scale set, once the instance carries its
 	// name; the join already read the instance, so labelling reads nothing more.
 	reads := len(srv.Calls())
-	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, a.Name); err != nil || labels[wellknown.PoolLabel] != "cpu" || len(labels) != 1 {
-		t.Errorf("placement of %s: %v, %v; want the cpu pool's label alone", a.Name, labels, err)
+	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, a.Name); err != nil || labels[wellknown.PoolLabel] != "cpu" || labels[wellknown.GangDomainLabel] != "cpu" || len(labels) != 2 {
+		t.Errorf("placement of %s: %v, %v; want the cpu pool's label and gang domain alone", a.Name, labels, err)
 	}
 	if calls := srv.Calls()[reads:]; len(calls) != 0 {
 		t.Errorf("labelling a joined node called Resource Manager again: %+v", calls)
@@ -231,7 +231,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	retagged := local.GroupID() + "/providers/Microsoft.Compute/virtualMachineScaleSets/cf-dev-cpu2"
 	local.Grant(approver, retagged, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
 	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu2", ComputerNamePrefix: "cf-dev-cpu2", Instances: []*arm.Instance{{}},
-		Tags: machine.NodeTemplateTags(spec.Pool{Name: "cpu", System: true})})
+		Tags: machine.NodeTemplateTags(spec.ScaleSet{Name: "cpu", Pool: spec.Pool{Name: "cpu", System: true}})})
 	if page, err := vms.NewListPager(group, "cf-dev-cpu2", nil).NextPage(context.Background()); err != nil || len(page.Value) != 1 {
 		t.Errorf("the retagged scale set's instance: %v", err)
 	} else if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+*page.Value[0].ID, *page.Value[0].Properties.OSProfile.ComputerName); !errors.Is(err, scaleset.ErrNotClusterInstance) || !strings.Contains(err.Error(), `its name pool "cpu2"`) {
@@ -239,22 +239,26 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	}
 
 	// Nor may they tag a CPU scale set GPU: its nodes would draw GPU pods. They are placed in their
-	// pool without the GPU label; a GPU size so tagged gets it.
+	// pool without the GPU label; a GPU size so tagged gets it. Nor may they join two InfiniBand
+	// fabrics into one gang domain: tagged as another's, a single placement group keeps its own.
 	gpu := true
 	for _, tc := range []struct {
 		name, size string
-		gpu        bool
-	}{{"cf-dev-gpu", "Standard_D4ds_v5", false}, {"cf-dev-gpu-1", "Standard_NC4as_T4_v3", true}} {
+		gpu, spg   bool
+		domain     string
+	}{{"cf-dev-gpu", "Standard_D4ds_v5", false, false, "gpu"}, {"cf-dev-gpu-1", "Standard_NC4as_T4_v3", true, false, "gpu"},
+		{"cf-dev-gpu-2", "Standard_ND96isr_H100_v5", true, true, "gpu-2"}} {
 		local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+tc.name, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
-		srv.AddScaleSet(arm.ScaleSet{Name: tc.name, SKU: tc.size, ComputerNamePrefix: tc.name, Instances: []*arm.Instance{{}},
-			Tags: machine.NodeTemplateTags(spec.Pool{Name: "gpu", GPU: &gpu})})
+		srv.AddScaleSet(arm.ScaleSet{Name: tc.name, SKU: tc.size, ComputerNamePrefix: tc.name, Instances: []*arm.Instance{{}}, SinglePlacementGroup: tc.spg,
+			Tags: machine.NodeTemplateTags(spec.ScaleSet{Name: "gpu-9", Pool: spec.Pool{Name: "gpu", GPU: &gpu}, SinglePlacementGroup: true})})
 		page, err := vms.NewListPager(group, tc.name, nil).NextPage(context.Background())
 		if err != nil || len(page.Value) != 1 {
 			t.Fatalf("%s's instance: %v", tc.name, err)
 		}
 		labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+*page.Value[0].ID, *page.Value[0].Properties.OSProfile.ComputerName)
-		if err != nil || labels[wellknown.PoolLabel] != "gpu" || (labels[wellknown.GPULabel] == "true") != tc.gpu {
-			t.Errorf("placement of an instance of %s, a %s tagged GPU: %v, %v; want the gpu pool's label, and GPU's %v", tc.name, tc.size, labels, err, tc.gpu)
+		if err != nil || labels[wellknown.PoolLabel] != "gpu" || (labels[wellknown.GPULabel] == "true") != tc.gpu || labels[wellknown.GangDomainLabel] != tc.domain {
+			t.Errorf("placement of an instance of %s, a %s tagged GPU and gang domain gpu-9: %v, %v; want the gpu pool's label, GPU's %v, gang domain %s",
+				tc.name, tc.size, labels, err, tc.gpu, tc.domain)
 		}
 	}
 
