@@ -33,6 +33,7 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 		"--cloud-provider=azure",
 		"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey,
 		"--leader-elect=true",
+		"--scan-interval=" + strconv.Itoa(spec.AutoscalerScanSeconds) + "s",
 		"--expander=least-waste",
 		"--balance-similar-node-groups=true", // the scale sets of one split pool grow together
 		"--expendable-pods-priority-cutoff=" + strconv.Itoa(ExpendablePodsCutoff),

@@ -85,7 +85,9 @@ func tenancy(c *spec.Cluster) []Object {
 			{Key: wellknown.TeamKey, Operator: metav1.LabelSelectorOpExists}}},
 	}
 	objs = append(objs, teamGangs(c)...)
-	objs = append(objs, gangDomain()...)
+	if machine.GangScheduling(c) { // the policy's API and the PodGroup's field come with gangs
+		objs = append(objs, gangDomain()...)
+	}
 	return append(objs, admissionPolicy(TeamPlacementPolicy, teamPods, nil,
 		[]admissionregistrationv1.Variable{
 			{Name: "team", Expression: "namespaceObject.metadata.labels[" + quote(wellknown.TeamKey) + "]"},
@@ -95,6 +97,10 @@ func tenancy(c *spec.Cluster) []Object {
 			{Name: "containers", Expression: "object.spec.containers + object.spec.?initContainers.orValue([])"},
 			{Name: "gpu", Expression: "variables.containers.exists(c, " + quote(machine.GPUResource) + " in c.?resources.?limits.orValue({}) || " +
 				quote(machine.GPUResource) + " in c.?resources.?requests.orValue({}))"},
+			{Name: "podTerms", Expression: "object.spec.?affinity.?podAffinity.?requiredDuringSchedulingIgnoredDuringExecution.orValue([]) + " +
+				"object.spec.?affinity.?podAntiAffinity.?requiredDuringSchedulingIgnoredDuringExecution.orValue([]) + " +
+				"object.spec.?affinity.?podAffinity.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(w, w.podAffinityTerm) + " +
+				"object.spec.?affinity.?podAntiAffinity.?preferredDuringSchedulingIgnoredDuringExecution.orValue([]).map(w, w.podAffinityTerm)"},
 		},
 		admissionregistrationv1.Validation{
 			// The binding is a subresource: only a pod created with its node set names one.
@@ -117,6 +123,13 @@ func tenancy(c *spec.Cluster) []Object {
 				"t.?tolerationSeconds.orValue(" + strconv.Itoa(NotReadyToleranceSeconds+1) + ") <= " + strconv.Itoa(NotReadyToleranceSeconds) + "))",
 			Message: "a team's pod may tolerate only its own team's taint (every team's at the " + wellknown.BorrowPriority + " priority), " +
 				"the GPU taint when it asks for GPUs, and not-ready or unreachable nodes for at most " + strconv.Itoa(NotReadyToleranceSeconds) + " s",
+		},
+		admissionregistrationv1.Validation{
+			// Anti-affinity is symmetric: a term over other namespaces would keep other teams' pods,
+			// gangs included, off every node or gang domain the team's pods sit in.
+			Expression: "request.operation != 'CREATE' || variables.podTerms.all(t, !has(t.namespaceSelector) && " +
+				"t.?namespaces.orValue([]).all(n, n == request.namespace))",
+			Message: "a team's pod (anti-)affinity names only its own namespace's pods",
 		},
 		admissionregistrationv1.Validation{
 			Expression: "variables.containers.all(c, " + strings.Join(hostless, " && ") + ")",

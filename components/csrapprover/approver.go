@@ -160,6 +160,8 @@ type Config struct {
 // Placement tells the placement labels of the worker a Node claims to be (WorkerInstances).
 type Placement interface {
 	Placement(ctx context.Context, providerID, name string) (map[string]string, error)
+	// ScaleSetPlacement tells those of the scale set a provider ID names, its instance unread.
+	ScaleSetPlacement(ctx context.Context, providerID string) (map[string]string, error)
 }
 
 // Addresses tells the addresses of the worker a Node claims to be (WorkerInstances).
@@ -231,7 +233,7 @@ func lead(ctx context.Context, cfg Config) {
 	// update: a node naming an instance that is not its own is refused once per provider ID.
 	enqueueNode := func(old, obj any) {
 		n, ok := obj.(*corev1.Node)
-		if !ok || cfg.Placement == nil || n.Spec.ProviderID == "" || n.Labels[wellknown.PoolLabel] != "" {
+		if !ok || cfg.Placement == nil || n.Spec.ProviderID == "" || placed(n) {
 			return
 		}
 		if o, ok := old.(*corev1.Node); ok && o.Spec.ProviderID == n.Spec.ProviderID {
@@ -281,6 +283,12 @@ func nodeAlive(ctx context.Context, client kubernetes.Interface, name string) (b
 	return time.Since(lease.Spec.RenewTime.Time) < time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second, nil
 }
 
+// placed says whether a Node carries the placement labels every worker gets (the GPU label is a
+// GPU pool's alone): a worker labelled before the gang domain existed is labelled again, once.
+func placed(n *corev1.Node) bool {
+	return n.Labels[wellknown.PoolLabel] != "" && n.Labels[wellknown.GangDomainLabel] != ""
+}
+
 // judges is how many requests and Nodes are settled at once.
 const judges = 4
 
@@ -313,7 +321,7 @@ func work(ctx context.Context, cfg Config, queue workqueue.TypedRateLimitingInte
 	var err error
 	if name, ok := strings.CutPrefix(key, nodeKey); ok {
 		var node *corev1.Node
-		if node, err = nodes.Get(name); err == nil && node.Labels[wellknown.PoolLabel] == "" {
+		if node, err = nodes.Get(name); err == nil && !placed(node) {
 			err = cfg.label(ctx, node)
 		}
 	} else {
@@ -340,7 +348,18 @@ const (
 // label gives a worker's Node its placement labels. A Node that is not a worker's (another scale
 // set, another computer name) stays unlabelled, so nothing placed by pool lands on it.
 func (cfg Config) label(ctx context.Context, node *corev1.Node) error {
-	labels, err := cfg.Placement.Placement(ctx, node.Spec.ProviderID, node.Name)
+	var labels map[string]string
+	var err error
+	if pool := node.Labels[wellknown.PoolLabel]; pool != "" {
+		// Placed before the gang domain existed: its instance was checked then, and a Node's
+		// provider ID cannot change once set. Only the gang domain is added, one scale-set read a set.
+		if labels, err = cfg.Placement.ScaleSetPlacement(ctx, node.Spec.ProviderID); err == nil && labels[wellknown.PoolLabel] != pool {
+			err = fmt.Errorf("its scale set is pool %s's, its label pool %s's: %w", labels[wellknown.PoolLabel], pool, scaleset.ErrNotClusterInstance)
+		}
+		labels = map[string]string{wellknown.GangDomainLabel: labels[wellknown.GangDomainLabel]}
+	} else {
+		labels, err = cfg.Placement.Placement(ctx, node.Spec.ProviderID, node.Name)
+	}
 	if errors.Is(err, scaleset.ErrNotClusterInstance) {
 		klog.Warningf("node %s: not labelled: %v", node.Name, err)
 		return nil

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	certv1 "k8s.io/api/certificates/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -113,8 +114,7 @@ const (
 )
 
 // instance reads the instance providerID names, checked to carry name, and its scale set's
-// placement labels: a scale set without a pool tag is no worker's, whatever the approver's
-// identity may read.
+// placement labels.
 func (w *WorkerInstances) instance(ctx context.Context, providerID, name string) (string, map[string]string, error) {
 	m, err := w.machines(providerID)
 	if err != nil {
@@ -128,17 +128,38 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 		}
 		w.seen.put(key, vmID, seenTTL)
 	}
+	labels, err := w.setLabels(ctx, m)
+	if err != nil {
+		return "", nil, err
+	}
+	return vmID, labels, nil
+}
+
+// ScaleSetPlacement reads the placement labels of the scale set providerID names, without its
+// instance: for a Node placed before, whose instance was checked then and whose provider ID no
+// one can change since.
+func (w *WorkerInstances) ScaleSetPlacement(ctx context.Context, providerID string) (map[string]string, error) {
+	m, err := w.machines(providerID)
+	if err != nil {
+		return nil, err
+	}
+	return w.setLabels(ctx, m)
+}
+
+// setLabels reads the placement labels of m's scale set: a scale set without a pool tag is no
+// worker's, whatever the approver's identity may read.
+func (w *WorkerInstances) setLabels(ctx context.Context, m *scaleset.Machines) (map[string]string, error) {
 	set := m.ScaleSets[0]
 	if labels, ok := w.labels.get(set, labelsTTL); ok {
-		return vmID, labels, nil
+		return labels, nil
 	}
 	sets, err := w.Access.ScaleSetsAs(w.Cred)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	ss, err := sets.Get(ctx, m.ResourceGroup, set, nil)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	labels := map[string]string{}
 	for tag, value := range ss.Tags {
@@ -147,24 +168,37 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 		}
 	}
 	if labels[wellknown.PoolLabel] == "" {
-		return "", nil, fmt.Errorf("scale set %s has no %s tag, so it is no worker pool's: %w", set, wellknown.LabelTag(wellknown.PoolLabel), scaleset.ErrNotClusterInstance)
+		return nil, fmt.Errorf("scale set %s has no %s tag, so it is no worker pool's: %w", set, wellknown.LabelTag(wellknown.PoolLabel), scaleset.ErrNotClusterInstance)
 	}
 	// The tags are writable by whoever may resize the scale set (cluster-autoscaler); its name is not.
 	if pool, ok := spec.PoolOfScaleSet(m.ResourceGroup, set); !ok || pool != labels[wellknown.PoolLabel] {
-		return "", nil, fmt.Errorf("scale set %s's %s tag names pool %q, its name pool %q: %w", set, wellknown.LabelTag(wellknown.PoolLabel),
+		return nil, fmt.Errorf("scale set %s's %s tag names pool %q, its name pool %q: %w", set, wellknown.LabelTag(wellknown.PoolLabel),
 			labels[wellknown.PoolLabel], pool, scaleset.ErrNotClusterInstance)
 	}
-	// Nor is the gang domain: it follows from the name and the placement group, which no resize moves.
+	// Nor is the gang domain: it follows from the name and the placement group. A single placement
+	// group a scale-set write turned off (Azure allows that way) keeps its own domain while its
+	// size is an InfiniBand one, so no write merges two fabrics' domains.
 	spg := ss.Properties != nil && ss.Properties.SinglePlacementGroup != nil && *ss.Properties.SinglePlacementGroup
-	labels[wellknown.GangDomainLabel] = spec.GangDomain(labels[wellknown.PoolLabel], strings.TrimPrefix(set, m.ResourceGroup+"-"), spg)
+	if size, ok := spec.VMCapacity(skuName(ss.SKU)); ok && size.InfiniBand {
+		spg = true
+	}
+	labels[wellknown.GangDomainLabel], _ = spec.GangDomainOfScaleSet(m.ResourceGroup, set, spg) // its pool checked above
 	// Nor is the GPU tag: a CPU scale set's nodes labelled GPU would draw GPU pods they cannot run.
 	// They are labelled no GPU's, and still join and renew.
-	if sku := ss.SKU; labels[wellknown.GPULabel] != "" && (sku == nil || sku.Name == nil || !hasGPUs(*sku.Name)) {
+	if labels[wellknown.GPULabel] != "" && !hasGPUs(skuName(ss.SKU)) {
 		klog.Warningf("scale set %s's %s tag says GPU, but its size has no GPUs: its nodes are not labelled GPU", set, wellknown.LabelTag(wellknown.GPULabel))
 		delete(labels, wellknown.GPULabel)
 	}
 	w.labels.put(set, labels, labelsTTL)
-	return vmID, labels, nil
+	return labels, nil
+}
+
+// skuName is a scale set's size, "" when it reports none.
+func skuName(sku *armcompute.SKU) string {
+	if sku == nil || sku.Name == nil {
+		return ""
+	}
+	return *sku.Name
 }
 
 // hasGPUs says whether the VM size has GPUs, as the sizes table knows it (an unknown size has none).

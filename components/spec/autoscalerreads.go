@@ -17,6 +17,9 @@ const (
 	// AutoscalerRefreshSeconds is the provider's scale-set cache TTL (vmssCacheTTLInSeconds), its
 	// default: the loop sees a scale set's size change within a minute.
 	AutoscalerRefreshSeconds = 60
+	// AutoscalerScanSeconds is its loop (--scan-interval), the default: an expired instance cache
+	// is listed at the next loop.
+	AutoscalerScanSeconds = 10
 	// autoscalerInstancesTTLFloor is the provider's default instance cache TTL, 5 minutes.
 	autoscalerInstancesTTLFloor = 300
 	// ScaleSetVMsPageSize is how many VMs a page of a scale set's VM list holds, as the test
@@ -56,15 +59,19 @@ func (c *Cluster) AutoscalerInstancesTTLSeconds() int {
 	_, pages := c.autoscalerPages()
 	share, _ := AutoscalerHighCostShare()
 	budget := float64(share) - 60.0/AutoscalerRefreshSeconds
-	return max(autoscalerInstancesTTLFloor, int(math.Ceil(float64(pages)*60/budget*4/3)))
+	return max(autoscalerInstancesTTLFloor, int(math.Ceil(float64(pages)*60/budget/(1-autoscalerJitterShare/2))))
 }
+
+// autoscalerJitterShare is the splay's share of the TTL (vmssVmsCacheJitter): the lists come every
+// (1 - share) to 1 TTL, on average 1 - share/2 of it.
+const autoscalerJitterShare = 0.5
 
 // AutoscalerInstancesJitterSeconds is the largest splay of a scale set's next VM list
 // (vmssVmsCacheJitter): the provider dates each list up to this much earlier, at random, so lists
 // made together (a restart's) drift apart. Half the TTL: the lists come every half to whole TTL,
 // three quarters of it on average.
 func (c *Cluster) AutoscalerInstancesJitterSeconds() int {
-	return c.AutoscalerInstancesTTLSeconds() / 2
+	return int(float64(c.AutoscalerInstancesTTLSeconds()) * autoscalerJitterShare)
 }
 
 // autoscalerInstancesMeanSeconds is how often, on average, the autoscaler lists a scale set's VMs.
@@ -100,7 +107,8 @@ func autoscalerShare(policy ThrottlePolicy, clients int) (qps float64, bucket in
 }
 
 // AutoscalerReadUse is the autoscaler's steady High Cost Get VMSS reads a minute at full size,
-// its instance lists spread over their TTL, against the subscription's bucket.
+// its instance lists made every three quarters of their TTL on average, against the
+// subscription's bucket.
 func (c *Cluster) AutoscalerReadUse() LimitUse {
 	sets, pages := c.autoscalerPages()
 	perMinute := 60.0/AutoscalerRefreshSeconds + float64(pages)*60/c.autoscalerInstancesMeanSeconds()

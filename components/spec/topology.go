@@ -305,6 +305,13 @@ func PoolOfScaleSet(cluster, scaleSet string) (string, bool) {
 	return pool, true
 }
 
+// GangDomainOfScaleSet is the gang domain of a worker scale set of cluster, read from its Azure
+// name as PoolOfScaleSet reads the pool.
+func GangDomainOfScaleSet(cluster, scaleSet string, singlePlacementGroup bool) (string, bool) {
+	pool, ok := PoolOfScaleSet(cluster, scaleSet)
+	return GangDomain(pool, strings.TrimPrefix(scaleSet, cluster+"-"), singlePlacementGroup), ok
+}
+
 // ScaleSets splits every pool into the scale sets that hold it.
 func (c *Cluster) ScaleSets() []ScaleSet {
 	var sets []ScaleSet

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,7 +49,7 @@ func PoolOf(c *spec.Cluster, name string, client *armcompute.VirtualMachineScale
 
 // Capacity sums the scale sets' requested instance counts.
 func (p *Pool) Capacity(ctx context.Context) (int, error) {
-	each, err := p.capacities(ctx)
+	each, _, err := p.capacities(ctx)
 	total := 0
 	for _, n := range each {
 		total += n
@@ -55,29 +57,47 @@ func (p *Pool) Capacity(ctx context.Context) (int, error) {
 	return total, err
 }
 
-// capacities are the scale sets' requested instance counts, in order.
-func (p *Pool) capacities(ctx context.Context) ([]int, error) {
-	out := make([]int, len(p.Sets))
+// capacities are the scale sets' requested instance counts and their models' ETags, in order.
+func (p *Pool) capacities(ctx context.Context) ([]int, []*string, error) {
+	counts, etags := make([]int, len(p.Sets)), make([]*string, len(p.Sets))
 	for i, s := range p.Sets {
 		got, err := p.ScaleSets.Get(ctx, p.ResourceGroup, s.AzureName, nil)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if got.SKU == nil || got.SKU.Capacity == nil {
-			return nil, fmt.Errorf("scale set %s reports no capacity", s.AzureName)
+			return nil, nil, fmt.Errorf("scale set %s reports no capacity", s.AzureName)
 		}
-		out[i] = int(*got.SKU.Capacity)
+		counts[i], etags[i] = int(*got.SKU.Capacity), got.Etag
 	}
-	return out, nil
+	return counts, etags, nil
 }
+
+// staleReads is how many times SetCapacity reads the scale sets again after another writer (the
+// autoscaler) changed one between its read and its write.
+const staleReads = 3
 
 // SetCapacity raises the pool to n instances, adding to the scale sets what they have (the
 // autoscaler may have grown them unevenly) and lowering none: removing a node is the
-// autoscaler's, under the scale-down brake. It updates only the SKU's capacity of each set it
-// raises: every update started, then all waited for together (a GPU pool is 80 scale sets; one
-// after another, a step took 80 creations' time).
+// autoscaler's, under the scale-down brake. Each write carries the ETag of the model it read, so a
+// resize made in between is never undone; the sets are then read again. It updates only the SKU's
+// capacity of each set it raises: every update started, then all waited for together (a GPU pool
+// is 80 scale sets; one after another, a step took 80 creations' time).
 func (p *Pool) SetCapacity(ctx context.Context, n int) error {
-	from, err := p.capacities(ctx)
+	var err error
+	for range staleReads {
+		if err = p.raise(ctx, n); !errors.Is(err, errStale) {
+			return err
+		}
+	}
+	return err
+}
+
+// errStale is a write refused because the scale set's model moved since it was read.
+var errStale = errors.New("the scale set changed since it was read")
+
+func (p *Pool) raise(ctx context.Context, n int) error {
+	from, etags, err := p.capacities(ctx)
 	if err != nil {
 		return err
 	}
@@ -100,19 +120,28 @@ func (p *Pool) SetCapacity(ctx context.Context, n int) error {
 		s := p.Sets[i]
 		poller, err := p.ScaleSets.BeginUpdate(ctx, p.ResourceGroup, s.AzureName, armcompute.VirtualMachineScaleSetUpdate{
 			SKU: &armcompute.SKU{Capacity: to.Ptr(int64(want))},
-		}, nil)
+		}, &armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions{IfMatch: etags[i]})
 		if err != nil {
-			failed = fmt.Errorf("scale set %s to %d: %w", s.AzureName, want, err)
+			failed = fmt.Errorf("scale set %s to %d: %w", s.AzureName, want, stale(err))
 			break // every update started is still waited for
 		}
 		waits.Go(func() error {
 			if _, err := poller.PollUntilDone(ctx, nil); err != nil {
-				return fmt.Errorf("scale set %s to %d: %w", s.AzureName, want, err)
+				return fmt.Errorf("scale set %s to %d: %w", s.AzureName, want, stale(err))
 			}
 			return nil
 		})
 	}
 	return errors.Join(failed, waits.Wait())
+}
+
+// stale marks a refused If-Match (412) as errStale.
+func stale(err error) error {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) && re.StatusCode == http.StatusPreconditionFailed {
+		return fmt.Errorf("%w: %w", errStale, err)
+	}
+	return err
 }
 
 // grow adds n instances to the sets' counts from, each within its MaxNodes. A single placement

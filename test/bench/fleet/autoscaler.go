@@ -19,12 +19,8 @@ import (
 // then several instance TTLs.
 const AutoscalerReadsMinutes = 30
 
-// scanInterval is cluster-autoscaler's loop (--scan-interval), its default, which the Deployment
-// keeps: a scale set's expired instance cache is listed again at the next loop.
-const scanInterval = 10 * time.Second
-
 // autoscalerReads reads the fleet as cluster-autoscaler's Azure provider (1.36, vmType vmss) does,
-// with the settings the add-ons give it: at each loop, the resource group's scale sets and VMs
+// with the settings the add-ons give it: at each loop (spec.AutoscalerScanSeconds), the resource group's scale sets and VMs
 // once AutoscalerRefreshSeconds have passed, and each scale set's VMs, every page, once its
 // instance cache expired (the TTL after its last list, dated back by a random splay of up to the
 // jitter, as the provider does). A restart lists everything in its first loop. Each of its three
@@ -68,7 +64,7 @@ func (f *fleet) autoscalerReads(ctx context.Context) (offered, delivered int, er
 	listed := make([]time.Duration, len(sets)) // each set's last list, dated back by its splay
 	refreshed := -time.Hour
 	end := AutoscalerReadsMinutes * time.Minute
-	for loop := time.Duration(0); loop < end; loop += scanInterval {
+	for loop := time.Duration(0); loop < end; loop += spec.AutoscalerScanSeconds * time.Second {
 		if wait := f.real(loop) - time.Since(f.began); wait > 0 {
 			time.Sleep(wait)
 		}

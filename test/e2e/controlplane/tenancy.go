@@ -103,6 +103,8 @@ func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 		{"not-ready tolerated for ever", team, restricted("not-ready", tolerate(corev1.Toleration{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute})), placement},
 		{"a host name selected", team, restricted("hostname", func(s *corev1.PodSpec) { s.NodeSelector = map[string]string{corev1.LabelHostname: "any-node"} }), placement},
 		{"a critical priority", team, restricted("critical", func(s *corev1.PodSpec) { s.PriorityClassName = addons.NodeCriticalPriority }), placement},
+		{"anti-affinity to its own pods by gang domain", team, restricted("own-spread", antiAffinity(nil)), ""},
+		{"anti-affinity to every namespace's pods", team, restricted("repel-all", antiAffinity(&metav1.LabelSelector{})), placement},
 		// Pod Security refuses it too from v1.34, before the policy is asked.
 		{"a probe of the metadata service", team, restricted("probe-host", func(s *corev1.PodSpec) {
 			s.Containers[0].LivenessProbe = &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -142,5 +144,13 @@ func checkTenancy(t *testing.T, cs *kubernetes.Clientset) {
 		}); waitErr != nil || tc.refusal != "" && !strings.Contains(err.Error(), tc.refusal) {
 			t.Errorf("%s: %v, want a refusal containing %q: %v", tc.what, err, tc.refusal, waitErr)
 		}
+	}
+}
+
+// antiAffinity keeps the pod off gang domains holding pods of the namespaces selected (nil: its own).
+func antiAffinity(namespaces *metav1.LabelSelector) func(*corev1.PodSpec) {
+	return func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{}, NamespaceSelector: namespaces, TopologyKey: wellknown.GangDomainLabel}}}}
 	}
 }

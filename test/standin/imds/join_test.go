@@ -220,6 +220,10 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, a.Name); err != nil || labels[wellknown.PoolLabel] != "cpu" || labels[wellknown.GangDomainLabel] != "cpu" || len(labels) != 2 {
 		t.Errorf("placement of %s: %v, %v; want the cpu pool's label and gang domain alone", a.Name, labels, err)
 	}
+	// A Node placed before the gang domain existed gets it from its scale set alone.
+	if labels, err := instances.ScaleSetPlacement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID); err != nil || labels[wellknown.GangDomainLabel] != "cpu" {
+		t.Errorf("scale-set placement of %s: %v, %v; want gang domain cpu", a.Name, labels, err)
+	}
 	if calls := srv.Calls()[reads:]; len(calls) != 0 {
 		t.Errorf("labelling a joined node called Resource Manager again: %+v", calls)
 	}
@@ -240,14 +244,17 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 
 	// Nor may they tag a CPU scale set GPU: its nodes would draw GPU pods. They are placed in their
 	// pool without the GPU label; a GPU size so tagged gets it. Nor may they join two InfiniBand
-	// fabrics into one gang domain: tagged as another's, a single placement group keeps its own.
+	// fabrics into one gang domain: tagged as another's, or with its single placement group
+	// turned off, an InfiniBand scale set keeps its own.
 	gpu := true
 	for _, tc := range []struct {
 		name, size string
 		gpu, spg   bool
 		domain     string
 	}{{"cf-dev-gpu", "Standard_D4ds_v5", false, false, "gpu"}, {"cf-dev-gpu-1", "Standard_NC4as_T4_v3", true, false, "gpu"},
-		{"cf-dev-gpu-2", "Standard_ND96isr_H100_v5", true, true, "gpu-2"}} {
+		{"cf-dev-gpu-2", "Standard_ND96isr_H100_v5", true, true, "gpu-2"},
+		// Turned off by a scale-set write, an InfiniBand size's single placement group is still one.
+		{"cf-dev-gpu-3", "Standard_ND96isr_H100_v5", true, false, "gpu-3"}} {
 		local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+tc.name, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
 		srv.AddScaleSet(arm.ScaleSet{Name: tc.name, SKU: tc.size, ComputerNamePrefix: tc.name, Instances: []*arm.Instance{{}}, SinglePlacementGroup: tc.spg,
 			Tags: machine.NodeTemplateTags(spec.ScaleSet{Name: "gpu-9", Pool: spec.Pool{Name: "gpu", GPU: &gpu}, SinglePlacementGroup: true})})
