@@ -9,6 +9,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 )
@@ -63,26 +64,17 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 func AutoscalerCloudConfig(c *spec.Cluster, a Azure) (*corev1.Secret, error) {
 	readQPS, readBucket := spec.AutoscalerReadRate()
 	writeQPS, writeBucket := spec.AutoscalerWriteRate()
-	ttl := c.AutoscalerInstancesTTLSeconds()
-	cfg, err := json.MarshalIndent(map[string]any{
-		"cloud":                                a.Cloud.Name,
-		"location":                             c.Location,
-		"subscriptionId":                       a.SubscriptionID,
-		"tenantId":                             a.TenantID,
-		"resourceGroup":                        c.ResourceGroup(),
-		"vmType":                               "vmss",
-		"useWorkloadIdentityExtension":         true,
-		"aadClientID":                          a.ClientIDs[AutoscalerName],
-		"aadFederatedTokenFile":                azureTokenFile,
-		"vmssCacheTTLInSeconds":                spec.AutoscalerRefreshSeconds,
-		"vmssVirtualMachinesCacheTTLInSeconds": ttl,
-		"vmssVmsCacheJitter":                   c.AutoscalerInstancesJitterSeconds(), // a restart's lists drift apart
-		"cloudProviderRateLimit":               true,
-		"cloudProviderRateLimitQPS":            readQPS,
-		"cloudProviderRateLimitBucket":         readBucket,
-		"cloudProviderRateLimitQPSWrite":       writeQPS,
-		"cloudProviderRateLimitBucketWrite":    writeBucket,
-		"enableVMSSEtag":                       true,
+	cfg, err := json.MarshalIndent(azurecloud.AutoscalerConfig{
+		Cloud: a.Cloud.Name, Location: c.Location, SubscriptionID: a.SubscriptionID, TenantID: a.TenantID,
+		ResourceGroup: c.ResourceGroup(), VMType: "vmss",
+		UseWorkloadIdentityExtension: true, AADClientID: a.ClientIDs[AutoscalerName], AADFederatedTokenFile: azureTokenFile,
+		VMSSCacheTTLInSeconds:                spec.AutoscalerRefreshSeconds,
+		VMSSVirtualMachinesCacheTTLInSeconds: c.AutoscalerInstancesTTLSeconds(),
+		VMSSVMsCacheJitter:                   c.AutoscalerInstancesJitterSeconds(), // a restart's lists drift apart
+		CloudProviderRateLimit:               true,
+		CloudProviderRateLimitQPS:            readQPS, CloudProviderRateLimitBucket: readBucket,
+		CloudProviderRateLimitQPSWrite: writeQPS, CloudProviderRateLimitBucketWrite: writeBucket,
+		EnableVMSSEtag: true,
 	}, "", "  ")
 	if err != nil {
 		return nil, err

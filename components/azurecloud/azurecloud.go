@@ -66,3 +66,31 @@ func Read(file string) (Cloud, error) {
 	}
 	return c, nil
 }
+
+// AutoscalerConfig is cluster-autoscaler's Azure cloud config (its provider's azure_config.go
+// keys, 1.36): the add-ons write it into a Secret, and clusterforge-ops, which mounts the same
+// Secret, reads the subscription and resource group from it.
+type AutoscalerConfig struct {
+	Cloud                        string `json:"cloud"`
+	Location                     string `json:"location"`
+	SubscriptionID               string `json:"subscriptionId"`
+	TenantID                     string `json:"tenantId"`
+	ResourceGroup                string `json:"resourceGroup"`
+	VMType                       string `json:"vmType"`
+	UseWorkloadIdentityExtension bool   `json:"useWorkloadIdentityExtension"`
+	AADClientID                  string `json:"aadClientID"`
+	AADFederatedTokenFile        string `json:"aadFederatedTokenFile"`
+	// VMSSCacheTTLInSeconds is how long its list of scale sets is kept; the VM lists' TTL and
+	// their splay follow.
+	VMSSCacheTTLInSeconds                int  `json:"vmssCacheTTLInSeconds"`
+	VMSSVirtualMachinesCacheTTLInSeconds int  `json:"vmssVirtualMachinesCacheTTLInSeconds"`
+	VMSSVMsCacheJitter                   int  `json:"vmssVmsCacheJitter"`
+	CloudProviderRateLimit               bool `json:"cloudProviderRateLimit"`
+	// Each client's reads and writes: a token bucket's refill a second, and its size.
+	CloudProviderRateLimitQPS         float64 `json:"cloudProviderRateLimitQPS"`
+	CloudProviderRateLimitBucket      int     `json:"cloudProviderRateLimitBucket"`
+	CloudProviderRateLimitQPSWrite    float64 `json:"cloudProviderRateLimitQPSWrite"`
+	CloudProviderRateLimitBucketWrite int     `json:"cloudProviderRateLimitBucketWrite"`
+	// EnableVMSSEtag sends the model's ETag with each scale-set write (If-Match).
+	EnableVMSSEtag bool `json:"enableVMSSEtag"`
+}

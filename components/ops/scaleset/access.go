@@ -40,10 +40,7 @@ func ReadAccess(cloudConfig, environment string, scaleSets []string) (*Access, e
 	if err != nil {
 		return nil, err
 	}
-	var cfg struct {
-		SubscriptionID string `json:"subscriptionId"`
-		ResourceGroup  string `json:"resourceGroup"`
-	}
+	var cfg azurecloud.AutoscalerConfig
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("%s: %w", cloudConfig, err)
 	}
