@@ -68,6 +68,9 @@ func (p *Pool) capacities(ctx context.Context) ([]int, []*string, error) {
 		if got.SKU == nil || got.SKU.Capacity == nil {
 			return nil, nil, fmt.Errorf("scale set %s reports no capacity", s.AzureName)
 		}
+		if got.Etag == nil {
+			return nil, nil, fmt.Errorf("scale set %s reports no ETag: a write could undo another writer's", s.AzureName)
+		}
 		counts[i], etags[i] = int(*got.SKU.Capacity), got.Etag
 	}
 	return counts, etags, nil
@@ -85,8 +88,8 @@ const staleReads = 3
 // is 80 scale sets; one after another, a step took 80 creations' time).
 func (p *Pool) SetCapacity(ctx context.Context, n int) error {
 	var err error
-	for range staleReads {
-		if err = p.raise(ctx, n); !errors.Is(err, errStale) {
+	for attempt := range staleReads {
+		if err = p.raise(ctx, n, attempt > 0); !errors.Is(err, errStale) {
 			return err
 		}
 	}
@@ -96,7 +99,9 @@ func (p *Pool) SetCapacity(ctx context.Context, n int) error {
 // errStale is a write refused because the scale set's model moved since it was read.
 var errStale = errors.New("the scale set changed since it was read")
 
-func (p *Pool) raise(ctx context.Context, n int) error {
+// raise adds to the sets what takes the pool to n; again, after a refused write, a pool already
+// there (the sets written before the refusal, and the other writer's resize) is done.
+func (p *Pool) raise(ctx context.Context, n int, again bool) error {
 	from, etags, err := p.capacities(ctx)
 	if err != nil {
 		return err
@@ -106,6 +111,8 @@ func (p *Pool) raise(ctx context.Context, n int) error {
 		have, limit = have+from[i], limit+max(s.MaxNodes, from[i])
 	}
 	switch {
+	case again && n <= have:
+		return nil
 	case n > limit:
 		return fmt.Errorf("%d nodes: the pool's scale sets hold %d (pools[].maxNodes)", n, limit)
 	case n < have:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -89,7 +90,7 @@ func TestGrowStepsAScaleSetOnTheFakeARMServer(t *testing.T) {
 				return resp, errResp
 			}
 			resp.SetResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientGetResponse{VirtualMachineScaleSet: armcompute.VirtualMachineScaleSet{
-				Name: to.Ptr(name), SKU: &armcompute.SKU{Capacity: to.Ptr(n)}}}, nil)
+				Name: to.Ptr(name), Etag: to.Ptr(fmt.Sprintf("%q", fmt.Sprint(n))), SKU: &armcompute.SKU{Capacity: to.Ptr(n)}}}, nil)
 			return resp, errResp
 		},
 		BeginUpdate: func(_ context.Context, rg, name string, update armcompute.VirtualMachineScaleSetUpdate, _ *armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateResponse], errResp azfake.ErrorResponder) {
@@ -127,43 +128,57 @@ func TestGrowStepsAScaleSetOnTheFakeARMServer(t *testing.T) {
 }
 
 // The autoscaler grows a scale set between the grower's read and its write: the write carries the
-// ETag it read, is refused (412), and the grower reads again and adds to what the autoscaler left.
+// ETag it read, is refused (412), and the grower reads again and adds to what the autoscaler left,
+// or stops if the pool already holds what it asked for (the sets written before the refusal keep
+// their new sizes), never lowering a set.
 func TestGrowNeverUndoesAnotherWriter(t *testing.T) {
-	sets := []spec.ScaleSet{{AzureName: "cf-dev-cpu-0", MaxNodes: 100}, {AzureName: "cf-dev-cpu-1", MaxNodes: 100}}
-	capacity, writes := map[string]int64{"cf-dev-cpu-0": 0, "cf-dev-cpu-1": 0}, map[string]int{}
-	etag := func(name string) *string { return to.Ptr(fmt.Sprintf("%q", fmt.Sprint(writes[name]+1))) }
-	raced := false
-	srv := computefake.VirtualMachineScaleSetsServer{
-		Get: func(_ context.Context, _, name string, _ *armcompute.VirtualMachineScaleSetsClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachineScaleSetsClientGetResponse], errResp azfake.ErrorResponder) {
-			resp.SetResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientGetResponse{VirtualMachineScaleSet: armcompute.VirtualMachineScaleSet{
-				Name: to.Ptr(name), Etag: etag(name), SKU: &armcompute.SKU{Capacity: to.Ptr(capacity[name])}}}, nil)
-			return resp, errResp
-		},
-		BeginUpdate: func(_ context.Context, _, name string, update armcompute.VirtualMachineScaleSetUpdate, o *armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateResponse], errResp azfake.ErrorResponder) {
-			if !raced { // the autoscaler's scale-up lands first
-				raced, capacity["cf-dev-cpu-0"] = true, 40
-				writes["cf-dev-cpu-0"]++
-			}
-			if o == nil || o.IfMatch == nil || *o.IfMatch != *etag(name) {
-				errResp.SetResponseError(http.StatusPreconditionFailed, "PreconditionFailed")
+	for _, tc := range []struct {
+		raced string
+		to    int64
+		want  map[string]int64
+	}{
+		{"cf-dev-cpu-0", 40, map[string]int64{"cf-dev-cpu-0": 40, "cf-dev-cpu-1": 20}},
+		{"cf-dev-cpu-1", 50, map[string]int64{"cf-dev-cpu-0": 30, "cf-dev-cpu-1": 50}},
+	} {
+		sets := []spec.ScaleSet{{AzureName: "cf-dev-cpu-0", MaxNodes: 100}, {AzureName: "cf-dev-cpu-1", MaxNodes: 100}}
+		capacity, writes := map[string]int64{"cf-dev-cpu-0": 0, "cf-dev-cpu-1": 0}, map[string]int{}
+		etag := func(name string) *string { return to.Ptr(fmt.Sprintf("%q", fmt.Sprint(writes[name]+1))) }
+		raced := false
+		srv := computefake.VirtualMachineScaleSetsServer{
+			Get: func(_ context.Context, _, name string, _ *armcompute.VirtualMachineScaleSetsClientGetOptions) (resp azfake.Responder[armcompute.VirtualMachineScaleSetsClientGetResponse], errResp azfake.ErrorResponder) {
+				resp.SetResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientGetResponse{VirtualMachineScaleSet: armcompute.VirtualMachineScaleSet{
+					Name: to.Ptr(name), Etag: etag(name), SKU: &armcompute.SKU{Capacity: to.Ptr(capacity[name])}}}, nil)
 				return resp, errResp
-			}
-			capacity[name] = *update.SKU.Capacity
-			writes[name]++
-			resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientUpdateResponse{}, nil)
-			return resp, errResp
-		},
-	}
-	client, err := armcompute.NewVirtualMachineScaleSetsClient("00000000-0000-0000-0000-000000000000", &azfake.TokenCredential{},
-		&arm.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: computefake.NewVirtualMachineScaleSetsServerTransport(&srv)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := &Pool{ScaleSets: client, ResourceGroup: "cf-dev", Sets: sets}
-	if err := pool.SetCapacity(context.Background(), 60); err != nil {
-		t.Fatal(err)
-	}
-	if capacity["cf-dev-cpu-0"] != 40 || capacity["cf-dev-cpu-1"] != 20 {
-		t.Errorf("capacities %v, want the autoscaler's 40 kept and 20 added beside it", capacity)
+			},
+			BeginUpdate: func(_ context.Context, _, name string, update armcompute.VirtualMachineScaleSetUpdate, o *armcompute.VirtualMachineScaleSetsClientBeginUpdateOptions) (resp azfake.PollerResponder[armcompute.VirtualMachineScaleSetsClientUpdateResponse], errResp azfake.ErrorResponder) {
+				if !raced { // the autoscaler's scale-up lands after the grower's read
+					raced, capacity[tc.raced] = true, tc.to
+					writes[tc.raced]++
+				}
+				if o == nil || o.IfMatch == nil || *o.IfMatch != *etag(name) {
+					errResp.SetResponseError(http.StatusPreconditionFailed, "PreconditionFailed")
+					return resp, errResp
+				}
+				if *update.SKU.Capacity < capacity[name] {
+					t.Errorf("%s lowered from %d to %d", name, capacity[name], *update.SKU.Capacity)
+				}
+				capacity[name] = *update.SKU.Capacity
+				writes[name]++
+				resp.SetTerminalResponse(http.StatusOK, armcompute.VirtualMachineScaleSetsClientUpdateResponse{}, nil)
+				return resp, errResp
+			},
+		}
+		client, err := armcompute.NewVirtualMachineScaleSetsClient("00000000-0000-0000-0000-000000000000", &azfake.TokenCredential{},
+			&arm.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: computefake.NewVirtualMachineScaleSetsServerTransport(&srv)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := &Pool{ScaleSets: client, ResourceGroup: "cf-dev", Sets: sets}
+		if err := pool.SetCapacity(context.Background(), 60); err != nil {
+			t.Errorf("%s raced to %d: %v", tc.raced, tc.to, err)
+		}
+		if !maps.Equal(capacity, tc.want) {
+			t.Errorf("%s raced to %d: capacities %v, want %v", tc.raced, tc.to, capacity, tc.want)
+		}
 	}
 }
