@@ -16,6 +16,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/azurecloud"
+	"github.com/clusterforge/clusterforge/components/azurerbac"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/test/machines"
 	"github.com/clusterforge/clusterforge/test/standin"
@@ -29,8 +30,8 @@ const autoscalerFixture = "testdata/cluster-autoscaler"
 
 // The stand-in answers the real autoscaler's recorded requests as it did: the same statuses, the
 // headers it acts on and every field it was given, on the stand-in's clock of the recording, with
-// the autoscaler's role as the program assigns it today (a role that loses an action it calls
-// fails here).
+// the autoscaler's role as the program assigns it today: a role that loses an action it calls
+// fails here, and so does one that holds an action it did not call, but for a scale-down's.
 func TestReplaysTheRealAutoscaler(t *testing.T) {
 	exchanges, err := standin.Lines[standin.Exchange](filepath.Join(autoscalerFixture, "wire.jsonl"))
 	if err != nil || len(exchanges) == 0 {
@@ -84,6 +85,25 @@ func TestReplaysTheRealAutoscaler(t *testing.T) {
 		}
 		return l.HTTP.Client().Do(req)
 	})
+
+	// And its role holds no more than it calls: every action its grants hold that the recording
+	// does not call is one it calls on a scale-down, which the recording has none of.
+	const scaleDown = "Microsoft.Compute/virtualMachineScaleSets/delete/action" // deleting instances
+	called := map[string]bool{}
+	for _, call := range s.Calls() {
+		called[call.Action] = true
+	}
+	var unused []string
+	for _, g := range azurerbac.Grants(addons.AutoscalerName) {
+		for _, action := range azurerbac.CustomRoleActions[g.Role] {
+			if !called[action] && !slices.Contains(unused, action) {
+				unused = append(unused, action)
+			}
+		}
+	}
+	if !slices.Equal(unused, []string{scaleDown}) {
+		t.Errorf("the autoscaler's role holds actions the real autoscaler did not call: %v; want only %s, a scale-down's", unused, scaleDown)
+	}
 }
 
 // handlerDelay is how long after the recorder stamped a request the stand-in handled it: the
