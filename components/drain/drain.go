@@ -16,15 +16,25 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
+// ReportEvery is how often a drain that waits says what holds it.
+const ReportEvery = 30 * time.Second
+
 // Node evicts the node's pods until none that may be evicted is left, and returns how many
-// evictions the apiserver accepted. It ends with ctx.
-func Node(ctx context.Context, cs kubernetes.Interface, node string) (int, error) {
+// evictions the apiserver accepted. It ends with ctx. While pods are left it calls logf, if not
+// nil, every ReportEvery with the count and the last refusal: a budget's refusal names the budget
+// and its healthy pods, which is what an operator needs to see a roll that waits.
+func Node(ctx context.Context, cs kubernetes.Interface, node string, logf func(format string, args ...any)) (int, error) {
 	evicted := 0
+	began, reported := time.Now(), time.Now()
 	for {
-		left, n, err := evictOnce(ctx, cs, node)
+		left, n, refused, err := evictOnce(ctx, cs, node)
 		evicted += n
 		if err != nil || left == 0 {
 			return evicted, err
+		}
+		if logf != nil && time.Since(reported) >= ReportEvery {
+			reported = time.Now()
+			logf("drain %s: %d pods left after %s; last refusal: %s", node, left, time.Since(began).Round(time.Second), refused)
 		}
 		select {
 		case <-ctx.Done():
@@ -34,11 +44,13 @@ func Node(ctx context.Context, cs kubernetes.Interface, node string) (int, error
 	}
 }
 
-// evictOnce asks once for every evictable pod of the node to be evicted.
-func evictOnce(ctx context.Context, cs kubernetes.Interface, node string) (left, evicted int, err error) {
+// evictOnce asks once for every evictable pod of the node to be evicted; refused names the last
+// pod a budget kept and why ("none" if no eviction was refused).
+func evictOnce(ctx context.Context, cs kubernetes.Interface, node string) (left, evicted int, refused string, err error) {
+	refused = "none"
 	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, refused, err
 	}
 	for _, p := range pods.Items {
 		if !Evictable(&p) {
@@ -54,13 +66,27 @@ func evictOnce(ctx context.Context, cs kubernetes.Interface, node string) (left,
 			evicted++
 		case apierrors.IsNotFound(err):
 		case apierrors.IsTooManyRequests(err): // a PodDisruptionBudget says not now
+			refused = fmt.Sprintf("%s/%s: %s", p.Namespace, p.Name, refusal(err))
 		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 			// No eviction is created in a namespace being deleted; its controller deletes the pod.
 		default:
-			return left, evicted, err
+			return left, evicted, refused, err
 		}
 	}
-	return left, evicted, nil
+	return left, evicted, refused, nil
+}
+
+// refusal is an eviction refusal's message and its causes: the apiserver puts the budget's name
+// and healthy count in a cause ("The disruption budget coredns needs 1 healthy pods and has 1
+// currently").
+func refusal(err error) string {
+	msg := err.Error()
+	if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil {
+		for _, c := range st.Status().Details.Causes {
+			msg += "; " + c.Message
+		}
+	}
+	return msg
 }
 
 // Evictable: a pod a drain must move. Finished pods, mirror pods and DaemonSets' pods stay.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,7 +61,7 @@ func TestDrainWaitsForPodsAlreadyGoing(t *testing.T) {
 		}
 		return true, nil, cs.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), action.GetNamespace(), "evictable")
 	})
-	left, evicted, err := evictOnce(context.Background(), cs, "n1")
+	left, evicted, _, err := evictOnce(context.Background(), cs, "n1")
 	if err != nil || left != 3 || evicted != 1 {
 		t.Fatalf("evictOnce: %d left, %d evicted, %v; want 3 left, 1 evicted, no error", left, evicted, err)
 	}
@@ -73,7 +74,26 @@ func TestDrainWaitsForPodsAlreadyGoing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := Node(context.Background(), cs, "n1"); err != nil {
+	if _, err := Node(context.Background(), cs, "n1", nil); err != nil {
 		t.Errorf("drain after they went: %v", err)
+	}
+}
+
+// A budget's refusal is reported with the cause the apiserver gives (its wording, as the eviction
+// REST handler writes it), so a drain that waits names what holds it.
+func TestDrainReportsWhatHoldsIt(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns-1"}, Spec: corev1.PodSpec{NodeName: "n1"}}
+	cs := fake.NewClientset(pod)
+	cs.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause, Message: "The disruption budget coredns needs 1 healthy pods and has 1 currently"}}
+		return true, nil, err
+	})
+	_, _, refused, err := evictOnce(context.Background(), cs, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(refused, "kube-system/coredns-1") || !strings.Contains(refused, "The disruption budget coredns needs 1 healthy pods") {
+		t.Errorf("refusal reported as %q, want the pod and the budget's cause", refused)
 	}
 }

@@ -35,7 +35,7 @@ func (r *Roller) replaceWorkers(ctx context.Context, nodes []string, finished fu
 	for _, n := range nodes {
 		drains.Go(func() error {
 			began := time.Now()
-			evicted, err := drain.Node(dctx, cs, n)
+			evicted, err := drain.Node(dctx, cs, n, r.logf)
 			if err != nil {
 				return fmt.Errorf("drain %s: %w", n, err)
 			}

@@ -328,7 +328,7 @@ func (c *Controller) setDrained(ctx context.Context, name string, now time.Time)
 func (c *Controller) drain(ctx context.Context, name string) (left bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.DrainFor)
 	defer cancel()
-	evicted, err := drain.Node(ctx, c.Client, name)
+	evicted, err := drain.Node(ctx, c.Client, name, c.logf)
 	if evicted > 0 {
 		c.logf("%s: %d pods evicted", name, evicted)
 	}
