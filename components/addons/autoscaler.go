@@ -50,6 +50,10 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 		// DNS and balloons live in kube-system; their PDBs and priority decide, not their namespace.
 		"--skip-nodes-with-system-pods=false",
 		"--skip-nodes-with-local-storage=false",
+		// Its ToBeDeleted taint keeps pods off a node it removes, and the brake counts the taint; a
+		// cordon it does not count, so only clusterforge-ops cordons (NodeControllersPolicy), and
+		// the autoscaler's default cordon would fail every scale-down.
+		"--cordon-node-before-terminating=false",
 	}
 	for _, set := range c.ScaleSets() {
 		flags = append(flags, fmt.Sprintf("--nodes=%d:%d:%s", 0, set.MaxNodes, set.AzureName))

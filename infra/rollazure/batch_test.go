@@ -22,8 +22,8 @@ type reimaged struct {
 	names []string
 }
 
-func (r *reimaged) Create(context.Context, arm.Instance) error { return nil }
-func (r *reimaged) Delete(context.Context, arm.Instance) error { return nil }
+func (r *reimaged) Create(context.Context, arm.Instance) (string, error) { return "", nil }
+func (r *reimaged) Delete(context.Context, arm.Instance) error           { return nil }
 func (r *reimaged) Reimage(_ context.Context, in arm.Instance) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -10,7 +10,7 @@
 //	rehearse releases --stack dev     the scripts/toolchain.sh groups the stack's versions need
 //	rehearse deviations               list every difference from Azure
 //	rehearse e2e-times [--docs docs/testing.md]   where make e2e's time went (build/e2e-times.json, .md)
-//	rehearse boot --stack dev         boot every machine of the plan from its image (systemd-nspawn), leave it running
+//	rehearse boot --stack dev [--hold]   boot every machine of the plan from its image (systemd-nspawn), leave it running
 //	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
 //	rehearse bench-scale --stack dev  the scale benchmark on a rehearsal of its own (build/bench/scale)
 //	rehearse bench-joins --stack dev  1,000 nodes joining all at once vs in the stack's steps (build/bench/joins)
@@ -78,6 +78,7 @@ func run(args []string) error {
 	bootDir := fs.String("boot-dir", "build/boot", "boot, boot-down: directory for booted stacks; each gets <boot-dir>/<stack>")
 	planDir := fs.String("plan-dir", "build/plan", "boot: where `make plan` wrote <stack>/ and <stack>.pki.json")
 	keep := fs.Bool("keep-on-failure", false, "boot: leave a boot that failed running, to look at")
+	hold := fs.Bool("hold", false, "boot: stay until interrupted, holding the machines behind Resource Manager's stand-in: a scale set's growth boots workers that join, a deleted instance's machine goes")
 	images := fs.String("images", "build/images", "boot: where the baked images are: node-<stack>.tar, control-plane-<stack>.tar")
 	renew := fs.Bool("renew-certificates", false, "roll: renew every leaf certificate, due or not")
 	var bench benchFlags
@@ -101,7 +102,7 @@ func run(args []string) error {
 		case "services":
 			return services(*stack, bootDir, *tools, fs.Args())
 		}
-		return boot(*stack, bootDir, *planDir, *images, *tools, *keep)
+		return boot(*stack, bootDir, *planDir, *images, *tools, *keep, *hold)
 	case "down":
 		return down(dir)
 	case "clean":
@@ -400,7 +401,7 @@ func services(stack, dir, tools string, args []string) error {
 }
 
 // boot boots every machine of the stack's plan and leaves them running.
-func boot(stack, dir, planDir, images, tools string, keep bool) error {
+func boot(stack, dir, planDir, images, tools string, keep, hold bool) error {
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("boot needs root: it mounts, makes loop devices and network namespaces, and runs systemd-nspawn")
 	}
@@ -425,9 +426,9 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 	fmt.Print(machines.FormatDeviations(true))
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 15*time.Minute)
+	bootCtx, cancelTimeout := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancelTimeout()
-	b, err := nspawn.Boot(ctx, c, o, os.Stdout)
+	b, err := nspawn.Boot(bootCtx, c, o, os.Stdout)
 	if err != nil {
 		return err
 	}
@@ -446,5 +447,11 @@ func boot(stack, dir, planDir, images, tools string, keep bool) error {
 	}
 	fmt.Printf("\nStack %s is booted: %d machines, listed in %s.\nTry: %s/kubectl --kubeconfig %s get nodes -o wide\nRemove it with: make boot-down STACK=%s\n",
 		stack, len(b.Machines), rel(nspawn.MachinesFile(dir)), tools, rel(b.HostKubeconfig()), stack)
+	if !hold {
+		return nil
+	}
+	fmt.Println("Holding the machines behind Resource Manager's stand-in until interrupted (Ctrl-C); the machines stay after.")
+	<-ctx.Done()
+	b.CloseMachines()
 	return nil
 }

@@ -109,6 +109,10 @@ func TestProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 	dataplane.ProviderIDsAreScaleSetInstancesOfTheirPool(t)
 }
 
+func TestScaleSetGrowthBootsAWorkerThatJoins(t *testing.T) {
+	dataplane.ScaleSetGrowthBootsAWorkerThatJoins(t)
+}
+
 func TestPodReachesPodsAndServices(t *testing.T) {
 	dataplane.PodReachesPodsAndServices(t)
 }

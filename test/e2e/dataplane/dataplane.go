@@ -123,50 +123,60 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 
 	// The node the autoscaler builds from a scale set's tags, as it decodes them, is the node each
 	// of its instances' kubelets registered: its labels, its taints once ready, its GPUs.
-	startup := map[string]bool{}
-	for _, f := range addons.AutoscalerFlags(c) {
-		if v, ok := strings.CutPrefix(f, "--startup-taint="); ok {
-			startup[v] = true
-		}
-	}
 	for _, n := range nodes.Items {
 		raw, _ := strings.CutPrefix(n.Spec.ProviderID, "azure://")
 		id, err := arm.ParseResourceID(raw)
 		if err != nil || id.Parent == nil || listed[id.Parent.Name] == nil {
 			continue
 		}
-		labels, taints, resources := autoscalerTemplate(listed[id.Parent.Name])
-		for k, v := range n.Labels {
-			if got, ok := labels[k]; !autoscalerOwnLabels[k] && (!ok || got != v) {
-				t.Errorf("node %s has label %s=%s; its scale set's template says %q (present %v)", n.Name, k, v, got, ok)
-			}
-		}
-		for k, v := range labels {
-			if n.Labels[k] != v {
-				t.Errorf("node %s: the template's label %s=%s, the node's %q", n.Name, k, v, n.Labels[k])
-			}
-		}
-		var registered, template []string
-		for _, tt := range n.Spec.Taints {
-			if !strings.HasPrefix(tt.Key, "node.kubernetes.io/") {
-				registered = append(registered, tt.ToString())
-			}
-		}
-		for _, tt := range taints {
-			if !startup[tt.Key] {
-				template = append(template, tt.ToString())
-			}
-		}
-		slices.Sort(registered)
-		slices.Sort(template)
-		if !slices.Equal(registered, template) {
-			t.Errorf("node %s's taints %v; its scale set's template's, startup taints aside, %v", n.Name, registered, template)
-		}
-		gpus := n.Status.Capacity[corev1.ResourceName(machine.GPUResource)]
-		if want := resources[machine.GPUResource]; gpus.Cmp(want) != 0 {
-			t.Errorf("node %s has %s GPUs; its scale set's template %s", n.Name, gpus.String(), want.String())
+		for _, m := range templateMismatches(c, &n, listed[id.Parent.Name]) {
+			t.Error(m)
 		}
 	}
+}
+
+// templateMismatches compares a registered node with the node cluster-autoscaler builds from its
+// scale set's tags, as it decodes them: labels, taints (startup taints aside) and GPUs.
+func templateMismatches(c *spec.Cluster, n *corev1.Node, tags map[string]string) []string {
+	startup := map[string]bool{}
+	for _, f := range addons.AutoscalerFlags(c) {
+		if v, ok := strings.CutPrefix(f, "--startup-taint="); ok {
+			startup[v] = true
+		}
+	}
+	var out []string
+	labels, taints, resources := autoscalerTemplate(tags)
+	for k, v := range n.Labels {
+		if got, ok := labels[k]; !autoscalerOwnLabels[k] && (!ok || got != v) {
+			out = append(out, fmt.Sprintf("node %s has label %s=%s; its scale set's template says %q (present %v)", n.Name, k, v, got, ok))
+		}
+	}
+	for k, v := range labels {
+		if n.Labels[k] != v {
+			out = append(out, fmt.Sprintf("node %s: the template's label %s=%s, the node's %q", n.Name, k, v, n.Labels[k]))
+		}
+	}
+	var registered, template []string
+	for _, tt := range n.Spec.Taints {
+		if !strings.HasPrefix(tt.Key, "node.kubernetes.io/") {
+			registered = append(registered, tt.ToString())
+		}
+	}
+	for _, tt := range taints {
+		if !startup[tt.Key] {
+			template = append(template, tt.ToString())
+		}
+	}
+	slices.Sort(registered)
+	slices.Sort(template)
+	if !slices.Equal(registered, template) {
+		out = append(out, fmt.Sprintf("node %s's taints %v; its scale set's template's, startup taints aside, %v", n.Name, registered, template))
+	}
+	gpus := n.Status.Capacity[corev1.ResourceName(machine.GPUResource)]
+	if want := resources[machine.GPUResource]; gpus.Cmp(want) != 0 {
+		out = append(out, fmt.Sprintf("node %s has %s GPUs; its scale set's template %s", n.Name, gpus.String(), want.String()))
+	}
+	return out
 }
 
 // autoscalerOwnLabels are the labels cluster-autoscaler gives every template node itself

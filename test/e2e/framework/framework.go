@@ -183,7 +183,13 @@ func Clientset(t testing.TB) *kubernetes.Clientset {
 // As is a client of the shared rehearsal acting as someone else, by impersonation.
 func As(t testing.TB, impersonate rest.ImpersonationConfig) *kubernetes.Clientset {
 	t.Helper()
-	cfg, err := Running.RESTConfig()
+	return AsIn(t, Running.Layout.Layout, impersonate)
+}
+
+// AsIn is a client of the cluster of l acting as someone else, by impersonation.
+func AsIn(t testing.TB, l *machines.Layout, impersonate rest.ImpersonationConfig) *kubernetes.Clientset {
+	t.Helper()
+	cfg, err := l.RESTConfig()
 	if err != nil {
 		t.Fatal(err)
 	}

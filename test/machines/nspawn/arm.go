@@ -75,7 +75,7 @@ func (b *Booted) armInventory() arm.Inventory {
 				Tags: map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: m.Role}}
 			if worker, ok := b.Cluster.ScaleSetOf(in.ScaleSet); ok {
 				maps.Copy(set.Tags, machine.NodeTemplateTags(worker)) // as the Pulumi program tags them
-				set.SinglePlacementGroup = worker.SinglePlacementGroup
+				set.SinglePlacementGroup, set.Zones = worker.SinglePlacementGroup, worker.Zones
 			}
 			inv.ScaleSets = append(inv.ScaleSets, set)
 			i = len(inv.ScaleSets) - 1
@@ -97,7 +97,7 @@ func (b *Booted) armInventory() arm.Inventory {
 		tags := map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: role}
 		maps.Copy(tags, machine.NodeTemplateTags(set))
 		inv.ScaleSets = append(inv.ScaleSets, arm.ScaleSet{Name: set.AzureName, SKU: set.Pool.VMSize, ComputerNamePrefix: set.AzureName,
-			Image: machine.ImageOf(role), Tags: tags, SinglePlacementGroup: set.SinglePlacementGroup})
+			Image: machine.ImageOf(role), Tags: tags, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones})
 	}
 	return inv
 }
@@ -152,12 +152,16 @@ func removeRecords(files ...string) error {
 }
 
 // bootMachines are the booted machines behind the stand-in's instances while the booting process
-// runs: a reimage boots the machine afresh from new disks (etcd members refused). The boot's
-// machines are fixed: a create or delete changes the model alone.
+// runs: a worker scale set's growth boots a machine that joins, a deleted instance's machine is
+// removed, and a reimage boots the machine afresh from new disks (etcd members refused).
 type bootMachines struct{ b *Booted }
 
-func (m bootMachines) Create(context.Context, arm.Instance) error { return nil }
-func (m bootMachines) Delete(context.Context, arm.Instance) error { return nil }
+func (m bootMachines) Create(ctx context.Context, in arm.Instance) (string, error) {
+	return m.b.createInstance(ctx, in)
+}
+func (m bootMachines) Delete(ctx context.Context, in arm.Instance) error {
+	return m.b.deleteInstance(ctx, in)
+}
 func (m bootMachines) Reimage(ctx context.Context, in arm.Instance) error {
 	return m.b.reimage(ctx, in.ComputerName)
 }

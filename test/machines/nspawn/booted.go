@@ -74,6 +74,9 @@ type Machine struct {
 	MAC string `json:"mac"`
 	// PodIPs are a worker NIC's secondary IP configurations, one per pod (Azure CNI, L29).
 	PodIPs []string `json:"podIPs,omitempty"`
+	// VMID is the vmId Resource Manager's stand-in gave an instance it created; the boot's own
+	// machines have machines.VMID's.
+	VMID string `json:"vmId,omitempty"`
 
 	index  int
 	prefix netip.Prefix
@@ -308,16 +311,7 @@ func (b *Booted) ScheduledEventsFile() string { return filepath.Join(b.Dir, "sch
 // load balancer, the backup store, Azure DNS, Entra ID, the instance metadata service (attested documents,
 // the machines' identities' tokens) and Resource Manager.
 func (b *Booted) startServices(ctx context.Context) error {
-	meta := map[string]imds.InstanceMetadata{}
-	for _, m := range b.Machines {
-		meta[m.Address] = b.metadata(m)
-	}
-	data, err := json.MarshalIndent(meta, "", "  ")
-	if err != nil {
-		return err
-	}
-	metaFile := filepath.Join(b.Dir, "imds.json")
-	if err := machines.WriteFile(metaFile, string(data)+"\n", 0o644); err != nil {
+	if err := b.writeMetadata(); err != nil {
 		return err
 	}
 	if err := b.startService("lb", b.LBCommand()); err != nil {
@@ -340,7 +334,7 @@ func (b *Booted) startServices(ctx context.Context) error {
 	if err := imds.WriteSigningChain(b.attestationDir()); err != nil {
 		return err
 	}
-	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+wellknown.IMDSAddress+":80", "--machines="+metaFile,
+	if err := b.startService("imds", append(slices.Clone(b.Self), "imds", "--listen="+wellknown.IMDSAddress+":80", "--machines="+b.metadataFile(),
 		"--events="+b.ScheduledEventsFile(), "--attestation-dir="+b.attestationDir(), "--tenant="+machines.RehearsalTenantID,
 		"--token-key="+b.entraSigningKey())); err != nil {
 		return err
@@ -374,7 +368,11 @@ func (b *Booted) metadata(m *Machine) imds.InstanceMetadata {
 		identities = []string{id}
 	}
 	subnet := m.prefix.Masked()
-	return imds.InstanceMetadata{Name: m.Name, ResourceID: machines.ResourceID(c, m.Role, m.Name), VMID: machines.VMID(m.Name), Zone: m.Zone,
+	vmID := m.VMID
+	if vmID == "" {
+		vmID = machines.VMID(m.Name)
+	}
+	return imds.InstanceMetadata{Name: m.Name, ResourceID: machines.ResourceID(c, m.Role, m.Name), VMID: vmID, Zone: m.Zone,
 		Location: c.Location, VMSize: size, PrivateIP: m.Address, SubnetAddress: subnet.Addr().String(), SubnetPrefix: subnet.Bits(), Identities: identities}
 }
 

@@ -478,10 +478,16 @@ func (b *Booted) stopped(name string) (*Machine, error) {
 
 // Down removes every machine, service, mount, loop device and namespace of the boot.
 func (b *Booted) Down() error {
+	b.CloseMachines()
+	return Down(b.opts.Name, b.Dir, b.progress)
+}
+
+// CloseMachines stops serving the machines to Resource Manager's stand-in: its creates, deletes
+// and reimages fail from then on.
+func (b *Booted) CloseMachines() {
 	if b.machinesSocket != nil {
 		b.machinesSocket.Close()
 	}
-	return Down(b.opts.Name, b.Dir, b.progress)
 }
 
 // Down removes what the boot name in dir made, even one run by another command: its

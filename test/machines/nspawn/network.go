@@ -135,10 +135,18 @@ func (n *bootNetwork) attach(i int, addr netip.Prefix, mac string, podIPs []stri
 	for _, p := range podIPs {
 		fmt.Fprintf(&routes, "route add %s/32 via %s dev %s\n", p, addr.Addr(), v.Bridge)
 	}
-	cmd := exec.Command("ip", "-n", n.Hub, "-batch", "-")
-	cmd.Stdin = strings.NewReader(routes.String())
+	if err := ipBatch(n.Hub, routes.String()); err != nil {
+		return fmt.Errorf("route %s's pod IPs: %w", ns, err)
+	}
+	return nil
+}
+
+// ipBatch runs `ip` commands, one per line of script, in namespace ns.
+func ipBatch(ns, script string) error {
+	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
+	cmd.Stdin = strings.NewReader(script)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("route %s's pod IPs in %s: %v: %s", ns, n.Hub, err, out)
+		return fmt.Errorf("ip -n %s -batch: %v: %s", ns, err, out)
 	}
 	return nil
 }

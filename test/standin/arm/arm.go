@@ -75,7 +75,8 @@ type VM struct {
 
 // Machines is what stands behind the instances; nil when the model alone is driven.
 type Machines interface {
-	Create(ctx context.Context, in Instance) error
+	// Create starts a machine for a new instance and returns the private IP its NIC was given.
+	Create(ctx context.Context, in Instance) (privateIP string, err error)
 	Delete(ctx context.Context, in Instance) error
 	// Reimage boots the instance afresh from in.Image.
 	Reimage(ctx context.Context, in Instance) error
@@ -870,10 +871,11 @@ func (s *Server) batch(name string, ids []string, kind string) func(http.Respons
 func (s *Server) finish(in Instance, kind string) error {
 	ctx := context.Background()
 	var err error
+	var address string
 	if s.Machines != nil {
 		switch kind {
 		case OpCreate:
-			err = s.Machines.Create(ctx, in)
+			address, err = s.Machines.Create(ctx, in)
 		case OpDelete:
 			err = s.Machines.Delete(ctx, in)
 		case OpReimage:
@@ -896,6 +898,8 @@ func (s *Server) finish(in Instance, kind string) error {
 		return nil
 	case kind == OpUpgrade:
 		ss.Instances[i].Image = ss.Image
+	case kind == OpCreate && address != "":
+		ss.Instances[i].PrivateIP = address
 	}
 	ss.Instances[i].State, ss.Instances[i].changed = "Succeeded", s.now()
 	if err != nil {

@@ -56,7 +56,9 @@ func (f *fleet) note(op string, in Instance) error {
 	f.done = append(f.done, op+" "+in.ComputerName)
 	return nil
 }
-func (f *fleet) Create(_ context.Context, in Instance) error  { return f.note("create", in) }
+func (f *fleet) Create(_ context.Context, in Instance) (string, error) {
+	return "10.9.0." + in.ID, f.note("create", in)
+}
 func (f *fleet) Delete(_ context.Context, in Instance) error  { return f.note("delete", in) }
 func (f *fleet) Reimage(_ context.Context, in Instance) error { return f.note("reimage "+in.Image, in) }
 func (f *fleet) RunCommand(_ context.Context, id string, script []string) (string, string, error) {
@@ -133,6 +135,18 @@ func TestComputeThroughTheSDK(t *testing.T) {
 	gpu := names(t, vms, "gpu")
 	if len(gpu) != 37 || gpu[36] != "gpu000010" {
 		t.Errorf("grown to %d instances, the last %q: want 37, the 37th named in base 36 (gpu000010)", len(gpu), gpu[len(gpu)-1])
+	}
+	// A grown instance's NIC holds the address its machine was given.
+	nics, err := armnetwork.NewInterfacesClient(subscription, w.Credential(operator), w.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := nics.NewListVirtualMachineScaleSetVMNetworkInterfacesPager(group, "gpu", "36", nil).NextPage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := *page.Value[0].Properties.IPConfigurations[0].Properties.PrivateIPAddress; got != "10.9.0.36" {
+		t.Errorf("instance 36's NIC holds %q, want the address its machine was given, 10.9.0.36", got)
 	}
 	// A batch larger than a bucket holds (DeleteVMScaleSet: 12 a scale set) waits for a full
 	// bucket, not for ever.

@@ -24,9 +24,10 @@ type machineRequest struct {
 }
 
 type machineAnswer struct {
-	Stdout string `json:"stdout,omitempty"`
-	Stderr string `json:"stderr,omitempty"`
-	Error  string `json:"error,omitempty"`
+	Address string `json:"address,omitempty"`
+	Stdout  string `json:"stdout,omitempty"`
+	Stderr  string `json:"stderr,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
 func (m RemoteMachines) call(ctx context.Context, req machineRequest) (machineAnswer, error) {
@@ -56,9 +57,9 @@ func (m RemoteMachines) call(ctx context.Context, req machineRequest) (machineAn
 	return a, nil
 }
 
-func (m RemoteMachines) Create(ctx context.Context, in Instance) error {
-	_, err := m.call(ctx, machineRequest{Op: OpCreate, Instance: in})
-	return err
+func (m RemoteMachines) Create(ctx context.Context, in Instance) (string, error) {
+	a, err := m.call(ctx, machineRequest{Op: OpCreate, Instance: in})
+	return a.Address, err
 }
 
 func (m RemoteMachines) Delete(ctx context.Context, in Instance) error {
@@ -88,7 +89,7 @@ func ServeMachines(ln net.Listener, machines Machines) error {
 		if err == nil {
 			switch req.Op {
 			case OpCreate:
-				err = machines.Create(r.Context(), req.Instance)
+				a.Address, err = machines.Create(r.Context(), req.Instance)
 			case OpDelete:
 				err = machines.Delete(r.Context(), req.Instance)
 			case OpReimage:

@@ -286,20 +286,23 @@ func TestRemoteMachines(t *testing.T) {
 	if err := m.Reimage(ctx, Instance{ComputerName: "api000001", Image: "image-2"}); err != nil {
 		t.Fatal(err)
 	}
+	if addr, err := m.Create(ctx, Instance{ID: "7", ComputerName: "cpu000007"}); err != nil || addr != "10.9.0.7" {
+		t.Fatalf("create: %q, %v; want the address the host gave the machine", addr, err)
+	}
 	if err := m.Delete(ctx, Instance{ComputerName: "etcd"}); err == nil || !strings.Contains(err.Error(), "refused etcd") {
 		t.Fatalf("delete: %v, want the host's refusal", err)
 	}
 	if out, _, err := m.RunCommand(ctx, "/x/vm1", []string{"true"}); err != nil || out != "ran true on vm1" {
 		t.Fatalf("run command: %q, %v", out, err)
 	}
-	if !slices.Equal(f.done, []string{"reimage image-2 api000001"}) {
+	if !slices.Equal(f.done, []string{"reimage image-2 api000001", "create cpu000007"}) {
 		t.Fatalf("the host did %v", f.done)
 	}
 	ln.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Create(ctx, Instance{}); err == nil {
+	if _, err := m.Create(ctx, Instance{}); err == nil {
 		t.Fatal("a host that has gone answered")
 	}
 }

@@ -159,7 +159,9 @@ type unreachable struct{}
 
 var errUnreachable = errors.New("the booting process is gone")
 
-func (unreachable) Create(context.Context, arm.Instance) error  { return errUnreachable }
+func (unreachable) Create(context.Context, arm.Instance) (string, error) {
+	return "", errUnreachable
+}
 func (unreachable) Delete(context.Context, arm.Instance) error  { return errUnreachable }
 func (unreachable) Reimage(context.Context, arm.Instance) error { return errUnreachable }
 func (unreachable) RunCommand(context.Context, string, []string) (string, string, error) {

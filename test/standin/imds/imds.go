@@ -70,7 +70,10 @@ func (m InstanceMetadata) document() map[string]any {
 type Server struct {
 	// Machines maps a machine's address to its metadata.
 	Machines map[string]InstanceMetadata
-	Signer   *Signer
+	// MachinesFile, when set, holds Machines as JSON and is read again whenever it changes: a
+	// scale set's growth adds machines while the service runs.
+	MachinesFile string
+	Signer       *Signer
 	// Entra issues the machines' identities' tokens; nil serves none.
 	Entra *entra.Server
 	// ScheduledEvents are the events of the machine at an address; nil serves none.
@@ -78,6 +81,33 @@ type Server struct {
 
 	mu      sync.Mutex
 	started map[string]time.Time
+	// loaded is the modification time of MachinesFile when it was last read.
+	loaded time.Time
+}
+
+// machine is the metadata of the machine at host, from MachinesFile as it is now when set.
+func (s *Server) machine(host string) (InstanceMetadata, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.MachinesFile != "" {
+		info, err := os.Stat(s.MachinesFile)
+		if err != nil {
+			return InstanceMetadata{}, false, err
+		}
+		if !info.ModTime().Equal(s.loaded) {
+			data, err := os.ReadFile(s.MachinesFile)
+			if err != nil {
+				return InstanceMetadata{}, false, err
+			}
+			var all map[string]InstanceMetadata
+			if err := json.Unmarshal(data, &all); err != nil {
+				return InstanceMetadata{}, false, fmt.Errorf("%s: %w", s.MachinesFile, err)
+			}
+			s.Machines, s.loaded = all, info.ModTime()
+		}
+	}
+	m, ok := s.Machines[host]
+	return m, ok, nil
 }
 
 // Started says which events machines started early, and when.
@@ -109,7 +139,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	m, ok := s.Machines[host]
+	m, ok, err := s.machine(host)
+	if err != nil {
+		fail(http.StatusInternalServerError, err.Error())
+		return
+	}
 	if !ok {
 		fail(http.StatusNotFound, "no machine has address "+host)
 		return
@@ -246,7 +280,7 @@ func (s *Server) start(doc maintenance.Document, body io.Reader) error {
 func Main(args []string) error {
 	fs := flag.NewFlagSet("imds", flag.ContinueOnError)
 	listen := fs.String("listen", wellknown.IMDSAddress+":80", "host:port to serve")
-	machines := fs.String("machines", "", "JSON file: address → InstanceMetadata")
+	machines := fs.String("machines", "", "JSON file, read again when it changes: address → InstanceMetadata")
 	events := fs.String("events", "", "JSON file, read at each request: address → scheduled events document (none when absent)")
 	signing := fs.String("attestation-dir", "", "signing chain of attested documents (WriteSigningChain); none served when empty")
 	tenant := fs.String("tenant", "", "Entra tenant of the machines' identities")
@@ -254,13 +288,9 @@ func Main(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	data, err := os.ReadFile(*machines)
-	if err != nil {
+	s := &Server{MachinesFile: *machines}
+	if _, _, err := s.machine(""); err != nil {
 		return fmt.Errorf("imds: --machines: %w", err)
-	}
-	s := &Server{}
-	if err := json.Unmarshal(data, &s.Machines); err != nil {
-		return fmt.Errorf("imds: %s: %w", *machines, err)
 	}
 	if *events != "" {
 		s.ScheduledEvents = eventsFromFile(*events)
@@ -273,6 +303,7 @@ func Main(args []string) error {
 		s.Entra = &entra.Server{Tenant: *tenant, SigningKey: key, Now: time.Now}
 	}
 	if *signing != "" {
+		var err error
 		if s.Signer, err = ReadSigner(*signing); err != nil {
 			return fmt.Errorf("imds: --attestation-dir: %w", err)
 		}

@@ -55,6 +55,42 @@ func TestIMDSAnswersEachMachineAboutItself(t *testing.T) {
 	}
 }
 
+// A machine a scale set's growth adds is answered as soon as the machines file names it, and one
+// the file no longer names is not.
+func TestIMDSReadsTheMachinesFileAgainWhenItChanges(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "imds.json")
+	write := func(body string, mtime time.Time) {
+		if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(file, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := func(s *Server, from string) string {
+		req := httptest.NewRequest(http.MethodGet, "http://169.254.169.254/metadata/instance/compute/name?api-version=2021-02-01&format=text", nil)
+		req.RemoteAddr = from + ":41000"
+		req.Header.Set("Metadata", "true")
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, req)
+		body, _ := io.ReadAll(w.Result().Body)
+		return strings.TrimSpace(string(body))
+	}
+	start := time.Now().Add(-time.Minute)
+	write(`{"10.1.0.4": {"name": "cf-dev-cpu000000"}}`, start)
+	s := &Server{MachinesFile: file}
+	if got := name(s, "10.1.0.4"); got != "cf-dev-cpu000000" {
+		t.Fatalf("10.1.0.4 is %q", got)
+	}
+	write(`{"10.1.0.5": {"name": "cf-dev-cpu000001"}}`, start.Add(time.Second))
+	if got := name(s, "10.1.0.5"); got != "cf-dev-cpu000001" {
+		t.Errorf("a machine added to the file is %q", got)
+	}
+	if got := name(s, "10.1.0.4"); !strings.Contains(got, "no machine") {
+		t.Errorf("a machine gone from the file is still answered: %q", got)
+	}
+}
+
 // Scheduled events come from the drill's file, read at each request, each machine getting its own;
 // the watcher's parser reads what the stand-in serves.
 func TestIMDSServesEachMachineItsScheduledEvents(t *testing.T) {

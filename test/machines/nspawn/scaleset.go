@@ -1,0 +1,164 @@
+package nspawn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
+	"github.com/clusterforge/clusterforge/test/machines"
+	"github.com/clusterforge/clusterforge/test/standin/arm"
+	"github.com/clusterforge/clusterforge/test/standin/imds"
+)
+
+// createInstance boots a machine for an instance that a scale set's growth made in Resource
+// Manager's stand-in, as Azure provisions a VM: named and identified as the stand-in made it
+// (computer name, vmId, zone), given the next free addresses of its VNet (its own, then its
+// pool's maxPods pod IPs: deviation "network") and its pool's user-data. It returns the machine's
+// address once systemd runs; the machine joins on its own, as a VM does. Only worker scale sets
+// grow here.
+func (b *Booted) createInstance(ctx context.Context, in arm.Instance) (string, error) {
+	set, ok := b.Cluster.ScaleSetOf(in.ScaleSet)
+	if !ok {
+		return "", fmt.Errorf("boot: %s is no worker scale set; only workers are created here", in.ScaleSet)
+	}
+	vnet, ok := b.Cluster.VNetOf(set)
+	if !ok {
+		return "", fmt.Errorf("boot: scale set %s has no VNet", in.ScaleSet)
+	}
+	role := spec.WorkerRole(set.Pool.Name)
+	b.mu.Lock()
+	if slices.ContainsFunc(b.Machines, func(m *Machine) bool { return m.Name == in.ComputerName }) {
+		b.mu.Unlock()
+		return "", fmt.Errorf("boot: a machine is named %s already", in.ComputerName)
+	}
+	m, err := b.placeInstance(in, role, netip.MustParsePrefix(vnet.Prefix).Masked(), set.Pool.MaxPods)
+	if err == nil {
+		b.Machines = append(b.Machines, m)
+		b.Instances = append(b.Instances, machines.Instance{Name: m.Name, Role: m.Role, IP: m.Address})
+	}
+	b.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	b.logf("%s: creating %s for scale set %s at %s (vmId %s, zone %s)", in.ComputerName, role, in.ScaleSet, m.Address, m.VMID, m.Zone)
+	if err := b.net.attach(m.index, m.prefix, m.MAC, m.PodIPs); err != nil {
+		return "", err
+	}
+	if err := b.writeMetadata(); err != nil {
+		return "", err
+	}
+	if err := b.create(m); err != nil {
+		return "", err
+	}
+	if err := b.Start(ctx, m.Name); err != nil {
+		return "", err
+	}
+	return m.Address, nil
+}
+
+// placeInstance places a new worker machine in its VNet, after every address the VNet's machines
+// hold (Azure keeps .0-.3). Called with b.mu held.
+func (b *Booted) placeInstance(in arm.Instance, role string, vnet netip.Prefix, maxPods int) (*Machine, error) {
+	next := addrAdd(vnet.Addr(), 4)
+	index := 0
+	for _, m := range b.Machines {
+		index = max(index, m.index+1)
+		for _, a := range append([]string{m.Address}, m.PodIPs...) {
+			if addr, err := netip.ParseAddr(a); err == nil && vnet.Contains(addr) && !addr.Less(next) {
+				next = addr.Next()
+			}
+		}
+	}
+	m := &Machine{Name: in.ComputerName, Role: role, Image: machine.ImageOf(role), Address: next.String(), Zone: in.Zone, VMID: in.VMID,
+		MAC: fmt.Sprintf("00:0d:3a:%02x:%02x:%02x", index>>16&0xff, index>>8&0xff, index&0xff), index: index, prefix: netip.PrefixFrom(next, vnet.Bits())}
+	for range maxPods {
+		next = next.Next()
+		m.PodIPs = append(m.PodIPs, next.String())
+	}
+	if !vnet.Contains(next) {
+		return nil, fmt.Errorf("boot: VNet %s is full: no room for %s and its %d pod IPs", vnet, in.ComputerName, maxPods)
+	}
+	return m, nil
+}
+
+// deleteInstance stops and removes the machine behind a deleted instance: its disks, its network
+// namespace, its pod IPs' routes and its metadata, as Azure deletes a VM and its NIC.
+func (b *Booted) deleteInstance(ctx context.Context, in arm.Instance) error {
+	m, err := b.Machine(in.ComputerName)
+	if err != nil {
+		return err
+	}
+	if m.Image != machine.ImageWorker {
+		return fmt.Errorf("boot: %s is a %s; only workers are deleted here", m.Name, m.Role)
+	}
+	if err := b.StopMachine(ctx, m.Name, true); err != nil {
+		return err
+	}
+	if err := unix.Unmount(m.Root, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("unmount %s's OS disk: %w", m.Name, err)
+	}
+	if err := b.detachDisk(m); err != nil {
+		return err
+	}
+	if err := errors.Join(b.net.detach(m.index, m.PodIPs), removeTree(b.machineDir(m))); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.Machines = slices.DeleteFunc(b.Machines, func(x *Machine) bool { return x == m })
+	b.Instances = slices.DeleteFunc(b.Instances, func(x machines.Instance) bool { return x.Name == m.Name })
+	b.mu.Unlock()
+	b.logf("%s: deleted with its instance", m.Name)
+	if err := b.writeMetadata(); err != nil {
+		return err
+	}
+	return b.writeMachines()
+}
+
+// metadataFile is what the metadata stand-in serves: address → imds.InstanceMetadata, read again
+// when it changes.
+func (b *Booted) metadataFile() string { return filepath.Join(b.Dir, "imds.json") }
+
+// writeMetadata writes what the metadata service says of every machine.
+func (b *Booted) writeMetadata() error {
+	b.mu.Lock()
+	meta := map[string]imds.InstanceMetadata{}
+	for _, m := range b.Machines {
+		meta[m.Address] = b.metadata(m)
+	}
+	b.mu.Unlock()
+	data, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	// Written whole then renamed: the stand-in reads it at any moment.
+	tmp := b.metadataFile() + ".new"
+	if err := machines.WriteFile(tmp, string(data)+"\n", 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, b.metadataFile())
+}
+
+// detach removes machine i's namespace (its veth pair with it) and the hub's routes to podIPs.
+func (n *bootNetwork) detach(i int, podIPs []string) error {
+	var routes strings.Builder
+	for _, p := range podIPs {
+		fmt.Fprintf(&routes, "route del %s/32\n", p)
+	}
+	var errs []error
+	if len(podIPs) > 0 {
+		if err := ipBatch(n.Hub, routes.String()); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(append(errs, ip("netns", "del", n.machineNetns(i)))...)
+}
