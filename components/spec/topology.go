@@ -391,3 +391,10 @@ func (c *Cluster) SystemPool() Pool {
 	}
 	return Pool{}
 }
+
+// RemediationMaxUnhealthy is the share of a pool's or the cluster's nodes unhealthy at once above
+// which remediation replaces nothing: half of one zone's share. A zone's outage makes a third of
+// every pool unhealthy over three zones; it is waited out, not handed back to Azure (a failure
+// this wide is rarely the machines'), while a bad batch of machines smaller than half a zone is
+// still replaced.
+func (c *Cluster) RemediationMaxUnhealthy() float64 { return 0.5 / float64(max(1, len(c.Zones))) }
