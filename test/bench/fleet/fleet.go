@@ -37,10 +37,11 @@ const (
 	GrowGPU         = "grow-gpu"
 	Remediate       = "remediate"
 	AutoscalerReads = "autoscaler-reads"
+	ZoneOutage      = "zone-outage"
 )
 
 // Scenarios are every scenario, in the order they run.
-var Scenarios = []string{RollWorkers, GrowGPU, Remediate, AutoscalerReads}
+var Scenarios = []string{RollWorkers, GrowGPU, Remediate, AutoscalerReads, ZoneOutage}
 
 // RemediateShare is the share of the fleet the remediation scenario hands back at once.
 const RemediateShare = 0.05
@@ -89,6 +90,8 @@ type Scenario struct {
 	Fabrics []Fabrics `json:"fabrics,omitempty"`
 	// Reads, for the autoscaler's reads, are its High Cost Get VMSS requests a minute.
 	Reads *Reads `json:"reads,omitempty"`
+	// Outage, for the zone's outage, is what remediation, the brake and the autoscaler did.
+	Outage *Outage `json:"outage,omitempty"`
 }
 
 // Reads are a client's requests a minute on one of Compute's throttling policies, in the model's
@@ -131,6 +134,9 @@ func Run(ctx context.Context, o Options) ([]Scenario, error) {
 			return out, fmt.Errorf("%s: %w", name, err)
 		}
 		o.logf("%s: %d of %d offered in %.2f h (model), %d calls, %d throttled, %d retried early, %d failed", name, s.Delivered, s.Offered, s.Hours, total(s.Calls), s.Throttled, s.RetriedEarly, s.FailedCalls)
+		if u := s.Outage; u != nil {
+			o.logf("%s: %s", name, u)
+		}
 		if r := s.Reads; r != nil {
 			o.logf("%s: %s a minute: %d in the restart's (burst share %d), then median %g, most %d; share %d of %d, planned %d", name, r.Policy, r.First, r.Burst, r.Median, r.Max, r.Share, r.Limit, r.Planned)
 		}
@@ -166,8 +172,9 @@ type fleet struct {
 	points []Point
 	errs   []string
 	// fabrics are the growth's InfiniBand placement groups after each step (Scenario.Fabrics).
-	fabrics []Fabrics
-	reads   *Reads
+	fabrics      []Fabrics
+	reads        *Reads
+	outageResult *Outage
 }
 
 // filled is how many instances a scale set holds at the run's scale.
@@ -234,13 +241,15 @@ func (o Options) run(ctx context.Context, name string) (Scenario, error) {
 		offered, delivered, err = f.remediate(ctx)
 	case AutoscalerReads:
 		offered, delivered, err = f.autoscalerReads(ctx)
+	case ZoneOutage:
+		offered, delivered, err = f.zoneOutage(ctx)
 	}
 	if err != nil {
 		return Scenario{}, err
 	}
 	took := f.model(time.Since(f.began))
 	s := Scenario{Name: name, Offered: offered, Delivered: delivered, Valid: delivered >= offered, Hours: took.Hours(),
-		Calls: map[string]int{}, ThrottledBy: map[string]int{}, Errors: f.errs, Progress: f.points, Fabrics: f.fabrics, Reads: f.reads}
+		Calls: map[string]int{}, ThrottledBy: map[string]int{}, Errors: f.errs, Progress: f.points, Fabrics: f.fabrics, Reads: f.reads, Outage: f.outageResult}
 	calls := f.srv.Calls()
 	for i, c := range calls {
 		s.Calls[strings.TrimPrefix(c.Action, "Microsoft.Compute/")]++

@@ -40,6 +40,11 @@ func TestFleetSmoke(t *testing.T) {
 		if r := s.Reads; s.Name == AutoscalerReads && (r == nil || r.First > int(r.Burst) || r.Max > int(r.Share) || r.Median == 0) {
 			t.Errorf("the autoscaler's reads a minute: %+v, want within its share, and some", r)
 		}
+		// A zone's outage is waited out: nothing marked or handed back with the stack's threshold,
+		// and the autoscaler halted while the zone was down.
+		if u := s.Outage; s.Name == ZoneOutage && (u == nil || u.Shipped.Marked > 0 || u.Shipped.HandedBack > 0 || u.Shipped.AutoscalerHalted != OutageMinutes) {
+			t.Errorf("the zone's outage: %v, want nothing marked, and the autoscaler halted %d minutes", u, OutageMinutes)
+		}
 		// The step fills one placement group of 100 and starts one more: a 64-node gang can start.
 		if s.Name == GrowGPU && (len(s.Fabrics) != 1 || s.Fabrics[0] != Fabrics{Whole: 1, Partly: 1}) {
 			t.Errorf("InfiniBand placement groups after each step of the growth: %+v, want one whole and one partly grown", s.Fabrics)

@@ -136,6 +136,9 @@ func (s Summary) Markdown() string {
 	}
 	for _, run := range s.Each[len(s.Each)-1:] {
 		for _, sc := range run {
+			if u := sc.Outage; u != nil {
+				fmt.Fprintf(&b, "\n%s, last run: %s.\n", sc.Name, u)
+			}
 			if r := sc.Reads; r != nil {
 				fmt.Fprintf(&b, "\n%s, last run: %s requests a minute, the subscription's limit %d, the autoscaler's share %d (of the burst, %d), planned %d: the restart's minute %d, then median %g, most %d.\n",
 					sc.Name, r.Policy, r.Limit, r.Share, r.Burst, r.Planned, r.First, r.Median, r.Max)
