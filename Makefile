@@ -63,7 +63,7 @@ build/images/control-plane-%.tar: | setup tools-image
 	@ROLE=control-plane scripts/image.sh local $*
 
 boot: setup tools-rehearsal tools-pulumi $(REHEARSE) build/images/node-$(STACK).tar build/images/control-plane-$(STACK).tar plan ## Boot every machine of $(STACK) from its image (systemd-nspawn, real systemd and cloud-init) and leave it running (root); HOLD=1 stays until Ctrl-C, so a scale set's growth boots workers that join
-	@$(REHEARSE) boot --stack $(STACK) $(if $(HOLD),--hold)
+	@$(REHEARSE) boot --stack $(STACK) $(if $(filter 1,$(HOLD)),--serve-machines)
 
 boot-down: $(REHEARSE) ## Remove every machine, mount, loop device and namespace `make boot` made for $(STACK), and its local Pulumi state
 	@$(REHEARSE) boot-down --stack $(STACK)

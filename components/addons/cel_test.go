@@ -332,9 +332,6 @@ func TestNodeRegistrationPolicyUnderCEL(t *testing.T) {
 	}
 }
 
-// Each node controller changes only what it owns on a Node: the policy's own expressions under
-// CEL, on the changes each makes (the keys written here as the controllers' code writes them) and
-// on the ones a stolen token would try.
 // autoscalerCordons says whether cluster-autoscaler cordons a node it removes, with the flags the
 // dev stack gives it: its --cordon-node-before-terminating is true unless set (1.36's
 // config/flags/flags.go). The real autoscaler's scale-down failed on the policy when it did.
@@ -347,6 +344,9 @@ func autoscalerCordons(t *testing.T) bool {
 	return true
 }
 
+// Each node controller changes only what it owns on a Node: the policy's own expressions under
+// CEL, on the changes each makes (the keys written here as the controllers' code writes them) and
+// on the ones a stolen token would try.
 func TestNodeControllersPolicyUnderCEL(t *testing.T) {
 	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](nodeControllers(), NodeControllersPolicy)
 	env := celEnv(t)

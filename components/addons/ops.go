@@ -89,7 +89,7 @@ func opsController(c *spec.Cluster) []Object {
 				"--apiserver-scale-set=" + c.APIServerName(),
 				"--team-quota=" + teamQuotaFlag(c), "--team-object-bytes=" + strconv.FormatInt(c.Teams.MaxObjectBytes, 10),
 				"--team-data-object-bytes=" + strconv.FormatInt(c.Teams.MaxDataObjectBytes, 10),
-				"--remediation-max-unhealthy=" + strconv.FormatFloat(c.RemediationMaxUnhealthy(), 'g', 4, 64)},
+				"--remediation-max-unhealthy=" + strconv.FormatFloat(c.RemediationMaxUnhealthy(), 'g', -1, 64)},
 			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: wellknown.OpsWebhookPort}},
 			Resources: corev1.ResourceRequirements{

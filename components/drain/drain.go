@@ -16,12 +16,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// ReportEvery is how often a drain that waits says what holds it.
-const ReportEvery = 30 * time.Second
+// reportEvery is how often a drain that waits says what holds it.
+const reportEvery = 30 * time.Second
 
 // Node evicts the node's pods until none that may be evicted is left, and returns how many
 // evictions the apiserver accepted. It ends with ctx. While pods are left it calls logf, if not
-// nil, every ReportEvery with the count and the last refusal: a budget's refusal names the budget
+// nil, every reportEvery with the count and the last refusal: a budget's refusal names the budget
 // and its healthy pods, which is what an operator needs to see a roll that waits.
 func Node(ctx context.Context, cs kubernetes.Interface, node string, logf func(format string, args ...any)) (int, error) {
 	evicted := 0
@@ -32,7 +32,7 @@ func Node(ctx context.Context, cs kubernetes.Interface, node string, logf func(f
 		if err != nil || left == 0 {
 			return evicted, err
 		}
-		if logf != nil && time.Since(reported) >= ReportEvery {
+		if logf != nil && time.Since(reported) >= reportEvery {
 			reported = time.Now()
 			logf("drain %s: %d pods left after %s; last refusal: %s", node, left, time.Since(began).Round(time.Second), refused)
 		}

@@ -44,7 +44,8 @@ type Policy struct {
 	// MaxUnhealthy is the share of a pool's nodes, and of the cluster's, above which nothing is
 	// marked: a node counts when it has a problem (within its grace or not) or is marked already.
 	// At least one unhealthy node is always allowed, so a one- or two-node pool stays repairable.
-	// Default 0.4; 1 turns the check off.
+	// Default 0.4; 1 turns the check off. The ops controller runs with the stack's
+	// spec.RemediationMaxUnhealthy, below one zone's share.
 	MaxUnhealthy float64
 }
 
@@ -118,6 +119,9 @@ func (p Policy) Next(n *corev1.Node, now time.Time) (step Step, reason string, a
 	}
 	if _, evacuated := n.Annotations[wellknown.EvacuateAnnotation]; n.Spec.Unschedulable && !evacuated {
 		return Wait, "", time.Time{} // cordoned by someone else (a roll, an operator): theirs to finish
+	}
+	if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == wellknown.AutoscalerDeletionTaint }) {
+		return Wait, "", time.Time{} // cluster-autoscaler is removing it (it marks, it does not cordon)
 	}
 	for _, c := range n.Status.Conditions {
 		if !p.problem(c) {

@@ -66,6 +66,11 @@ func TestNextWaitsOutTheGraceThenMarksDrainsAndHandsBack(t *testing.T) {
 			n.Spec.Unschedulable = true
 			return n
 		}(), Wait, "", time.Time{}},
+		{"marked for removal by cluster-autoscaler, not Ready past the grace", func() *corev1.Node {
+			n := node(cond(corev1.NodeReady, corev1.ConditionUnknown, time.Hour))
+			n.Spec.Taints = []corev1.Taint{{Key: wellknown.AutoscalerDeletionTaint, Effect: corev1.TaintEffectNoSchedule}}
+			return n
+		}(), Wait, "", time.Time{}},
 		{"cordoned by someone else, no maintenance", func() *corev1.Node {
 			n := node(cond("MaintenanceScheduled", corev1.ConditionFalse, 0))
 			n.Spec.Unschedulable = true

@@ -22,14 +22,15 @@ const OutageMinutes = 30
 // Outage is what the fleet's removers did about one zone's outage: remediation's policy and the
 // brake asked each model minute for every node as the controller asks them, and cluster-autoscaler's
 // unready rule (its own, from its flags). Shipped is with the stack's RemediationMaxUnhealthy,
-// its hand-backs made through the stand-in; Without with cluster-api's usual 40 %, its hand-backs
-// counted, not made (thousands of deletions would only measure the stand-in).
+// its hand-backs made through the stand-in; Default with remediation's library default (40 %,
+// as cluster-api's machine health checks often use), its hand-backs counted, not made (thousands
+// of deletions would only measure the stand-in).
 type Outage struct {
 	Zone    string       `json:"zone"`
 	Down    int          `json:"down"`
 	Nodes   int          `json:"nodes"`
 	Shipped OutageResult `json:"shipped"`
-	Without OutageResult `json:"without"`
+	Default OutageResult `json:"default"`
 }
 
 // OutageResult counts one remediation policy's decisions over the outage.
@@ -49,7 +50,8 @@ type OutageResult struct {
 }
 
 // zoneOutage puts the first zone's nodes NotReady for OutageMinutes and steps remediation and the
-// brake through it minute by minute, on the model's clock, for the stack's threshold and for 40 %.
+// brake through it minute by minute, on the model's clock, for the stack's threshold and for
+// remediation's default.
 // A node's pods run work, so a NotReady node's drain never ends (its kubelet cannot confirm a
 // deletion); a Ready one's ends at once. Hand-backs delete the instance in the stand-in. Offered
 // are the zone's nodes; delivered those present and unmarked at the end with the stack's threshold.
@@ -65,13 +67,13 @@ func (f *fleet) zoneOutage(ctx context.Context) (offered, delivered int, err err
 		maxUnhealthy float64
 		machines     *scaleset.Machines
 		into         *OutageResult
-	}{{c.RemediationMaxUnhealthy(), machines, &out.Shipped}, {0.4, nil, &out.Without}} {
+	}{{c.RemediationMaxUnhealthy(), machines, &out.Shipped}, {remediation.DefaultPolicy().MaxUnhealthy, nil, &out.Default}} {
 		res, down, total, err := f.outage(ctx, variant.machines, out.Zone, variant.maxUnhealthy)
 		if err != nil {
 			return 0, 0, err
 		}
 		*variant.into = res
-		if variant.into == &out.Shipped { // the other runs on what this one left
+		if variant.into == &out.Shipped { // the figures of the fleet as the stack runs it
 			out.Down, out.Nodes = down, total
 			offered, delivered = down, down-res.HandedBack-res.MarkedAtEnd
 		}
@@ -221,6 +223,6 @@ func (u *Outage) String() string {
 		return fmt.Sprintf("%d marked at most, %d held by remediation's short-circuit, %d refused by the brake, %d handed back, %d still marked at the end",
 			r.Marked, r.Held, r.Refused, r.HandedBack, r.MarkedAtEnd)
 	}
-	return fmt.Sprintf("zone %s down %d minutes, %d of %d nodes NotReady; cluster-autoscaler halted %d minutes. Remediation at %.1f%% unhealthy (the stack's): %s. At cluster-api's %.0f%%: %s",
-		u.Zone, OutageMinutes, u.Down, u.Nodes, u.Shipped.AutoscalerHalted, 100*u.Shipped.MaxUnhealthy, line(u.Shipped), 100*u.Without.MaxUnhealthy, line(u.Without))
+	return fmt.Sprintf("zone %s down %d minutes, %d of %d nodes NotReady; cluster-autoscaler halted %d minutes. Remediation at %.1f%% unhealthy (the stack's): %s. At remediation's default %.0f%%: %s",
+		u.Zone, OutageMinutes, u.Down, u.Nodes, u.Shipped.AutoscalerHalted, 100*u.Shipped.MaxUnhealthy, line(u.Shipped), 100*u.Default.MaxUnhealthy, line(u.Default))
 }

@@ -31,3 +31,11 @@ func TestOptionsRefuseANegativeFsync(t *testing.T) {
 		t.Errorf("--etcd-fsync unset: %v", err)
 	}
 }
+
+// Every verb shares one flag set: two flags of one name panic before any verb runs, which the
+// build does not catch (a boot's flag once took the scale benchmark's name).
+func TestFlagsParse(t *testing.T) {
+	if err := run([]string{"no-such-verb", "--stack=dev"}); err == nil || !strings.Contains(err.Error(), `unknown verb "no-such-verb"`) {
+		t.Errorf("an unknown verb: %v, want it named", err)
+	}
+}

@@ -10,7 +10,7 @@
 //	rehearse releases --stack dev     the scripts/toolchain.sh groups the stack's versions need
 //	rehearse deviations               list every difference from Azure
 //	rehearse e2e-times [--docs docs/testing.md]   where make e2e's time went (build/e2e-times.json, .md)
-//	rehearse boot --stack dev [--hold]   boot every machine of the plan from its image (systemd-nspawn), leave it running
+//	rehearse boot --stack dev [--serve-machines]   boot every machine of the plan from its image (systemd-nspawn), leave it running
 //	rehearse boot-down --stack dev    remove every machine, mount, loop device and namespace `boot` made
 //	rehearse bench-scale --stack dev  the scale benchmark on a rehearsal of its own (build/bench/scale)
 //	rehearse bench-joins --stack dev  1,000 nodes joining all at once vs in the stack's steps (build/bench/joins)
@@ -78,7 +78,7 @@ func run(args []string) error {
 	bootDir := fs.String("boot-dir", "build/boot", "boot, boot-down: directory for booted stacks; each gets <boot-dir>/<stack>")
 	planDir := fs.String("plan-dir", "build/plan", "boot: where `make plan` wrote <stack>/ and <stack>.pki.json")
 	keep := fs.Bool("keep-on-failure", false, "boot: leave a boot that failed running, to look at")
-	hold := fs.Bool("hold", false, "boot: stay until interrupted, holding the machines behind Resource Manager's stand-in: a scale set's growth boots workers that join, a deleted instance's machine goes")
+	hold := fs.Bool("serve-machines", false, "boot: stay until interrupted, holding the machines behind Resource Manager's stand-in: a scale set's growth boots workers that join, a deleted instance's machine goes")
 	images := fs.String("images", "build/images", "boot: where the baked images are: node-<stack>.tar, control-plane-<stack>.tar")
 	renew := fs.Bool("renew-certificates", false, "roll: renew every leaf certificate, due or not")
 	var bench benchFlags

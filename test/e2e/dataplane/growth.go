@@ -77,6 +77,18 @@ func ScaleSetGrowthBootsAWorkerThatJoins(t *testing.T) {
 		t.Fatalf("%s grew to %d, yet lists no new instance", setName, *set.SKU.Capacity+1)
 	}
 	name := *added.Properties.OSProfile.ComputerName
+	removed := false
+	t.Cleanup(func() { // a failure past here leaves no grown worker to the scenarios after
+		if removed {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if del, err := sets.BeginDeleteInstances(ctx, c.ResourceGroup(), setName, armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: []*string{added.InstanceID}}, nil); err == nil {
+			_, _ = del.PollUntilDone(ctx, nil)
+		}
+		_ = framework.AsIn(t, b.Layout, rest.ImpersonationConfig{UserName: "drill-operator", Groups: []string{wellknown.BreakGlassGroup}}).CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+	})
 	t.Logf("%s grew by instance %s (%s), created in %s", setName, *added.InstanceID, name, time.Since(began).Round(time.Second))
 
 	cs := drills.Clientset(t, b)
@@ -128,6 +140,7 @@ func ScaleSetGrowthBootsAWorkerThatJoins(t *testing.T) {
 	if _, err := del.PollUntilDone(ctx, nil); err != nil {
 		t.Fatalf("deleting %s: %v", name, err)
 	}
+	removed = true
 	if _, err := b.Machine(name); err == nil {
 		t.Errorf("%s's instance is deleted, yet its machine is still here", name)
 	}

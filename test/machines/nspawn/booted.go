@@ -94,8 +94,12 @@ type Booted struct {
 	Machines []*Machine
 	progress io.Writer
 
+	// mu guards the machines' list (replaced, never edited in place, once booted), their PIDs
+	// and the services.
 	mu       sync.Mutex
 	services []*machines.Proc
+	// metadataMu makes one write of the metadata file at a time.
+	metadataMu sync.Mutex
 	// machinesSocket serves the machines to Resource Manager's stand-in while this process runs.
 	machinesSocket net.Listener
 }
@@ -420,6 +424,8 @@ func (b *Booted) logf(format string, args ...any) {
 
 // Machine returns the named machine.
 func (b *Booted) Machine(name string) (*Machine, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, m := range b.Machines {
 		if m.Name == name {
 			return m, nil

@@ -22,11 +22,11 @@ import (
 
 // createInstance boots a machine for an instance that a scale set's growth made in Resource
 // Manager's stand-in, as Azure provisions a VM: named and identified as the stand-in made it
-// (computer name, vmId, zone), given the next free addresses of its VNet (its own, then its
-// pool's maxPods pod IPs: deviation "network") and its pool's user-data. It returns the machine's
-// address once systemd runs; the machine joins on its own, as a VM does. Only worker scale sets
-// grow here.
-func (b *Booted) createInstance(ctx context.Context, in arm.Instance) (string, error) {
+// (computer name, vmId, zone), given addresses past every address its VNet's machines hold (its
+// own, then its pool's maxPods pod IPs: deviation "network") and its pool's user-data. It returns
+// the machine's address once systemd runs; the machine joins on its own, as a VM does. Only
+// worker scale sets grow here; a create that fails leaves nothing behind.
+func (b *Booted) createInstance(ctx context.Context, in arm.Instance) (addr string, err error) {
 	set, ok := b.Cluster.ScaleSetOf(in.ScaleSet)
 	if !ok {
 		return "", fmt.Errorf("boot: %s is no worker scale set; only workers are created here", in.ScaleSet)
@@ -43,13 +43,18 @@ func (b *Booted) createInstance(ctx context.Context, in arm.Instance) (string, e
 	}
 	m, err := b.placeInstance(in, role, netip.MustParsePrefix(vnet.Prefix).Masked(), set.Pool.MaxPods)
 	if err == nil {
-		b.Machines = append(b.Machines, m)
-		b.Instances = append(b.Instances, machines.Instance{Name: m.Name, Role: m.Role, IP: m.Address})
+		b.Machines = append(slices.Clip(b.Machines), m)
+		b.Instances = append(slices.Clip(b.Instances), machines.Instance{Name: m.Name, Role: m.Role, IP: m.Address})
 	}
 	b.mu.Unlock()
 	if err != nil {
 		return "", err
 	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, b.removeMachine(ctx, m))
+		}
+	}()
 	b.logf("%s: creating %s for scale set %s at %s (vmId %s, zone %s)", in.ComputerName, role, in.ScaleSet, m.Address, m.VMID, m.Zone)
 	if err := b.net.attach(m.index, m.prefix, m.MAC, m.PodIPs); err != nil {
 		return "", err
@@ -66,8 +71,10 @@ func (b *Booted) createInstance(ctx context.Context, in arm.Instance) (string, e
 	return m.Address, nil
 }
 
-// placeInstance places a new worker machine in its VNet, after every address the VNet's machines
-// hold (Azure keeps .0-.3). Called with b.mu held.
+// placeInstance places a new worker machine in its VNet past the highest address its machines
+// hold (Azure keeps .0-.3), with the index after the highest (its namespace's and veth's names).
+// A deleted machine's namespace goes with it, so the highest's may be given again. Called with
+// b.mu held.
 func (b *Booted) placeInstance(in arm.Instance, role string, vnet netip.Prefix, maxPods int) (*Machine, error) {
 	next := addrAdd(vnet.Addr(), 4)
 	index := 0
@@ -91,8 +98,8 @@ func (b *Booted) placeInstance(in arm.Instance, role string, vnet netip.Prefix, 
 	return m, nil
 }
 
-// deleteInstance stops and removes the machine behind a deleted instance: its disks, its network
-// namespace, its pod IPs' routes and its metadata, as Azure deletes a VM and its NIC.
+// deleteInstance stops and removes the machine behind a deleted instance, as Azure deletes a VM
+// and its NIC.
 func (b *Booted) deleteInstance(ctx context.Context, in arm.Instance) error {
 	m, err := b.Machine(in.ComputerName)
 	if err != nil {
@@ -101,35 +108,42 @@ func (b *Booted) deleteInstance(ctx context.Context, in arm.Instance) error {
 	if m.Image != machine.ImageWorker {
 		return fmt.Errorf("boot: %s is a %s; only workers are deleted here", m.Name, m.Role)
 	}
-	if err := b.StopMachine(ctx, m.Name, true); err != nil {
+	if err := b.removeMachine(ctx, m); err != nil {
 		return err
 	}
-	if err := unix.Unmount(m.Root, 0); err != nil && !errors.Is(err, unix.EINVAL) {
-		return fmt.Errorf("unmount %s's OS disk: %w", m.Name, err)
-	}
-	if err := b.detachDisk(m); err != nil {
-		return err
-	}
-	if err := errors.Join(b.net.detach(m.index, m.PodIPs), removeTree(b.machineDir(m))); err != nil {
-		return err
-	}
-	b.mu.Lock()
-	b.Machines = slices.DeleteFunc(b.Machines, func(x *Machine) bool { return x == m })
-	b.Instances = slices.DeleteFunc(b.Instances, func(x machines.Instance) bool { return x.Name == m.Name })
-	b.mu.Unlock()
 	b.logf("%s: deleted with its instance", m.Name)
-	if err := b.writeMetadata(); err != nil {
-		return err
+	return nil
+}
+
+// removeMachine stops a worker machine and removes what it had, whatever of it was made: its
+// disks, its network namespace, its pod IPs' routes, its metadata, its place in the lists.
+func (b *Booted) removeMachine(ctx context.Context, m *Machine) error {
+	var errs []error
+	if err := b.StopMachine(ctx, m.Name, true); err != nil {
+		return err // still running: nothing may go from under it
 	}
-	return b.writeMachines()
+	if m.Root != "" {
+		if err := unix.Unmount(m.Root, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmount %s's OS disk: %w", m.Name, err)
+		}
+		errs = append(errs, b.detachDisk(m))
+	}
+	errs = append(errs, b.net.detach(m.index, m.PodIPs), removeTree(b.machineDir(m)))
+	b.mu.Lock()
+	b.Machines = slices.DeleteFunc(slices.Clone(b.Machines), func(x *Machine) bool { return x == m })
+	b.Instances = slices.DeleteFunc(slices.Clone(b.Instances), func(x machines.Instance) bool { return x.Name == m.Name })
+	b.mu.Unlock()
+	return errors.Join(append(errs, b.writeMetadata(), b.writeMachines())...)
 }
 
 // metadataFile is what the metadata stand-in serves: address → imds.InstanceMetadata, read again
 // when it changes.
 func (b *Booted) metadataFile() string { return filepath.Join(b.Dir, "imds.json") }
 
-// writeMetadata writes what the metadata service says of every machine.
+// writeMetadata writes what the metadata service says of every machine, one write at a time.
 func (b *Booted) writeMetadata() error {
+	b.metadataMu.Lock()
+	defer b.metadataMu.Unlock()
 	b.mu.Lock()
 	meta := map[string]imds.InstanceMetadata{}
 	for _, m := range b.Machines {
@@ -141,11 +155,16 @@ func (b *Booted) writeMetadata() error {
 		return err
 	}
 	// Written whole then renamed: the stand-in reads it at any moment.
-	tmp := b.metadataFile() + ".new"
-	if err := machines.WriteFile(tmp, string(data)+"\n", 0o644); err != nil {
+	tmp, err := os.CreateTemp(filepath.Dir(b.metadataFile()), "imds-*.json")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, b.metadataFile())
+	_, werr := tmp.Write(append(data, '\n'))
+	if err := errors.Join(werr, tmp.Chmod(0o644), tmp.Close()); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), b.metadataFile())
 }
 
 // detach removes machine i's namespace (its veth pair with it) and the hub's routes to podIPs.

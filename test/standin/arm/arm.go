@@ -788,12 +788,14 @@ func (s *Server) updateScaleSet(name string) func(http.ResponseWriter, *http.Req
 		} else if len(removed) > 0 {
 			kind = OpDelete
 		}
+		// A machine that does not come up leaves its instance Failed, as the listings show; the
+		// resize itself succeeds (the recorded autoscaler's replay holds the stand-in to that).
 		s.begin(w, r, caller, kind, http.StatusOK, doc, func() ([]byte, *apiError) {
 			for _, in := range added {
-				s.finish(in, OpCreate)
+				_ = s.finish(in, OpCreate)
 			}
 			for _, in := range removed {
-				s.finish(in, OpDelete)
+				_ = s.finish(in, OpDelete)
 			}
 			return nil, nil
 		})

@@ -70,8 +70,9 @@ func (m InstanceMetadata) document() map[string]any {
 type Server struct {
 	// Machines maps a machine's address to its metadata.
 	Machines map[string]InstanceMetadata
-	// MachinesFile, when set, holds Machines as JSON and is read again whenever it changes: a
-	// scale set's growth adds machines while the service runs.
+	// MachinesFile, when set, holds Machines as JSON and is read at each request: a scale set's
+	// growth adds machines while the service runs (a file's time may not change between two
+	// quick writes).
 	MachinesFile string
 	Signer       *Signer
 	// Entra issues the machines' identities' tokens; nil serves none.
@@ -81,8 +82,6 @@ type Server struct {
 
 	mu      sync.Mutex
 	started map[string]time.Time
-	// loaded is the modification time of MachinesFile when it was last read.
-	loaded time.Time
 }
 
 // machine is the metadata of the machine at host, from MachinesFile as it is now when set.
@@ -90,21 +89,15 @@ func (s *Server) machine(host string) (InstanceMetadata, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.MachinesFile != "" {
-		info, err := os.Stat(s.MachinesFile)
+		data, err := os.ReadFile(s.MachinesFile)
 		if err != nil {
 			return InstanceMetadata{}, false, err
 		}
-		if !info.ModTime().Equal(s.loaded) {
-			data, err := os.ReadFile(s.MachinesFile)
-			if err != nil {
-				return InstanceMetadata{}, false, err
-			}
-			var all map[string]InstanceMetadata
-			if err := json.Unmarshal(data, &all); err != nil {
-				return InstanceMetadata{}, false, fmt.Errorf("%s: %w", s.MachinesFile, err)
-			}
-			s.Machines, s.loaded = all, info.ModTime()
+		var all map[string]InstanceMetadata
+		if err := json.Unmarshal(data, &all); err != nil {
+			return InstanceMetadata{}, false, fmt.Errorf("%s: %w", s.MachinesFile, err)
 		}
+		s.Machines = all
 	}
 	m, ok := s.Machines[host]
 	return m, ok, nil
@@ -280,7 +273,7 @@ func (s *Server) start(doc maintenance.Document, body io.Reader) error {
 func Main(args []string) error {
 	fs := flag.NewFlagSet("imds", flag.ContinueOnError)
 	listen := fs.String("listen", wellknown.IMDSAddress+":80", "host:port to serve")
-	machines := fs.String("machines", "", "JSON file, read again when it changes: address → InstanceMetadata")
+	machines := fs.String("machines", "", "JSON file, read at each request: address → InstanceMetadata")
 	events := fs.String("events", "", "JSON file, read at each request: address → scheduled events document (none when absent)")
 	signing := fs.String("attestation-dir", "", "signing chain of attested documents (WriteSigningChain); none served when empty")
 	tenant := fs.String("tenant", "", "Entra tenant of the machines' identities")
