@@ -53,6 +53,11 @@ func controller(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	policy := remediation.DefaultPolicy()
+	policy.MaxUnhealthy = *maxUnhealthy
+	if err := policy.Validate(); err != nil {
+		return fmt.Errorf("--remediation-max-unhealthy: %w", err)
+	}
 	cs, err := client(*kubeconfig)
 	if err != nil {
 		return err
@@ -143,8 +148,6 @@ func controller(ctx context.Context, args []string) error {
 		}()
 		go func() {
 			defer wg.Done()
-			policy := remediation.DefaultPolicy()
-			policy.MaxUnhealthy = *maxUnhealthy
 			c := &remediation.Controller{Client: cs, Policy: policy, Machines: machines, Logf: log.Printf}
 			if err := c.Run(ctx, nodeInformer); err != nil && ctx.Err() == nil {
 				log.Printf("remediation: %v", err)

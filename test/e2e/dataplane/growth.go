@@ -25,10 +25,6 @@ import (
 	"github.com/clusterforge/clusterforge/test/machines"
 )
 
-// grownPool is the dev stack's pool the scale-up grows: a teams' CPU pool, whose nodes the
-// booted machines can be (a GPU pool's template names GPUs no machine here has).
-const grownPool = "cpu2"
-
 // ScaleSetGrowthBootsAWorkerThatJoins makes cluster-autoscaler's scale-up call as it makes it (the
 // scale set read, then written whole with one more instance, If-Match its ETag, as its identity)
 // through Resource Manager's stand-in: the new instance becomes a booted machine that joins as an
@@ -41,9 +37,10 @@ func ScaleSetGrowthBootsAWorkerThatJoins(t *testing.T) {
 	defer cancel()
 	b := framework.Booted
 	c := b.Cluster
-	i := slices.IndexFunc(c.ScaleSets(), func(s spec.ScaleSet) bool { return s.Pool.Name == grownPool })
+	// A teams' CPU pool: a GPU pool's template names GPUs no machine here has.
+	i := slices.IndexFunc(c.ScaleSets(), func(s spec.ScaleSet) bool { return !s.Pool.System && !s.Pool.IsGPU() })
 	if i < 0 {
-		t.Skipf("the stack has no pool %s", grownPool)
+		t.Fatal("the stack has no teams' CPU pool to grow")
 	}
 	setName := c.ScaleSets()[i].AzureName
 	factory, err := b.ComputeAs(machines.RehearsalClientIDs()[addons.AutoscalerName])

@@ -128,7 +128,7 @@ func placeMachines(c *spec.Cluster) ([]*Machine, error) {
 		}
 		i := len(out)
 		out = append(out, &Machine{Name: name, Role: role, Image: machine.ImageOf(role), Address: ip, Zone: zone,
-			MAC: fmt.Sprintf("00:0d:3a:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff), index: i, prefix: netip.PrefixFrom(addr, pfx.Bits())})
+			MAC: macOf(i), index: i, prefix: netip.PrefixFrom(addr, pfx.Bits())})
 		return nil
 	}
 	for _, e := range c.EtcdClusters() {
@@ -147,7 +147,7 @@ func placeMachines(c *spec.Cluster) ([]*Machine, error) {
 		}
 	}
 	for _, w := range c.WorkerVNets() {
-		next := addrAdd(netip.MustParsePrefix(w.Prefix).Masked().Addr(), 4) // Azure keeps .0-.3
+		next := addrAdd(netip.MustParsePrefix(w.Prefix).Masked().Addr(), azureReservedAddresses)
 		first := len(out)
 		for _, s := range w.ScaleSets {
 			for i := range s.Nodes {
@@ -166,6 +166,14 @@ func placeMachines(c *spec.Cluster) ([]*Machine, error) {
 		}
 	}
 	return out, nil
+}
+
+// azureReservedAddresses are the first addresses of a subnet, which Azure keeps (.0-.3).
+const azureReservedAddresses = 4
+
+// macOf is machine i's eth0 address, in Azure's 00:0d:3a range.
+func macOf(i int) string {
+	return fmt.Sprintf("00:0d:3a:%02x:%02x:%02x", i>>16&0xff, i>>8&0xff, i&0xff)
 }
 
 func addrAdd(a netip.Addr, n int) netip.Addr {

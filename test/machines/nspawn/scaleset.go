@@ -72,11 +72,11 @@ func (b *Booted) createInstance(ctx context.Context, in arm.Instance) (addr stri
 }
 
 // placeInstance places a new worker machine in its VNet past the highest address its machines
-// hold (Azure keeps .0-.3), with the index after the highest (its namespace's and veth's names).
+// hold and the addresses Azure keeps, with the index after the highest (its namespace's and veth's names).
 // A deleted machine's namespace goes with it, so the highest's may be given again. Called with
 // b.mu held.
 func (b *Booted) placeInstance(in arm.Instance, role string, vnet netip.Prefix, maxPods int) (*Machine, error) {
-	next := addrAdd(vnet.Addr(), 4)
+	next := addrAdd(vnet.Addr(), azureReservedAddresses)
 	index := 0
 	for _, m := range b.Machines {
 		index = max(index, m.index+1)
@@ -87,7 +87,7 @@ func (b *Booted) placeInstance(in arm.Instance, role string, vnet netip.Prefix, 
 		}
 	}
 	m := &Machine{Name: in.ComputerName, Role: role, Image: machine.ImageOf(role), Address: next.String(), Zone: in.Zone, VMID: in.VMID,
-		MAC: fmt.Sprintf("00:0d:3a:%02x:%02x:%02x", index>>16&0xff, index>>8&0xff, index&0xff), index: index, prefix: netip.PrefixFrom(next, vnet.Bits())}
+		MAC: macOf(index), index: index, prefix: netip.PrefixFrom(next, vnet.Bits())}
 	for range maxPods {
 		next = next.Next()
 		m.PodIPs = append(m.PodIPs, next.String())
