@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -43,6 +44,7 @@ func main() {
 	certDir := flag.String("certificates-dir", "", "directory of this machine's certificate files (*.crt) to report")
 	endpoints := flag.String("certificate-endpoints", "", "comma-separated host:port of TLS servers whose certificates to report")
 	providerID := flag.String("provider-id", "", "this machine's provider ID (azure://<resource id>), naming the cluster's subscription and resource group")
+	images := flag.String("worker-image-definitions", "", "comma-separated gallery image definition ids whose versions a joining worker's instance must boot")
 	flag.Parse()
 	if *metrics != "" {
 		source := certexpiry.Source{Dir: *certDir}
@@ -57,7 +59,7 @@ func main() {
 			}
 		}()
 	}
-	joins, workers, err := newJoins(*providerID)
+	joins, workers, err := newJoins(*providerID, *images)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "clusterforge-csr-approver:", err)
 		os.Exit(2)
@@ -71,10 +73,13 @@ func main() {
 // newJoins reaches the worker scale sets through Resource Manager with the machine's managed
 // identity, in the cloud AZURE_ENVIRONMENT_FILEPATH describes (Azure's public cloud without it),
 // for joins, placement labels and serving addresses, and trusts attested documents signed under the system's roots.
-func newJoins(providerID string) (*csrapprover.Joins, *csrapprover.WorkerInstances, error) {
+func newJoins(providerID, images string) (*csrapprover.Joins, *csrapprover.WorkerInstances, error) {
 	self, err := scaleset.ParseProviderID(providerID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--provider-id: %w", err)
+	}
+	if images == "" {
+		return nil, nil, errors.New("--worker-image-definitions: give the worker pools' image definitions, or no worker joins")
 	}
 	cloud := azurecloud.Public
 	if file := os.Getenv(azurecloud.FileEnv); file != "" {
@@ -90,7 +95,7 @@ func newJoins(providerID string) (*csrapprover.Joins, *csrapprover.WorkerInstanc
 	if err != nil {
 		return nil, nil, err
 	}
-	workers := &csrapprover.WorkerInstances{Cred: cred, ControlPlane: self.ScaleSet,
+	workers := &csrapprover.WorkerInstances{Cred: cred, ControlPlane: self.ScaleSet, Images: strings.Split(images, ","),
 		Access: &scaleset.Access{Cloud: cloud, Subscription: self.Subscription, ResourceGroup: self.ResourceGroup}}
 	return &csrapprover.Joins{
 		Attested: attestation.Verifier{Roots: roots, Issuers: attestation.FetchIssuers(&http.Client{Timeout: 10 * time.Second}),

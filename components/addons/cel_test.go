@@ -76,7 +76,12 @@ func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
 			variables[v.Name] = eval(v.Expression, inputs)
 		}
 		inputs["variables"] = variables
-		return eval(policy.Spec.Validations[0].Expression, inputs) == true
+		for _, v := range policy.Spec.Validations {
+			if eval(v.Expression, inputs) != true {
+				return false
+			}
+		}
+		return true
 	}
 	registered := map[string]any{"kubernetes.io/hostname": "n0", "node.kubernetes.io/instance-type": "Standard_A", "example.com/pool": "cpu"}
 	with := func(k, v string) map[string]any {
@@ -98,6 +103,8 @@ func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
 		{"its instance type (node.kubernetes.io)", with("node.kubernetes.io/instance-type", "Standard_Drill"), true},
 		{"dropping a node.kubernetes.io label", without("node.kubernetes.io/instance-type"), true},
 		{"dropping its pool", without("example.com/pool"), false},
+		{"setting its zone", with("topology.kubernetes.io/zone", "eastus2-1"), false},
+		{"setting its region (the beta key)", with("failure-domain.beta.kubernetes.io/region", "eastus2"), false},
 		{"a k8s.io label", with("topology.k8s.io/zone", "1"), true},
 		{"a new label of its own domain", with("example.com/accelerator", "a100"), false},
 		{"its pool", with("example.com/pool", "gpu"), false},
@@ -106,6 +113,14 @@ func TestNodeLabelsPolicyUnderCEL(t *testing.T) {
 		if got := admits(registered, tc.now); got != tc.admit {
 			t.Errorf("%s: admitted %v, want %v", tc.what, got, tc.admit)
 		}
+	}
+	// Once the approver has set the zone, the node keeps it as it is.
+	zoned := with("topology.kubernetes.io/zone", "eastus2-1")
+	moved := maps.Clone(zoned)
+	moved["topology.kubernetes.io/zone"] = "eastus2-2"
+	if !admits(zoned, zoned) || admits(zoned, moved) || admits(zoned, registered) {
+		t.Errorf("a zoned node: keeping its zone admitted %v, moving it %v, dropping it %v; want only the first",
+			admits(zoned, zoned), admits(zoned, moved), admits(zoned, registered))
 	}
 }
 
@@ -306,8 +321,12 @@ func TestNodeRegistrationPolicyUnderCEL(t *testing.T) {
 		{"a team node with a team's taint", "cf-dev-cpu2000001", []any{taint("clusterforge.io/team", "b", "NoSchedule")}, false},
 		{"a node marked for removal already", "cf-dev-cpu2000001", []any{taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule")}, false},
 		{"a node deleting its Node", "cf-dev-cpu2000001", nil, false},
+		{"a team node registering with a zone", "cf-dev-cpu2000001", nil, false},
 	} {
 		node := map[string]any{"metadata": map[string]any{"name": tc.name}, "spec": map[string]any{}}
+		if strings.Contains(tc.what, "zone") {
+			node["metadata"] = map[string]any{"name": tc.name, "labels": map[string]any{"topology.kubernetes.io/zone": "eastus2-1"}}
+		}
 		if tc.taints != nil {
 			node["spec"] = map[string]any{"taints": tc.taints}
 		}

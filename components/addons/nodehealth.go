@@ -334,7 +334,9 @@ func sameFieldsBut(field string, except ...string) string {
 // and k8s.io namespaces. The placement labels are the CSR approver's, under
 // node-restriction.kubernetes.io/, which no kubelet may set; a pool's own labels (the stack's) a
 // kubelet sets when it registers and never again, so this policy refuses any later change to them
-// by a node.
+// by a node. Within kubernetes.io, NodeRestriction lets a kubelet set its region and zone, which
+// spread and place pods by failure domain and cluster-autoscaler matches against its template
+// nodes; those are the approver's too (wellknown.InstanceLabels).
 func nodeLabels() []Object {
 	kubernetes := quote(kubernetesLabel)
 	return admissionPolicy(NodeLabelsPolicy,
@@ -349,6 +351,11 @@ func nodeLabels() []Object {
 				".all(k, k.matches(" + kubernetes + ")) && " +
 				"variables.oldLabels.filter(k, !(k in variables.labels)).all(k, k.matches(" + kubernetes + "))",
 			Message: "a node may not change its labels outside kubernetes.io and k8s.io after it registers",
+		},
+		admissionregistrationv1.Validation{
+			Expression: quoteList(wellknown.InstanceLabels...) + ".all(k, (k in variables.labels) == (k in variables.oldLabels) && " +
+				"(!(k in variables.labels) || variables.labels[k] == variables.oldLabels[k]))",
+			Message: "a node may not set or change its region or zone: the CSR approver sets them from its instance",
 		})
 }
 
@@ -386,7 +393,10 @@ func nodeRegistration(c *spec.Cluster) []Object {
 			Message: "a node registers with every taint of its pool"},
 		admissionregistrationv1.Validation{
 			Expression: create("!object.spec.?taints.orValue([]).exists(t, t.key in " + quoteList(controllerTaints...) + ")"),
-			Message:    "a node registers with no taint a controller sets (a team's, a removal's)"})
+			Message:    "a node registers with no taint a controller sets (a team's, a removal's)"},
+		admissionregistrationv1.Validation{
+			Expression: create("!" + quoteList(wellknown.InstanceLabels...) + ".exists(k, k in object.metadata.?labels.orValue({}))"),
+			Message:    "a node registers with no region or zone: the CSR approver sets them from its instance"})
 }
 
 // scaleSetOfNode is the worker scale sets, among the keys of the map scaleSets, whose computer

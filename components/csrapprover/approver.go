@@ -146,7 +146,8 @@ type Config struct {
 	NodeSubnets []netip.Prefix
 	// Joins judges joining nodes' client certificates; nil leaves them to others.
 	Joins *Joins
-	// Placement gives each worker's Node its placement labels; nil labels none.
+	// Placement gives each worker's Node its placement labels and its instance's region and zone;
+	// nil labels none.
 	Placement Placement
 	// Addresses tells a worker's own addresses, which its serving certificate may name; nil
 	// leaves them to the node's own report.
@@ -157,11 +158,9 @@ type Config struct {
 	Lease string
 }
 
-// Placement tells the placement labels of the worker a Node claims to be (WorkerInstances).
+// Placement tells the labels of the worker a Node claims to be (WorkerInstances).
 type Placement interface {
 	Placement(ctx context.Context, providerID, name string) (map[string]string, error)
-	// ScaleSetPlacement tells those of the scale set a provider ID names, its instance unread.
-	ScaleSetPlacement(ctx context.Context, providerID string) (map[string]string, error)
 }
 
 // Addresses tells the addresses of the worker a Node claims to be (WorkerInstances).
@@ -283,10 +282,11 @@ func nodeAlive(ctx context.Context, client kubernetes.Interface, name string) (b
 	return time.Since(lease.Spec.RenewTime.Time) < time.Duration(*lease.Spec.LeaseDurationSeconds)*time.Second, nil
 }
 
-// placed says whether a Node carries the placement labels every worker gets (the GPU label is a
-// GPU pool's alone): a worker labelled before the gang domain existed is labelled again, once.
+// placed says whether a Node carries the labels every worker gets (the GPU label is a GPU pool's
+// alone, the zone a zonal instance's): a worker labelled before the gang domain or its region
+// existed is labelled again, once.
 func placed(n *corev1.Node) bool {
-	return n.Labels[wellknown.PoolLabel] != "" && n.Labels[wellknown.GangDomainLabel] != ""
+	return n.Labels[wellknown.PoolLabel] != "" && n.Labels[wellknown.GangDomainLabel] != "" && n.Labels[wellknown.RegionLabel] != ""
 }
 
 // judges is how many requests and Nodes are settled at once.
@@ -345,20 +345,13 @@ const (
 	nodeKey = "node/"
 )
 
-// label gives a worker's Node its placement labels. A Node that is not a worker's (another scale
-// set, another computer name) stays unlabelled, so nothing placed by pool lands on it.
+// label gives a worker's Node its labels. A Node that is not a worker's (another scale set,
+// another computer name, a model the cluster did not write) stays unlabelled, so nothing placed by
+// pool lands on it. A Node labelled before keeps its pool: its instance's scale set must agree.
 func (cfg Config) label(ctx context.Context, node *corev1.Node) error {
-	var labels map[string]string
-	var err error
-	if pool := node.Labels[wellknown.PoolLabel]; pool != "" {
-		// Placed before the gang domain existed: its instance was checked then, and a Node's
-		// provider ID cannot change once set. Only the gang domain is added, one scale-set read a set.
-		if labels, err = cfg.Placement.ScaleSetPlacement(ctx, node.Spec.ProviderID); err == nil && labels[wellknown.PoolLabel] != pool {
-			err = fmt.Errorf("its scale set is pool %s's, its label pool %s's: %w", labels[wellknown.PoolLabel], pool, scaleset.ErrNotClusterInstance)
-		}
-		labels = map[string]string{wellknown.GangDomainLabel: labels[wellknown.GangDomainLabel]}
-	} else {
-		labels, err = cfg.Placement.Placement(ctx, node.Spec.ProviderID, node.Name)
+	labels, err := cfg.Placement.Placement(ctx, node.Spec.ProviderID, node.Name)
+	if pool := node.Labels[wellknown.PoolLabel]; err == nil && pool != "" && labels[wellknown.PoolLabel] != pool {
+		err = fmt.Errorf("its scale set is pool %s's, its label pool %s's: %w", labels[wellknown.PoolLabel], pool, scaleset.ErrNotClusterInstance)
 	}
 	if errors.Is(err, scaleset.ErrNotClusterInstance) {
 		klog.Warningf("node %s: not labelled: %v", node.Name, err)
@@ -374,7 +367,7 @@ func (cfg Config) label(ctx context.Context, node *corev1.Node) error {
 	if _, err := cfg.Client.CoreV1().Nodes().Patch(ctx, node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		return err
 	}
-	klog.Infof("node %s: labelled %v from its instance's scale set", node.Name, labels)
+	klog.Infof("node %s: labelled %v from its instance and its scale set", node.Name, labels)
 	return nil
 }
 

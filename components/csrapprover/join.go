@@ -46,12 +46,14 @@ type WorkerInstances struct {
 	Cred   azcore.TokenCredential
 	// ControlPlane is the apiservers' own scale set.
 	ControlPlane string
+	// Images are the image definitions a worker instance may boot versions of
+	// (spec.WorkerImageDefinitions); none refuses every instance.
+	Images []string
 
 	labels lately[map[string]string] // by scale set
-	// seen are the vmIds of the instances read lately, by provider ID and node name: a join's
-	// lookup serves its Node's labelling, so a joining node costs Resource Manager one instance
-	// read, not two.
-	seen lately[string]
+	// seen are the instances read lately, by provider ID and node name: a join's lookup serves
+	// its Node's labelling, so a joining node costs Resource Manager one instance read, not two.
+	seen lately[scaleset.Record]
 	// addresses are the instances' addresses read lately, by provider ID and node name: a node
 	// asking for serving certificates in a loop costs one read of its interface a TTL.
 	addresses lately[[]netip.Addr]
@@ -97,9 +99,10 @@ func (w *WorkerInstances) VMID(ctx context.Context, providerID, name string) (st
 	return vmID, err
 }
 
-// Placement reads the placement labels (wellknown.PlacementLabels) of the worker a Node named name
-// is, by its provider ID: the instance must carry the Node's name, and its scale set's
-// node-template tags give the labels.
+// Placement reads the labels the approver gives the worker a Node named name is, by its provider
+// ID: the instance must carry the Node's name and run the cluster's model; its scale set's
+// node-template tags give the placement labels (wellknown.PlacementLabels), the instance itself
+// its region and zone.
 func (w *WorkerInstances) Placement(ctx context.Context, providerID, name string) (map[string]string, error) {
 	_, labels, err := w.instance(ctx, providerID, name)
 	return labels, err
@@ -113,37 +116,48 @@ const (
 	seenTTL   = time.Hour
 )
 
-// instance reads the instance providerID names, checked to carry name, and its scale set's
-// placement labels.
+// instance reads the instance providerID names, checked to carry name and to run a model this
+// cluster wrote, and the labels its Node gets.
 func (w *WorkerInstances) instance(ctx context.Context, providerID, name string) (string, map[string]string, error) {
 	m, err := w.machines(providerID)
 	if err != nil {
 		return "", nil, err
 	}
 	key := providerID + " " + name
-	vmID, ok := w.seen.get(key, seenTTL)
+	r, ok := w.seen.get(key, seenTTL)
 	if !ok {
-		if vmID, err = m.VMID(ctx, providerID, name); err != nil {
+		if r, err = m.Record(ctx, providerID, name); err != nil {
 			return "", nil, err
 		}
-		w.seen.put(key, vmID, seenTTL)
+		w.seen.put(key, r, seenTTL)
 	}
-	labels, err := w.setLabels(ctx, m)
+	if err := w.ourModel(providerID, r); err != nil {
+		return "", nil, err
+	}
+	setLabels, err := w.setLabels(ctx, m)
 	if err != nil {
 		return "", nil, err
 	}
-	return vmID, labels, nil
+	labels := maps.Clone(setLabels)
+	labels[wellknown.RegionLabel] = wellknown.RegionLabelValue(r.Location)
+	if r.Zone != "" {
+		labels[wellknown.ZoneLabel] = wellknown.ZoneLabelValue(r.Location, r.Zone)
+	}
+	return r.VMID, labels, nil
 }
 
-// ScaleSetPlacement reads the placement labels of the scale set providerID names, without its
-// instance: for a Node placed before, whose instance was checked then and whose provider ID no
-// one can change since.
-func (w *WorkerInstances) ScaleSetPlacement(ctx context.Context, providerID string) (map[string]string, error) {
-	m, err := w.machines(providerID)
-	if err != nil {
-		return nil, err
+// ourModel refuses an instance whose model this cluster did not write: an image that is no
+// version of the worker image definitions, or any extension (worker models have none). Whoever
+// may resize a worker scale set (cluster-autoscaler) may write its whole model, and would
+// otherwise grow it into genuine instances that run their code as root and join.
+func (w *WorkerInstances) ourModel(providerID string, r scaleset.Record) error {
+	if !slices.ContainsFunc(w.Images, func(def string) bool { return strings.EqualFold(spec.ImageDefinition(r.Image), def) }) {
+		return fmt.Errorf("instance %s boots image %q, no version of the cluster's worker images %v: %w", providerID, r.Image, w.Images, scaleset.ErrNotClusterInstance)
 	}
-	return w.setLabels(ctx, m)
+	if len(r.Extensions) > 0 {
+		return fmt.Errorf("instance %s runs extensions %v, which no worker model of the cluster has: %w", providerID, r.Extensions, scaleset.ErrNotClusterInstance)
+	}
+	return nil
 }
 
 // setLabels reads the placement labels of m's scale set: a scale set without a pool tag is no

@@ -183,8 +183,10 @@ func CSRApproverFlags(c *spec.Cluster) Flags {
 		"node-subnets": strings.Join(c.NodeSubnets(), ","),
 		"identity":     "${NODE_NAME}",
 		"lease":        CSRApproverLease,
-		// A joining node's instance must be in this machine's subscription and resource group.
-		"provider-id": "${PROVIDER_ID}",
+		// A joining node's instance must be in this machine's subscription and resource group,
+		// and boot a version of one of these images.
+		"provider-id":              "${PROVIDER_ID}",
+		"worker-image-definitions": strings.Join(c.WorkerImageDefinitions(), ","),
 		// Certificate expiry for Prometheus (CertificateExpiringSoon): this machine's files and the
 		// serving certificates of every etcd member, which only the apiservers may reach.
 		"metrics-address":       fmt.Sprintf("${NODE_IP}:%d", wellknown.CertificateMetricsPort),

@@ -163,6 +163,28 @@ func (v *validator) galleryImage(field, id, definition string) {
 	}
 }
 
+// ImageDefinition is the image definition id a gallery image version id (as validated) is a
+// version of.
+func ImageDefinition(versionID string) string {
+	if i := strings.LastIndex(strings.ToLower(versionID), "/versions/"); i >= 0 {
+		return versionID[:i]
+	}
+	return versionID
+}
+
+// WorkerImageDefinitions are the image definitions the worker pools boot versions of, sorted: an
+// instance booting any other image was not made from a model this cluster wrote.
+func (c *Cluster) WorkerImageDefinitions() []string {
+	var defs []string
+	for _, p := range c.Pools {
+		if d := ImageDefinition(p.Image); !slices.ContainsFunc(defs, func(x string) bool { return strings.EqualFold(x, d) }) {
+			defs = append(defs, d)
+		}
+	}
+	slices.Sort(defs)
+	return defs
+}
+
 // galleryTemplates are the Packer templates that publish each image definition.
 var galleryTemplates = map[string]string{
 	GalleryImageControlPlane: "images/control-plane.pkr.hcl",

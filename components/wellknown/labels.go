@@ -23,6 +23,26 @@ const (
 // PlacementLabels are the labels only the CSR approver sets.
 var PlacementLabels = []string{PoolLabel, GPULabel, GangDomainLabel}
 
+// Kubernetes' labels of where a node is. The CSR approver sets the region and zone on each
+// worker's Node from its instance as Resource Manager describes it, the zone as cloud-provider-azure
+// writes it and cluster-autoscaler's template nodes carry it (ZoneLabelValue). NodeRestriction would
+// let a kubelet set all four; the node policies let it set none (InstanceLabels).
+const (
+	RegionLabel     = "topology.kubernetes.io/region"
+	ZoneLabel       = "topology.kubernetes.io/zone"
+	betaRegionLabel = "failure-domain.beta.kubernetes.io/region"
+	betaZoneLabel   = "failure-domain.beta.kubernetes.io/zone"
+)
+
+// InstanceLabels are the labels of where a node is, which no kubelet sets.
+var InstanceLabels = []string{RegionLabel, ZoneLabel, betaRegionLabel, betaZoneLabel}
+
+// RegionLabelValue is a region's label value; ZoneLabelValue an availability zone's in it.
+func RegionLabelValue(location string) string { return strings.ToLower(location) }
+
+// ZoneLabelValue is the zone label's value of an instance in zone ("1") of location.
+func ZoneLabelValue(location, zone string) string { return RegionLabelValue(location) + "-" + zone }
+
 // Tag keys on Azure resources: every resource's cluster and role, and on worker scale sets
 // cluster-autoscaler's node-template tags, which it reads to build a node of an empty scale set:
 // a label of their nodes, a taint they register with, a resource they offer.

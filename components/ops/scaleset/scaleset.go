@@ -72,19 +72,48 @@ func (m *Machines) Remove(ctx context.Context, node *corev1.Node) error {
 	return err
 }
 
-// VMID is Azure's unique id of the instance a node named name claims by its provider ID, checked
-// as Remove checks: the id an attested document of that instance names.
-func (m *Machines) VMID(ctx context.Context, providerID, name string) (string, error) {
+// Record is what Resource Manager says of an instance that decides whether it may be a node:
+// its unique id, the image and extensions of the model it runs (a write of the scale set's model
+// changes them for the instances created or upgraded after it), and where it is.
+type Record struct {
+	// VMID is Azure's unique id of the instance, the one its attested documents name.
+	VMID string
+	// Image is the id of the image the instance booted.
+	Image string
+	// Extensions are the names of the extensions its model runs on it.
+	Extensions []string
+	// Zone is its availability zone ("" when the scale set has none) and Location its region.
+	Zone, Location string
+}
+
+// Record reads the instance a node named name claims by its provider ID, checked as Remove
+// checks.
+func (m *Machines) Record(ctx context.Context, providerID, name string) (Record, error) {
 	in, vm, err := m.lookup(ctx, providerID, name)
 	switch {
 	case err != nil:
-		return "", err
+		return Record{}, err
 	case vm == nil:
-		return "", fmt.Errorf("instance %s of %s does not exist: %w", in.ID, in.ScaleSet, ErrNotClusterInstance)
+		return Record{}, fmt.Errorf("instance %s of %s does not exist: %w", in.ID, in.ScaleSet, ErrNotClusterInstance)
 	case vm.Properties == nil || vm.Properties.VMID == nil:
-		return "", fmt.Errorf("instance %s of %s has no vmId", in.ID, in.ScaleSet)
+		return Record{}, fmt.Errorf("instance %s of %s has no vmId", in.ID, in.ScaleSet)
 	}
-	return *vm.Properties.VMID, nil
+	r := Record{VMID: *vm.Properties.VMID}
+	if sp := vm.Properties.StorageProfile; sp != nil && sp.ImageReference != nil && sp.ImageReference.ID != nil {
+		r.Image = *sp.ImageReference.ID
+	}
+	for _, e := range vm.Resources {
+		if e != nil && e.Name != nil {
+			r.Extensions = append(r.Extensions, *e.Name)
+		}
+	}
+	if len(vm.Zones) > 0 && vm.Zones[0] != nil {
+		r.Zone = *vm.Zones[0]
+	}
+	if vm.Location != nil {
+		r.Location = *vm.Location
+	}
+	return r, nil
 }
 
 // Addresses are the private addresses of the primary IP configurations of the network interfaces

@@ -118,6 +118,8 @@ func checkNodeAgentFields(t *testing.T, cs *kubernetes.Clientset) {
 		// The placement labels are the CSR approver's: NodeRestriction refuses them to any kubelet.
 		{"the kubelet moves its node to another pool", change(kubelet, func(n *corev1.Node) { n.Labels[wellknown.PoolLabel] = "system" }), "is not allowed to modify labels: " + wellknown.PoolLabel, nodeRestriction},
 		{"the kubelet adds a label a pool could place pods by", change(kubelet, func(n *corev1.Node) { n.Labels["example.com/accelerator"] = "a100" }), "after it registers", addons.NodeLabelsPolicy},
+		// NodeRestriction lets a kubelet set its zone; the approver set it from its instance.
+		{"the kubelet moves its node to another zone", change(kubelet, func(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "elsewhere-9" }), "region or zone", addons.NodeLabelsPolicy},
 		// A mirror pod with clusterforge-ops's labels would make the node an endpoint of its webhooks.
 		{"the kubelet creates a mirror pod among clusterforge-ops's endpoints", func() error {
 			ops, err := cs.AppsV1().Deployments(addons.SystemNamespace).Get(ctx, wellknown.OpsName, metav1.GetOptions{})

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,7 +93,7 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	listed := map[string]map[string]string{}
+	listed := map[string]*armcompute.VirtualMachineScaleSet{}
 	pager := factory.NewVirtualMachineScaleSetsClient().NewListPager(c.ResourceGroup(), nil)
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
@@ -100,16 +101,12 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 			t.Fatalf("the autoscaler listing the resource group's scale sets: %v", err)
 		}
 		for _, ss := range page.Value {
-			tags := map[string]string{}
-			for k, v := range ss.Tags {
-				tags[k] = *v
-			}
-			listed[*ss.Name] = tags
+			listed[*ss.Name] = ss
 		}
 	}
 	for name := range autoscaled {
 		set, known := c.ScaleSetOf(name)
-		tags := listed[name]
+		tags := tagsOf(listed[name])
 		if !known || tags == nil {
 			t.Errorf("scale set %s, which the autoscaler's --nodes name, is not listed to it (%d listed)", name, len(listed))
 			continue
@@ -135,9 +132,23 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 	}
 }
 
+// tagsOf is a scale set's tags as plain strings; nil for no scale set.
+func tagsOf(ss *armcompute.VirtualMachineScaleSet) map[string]string {
+	if ss == nil {
+		return nil
+	}
+	tags := map[string]string{}
+	for k, v := range ss.Tags {
+		tags[k] = *v
+	}
+	return tags
+}
+
 // templateMismatches compares a registered node with the node cluster-autoscaler builds from its
-// scale set's tags, as it decodes them: labels, taints (startup taints aside) and GPUs.
-func templateMismatches(c *spec.Cluster, n *corev1.Node, tags map[string]string) []string {
+// scale set, as it decodes the set's tags (labels, taints, startup taints aside, and GPUs) and
+// places it (region and zone).
+func templateMismatches(c *spec.Cluster, n *corev1.Node, ss *armcompute.VirtualMachineScaleSet) []string {
+	tags := tagsOf(ss)
 	startup := map[string]bool{}
 	for _, f := range addons.AutoscalerFlags(c) {
 		if v, ok := strings.CutPrefix(f, "--startup-taint="); ok {
@@ -175,6 +186,22 @@ func templateMismatches(c *spec.Cluster, n *corev1.Node, tags map[string]string)
 	gpus := n.Status.Capacity[corev1.ResourceName(machine.GPUResource)]
 	if want := resources[machine.GPUResource]; gpus.Cmp(want) != 0 {
 		out = append(out, fmt.Sprintf("node %s has %s GPUs; its scale set's template %s", n.Name, gpus.String(), want.String()))
+	}
+	// The template's region is the scale set's location, lowercased, and its zone one of the set's
+	// zones as "<region>-<zone>" (buildGenericLabels), or "0" for a set without zones.
+	region := strings.ToLower(*ss.Location)
+	zones := []string{"0"}
+	if len(ss.Zones) > 0 {
+		zones = nil
+		for _, z := range ss.Zones {
+			zones = append(zones, region+"-"+*z)
+		}
+	}
+	if got := n.Labels["topology.kubernetes.io/region"]; got != region {
+		out = append(out, fmt.Sprintf("node %s is in region %q; its scale set's template in %q", n.Name, got, region))
+	}
+	if got := n.Labels["topology.kubernetes.io/zone"]; !slices.Contains(zones, got) {
+		out = append(out, fmt.Sprintf("node %s is in zone %q; its scale set's template in one of %v", n.Name, got, zones))
 	}
 	return out
 }

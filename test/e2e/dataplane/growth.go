@@ -119,11 +119,7 @@ func ScaleSetGrowthBootsAWorkerThatJoins(t *testing.T) {
 	if vmID := *added.Properties.VMID; m.VMID != vmID {
 		t.Errorf("%s's machine says vmId %s; Resource Manager gave it %s", name, m.VMID, vmID)
 	}
-	tags := map[string]string{}
-	for k, v := range set.Tags {
-		tags[k] = *v
-	}
-	for _, mismatch := range templateMismatches(c, node, tags) {
+	for _, mismatch := range templateMismatches(c, node, &set.VirtualMachineScaleSet) {
 		t.Error(mismatch)
 	}
 

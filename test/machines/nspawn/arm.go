@@ -69,18 +69,24 @@ func (b *Booted) armInventory() arm.Inventory {
 			inv.VMs = append(inv.VMs, arm.VM{Name: m.Name, ComputerName: m.Name, VMID: meta.VMID})
 			continue
 		}
+		// Resource Manager names the gallery image version the machine's model boots.
+		image := b.Cluster.ControlPlaneImage
+		worker, isWorker := b.Cluster.ScaleSetOf(in.ScaleSet)
+		if isWorker {
+			image = worker.Pool.Image
+		}
 		i := slices.IndexFunc(inv.ScaleSets, func(s arm.ScaleSet) bool { return s.Name == in.ScaleSet })
 		if i < 0 {
-			set := arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-wellknown.ComputerNameSuffix], Image: m.Image,
+			set := arm.ScaleSet{Name: in.ScaleSet, SKU: meta.VMSize, ComputerNamePrefix: m.Name[:len(m.Name)-wellknown.ComputerNameSuffix], Image: image,
 				Tags: map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: m.Role}}
-			if worker, ok := b.Cluster.ScaleSetOf(in.ScaleSet); ok {
+			if isWorker {
 				maps.Copy(set.Tags, machine.NodeTemplateTags(worker)) // as the Pulumi program tags them
 				set.SinglePlacementGroup, set.Zones = worker.SinglePlacementGroup, worker.Zones
 			}
 			inv.ScaleSets = append(inv.ScaleSets, set)
 			i = len(inv.ScaleSets) - 1
 		}
-		inv.ScaleSets[i].Instances = append(inv.ScaleSets[i].Instances, &arm.Instance{ID: in.ID, ComputerName: m.Name, VMID: meta.VMID, Zone: m.Zone, Image: m.Image, PrivateIP: meta.PrivateIP})
+		inv.ScaleSets[i].Instances = append(inv.ScaleSets[i].Instances, &arm.Instance{ID: in.ID, ComputerName: m.Name, VMID: meta.VMID, Zone: m.Zone, Image: image, PrivateIP: meta.PrivateIP})
 		if m.Role == spec.RoleAPIServer {
 			// As the program enables them; suspended until a test resumes them, since the boot
 			// itself does not run faster as the grace period does.
@@ -97,7 +103,7 @@ func (b *Booted) armInventory() arm.Inventory {
 		tags := map[string]string{wellknown.TagCluster: b.Cluster.Name, wellknown.TagRole: role}
 		maps.Copy(tags, machine.NodeTemplateTags(set))
 		inv.ScaleSets = append(inv.ScaleSets, arm.ScaleSet{Name: set.AzureName, SKU: set.Pool.VMSize, ComputerNamePrefix: set.AzureName,
-			Image: machine.ImageOf(role), Tags: tags, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones})
+			Image: set.Pool.Image, Tags: tags, SinglePlacementGroup: set.SinglePlacementGroup, Zones: set.Zones})
 	}
 	return inv
 }

@@ -335,8 +335,10 @@ func (p *Layout) PoolNode(i, n int) (corev1.Node, error) {
 		corev1.LabelOSStable:           "linux",
 		corev1.LabelArchStable:         "amd64",
 		corev1.LabelInstanceTypeStable: pool.VMSize,
-		corev1.LabelTopologyZone:       p.Cluster.Location + "-" + p.Cluster.Zones[n%len(p.Cluster.Zones)],
 	})
+	// Where it is, as the CSR approver labels a real node from its instance.
+	labels[wellknown.RegionLabel] = wellknown.RegionLabelValue(p.Cluster.Location)
+	labels[wellknown.ZoneLabel] = wellknown.ZoneLabelValue(p.Cluster.Location, p.Cluster.Zones[n%len(p.Cluster.Zones)])
 	// Each node first reports at its own point of the report period, spread evenly whatever the
 	// node count (the golden ratio's sequence), never at once.
 	firstStatus := time.Duration(1+int(math.Mod(float64(n+1)*math.Phi, 1)*(scale.NodeStatusReport.Seconds()-1))) * time.Second

@@ -35,6 +35,8 @@ type Instance struct {
 	Zone         string
 	// Image is the image of the model the instance runs; the scale set's may be newer.
 	Image string
+	// Extensions are the extensions of the model the instance runs, by name.
+	Extensions []string
 	// State is the provisioning state: Creating, Updating, Deleting, Succeeded or Failed.
 	State string
 	// PrivateIP is the primary NIC's address, which the load balancer and the health extension probe.
@@ -54,7 +56,9 @@ type ScaleSet struct {
 	ComputerNamePrefix string
 	// Image is the model's image reference.
 	Image string
-	Tags  map[string]string
+	// Extensions are the model's extensions, by name: a write of the model may add some.
+	Extensions []string
+	Tags       map[string]string
 	// SinglePlacementGroup keeps the instances in one placement group (InfiniBand sizes).
 	SinglePlacementGroup bool
 	// Repairs is the automatic instance repairs policy; nil when none.
@@ -228,7 +232,7 @@ func (s *Server) addInstance(ss *ScaleSet, in Instance) *Instance {
 		in.VMID = uuid()
 	}
 	if in.Image == "" {
-		in.Image = ss.Image
+		in.Image, in.Extensions = ss.Image, slices.Clone(ss.Extensions)
 	}
 	if in.State == "" {
 		in.State = "Succeeded"
@@ -718,6 +722,9 @@ func (s *Server) scaleSetJSON(ss *ScaleSet) map[string]any {
 		"virtualMachineProfile": map[string]any{
 			"osProfile":      map[string]any{"computerNamePrefix": ss.ComputerNamePrefix},
 			"storageProfile": map[string]any{"imageReference": map[string]any{"id": ss.Image}},
+			"extensionProfile": map[string]any{"extensions": extensionsJSON(ss.Extensions, func(name string) map[string]any {
+				return map[string]any{"name": name}
+			})},
 		},
 	}
 	if p := ss.Repairs; p != nil {
@@ -745,6 +752,11 @@ func (s *Server) updateScaleSet(name string) func(http.ResponseWriter, *http.Req
 							ID string `json:"id"`
 						} `json:"imageReference"`
 					} `json:"storageProfile"`
+					ExtensionProfile *struct {
+						Extensions []struct {
+							Name string `json:"name"`
+						} `json:"extensions"`
+					} `json:"extensionProfile"`
 				} `json:"virtualMachineProfile"`
 			} `json:"properties"`
 		}
@@ -763,6 +775,12 @@ func (s *Server) updateScaleSet(name string) func(http.ResponseWriter, *http.Req
 		}
 		if p := body.Properties; p != nil && p.VirtualMachineProfile != nil && p.VirtualMachineProfile.StorageProfile != nil && p.VirtualMachineProfile.StorageProfile.ImageReference != nil {
 			ss.Image = p.VirtualMachineProfile.StorageProfile.ImageReference.ID
+		}
+		if p := body.Properties; p != nil && p.VirtualMachineProfile != nil && p.VirtualMachineProfile.ExtensionProfile != nil {
+			ss.Extensions = nil
+			for _, e := range p.VirtualMachineProfile.ExtensionProfile.Extensions {
+				ss.Extensions = append(ss.Extensions, e.Name)
+			}
 		}
 		var added, removed []Instance
 		if body.SKU != nil && body.SKU.Capacity != nil {
@@ -899,7 +917,7 @@ func (s *Server) finish(in Instance, kind string) error {
 		ss.Instances = slices.Delete(ss.Instances, i, i+1)
 		return nil
 	case kind == OpUpgrade:
-		ss.Instances[i].Image = ss.Image
+		ss.Instances[i].Image, ss.Instances[i].Extensions = ss.Image, slices.Clone(ss.Extensions)
 	case kind == OpCreate && address != "":
 		ss.Instances[i].PrivateIP = address
 	}
@@ -913,7 +931,7 @@ func (s *Server) finish(in Instance, kind string) error {
 func (s *Server) instanceJSON(ss *ScaleSet, in *Instance, expand bool) map[string]any {
 	id := s.ScaleSetID(ss.Name) + "/virtualMachines/" + in.ID
 	props := map[string]any{
-		"latestModelApplied": in.Image == ss.Image, "vmId": in.VMID, "provisioningState": in.State,
+		"latestModelApplied": in.Image == ss.Image && slices.Equal(in.Extensions, ss.Extensions), "vmId": in.VMID, "provisioningState": in.State,
 		"osProfile":      map[string]any{"computerName": in.ComputerName},
 		"storageProfile": map[string]any{"imageReference": map[string]any{"id": in.Image}},
 	}
@@ -927,10 +945,24 @@ func (s *Server) instanceJSON(ss *ScaleSet, in *Instance, expand bool) map[strin
 	}
 	doc := map[string]any{"id": id, "name": ss.Name + "_" + in.ID, "instanceId": in.ID, "type": compute + "/virtualMachines",
 		"location": s.Location, "sku": map[string]any{"name": ss.SKU, "tier": "Standard"}, "properties": props}
+	// Azure lists the extensions of the model the instance runs as its child resources.
+	if len(in.Extensions) > 0 {
+		doc["resources"] = extensionsJSON(in.Extensions, func(name string) map[string]any {
+			return map[string]any{"id": id + "/extensions/" + name, "name": name, "type": compute + "/virtualMachines/extensions"}
+		})
+	}
 	if in.Zone != "" {
 		doc["zones"] = []string{in.Zone}
 	}
 	return doc
+}
+
+func extensionsJSON(names []string, one func(name string) map[string]any) []any {
+	out := []any{}
+	for _, name := range names {
+		out = append(out, one(name))
+	}
+	return out
 }
 
 // listInstances pages through a scale set's VMs, PageSize at a time, by $skiptoken.

@@ -10,14 +10,17 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 	certv1 "k8s.io/api/certificates/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,7 +42,11 @@ const (
 	subscription = "00000000-0000-0000-0000-00000000c0de"
 	group        = "cf-dev"
 	approver     = "11111111-1111-1111-1111-0000000000ap"
+	autoscaler   = "11111111-1111-1111-1111-0000000000ca"
 )
+
+// workerImage is the image the worker scale sets' models boot; the approver takes its versions.
+var workerImage = spec.PlaceholderImage(spec.GalleryImageWorkerCPU)
 
 // A joining node's client certificate is approved only with its own instance's attested document,
 // bound to the request's key, for the name Resource Manager gives that instance: the approver's
@@ -54,10 +61,11 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &arm.Server{Subscription: subscription, ResourceGroup: group, Location: "eastus2"}
+	// Azure's minutes in tenths of a second: the model writes below wait for their operations.
+	srv := &arm.Server{Subscription: subscription, ResourceGroup: group, Location: "eastus2", Speedup: 600}
 	local := arm.Serve(t, srv, "22222222-2222-2222-2222-222222222222")
 	local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/cf-dev-cpu", azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
-	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu", ComputerNamePrefix: "cf-dev-cpu", Instances: []*arm.Instance{{}, {}},
+	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu", ComputerNamePrefix: "cf-dev-cpu", Image: workerImage, Zones: []string{"2"}, Instances: []*arm.Instance{{}, {}},
 		Tags: machine.NodeTemplateTags(spec.ScaleSet{Name: "cpu", Pool: spec.Pool{Name: "cpu"}})})
 	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-apiserver", ComputerNamePrefix: "cf-dev-apiserver", Instances: []*arm.Instance{{}}})
 	vms, err := armcompute.NewVirtualMachineScaleSetVMsClient(subscription, local.Credential(approver), local.Options())
@@ -80,7 +88,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	roots.AppendCertsFromPEM(root)
-	instances := &csrapprover.WorkerInstances{Cred: local.Credential(approver), ControlPlane: "cf-dev-apiserver",
+	instances := &csrapprover.WorkerInstances{Cred: local.Credential(approver), ControlPlane: "cf-dev-apiserver", Images: []string{spec.ImageDefinition(workerImage)},
 		Access: &scaleset.Access{Cloud: local.Cloud(), Transport: local.Transport(), Subscription: subscription, ResourceGroup: group}}
 	joins := csrapprover.Joins{
 		Attested:     attestation.Verifier{Roots: roots, Issuers: func(string) (*x509.Certificate, error) { return signer.Issuer, nil }, Now: time.Now, MaxAge: attestation.MaxAge},
@@ -215,14 +223,12 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		}
 	}
 	// A Node's placement labels come from its instance's scale set, once the instance carries its
-	// name; the join already read the instance, so labelling reads nothing more.
+	// name, and where it is from the instance; the join already read the instance, so labelling
+	// reads nothing more.
 	reads := len(srv.Calls())
-	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, a.Name); err != nil || labels[wellknown.PoolLabel] != "cpu" || labels[wellknown.GangDomainLabel] != "cpu" || len(labels) != 2 {
-		t.Errorf("placement of %s: %v, %v; want the cpu pool's label and gang domain alone", a.Name, labels, err)
-	}
-	// A Node placed before the gang domain existed gets it from its scale set alone.
-	if labels, err := instances.ScaleSetPlacement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID); err != nil || labels[wellknown.GangDomainLabel] != "cpu" {
-		t.Errorf("scale-set placement of %s: %v, %v; want gang domain cpu", a.Name, labels, err)
+	want := map[string]string{wellknown.PoolLabel: "cpu", wellknown.GangDomainLabel: "cpu", "topology.kubernetes.io/region": "eastus2", "topology.kubernetes.io/zone": "eastus2-2"}
+	if labels, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+a.ResourceID, a.Name); err != nil || !maps.Equal(labels, want) {
+		t.Errorf("placement of %s: %v, %v; want %v", a.Name, labels, err, want)
 	}
 	if calls := srv.Calls()[reads:]; len(calls) != 0 {
 		t.Errorf("labelling a joined node called Resource Manager again: %+v", calls)
@@ -234,7 +240,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 	// pool's scale set tagged as the system pool's places no node there.
 	retagged := local.GroupID() + "/providers/Microsoft.Compute/virtualMachineScaleSets/cf-dev-cpu2"
 	local.Grant(approver, retagged, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
-	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu2", ComputerNamePrefix: "cf-dev-cpu2", Instances: []*arm.Instance{{}},
+	srv.AddScaleSet(arm.ScaleSet{Name: "cf-dev-cpu2", ComputerNamePrefix: "cf-dev-cpu2", Image: workerImage, Instances: []*arm.Instance{{}},
 		Tags: machine.NodeTemplateTags(spec.ScaleSet{Name: "cpu", Pool: spec.Pool{Name: "cpu", System: true}})})
 	if page, err := vms.NewListPager(group, "cf-dev-cpu2", nil).NextPage(context.Background()); err != nil || len(page.Value) != 1 {
 		t.Errorf("the retagged scale set's instance: %v", err)
@@ -256,7 +262,7 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		// Turned off by a scale-set write, an InfiniBand size's single placement group is still one.
 		{"cf-dev-gpu-3", "Standard_ND96isr_H100_v5", true, false, "gpu-3"}} {
 		local.Grant(approver, local.GroupID()+"/providers/Microsoft.Compute/virtualMachineScaleSets/"+tc.name, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetInstanceReader]...)
-		srv.AddScaleSet(arm.ScaleSet{Name: tc.name, SKU: tc.size, ComputerNamePrefix: tc.name, Instances: []*arm.Instance{{}}, SinglePlacementGroup: tc.spg,
+		srv.AddScaleSet(arm.ScaleSet{Name: tc.name, SKU: tc.size, ComputerNamePrefix: tc.name, Image: workerImage, Instances: []*arm.Instance{{}}, SinglePlacementGroup: tc.spg,
 			Tags: machine.NodeTemplateTags(spec.ScaleSet{Name: "gpu-9", Pool: spec.Pool{Name: "gpu", GPU: &gpu}, SinglePlacementGroup: true})})
 		page, err := vms.NewListPager(group, tc.name, nil).NextPage(context.Background())
 		if err != nil || len(page.Value) != 1 {
@@ -267,6 +273,60 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 			t.Errorf("placement of an instance of %s, a %s tagged GPU and gang domain gpu-9: %v, %v; want the gpu pool's label, GPU's %v, gang domain %s",
 				tc.name, tc.size, labels, err, tc.gpu, tc.domain)
 		}
+	}
+
+	// Whoever may resize a worker scale set may write its whole model: cluster-autoscaler's
+	// identity adds an extension, or points the model at another image, then grows the set by one.
+	// The new instance is genuine and asks with its own document and the pool's token: refused.
+	// The instances created before keep their model, and join.
+	cpuSet := local.GroupID() + "/providers/Microsoft.Compute/virtualMachineScaleSets/cf-dev-cpu"
+	local.Grant(autoscaler, cpuSet, azurerbac.CustomRoleActions[azurerbac.RoleScaleSetScaler]...)
+	local.Grant(autoscaler, local.GroupID(), azurerbac.CustomRoleActions[azurerbac.RoleMachineLister]...)
+	sets, err := armcompute.NewVirtualMachineScaleSetsClient(subscription, local.Credential(autoscaler), local.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alive = false
+	foreign := strings.ReplaceAll(workerImage, "/galleries/", "/galleries/someone-elses-")
+	extension := []*armcompute.VirtualMachineScaleSetExtension{{Name: to.Ptr("CustomScript"), Properties: &armcompute.VirtualMachineScaleSetExtensionProperties{
+		Publisher: to.Ptr("Microsoft.Azure.Extensions"), Type: to.Ptr("CustomScript"), TypeHandlerVersion: to.Ptr("2.1")}}}
+	for i, tc := range []struct {
+		name       string
+		image      string
+		extensions []*armcompute.VirtualMachineScaleSetExtension
+		approve    bool
+		reason     string
+	}{
+		{"an extension in the model", workerImage, extension, false, "runs extensions [CustomScript]"},
+		{"another gallery's image", foreign, []*armcompute.VirtualMachineScaleSetExtension{}, false, "boots image"},
+		{"a new version of the cluster's image", strings.Replace(workerImage, "/versions/0.0.0", "/versions/0.0.1", 1), []*armcompute.VirtualMachineScaleSetExtension{}, true, "is instance"},
+	} {
+		model := armcompute.VirtualMachineScaleSetUpdate{SKU: &armcompute.SKU{Capacity: to.Ptr(int64(3 + i))}, Properties: &armcompute.VirtualMachineScaleSetUpdateProperties{
+			VirtualMachineProfile: &armcompute.VirtualMachineScaleSetUpdateVMProfile{
+				StorageProfile:   &armcompute.VirtualMachineScaleSetUpdateStorageProfile{ImageReference: &armcompute.ImageReference{ID: to.Ptr(tc.image)}},
+				ExtensionProfile: &armcompute.VirtualMachineScaleSetExtensionProfile{Extensions: tc.extensions}}}}
+		poller, err := sets.BeginUpdate(context.Background(), group, "cf-dev-cpu", model, nil)
+		if err == nil {
+			_, err = poller.PollUntilDone(context.Background(), nil)
+		}
+		if err != nil {
+			t.Fatalf("%s: the autoscaler's model write: %v", tc.name, err)
+		}
+		vm, err := vms.Get(context.Background(), group, "cf-dev-cpu", strconv.Itoa(2+i), nil)
+		if err != nil {
+			t.Fatalf("%s: the new instance: %v", tc.name, err)
+		}
+		address := "10.0.2." + strconv.Itoa(10+i)
+		grown := imds.InstanceMetadata{Name: *vm.Properties.OSProfile.ComputerName, ResourceID: *vm.ID, VMID: *vm.Properties.VMID}
+		meta.Machines[address] = grown
+		key := newKey()
+		approve, reason, err := joins.Decide(context.Background(), csr(grown.Name, key, attested(address, nonceOf(key)), grown.ResourceID, pki.BootstrapGroup, cpuToken))
+		if err != nil || approve != tc.approve || !strings.Contains(reason, tc.reason) {
+			t.Errorf("%s, then one more instance: approve %v (%q, error %v), want %v with %q", tc.name, approve, reason, err, tc.approve, tc.reason)
+		}
+	}
+	if approve, reason, err := joins.Decide(context.Background(), csr(b.Name, k, attested("10.0.2.5", nonceOf(k)), b.ResourceID, pki.BootstrapGroup, cpuToken)); !approve {
+		t.Errorf("an instance created before the model writes: approve %v (%q, error %v), want it approved", approve, reason, err)
 	}
 
 	// Resource Manager not answering is no verdict: the request waits for a retry (an approver
