@@ -5,16 +5,20 @@ ROLE ?= worker
 # SNAPSHOT reaches `rehearse etcd-restore` through the environment, never through the shell's parser.
 SNAPSHOT ?=
 export SNAPSHOT
-# RENEW=1 makes `make roll` renew every leaf certificate, due or not.
+# RENEW=1 makes `make roll` renew every leaf certificate, due or not; YES=1 lets it roll an Azure
+# cluster (without it, `forge roll` shows the stages and changes nothing).
 RENEW ?=
+YES ?=
 GO    ?= go
 # managedidentity/v2 v2.80.0 is served by the proxy but missing from the checksum database; go.sum
 # pins it, so this matters only to `go get` and `go mod tidy`.
 export GONOSUMDB = github.com/pulumi/pulumi-azure-native-sdk/managedidentity/v2
 
 REHEARSE = build/bin/rehearse
+# FORGE is the operator's CLI, stamped with the commit it was built from (`forge version`).
+FORGE = build/bin/forge
 
-.PHONY: check tools-check e2e disk-free freeze diff roll up preview tools-pulumi tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: forge check tools-check e2e disk-free freeze diff roll up preview tools-pulumi tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -39,22 +43,25 @@ tools-rehearsal: ## Build what the rehearsal runs (etcd, the control plane, KWOK
 tools-image: ## Build what an image bake needs (worker, add-on and control-plane binaries, packer and its Azure plugin)
 	@scripts/toolchain.sh node addons control-plane packer
 
+forge: ## Build the operator's CLI, build/bin/forge (its verbs act on a stack's Azure cluster; `forge version` names its commit)
+	$(GO) build -buildvcs=auto -o $(FORGE) ./cmd/forge
+
 plan: ## Show offline what `pulumi up --stack $(STACK)` would create (build/plan/$(STACK)/, with a real PKI and the admin kubeconfig); installs nothing
-	$(GO) run ./cmd/forge plan --stack $(STACK)
+	@$(MAKE) --no-print-directory forge && $(FORGE) plan --stack $(STACK)
 
 freeze: ## Write the sizes and addresses derived from targetNodes into stacks/Pulumi.$(STACK).yaml (once, before the first pulumi up)
-	$(GO) run ./cmd/forge freeze --stack $(STACK)
+	@$(MAKE) --no-print-directory forge && $(FORGE) freeze --stack $(STACK)
 
 # diff and roll act on $(STACK)'s rehearsal when one runs here (the development CLI), else on its
 # Azure cluster (the operator's CLI).
 RUNNING = [ -S build/rehearse/$(STACK)/control.sock ]
 
 diff: $(REHEARSE) ## What the stack file changes against what $(STACK) last applied: each change in place, a roll or refused; what every machine runs
-	@if $(RUNNING); then $(REHEARSE) diff --stack $(STACK); else $(GO) run ./cmd/forge diff --stack $(STACK); fi
+	@if $(RUNNING); then $(REHEARSE) diff --stack $(STACK); else $(MAKE) --no-print-directory forge && $(FORGE) diff --stack $(STACK); fi
 
 roll: $(REHEARSE) ## Roll $(STACK)'s machines onto the stack file, one stage at a time behind the gates; resumes an interrupted roll (RENEW=1 renews certificates)
 	@if $(RUNNING); then $(MAKE) --no-print-directory tools-stack && $(REHEARSE) roll --stack $(STACK) $(if $(RENEW),--renew-certificates); \
-	else $(GO) run ./cmd/forge roll --stack $(STACK) $(if $(RENEW),--renew-certificates); fi
+	else $(MAKE) --no-print-directory forge && $(FORGE) roll --stack $(STACK) $(if $(RENEW),--renew-certificates) $(if $(YES),--yes); fi
 
 # The images `make boot` boots, baked when missing (`make image-local` rebakes one).
 build/images/node-%.tar: | setup tools-image

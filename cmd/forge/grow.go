@@ -18,8 +18,8 @@ import (
 
 // grow raises a pool of the stack's Azure cluster to target nodes in the stack's join steps
 // (joins.step nodes, then joins.pause once they are Ready), instead of one capacity change the
-// apiservers would take all at once (L11).
-func grow(dir, stack, pool string, target int) error {
+// apiservers would take all at once (L11). Without yes it shows the steps and changes nothing.
+func grow(dir, stack, pool string, target int, yes bool) error {
 	desired, err := spec.LoadStack(spec.StackFile(dir, stack))
 	if err != nil {
 		return err
@@ -41,5 +41,16 @@ func grow(dir, stack, pool string, target int) error {
 	if err != nil {
 		return err
 	}
-	return joins.Grow(ctx, p, target, joins.PaceOf(desired), 10*time.Second, os.Stdout)
+	pace := joins.PaceOf(desired)
+	if !yes {
+		from, steps, err := joins.Plan(ctx, p, target, pace)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pool %s of %s: ", pool, stack)
+		joins.PrintPlan(os.Stdout, from, steps, pace)
+		fmt.Printf("nothing changed; to grow: forge grow --stack %s --pool %s --to %d --yes\n", stack, pool, target)
+		return nil
+	}
+	return joins.Grow(ctx, p, target, pace, 10*time.Second, os.Stdout)
 }

@@ -26,12 +26,16 @@ func diff(dir, stack string) error {
 		return err
 	}
 	return roll.Diff(ctx, os.Stdout, target, applied, desired, spec.StackFile(dir, stack),
-		"Azure (stack "+stack+")", "forge roll --stack "+stack)
+		"Azure (stack "+stack+")", "forge roll --stack "+stack+" --yes")
 }
 
 // rollStack rolls the stack's Azure cluster onto the stack file, one stage at a time behind the
-// gates, resuming an interrupted roll from its journal.
-func rollStack(dir, stack string, renew bool) error {
+// gates, resuming an interrupted roll from its journal. Without yes it shows the stages (diff)
+// and changes nothing.
+func rollStack(dir, stack string, renew, yes bool) error {
+	if !yes {
+		return diff(dir, stack)
+	}
 	desired, err := spec.LoadStack(spec.StackFile(dir, stack))
 	if err != nil {
 		return err

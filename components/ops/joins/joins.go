@@ -68,20 +68,42 @@ type Pool interface {
 	Joined(ctx context.Context) (int, error)
 }
 
+// Plan is the capacities the pool's growth to target goes through, one a step (none when it is
+// there), from its capacity now.
+func Plan(ctx context.Context, pool Pool, target int, p Pace) (from int, steps []int, err error) {
+	if err := p.Validate(); err != nil {
+		return 0, nil, err
+	}
+	from, err = pool.Capacity(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("joins: reading capacity: %w", err)
+	}
+	if target < from {
+		return 0, nil, fmt.Errorf("joins: the pool has capacity %d, above %d: shrinking is the autoscaler's, under the scale-down brake", from, target)
+	}
+	return from, p.Steps(from, target), nil
+}
+
+// PrintPlan says what Grow would do.
+func PrintPlan(w io.Writer, from int, steps []int, p Pace) {
+	if len(steps) == 0 {
+		fmt.Fprintf(w, "the pool has capacity %d already: nothing to grow\n", from)
+		return
+	}
+	fmt.Fprintf(w, "grow from capacity %d to %d in %d steps of at most %d nodes, each waiting for its nodes to be Ready (at most %s) and %s before the next:\n",
+		from, steps[len(steps)-1], len(steps), p.Step, p.StepTimeout, p.Pause)
+	for i, n := range steps {
+		fmt.Fprintf(w, "  step %d: capacity %d\n", i+1, n)
+	}
+}
+
 // Grow raises the pool's capacity to the target through p's steps, waiting after each for its
 // nodes to join (polled every poll) and then p.Pause. It reports each step on progress.
 func Grow(ctx context.Context, pool Pool, target int, p Pace, poll time.Duration, progress io.Writer) error {
-	if err := p.Validate(); err != nil {
+	_, steps, err := Plan(ctx, pool, target, p)
+	if err != nil {
 		return err
 	}
-	from, err := pool.Capacity(ctx)
-	if err != nil {
-		return fmt.Errorf("joins: reading capacity: %w", err)
-	}
-	if target < from {
-		return fmt.Errorf("joins: the pool has capacity %d, above %d: shrinking is the autoscaler's, under the scale-down brake", from, target)
-	}
-	steps := p.Steps(from, target)
 	for i, n := range steps {
 		began := time.Now()
 		if err := pool.SetCapacity(ctx, n); err != nil {
