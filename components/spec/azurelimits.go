@@ -347,9 +347,9 @@ const RollBatchPercent = 5
 // RollBatch is how many of n machines a worker roll replaces at once after its canary.
 func RollBatch(n int) int { return max(1, (n*RollBatchPercent+99)/100) }
 
-// vCPUUse is the regional vCPUs the cluster needs at full size; the fix lists them by size, the
-// requests the quota page takes.
-func (c *Cluster) vCPUUse() LimitUse {
+// VCPUsBySize is the vCPUs the cluster's machines need, by VM size: every pool at maxNodes when
+// full, else at nodes. Azure's regional quota counts them all, and each size's family's quota its own.
+func (c *Cluster) VCPUsBySize(full bool) map[string]int64 {
 	bySize := map[string]int64{}
 	add := func(size string, n int) {
 		capacity, _ := VMCapacity(size)
@@ -359,8 +359,19 @@ func (c *Cluster) vCPUUse() LimitUse {
 	add(c.EtcdMain.VMSize, c.EtcdMain.Members)
 	add(c.EtcdEvents.VMSize, c.EtcdEvents.Members)
 	for _, p := range c.Pools {
-		add(p.VMSize, p.MaxNodes)
+		if full {
+			add(p.VMSize, p.MaxNodes)
+		} else {
+			add(p.VMSize, p.Nodes)
+		}
 	}
+	return bySize
+}
+
+// vCPUUse is the regional vCPUs the cluster needs at full size; the fix lists them by size, the
+// requests the quota page takes.
+func (c *Cluster) vCPUUse() LimitUse {
+	bySize := c.VCPUsBySize(true)
 	var total int64
 	var parts []string
 	for _, size := range slices.Sorted(maps.Keys(bySize)) {

@@ -3,6 +3,9 @@ package spec
 import (
 	"flag"
 	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -142,4 +145,31 @@ func TestLimitsPageShowsTheTable(t *testing.T) {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | [page](%s) |\n", l.Name, l.Value, l.Kind, l.Per, l.Source)
 	}
 	docblock.Check(t, "../../docs/reference/stack.md", "limits", b.String(), *update, "go test ./components/spec -run LimitsPage -update")
+}
+
+// The Azure prerequisites page lists each checked-in stack's vCPUs by VM size, at nodes and at
+// maxNodes (`go test ./components/spec -run PrerequisitesPage -update` rewrites it).
+func TestPrerequisitesPageShowsEachStacksVCPUs(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", StackDir, "Pulumi.*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("stacks: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString("| stack | region | VM size | vCPUs at `nodes` | vCPUs at `maxNodes` |\n|---|---|---|---:|---:|\n")
+	for _, f := range files {
+		c, err := LoadStack(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stack := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "Pulumi."), ".yaml")
+		now, full := c.VCPUsBySize(false), c.VCPUsBySize(true)
+		var totalNow, totalFull int64
+		for _, size := range slices.Sorted(maps.Keys(full)) {
+			fmt.Fprintf(&b, "| %s | %s | %s | %d | %d |\n", stack, c.Location, size, now[size], full[size])
+			totalNow, totalFull = totalNow+now[size], totalFull+full[size]
+		}
+		fmt.Fprintf(&b, "| %s | %s | **regional total** | **%d** | **%d** |\n", stack, c.Location, totalNow, totalFull)
+	}
+	docblock.Check(t, "../../docs/reference/azure-prerequisites.md", "vcpus", b.String(), *update,
+		"go test ./components/spec -run PrerequisitesPage -update")
 }
