@@ -347,25 +347,32 @@ const RollBatchPercent = 5
 // RollBatch is how many of n machines a worker roll replaces at once after its canary.
 func RollBatch(n int) int { return max(1, (n*RollBatchPercent+99)/100) }
 
-// VCPUsBySize is the vCPUs the cluster's machines need, by VM size: every pool at maxNodes when
-// full, else at nodes. Azure's regional quota counts them all, and each size's family's quota its own.
-func (c *Cluster) VCPUsBySize(full bool) map[string]int64 {
-	bySize := map[string]int64{}
-	add := func(size string, n int) {
-		capacity, _ := VMCapacity(size)
-		bySize[size] += int64(capacity.CPUs) * int64(n)
-	}
-	add(c.APIServer.VMSize, c.APIServer.Count)
-	add(c.EtcdMain.VMSize, c.EtcdMain.Members)
-	add(c.EtcdEvents.VMSize, c.EtcdEvents.Members)
+// MachinesBySize counts the cluster's machines by VM size: every pool at maxNodes when full, else
+// at nodes.
+func (c *Cluster) MachinesBySize(full bool) map[string]int {
+	bySize := map[string]int{}
+	bySize[c.APIServer.VMSize] += c.APIServer.Count
+	bySize[c.EtcdMain.VMSize] += c.EtcdMain.Members
+	bySize[c.EtcdEvents.VMSize] += c.EtcdEvents.Members
 	for _, p := range c.Pools {
 		if full {
-			add(p.VMSize, p.MaxNodes)
+			bySize[p.VMSize] += p.MaxNodes
 		} else {
-			add(p.VMSize, p.Nodes)
+			bySize[p.VMSize] += p.Nodes
 		}
 	}
 	return bySize
+}
+
+// VCPUsBySize is the vCPUs of MachinesBySize. Azure's regional quota counts them all, and each
+// size's family's quota its own.
+func (c *Cluster) VCPUsBySize(full bool) map[string]int64 {
+	out := map[string]int64{}
+	for size, n := range c.MachinesBySize(full) {
+		capacity, _ := VMCapacity(size)
+		out[size] = int64(capacity.CPUs) * int64(n)
+	}
+	return out
 }
 
 // vCPUUse is the regional vCPUs the cluster needs at full size; the fix lists them by size, the

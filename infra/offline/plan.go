@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -252,6 +254,12 @@ func (r *Result) Summary(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "  %-14s %d nodes now, up to %d, %s, %d scale set(s)\n", spec.WorkerRole(p.Name), p.Nodes, p.MaxNodes, p.VMSize, sets)
+	}
+	fmt.Fprintln(w, "VMs and vCPUs by size, now (pools at nodes) and at full size (maxNodes), for the region's and each family's quota:")
+	machinesNow, machinesFull := c.MachinesBySize(false), c.MachinesBySize(true)
+	vcpusNow, vcpusFull := c.VCPUsBySize(false), c.VCPUsBySize(true)
+	for _, size := range slices.Sorted(maps.Keys(machinesFull)) {
+		fmt.Fprintf(w, "  %-26s %6d VMs %8d vCPUs now, %6d VMs %8d vCPUs full\n", size, machinesNow[size], vcpusNow[size], machinesFull[size], vcpusFull[size])
 	}
 	fmt.Fprintln(w, "lessons:")
 	fmt.Fprintf(w, "  L03 events in their own etcd (%d members) via --etcd-servers-overrides=/events#...\n", c.EtcdEvents.Members)
