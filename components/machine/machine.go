@@ -77,6 +77,7 @@ func (m Machine) UnitFiles() []File {
 // Render builds the machine of one role.
 func Render(c *spec.Cluster, b pki.Bundle, role string) (Machine, error) {
 	m := Machine{Role: role}
+	m.add(imageCheck(c, ImageOf(role)))
 	m.add(identity())
 	switch {
 	case role == spec.RoleEtcdMain || role == spec.RoleEtcdEvents:

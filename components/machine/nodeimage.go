@@ -2,6 +2,8 @@ package machine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -207,4 +209,57 @@ func NodeImage(c *spec.Cluster, gpu bool) Machine {
 	})
 	m.add(podNetwork())
 	return m
+}
+
+// ImageVersions are the releases an image (ImageWorker or ImageControlPlane) carries, by their
+// stack fields (versions.<key>), as the stack pins them: the bake records them in the image's
+// manifest after checking that the binaries report them, and a machine's first boot refuses an
+// image whose manifest says otherwise.
+func ImageVersions(v spec.Versions, image string) map[string]string {
+	if image == ImageControlPlane {
+		return map[string]string{"kubernetes": v.Kubernetes, "etcd": v.Etcd}
+	}
+	return map[string]string{"kubelet": v.Kubelet, "containerd": v.Containerd, "runc": v.Runc, "crictl": v.Crictl,
+		"azureCNI": v.AzureCNI, "pauseImage": v.PauseImage}
+}
+
+// ImageCheckUnit runs before every other clusterforge unit (the identity step requires it).
+const ImageCheckUnit = "clusterforge-image-check.service"
+
+// imageCheck refuses to start a machine on an image baked with other releases than the stack
+// pins, naming each: the stack's versions and its gallery image are separate fields, and a
+// mismatch would otherwise surface as a roll waiting for a kubelet version that never comes.
+func imageCheck(c *spec.Cluster, image string) part {
+	path := LibexecDir + "/image-check"
+	return part{
+		files: []File{{Path: path, Content: ImageCheckScript(c.Versions, image), Mode: 0o755}},
+		units: []Unit{bootStep(ImageCheckUnit, "refuse an image baked with other releases than the stack pins", "", path)},
+	}
+}
+
+// ImageCheckScript is the first-boot check of an image's manifest (its path the first argument,
+// ImageManifestPath without) against ImageVersions: it exits non-zero naming each release that
+// differs.
+func ImageCheckScript(v spec.Versions, image string) string {
+	versions := ImageVersions(v, image)
+	var checks strings.Builder
+	for _, key := range slices.Sorted(maps.Keys(versions)) {
+		fmt.Fprintf(&checks, "check %s %s\n", key, ShellQuote(versions[key]))
+	}
+	return `#!/bin/sh
+# Refuses an image whose manifest names other releases than this machine's stack pins.
+set -u
+manifest=${1:-` + ImageManifestPath + `}
+if [ ! -r "$manifest" ]; then
+  echo "clusterforge-image-check: $manifest is missing: this is not a clusterforge image" >&2
+  exit 1
+fi
+status=0
+check() {
+  grep -qF "\"$1\": \"$2\"" "$manifest" && return
+  echo "clusterforge-image-check: the stack pins versions.$1 $2, the image was baked with $(grep -o "\"$1\": \"[^\"]*\"" "$manifest" || echo none): boot an image baked for this stack, or pin what the image carries" >&2
+  status=1
+}
+` + checks.String() + `exit $status
+`
 }

@@ -127,7 +127,7 @@ mv ` + NodeEnvFile + `.tmp ` + NodeEnvFile + `
 	return part{
 		files: []File{{Path: path, Content: script, Mode: 0o755}},
 		units: []Unit{bootStep(identityUnit, "learn this machine's name and address",
-			"Wants=network-online.target\nAfter=network-online.target", path)},
+			"Wants=network-online.target\nAfter=network-online.target\nRequires="+ImageCheckUnit+"\nAfter="+ImageCheckUnit, path)},
 	}
 }
 

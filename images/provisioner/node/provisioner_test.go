@@ -135,7 +135,7 @@ func TestProvisionCommandsAndUploads(t *testing.T) {
 		check  func(manifest) bool
 	}{
 		{"provision.golden", fixture, func(m manifest) bool {
-			return m.Role == "worker" && m.Kubernetes == spec.DefaultKubernetesVersion && m.Containerd == spec.DefaultContainerdVersion && m.Etcd == "" &&
+			return m.Role == "worker" && m.Versions["kubelet"] == spec.DefaultKubernetesVersion && m.Versions["containerd"] == spec.DefaultContainerdVersion && m.Versions["etcd"] == "" &&
 				len(m.Images) == 2 && m.Images[0].Digest == pauseDigest && m.Images[1].Digest == appDigest
 		}},
 		{"provision-gpu.golden", func(t *testing.T) map[string]interface{} {
@@ -144,8 +144,8 @@ func TestProvisionCommandsAndUploads(t *testing.T) {
 			return cfg
 		}, func(m manifest) bool { return m.Role == "worker" }},
 		{"provision-control-plane.golden", controlPlaneFixture, func(m manifest) bool {
-			return m.Role == "control-plane" && m.Kubernetes == spec.DefaultKubernetesVersion && m.Etcd == spec.DefaultEtcdVersion &&
-				m.Containerd == "" && len(m.Images) == 0
+			return m.Role == "control-plane" && m.Versions["kubernetes"] == spec.DefaultKubernetesVersion && m.Versions["etcd"] == spec.DefaultEtcdVersion &&
+				m.Versions["containerd"] == "" && len(m.Images) == 0
 		}},
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
@@ -352,4 +352,44 @@ func sharedDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// A machine's first boot takes the image the bake wrote the manifest of, for the stack it was
+// baked for, and refuses it, naming the field, for a stack that pins another release.
+func TestFirstBootChecksTheBakedManifest(t *testing.T) {
+	for _, tc := range []struct {
+		image  string
+		config func(*testing.T) map[string]interface{}
+		other  func(*spec.Versions)
+		field  string
+	}{
+		{machine.ImageWorker, fixture, func(v *spec.Versions) { v.Containerd = "v2.0.0" }, "versions.containerd v2.0.0"},
+		{machine.ImageWorker, fixture, func(v *spec.Versions) { v.Kubelet = spec.PreviousKubernetesVersion }, "versions.kubelet " + spec.PreviousKubernetesVersion},
+		{machine.ImageControlPlane, controlPlaneFixture, func(v *spec.Versions) { v.Etcd = spec.PreviousEtcdVersion }, "versions.etcd " + spec.PreviousEtcdVersion},
+	} {
+		cfg := tc.config(t)
+		var p Provisioner
+		if err := p.Prepare(cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Provision(context.Background(), packersdk.TestUi(t), &recorder{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		stack, err := spec.LoadStack(cfg["stack"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		boot := func(v spec.Versions) (string, error) {
+			out, err := exec.Command("sh", "-c", machine.ImageCheckScript(v, tc.image), "image-check", cfg["manifest_output"].(string)).CombinedOutput()
+			return string(out), err
+		}
+		if out, err := boot(stack.Versions); err != nil {
+			t.Errorf("%s image, its own stack's versions: %v: %s", tc.image, err, out)
+		}
+		other := stack.Versions
+		tc.other(&other)
+		if out, err := boot(other); err == nil || !strings.Contains(out, "the stack pins "+tc.field) {
+			t.Errorf("%s image, a stack pinning %s: %v: %q; want it refused, naming the field", tc.image, tc.field, err, out)
+		}
+	}
 }

@@ -85,6 +85,13 @@ func EveryMachineBootedCleanly(t *testing.T) {
 					t.Errorf("%s: %s", unit, strings.ReplaceAll(strings.TrimSpace(out), "\n", " "))
 				}
 			}
+			// The image check that let this machine boot refuses its own image's manifest with
+			// every release moved: a stack pinning other releases than the image carries.
+			other := "/run/clusterforge-image-manifest.other"
+			moved := fmt.Sprintf(`sed 's/"v\([0-9]\)/"v9\1/' %s > %s && %s/image-check %s`, machine.ImageManifestPath, other, machine.LibexecDir, other)
+			if out, err := framework.Booted.Exec(ctx, m.Name, "sh", "-c", moved); err == nil || !strings.Contains(out, "the stack pins versions.") {
+				t.Errorf("the image check on a manifest with other releases: %v: %s; want it refused, naming the field", err, out)
+			}
 		})
 	}
 }
