@@ -19,6 +19,7 @@ require (
 	github.com/pulumi/pulumi-azure-native-sdk/network/v2 v2.92.0
 	github.com/pulumi/pulumi-azure-native-sdk/resources/v2 v2.92.0
 	github.com/pulumi/pulumi-azure-native-sdk/storage/v2 v2.92.0
+	github.com/pulumi/pulumi-azure-native-sdk/v2 v2.92.0
 	github.com/pulumi/pulumi-kubernetes/sdk/v4 v4.23.0
 	github.com/pulumi/pulumi-random/sdk/v4 v4.18.0
 	github.com/pulumi/pulumi-tls/sdk/v5 v5.2.0
@@ -143,7 +144,6 @@ require (
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/pulumi/appdash v0.0.0-20231130102222-75f619a67231 // indirect
 	github.com/pulumi/esc v0.17.0 // indirect
-	github.com/pulumi/pulumi-azure-native-sdk/v2 v2.92.0 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
 	github.com/rogpeppe/go-internal v1.14.1 // indirect
 	github.com/santhosh-tekuri/jsonschema/v5 v5.0.0 // indirect

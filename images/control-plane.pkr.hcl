@@ -58,6 +58,11 @@ variable "replication_regions" {
   default = ["eastus2"]
 }
 
+variable "version_tags" {
+  type        = map(string)
+  description = "The releases the image carries, as tags of its gallery image version (versions.<field> = release): pulumi up and forge refuse a stack pinning others. The clusterforge-node provisioner refuses tags other than what it installs; images/cmd/bakeinputs tags ROLE STACK writes them."
+}
+
 source "azure-arm" "control-plane" {
   use_azure_cli_auth                = true
   subscription_id                   = var.subscription_id
@@ -69,6 +74,8 @@ source "azure-arm" "control-plane" {
   vm_size                           = "Standard_D4ds_v5"
   managed_image_resource_group_name = var.gallery_resource_group
   managed_image_name                = "clusterforge-control-plane-${var.image_version}"
+  # Every resource the build makes, the gallery image version among them.
+  azure_tags = var.version_tags
 
   shared_image_gallery_destination {
     subscription        = var.subscription_id
@@ -89,6 +96,7 @@ build {
     binaries_dir    = var.binaries_dir
     use_sudo        = true
     manifest_output = "../build/images/manifest-control-plane-${var.image_version}.json"
+    version_tags    = var.version_tags
   }
 
   # Azure's generalisation, after our own sysprep.

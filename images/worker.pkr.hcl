@@ -79,6 +79,11 @@ variable "nvidia_container_toolkit_version" {
   default = "1.18.2"
 }
 
+variable "version_tags" {
+  type        = map(string)
+  description = "The releases the image carries, as tags of its gallery image version (versions.<field> = release): pulumi up and forge refuse a stack pinning others. The clusterforge-node provisioner refuses tags other than what it installs; images/cmd/bakeinputs tags ROLE STACK writes them."
+}
+
 locals {
   # variant → the VM size it is built on
   variants = {
@@ -97,6 +102,8 @@ source "azure-arm" "worker" {
   image_offer                       = "debian-12"
   image_sku                         = "12-gen2"
   managed_image_resource_group_name = var.gallery_resource_group
+  # Every resource the build makes, the gallery image version among them.
+  azure_tags = var.version_tags
 }
 
 build {
@@ -159,6 +166,7 @@ build {
     use_sudo        = true
     gpu             = source.name == "gpu"
     manifest_output = "../build/images/manifest-${source.name}-${var.image_version}.json"
+    version_tags    = var.version_tags
 
     dynamic "preload_image" {
       for_each = var.preload_images

@@ -55,6 +55,7 @@ binaries_dir = "$work/fixture/binaries/control-plane"
 VARS
   local template
   for template in worker control-plane; do
+    (cd images && go run ./cmd/bakeinputs tags "$template" ../stacks/Pulumi.dev.yaml) >>"$work/fixture/$template.pkrvars.hcl"
     step "packer validate images/$template.pkr.hcl"
     (cd images && "$packer" validate -var-file="$work/fixture/$template.pkrvars.hcl" "$template.pkr.hcl")
   done

@@ -263,3 +263,59 @@ check() {
 ` + checks.String() + `exit $status
 `
 }
+
+// ImageTagPrefix begins the tags of a gallery image version that name the releases it carries:
+// each tag is the stack field (versions.<field>), its value the release, for each of ImageVersions.
+const ImageTagPrefix = "versions."
+
+// ImageTags are the tags the bake gives a gallery image version of image for a stack pinning v.
+func ImageTags(v spec.Versions, image string) map[string]string {
+	tags := map[string]string{}
+	for field, release := range ImageVersions(v, image) {
+		tags[ImageTagPrefix+field] = release
+	}
+	return tags
+}
+
+// ImageMismatches names each release a gallery image version's tags give otherwise than a stack
+// pinning v would have baked, one line a field; an image without the tags is no bake of ours.
+func ImageMismatches(v spec.Versions, image string, tags map[string]string) []string {
+	var out []string
+	want := ImageTags(v, image)
+	for _, field := range slices.Sorted(maps.Keys(want)) {
+		switch got, ok := tags[field]; {
+		case !ok:
+			out = append(out, fmt.Sprintf("%s: the stack pins %s, the image has no such tag", field, want[field]))
+		case got != want[field]:
+			out = append(out, fmt.Sprintf("%s: the stack pins %s, the image was baked with %s", field, want[field], got))
+		}
+	}
+	return out
+}
+
+// StackImage is a gallery image version a stack boots: the field that names it, its id and which
+// image (ImageWorker, ImageControlPlane) it must be.
+type StackImage struct {
+	Field, ID, Image string
+}
+
+// StackImages are the gallery image versions the stack's machines boot, in field order.
+func StackImages(c *spec.Cluster) []StackImage {
+	out := []StackImage{{Field: "controlPlaneImage", ID: c.ControlPlaneImage, Image: ImageControlPlane}}
+	for i, p := range c.Pools {
+		out = append(out, StackImage{Field: fmt.Sprintf("pools[%d].image", i), ID: p.Image, Image: ImageWorker})
+	}
+	return out
+}
+
+// ImageRefusal is the refusal of a stack whose image im was baked with other releases than the
+// stack's versions, by the tags of im's gallery image version; nil when they agree.
+func ImageRefusal(im StackImage, v spec.Versions, tags map[string]string) error {
+	bad := ImageMismatches(v, im.Image, tags)
+	if len(bad) == 0 {
+		return nil
+	}
+	return &spec.FieldError{Field: im.Field,
+		Problem: fmt.Sprintf("names image %s, baked with other releases than the stack's versions: %s", im.ID, strings.Join(bad, "; ")),
+		Fix:     "publish an image baked for this stack, or pin the releases the image carries"}
+}

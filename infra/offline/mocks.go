@@ -11,6 +11,7 @@ import (
 	"github.com/pulumi/pulumi/sdk/v3/go/pulumi"
 
 	"github.com/clusterforge/clusterforge/components/pki"
+	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
@@ -60,6 +61,8 @@ type recorder struct {
 	// project and stack spell the URNs.
 	project, stack string
 	errs           []error
+	// gallery answers the reads of gallery image versions.
+	gallery Gallery
 }
 
 func newRecorder(bundle *pki.Bundle) *recorder {
@@ -165,7 +168,21 @@ func (r *recorder) pair(parent, name, suffix string) (pki.KeyPair, bool) {
 }
 
 func (r *recorder) Call(args pulumi.MockCallArgs) (resource.PropertyMap, error) {
-	return resource.PropertyMap{}, nil
+	if args.Token != "azure-native:compute:getGalleryImageVersion" {
+		return resource.PropertyMap{}, nil
+	}
+	arg := func(k string) string { return args.Args[resource.PropertyKey(k)].StringValue() }
+	for id, tags := range r.gallery {
+		if r, err := spec.ParseResourceID(id, "Microsoft.Compute", "galleries", "images", "versions"); err == nil &&
+			r.ResourceGroup == arg("resourceGroupName") && r.Names[0] == arg("galleryName") && r.Names[1] == arg("galleryImageName") && r.Names[2] == arg("galleryImageVersionName") {
+			values := map[string]any{}
+			for k, v := range tags {
+				values[k] = v
+			}
+			return resource.NewPropertyMapFromMap(map[string]any{"id": id, "tags": values}), nil
+		}
+	}
+	return nil, fmt.Errorf("ResourceNotFound: the gallery image version %s/%s/%s was not found", arg("galleryName"), arg("galleryImageName"), arg("galleryImageVersionName"))
 }
 
 // captureUserData decodes the customData of a VM or scale set, keyed by its role tag.

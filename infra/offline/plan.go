@@ -57,6 +57,14 @@ func Run(stack, stackFile string, bundle *pki.Bundle) (*Result, error) {
 
 // RunAfter plans a stack that has been applied before.
 func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous) (*Result, error) {
+	return run(stack, stackFile, bundle, prev, nil)
+}
+
+// Gallery answers the program's reads of gallery image versions: each version's tags, by its id.
+type Gallery map[string]map[string]string
+
+// run plans a stack, the gallery answering the reads of its images.
+func run(stack, stackFile string, bundle *pki.Bundle, prev program.Previous, gallery Gallery) (*Result, error) {
 	cluster, err := spec.LoadStack(stackFile)
 	if err != nil {
 		return nil, err
@@ -78,7 +86,7 @@ func RunAfter(stack, stackFile string, bundle *pki.Bundle, prev program.Previous
 		return nil, fmt.Errorf("%s: %w", stackFile, err)
 	}
 	rec := newRecorder(bundle)
-	rec.project, rec.stack = Project, stack
+	rec.project, rec.stack, rec.gallery = Project, stack, gallery
 	rec.references = resource.PropertyMap{}
 	if prev.AppliedSpec != "" {
 		rec.references[program.AppliedOutput] = resource.NewProperty(prev.AppliedSpec)

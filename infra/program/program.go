@@ -46,6 +46,9 @@ func Build(ctx *pulumi.Context) (pulumi.AnyOutput, error) {
 	if err := fitsTheHub(ctx, c); err != nil {
 		return none, err
 	}
+	if err := imagesCarryTheVersions(ctx, c); err != nil {
+		return none, err
+	}
 	if err := machine.Preflight(c); err != nil {
 		return none, err
 	}

@@ -7,14 +7,19 @@
 //	                           the fast tier validates the templates before any of them is built
 //	bakeinputs addons STACK    the add-on binaries a worker bake's preload images hold, as paths
 //	                           under .tools (addons.BuiltImages)
+//	bakeinputs tags ROLE STACK the version_tags variable of a publish of ROLE for STACK, in HCL:
+//	                           the releases the image carries (machine.ImageTags), which the
+//	                           template puts on the gallery image version
 //	bakeinputs archive         the Debian archive's release file a local bake installs from
 //	                           (its InRelease URL): a new point release changes the cache's key
 package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -51,6 +56,20 @@ func run(args []string) error {
 				}
 			}
 		}
+	case len(args) == 3 && args[0] == "tags":
+		if !slices.Contains(machine.ImageRoles, args[1]) {
+			return fmt.Errorf("no image role %q; roles: %v", args[1], machine.ImageRoles)
+		}
+		cluster, err := spec.LoadStack(args[2])
+		if err != nil {
+			return err
+		}
+		tags := machine.ImageTags(cluster.Versions, args[1])
+		fmt.Println("version_tags = {")
+		for _, k := range slices.Sorted(maps.Keys(tags)) {
+			fmt.Printf("  %q = %q\n", k, tags[k])
+		}
+		fmt.Println("}")
 	case len(args) == 2 && args[0] == "addons":
 		cluster, err := spec.LoadStack(args[1])
 		if err != nil {

@@ -8,6 +8,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -56,6 +57,10 @@ type Config struct {
 	// ManifestOutput is the local file the bake manifest (versions, image digests) is written to,
 	// the build's artifact. Default "clusterforge-manifest.json".
 	ManifestOutput string `mapstructure:"manifest_output"`
+	// VersionTags are the tags the template gives the gallery image version (azure_tags): when
+	// set, they must be what this bake installs (machine.ImageTags of the stack), so an image's
+	// tags never claim releases it does not carry. A local bake publishes nothing and sets none.
+	VersionTags map[string]string `mapstructure:"version_tags"`
 
 	cluster *spec.Cluster
 	ctx     interpolate.Context
@@ -116,6 +121,8 @@ func (c *Config) Prepare(raws ...interface{}) error {
 		fail("stack: required; give the stack file whose versions the image carries, e.g. stacks/Pulumi.prod-7500.yaml")
 	} else if c.cluster, err = spec.LoadStack(c.Stack); err != nil {
 		fail("stack: %v", err)
+	} else if want := machine.ImageTags(c.cluster.Versions, c.Role); c.VersionTags != nil && !maps.Equal(c.VersionTags, want) {
+		fail("version_tags: %v, but a %s image baked for %s carries %v; write the tags `make image-publish` writes", c.VersionTags, c.Role, c.Stack, want)
 	}
 	if c.BinariesDir == "" {
 		fail("binaries_dir: required; build it with scripts/toolchain.sh")

@@ -26,6 +26,7 @@ type FlatConfig struct {
 	StagingDir          *string            `mapstructure:"staging_dir" cty:"staging_dir" hcl:"staging_dir"`
 	UseSudo             *bool              `mapstructure:"use_sudo" cty:"use_sudo" hcl:"use_sudo"`
 	ManifestOutput      *string            `mapstructure:"manifest_output" cty:"manifest_output" hcl:"manifest_output"`
+	VersionTags         map[string]string  `mapstructure:"version_tags" cty:"version_tags" hcl:"version_tags"`
 }
 
 // FlatMapstructure returns a new FlatConfig.
@@ -56,6 +57,7 @@ func (*FlatConfig) HCL2Spec() map[string]hcldec.Spec {
 		"staging_dir":                &hcldec.AttrSpec{Name: "staging_dir", Type: cty.String, Required: false},
 		"use_sudo":                   &hcldec.AttrSpec{Name: "use_sudo", Type: cty.Bool, Required: false},
 		"manifest_output":            &hcldec.AttrSpec{Name: "manifest_output", Type: cty.String, Required: false},
+		"version_tags":               &hcldec.AttrSpec{Name: "version_tags", Type: cty.Map(cty.String), Required: false},
 	}
 	return s
 }

@@ -247,6 +247,9 @@ func TestPrepareNamesTheOption(t *testing.T) {
 		{"image name with a command", func(c map[string]interface{}) {
 			c["preload_image"].([]map[string]interface{})[1]["name"] = "example.com/a:v1; reboot"
 		}, "preload_image[1].name"},
+		{"tags claiming another kubelet", func(c map[string]interface{}) {
+			c["version_tags"] = map[string]string{"versions.kubelet": spec.PreviousKubernetesVersion}
+		}, "version_tags: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := fixture(t)
@@ -391,5 +394,19 @@ func TestFirstBootChecksTheBakedManifest(t *testing.T) {
 		if out, err := boot(other); err == nil || !strings.Contains(out, "the stack pins "+tc.field) {
 			t.Errorf("%s image, a stack pinning %s: %v: %q; want it refused, naming the field", tc.image, tc.field, err, out)
 		}
+	}
+}
+
+// The tags a publish gives the gallery image version are what the bake installs: the stack's.
+func TestVersionTagsAreTheStacks(t *testing.T) {
+	cfg := fixture(t)
+	stack, err := spec.LoadStack(cfg["stack"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg["version_tags"] = machine.ImageTags(stack.Versions, machine.ImageWorker)
+	var p Provisioner
+	if err := p.Prepare(cfg); err != nil {
+		t.Errorf("the stack's own tags: %v", err)
 	}
 }

@@ -1,0 +1,65 @@
+package rollazure
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
+
+	"github.com/clusterforge/clusterforge/components/machine"
+	"github.com/clusterforge/clusterforge/components/spec"
+)
+
+// imageTags reads a gallery image version's tags by its id.
+type imageTags func(ctx context.Context, id string) (map[string]string, error)
+
+// galleryTags reads them from Resource Manager with cred, in the image's own subscription.
+func galleryTags(cred azcore.TokenCredential) imageTags {
+	return func(ctx context.Context, id string) (map[string]string, error) {
+		r, err := spec.ParseResourceID(id, "Microsoft.Compute", "galleries", "images", "versions")
+		if err != nil {
+			return nil, err
+		}
+		client, err := armcompute.NewGalleryImageVersionsClient(r.Subscription, cred, nil)
+		if err != nil {
+			return nil, err
+		}
+		v, err := client.Get(ctx, r.ResourceGroup, r.Names[0], r.Names[1], r.Names[2], nil)
+		if err != nil {
+			return nil, err
+		}
+		tags := map[string]string{}
+		for k, v := range v.Tags {
+			if v != nil {
+				tags[k] = *v
+			}
+		}
+		return tags, nil
+	}
+}
+
+// checkImages refuses a desired stack whose gallery images were baked with other releases than
+// its versions pin, as `pulumi up` does (machine.ImageRefusal), before a diff or a roll starts.
+func checkImages(ctx context.Context, desired *spec.Cluster, read imageTags) error {
+	seen := map[string]map[string]string{}
+	for _, im := range machine.StackImages(desired) {
+		if spec.IsPlaceholderImage(im.ID) {
+			continue
+		}
+		key := strings.ToLower(im.ID)
+		tags, ok := seen[key]
+		if !ok {
+			var err error
+			if tags, err = read(ctx, im.ID); err != nil {
+				return fmt.Errorf("%s: reading the tags of image %s: %w", im.Field, im.ID, err)
+			}
+			seen[key] = tags
+		}
+		if err := machine.ImageRefusal(im, desired.Versions, tags); err != nil {
+			return err
+		}
+	}
+	return nil
+}
