@@ -5,8 +5,8 @@ ROLE ?= worker
 # SNAPSHOT reaches `rehearse etcd-restore` through the environment, never through the shell's parser.
 SNAPSHOT ?=
 export SNAPSHOT
-# RENEW=1 makes `make roll` renew every leaf certificate, due or not; YES=1 lets it roll an Azure
-# cluster (without it, `forge roll` shows the stages and changes nothing).
+# RENEW=1 makes `make roll` renew every leaf certificate, due or not; YES=1 (exactly) lets it roll
+# an Azure cluster (without it, `forge roll` shows the stages and changes nothing).
 RENEW ?=
 YES ?=
 GO    ?= go
@@ -55,13 +55,15 @@ freeze: ## Write the sizes and addresses derived from targetNodes into stacks/Pu
 # diff and roll act on $(STACK)'s rehearsal when one runs here (the development CLI), else on its
 # Azure cluster (the operator's CLI).
 RUNNING = [ -S build/rehearse/$(STACK)/control.sock ]
+# On Azure the stack is named on the command line: dev is only the rehearsal's default.
+AZURE_STACK = { [ "$(origin STACK)" = "command line" ] || { echo "name the Azure cluster: make $@ STACK=<env>" >&2; exit 2; }; }
 
 diff: $(REHEARSE) ## What the stack file changes against what $(STACK) last applied: each change in place, a roll or refused; what every machine runs
-	@if $(RUNNING); then $(REHEARSE) diff --stack $(STACK); else $(MAKE) --no-print-directory forge && $(FORGE) diff --stack $(STACK); fi
+	@if $(RUNNING); then $(REHEARSE) diff --stack $(STACK); else $(AZURE_STACK) && $(MAKE) --no-print-directory forge && $(FORGE) diff --stack $(STACK); fi
 
 roll: $(REHEARSE) ## Roll $(STACK)'s machines onto the stack file, one stage at a time behind the gates; resumes an interrupted roll (RENEW=1 renews certificates)
 	@if $(RUNNING); then $(MAKE) --no-print-directory tools-stack && $(REHEARSE) roll --stack $(STACK) $(if $(RENEW),--renew-certificates); \
-	else $(MAKE) --no-print-directory forge && $(FORGE) roll --stack $(STACK) $(if $(RENEW),--renew-certificates) $(if $(YES),--yes); fi
+	else $(AZURE_STACK) && $(MAKE) --no-print-directory forge && $(FORGE) roll --stack $(STACK) $(if $(RENEW),--renew-certificates) $(if $(filter 1,$(YES)),--yes); fi
 
 # The images `make boot` boots, baked when missing (`make image-local` rebakes one).
 build/images/node-%.tar: | setup tools-image

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -78,7 +79,8 @@ func newJoins(providerID, images string) (*csrapprover.Joins, *csrapprover.Worke
 	if err != nil {
 		return nil, nil, fmt.Errorf("--provider-id: %w", err)
 	}
-	if images == "" {
+	definitions := slices.DeleteFunc(strings.Split(images, ","), func(d string) bool { return d == "" })
+	if len(definitions) == 0 {
 		return nil, nil, errors.New("--worker-image-definitions: give the worker pools' image definitions, or no worker joins")
 	}
 	cloud := azurecloud.Public
@@ -95,7 +97,7 @@ func newJoins(providerID, images string) (*csrapprover.Joins, *csrapprover.Worke
 	if err != nil {
 		return nil, nil, err
 	}
-	workers := &csrapprover.WorkerInstances{Cred: cred, ControlPlane: self.ScaleSet, Images: strings.Split(images, ","),
+	workers := &csrapprover.WorkerInstances{Cred: cred, ControlPlane: self.ScaleSet, Images: definitions,
 		Access: &scaleset.Access{Cloud: cloud, Subscription: self.Subscription, ResourceGroup: self.ResourceGroup}}
 	return &csrapprover.Joins{
 		Attested: attestation.Verifier{Roots: roots, Issuers: attestation.FetchIssuers(&http.Client{Timeout: 10 * time.Second}),

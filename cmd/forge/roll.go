@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/clusterforge/clusterforge/components/buildinfo"
 	"github.com/clusterforge/clusterforge/components/change"
 	"github.com/clusterforge/clusterforge/components/roll"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -24,6 +26,9 @@ func diff(dir, stack string) error {
 	target, applied, err := rollazure.Open(ctx, stack, ".", desired, os.Stdout)
 	if err != nil {
 		return err
+	}
+	if target.AppliedBy != "" {
+		fmt.Printf("stack %s was last applied by clusterforge %s; this forge is %s\n", stack, target.AppliedBy, buildinfo.Version())
 	}
 	return roll.Diff(ctx, os.Stdout, target, applied, desired, spec.StackFile(dir, stack),
 		"Azure (stack "+stack+")", "forge roll --stack "+stack+" --yes")

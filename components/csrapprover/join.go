@@ -93,9 +93,10 @@ func (l *lately[V]) put(key string, value V, ttl time.Duration) {
 	l.values[key] = readAt[V]{value, time.Now()}
 }
 
-// VMID reads the instance providerID names.
+// VMID reads the instance providerID names afresh: a join or renewal is judged on what Resource
+// Manager says now, not on a record from before a reimage onto another model.
 func (w *WorkerInstances) VMID(ctx context.Context, providerID, name string) (string, error) {
-	vmID, _, err := w.instance(ctx, providerID, name)
+	vmID, _, err := w.instance(ctx, providerID, name, true)
 	return vmID, err
 }
 
@@ -104,7 +105,7 @@ func (w *WorkerInstances) VMID(ctx context.Context, providerID, name string) (st
 // node-template tags give the placement labels (wellknown.PlacementLabels), the instance itself
 // its region and zone.
 func (w *WorkerInstances) Placement(ctx context.Context, providerID, name string) (map[string]string, error) {
-	_, labels, err := w.instance(ctx, providerID, name)
+	_, labels, err := w.instance(ctx, providerID, name, false)
 	return labels, err
 }
 
@@ -117,15 +118,15 @@ const (
 )
 
 // instance reads the instance providerID names, checked to carry name and to run a model this
-// cluster wrote, and the labels its Node gets.
-func (w *WorkerInstances) instance(ctx context.Context, providerID, name string) (string, map[string]string, error) {
+// cluster wrote, and the labels its Node gets; fresh skips the record read lately.
+func (w *WorkerInstances) instance(ctx context.Context, providerID, name string, fresh bool) (string, map[string]string, error) {
 	m, err := w.machines(providerID)
 	if err != nil {
 		return "", nil, err
 	}
 	key := providerID + " " + name
 	r, ok := w.seen.get(key, seenTTL)
-	if !ok {
+	if !ok || fresh {
 		if r, err = m.Record(ctx, providerID, name); err != nil {
 			return "", nil, err
 		}
@@ -151,11 +152,41 @@ func (w *WorkerInstances) instance(ctx context.Context, providerID, name string)
 // may resize a worker scale set (cluster-autoscaler) may write its whole model, and would
 // otherwise grow it into genuine instances that run their code as root and join.
 func (w *WorkerInstances) ourModel(providerID string, r scaleset.Record) error {
-	if !slices.ContainsFunc(w.Images, func(def string) bool { return strings.EqualFold(spec.ImageDefinition(r.Image), def) }) {
+	if !w.ourImage(r.Image) {
 		return fmt.Errorf("instance %s boots image %q, no version of the cluster's worker images %v: %w", providerID, r.Image, w.Images, scaleset.ErrNotClusterInstance)
 	}
 	if len(r.Extensions) > 0 {
 		return fmt.Errorf("instance %s runs extensions %v, which no worker model of the cluster has: %w", providerID, r.Extensions, scaleset.ErrNotClusterInstance)
+	}
+	return nil
+}
+
+// ourImage says whether image is a version of one of the worker image definitions.
+func (w *WorkerInstances) ourImage(image string) bool {
+	return image != "" && slices.ContainsFunc(w.Images, func(def string) bool { return def != "" && strings.EqualFold(spec.ImageDefinition(image), def) })
+}
+
+// ourScaleSetModel refuses a scale set whose model this cluster did not write: an upgrade policy
+// other than Manual would carry a model's extensions to the instances already running, whose
+// nodes hold their certificates; an extension or a foreign image in the model would reach every
+// instance it makes. Its nodes then join and renew no more, and the approver says why.
+func (w *WorkerInstances) ourScaleSetModel(ss *armcompute.VirtualMachineScaleSet) error {
+	p := ss.Properties
+	if p == nil {
+		return nil
+	}
+	if p.UpgradePolicy != nil && p.UpgradePolicy.Mode != nil && *p.UpgradePolicy.Mode != armcompute.UpgradeModeManual {
+		return fmt.Errorf("scale set %s's upgrade policy is %s, not Manual: %w", *ss.Name, *p.UpgradePolicy.Mode, scaleset.ErrNotClusterInstance)
+	}
+	vm := p.VirtualMachineProfile
+	if vm == nil {
+		return nil
+	}
+	if vm.ExtensionProfile != nil && len(vm.ExtensionProfile.Extensions) > 0 {
+		return fmt.Errorf("scale set %s's model runs %d extensions, which no worker model of the cluster has: %w", *ss.Name, len(vm.ExtensionProfile.Extensions), scaleset.ErrNotClusterInstance)
+	}
+	if vm.StorageProfile != nil && vm.StorageProfile.ImageReference != nil && vm.StorageProfile.ImageReference.ID != nil && !w.ourImage(*vm.StorageProfile.ImageReference.ID) {
+		return fmt.Errorf("scale set %s's model boots image %q, no version of the cluster's worker images: %w", *ss.Name, *vm.StorageProfile.ImageReference.ID, scaleset.ErrNotClusterInstance)
 	}
 	return nil
 }
@@ -173,6 +204,9 @@ func (w *WorkerInstances) setLabels(ctx context.Context, m *scaleset.Machines) (
 	}
 	ss, err := sets.Get(ctx, m.ResourceGroup, set, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := w.ourScaleSetModel(&ss.VirtualMachineScaleSet); err != nil {
 		return nil, err
 	}
 	labels := map[string]string{}

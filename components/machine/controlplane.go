@@ -93,7 +93,7 @@ func controllerManager(c *spec.Cluster, b pki.Bundle) part {
 	files := localClient(b, pki.ControllerManager, ControllerManagerKubeconfig)
 	return part{files: files, units: []Unit{service{
 		name: "kube-controller-manager", description: "Kubernetes controller manager",
-		after: []string{APIServerUnit}, binary: BinDir + "/kube-controller-manager",
+		after: []string{identityUnit, APIServerUnit}, requires: []string{identityUnit}, binary: BinDir + "/kube-controller-manager",
 		flags: ControllerManagerFlags(c),
 	}.unit()}}
 }
@@ -159,7 +159,7 @@ func scheduler(c *spec.Cluster, b pki.Bundle) part {
 	files := append(localClient(b, pki.Scheduler, SchedulerKubeconfig), File{Path: SchedulerConfigPath, Content: SchedulerConfig(), Mode: 0o644})
 	return part{files: files, units: []Unit{service{
 		name: "kube-scheduler", description: "Kubernetes scheduler",
-		after: []string{APIServerUnit}, binary: BinDir + "/kube-scheduler",
+		after: []string{identityUnit, APIServerUnit}, requires: []string{identityUnit}, binary: BinDir + "/kube-scheduler",
 		flags: SchedulerFlags(c),
 	}.unit()}}
 }

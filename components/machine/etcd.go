@@ -114,7 +114,7 @@ func localDisk(name, label, dir, description, before string) part {
 	script := LibexecDir + "/" + name
 	return part{
 		files: []File{{Path: script, Content: localDiskScript(label, dir), Mode: 0o755}},
-		units: []Unit{bootStep(name+".service", description, "Before="+before, script)},
+		units: []Unit{bootStep(name+".service", description, "Requires="+identityUnit+"\nAfter="+identityUnit+"\nBefore="+before, script)},
 	}
 }
 

@@ -345,6 +345,6 @@ sleep $((n %% %d))
 	path := LibexecDir + "/join-jitter"
 	return part{
 		files: []File{{Path: path, Content: script, Mode: 0o755}},
-		units: []Unit{bootStep(joinJitterUnit, "spread kubelet registrations over a random delay", "After="+identityUnit, path)},
+		units: []Unit{bootStep(joinJitterUnit, "spread kubelet registrations over a random delay", "Requires="+identityUnit+"\nAfter="+identityUnit, path)},
 	}
 }

@@ -37,7 +37,7 @@ func kubeProxy() part {
 		files: []File{{Path: KubeProxyConfigPath, Content: kubeProxyConfig, Mode: 0o644}},
 		units: []Unit{service{
 			name: kubeProxyUnit, description: "Kubernetes Service proxy (nftables)",
-			after: []string{KubeletUnit}, binary: BinDir + "/kube-proxy",
+			after: []string{identityUnit, KubeletUnit}, requires: []string{identityUnit}, binary: BinDir + "/kube-proxy",
 			flags: Flags{"config": KubeProxyConfigPath, "hostname-override": "${NODE_NAME}"}, envFiles: []string{NodeEnvFile},
 		}.unit()},
 	}

@@ -65,7 +65,7 @@ func networkPolicy() part {
 		files: []File{{Path: NetworkPolicyConfigPath, Content: networkPolicyConfig(), Mode: 0o644}},
 		units: []Unit{service{
 			name: NetworkPolicyUnit, description: "Azure Network Policy Manager (NetworkPolicies of the node's pods)",
-			after: []string{KubeletUnit}, binary: BinDir + "/azure-npm", subcommand: "start",
+			after: []string{identityUnit, KubeletUnit}, requires: []string{identityUnit}, binary: BinDir + "/azure-npm", subcommand: "start",
 			environ: []string{"HOSTNAME=${NODE_NAME}", "NPM_CONFIG=" + NetworkPolicyConfigPath},
 			flags:   Flags{"kubeconfig": KubeletKubeconfig}, envFiles: []string{NodeEnvFile},
 		}.unit()},

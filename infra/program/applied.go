@@ -20,6 +20,10 @@ const Project = handoff.InfrastructureProject
 // next run compares the stack file with it.
 const AppliedOutput = "appliedSpec"
 
+// AppliedByOutput is the stack output naming the clusterforge that applied it (buildinfo.Version):
+// `forge diff` shows it beside its own.
+const AppliedByOutput = "appliedBy"
+
 // RollStepKey is the config key `make roll` sets on the runs it makes, as RollStep(step): RollModels
 // updates the control plane's models and the add-ons but replaces no etcd VM, and keeps each
 // worker pool's model as applied unless ModelsStep names the pool; RollMember+<name> replaces one

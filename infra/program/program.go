@@ -13,6 +13,7 @@ import (
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/azurecloud"
+	"github.com/clusterforge/clusterforge/components/buildinfo"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
@@ -73,6 +74,7 @@ func Build(ctx *pulumi.Context) (pulumi.AnyOutput, error) {
 		return none, err
 	}
 	ctx.Export(AppliedOutput, pulumi.String(resolved))
+	ctx.Export(AppliedByOutput, pulumi.String(buildinfo.Version()))
 	replacing, _ := strings.CutPrefix(step, RollMember)
 	if replacing == step {
 		replacing = ""

@@ -54,6 +54,7 @@ func Open(ctx context.Context, stackName, workDir string, desired *spec.Cluster,
 	if err != nil {
 		return nil, nil, err
 	}
+	appliedBy, _ := outputs[program.AppliedByOutput].Value.(string)
 	kubeconfig, err := text("kubeconfig")
 	if err != nil {
 		return nil, nil, err
@@ -88,7 +89,7 @@ func Open(ctx context.Context, stackName, workDir string, desired *spec.Cluster,
 	return &Target{Cluster: desired, StackName: stackName, Project: program.Project, Stack: &stack, Services: &servicesStack,
 		Azure: Clients{ScaleSets: compute.NewVirtualMachineScaleSetsClient(), ScaleSetVMs: compute.NewVirtualMachineScaleSetVMsClient(),
 			VMs: compute.NewVirtualMachinesClient(), NICs: nics},
-		Access: access, Progress: progress}, applied, nil
+		Access: access, Progress: progress, AppliedBy: appliedBy}, applied, nil
 }
 
 // accessFrom builds the clients' TLS from the kubeconfig and etcdClient outputs.

@@ -82,6 +82,9 @@ type Target struct {
 	Access          Access
 	// Progress receives the Pulumi updates' output.
 	Progress io.Writer
+	// AppliedBy is the clusterforge that applied the stack last (program.AppliedByOutput); empty
+	// for one applied before it was recorded.
+	AppliedBy string
 
 	// heldRepairs: this roll suspended the apiservers' automatic repairs and resumes them.
 	heldRepairs bool

@@ -43,6 +43,7 @@ const (
 	group        = "cf-dev"
 	approver     = "11111111-1111-1111-1111-0000000000ap"
 	autoscaler   = "11111111-1111-1111-1111-0000000000ca"
+	operator     = "11111111-1111-1111-1111-0000000000op"
 )
 
 // workerImage is the image the worker scale sets' models boot; the approver takes its versions.
@@ -324,9 +325,36 @@ func TestJoinNeedsTheInstancesOwnAttestedDocument(t *testing.T) {
 		if err != nil || approve != tc.approve || !strings.Contains(reason, tc.reason) {
 			t.Errorf("%s, then one more instance: approve %v (%q, error %v), want %v with %q", tc.name, approve, reason, err, tc.approve, tc.reason)
 		}
+		if i > 0 {
+			continue
+		}
+		// An instance created before, its record read lately for its Node's labels, then upgraded
+		// onto that model (a roll's reimage does the same): its renewal is judged on what it runs now.
+		if _, err := instances.Placement(context.Background(), scaleset.ProviderIDPrefix+b.ResourceID, b.Name); err != nil {
+			t.Fatalf("%s's labels: %v", b.Name, err)
+		}
+		local.Grant(operator, cpuSet, "Microsoft.Compute/virtualMachineScaleSets/manualUpgrade/action")
+		local.Grant(operator, local.GroupID(), "Microsoft.Compute/locations/operations/read")
+		operatorSets, err := armcompute.NewVirtualMachineScaleSetsClient(subscription, local.Credential(operator), local.Options())
+		if err != nil {
+			t.Fatal(err)
+		}
+		upgrade, err := operatorSets.BeginUpdateInstances(context.Background(), group, "cf-dev-cpu",
+			armcompute.VirtualMachineScaleSetVMInstanceRequiredIDs{InstanceIDs: []*string{to.Ptr("1")}}, nil)
+		if err == nil {
+			_, err = upgrade.PollUntilDone(context.Background(), nil)
+		}
+		if err != nil {
+			t.Fatalf("upgrading %s: %v", b.Name, err)
+		}
+		renewKey := newKey()
+		if approve, reason, err := joins.Decide(context.Background(), renewal(b.Name, b.Name, renewKey, attested("10.0.2.5", nonceOf(renewKey)), b.ResourceID)); approve || !strings.Contains(reason, "runs extensions") {
+			t.Errorf("%s's renewal after its upgrade onto that model: approve %v (%q, error %v), want it refused", b.Name, approve, reason, err)
+		}
 	}
-	if approve, reason, err := joins.Decide(context.Background(), csr(b.Name, k, attested("10.0.2.5", nonceOf(k)), b.ResourceID, pki.BootstrapGroup, cpuToken)); !approve {
-		t.Errorf("an instance created before the model writes: approve %v (%q, error %v), want it approved", approve, reason, err)
+	fresh := newKey()
+	if approve, reason, err := joins.Decide(context.Background(), csr(a.Name, fresh, attested("10.0.2.4", nonceOf(fresh)), a.ResourceID, pki.BootstrapGroup, cpuToken)); !approve {
+		t.Errorf("an instance created before the model writes, never upgraded: approve %v (%q, error %v), want it approved", approve, reason, err)
 	}
 
 	// Resource Manager not answering is no verdict: the request waits for a retry (an approver
