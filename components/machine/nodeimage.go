@@ -319,3 +319,28 @@ func ImageRefusal(im StackImage, v spec.Versions, tags map[string]string) error 
 		Problem: fmt.Sprintf("names image %s, baked with other releases than the stack's versions: %s", im.ID, strings.Join(bad, "; ")),
 		Fix:     "publish an image baked for this stack, or pin the releases the image carries"}
 }
+
+// CheckImages refuses a stack whose gallery images were baked with other releases than its
+// versions pin (ImageRefusal), reading each image's tags once with read; `make plan`'s
+// placeholders have none and are skipped (`pulumi up` refuses them).
+func CheckImages(c *spec.Cluster, read func(id string) (map[string]string, error)) error {
+	tagsOf := map[string]map[string]string{}
+	for _, im := range StackImages(c) {
+		if spec.IsPlaceholderImage(im.ID) {
+			continue
+		}
+		key := strings.ToLower(im.ID)
+		tags, ok := tagsOf[key]
+		if !ok {
+			var err error
+			if tags, err = read(im.ID); err != nil {
+				return fmt.Errorf("%s: reading the tags of image %s: %w", im.Field, im.ID, err)
+			}
+			tagsOf[key] = tags
+		}
+		if err := ImageRefusal(im, c.Versions, tags); err != nil {
+			return err
+		}
+	}
+	return nil
+}

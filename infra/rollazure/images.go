@@ -2,8 +2,6 @@ package rollazure
 
 import (
 	"context"
-	"fmt"
-	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
@@ -41,25 +39,7 @@ func galleryTags(cred azcore.TokenCredential) imageTags {
 }
 
 // checkImages refuses a desired stack whose gallery images were baked with other releases than
-// its versions pin, as `pulumi up` does (machine.ImageRefusal), before a diff or a roll starts.
+// its versions pin, as `pulumi up` does (machine.CheckImages), before a diff or a roll starts.
 func checkImages(ctx context.Context, desired *spec.Cluster, read imageTags) error {
-	seen := map[string]map[string]string{}
-	for _, im := range machine.StackImages(desired) {
-		if spec.IsPlaceholderImage(im.ID) {
-			continue
-		}
-		key := strings.ToLower(im.ID)
-		tags, ok := seen[key]
-		if !ok {
-			var err error
-			if tags, err = read(ctx, im.ID); err != nil {
-				return fmt.Errorf("%s: reading the tags of image %s: %w", im.Field, im.ID, err)
-			}
-			seen[key] = tags
-		}
-		if err := machine.ImageRefusal(im, desired.Versions, tags); err != nil {
-			return err
-		}
-	}
-	return nil
+	return machine.CheckImages(desired, func(id string) (map[string]string, error) { return read(ctx, id) })
 }
