@@ -67,7 +67,9 @@ func etcd(c *spec.Cluster, e spec.EtcdCluster, b pki.Bundle) part {
 	}
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdServer(e.Role), b.Pair(pki.EtcdServer(e.Role)))...)
 	files = append(files, pairFiles(etcdPKIDir, pki.EtcdPeer(e.Role), b.Pair(pki.EtcdPeer(e.Role)))...)
-	disk := localDisk(strings.TrimSuffix(EtcdDiskUnit, ".service"), etcdDiskLabel, EtcdDataDir, "format and mount the local SSD as etcd's data dir (L02)", etcdJoinUnit)
+	// After the image check, through the identity step, as every unit of the user-data.
+	disk := localDisk(strings.TrimSuffix(EtcdDiskUnit, ".service"), etcdDiskLabel, EtcdDataDir, "format and mount the local SSD as etcd's data dir (L02)",
+		"Requires="+identityUnit+"\nAfter="+identityUnit+"\nBefore="+etcdJoinUnit)
 	files = append(files, disk.files...)
 	files = append(files, File{Path: LibexecDir + "/etcd-join", Content: etcdJoinScript(e), Mode: 0o755})
 	var units []Unit
@@ -109,12 +111,13 @@ WantedBy=multi-user.target
 	}
 }
 
-// localDisk is the boot unit and script that mount the local disk at dir before the unit named before.
-func localDisk(name, label, dir, description, before string) part {
+// localDisk is the boot unit and script that mount the local disk at dir; ordering holds the
+// unit's dependency lines (Before= the unit that needs the disk).
+func localDisk(name, label, dir, description, ordering string) part {
 	script := LibexecDir + "/" + name
 	return part{
 		files: []File{{Path: script, Content: localDiskScript(label, dir), Mode: 0o755}},
-		units: []Unit{bootStep(name+".service", description, "Requires="+identityUnit+"\nAfter="+identityUnit+"\nBefore="+before, script)},
+		units: []Unit{bootStep(name+".service", description, ordering, script)},
 	}
 }
 

@@ -196,7 +196,7 @@ func NodeImage(c *spec.Cluster, gpu bool) Machine {
 	m := Machine{Role: "node-image"}
 	m.add(azureDiskNames)
 	m.add(localDisk(strings.TrimSuffix(ContainerdDiskUnit, ".service"), ContainerdDiskLabel, ContainerdRoot,
-		"mount the local SSD as containerd's root, seeded with the baked images (L22)", ContainerdUnit))
+		"mount the local SSD as containerd's root, seeded with the baked images (L22)", "Before="+ContainerdUnit))
 	m.add(part{
 		files: []File{
 			{Path: ContainerdConfigPath, Content: ContainerdConfig(c, gpu), Mode: 0o644},
