@@ -86,9 +86,11 @@ func ownLoopback(s, ip string) string {
 	return localAddress.ReplaceAllString(s, "${1}"+ip+"${3}")
 }
 
-// skippedUnits are rendered units the rehearsal does not run (deviations "instance metadata" and "local disk").
+// skippedUnits are rendered units the rehearsal does not run (deviation "instance metadata",
+// deviation "local disk", deviation "no image").
 var skippedUnits = map[string]string{
 	"clusterforge-identity.service": "the rehearsal writes node.env",
+	machine.ImageCheckUnit:          "no image: the processes are this host's builds of the pinned releases, with no image manifest",
 	machine.EtcdDiskUnit:            "no local SSD: the data dir is a plain directory, or the disk stand-in's mount (Options.EtcdFsyncLatency)",
 }
 
