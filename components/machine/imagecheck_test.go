@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -38,6 +39,26 @@ func TestEveryServiceWaitsForTheImageCheck(t *testing.T) {
 		for _, u := range m.Units {
 			if strings.HasSuffix(u.Name, ".service") && u.Name != ImageCheckUnit && u.Name != forgetBootstrapUnit+".service" && !waits(u.Name, map[string]bool{}) {
 				t.Errorf("%s: %s starts without the image check", m.Role, u.Name)
+			}
+		}
+	}
+}
+
+// The releases an image carries are named by the stack's own fields: each key of ImageVersions
+// is the yaml name of a spec.Versions field, and its value that field's.
+func TestImageVersionsAreTheStacksFields(t *testing.T) {
+	v := testCluster(t).Versions
+	fields := map[string]string{}
+	rv := reflect.ValueOf(v)
+	for i := range rv.NumField() {
+		if s, ok := rv.Field(i).Interface().(string); ok {
+			fields[strings.Split(rv.Type().Field(i).Tag.Get("yaml"), ",")[0]] = s
+		}
+	}
+	for _, image := range ImageRoles {
+		for key, release := range ImageVersions(v, image) {
+			if got, ok := fields[key]; !ok || got != release {
+				t.Errorf("%s image: versions.%s = %q is not the stack's field (%q, present %v)", image, key, release, got, ok)
 			}
 		}
 	}

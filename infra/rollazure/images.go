@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/compute/armcompute/v6"
 
 	"github.com/clusterforge/clusterforge/components/machine"
@@ -13,14 +14,15 @@ import (
 // imageTags reads a gallery image version's tags by its id.
 type imageTags func(ctx context.Context, id string) (map[string]string, error)
 
-// galleryTags reads them from Resource Manager with cred, in the image's own subscription.
-func galleryTags(cred azcore.TokenCredential) imageTags {
+// galleryTags reads them from Resource Manager with cred, in the image's own subscription; options
+// name the cloud (nil: Azure's public cloud).
+func galleryTags(cred azcore.TokenCredential, options *arm.ClientOptions) imageTags {
 	return func(ctx context.Context, id string) (map[string]string, error) {
 		r, err := spec.ParseResourceID(id, "Microsoft.Compute", "galleries", "images", "versions")
 		if err != nil {
 			return nil, err
 		}
-		client, err := armcompute.NewGalleryImageVersionsClient(r.Subscription, cred, nil)
+		client, err := armcompute.NewGalleryImageVersionsClient(r.Subscription, cred, options)
 		if err != nil {
 			return nil, err
 		}

@@ -75,7 +75,7 @@ func Open(ctx context.Context, stackName, workDir string, desired *spec.Cluster,
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkImages(ctx, desired, galleryTags(cred)); err != nil {
+	if err := checkImages(ctx, desired, galleryTags(cred, nil)); err != nil {
 		return nil, nil, err
 	}
 	compute, err := armcompute.NewClientFactory(subscription, cred, nil)

@@ -128,6 +128,9 @@ type Server struct {
 	// Health is the Application Health extension's word on each of the instances at addrs, by
 	// private IP (ExtensionHealth). Automatic repairs judge instances by it; none run without it.
 	Health func(addrs []string) (map[string]bool, error)
+	// GalleryImages are the gallery image versions of the subscription, in any resource group, by
+	// id, each with its tags (a bake's releases).
+	GalleryImages map[string]map[string]string
 
 	mu        sync.Mutex
 	scaleSets []*ScaleSet
@@ -459,6 +462,9 @@ func (s *Server) route(r *http.Request) (*route, *apiError) {
 	if !is(2, "resourceGroups") || len(seg) < 7 || !is(4, "providers") || !is(5, "Microsoft.Compute") {
 		return nil, notFound
 	}
+	if is(6, "galleries") && is(8, "images") && is(10, "versions") && len(seg) == 12 && r.Method == http.MethodGet {
+		return s.galleryImageRoute(r), nil
+	}
 	if !strings.EqualFold(seg[3], s.ResourceGroup) {
 		return nil, errorf(http.StatusNotFound, "ResourceGroupNotFound", "Resource group '%s' could not be found.", seg[3])
 	}
@@ -473,6 +479,24 @@ func (s *Server) route(r *http.Request) (*route, *apiError) {
 		return s.vmRoute(r, rest[1:])
 	}
 	return nil, notFound
+}
+
+// galleryImageRoute reads a gallery image version, which may sit in another resource group than
+// the cluster's (a shared gallery), as `pulumi up` and forge read its tags.
+func (s *Server) galleryImageRoute(r *http.Request) *route {
+	const kind = "Microsoft.Compute/galleries/images/versions"
+	id := r.URL.Path
+	for known, tags := range s.GalleryImages {
+		if strings.EqualFold(known, id) {
+			doc := map[string]any{"id": known, "name": known[strings.LastIndex(known, "/")+1:], "type": kind, "location": s.Location,
+				"tags": tags, "properties": map[string]any{"provisioningState": "Succeeded"}}
+			return &route{action: kind + "/read", scope: known, handle: func(w http.ResponseWriter, _ *http.Request, _ string) *apiError {
+				writeJSON(w, http.StatusOK, doc)
+				return nil
+			}}
+		}
+	}
+	return missingRoute(r, kind, id, errorf(http.StatusNotFound, "ResourceNotFound", "The Resource '%s' was not found.", id))
 }
 
 func (s *Server) findScaleSet(name string) (*ScaleSet, *apiError) {
