@@ -4,7 +4,7 @@
 # as an Azure Compute Gallery image version of the image definition "control-plane". The stack's
 # controlPlaneImage takes the resulting version id; the etcd and apiserver machines boot it.
 #
-#   packer build -var stack=../stacks/Pulumi.prod-7500.yaml -var-file=prod.pkrvars.hcl control-plane.pkr.hcl
+#   make image-publish STACK=prod-7500 ROLE=control-plane IMAGE_VERSION=2026.12.5 GALLERY=<gallery id>
 
 packer {
   required_plugins {

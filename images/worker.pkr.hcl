@@ -3,7 +3,9 @@
 # (the gpu build adds the NVIDIA driver and container toolkit first). The stack's pools take the
 # resulting gallery image version id as `image`.
 #
-#   packer build -only='*.cpu' -var stack=../stacks/Pulumi.prod-7500.yaml -var-file=prod.pkrvars.hcl .
+#   make image-publish STACK=prod-7500 ROLE=worker IMAGE_VERSION=2026.12.5 GALLERY=<gallery id>
+#
+# writes the variables (images/publish) and runs `packer build` of this template.
 
 packer {
   required_plugins {
@@ -35,7 +37,7 @@ variable "preload_images" {
     archive = string
     digest  = string
   }))
-  description = "Images baked into containerd: the pause image and the large app images (L25, L26); archive = \"\" pulls the image from its registry."
+  description = "Images baked into containerd: the pause image and the add-on images (L25, L26), as images/cmd/mkimages lists them; archive = \"\" pulls the image from its registry."
 }
 
 variable "subscription_id" {

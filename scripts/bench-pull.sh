@@ -41,7 +41,7 @@ if [ "$bake" != 0 ]; then
   scripts/image.sh local dev
   ROLE=control-plane scripts/image.sh local dev
   step "pushing $REF and baking it, pulled from the registry, into build/images/node-bench.tar"
-  IMAGE_NAME=node-bench MKIMAGES_ARGS="-app-name $REF -app-layers 16 -app-layer-mib 128 -seed 2 -push $REF -app-from-registry" \
+  IMAGE_NAME=node-bench TESTAPP_ARGS="-name $REF -layers 16 -layer-mib 128 -seed 2 -push $REF -from-registry" \
     scripts/image.sh local dev
 fi
 

@@ -5,10 +5,19 @@
 #   scripts/image.sh validate        `packer validate` images/worker.pkr.hcl and images/control-plane.pkr.hcl
 #                                    (Azure is not contacted: it checks the templates and every
 #                                    provisioner's Prepare)
+#   scripts/image.sh publish STACK   publish ROLE's image for stacks/Pulumi.STACK.yaml into an Azure Compute
+#                                    Gallery: the real `packer build` of images/ROLE.pkr.hcl (azure-arm, the
+#                                    Azure CLI's login), version IMAGE_VERSION, into GALLERY (a gallery id;
+#                                    default: the gallery of the image the stack boots). A worker preloads
+#                                    the upstream pause image by digest and the add-on archives
+#                                    (images/cmd/mkimages). Prints the stack lines to set. DRY_RUN=1 stops
+#                                    after `packer validate`.
 #   scripts/image.sh local [STACK]   bake images/local.pkr.hcl for stacks/Pulumi.STACK.yaml (default dev).
 #                                    ROLE=worker (default): build/images/node-STACK.tar, preloading the
-#                                    archives images/cmd/mkimages writes to build/images/node-STACK.preload/;
-#                                    IMAGE_NAME renames the image; MKIMAGES_ARGS are added to mkimages';
+#                                    archives images/cmd/mkimages writes to build/images/node-STACK.preload/
+#                                    (its own pause binary: no registry here) and the test environment's app
+#                                    image (images/testenv/testapp); IMAGE_NAME renames the image;
+#                                    TESTAPP_ARGS are added to testapp's;
 #                                    BINARIES_DIR replaces .tools/node or .tools/bin (a stack on the releases
 #                                    before the pinned ones: the bake refuses a binary of another release).
 #                                    ROLE=control-plane: build/images/control-plane-STACK.tar.
@@ -31,34 +40,55 @@ install_plugins() {
 
 validate() {
   install_plugins
-  # validate stats the binaries and the preload archive: empty stand-ins here, so the templates are
-  # checked before the toolchain builds the real ones; a bake checks those (the archive by digest).
-  rm -rf "$work/fixture" && mkdir -p "$work/fixture"
-  : >"$work/fixture/pause.oci.tar"
-  (cd images && go run ./cmd/bakeinputs fixture "$work/fixture/binaries")
-  local common="stack = \"$PWD/stacks/Pulumi.dev.yaml\"
-subscription_id        = \"00000000-0000-0000-0000-000000000000\"
-gallery_resource_group = \"images\"
-image_version          = \"0.0.1\""
-  cat >"$work/fixture/worker.pkrvars.hcl" <<VARS
-$common
-binaries_dir = "$work/fixture/binaries/worker"
-preload_images = [{
-  name    = "$(sed -n 's/^pauseImage: *//p' components/spec/versions.yaml)"
-  archive = "$work/fixture/pause.oci.tar"
-  digest  = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
-}]
-VARS
-  cat >"$work/fixture/control-plane.pkrvars.hcl" <<VARS
-$common
-binaries_dir = "$work/fixture/binaries/control-plane"
-VARS
-  local template
+  # validate stats the binaries: empty stand-ins here, so the templates are checked before the
+  # toolchain builds the real ones; a bake checks those. The variables are the publish path's own
+  # (bakeinputs publish), with a publish's preload list for the pause image.
+  local fixture="$work/fixture" template
+  rm -rf "$fixture" && mkdir -p "$fixture"
+  (cd images && go run ./cmd/bakeinputs fixture "$fixture/binaries")
   for template in worker control-plane; do
-    (cd images && go run ./cmd/bakeinputs tags "$template" ../stacks/Pulumi.dev.yaml) >>"$work/fixture/$template.pkrvars.hcl"
+    local preload=()
+    [ "$template" != worker ] || preload=(-preload "$fixture/binaries/preload.pkrvars.json")
+    (cd images && go run ./cmd/bakeinputs publish -role "$template" -stack ../stacks/Pulumi.dev.yaml -version 0.0.1 \
+      -gallery /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge \
+      -binaries "$fixture/binaries/$template" "${preload[@]}" -out "$fixture/$template.pkrvars.json" >/dev/null)
     step "packer validate images/$template.pkr.hcl"
-    (cd images && "$packer" validate -var-file="$work/fixture/$template.pkrvars.hcl" "$template.pkr.hcl")
+    (cd images && "$packer" validate -var-file="$fixture/$template.pkrvars.json" "$template.pkr.hcl")
   done
+}
+
+publish() {
+  local stack=${1:-} role=${ROLE:-worker} version=${IMAGE_VERSION:-} binaries dir lines preload=()
+  [ -f "stacks/Pulumi.$stack.yaml" ] || { echo "image.sh: no stacks/Pulumi.$stack.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
+  case "$role" in
+    worker) binaries=$PWD/.tools/node ;;
+    control-plane) binaries=$PWD/.tools/bin ;;
+    *) echo "image.sh: ROLE=$role is not an image role; use worker or control-plane" >&2; exit 2 ;;
+  esac
+  [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ && "$stack" =~ ^[a-z0-9-]+$ ]] || { echo "image.sh: IMAGE_VERSION=<major.minor.patch> is required: the gallery image version to create" >&2; exit 2; }
+  dir="$PWD/build/images/publish-$role-$stack-$version"
+  rm -rf "$dir" && mkdir -p "$dir" "$PWD/build/bin"
+  install_plugins
+  if [ "$role" = worker ]; then
+    step "making the preload archives (images/cmd/mkimages): the pause image by digest, the add-ons"
+    (cd images && go build -o "$PWD/../build/bin/mkimages" ./cmd/mkimages)
+    build/bin/mkimages -tools .tools -stack "stacks/Pulumi.$stack.yaml" -out "$dir/preload"
+    preload=(-preload "$dir/preload/preload.pkrvars.json")
+  fi
+  step "writing $dir/vars.pkrvars.json"
+  lines=$(cd images && go run ./cmd/bakeinputs publish -role "$role" -stack "../stacks/Pulumi.$stack.yaml" -version "$version" \
+    ${GALLERY:+-gallery "$GALLERY"} -binaries "$binaries" "${preload[@]}" -out "$dir/vars.pkrvars.json")
+  step "packer validate images/$role.pkr.hcl"
+  (cd images && "$packer" validate -var-file="$dir/vars.pkrvars.json" "$role.pkr.hcl")
+  if [ "${DRY_RUN:-}" = 1 ]; then
+    step "DRY_RUN=1: not building. A publish would set, in stacks/Pulumi.$stack.yaml:"
+    sed 's/^/    /' <<<"$lines"
+    return
+  fi
+  step "packer build images/$role.pkr.hcl (azure-arm, as the Azure CLI's login)"
+  (cd images && "$packer" build -timestamp-ui -var-file="$dir/vars.pkrvars.json" "$role.pkr.hcl")
+  step "published; set in stacks/Pulumi.$stack.yaml, then make diff STACK=$stack:"
+  sed 's/^/    /' <<<"$lines"
 }
 
 # A bake's failure anywhere in a command substitution fails the script (bake_key's inputs).
@@ -76,7 +106,7 @@ bake_key() {
   archive=$(cd images && go run ./cmd/bakeinputs archive)
   release=$(curl -fsS -m 30 "$archive" | sha256sum) || return 0
   {
-    echo "$role $stack ${MKIMAGES_ARGS:-} $(go env GOVERSION) $archive $release"
+    echo "$role $stack ${TESTAPP_ARGS:-} $(go env GOVERSION) $archive $release"
     git ls-files -z -co --exclude-standard images components go.mod go.sum scripts/image.sh "stacks/Pulumi.$stack.yaml" | xargs -0 sha256sum
     # Paths relative to their folder: the key is the same in every clone.
     (cd images && go run ./cmd/bakeinputs binaries "$role") | (cd "$binaries" && xargs sha256sum)
@@ -115,11 +145,12 @@ bake_local() {
   mkdir -p "$out" "$PWD/build/bin"
   if [ "$role" = worker ]; then
     local preload="$out/$name.preload"
-    step "making the preload archives (images/cmd/mkimages)"
+    step "making the preload archives (images/cmd/mkimages, images/testenv/testapp)"
     (cd images && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o "$PWD/../build/bin/pause" ./cmd/pause \
-      && go build -o "$PWD/../build/bin/mkimages" ./cmd/mkimages)
-    # shellcheck disable=SC2086 # MKIMAGES_ARGS is a list of flags
-    build/bin/mkimages -pause-binary build/bin/pause -tools .tools -stack "stacks/Pulumi.$stack.yaml" -out "$preload" ${MKIMAGES_ARGS:-}
+      && go build -o "$PWD/../build/bin/mkimages" ./cmd/mkimages && go build -o "$PWD/../build/bin/testapp" ./testenv/testapp)
+    build/bin/mkimages -pause-binary build/bin/pause -tools .tools -stack "stacks/Pulumi.$stack.yaml" -out "$preload"
+    # shellcheck disable=SC2086 # TESTAPP_ARGS is a list of flags
+    build/bin/testapp -pause-binary build/bin/pause -vars "$preload/preload.pkrvars.json" ${TESTAPP_ARGS:-}
     vars+=(-var-file="$preload/preload.pkrvars.json")
   fi
   step "packer build images/local.pkr.hcl (role $role) → $out/$name.tar"
@@ -139,5 +170,6 @@ bake_local() {
 case "${1:-}" in
   validate) validate ;;
   local) bake_local "${2:-}" ;;
-  *) echo "usage: scripts/image.sh validate | local [STACK]" >&2; exit 2 ;;
+  publish) publish "${2:-}" ;;
+  *) echo "usage: scripts/image.sh validate | local [STACK] | publish STACK" >&2; exit 2 ;;
 esac

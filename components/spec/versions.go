@@ -68,9 +68,11 @@ func pinned(key string) string {
 // upgrade drills start there). etcd v3.7 joins and upgrades only from v3.6.11 or later
 // (etcd.io/docs/v3.7/upgrades).
 var (
-	DefaultKubernetesVersion   = pinned("kubernetes")
-	DefaultEtcdVersion         = pinned("etcd")
-	DefaultPauseImage          = pinned("pauseImage")
+	DefaultKubernetesVersion = pinned("kubernetes")
+	DefaultEtcdVersion       = pinned("etcd")
+	DefaultPauseImage        = pinned("pauseImage")
+	// DefaultPauseImageDigest is DefaultPauseImage's index digest upstream.
+	DefaultPauseImageDigest    = pinned("pauseImageDigest")
 	DefaultContainerdVersion   = pinned("containerd")
 	DefaultRuncVersion         = pinned("runc")
 	DefaultCrictlVersion       = pinned("crictl")

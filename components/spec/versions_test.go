@@ -180,9 +180,10 @@ func supportOfPin(key string) string {
 		return "kubernetes"
 	case "previousEtcd":
 		return "etcd"
-	case "pauseImage", "clusterforge", "pulumiLanguageGo", "pulumiKubernetesSource":
-		// The pause image is our own build (images/cmd/pause) under upstream's name; clusterforge
-		// is ours; the Pulumi engine runs on the deploy host, at the releases the proxy serves.
+	case "pauseImage", "pauseImageDigest", "clusterforge", "pulumiLanguageGo", "pulumiKubernetesSource":
+		// The pause image sleeps and reaps (upstream publishes no support for it), pinned by its
+		// digest; clusterforge is ours; the Pulumi engine runs on the deploy host, at the releases
+		// the proxy serves.
 		return ""
 	}
 	return key

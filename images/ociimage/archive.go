@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 
 	"github.com/google/go-containerregistry/pkg/v1"
@@ -52,7 +53,7 @@ func WriteArchive(img v1.Image, name, path string) (string, error) {
 	defer f.Close()
 	tw := tar.NewWriter(f)
 	small := func(name string, data []byte) error {
-		return writeTarFile(tw, name, 0o644, int64(len(data)), bytes.NewReader(data))
+		return WriteTarFile(tw, name, 0o644, int64(len(data)), bytes.NewReader(data))
 	}
 	if err := small("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
 		return "", err
@@ -100,7 +101,41 @@ func writeBlob(tw *tar.Writer, l v1.Layer) error {
 		return err
 	}
 	defer r.Close()
-	return writeTarFile(tw, blobPath(digest), 0o644, size, r)
+	return WriteTarFile(tw, blobPath(digest), 0o644, size, r)
 }
 
 func blobPath(h v1.Hash) string { return "blobs/" + h.Algorithm + "/" + h.Hex }
+
+// Preload is one entry of the worker templates' preload_images variable.
+type Preload struct {
+	Name    string `json:"name"`
+	Archive string `json:"archive"` // "": pulled from the registry at bake time
+	Digest  string `json:"digest"`
+}
+
+// PreloadVars is a Packer variable file (JSON) that sets preload_images.
+type PreloadVars struct {
+	PreloadImages []Preload `json:"preload_images"`
+}
+
+// ReadPreloadVars reads a variable file WritePreloadVars wrote.
+func ReadPreloadVars(path string) (PreloadVars, error) {
+	var vars PreloadVars
+	data, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(data, &vars)
+	}
+	if err != nil {
+		return vars, fmt.Errorf("preload list %s: %w", path, err)
+	}
+	return vars, nil
+}
+
+// WritePreloadVars writes vars as a Packer variable file.
+func WritePreloadVars(path string, vars PreloadVars) error {
+	data, err := json.MarshalIndent(vars, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}

@@ -1,7 +1,7 @@
-// Package ociimage makes the OCI images that local bakes preload and the pull benchmark serves,
-// without a registry: the pause image from a static binary, and large multi-layer images of
-// incompressible data standing in for the big training images (L26). Archives are OCI image
-// layouts in a tar, named with the annotation `ctr images import` reads.
+// Package ociimage makes OCI images without a registry, from files on disk: the add-on images
+// clusterforge builds from source (one static binary each) and, for the test environment, the
+// pause image and the layers of its large stand-in images (images/testenv). Archives are OCI
+// image layouts in a tar, named with the annotation `ctr images import` reads.
 package ociimage
 
 import (
@@ -9,10 +9,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"hash"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,36 +35,16 @@ func Pause(dir, binary string) (v1.Image, error) { return Binary(dir, binary, Pa
 // Binary is an image whose single layer holds the static binary at path, its entrypoint: how the
 // add-on images clusterforge builds from source are made.
 func Binary(dir, binary, path string) (v1.Image, error) {
-	layer, err := binaryLayer(dir, binary, path)
+	layer, err := BinaryLayer(dir, binary, path)
 	if err != nil {
 		return nil, err
 	}
-	return image([]v1.Layer{layer}, path)
+	return Image([]v1.Layer{layer}, path)
 }
 
-// Large is an image of layers data layers of layerBytes random bytes each (seeded, so the same
-// arguments give the same digests), topped by the pause binary as its entrypoint. Layer files
-// are written to dir, which later calls reuse.
-func Large(dir, binary string, layers int, layerBytes int64, seed uint64) (v1.Image, error) {
-	var all []v1.Layer
-	for i := range layers {
-		name := fmt.Sprintf("data-%d-%d-%d", seed, layerBytes, i)
-		layer, err := cachedLayer(filepath.Join(dir, name+".tar.gz"), func(tw *tar.Writer) error {
-			return writeTarFile(tw, "data/"+name, 0o644, layerBytes, rand.NewChaCha8(seedBytes(seed, i)))
-		})
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, layer)
-	}
-	top, err := binaryLayer(dir, binary, PauseEntrypoint)
-	if err != nil {
-		return nil, err
-	}
-	return image(append(all, top), PauseEntrypoint)
-}
-
-func image(layers []v1.Layer, entrypoint string) (v1.Image, error) {
+// Image is an amd64 Linux image of layers, in order, with entrypoint: the same layers give the
+// same digest.
+func Image(layers []v1.Layer, entrypoint string) (v1.Image, error) {
 	base := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	cfg := &v1.ConfigFile{
 		Architecture: "amd64", OS: "linux", Created: v1.Time{Time: epoch},
@@ -83,8 +61,8 @@ func image(layers []v1.Layer, entrypoint string) (v1.Image, error) {
 	return mutate.Append(img, adds...)
 }
 
-// binaryLayer is a layer holding binary at path, cached in dir by the binary's content and path.
-func binaryLayer(dir, binary, path string) (v1.Layer, error) {
+// BinaryLayer is a layer holding binary at path, cached in dir by the binary's content and path.
+func BinaryLayer(dir, binary, path string) (v1.Layer, error) {
 	src, err := os.Open(binary)
 	if err != nil {
 		return nil, err
@@ -100,15 +78,16 @@ func binaryLayer(dir, binary, path string) (v1.Layer, error) {
 	}
 	sum.Write([]byte(path))
 	name := "binary-" + hex.EncodeToString(sum.Sum(nil))[:16] + ".tar.gz"
-	return cachedLayer(filepath.Join(dir, name), func(tw *tar.Writer) error {
+	return CachedLayer(filepath.Join(dir, name), func(tw *tar.Writer) error {
 		if _, err := src.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		return writeTarFile(tw, strings.TrimPrefix(path, "/"), 0o755, st.Size(), src)
+		return WriteTarFile(tw, strings.TrimPrefix(path, "/"), 0o755, st.Size(), src)
 	})
 }
 
-func writeTarFile(tw *tar.Writer, name string, mode int64, size int64, r io.Reader) error {
+// WriteTarFile writes one regular file of size bytes from r, with the epoch's time.
+func WriteTarFile(tw *tar.Writer, name string, mode int64, size int64, r io.Reader) error {
 	hdr := &tar.Header{Name: name, Mode: mode, Size: size, ModTime: epoch, Typeflag: tar.TypeReg, Format: tar.FormatPAX}
 	if err := tw.WriteHeader(hdr); err != nil {
 		return err
@@ -124,9 +103,9 @@ type fileLayer struct {
 	size           int64
 }
 
-// cachedLayer writes the layer at path with write (unless a previous call did) and records its
+// CachedLayer writes the layer at path with write (unless a previous call did) and records its
 // digest (of the gzip'd bytes) and diff id (of the tar) beside it.
-func cachedLayer(path string, write func(*tar.Writer) error) (*fileLayer, error) {
+func CachedLayer(path string, write func(*tar.Writer) error) (v1.Layer, error) {
 	meta := path + ".json"
 	var l struct{ Digest, DiffID string }
 	if data, err := os.ReadFile(meta); err == nil && json.Unmarshal(data, &l) == nil {
@@ -207,9 +186,3 @@ func (l *fileLayer) Uncompressed() (io.ReadCloser, error) {
 }
 
 func hexDigest(h hash.Hash) string { return "sha256:" + hex.EncodeToString(h.Sum(nil)) }
-
-func seedBytes(seed uint64, layer int) [32]byte {
-	var b [32]byte
-	copy(b[:], fmt.Sprintf("clusterforge-%d-%d", seed, layer))
-	return b
-}

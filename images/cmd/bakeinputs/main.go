@@ -4,27 +4,37 @@
 //	                           (machine.ImageBinaries): what the image cache's key hashes
 //	bakeinputs fixture DIR     an empty file for each of them in DIR/<role>/: `packer validate` runs
 //	                           every provisioner's Prepare, which checks binaries_dir holds them, so
-//	                           the fast tier validates the templates before any of them is built
+//	                           the fast tier validates the templates before any of them is built;
+//	                           and DIR/preload.pkrvars.json, a publish's preload list for the pause
+//	                           image alone (pulled by its pinned digest)
 //	bakeinputs addons STACK    the add-on binaries a worker bake's preload images hold, as paths
 //	                           under .tools (addons.BuiltImages)
 //	bakeinputs tags ROLE STACK the version_tags variable of a publish of ROLE for STACK, in HCL:
 //	                           the releases the image carries (machine.ImageTags), which the
 //	                           template puts on the gallery image version
+//	bakeinputs publish -role ROLE -stack STACK -version V [-gallery ID] -binaries DIR [-preload FILE] -out FILE
+//	                           the variable file (JSON) of `packer build` publishing ROLE's image for
+//	                           STACK (images/publish); prints the stack lines that boot it
 //	bakeinputs archive         the Debian archive's release file a local bake installs from
 //	                           (its InRelease URL): a new point release changes the cache's key
 package main
 
 import (
+	"encoding/json"
+	"flag"
 	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/clusterforge/clusterforge/components/addons"
 	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/images/builder/rootfs"
+	"github.com/clusterforge/clusterforge/images/ociimage"
+	"github.com/clusterforge/clusterforge/images/publish"
 )
 
 func main() {
@@ -45,6 +55,13 @@ func run(args []string) error {
 			fmt.Println(b)
 		}
 	case len(args) == 2 && args[0] == "fixture":
+		if err := os.MkdirAll(args[1], 0o755); err != nil {
+			return err
+		}
+		pause := ociimage.Preload{Name: spec.DefaultPauseImage, Digest: spec.DefaultPauseImageDigest}
+		if err := ociimage.WritePreloadVars(filepath.Join(args[1], "preload.pkrvars.json"), ociimage.PreloadVars{PreloadImages: []ociimage.Preload{pause}}); err != nil {
+			return err
+		}
 		for role, binaries := range machine.ImageBinaries {
 			dir := filepath.Join(args[1], role)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -78,10 +95,66 @@ func run(args []string) error {
 		for _, b := range addons.BuiltImages(cluster) {
 			fmt.Println(b.Binary)
 		}
+	case len(args) > 0 && args[0] == "publish":
+		return publishVars(args[1:])
 	case len(args) == 1 && args[0] == "archive":
 		fmt.Printf("%s/dists/%s/InRelease\n", rootfs.DefaultMirror, rootfs.DefaultSuite)
 	default:
-		return fmt.Errorf("usage: bakeinputs binaries ROLE | fixture DIR | addons STACK | archive")
+		return fmt.Errorf("usage: bakeinputs binaries ROLE | fixture DIR | addons STACK | tags ROLE STACK | publish ... | archive")
 	}
+	return nil
+}
+
+func publishVars(args []string) error {
+	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
+	var r publish.Request
+	var preload, out string
+	fs.StringVar(&r.Role, "role", "", "image role: "+strings.Join(machine.ImageRoles, " or "))
+	fs.StringVar(&r.StackPath, "stack", "", "stack file")
+	fs.StringVar(&r.Version, "version", "", "gallery image version to create, Major.Minor.Patch")
+	fs.StringVar(&r.Gallery, "gallery", "", "the gallery's resource id; default: the gallery of the image the stack boots")
+	fs.StringVar(&r.BinariesDir, "binaries", "", "the role's pinned binaries")
+	fs.StringVar(&preload, "preload", "", "worker: the preload list images/cmd/mkimages wrote")
+	fs.StringVar(&out, "out", "", "the variable file to write")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if r.StackPath == "" || r.BinariesDir == "" || out == "" {
+		return fmt.Errorf("publish: -stack, -binaries and -out are required")
+	}
+	var err error
+	if r.Cluster, err = spec.LoadStack(r.StackPath); err != nil {
+		return err
+	}
+	// The template runs in images/: every path it reads is absolute.
+	if r.StackPath, err = filepath.Abs(r.StackPath); err != nil {
+		return err
+	}
+	if r.BinariesDir, err = filepath.Abs(r.BinariesDir); err != nil {
+		return err
+	}
+	if preload != "" {
+		list, err := ociimage.ReadPreloadVars(preload)
+		if err != nil {
+			return err
+		}
+		r.Preload = &list
+	}
+	vars, err := publish.Vars(r)
+	if err != nil {
+		return err
+	}
+	lines, err := publish.StackLines(r)
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(vars, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Println(strings.Join(lines, "\n"))
 	return nil
 }

@@ -116,8 +116,8 @@ func FirstWorker(t testing.TB) string {
 	return ""
 }
 
-// Preloaded is what images/cmd/mkimages wrote for the worker image's bake: the images and the
-// digests it expects.
+// Preloaded is the worker image's preload list as its local bake wrote it (images/cmd/mkimages, then
+// images/testenv/testapp): the images and the digests it expects.
 type Preloaded []struct{ Name, Digest string }
 
 // PreloadList is the worker image's preload list for -stack.
@@ -136,7 +136,7 @@ func PreloadList(t testing.TB) Preloaded {
 	return list.PreloadImages
 }
 
-// PreloadedApp is the large app image the worker image preloads: the last of mkimages' list.
+// PreloadedApp is the large app image the worker image preloads: the last of the list (testapp appends it).
 func PreloadedApp(t testing.TB) string {
 	list := PreloadList(t)
 	return list[len(list)-1].Name
