@@ -56,3 +56,29 @@ func TestCitedDeviationsAreListed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// The README's status is Status (`go test ./test/machines -run StatusTable -update`), and every
+// deviation belongs to one of its parts at least: a run the status claims carries the list's
+// qualifications.
+func TestStatusTableCoversEveryDeviation(t *testing.T) {
+	docblock.Check(t, "../../README.md", "status", markdownStatus("docs/reference/rehearsal-deviations.md"), *updateDocs,
+		"go test ./test/machines -run StatusTable -update")
+	part := map[string]string{}
+	for _, p := range Status {
+		for _, topic := range p.Deviations {
+			part[topic] = p.Name
+		}
+	}
+	listed := map[string]bool{}
+	for _, d := range Deviations {
+		listed[d.Topic] = true
+		if _, ok := part[d.Topic]; !ok {
+			t.Errorf("deviation %q belongs to no part of the status", d.Topic)
+		}
+	}
+	for topic, name := range part {
+		if !listed[topic] {
+			t.Errorf("status part %q names deviation %q, which the list does not have", name, topic)
+		}
+	}
+}
