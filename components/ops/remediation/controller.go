@@ -52,7 +52,8 @@ type Controller struct {
 	// held are the nodes the brake refused, until when they are not asked for again: a node's
 	// every status change would otherwise ask the webhook again, fleet-wide in a cascade.
 	held map[string]time.Time
-	// stopped is, by pool, why marking stopped there (too many unhealthy), logged when it changes.
+	// stopped is, by pool and zone, why marking stopped there (too many unhealthy), logged when it
+	// changes.
 	stopped map[string]string
 }
 
@@ -239,19 +240,19 @@ func (c *Controller) tooManyUnhealthy(node *corev1.Node) error {
 			nodes = append(nodes, n)
 		}
 	}
-	pool := node.Labels[wellknown.PoolLabel]
-	err := c.Policy.TooManyUnhealthy(nodes, pool)
+	where := fmt.Sprintf("pool %s, zone %q", node.Labels[wellknown.PoolLabel], node.Labels[wellknown.ZoneLabel])
+	err := c.Policy.TooManyUnhealthy(nodes, node)
 	why := ""
 	if err != nil {
 		why = err.Error()
 	}
-	if why != c.stopped[pool] {
+	if why != c.stopped[where] {
 		if why == "" {
-			c.logf("marking in pool %s again: fewer nodes are unhealthy", pool)
+			c.logf("marking in %s again: fewer nodes are unhealthy", where)
 		} else {
-			c.logf("not marking in pool %s: %s", pool, why)
+			c.logf("not marking in %s: %s", where, why)
 		}
-		c.stopped[pool] = why
+		c.stopped[where] = why
 	}
 	return err
 }

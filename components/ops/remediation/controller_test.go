@@ -127,6 +127,9 @@ func simulateOutage(t *testing.T, broken int, maxUnhealthy float64) (markedByMin
 
 	policy := DefaultPolicy()
 	policy.MaxUnhealthy = maxUnhealthy
+	if maxUnhealthy == 1 { // the short-circuit off, the zone's too
+		policy.ZoneMaxUnhealthy = 1
+	}
 	machines := &removals{}
 	c := &Controller{Client: cs, Policy: policy, Machines: machines, Logf: t.Logf, Now: func() time.Time { return now }, DrainFor: time.Millisecond}
 	c.start(nodes)

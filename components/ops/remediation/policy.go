@@ -3,7 +3,8 @@
 // admits or refuses), drained through the eviction API, and its machine removed once it is empty
 // or its hand-back time has come. A marked node that stays healthy for the grace period is
 // unmarked; nothing is marked while too many nodes are unhealthy at once (cluster-api's
-// MachineHealthCheck maxUnhealthy): a failure that wide is the network's or the control plane's.
+// MachineHealthCheck maxUnhealthy): a failure that wide is the network's, the control plane's or
+// a zone's. A zone's outage holds marking in that zone only: the others keep being repaired.
 package remediation
 
 import (
@@ -41,11 +42,14 @@ type Policy struct {
 	// drained at once, and uncordoned when the condition clears; the machine stays. Default:
 	// MaintenanceScheduled=True, set from Azure's Scheduled Events.
 	Maintenance []Problem
-	// MaxUnhealthy is the share of a pool's nodes, and of the cluster's, above which nothing is
-	// marked: a node counts when it has a problem (within its grace or not) or is marked already.
-	// At least one unhealthy node is always allowed, so a one- or two-node pool stays repairable.
-	// Default 0.4; 1 turns the check off. The ops controller runs with the stack's
-	// spec.RemediationMaxUnhealthy, below one zone's share.
+	// ZoneMaxUnhealthy is the share of a pool's nodes in one zone (topology.kubernetes.io/zone)
+	// above which that zone is out: nothing in it is marked, and the checks below leave its nodes
+	// out (nodes without the label are one zone of their pool, never left out). A node counts when it has a problem (within its grace or not) or is marked already; at
+	// least one unhealthy node is always allowed, so a small pool stays repairable. Default 0.5.
+	ZoneMaxUnhealthy float64
+	// MaxUnhealthy is the share of a pool's nodes, and of the cluster's, in the zones not out,
+	// above which nothing is marked: a failure spread across zones. Default 0.4; 1 turns the
+	// check off. The ops controller runs with the stack's spec.RemediationMaxUnhealthy.
 	MaxUnhealthy float64
 }
 
@@ -61,10 +65,11 @@ func DefaultPolicy() Policy {
 			{corev1.NodeReady, corev1.ConditionFalse},
 			{corev1.NodeReady, corev1.ConditionUnknown},
 		},
-		Grace:        5 * time.Minute,
-		HandBack:     24 * time.Hour,
-		Maintenance:  []Problem{{maintenance.Condition, corev1.ConditionTrue}},
-		MaxUnhealthy: 0.4,
+		Grace:            5 * time.Minute,
+		HandBack:         24 * time.Hour,
+		Maintenance:      []Problem{{maintenance.Condition, corev1.ConditionTrue}},
+		ZoneMaxUnhealthy: 0.5,
+		MaxUnhealthy:     0.4,
 	}
 }
 
@@ -79,6 +84,8 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("remediation: HandBack %s: want a positive duration, e.g. 24h", p.HandBack)
 	case !(p.MaxUnhealthy > 0 && p.MaxUnhealthy <= 1):
 		return fmt.Errorf("remediation: MaxUnhealthy %v: want a share above 0 and at most 1, e.g. 0.4", p.MaxUnhealthy)
+	case !(p.ZoneMaxUnhealthy > 0 && p.ZoneMaxUnhealthy <= 1):
+		return fmt.Errorf("remediation: ZoneMaxUnhealthy %v: want a share above 0 and at most 1, e.g. 0.5", p.ZoneMaxUnhealthy)
 	}
 	return nil
 }
@@ -171,28 +178,44 @@ func (p Policy) unhealthy(n *corev1.Node) bool {
 	return marked(n) || slices.ContainsFunc(n.Status.Conditions, p.problem)
 }
 
-// TooManyUnhealthy says why nothing in pool may be marked now: more than MaxUnhealthy of the pool's
-// nodes, or of the cluster's, are unhealthy. nodes are all the cluster's.
-func (p Policy) TooManyUnhealthy(nodes []*corev1.Node, pool string) error {
-	var inPool, poolSize, inCluster int
+// TooManyUnhealthy says why node may not be marked now: more than ZoneMaxUnhealthy of its pool's
+// nodes in its zone are unhealthy, or more than MaxUnhealthy of its pool's or the cluster's nodes
+// in the zones not out. nodes are all the cluster's.
+func (p Policy) TooManyUnhealthy(nodes []*corev1.Node, node *corev1.Node) error {
+	type place struct{ pool, zone string }
+	where := func(n *corev1.Node) place { return place{n.Labels[wellknown.PoolLabel], n.Labels[wellknown.ZoneLabel]} }
+	type count struct{ bad, all int }
+	over := func(c count, share float64) bool { return c.bad > max(1, int(share*float64(c.all))) }
+	zones := map[place]count{}
 	for _, n := range nodes {
-		bad := p.unhealthy(n)
-		if bad {
-			inCluster++
+		c := zones[where(n)]
+		c.all++
+		if p.unhealthy(n) {
+			c.bad++
 		}
-		if n.Labels[wellknown.PoolLabel] == pool {
-			poolSize++
-			if bad {
-				inPool++
-			}
+		zones[where(n)] = c
+	}
+	own := where(node)
+	if c := zones[own]; over(c, p.ZoneMaxUnhealthy) {
+		return fmt.Errorf("%d of pool %s's %d nodes in zone %q are unhealthy, more than %.0f%%: remediation marks nothing there until fewer are (a failure this wide is the zone's, not the machines')",
+			c.bad, own.pool, c.all, own.zone, 100*p.ZoneMaxUnhealthy)
+	}
+	var pool, cluster count
+	for at, c := range zones {
+		if at.zone != "" && over(c, p.ZoneMaxUnhealthy) {
+			continue // the zone is out: its own check holds it
+		}
+		cluster.bad, cluster.all = cluster.bad+c.bad, cluster.all+c.all
+		if at.pool == own.pool {
+			pool.bad, pool.all = pool.bad+c.bad, pool.all+c.all
 		}
 	}
 	for _, scope := range []struct {
-		name     string
-		bad, all int
-	}{{"pool " + pool, inPool, poolSize}, {"the cluster", inCluster, len(nodes)}} {
-		if scope.bad > max(1, int(p.MaxUnhealthy*float64(scope.all))) {
-			return fmt.Errorf("%d of %s's %d nodes are unhealthy, more than %.0f%%: remediation marks nothing until fewer are (a failure this wide is rarely the machines')",
+		name string
+		count
+	}{{"pool " + own.pool, pool}, {"the cluster", cluster}} {
+		if over(scope.count, p.MaxUnhealthy) {
+			return fmt.Errorf("%d of %s's %d nodes in zones not out are unhealthy, more than %.0f%%: remediation marks nothing until fewer are (a failure this wide is rarely the machines')",
 				scope.bad, scope.name, scope.all, 100*p.MaxUnhealthy)
 		}
 	}

@@ -1,6 +1,7 @@
 package remediation
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -116,7 +117,8 @@ func TestTooManyUnhealthyStopsMarkingAbove40PercentOfAPoolOrTheCluster(t *testin
 		{"the healthy pool's own node, the other pool down", fleet(map[string][2]int{"cpu": {0, 10}, "gpu": {20, 0}}), "gpu", false},
 		{"half the cluster down across pools", fleet(map[string][2]int{"a": {7, 3}, "b": {0, 10}}), "a", true},
 	} {
-		if err := p.TooManyUnhealthy(tc.nodes, tc.pool); (err != nil) != tc.stopped {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{wellknown.PoolLabel: tc.pool}}}
+		if err := p.TooManyUnhealthy(tc.nodes, node); (err != nil) != tc.stopped {
 			t.Errorf("%s: TooManyUnhealthy = %v, want stopped %v", tc.name, err, tc.stopped)
 		}
 	}
@@ -132,5 +134,47 @@ func TestValidateNamesTheField(t *testing.T) {
 	}
 	if err := DefaultPolicy().Validate(); err != nil {
 		t.Error(err)
+	}
+}
+
+// A zone's outage holds marking in that zone alone; the other zones of the pool keep being
+// repaired unless their own failures spread past the stack's share.
+func TestTooManyUnhealthyHoldsAZoneOnItsOwn(t *testing.T) {
+	p := DefaultPolicy()
+	p.MaxUnhealthy = 0.5 / 3                   // spec.RemediationMaxUnhealthy over three zones
+	zones := func(bad ...int) []*corev1.Node { // 10 cpu nodes per zone, bad[i] of zone i unhealthy
+		var nodes []*corev1.Node
+		for z, b := range bad {
+			for i := range 10 {
+				status := corev1.ConditionTrue
+				if i < b {
+					status = corev1.ConditionFalse
+				}
+				nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{wellknown.PoolLabel: "cpu", wellknown.ZoneLabel: fmt.Sprintf("eastus2-%d", z+1)}},
+					Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}})
+			}
+		}
+		return nodes
+	}
+	in := func(zone int) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{wellknown.PoolLabel: "cpu", wellknown.ZoneLabel: fmt.Sprintf("eastus2-%d", zone)}}}
+	}
+	for _, tc := range []struct {
+		name    string
+		nodes   []*corev1.Node
+		node    *corev1.Node
+		stopped bool
+	}{
+		{"zone 1 down: its own node", zones(10, 1, 0), in(1), true},
+		{"zone 1 down: a bad node of zone 2", zones(10, 1, 0), in(2), false},
+		{"zone 1 down, zone 2 failing too", zones(10, 4, 0), in(2), true},
+		{"half of zone 1: repaired, at the pool's share", zones(5, 0, 0), in(1), false},
+		{"more than half of zone 1: out", zones(6, 0, 0), in(1), true},
+		{"a bad batch of 3 in zone 1", zones(3, 0, 0), in(1), false},
+		{"a failure spread over the zones", zones(2, 2, 2), in(3), true},
+	} {
+		if err := p.TooManyUnhealthy(tc.nodes, tc.node); (err != nil) != tc.stopped {
+			t.Errorf("%s: TooManyUnhealthy = %v, want stopped %v", tc.name, err, tc.stopped)
+		}
 	}
 }

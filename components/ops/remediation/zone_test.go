@@ -12,10 +12,11 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-// A zone's outage is waited out: with every stack's pools at their full size, spread over their
-// zones as their scale sets spread instances, one zone's nodes NotReady leave nothing to mark in
-// any pool; one bad node of a pool is still marked.
-func TestAZoneOutageMarksNothing(t *testing.T) {
+// A zone's outage is waited out in that zone alone: with every stack's pools at their full size,
+// spread over their zones as their scale sets spread instances and labelled as the CSR approver
+// labels them, one zone's nodes NotReady leave nothing of that zone to mark in any pool, while a
+// bad node of another zone is still marked, outage or not.
+func TestAZoneOutageHoldsOnlyThatZone(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "..", spec.StackDir, "Pulumi.*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no stacks: %v", err)
@@ -25,33 +26,45 @@ func TestAZoneOutageMarksNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(c.Zones) < 2 {
+			t.Fatalf("%s: %d zones; the test needs a zone to stay up", c.Name, len(c.Zones))
+		}
 		p := DefaultPolicy()
 		p.MaxUnhealthy = c.RemediationMaxUnhealthy()
 		down := c.Zones[0]
 		var nodes []*corev1.Node
+		firstUp := map[string]*corev1.Node{} // by pool: a node of a zone that stays up
 		for _, set := range c.ScaleSets() {
 			for i := range set.MaxNodes {
+				zone := set.Zones[i%len(set.Zones)]
 				ready := corev1.ConditionTrue
-				if set.Zones[i%len(set.Zones)] == down {
+				if zone == down {
 					ready = corev1.ConditionUnknown
 				}
-				nodes = append(nodes, &corev1.Node{
-					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", set.AzureName, i), Labels: map[string]string{wellknown.PoolLabel: set.Pool.Name}},
-					Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
-				})
+				n := &corev1.Node{
+					ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", set.AzureName, i), Labels: map[string]string{
+						wellknown.PoolLabel: set.Pool.Name, wellknown.ZoneLabel: wellknown.ZoneLabelValue(c.Location, zone)}},
+					Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
+				}
+				if zone != down && firstUp[set.Pool.Name] == nil {
+					firstUp[set.Pool.Name] = n
+				}
+				nodes = append(nodes, n)
 			}
 		}
-		for _, pool := range c.Pools {
-			if err := p.TooManyUnhealthy(nodes, pool.Name); err == nil {
-				t.Errorf("%s: zone %s down, remediation would mark nodes of pool %s (%.0f%% allowed unhealthy)", c.Name, down, pool.Name, 100*p.MaxUnhealthy)
+		for _, n := range nodes {
+			if n.Status.Conditions[0].Status != corev1.ConditionTrue {
+				if err := p.TooManyUnhealthy(nodes, n); err == nil {
+					t.Errorf("%s: zone %s down, remediation would mark %s of pool %s", c.Name, down, n.Name, n.Labels[wellknown.PoolLabel])
+				}
 			}
 		}
-		for _, n := range nodes { // the zone back, one node of the first pool bad
+		for pool, n := range firstUp { // one bad node of a zone that stayed up, during the outage
+			n.Status.Conditions[0].Status = corev1.ConditionFalse
+			if err := p.TooManyUnhealthy(nodes, n); err != nil {
+				t.Errorf("%s: zone %s down, one bad node of pool %s elsewhere: %v", c.Name, down, pool, err)
+			}
 			n.Status.Conditions[0].Status = corev1.ConditionTrue
-		}
-		nodes[0].Status.Conditions[0].Status = corev1.ConditionFalse
-		if err := p.TooManyUnhealthy(nodes, nodes[0].Labels[wellknown.PoolLabel]); err != nil {
-			t.Errorf("%s: one bad node: %v", c.Name, err)
 		}
 	}
 }

@@ -40,12 +40,13 @@ func TestFleetSmoke(t *testing.T) {
 		if r := s.Reads; s.Name == AutoscalerReads && (r == nil || r.First > int(r.Burst) || r.Max > int(r.Share) || r.Median == 0) {
 			t.Errorf("the autoscaler's reads a minute: %+v, want within its share, and some", r)
 		}
-		// A zone's outage is waited out: nothing marked or handed back with the stack's threshold,
-		// because its short-circuit held the zone's nodes (remediation's default marked them), and
-		// the autoscaler halted while the zone was down.
+		// A zone's outage is waited out in that zone: nothing of it marked or handed back as the
+		// stack runs remediation, because its zone check held the zone's nodes (judging pools
+		// alone marked them), while the broken machine of another zone was replaced; the
+		// autoscaler halted while the zone was down.
 		if u := s.Outage; s.Name == ZoneOutage && (u == nil || u.Shipped.Marked > 0 || u.Shipped.HandedBack > 0 || u.Shipped.Held == 0 ||
-			u.Default.Marked == 0 || u.Shipped.AutoscalerHalted != OutageMinutes) {
-			t.Errorf("the zone's outage: %v, want nothing marked, the zone held, and the autoscaler halted %d minutes", u, OutageMinutes)
+			u.Shipped.Repaired != 1 || u.WithoutZones.Marked == 0 || u.Shipped.AutoscalerHalted != OutageMinutes) {
+			t.Errorf("the zone's outage: %v, want nothing of the zone marked, the zone held, the machine elsewhere repaired, and the autoscaler halted %d minutes", u, OutageMinutes)
 		}
 		// The step fills one placement group of 100 and starts one more: a 64-node gang can start.
 		if s.Name == GrowGPU && (len(s.Fabrics) != 1 || s.Fabrics[0] != Fabrics{Whole: 1, Partly: 1}) {

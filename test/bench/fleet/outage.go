@@ -19,30 +19,34 @@ import (
 // runs as long again after it, for the marks to be lifted.
 const OutageMinutes = 30
 
-// Outage is what the fleet's removers did about one zone's outage: remediation's policy and the
-// brake asked each model minute for every node as the controller asks them, and cluster-autoscaler's
-// unready rule (its own, from its flags). Shipped is with the stack's RemediationMaxUnhealthy,
-// its hand-backs made through the stand-in; Default with remediation's library default (40 %,
-// as cluster-api's machine health checks often use), its hand-backs counted, not made (thousands
-// of deletions would only measure the stand-in).
+// Outage is what the fleet's removers did about one zone's outage while one machine of another
+// zone broke: remediation's policy and the brake asked each model minute for every node as the
+// controller asks them, and cluster-autoscaler's unready rule (its own, from its flags). Shipped
+// is remediation as the stack runs it (its zone check, the stack's RemediationMaxUnhealthy), its
+// hand-backs made through the stand-in; WithoutZones judges pools and the cluster alone at
+// remediation's default 40 %, as cluster-api's machine health checks often do, its hand-backs
+// counted, not made (thousands of deletions would only measure the stand-in).
 type Outage struct {
-	Zone    string       `json:"zone"`
-	Down    int          `json:"down"`
-	Nodes   int          `json:"nodes"`
-	Shipped OutageResult `json:"shipped"`
-	Default OutageResult `json:"default"`
+	Zone         string       `json:"zone"`
+	Down         int          `json:"down"`
+	Nodes        int          `json:"nodes"`
+	Shipped      OutageResult `json:"shipped"`
+	WithoutZones OutageResult `json:"withoutZones"`
 }
 
 // OutageResult counts one remediation policy's decisions over the outage.
 type OutageResult struct {
-	MaxUnhealthy float64 `json:"maxUnhealthy"`
-	// Marked is the most nodes marked for replacement at once; Held the nodes remediation's
-	// short-circuit kept unmarked at least once; Refused the marks the brake turned away;
-	// HandedBack the instances deleted.
+	MaxUnhealthy     float64 `json:"maxUnhealthy"`
+	ZoneMaxUnhealthy float64 `json:"zoneMaxUnhealthy"`
+	// Marked is the most of the zone's nodes marked for replacement at once; Held the nodes
+	// remediation's short-circuit kept unmarked at least once; Refused the marks the brake turned
+	// away; HandedBack the zone's instances deleted; Repaired the broken machine of another zone,
+	// once deleted.
 	Marked     int `json:"marked"`
 	Held       int `json:"held"`
 	Refused    int `json:"refused"`
 	HandedBack int `json:"handedBack"`
+	Repaired   int `json:"repaired"`
 	// MarkedAtEnd are marks still standing once the zone has been back OutageMinutes.
 	MarkedAtEnd int `json:"markedAtEnd"`
 	// AutoscalerHalted are the minutes cluster-autoscaler's unready rule stopped it.
@@ -63,36 +67,37 @@ func (f *fleet) zoneOutage(ctx context.Context) (offered, delivered int, err err
 	}
 	out := &Outage{Zone: c.Zones[0]}
 	machines := &scaleset.Machines{VMs: cf.NewVirtualMachineScaleSetVMsClient(), Subscription: f.srv.Subscription, ResourceGroup: f.srv.ResourceGroup}
+	shipped, withoutZones := remediation.DefaultPolicy(), remediation.DefaultPolicy()
+	shipped.MaxUnhealthy = c.RemediationMaxUnhealthy()
+	withoutZones.ZoneMaxUnhealthy = 1
 	for _, variant := range []struct {
-		maxUnhealthy float64
-		machines     *scaleset.Machines
-		into         *OutageResult
-	}{{c.RemediationMaxUnhealthy(), machines, &out.Shipped}, {remediation.DefaultPolicy().MaxUnhealthy, nil, &out.Default}} {
-		res, down, total, err := f.outage(ctx, variant.machines, out.Zone, variant.maxUnhealthy)
+		policy   remediation.Policy
+		machines *scaleset.Machines
+		into     *OutageResult
+	}{{shipped, machines, &out.Shipped}, {withoutZones, nil, &out.WithoutZones}} {
+		res, down, total, err := f.outage(ctx, variant.machines, out.Zone, variant.policy)
 		if err != nil {
 			return 0, 0, err
 		}
 		*variant.into = res
 		if variant.into == &out.Shipped { // the figures of the fleet as the stack runs it
 			out.Down, out.Nodes = down, total
-			offered, delivered = down, down-res.HandedBack-res.MarkedAtEnd
+			offered, delivered = down+1, down-res.HandedBack-res.MarkedAtEnd+res.Repaired
 		}
 	}
 	f.outageResult = out
 	return offered, delivered, nil
 }
 
-// outage runs one variant on the stand-in's fleet as it is now; with machines nil, hand-backs are
-// counted and not made.
-func (f *fleet) outage(ctx context.Context, machines *scaleset.Machines, zone string, maxUnhealthy float64) (OutageResult, int, int, error) {
+// outage runs one policy on the stand-in's fleet as it is now; with machines nil, hand-backs are
+// counted and not made. The first node of another zone has a kernel deadlock from the start.
+func (f *fleet) outage(ctx context.Context, machines *scaleset.Machines, zone string, policy remediation.Policy) (OutageResult, int, int, error) {
 	c := f.o.Cluster
-	policy := remediation.DefaultPolicy()
-	policy.MaxUnhealthy = maxUnhealthy
 	limits := brake.DefaultPolicy()
-	res := OutageResult{MaxUnhealthy: maxUnhealthy}
+	res := OutageResult{MaxUnhealthy: policy.MaxUnhealthy, ZoneMaxUnhealthy: policy.ZoneMaxUnhealthy}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var nodes []*corev1.Node
-	inZone := map[string]bool{}
+	inZone, broken := map[string]bool{}, ""
 	sets := f.srv.ScaleSets()
 	sort.Slice(sets, func(i, j int) bool { return sets[i].Name < sets[j].Name })
 	for _, set := range sets {
@@ -100,11 +105,17 @@ func (f *fleet) outage(ctx context.Context, machines *scaleset.Machines, zone st
 			machines.ScaleSets = append(machines.ScaleSets, set.Name)
 		}
 		for _, in := range set.Instances {
-			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.ComputerName, Labels: map[string]string{wellknown.PoolLabel: poolOf(c, set.Name)}},
+			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: in.ComputerName, Labels: map[string]string{
+				wellknown.PoolLabel: poolOf(c, set.Name), wellknown.ZoneLabel: wellknown.ZoneLabelValue(c.Location, in.Zone)}},
 				Spec: corev1.NodeSpec{ProviderID: scaleset.ProviderIDPrefix + f.srv.ScaleSetID(set.Name) + "/virtualMachines/" + in.ID},
 				Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
 					LastTransitionTime: metav1.NewTime(start.Add(-time.Hour))}}}}
 			inZone[n.Name] = in.Zone == zone
+			if !inZone[n.Name] && broken == "" {
+				broken = n.Name
+				n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: wellknown.KernelDeadlockCondition,
+					Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(start)})
+			}
 			nodes = append(nodes, n)
 		}
 	}
@@ -142,7 +153,7 @@ func (f *fleet) outage(ctx context.Context, machines *scaleset.Machines, zone st
 			switch step {
 			case remediation.Mark:
 				pool := n.Labels[wellknown.PoolLabel]
-				if policy.TooManyUnhealthy(nodes, pool) != nil {
+				if policy.TooManyUnhealthy(nodes, n) != nil {
 					held[n.Name] = true
 					break
 				}
@@ -165,14 +176,18 @@ func (f *fleet) outage(ctx context.Context, machines *scaleset.Machines, zone st
 						return res, 0, 0, fmt.Errorf("hand back %s: %w", n.Name, err)
 					}
 				}
-				res.HandedBack++
+				if inZone[n.Name] {
+					res.HandedBack++
+				} else {
+					res.Repaired++
+				}
 				gone = true
 			case remediation.Unmark:
 				unmark(n)
 			}
 			if !gone {
 				kept = append(kept, n)
-				if isMarked(n) {
+				if isMarked(n) && inZone[n.Name] {
 					marked++
 				}
 			}
@@ -220,9 +235,9 @@ func unmark(n *corev1.Node) {
 // String is the outage in a sentence, for the progress log and the report.
 func (u *Outage) String() string {
 	line := func(r OutageResult) string {
-		return fmt.Sprintf("%d marked at most, %d held by remediation's short-circuit, %d refused by the brake, %d handed back, %d still marked at the end",
-			r.Marked, r.Held, r.Refused, r.HandedBack, r.MarkedAtEnd)
+		return fmt.Sprintf("%d of the zone marked at most, %d held by remediation's short-circuit, %d refused by the brake, %d handed back, %d still marked at the end; the broken machine elsewhere repaired: %d",
+			r.Marked, r.Held, r.Refused, r.HandedBack, r.MarkedAtEnd, r.Repaired)
 	}
-	return fmt.Sprintf("zone %s down %d minutes, %d of %d nodes NotReady; cluster-autoscaler halted %d minutes. Remediation at %.1f%% unhealthy (the stack's): %s. At remediation's default %.0f%%: %s",
-		u.Zone, OutageMinutes, u.Down, u.Nodes, u.Shipped.AutoscalerHalted, 100*u.Shipped.MaxUnhealthy, line(u.Shipped), 100*u.Default.MaxUnhealthy, line(u.Default))
+	return fmt.Sprintf("zone %s down %d minutes, %d of %d nodes NotReady, and one machine of another zone broken; cluster-autoscaler halted %d minutes. Remediation as the stack runs it (a zone out above %.0f%% of a pool's nodes in it, %.1f%% of the other zones'): %s. Judging pools and the cluster alone, at %.0f%%: %s",
+		u.Zone, OutageMinutes, u.Down, u.Nodes, u.Shipped.AutoscalerHalted, 100*u.Shipped.ZoneMaxUnhealthy, 100*u.Shipped.MaxUnhealthy, line(u.Shipped), 100*u.WithoutZones.MaxUnhealthy, line(u.WithoutZones))
 }

@@ -202,7 +202,7 @@ func RemediationCannotEmptyAPoolPastTheBrake(t *testing.T) {
 	machines := &recordedRemovals{}
 	policy := remediation.DefaultPolicy()
 	policy.Grace = time.Minute
-	policy.MaxUnhealthy = 1 // the short-circuit off: this drill is the brake's
+	policy.MaxUnhealthy, policy.ZoneMaxUnhealthy = 1, 1 // the short-circuits off: this drill is the brake's
 	controller := &remediation.Controller{Client: cs, Policy: policy, Machines: machines, Logf: t.Logf}
 	factory.Start(ctx.Done())
 	done := make(chan error, 1)
