@@ -18,7 +18,7 @@ REHEARSE = build/bin/rehearse
 # FORGE is the operator's CLI, stamped with the commit it was built from (`forge version`).
 FORGE = build/bin/forge
 
-.PHONY: forge check tools-check e2e disk-free freeze diff roll up preview tools-pulumi tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local image-publish images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
+.PHONY: forge check tools-check e2e disk-free freeze diff roll up preview tools-pulumi tools-stack bench-fleet bench-roll bench-scale bench-joins help setup tools tools-rehearsal tools-image plan boot boot-down bench-boot bench-dataplane test test-images image-validate image-local image-publish image-publish-args images-local image-check bench-pull bench-quickstart bench-etcd-backup generate bench golden rehearse rehearse-down rehearse-clean rehearse-check etcd-backup etcd-restore demo $(REHEARSE)
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -137,8 +137,16 @@ image-validate: tools-check ## `packer validate` images/worker.pkr.hcl and contr
 image-local: setup tools-image ## Bake a real $(ROLE) image for $(STACK) on this machine (debootstrap, our plugin): build/images/{node,control-plane}-$(STACK).tar
 	@ROLE=$(ROLE) scripts/image.sh local $(STACK)
 
-image-publish: setup tools-image ## Publish $(ROLE)'s image for STACK= into an Azure Compute Gallery: the real `packer build` (azure-arm, `az login`), version IMAGE_VERSION=, into GALLERY= (a gallery id; default: the stack's); prints the stack lines to set. DRY_RUN=1 stops after `packer validate`
-	@$(AZURE_STACK) && ROLE=$(ROLE) scripts/image.sh publish $(STACK)
+image-publish: image-publish-args setup tools-image ## Publish $(ROLE)'s image for STACK= into an Azure Compute Gallery: the real `packer build` (azure-arm, `az login`), version IMAGE_VERSION=, into GALLERY= (a gallery id; default: the stack's); prints the stack lines to set. DRY_RUN=1 stops after `packer validate`
+	@ROLE="$$PUBLISH_ROLE" scripts/image.sh publish "$$PUBLISH_STACK"
+
+# A publish's arguments, checked before the toolchain builds; they reach the script through the
+# environment, never through the shell's parser.
+image-publish-args:
+	@[ "$(origin STACK)" = "command line" ] || { echo "name the stack to publish for: make image-publish STACK=<env>" >&2; exit 2; }
+	@ROLE="$$PUBLISH_ROLE" scripts/image.sh publish-args "$$PUBLISH_STACK"
+image-publish image-publish-args: export PUBLISH_STACK := $(STACK)
+image-publish image-publish-args: export PUBLISH_ROLE := $(ROLE)
 
 images-local: setup tools-image ## Bake both images (worker and control-plane) for $(STACK) on this machine
 	@ROLE=worker scripts/image.sh local $(STACK)

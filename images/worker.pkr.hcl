@@ -83,7 +83,7 @@ variable "nvidia_container_toolkit_version" {
 
 variable "version_tags" {
   type        = map(string)
-  description = "The releases the image carries, as tags of its gallery image version (versions.<field> = release): pulumi up and forge refuse a stack pinning others. The clusterforge-node provisioner refuses tags other than what it installs; images/cmd/bakeinputs tags ROLE STACK writes them."
+  description = "The releases the image carries, as tags of its gallery image version (versions.<field> = release): pulumi up and forge refuse a stack pinning others. The clusterforge-node provisioner refuses tags other than what it installs; make image-publish writes them (images/cmd/bakeinputs publish)."
 }
 
 locals {

@@ -11,7 +11,8 @@
 #                                    default: the gallery of the image the stack boots). A worker preloads
 #                                    the upstream pause image by digest and the add-on archives
 #                                    (images/cmd/mkimages). Prints the stack lines to set. DRY_RUN=1 stops
-#                                    after `packer validate`.
+#                                    after `packer validate`; BINARIES_DIR as for local.
+#   scripts/image.sh publish-args STACK   check a publish's STACK, ROLE, IMAGE_VERSION, GALLERY and DRY_RUN
 #   scripts/image.sh local [STACK]   bake images/local.pkr.hcl for stacks/Pulumi.STACK.yaml (default dev).
 #                                    ROLE=worker (default): build/images/node-STACK.tar, preloading the
 #                                    archives images/cmd/mkimages writes to build/images/node-STACK.preload/
@@ -57,15 +58,28 @@ validate() {
   done
 }
 
-publish() {
-  local stack=${1:-} role=${ROLE:-worker} version=${IMAGE_VERSION:-} binaries dir lines preload=()
-  [ -f "stacks/Pulumi.$stack.yaml" ] || { echo "image.sh: no stacks/Pulumi.$stack.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
+# role_stack STACK: checks STACK names a stack file and ROLE an image role, and sets binaries to
+# the role's pinned binaries (BINARIES_DIR replaces them: an upgrade hop's releases).
+role_stack() {
+  [[ "$1" =~ ^[a-z0-9-]+$ && -f "stacks/Pulumi.$1.yaml" ]] || { echo "image.sh: no stacks/Pulumi.$1.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
   case "$role" in
-    worker) binaries=$PWD/.tools/node ;;
-    control-plane) binaries=$PWD/.tools/bin ;;
+    worker) binaries=${BINARIES_DIR:-$PWD/.tools/node} ;;
+    control-plane) binaries=${BINARIES_DIR:-$PWD/.tools/bin} ;;
     *) echo "image.sh: ROLE=$role is not an image role; use worker or control-plane" >&2; exit 2 ;;
   esac
-  [[ "$version" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ && "$stack" =~ ^[a-z0-9-]+$ ]] || { echo "image.sh: IMAGE_VERSION=<major.minor.patch> is required: the gallery image version to create" >&2; exit 2; }
+}
+
+# publish_args STACK: what a publish needs, checked before anything is built.
+publish_args() {
+  role_stack "$1"
+  [[ "${IMAGE_VERSION:-}" =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || { echo "image.sh: IMAGE_VERSION=<major.minor.patch> is required: the gallery image version to create" >&2; exit 2; }
+  [[ "${DRY_RUN:-}" = "" || "${DRY_RUN:-}" = 1 ]] || { echo "image.sh: DRY_RUN=1 stops after packer validate; leave it unset to build (got DRY_RUN=${DRY_RUN})" >&2; exit 2; }
+  [[ "${GALLERY:-}" =~ ^[A-Za-z0-9/._()-]*$ ]] || { echo "image.sh: GALLERY is a gallery's resource id, /subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<name>" >&2; exit 2; }
+}
+
+publish() {
+  local stack=${1:-} role=${ROLE:-worker} version=${IMAGE_VERSION:-} binaries dir lines preload=()
+  publish_args "$stack"
   dir="$PWD/build/images/publish-$role-$stack-$version"
   rm -rf "$dir" && mkdir -p "$dir" "$PWD/build/bin"
   install_plugins
@@ -81,13 +95,13 @@ publish() {
   step "packer validate images/$role.pkr.hcl"
   (cd images && "$packer" validate -var-file="$dir/vars.pkrvars.json" "$role.pkr.hcl")
   if [ "${DRY_RUN:-}" = 1 ]; then
-    step "DRY_RUN=1: not building. A publish would set, in stacks/Pulumi.$stack.yaml:"
+    step "DRY_RUN=1: not building. A publish would print these lines to set in stacks/Pulumi.$stack.yaml:"
     sed 's/^/    /' <<<"$lines"
     return
   fi
   step "packer build images/$role.pkr.hcl (azure-arm, as the Azure CLI's login)"
   (cd images && "$packer" build -timestamp-ui -var-file="$dir/vars.pkrvars.json" "$role.pkr.hcl")
-  step "published; set in stacks/Pulumi.$stack.yaml, then make diff STACK=$stack:"
+  step "published; set in stacks/Pulumi.$stack.yaml, then \`pulumi up\` (a first deploy) or \`forge diff --stack $stack\` (a running cluster):"
   sed 's/^/    /' <<<"$lines"
 }
 
@@ -120,12 +134,9 @@ bake_key() {
 
 bake_local() {
   local stack=${1:-dev} role=${ROLE:-worker} out="$PWD/build/images" name binaries vars=()
-  [ -f "stacks/Pulumi.$stack.yaml" ] || { echo "image.sh: no stacks/Pulumi.$stack.yaml; STACK is one of: $(ls stacks | sed -n 's/^Pulumi\.\(.*\)\.yaml$/\1/p' | xargs)" >&2; exit 2; }
-  case "$role" in
-    worker) name=${IMAGE_NAME:-node-$stack}; binaries=${BINARIES_DIR:-$PWD/.tools/node} ;;
-    control-plane) name=${IMAGE_NAME:-control-plane-$stack}; binaries=${BINARIES_DIR:-$PWD/.tools/bin} ;;
-    *) echo "image.sh: ROLE=$role is not an image role; use worker or control-plane" >&2; exit 2 ;;
-  esac
+  role_stack "$stack"
+  name=${IMAGE_NAME:-node-$stack}
+  [ "$role" = worker ] || name=${IMAGE_NAME:-control-plane-$stack}
   vars=(-var "binaries_dir=$binaries")
   local key cached
   key=$(bake_key "$role" "$stack" "$binaries")
@@ -171,5 +182,6 @@ case "${1:-}" in
   validate) validate ;;
   local) bake_local "${2:-}" ;;
   publish) publish "${2:-}" ;;
-  *) echo "usage: scripts/image.sh validate | local [STACK] | publish STACK" >&2; exit 2 ;;
+  publish-args) role=${ROLE:-worker}; publish_args "${2:-}" ;;
+  *) echo "usage: scripts/image.sh validate | local [STACK] | publish STACK | publish-args STACK" >&2; exit 2 ;;
 esac

@@ -116,9 +116,9 @@ func (c *Cluster) Default() {
 	setDefault(c.explicit, &as.MaxScaleDownParallelism, DefaultMaxScaleDownParallelism)
 	setDefault(c.explicit, &as.MaxNodeProvisionTime, DefaultMaxNodeProvisionTime)
 	setDefault(c.explicit, &c.Kubelet.ImagePullProgressTimeout, DefaultImagePullProgressTimeout)
-	setDefault(c.explicit, &c.ControlPlaneImage, PlaceholderImage(GalleryImageControlPlane))
-	setDefault(c.explicit, &c.Image, PlaceholderImage(GalleryImageWorkerCPU))
-	setDefault(c.explicit, &c.GPUImage, PlaceholderImage(GalleryImageWorkerGPU))
+	for _, g := range GalleryImages {
+		setDefault(c.explicit, g.Version(c), PlaceholderImage(g.Definition))
+	}
 	setDefault(c.explicit, &c.Admin.Username, DefaultAdminUsername)
 	setDefault(c.explicit, &c.Kubelet.MaxPods, DefaultMaxPods)
 	setDefault(c.explicit, &c.Kubelet.PodPidsLimit, DefaultPodPidsLimit)

@@ -158,7 +158,7 @@ func (v *validator) galleryImage(field, id, definition string) {
 		return
 	}
 	if r.Names[1] != definition {
-		v.fail(field, fmt.Sprintf("give a version of the image definition %q, which %s publishes", definition, galleryTemplates[definition]),
+		v.fail(field, fmt.Sprintf("give a version of the image definition %q, which %s publishes", definition, galleryTemplate(definition)),
 			"is a version of image %s, not of %s", Excerpt(r.Names[1]), definition)
 	}
 }
@@ -185,11 +185,40 @@ func (c *Cluster) WorkerImageDefinitions() []string {
 	return defs
 }
 
-// galleryTemplates are the Packer templates that publish each image definition.
-var galleryTemplates = map[string]string{
-	GalleryImageControlPlane: "images/control-plane.pkr.hcl",
-	GalleryImageWorkerCPU:    "images/worker.pkr.hcl (variant cpu)",
-	GalleryImageWorkerGPU:    "images/worker.pkr.hcl (variant gpu)",
+// GalleryImage is one image definition a Packer template publishes, and the stack field naming
+// the version the cluster boots.
+type GalleryImage struct {
+	Definition string
+	// Field is the stack field (its yaml key); Version reads it.
+	Field   string
+	Version func(*Cluster) *string
+	// Role is the image role (its template: images/<role>.pkr.hcl); Variant the template's build of
+	// it, "" when it has one.
+	Role, Variant string
+}
+
+// Template is the Packer template that publishes g, from the repository's root.
+func (g GalleryImage) Template() string { return "images/" + g.Role + ".pkr.hcl" }
+
+// GalleryImages are every image definition the templates publish.
+var GalleryImages = []GalleryImage{
+	{GalleryImageControlPlane, "controlPlaneImage", func(c *Cluster) *string { return &c.ControlPlaneImage }, "control-plane", ""},
+	{GalleryImageWorkerCPU, "image", func(c *Cluster) *string { return &c.Image }, "worker", "cpu"},
+	{GalleryImageWorkerGPU, "gpuImage", func(c *Cluster) *string { return &c.GPUImage }, "worker", "gpu"},
+}
+
+// galleryTemplate names the template (and variant) that publishes definition.
+func galleryTemplate(definition string) string {
+	for _, g := range GalleryImages {
+		switch {
+		case g.Definition != definition:
+		case g.Variant == "":
+			return g.Template()
+		default:
+			return fmt.Sprintf("%s (variant %s)", g.Template(), g.Variant)
+		}
+	}
+	return "no template"
 }
 
 // validateIdentity checks what names the cluster and its login to Azure.
@@ -227,9 +256,9 @@ func (c *Cluster) validateIdentity(v *validator) {
 		v.fail("network.hub.vnetId", "give the hub VNet's resource id, /subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Network/virtualNetworks/<name> (L31)",
 			"%s: %v", Excerpt(c.Network.Hub.VNetID), err)
 	}
-	v.galleryImage("controlPlaneImage", c.ControlPlaneImage, GalleryImageControlPlane)
-	v.galleryImage("image", c.Image, GalleryImageWorkerCPU)
-	v.galleryImage("gpuImage", c.GPUImage, GalleryImageWorkerGPU)
+	for _, g := range GalleryImages {
+		v.galleryImage(g.Field, *g.Version(c), g.Definition)
+	}
 }
 
 // validateAzureNames checks every name the program gives an Azure resource against that type's

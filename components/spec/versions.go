@@ -3,6 +3,8 @@ package spec
 import (
 	_ "embed"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"golang.org/x/mod/semver"
@@ -63,6 +65,16 @@ func pinned(key string) string {
 	return v
 }
 
+// digestOf is the digest byDigest pins image at: byDigest must be image@sha256:<64 hex>, so a pin
+// of image moved without its digest is a bug of versions.yaml that stops every program loading it.
+func digestOf(image, byDigest string) string {
+	digest, ok := strings.CutPrefix(byDigest, image+"@")
+	if !ok || !regexp.MustCompile(`^sha256:[0-9a-f]{64}$`).MatchString(digest) {
+		panic(fmt.Sprintf("spec: versions.yaml: pauseImageByDigest %q is not pauseImage %s@sha256:<64 hex>", byDigest, image))
+	}
+	return digest
+}
+
 // Defaults of the stack's versions section, and the releases before them, which the toolchain's
 // upgrades group builds: a cluster may run them until a roll takes it to the pinned ones (the
 // upgrade drills start there). etcd v3.7 joins and upgrades only from v3.6.11 or later
@@ -72,7 +84,7 @@ var (
 	DefaultEtcdVersion       = pinned("etcd")
 	DefaultPauseImage        = pinned("pauseImage")
 	// DefaultPauseImageDigest is DefaultPauseImage's index digest upstream.
-	DefaultPauseImageDigest    = pinned("pauseImageDigest")
+	DefaultPauseImageDigest    = digestOf(DefaultPauseImage, pinned("pauseImageByDigest"))
 	DefaultContainerdVersion   = pinned("containerd")
 	DefaultRuncVersion         = pinned("runc")
 	DefaultCrictlVersion       = pinned("crictl")

@@ -180,7 +180,7 @@ func supportOfPin(key string) string {
 		return "kubernetes"
 	case "previousEtcd":
 		return "etcd"
-	case "pauseImage", "pauseImageDigest", "clusterforge", "pulumiLanguageGo", "pulumiKubernetesSource":
+	case "pauseImage", "pauseImageByDigest", "clusterforge", "pulumiLanguageGo", "pulumiKubernetesSource":
 		// The pause image sleeps and reaps (upstream publishes no support for it), pinned by its
 		// digest; clusterforge is ours; the Pulumi engine runs on the deploy host, at the releases
 		// the proxy serves.

@@ -113,6 +113,9 @@ type Preload struct {
 	Digest  string `json:"digest"`
 }
 
+// PreloadVarsFile is the name of the preload list beside its archives.
+const PreloadVarsFile = "preload.pkrvars.json"
+
 // PreloadVars is a Packer variable file (JSON) that sets preload_images.
 type PreloadVars struct {
 	PreloadImages []Preload `json:"preload_images"`

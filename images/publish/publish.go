@@ -12,9 +12,6 @@ import (
 	"github.com/clusterforge/clusterforge/images/ociimage"
 )
 
-// Templates is each image role's Packer template, in images/.
-var Templates = map[string]string{machine.ImageWorker: "worker.pkr.hcl", machine.ImageControlPlane: "control-plane.pkr.hcl"}
-
 // Request is one publish of a role's image for a stack.
 type Request struct {
 	Role      string
@@ -33,7 +30,7 @@ type Request struct {
 
 // Vars are the template's variables for r, as a Packer JSON variable file holds them.
 func Vars(r Request) (map[string]any, error) {
-	if _, ok := Templates[r.Role]; !ok {
+	if len(r.images()) == 0 {
 		return nil, fmt.Errorf("no image role %q; roles: %v", r.Role, machine.ImageRoles)
 	}
 	if (r.Role == machine.ImageWorker) != (r.Preload != nil) {
@@ -43,8 +40,8 @@ func Vars(r Request) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, def := range r.definitions() {
-		if _, err := spec.ParseResourceID(versionID(gallery, def, r.Version), "Microsoft.Compute", "galleries", "images", "versions"); err != nil {
+	for _, g := range r.images() {
+		if _, err := spec.ParseResourceID(versionID(gallery, g.Definition, r.Version), "Microsoft.Compute", "galleries", "images", "versions"); err != nil {
 			return nil, fmt.Errorf("IMAGE_VERSION %s: %w", spec.Excerpt(r.Version), err)
 		}
 	}
@@ -72,31 +69,33 @@ func StackLines(r Request) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	field := map[string]string{spec.GalleryImageControlPlane: "controlPlaneImage", spec.GalleryImageWorkerCPU: "image", spec.GalleryImageWorkerGPU: "gpuImage"}
 	var lines []string
-	for _, def := range r.definitions() {
-		lines = append(lines, fmt.Sprintf("%s: %s", field[def], versionID(gallery, def, r.Version)))
+	for _, g := range r.images() {
+		lines = append(lines, fmt.Sprintf("%s: %s", g.Field, versionID(gallery, g.Definition, r.Version)))
 	}
 	return lines, nil
 }
 
-// definitions are the image definitions a publish of the role creates a version of, as its
-// template names them.
-func (r Request) definitions() []string {
-	if r.Role == machine.ImageControlPlane {
-		return []string{spec.GalleryImageControlPlane}
+// images are the image definitions a publish of the role creates a version of.
+func (r Request) images() []spec.GalleryImage {
+	var out []spec.GalleryImage
+	for _, g := range spec.GalleryImages {
+		if g.Role == r.Role {
+			out = append(out, g)
+		}
 	}
-	return []string{spec.GalleryImageWorkerCPU, spec.GalleryImageWorkerGPU}
+	return out
 }
 
 // gallery is the gallery's id, checked against Resource Manager's grammar.
 func (r Request) gallery() (string, error) {
 	g := r.Gallery
 	if g == "" {
-		current := r.Cluster.ControlPlaneImage
-		if r.Role == machine.ImageWorker {
-			current = r.Cluster.Image
+		images := r.images()
+		if len(images) == 0 {
+			return "", fmt.Errorf("no image role %q; roles: %v", r.Role, machine.ImageRoles)
 		}
+		current := *images[0].Version(r.Cluster)
 		if spec.IsPlaceholderImage(current) {
 			return "", fmt.Errorf("GALLERY: the stack boots the offline placeholder image, so name the gallery to publish into (/subscriptions/<guid>/resourceGroups/<rg>/providers/Microsoft.Compute/galleries/<name>)")
 		}

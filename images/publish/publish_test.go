@@ -3,11 +3,11 @@ package publish
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
@@ -18,15 +18,26 @@ import (
 
 const testGallery = "/subscriptions/11111111-2222-3333-4444-555555555555/resourceGroups/images/providers/Microsoft.Compute/galleries/clusterforge"
 
-// templateVars reads a template's variable blocks: name → whether it has a default.
-func templateVars(t *testing.T, template string) map[string]bool {
+// template parses role's Packer template.
+func template(t *testing.T, role string) (*hclsyntax.Body, string) {
 	t.Helper()
-	file, diags := hclparse.NewParser().ParseHCLFile(filepath.Join("..", template))
-	if diags.HasErrors() {
-		t.Fatal(diags)
+	path := ""
+	for _, g := range spec.GalleryImages {
+		if g.Role == role {
+			path = filepath.Join("..", "..", g.Template())
+		}
 	}
+	file, diags := hclparse.NewParser().ParseHCLFile(path)
+	if diags.HasErrors() {
+		t.Fatal(role, diags)
+	}
+	return file.Body.(*hclsyntax.Body), filepath.Base(path)
+}
+
+// templateVars reads a template's variable blocks: name → whether it has a default.
+func templateVars(body *hclsyntax.Body) map[string]bool {
 	vars := map[string]bool{}
-	for _, block := range file.Body.(*hclsyntax.Body).Blocks {
+	for _, block := range body.Blocks {
 		if block.Type == "variable" {
 			_, hasDefault := block.Body.Attributes["default"]
 			vars[block.Labels[0]] = hasDefault
@@ -43,7 +54,8 @@ func TestVarsAreTheTemplatesVariables(t *testing.T) {
 		t.Fatalf("stacks: %v, %d files", err, len(stacks))
 	}
 	for _, role := range machine.ImageRoles {
-		declared := templateVars(t, Templates[role])
+		body, file := template(t, role)
+		declared := templateVars(body)
 		for _, stack := range stacks {
 			cluster, err := spec.LoadStack(stack)
 			if err != nil {
@@ -59,12 +71,12 @@ func TestVarsAreTheTemplatesVariables(t *testing.T) {
 			}
 			for name := range vars {
 				if _, ok := declared[name]; !ok {
-					t.Errorf("%s %s: sets %s, which %s does not declare", role, filepath.Base(stack), name, Templates[role])
+					t.Errorf("%s %s: sets %s, which %s does not declare", role, filepath.Base(stack), name, file)
 				}
 			}
 			for name, hasDefault := range declared {
 				if _, set := vars[name]; !set && !hasDefault {
-					t.Errorf("%s %s: leaves %s unset, which %s declares without a default", role, filepath.Base(stack), name, Templates[role])
+					t.Errorf("%s %s: leaves %s unset, which %s declares without a default", role, filepath.Base(stack), name, file)
 				}
 			}
 		}
@@ -72,29 +84,38 @@ func TestVarsAreTheTemplatesVariables(t *testing.T) {
 }
 
 // The stack lines name the image definitions each template publishes, read from the template:
-// its image_name, for each of the worker's variants.
+// its image_name, for each of the worker's variants (locals.variants' keys).
 func TestStackLinesNameTheTemplatesDefinitions(t *testing.T) {
-	imageName := regexp.MustCompile(`(?m)^\s*image_name\s*=\s*"([^"]+)"`)
-	variant := regexp.MustCompile(`(?m)^\s*(\w+)\s*=\s*"Standard_`)
 	cluster, err := spec.LoadStack("../../stacks/Pulumi.dev.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, role := range machine.ImageRoles {
-		data, err := os.ReadFile(filepath.Join("..", Templates[role]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := imageName.FindSubmatch(data)
-		if m == nil {
-			t.Fatalf("%s: no image_name", Templates[role])
-		}
+		body, name := template(t, role)
+		var imageName string
+		var variants []string
+		hclsyntax.VisitAll(body, func(n hclsyntax.Node) hcl.Diagnostics {
+			if a, ok := n.(*hclsyntax.Attribute); ok && a.Name == "image_name" {
+				imageName = string(a.Expr.Range().SliceBytes(mustRead(t, a.SrcRange.Filename)))
+			}
+			if b, ok := n.(*hclsyntax.Block); ok && b.Type == "locals" {
+				if v, ok := b.Body.Attributes["variants"]; ok {
+					for _, item := range v.Expr.(*hclsyntax.ObjectConsExpr).Items {
+						key, _ := item.KeyExpr.Value(nil)
+						variants = append(variants, key.AsString())
+					}
+				}
+			}
+			return nil
+		})
+		imageName = strings.Trim(imageName, `"`)
 		var published []string
-		for _, v := range variant.FindAllSubmatch(data, -1) {
-			published = append(published, strings.ReplaceAll(string(m[1]), "${source.key}", string(v[1])))
-		}
-		if !strings.Contains(string(m[1]), "${") {
-			published = []string{string(m[1])}
+		if strings.Contains(imageName, "${source.key}") {
+			for _, v := range variants {
+				published = append(published, strings.ReplaceAll(imageName, "${source.key}", v))
+			}
+		} else {
+			published = []string{imageName}
 		}
 		lines, err := StackLines(Request{Role: role, Cluster: cluster, Version: "1.2.3", Gallery: testGallery})
 		if err != nil {
@@ -110,26 +131,30 @@ func TestStackLinesNameTheTemplatesDefinitions(t *testing.T) {
 			named = append(named, r.Names[1])
 			// The line is one the stack takes: set on a copy of the stack, it validates.
 			c := *cluster
-			switch field {
-			case "image":
-				c.Image = id
-			case "gpuImage":
-				c.GPUImage = id
-			case "controlPlaneImage":
-				c.ControlPlaneImage = id
-			default:
-				t.Errorf("%s: no stack field %s", l, field)
+			i := slices.IndexFunc(spec.GalleryImages, func(g spec.GalleryImage) bool { return g.Field == field })
+			if i < 0 {
+				t.Fatalf("%s: no stack field %s", l, field)
 			}
+			*spec.GalleryImages[i].Version(&c) = id
 			if err := c.Validate(); err != nil {
 				t.Errorf("%s: %v", l, err)
 			}
 		}
 		slices.Sort(published)
 		slices.Sort(named)
-		if !slices.Equal(published, named) {
-			t.Errorf("%s: stack lines name %v, the template publishes %v", role, named, published)
+		if len(published) == 0 || !slices.Equal(published, named) {
+			t.Errorf("%s: stack lines name %v, %s publishes %v", role, named, name, published)
 		}
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // A publish refuses what would fail late, on Azure: no gallery while the stack boots the

@@ -6,13 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/clusterforge/clusterforge/test/docblock"
 )
 
-var updateDocs = flag.Bool("update", false, "rewrite the generated block of docs/reference/rehearsal-deviations.md")
+var updateDocs = flag.Bool("update", false, "rewrite the generated blocks of docs/reference/rehearsal-deviations.md and README.md")
 
 // The deviations page shows exactly Deviations: its block between the markers is
 // markdownDeviations (`go test ./test/machines -run DeviationsPage -update` rewrites it).
@@ -65,7 +66,10 @@ func TestStatusTableCoversEveryDeviation(t *testing.T) {
 		"go test ./test/machines -run StatusTable -update")
 	part := map[string]string{}
 	for _, p := range Status {
-		for _, topic := range p.Deviations {
+		for i, topic := range p.Deviations {
+			if slices.Contains(p.Deviations[:i], topic) {
+				t.Errorf("status part %q names deviation %q twice", p.Name, topic)
+			}
 			part[topic] = p.Name
 		}
 	}

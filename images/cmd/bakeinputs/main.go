@@ -9,12 +9,10 @@
 //	                           image alone (pulled by its pinned digest)
 //	bakeinputs addons STACK    the add-on binaries a worker bake's preload images hold, as paths
 //	                           under .tools (addons.BuiltImages)
-//	bakeinputs tags ROLE STACK the version_tags variable of a publish of ROLE for STACK, in HCL:
-//	                           the releases the image carries (machine.ImageTags), which the
-//	                           template puts on the gallery image version
 //	bakeinputs publish -role ROLE -stack STACK -version V [-gallery ID] -binaries DIR [-preload FILE] -out FILE
 //	                           the variable file (JSON) of `packer build` publishing ROLE's image for
-//	                           STACK (images/publish); prints the stack lines that boot it
+//	                           STACK (images/publish), version_tags among them (the releases the
+//	                           image carries); prints the stack lines that boot it
 //	bakeinputs archive         the Debian archive's release file a local bake installs from
 //	                           (its InRelease URL): a new point release changes the cache's key
 package main
@@ -23,10 +21,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/clusterforge/clusterforge/components/addons"
@@ -59,7 +55,7 @@ func run(args []string) error {
 			return err
 		}
 		pause := ociimage.Preload{Name: spec.DefaultPauseImage, Digest: spec.DefaultPauseImageDigest}
-		if err := ociimage.WritePreloadVars(filepath.Join(args[1], "preload.pkrvars.json"), ociimage.PreloadVars{PreloadImages: []ociimage.Preload{pause}}); err != nil {
+		if err := ociimage.WritePreloadVars(filepath.Join(args[1], ociimage.PreloadVarsFile), ociimage.PreloadVars{PreloadImages: []ociimage.Preload{pause}}); err != nil {
 			return err
 		}
 		for role, binaries := range machine.ImageBinaries {
@@ -73,20 +69,6 @@ func run(args []string) error {
 				}
 			}
 		}
-	case len(args) == 3 && args[0] == "tags":
-		if !slices.Contains(machine.ImageRoles, args[1]) {
-			return fmt.Errorf("no image role %q; roles: %v", args[1], machine.ImageRoles)
-		}
-		cluster, err := spec.LoadStack(args[2])
-		if err != nil {
-			return err
-		}
-		tags := machine.ImageTags(cluster.Versions, args[1])
-		fmt.Println("version_tags = {")
-		for _, k := range slices.Sorted(maps.Keys(tags)) {
-			fmt.Printf("  %q = %q\n", k, tags[k])
-		}
-		fmt.Println("}")
 	case len(args) == 2 && args[0] == "addons":
 		cluster, err := spec.LoadStack(args[1])
 		if err != nil {
@@ -100,7 +82,7 @@ func run(args []string) error {
 	case len(args) == 1 && args[0] == "archive":
 		fmt.Printf("%s/dists/%s/InRelease\n", rootfs.DefaultMirror, rootfs.DefaultSuite)
 	default:
-		return fmt.Errorf("usage: bakeinputs binaries ROLE | fixture DIR | addons STACK | tags ROLE STACK | publish ... | archive")
+		return fmt.Errorf("usage: bakeinputs binaries ROLE | fixture DIR | addons STACK | publish ... | archive")
 	}
 	return nil
 }

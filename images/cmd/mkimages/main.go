@@ -1,6 +1,6 @@
 // Command mkimages writes what a worker bake preloads, and the Packer variable file that lists it
-// (preload.pkrvars.json): the stack's pause image, pulled at bake time by the digest versions.yaml
-// pins (or the stack's own pauseImage names), and the add-on images built from the toolchain's
+// (preload.pkrvars.json): the stack's pause image, pulled at bake time and checked against the
+// digest versions.yaml pins, and the add-on images built from the toolchain's
 // pinned sources (addons.BuiltImages: CoreDNS, Prometheus, node_exporter, node-problem-detector,
 // clusterforge-ops) as OCI archives. `make image-publish` runs it so.
 //
@@ -8,13 +8,14 @@
 // binary under the stack's name (its digest is ours), and images/testenv/testapp adds its large
 // app image to the list.
 //
-//	mkimages -tools .tools -stack stacks/Pulumi.prod-2500.yaml -out build/images/publish/preload
+//	mkimages -tools .tools -stack stacks/Pulumi.prod-2500.yaml -out build/images/publish-worker-prod-2500-2026.12.5/preload
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"time"
@@ -85,18 +86,16 @@ func run(pauseBinary, tools, stack, out string) error {
 		}
 	}
 	fmt.Printf("==> archives written in %.1f s\n", time.Since(start).Seconds())
-	return ociimage.WritePreloadVars(filepath.Join(out, "preload.pkrvars.json"), vars)
+	return ociimage.WritePreloadVars(filepath.Join(out, ociimage.PreloadVarsFile), vars)
 }
 
-// pauseDigest is the digest a bake checks the pulled pause image against: the one the reference
-// names (registry/path:tag@sha256:...), else versions.yaml's for its own pause image. Another
-// image without a digest is refused: a tag alone could be moved under the bake.
+// pauseDigest is the digest a bake checks the pulled pause image against: versions.yaml's, for its
+// pause image or a mirror's copy of it (same repository name and tag: a mirror keeps the digest).
+// Another pause image is refused, since no digest is pinned for it.
 func pauseDigest(ref string) (string, error) {
-	if _, digest, ok := strings.Cut(ref, "@"); ok {
-		return digest, nil
-	}
-	if ref == spec.DefaultPauseImage {
+	if ref == spec.DefaultPauseImage || strings.HasSuffix(ref, "/"+path.Base(spec.DefaultPauseImage)) {
 		return spec.DefaultPauseImageDigest, nil
 	}
-	return "", fmt.Errorf("versions.pauseImage: %s names no digest, and versions.yaml pins only %s's; write %s@sha256:<the index digest its registry reports>", ref, spec.DefaultPauseImage, ref)
+	return "", fmt.Errorf("versions.pauseImage: %s is neither %s nor a mirror of it (.../%s), the one pause image whose digest versions.yaml pins; publish with the pinned one",
+		ref, spec.DefaultPauseImage, path.Base(spec.DefaultPauseImage))
 }

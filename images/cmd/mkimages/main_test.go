@@ -1,20 +1,21 @@
 package main
 
 import (
+	"path"
 	"strings"
 	"testing"
 
 	"github.com/clusterforge/clusterforge/components/spec"
 )
 
-// A published bake pulls the pause image by a digest: the one its reference names, else
-// versions.yaml's for the pinned image; another image without one is refused.
+// A published bake pulls the pause image by the digest versions.yaml pins: its own pause image's,
+// or a mirror's copy of it; any other pause image is refused.
 func TestPauseDigest(t *testing.T) {
-	other := "myregistry.azurecr.io/k8s/pause:3.10@sha256:" + strings.Repeat("a", 64)
 	for ref, want := range map[string]string{
-		spec.DefaultPauseImage:                 spec.DefaultPauseImageDigest,
-		other:                                  "sha256:" + strings.Repeat("a", 64),
-		"myregistry.azurecr.io/k8s/pause:3.10": "",
+		spec.DefaultPauseImage: spec.DefaultPauseImageDigest,
+		"myregistry.azurecr.io/k8s/" + path.Base(spec.DefaultPauseImage): spec.DefaultPauseImageDigest,
+		"myregistry.azurecr.io/k8s/pause:3.9":                            "",
+		"registry.k8s.io/pause:3.10.2@sha256:" + strings.Repeat("a", 64): "",
 	} {
 		got, err := pauseDigest(ref)
 		if got != want || (err == nil) != (want != "") {
