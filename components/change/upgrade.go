@@ -231,7 +231,7 @@ func hopRelease(key, minor, desired string) (string, error) {
 // UpgradePathText is the refusal's advice: the hops, numbered, to apply in turn.
 func UpgradePathText(hops []Hop) string {
 	var b strings.Builder
-	b.WriteString("apply these in turn, each with make diff, make roll (pulumi up on Azure) and its checks before the next:")
+	b.WriteString("apply these in turn, each with make diff, make roll (forge roll on Azure) and its checks before the next:")
 	for i, h := range hops {
 		fmt.Fprintf(&b, "\n           %d. %s", i+1, h)
 	}
