@@ -4,12 +4,15 @@
 // or its hand-back time has come. A marked node that stays healthy for the grace period is
 // unmarked; nothing is marked while too many nodes are unhealthy at once (cluster-api's
 // MachineHealthCheck maxUnhealthy): a failure that wide is the network's, the control plane's or
-// a zone's. A zone's outage holds marking in that zone only: the others keep being repaired.
+// a zone's. One zone's outage holds marking in that zone; the others keep being repaired while
+// nothing else fails beside it.
 package remediation
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,14 +45,14 @@ type Policy struct {
 	// drained at once, and uncordoned when the condition clears; the machine stays. Default:
 	// MaintenanceScheduled=True, set from Azure's Scheduled Events.
 	Maintenance []Problem
-	// ZoneMaxUnhealthy is the share of a pool's nodes in one zone (topology.kubernetes.io/zone)
-	// above which that zone is out: nothing in it is marked, and the checks below leave its nodes
-	// out (nodes without the label are one zone of their pool, never left out). A node counts when it has a problem (within its grace or not) or is marked already; at
-	// least one unhealthy node is always allowed, so a small pool stays repairable. Default 0.5.
+	// ZoneMaxUnhealthy is the share of a zone's nodes (topology.kubernetes.io/zone, every pool's)
+	// above which the zone is out (TooManyUnhealthy). Default 0.5; 1 turns the zone check off.
 	ZoneMaxUnhealthy float64
-	// MaxUnhealthy is the share of a pool's nodes, and of the cluster's, in the zones not out,
-	// above which nothing is marked: a failure spread across zones. Default 0.4; 1 turns the
-	// check off. The ops controller runs with the stack's spec.RemediationMaxUnhealthy.
+	// MaxUnhealthy is the share of a pool's nodes, and of the cluster's, above which nothing is
+	// marked, and, while a zone is out, of each pool's nodes in every other zone. A node counts when
+	// it has a problem (within its grace or not) or is marked already; at least one is always
+	// allowed, so a small pool stays repairable. Default 0.4; 1 turns the check off. The ops
+	// controller runs with the stack's spec.RemediationMaxUnhealthy.
 	MaxUnhealthy float64
 }
 
@@ -178,44 +181,68 @@ func (p Policy) unhealthy(n *corev1.Node) bool {
 	return marked(n) || slices.ContainsFunc(n.Status.Conditions, p.problem)
 }
 
-// TooManyUnhealthy says why node may not be marked now: more than ZoneMaxUnhealthy of its pool's
-// nodes in its zone are unhealthy, or more than MaxUnhealthy of its pool's or the cluster's nodes
-// in the zones not out. nodes are all the cluster's.
+// TooManyUnhealthy says why node may not be marked now; nodes are all the cluster's. A zone
+// (topology.kubernetes.io/zone) is out when more than ZoneMaxUnhealthy of its nodes, every pool's,
+// are unhealthy. Then:
+//   - more than one zone out: nothing is marked (a failure wider than a zone);
+//   - node's own zone out: it is not marked (the zone's outage is Azure's, not the machines');
+//   - another zone out: each pool's nodes in every other zone, and the unlabelled ones, are judged
+//     on their own at MaxUnhealthy, so a second failure beside the outage holds marking too;
+//   - no zone out: more than MaxUnhealthy of node's pool, or of the cluster, holds it.
 func (p Policy) TooManyUnhealthy(nodes []*corev1.Node, node *corev1.Node) error {
-	type place struct{ pool, zone string }
-	where := func(n *corev1.Node) place { return place{n.Labels[wellknown.PoolLabel], n.Labels[wellknown.ZoneLabel]} }
 	type count struct{ bad, all int }
-	over := func(c count, share float64) bool { return c.bad > max(1, int(share*float64(c.all))) }
-	zones := map[place]count{}
-	for _, n := range nodes {
-		c := zones[where(n)]
-		c.all++
-		if p.unhealthy(n) {
+	add := func(c count, bad bool) count {
+		if bad {
 			c.bad++
 		}
-		zones[where(n)] = c
+		return count{c.bad, c.all + 1}
 	}
-	own := where(node)
-	if c := zones[own]; over(c, p.ZoneMaxUnhealthy) {
-		return fmt.Errorf("%d of pool %s's %d nodes in zone %q are unhealthy, more than %.0f%%: remediation marks nothing there until fewer are (a failure this wide is the zone's, not the machines')",
-			c.bad, own.pool, c.all, own.zone, 100*p.ZoneMaxUnhealthy)
-	}
+	over := func(c count, share float64) bool { return c.bad > max(1, int(share*float64(c.all))) }
+	type group struct{ pool, zone string }
+	zones, groups := map[string]count{}, map[group]count{}
 	var pool, cluster count
-	for at, c := range zones {
-		if at.zone != "" && over(c, p.ZoneMaxUnhealthy) {
-			continue // the zone is out: its own check holds it
+	ownPool, ownZone := node.Labels[wellknown.PoolLabel], node.Labels[wellknown.ZoneLabel]
+	for _, n := range nodes {
+		bad, g := p.unhealthy(n), group{n.Labels[wellknown.PoolLabel], n.Labels[wellknown.ZoneLabel]}
+		if g.zone != "" {
+			zones[g.zone] = add(zones[g.zone], bad)
 		}
-		cluster.bad, cluster.all = cluster.bad+c.bad, cluster.all+c.all
-		if at.pool == own.pool {
-			pool.bad, pool.all = pool.bad+c.bad, pool.all+c.all
+		groups[g] = add(groups[g], bad)
+		cluster = add(cluster, bad)
+		if g.pool == ownPool {
+			pool = add(pool, bad)
 		}
+	}
+	var out []string
+	for zone, c := range zones {
+		if over(c, p.ZoneMaxUnhealthy) {
+			out = append(out, zone)
+		}
+	}
+	slices.Sort(out)
+	switch {
+	case len(out) > 1:
+		return fmt.Errorf("zones %s each have more than %.0f%% of their nodes unhealthy: remediation marks nothing until fewer are (a failure wider than a zone is rarely the machines')",
+			strings.Join(out, ", "), 100*p.ZoneMaxUnhealthy)
+	case len(out) == 1 && out[0] == ownZone:
+		c := zones[ownZone]
+		return fmt.Errorf("%d of zone %s's %d nodes are unhealthy, more than %.0f%%: the zone is out, and remediation marks nothing in it until fewer are (its outage is Azure's, not the machines')",
+			c.bad, ownZone, c.all, 100*p.ZoneMaxUnhealthy)
+	case len(out) == 1:
+		for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b group) int { return strings.Compare(a.pool+"/"+a.zone, b.pool+"/"+b.zone) }) {
+			if c := groups[g]; g.zone != out[0] && over(c, p.MaxUnhealthy) {
+				return fmt.Errorf("zone %s is out, and %d of pool %s's %d nodes in zone %q are unhealthy too, more than %.0f%%: remediation marks nothing until fewer are (a second failure beside a zone's outage is rarely the machines')",
+					out[0], c.bad, g.pool, c.all, g.zone, 100*p.MaxUnhealthy)
+			}
+		}
+		return nil
 	}
 	for _, scope := range []struct {
 		name string
 		count
-	}{{"pool " + own.pool, pool}, {"the cluster", cluster}} {
+	}{{"pool " + ownPool, pool}, {"the cluster", cluster}} {
 		if over(scope.count, p.MaxUnhealthy) {
-			return fmt.Errorf("%d of %s's %d nodes in zones not out are unhealthy, more than %.0f%%: remediation marks nothing until fewer are (a failure this wide is rarely the machines')",
+			return fmt.Errorf("%d of %s's %d nodes are unhealthy, more than %.0f%%: remediation marks nothing until fewer are (a failure this wide is rarely the machines')",
 				scope.bad, scope.name, scope.all, 100*p.MaxUnhealthy)
 		}
 	}

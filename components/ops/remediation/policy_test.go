@@ -172,6 +172,55 @@ func TestTooManyUnhealthyHoldsAZoneOnItsOwn(t *testing.T) {
 		{"more than half of zone 1: out", zones(6, 0, 0), in(1), true},
 		{"a bad batch of 3 in zone 1", zones(3, 0, 0), in(1), false},
 		{"a failure spread over the zones", zones(2, 2, 2), in(3), true},
+		{"zone 1 down, a third of zone 2 failing", zones(10, 3, 0), in(2), true},
+		{"zones 1 and 2 down: a bad node of zone 3", zones(10, 10, 1), in(3), true},
+	} {
+		if err := p.TooManyUnhealthy(tc.nodes, tc.node); (err != nil) != tc.stopped {
+			t.Errorf("%s: TooManyUnhealthy = %v, want stopped %v", tc.name, err, tc.stopped)
+		}
+	}
+}
+
+// A zone is out by every pool's nodes in it: a pool with one node there is held with the rest, and
+// a pool failing in every zone is a failure wider than a zone, which holds every pool.
+func TestTooManyUnhealthyCountsAZoneAcrossPools(t *testing.T) {
+	p := DefaultPolicy()
+	p.MaxUnhealthy = 0.5 / 3
+	node := func(pool string, zone int, bad bool) *corev1.Node {
+		status := corev1.ConditionTrue
+		if bad {
+			status = corev1.ConditionFalse
+		}
+		labels := map[string]string{wellknown.PoolLabel: pool}
+		if zone > 0 {
+			labels[wellknown.ZoneLabel] = fmt.Sprintf("eastus2-%d", zone)
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status}}}}
+	}
+	fleet := func(pool string, perZone int, badIn func(zone, i int) bool) []*corev1.Node {
+		var nodes []*corev1.Node
+		for zone := 1; zone <= 3; zone++ {
+			for i := range perZone {
+				nodes = append(nodes, node(pool, zone, badIn(zone, i)))
+			}
+		}
+		return nodes
+	}
+	zoneDown := func(down int) func(zone, i int) bool { return func(zone, _ int) bool { return zone == down } }
+	healthy := func(int, int) bool { return false }
+	for _, tc := range []struct {
+		name    string
+		nodes   []*corev1.Node
+		node    *corev1.Node
+		stopped bool
+	}{
+		{"zone 2 down: the system pool's one node there", append(fleet("gpu", 100, zoneDown(2)), fleet("system", 1, zoneDown(2))...), node("system", 2, true), true},
+		{"zone 2 down: the system pool's node of zone 3", append(fleet("gpu", 100, zoneDown(2)), append(fleet("system", 1, zoneDown(2)), node("system", 3, true))...), node("system", 3, true), false},
+		{"the cpu pool failing in every zone, a few gpu nodes too", append(fleet("cpu", 100, func(_, _ int) bool { return true }), fleet("gpu", 100, func(_, i int) bool { return i < 20 })...), node("gpu", 1, true), true},
+		{"unlabelled nodes beside an out zone, one bad", append(fleet("gpu", 100, zoneDown(1)), node("old", 0, true), node("old", 0, false), node("old", 0, false)), node("old", 0, true), false},
+		{"unlabelled nodes beside an out zone, most bad", append(fleet("gpu", 100, zoneDown(1)), node("old", 0, true), node("old", 0, true), node("old", 0, false)), node("old", 0, true), true},
+		{"no zone out, a bad node", append(fleet("gpu", 100, healthy), node("gpu", 1, true)), node("gpu", 1, true), false},
 	} {
 		if err := p.TooManyUnhealthy(tc.nodes, tc.node); (err != nil) != tc.stopped {
 			t.Errorf("%s: TooManyUnhealthy = %v, want stopped %v", tc.name, err, tc.stopped)

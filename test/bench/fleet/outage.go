@@ -38,10 +38,10 @@ type Outage struct {
 type OutageResult struct {
 	MaxUnhealthy     float64 `json:"maxUnhealthy"`
 	ZoneMaxUnhealthy float64 `json:"zoneMaxUnhealthy"`
-	// Marked is the most of the zone's nodes marked for replacement at once; Held the nodes
-	// remediation's short-circuit kept unmarked at least once; Refused the marks the brake turned
-	// away; HandedBack the zone's instances deleted; Repaired the broken machine of another zone,
-	// once deleted.
+	// Marked is the most nodes marked for replacement at once, the broken machine of another zone
+	// left out; Held the nodes remediation's short-circuit kept unmarked at least once; Refused the
+	// marks the brake turned away; HandedBack the instances deleted, the broken machine's left out;
+	// Repaired the broken machine, once deleted.
 	Marked     int `json:"marked"`
 	Held       int `json:"held"`
 	Refused    int `json:"refused"`
@@ -176,10 +176,10 @@ func (f *fleet) outage(ctx context.Context, machines *scaleset.Machines, zone st
 						return res, 0, 0, fmt.Errorf("hand back %s: %w", n.Name, err)
 					}
 				}
-				if inZone[n.Name] {
-					res.HandedBack++
-				} else {
+				if n.Name == broken {
 					res.Repaired++
+				} else {
+					res.HandedBack++
 				}
 				gone = true
 			case remediation.Unmark:
@@ -187,7 +187,7 @@ func (f *fleet) outage(ctx context.Context, machines *scaleset.Machines, zone st
 			}
 			if !gone {
 				kept = append(kept, n)
-				if isMarked(n) && inZone[n.Name] {
+				if isMarked(n) && n.Name != broken {
 					marked++
 				}
 			}
@@ -235,9 +235,9 @@ func unmark(n *corev1.Node) {
 // String is the outage in a sentence, for the progress log and the report.
 func (u *Outage) String() string {
 	line := func(r OutageResult) string {
-		return fmt.Sprintf("%d of the zone marked at most, %d held by remediation's short-circuit, %d refused by the brake, %d handed back, %d still marked at the end; the broken machine elsewhere repaired: %d",
+		return fmt.Sprintf("%d marked at most, %d held by remediation's short-circuit, %d refused by the brake, %d handed back, %d still marked at the end; the broken machine elsewhere repaired: %d",
 			r.Marked, r.Held, r.Refused, r.HandedBack, r.MarkedAtEnd, r.Repaired)
 	}
-	return fmt.Sprintf("zone %s down %d minutes, %d of %d nodes NotReady, and one machine of another zone broken; cluster-autoscaler halted %d minutes. Remediation as the stack runs it (a zone out above %.0f%% of a pool's nodes in it, %.1f%% of the other zones'): %s. Judging pools and the cluster alone, at %.0f%%: %s",
+	return fmt.Sprintf("zone %s down %d minutes, %d of %d nodes NotReady, and one machine of another zone broken; cluster-autoscaler halted %d minutes. Remediation as the stack runs it (a zone out above %.0f%% of its nodes unhealthy, %.1f%% of each pool's nodes in the other zones): %s. Judging pools and the cluster alone, at %.0f%%: %s",
 		u.Zone, OutageMinutes, u.Down, u.Nodes, u.Shipped.AutoscalerHalted, 100*u.Shipped.ZoneMaxUnhealthy, 100*u.Shipped.MaxUnhealthy, line(u.Shipped), 100*u.WithoutZones.MaxUnhealthy, line(u.WithoutZones))
 }
