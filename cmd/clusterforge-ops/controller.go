@@ -45,7 +45,7 @@ func controller(ctx context.Context, args []string) error {
 	cloudConfig := fs.String("cloud-config", "", "cluster-autoscaler's Azure cloud config: remediation hands machines back through it; empty: remediation only marks and drains")
 	scaleSets := fs.String("worker-scale-sets", "", "comma-separated worker scale sets remediation may delete instances of")
 	apiserverScaleSet := fs.String("apiserver-scale-set", "", "the apiserver scale set whose automatic repairs' state is exported (needs --cloud-config)")
-	maxUnhealthy := fs.Float64("remediation-max-unhealthy", remediation.DefaultPolicy().MaxUnhealthy, "remediation: the share of a pool's or the cluster's nodes unhealthy at once above which nothing is marked")
+	maxUnhealthy := fs.Float64("remediation-max-unhealthy", remediation.DefaultPolicy().MaxUnhealthy, "remediation: the share of a pool's or the cluster's nodes (while a zone is out, of each pool's nodes in every other zone) unhealthy at once above which nothing is marked")
 	teamQuota := fs.String("team-quota", "", "every team namespace's ResourceQuota: name=quantity pairs, comma-separated; empty: none kept")
 	teamObjects := spec.Teams{}
 	fs.Int64Var(&teamObjects.MaxObjectBytes, "team-object-bytes", spec.DefaultTeamMaxObjectBytes, "the largest object, as JSON, a team may write into its namespace")

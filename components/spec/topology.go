@@ -392,8 +392,8 @@ func (c *Cluster) SystemPool() Pool {
 	return Pool{}
 }
 
-// RemediationMaxUnhealthy is the share of a pool's or the cluster's nodes unhealthy at once, in
-// the zones remediation does not hold as out, above which it replaces nothing: half of one zone's
-// share, so a failure spread over the zones is waited out (it is rarely the machines'). A zone's
-// own outage is held by remediation's zone check, and the other zones are still repaired.
+// RemediationMaxUnhealthy is the share of a pool's or the cluster's nodes unhealthy at once above
+// which remediation replaces nothing, and, while one zone is out, of each pool's nodes in every
+// other zone: half of one zone's share, so a failure spread over the zones is waited out (it is
+// rarely the machines'). A zone's own outage is held by remediation's zone check.
 func (c *Cluster) RemediationMaxUnhealthy() float64 { return 0.5 / float64(max(1, len(c.Zones))) }

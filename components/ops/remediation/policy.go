@@ -184,10 +184,11 @@ func (p Policy) unhealthy(n *corev1.Node) bool {
 // TooManyUnhealthy says why node may not be marked now; nodes are all the cluster's. A zone
 // (topology.kubernetes.io/zone) is out when more than ZoneMaxUnhealthy of its nodes, every pool's,
 // are unhealthy. Then:
-//   - more than one zone out: nothing is marked (a failure wider than a zone);
+//   - more than one zone out, or every zone: nothing is marked (a failure wider than a zone);
 //   - node's own zone out: it is not marked (the zone's outage is Azure's, not the machines');
-//   - another zone out: each pool's nodes in every other zone, and the unlabelled ones, are judged
-//     on their own at MaxUnhealthy, so a second failure beside the outage holds marking too;
+//   - another zone out: each pool's nodes in every other zone, the unlabelled ones, each pool
+//     outside the zone and the cluster outside it are judged at MaxUnhealthy, so a second failure
+//     beside the outage holds marking too;
 //   - no zone out: more than MaxUnhealthy of node's pool, or of the cluster, holds it.
 func (p Policy) TooManyUnhealthy(nodes []*corev1.Node, node *corev1.Node) error {
 	type count struct{ bad, all int }
@@ -221,19 +222,37 @@ func (p Policy) TooManyUnhealthy(nodes []*corev1.Node, node *corev1.Node) error 
 	}
 	slices.Sort(out)
 	switch {
-	case len(out) > 1:
-		return fmt.Errorf("zones %s each have more than %.0f%% of their nodes unhealthy: remediation marks nothing until fewer are (a failure wider than a zone is rarely the machines')",
+	case len(out) > 1 || (len(out) == 1 && len(zones) == 1):
+		return fmt.Errorf("zones %s each have more than %.0f%% of their nodes unhealthy, and no other zone is whole: remediation marks nothing until fewer are (a failure wider than a zone is rarely the machines')",
 			strings.Join(out, ", "), 100*p.ZoneMaxUnhealthy)
 	case len(out) == 1 && out[0] == ownZone:
 		c := zones[ownZone]
 		return fmt.Errorf("%d of zone %s's %d nodes are unhealthy, more than %.0f%%: the zone is out, and remediation marks nothing in it until fewer are (its outage is Azure's, not the machines')",
 			c.bad, ownZone, c.all, 100*p.ZoneMaxUnhealthy)
 	case len(out) == 1:
+		var rest count              // the cluster outside the zone
+		pools := map[string]count{} // each pool outside the zone
 		for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b group) int { return strings.Compare(a.pool+"/"+a.zone, b.pool+"/"+b.zone) }) {
-			if c := groups[g]; g.zone != out[0] && over(c, p.MaxUnhealthy) {
+			c := groups[g]
+			if g.zone == out[0] {
+				continue
+			}
+			if over(c, p.MaxUnhealthy) {
 				return fmt.Errorf("zone %s is out, and %d of pool %s's %d nodes in zone %q are unhealthy too, more than %.0f%%: remediation marks nothing until fewer are (a second failure beside a zone's outage is rarely the machines')",
 					out[0], c.bad, g.pool, c.all, g.zone, 100*p.MaxUnhealthy)
 			}
+			pools[g.pool] = count{pools[g.pool].bad + c.bad, pools[g.pool].all + c.all}
+			rest = count{rest.bad + c.bad, rest.all + c.all}
+		}
+		for _, name := range slices.Sorted(maps.Keys(pools)) {
+			if c := pools[name]; over(c, p.MaxUnhealthy) {
+				return fmt.Errorf("zone %s is out, and %d of pool %s's %d nodes elsewhere are unhealthy too, more than %.0f%%: remediation marks nothing until fewer are",
+					out[0], c.bad, name, c.all, 100*p.MaxUnhealthy)
+			}
+		}
+		if over(rest, p.MaxUnhealthy) {
+			return fmt.Errorf("zone %s is out, and %d of the cluster's %d nodes elsewhere are unhealthy too, more than %.0f%%: remediation marks nothing until fewer are",
+				out[0], rest.bad, rest.all, 100*p.MaxUnhealthy)
 		}
 		return nil
 	}

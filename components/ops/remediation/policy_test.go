@@ -174,6 +174,7 @@ func TestTooManyUnhealthyHoldsAZoneOnItsOwn(t *testing.T) {
 		{"a failure spread over the zones", zones(2, 2, 2), in(3), true},
 		{"zone 1 down, a third of zone 2 failing", zones(10, 3, 0), in(2), true},
 		{"zones 1 and 2 down: a bad node of zone 3", zones(10, 10, 1), in(3), true},
+		{"zone 1 down, a bad node of zone 3 while zone 2 fails", zones(10, 4, 1), in(3), true},
 	} {
 		if err := p.TooManyUnhealthy(tc.nodes, tc.node); (err != nil) != tc.stopped {
 			t.Errorf("%s: TooManyUnhealthy = %v, want stopped %v", tc.name, err, tc.stopped)
@@ -208,6 +209,20 @@ func TestTooManyUnhealthyCountsAZoneAcrossPools(t *testing.T) {
 		return nodes
 	}
 	zoneDown := func(down int) func(zone, i int) bool { return func(zone, _ int) bool { return zone == down } }
+	gpuIn := func(zone, n int) []*corev1.Node {
+		var nodes []*corev1.Node
+		for range n {
+			nodes = append(nodes, node("gpu", zone, false))
+		}
+		return nodes
+	}
+	singleZone := func(n int) []*corev1.Node {
+		var nodes []*corev1.Node
+		for range n {
+			nodes = append(nodes, node("cpu", 1, true))
+		}
+		return nodes
+	}
 	healthy := func(int, int) bool { return false }
 	for _, tc := range []struct {
 		name    string
@@ -221,6 +236,10 @@ func TestTooManyUnhealthyCountsAZoneAcrossPools(t *testing.T) {
 		{"unlabelled nodes beside an out zone, one bad", append(fleet("gpu", 100, zoneDown(1)), node("old", 0, true), node("old", 0, false), node("old", 0, false)), node("old", 0, true), false},
 		{"unlabelled nodes beside an out zone, most bad", append(fleet("gpu", 100, zoneDown(1)), node("old", 0, true), node("old", 0, true), node("old", 0, false)), node("old", 0, true), true},
 		{"no zone out, a bad node", append(fleet("gpu", 100, healthy), node("gpu", 1, true)), node("gpu", 1, true), false},
+		{"zone 2 down: both of the system pool's other nodes bad", append(fleet("gpu", 100, zoneDown(2)), node("system", 1, true), node("system", 2, true), node("system", 3, true)), node("system", 1, true), true},
+		{"zone 2 down: a bad gpu node while the cpu pool fails in zone 1", append(append(fleet("gpu", 100, zoneDown(2)), fleet("cpu", 10, func(zone, i int) bool { return zone == 1 && i < 3 })...), node("gpu", 3, true)), node("gpu", 3, true), true},
+		{"zones 2 and 3 out by the cpu pool, a bad gpu node of zone 1", append(append(fleet("cpu", 10, func(zone, i int) bool { return zone > 1 && i < 6 }), gpuIn(1, 100)...), node("gpu", 1, true)), node("gpu", 1, true), true},
+		{"the one zone out, unlabelled nodes mostly bad", append(append(singleZone(20), node("cpu", 0, true), node("cpu", 0, true)), node("cpu", 0, false), node("cpu", 0, false)), node("cpu", 0, true), true},
 	} {
 		if err := p.TooManyUnhealthy(tc.nodes, tc.node); (err != nil) != tc.stopped {
 			t.Errorf("%s: TooManyUnhealthy = %v, want stopped %v", tc.name, err, tc.stopped)
