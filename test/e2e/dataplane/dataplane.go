@@ -389,7 +389,8 @@ func CheckPodsReachPodsAndServices(t *testing.T, cl []Client) {
 		for node, target := range dns {
 			across = across || node != c.node
 			if code, body := get(t, hc, "http://"+net.JoinHostPort(target.Status.PodIP, "8080")+"/health"); code != http.StatusOK {
-				t.Errorf("%s (%s) → CoreDNS %s on %s: %d %s", c.name, c.ip, target.Status.PodIP, node, code, body)
+				t.Errorf("%s (%s) → CoreDNS %s on %s: %d %s\nthe pod's conditions: %+v\n%s", c.name, c.ip, target.Status.PodIP, node, code, body,
+					target.Status.Conditions, framework.Booted.RouteReport(c.ip, target.Status.PodIP))
 			}
 		}
 		if code, body := get(t, hc, "http://"+net.JoinHostPort(framework.Booted.Cluster.DNSServiceIP(), "9153")+"/metrics"); code != http.StatusOK || !strings.Contains(body, "coredns_build_info") {

@@ -82,7 +82,10 @@ func (n *bootNetwork) create() error {
 	// sysctls are the namespace's own).
 	settings := []string{"net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0"}
 	for _, v := range n.VNets {
-		cmds = append(cmds, []string{"-n", n.Hub, "link", "add", v.Bridge, "type", "bridge"}, []string{"-n", n.Hub, "link", "set", v.Bridge, "up"})
+		// A bridge takes its lowest port's MAC unless given one: a machine added or removed would
+		// move the gateway's MAC under every machine's ARP cache, cutting them off the hub until it
+		// expires. Azure's gateway answers from one fixed MAC.
+		cmds = append(cmds, []string{"-n", n.Hub, "link", "add", v.Bridge, "address", machines.AzureGatewayMAC, "type", "bridge"}, []string{"-n", n.Hub, "link", "set", v.Bridge, "up"})
 		for _, gw := range v.Gateways {
 			cmds = append(cmds, []string{"-n", n.Hub, "addr", "add", gw.String(), "dev", v.Bridge})
 		}
@@ -282,4 +285,31 @@ func (b *Booted) MachineNetns(name string) (string, error) {
 		return "", err
 	}
 	return netnsPath(b.net.machineNetns(m.index)), nil
+}
+
+// RouteReport is how the hub forwards a packet from one address to another and back, with its
+// policy rules: what a data-plane check prints when a packet did not arrive.
+func (b *Booted) RouteReport(from, to string) string {
+	var out strings.Builder
+	hub := b.net.Hub
+	run := func(args ...string) {
+		got, err := exec.Command("ip", append([]string{"-n", hub}, args...)...).CombinedOutput()
+		fmt.Fprintf(&out, "ip %s: %s", strings.Join(args, " "), got)
+		if err != nil {
+			fmt.Fprintf(&out, " (%v)\n", err)
+		}
+	}
+	run("rule", "show")
+	for _, pair := range [][2]string{{from, to}, {to, from}} {
+		src, err := netip.ParseAddr(pair[0])
+		if err != nil {
+			fmt.Fprintf(&out, "%q is no address\n", pair[0])
+			continue
+		}
+		if v, _, ok := b.net.subnetOf(src); ok {
+			run("route", "get", pair[1], "from", pair[0], "iif", v.Bridge)
+		}
+		run("route", "show", pair[1]+"/32")
+	}
+	return out.String()
 }
