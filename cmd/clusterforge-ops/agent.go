@@ -67,7 +67,7 @@ func agent(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	cs, err := client(*kubeconfig)
+	cs, err := client(*kubeconfig, nil)
 	if err != nil {
 		return err
 	}

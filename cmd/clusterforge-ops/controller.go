@@ -20,11 +20,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/rest"
 
 	"github.com/clusterforge/clusterforge/components/azurecloud"
 	"github.com/clusterforge/clusterforge/components/leader"
 	"github.com/clusterforge/clusterforge/components/ops/admission"
 	"github.com/clusterforge/clusterforge/components/ops/brake"
+	"github.com/clusterforge/clusterforge/components/ops/gangs"
 	"github.com/clusterforge/clusterforge/components/ops/remediation"
 	"github.com/clusterforge/clusterforge/components/ops/scaleset"
 	"github.com/clusterforge/clusterforge/components/ops/teams"
@@ -33,8 +35,9 @@ import (
 	"github.com/clusterforge/clusterforge/components/wellknown"
 )
 
-// controller serves the webhooks on every replica and, while it holds the lease, runs remediation
-// and the team taints; all from one shared cache of nodes, namespaces and its own ConfigMaps.
+// controller serves the webhooks on every replica and, while it holds the lease, runs remediation,
+// the team taints and the gang-room gate; from one shared cache of nodes, namespaces and its own
+// ConfigMaps, and one of the gated gang pods.
 func controller(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("controller", flag.ContinueOnError)
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig (default: in-cluster)")
@@ -46,6 +49,7 @@ func controller(ctx context.Context, args []string) error {
 	scaleSets := fs.String("worker-scale-sets", "", "comma-separated worker scale sets remediation may delete instances of")
 	apiserverScaleSet := fs.String("apiserver-scale-set", "", "the apiserver scale set whose automatic repairs' state is exported (needs --cloud-config)")
 	maxUnhealthy := fs.Float64("remediation-max-unhealthy", remediation.DefaultPolicy().MaxUnhealthy, "remediation: the share of a pool's or the cluster's nodes (while a zone is out, of each pool's nodes in every other zone) unhealthy at once above which nothing is marked")
+	gangDomains := fs.String("gang-domains", "", "the cluster's gang domains at full size, as JSON (machine.GangDomainShapes): gangs' pods wait behind the gang-room gate until one could hold the whole gang; empty: the gate's controller does not run")
 	teamQuota := fs.String("team-quota", "", "every team namespace's ResourceQuota: name=quantity pairs, comma-separated; empty: none kept")
 	teamObjects := spec.Teams{}
 	fs.Int64Var(&teamObjects.MaxObjectBytes, "team-object-bytes", spec.DefaultTeamMaxObjectBytes, "the largest object, as JSON, a team may write into its namespace")
@@ -58,7 +62,20 @@ func controller(ctx context.Context, args []string) error {
 	if err := policy.Validate(); err != nil {
 		return fmt.Errorf("--remediation-max-unhealthy: %w", err)
 	}
-	cs, err := client(*kubeconfig)
+	var domains []gangs.Domain
+	if *gangDomains != "" {
+		var err error
+		if domains, err = gangs.ParseDomains(*gangDomains); err != nil {
+			return fmt.Errorf("--gang-domains: %w", err)
+		}
+	}
+	cs, err := client(*kubeconfig, nil)
+	if err != nil {
+		return err
+	}
+	// The gate lifts each pod of a gang with a call of its own: a gang of 1,000 pods would wait
+	// 200 s behind client-go's default 5 a second, shared with remediation.
+	gateClient, err := client(*kubeconfig, func(cfg *rest.Config) { cfg.QPS, cfg.Burst = 50, 100 })
 	if err != nil {
 		return err
 	}
@@ -139,6 +156,16 @@ func controller(ctx context.Context, args []string) error {
 	lead := func(ctx context.Context) {
 		var wg sync.WaitGroup
 		wg.Add(3)
+		if *gangDomains != "" {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := &gangs.Controller{Client: gateClient, Domains: domains, Logf: log.Printf}
+				if err := c.Run(ctx); err != nil && ctx.Err() == nil {
+					log.Printf("gang-room gate: %v", err)
+				}
+			}()
+		}
 		go func() {
 			defer wg.Done()
 			n := &teams.Namespaces{Client: cs, Hard: hard, Every: 10 * time.Minute, Logf: log.Printf}

@@ -2,7 +2,8 @@
 // binary in three roles:
 //
 //	clusterforge-ops controller   the Deployment: the scale-down brake and team toleration webhooks
-//	                              (every replica), remediation and team taints (the leader)
+//	                              (every replica), remediation, team taints and the gang-room
+//	                              gate (the leader)
 //	clusterforge-ops agent        the DaemonSet: its own node's preflight tests and scheduled events
 //	clusterforge-ops retest       the CronJob: idle GPU nodes back under preflight
 //
@@ -51,8 +52,9 @@ func main() {
 	}
 }
 
-// client is the in-cluster client, or kubeconfig's when given (tests, operators).
-func client(kubeconfig string) (*kubernetes.Clientset, error) {
+// client is the in-cluster client, or kubeconfig's when given (tests, operators), with tune's
+// settings when given.
+func client(kubeconfig string, tune func(*rest.Config)) (*kubernetes.Clientset, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -62,6 +64,9 @@ func client(kubeconfig string) (*kubernetes.Clientset, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if tune != nil {
+		tune(cfg)
 	}
 	return kubernetes.NewForConfig(cfg)
 }

@@ -19,7 +19,7 @@ func retest(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cs, err := client(*kubeconfig)
+	cs, err := client(*kubeconfig, nil)
 	if err != nil {
 		return err
 	}

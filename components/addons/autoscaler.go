@@ -35,7 +35,9 @@ func AutoscalerFlags(c *spec.Cluster) []string {
 		"--cloud-config=" + autoscalerCloudConfigDir + "/" + autoscalerCloudConfigKey,
 		"--leader-elect=true",
 		"--scan-interval=" + strconv.Itoa(spec.AutoscalerScanSeconds) + "s",
-		"--expander=least-waste",
+		// A gang past the gang-room gate grows a group that can take all its pods (the most),
+		// not one with room for part of it; ties go to the least waste.
+		"--expander=most-pods,least-waste",
 		"--balance-similar-node-groups=true", // the scale sets of one split pool grow together
 		"--expendable-pods-priority-cutoff=" + strconv.Itoa(ExpendablePodsCutoff),
 		"--max-total-unready-percentage=" + strconv.Itoa(a.MaxUnreadyPercentage),

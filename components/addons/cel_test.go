@@ -510,3 +510,105 @@ func TestNodeCapacityPolicyUnderCEL(t *testing.T) {
 		}
 	}
 }
+
+// Only clusterforge-ops lifts the gang-room gate, and lifting it (with its label) is all it may do
+// to a pod: the policy's expressions under CEL, on the patch the controller makes
+// (components/ops/gangs) and on what a team or a stolen ops token would try.
+func TestGangRoomPolicyUnderCEL(t *testing.T) {
+	policy := find[*admissionregistrationv1.ValidatingAdmissionPolicy](gangRoom(), GangRoomPolicy)
+	env := celEnv(t)
+	ops, team := ServiceAccountUser(SystemNamespace, wellknown.OpsName), "system:serviceaccount:team-a:trainer"
+	gate := map[string]any{"name": wellknown.GangRoomGate}
+	old := func() map[string]any { // a gang's pod as the mutating policy left it
+		return map[string]any{
+			"metadata": map[string]any{"name": "train-0", "labels": map[string]any{"app": "train", wellknown.GangRoomLabel: wellknown.GangRoomWaiting}},
+			"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "team/train:1"}},
+				"schedulingGates": []any{map[string]any{"name": "team.example/own"}, gate}},
+		}
+	}
+	edit := func(f func(meta, spec map[string]any)) map[string]any {
+		p := old()
+		f(p["metadata"].(map[string]any), p["spec"].(map[string]any))
+		return p
+	}
+	lifted := func(meta, spec map[string]any) {
+		delete(meta["labels"].(map[string]any), wellknown.GangRoomLabel)
+		spec["schedulingGates"] = []any{map[string]any{"name": "team.example/own"}}
+	}
+	admits := func(operation string, now, oldObject any, user string) bool {
+		t.Helper()
+		groups := []any{"system:authenticated"}
+		if user == "operator" {
+			groups = append(groups, wellknown.BreakGlassGroup)
+		}
+		inputs := map[string]any{"object": now, "oldObject": oldObject,
+			"request": map[string]any{"operation": operation, "userInfo": map[string]any{"username": user, "groups": groups}}}
+		variables := map[string]any{}
+		for _, v := range policy.Spec.Variables {
+			variables[v.Name] = celEval(t, env, v.Expression, inputs)
+		}
+		inputs["variables"] = variables
+		for _, v := range policy.Spec.Validations {
+			if celEval(t, env, v.Expression, inputs) != true {
+				return false
+			}
+		}
+		return true
+	}
+	for _, tc := range []struct {
+		what, user string
+		now        map[string]any
+		admit      bool
+	}{
+		{"clusterforge-ops lifts the gate and its label", ops, edit(lifted), true},
+		{"clusterforge-ops lifts the gate and leaves the label", ops, edit(func(_, spec map[string]any) {
+			spec["schedulingGates"] = []any{map[string]any{"name": "team.example/own"}}
+		}), false},
+		{"clusterforge-ops takes the label and leaves the gate", ops, edit(func(meta, _ map[string]any) {
+			delete(meta["labels"].(map[string]any), wellknown.GangRoomLabel)
+		}), false},
+		{"break-glass lifts the gate and its label", "operator", edit(lifted), true},
+		{"a team takes the label off its gated pod", team, edit(func(meta, _ map[string]any) {
+			delete(meta["labels"].(map[string]any), wellknown.GangRoomLabel)
+		}), false},
+		{"a team changes the label's value", team, edit(func(meta, _ map[string]any) {
+			meta["labels"].(map[string]any)[wellknown.GangRoomLabel] = "other"
+		}), false},
+		{"a team lifts the gate", team, edit(lifted), false},
+		{"a team lifts its own gate", team, edit(func(_, spec map[string]any) { spec["schedulingGates"] = []any{gate} }), true},
+		{"a team changes its image while gated", team, edit(func(_, spec map[string]any) {
+			spec["containers"] = []any{map[string]any{"name": "c", "image": "team/train:2"}}
+		}), true},
+		{"clusterforge-ops lifts a team's gate", ops, edit(func(_, spec map[string]any) { spec["schedulingGates"] = []any{gate} }), false},
+		{"clusterforge-ops changes an image", ops, edit(func(meta, spec map[string]any) {
+			lifted(meta, spec)
+			spec["containers"] = []any{map[string]any{"name": "c", "image": "evil/miner:1"}}
+		}), false},
+		{"clusterforge-ops adds a toleration", ops, edit(func(meta, spec map[string]any) {
+			lifted(meta, spec)
+			spec["tolerations"] = []any{map[string]any{"operator": "Exists"}}
+		}), false},
+		{"clusterforge-ops steers the pod with a node selector", ops, edit(func(meta, spec map[string]any) {
+			lifted(meta, spec)
+			spec["nodeSelector"] = map[string]any{"kubernetes.io/hostname": "n1"}
+		}), false},
+		{"clusterforge-ops relabels the pod", ops, edit(func(meta, spec map[string]any) {
+			lifted(meta, spec)
+			meta["labels"].(map[string]any)["app"] = "other"
+		}), false},
+		{"clusterforge-ops takes another label off", ops, edit(func(meta, spec map[string]any) {
+			lifted(meta, spec)
+			delete(meta["labels"].(map[string]any), "app")
+		}), false},
+	} {
+		if admits("UPDATE", tc.now, old(), tc.user) != tc.admit {
+			t.Errorf("%s: admitted %v, want %v", tc.what, !tc.admit, tc.admit)
+		}
+	}
+	if !admits("CREATE", old(), nil, team) {
+		t.Error("a gang's pod made gated and labelled is refused")
+	}
+	if admits("CREATE", edit(func(_, spec map[string]any) { delete(spec, "schedulingGates") }), nil, team) {
+		t.Error("a team made an ungated pod with the gate's label")
+	}
+}

@@ -1,6 +1,7 @@
 package addons
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/clusterforge/clusterforge/components/machine"
 	"github.com/clusterforge/clusterforge/components/pki"
 	"github.com/clusterforge/clusterforge/components/spec"
 	"github.com/clusterforge/clusterforge/components/wellknown"
@@ -73,9 +75,13 @@ func opsController(c *spec.Cluster) []Object {
 		{APIGroups: []string{""}, Resources: []string{"resourcequotas"}, Verbs: []string{"get", "create", "patch"}},
 		{APIGroups: []string{networkingv1.GroupName}, Resources: []string{"networkpolicies"}, Verbs: []string{"get", "create", "patch"}},
 		// Drains: one node's pods at a time, by field selector, through the eviction API.
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list"}},
+		// The gang-room gate: gated pods watched by their label, the gate lifted by a patch that
+		// GangRoomPolicy holds to the gate and the label; PodGroups watched; why a gang waits, as
+		// an Event on its PodGroup.
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"list", "watch", "patch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{wellknown.SchedulingGroup}, Resources: []string{"podgroups"}, Verbs: []string{"list", "watch"}},
 	}, append(leaderElection(wellknown.OpsName),
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"list", "watch", "create"}},
 		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{wellknown.OpsBrakeLedger}, Verbs: []string{"get", "update"}},
@@ -89,7 +95,7 @@ func opsController(c *spec.Cluster) []Object {
 				"--apiserver-scale-set=" + c.APIServerName(),
 				"--team-quota=" + teamQuotaFlag(c), "--team-object-bytes=" + strconv.FormatInt(c.Teams.MaxObjectBytes, 10),
 				"--team-data-object-bytes=" + strconv.FormatInt(c.Teams.MaxDataObjectBytes, 10),
-				"--remediation-max-unhealthy=" + strconv.FormatFloat(c.RemediationMaxUnhealthy(), 'g', -1, 64)},
+				"--remediation-max-unhealthy=" + strconv.FormatFloat(c.RemediationMaxUnhealthy(), 'g', -1, 64), "--gang-domains=" + gangDomainsFlag(c)},
 			Env:   []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
 			Ports: []corev1.ContainerPort{{Name: "https", ContainerPort: wellknown.OpsWebhookPort}},
 			Resources: corev1.ResourceRequirements{
@@ -118,6 +124,19 @@ func opsController(c *spec.Cluster) []Object {
 		Spec: corev1.ServiceSpec{Selector: d.Spec.Selector.MatchLabels,
 			Ports: []corev1.ServicePort{{Name: "https", Port: wellknown.OpsServicePort, TargetPort: intstr.FromInt32(wellknown.OpsWebhookPort)}}},
 	})
+}
+
+// gangDomainsFlag is the cluster's gang domains at full size, as JSON, when it has gangs: what the
+// gang-room gate judges gangs against. Empty turns the gate's controller off.
+func gangDomainsFlag(c *spec.Cluster) string {
+	if !machine.GangScheduling(c) {
+		return ""
+	}
+	out, err := json.Marshal(machine.GangDomainShapes(c))
+	if err != nil {
+		panic(err) // strings, numbers and maps of them
+	}
+	return string(out)
 }
 
 // opsAgent runs on every worker: it reads and writes its own Node only (preflight's taint and

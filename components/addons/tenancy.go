@@ -27,6 +27,9 @@ const (
 	// GangDomainPolicy keeps a gang within one gang domain (wellknown.GangDomainLabel) unless its
 	// PodGroup says otherwise.
 	GangDomainPolicy = "clusterforge-gang-domain"
+	// GangRoomPolicy gates every gang's pod when it is made (a mutating policy) and lets only
+	// clusterforge-ops lift the gate, changing nothing else of the pod (a validating one).
+	GangRoomPolicy = "clusterforge-gang-room"
 )
 
 // TeamNamespaceLabels are the labels of team's namespace: the team (quotas, tolerations, L17) and
@@ -87,6 +90,7 @@ func tenancy(c *spec.Cluster) []Object {
 	objs = append(objs, teamGangs(c)...)
 	if machine.GangScheduling(c) { // the policy's API and the PodGroup's field come with gangs
 		objs = append(objs, gangDomain()...)
+		objs = append(objs, gangRoom()...)
 	}
 	return append(objs, admissionPolicy(TeamPlacementPolicy, teamPods, nil,
 		[]admissionregistrationv1.Variable{
@@ -206,6 +210,69 @@ func gangDomain() []Object {
 			Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: GangDomainPolicy},
 		},
 	}
+}
+
+// gangRoom is GangRoomPolicy: a gang's pod is made behind wellknown.GangRoomGate, labelled so
+// clusterforge-ops watches gated pods alone, and only clusterforge-ops takes the gate off, with
+// nothing else of the pod changed but the label. A pod bound at creation (nodeName) may carry no
+// gate and skips the scheduler anyway.
+func gangRoom() []Object {
+	fail := admissionregistrationv1.Fail
+	gate, label := quote(wellknown.GangRoomGate), quote(wellknown.GangRoomLabel)
+	ops := quote(ServiceAccountUser(SystemNamespace, wellknown.OpsName))
+	gates := func(o string) string { return o + ".spec.?schedulingGates.orValue([])" }
+	labels := func(o string) string { return o + ".metadata.?labels.orValue({})" }
+	same := func(field string) string { return "object." + field + " == oldObject." + field }
+	mutating := []Object{
+		&admissionregistrationv1.MutatingAdmissionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: GangRoomPolicy},
+			Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{FailurePolicy: &fail,
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"pods"}, admissionregistrationv1.Create)},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "gang-pod-to-schedule",
+					Expression: "has(object.spec.schedulingGroup) && has(object.spec.schedulingGroup.podGroupName) && !has(object.spec.nodeName)"}},
+				ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
+				Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+					ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: "Object{metadata: Object.metadata{labels: {" + label + ": " +
+						quote(wellknown.GangRoomWaiting) + "}}, spec: Object.spec{schedulingGates: [Object.spec.schedulingGates{name: " + gate + "}]}}"}}},
+			},
+		},
+		&admissionregistrationv1.MutatingAdmissionPolicyBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: GangRoomPolicy},
+			Spec:       admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: GangRoomPolicy},
+		},
+	}
+	gated := func(o string) string { return gates(o) + ".exists(g, g.name == " + gate + ")" }
+	labelled := func(o string) string { return label + " in " + labels(o) }
+	breakGlass := "request.userInfo.groups.exists(g, g == " + quote(wellknown.BreakGlassGroup) + ")"
+	validating := admissionPolicy(GangRoomPolicy,
+		admissionregistrationv1.MatchResources{ResourceRules: rules([]string{"pods"}, admissionregistrationv1.Create, admissionregistrationv1.Update)}, nil,
+		[]admissionregistrationv1.Variable{
+			{Name: "lifted", Expression: "request.operation == 'UPDATE' && " + gated("oldObject") + " && !" + gated("object")},
+			{Name: "ops", Expression: "request.userInfo.username == " + ops},
+		},
+		admissionregistrationv1.Validation{
+			Expression: "!variables.lifted || variables.ops || " + breakGlass,
+			Message:    "only " + wellknown.OpsName + " lifts " + wellknown.GangRoomGate + ": it does once one gang domain can hold the whole gang",
+		},
+		// The controller watches gated pods by the label: a pod gated without it would never be
+		// judged, and a label without the gate would fill its cache with pods it has nothing to do for.
+		admissionregistrationv1.Validation{
+			Expression: labelled("object") + " == " + gated("object") + " && (request.operation == 'CREATE' || variables.ops || " + breakGlass + " || " +
+				labels("object") + "[?" + label + "] == " + labels("oldObject") + "[?" + label + "])",
+			Message: wellknown.GangRoomLabel + " goes with the " + wellknown.GangRoomGate + " gate, and only " + wellknown.OpsName + " takes them off",
+		},
+		admissionregistrationv1.Validation{
+			Expression: "!variables.ops || request.operation == 'CREATE' || (" + strings.Join([]string{
+				gates("oldObject") + ".filter(g, g.name != " + gate + ") == " + gates("object"),
+				labels("object") + ".all(k, k in " + labels("oldObject") + " && " + labels("oldObject") + "[k] == " + labels("object") + "[k])",
+				labels("oldObject") + ".all(k, k == " + label + " || k in " + labels("object") + ")",
+				same("spec.containers"), same("spec.?initContainers"), same("spec.?tolerations"), same("spec.?nodeSelector"),
+				same("spec.?affinity"), same("spec.?activeDeadlineSeconds"), same("spec.?terminationGracePeriodSeconds"),
+				same("metadata.?annotations"), same("metadata.?ownerReferences"), same("metadata.?finalizers"),
+			}, " && ") + ")",
+			Message: wellknown.OpsName + " may only take " + wellknown.GangRoomGate + " and its label off a pod",
+		})
+	return append(mutating, validating...)
 }
 
 // admissionPolicy is a ValidatingAdmissionPolicy that denies what fails a validation, and its

@@ -104,19 +104,16 @@ func NodeLabels(pool spec.Pool) map[string]string {
 // register with, and their GPUs. Scale sets of one InfiniBand pool differ in their gang domain, so
 // the autoscaler does not balance a gang's growth across their fabrics.
 func NodeTemplateTags(set spec.ScaleSet) map[string]string {
-	pool := set.Pool
+	labels, taints, gpus := TemplateNode(set)
 	tags := map[string]string{}
-	for k, v := range NodeLabels(pool) {
+	for k, v := range labels {
 		tags[wellknown.LabelTag(k)] = v
 	}
-	for k, v := range PlacementOf(set) {
-		tags[wellknown.LabelTag(k)] = v
-	}
-	for _, t := range RegisterTaints(pool) {
+	for _, t := range taints {
 		tags[wellknown.TaintTag(t.Key)] = t.Value + ":" + t.Effect
 	}
-	if size, _ := spec.VMCapacity(pool.VMSize); pool.IsGPU() && size.GPUs > 0 {
-		tags[wellknown.ResourceTag(GPUResource)] = strconv.Itoa(size.GPUs)
+	if gpus > 0 {
+		tags[wellknown.ResourceTag(GPUResource)] = strconv.Itoa(gpus)
 	}
 	return tags
 }

@@ -397,3 +397,30 @@ func (c *Cluster) SystemPool() Pool {
 // other zone: half of one zone's share, so a failure spread over the zones is waited out (it is
 // rarely the machines'). A zone's own outage is held by remediation's zone check.
 func (c *Cluster) RemediationMaxUnhealthy() float64 { return 0.5 / float64(max(1, len(c.Zones))) }
+
+// GangDomainShape is gang domains whose nodes are alike, at full size, as clusterforge-ops judges
+// a gang against them (components/ops/gangs): each node as its pool's register
+// (machine.GangDomainShapes fills it), each domain as many nodes as its scale sets may hold.
+type GangDomainShape struct {
+	// Labels, Taints and Allocatable are a node's once it has joined and passed preflight: every
+	// label but its gang domain and zone, which each domain says.
+	Labels      map[string]string `json:"labels"`
+	Taints      []GangDomainTaint `json:"taints,omitempty"`
+	Allocatable map[string]string `json:"allocatable"`
+	Domains     []GangDomainSize  `json:"domains"`
+}
+
+// GangDomainSize is one gang domain of a shape.
+type GangDomainSize struct {
+	Name     string `json:"name"`
+	MaxNodes int    `json:"maxNodes"`
+	// Zones are the zone label's values its nodes may have.
+	Zones []string `json:"zones"`
+}
+
+// GangDomainTaint is a taint as a Node carries it.
+type GangDomainTaint struct {
+	Key    string `json:"key"`
+	Value  string `json:"value,omitempty"`
+	Effect string `json:"effect"`
+}

@@ -149,3 +149,14 @@ func ComputerName(prefix string, instanceID int64) string {
 // brake, or while its webhook is down: only a cluster admin may impersonate a group, and the
 // audit log records who did.
 const BreakGlassGroup = "clusterforge:break-glass"
+
+// The gang-room gate: the apiserver gives every gang's pod the scheduling gate and the label
+// (addons.GangRoomPolicy); clusterforge-ops lifts both once one gang domain can hold the whole
+// gang (components/ops/gangs). Until then neither the scheduler nor cluster-autoscaler sees the
+// pod, so no scale set grows part way for a gang it cannot hold.
+const (
+	GangRoomGate  = "clusterforge.io/gang-room"
+	GangRoomLabel = "clusterforge.io/gang-room"
+	// GangRoomWaiting is GangRoomLabel's value while the gate holds.
+	GangRoomWaiting = "waiting"
+)

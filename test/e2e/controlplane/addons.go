@@ -45,16 +45,19 @@ func Addons(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("applied %d add-on objects with server-side apply", len(objs))
+	gpuPool := poolWhere(func(p spec.Pool) bool { return p.IsGPU() })
+	if gpuPool.Name == "" {
+		t.Fatal("the stack has no GPU pool to run the balloon and gang checks on")
+	}
+	// Every gang's pod is made behind the gang-room gate: clusterforge-ops's controller lifts it,
+	// here from the test process, as clusterforge-ops (its pods are KWOK pods in the rehearsal).
+	runGangRoom(t, objs, gpuPool)
 
 	t.Run("DNSReplicasOnDistinctNodes", func(t *testing.T) { checkDNSSpread(t, cs) })
 	t.Run("NoDaemonSetListsOrWatchesClusterScope", func(t *testing.T) { checkNoPerNodePollers(t, cs, objs) })
 	t.Run("TenancyAtAdmission", func(t *testing.T) { checkTenancy(t, cs) })
 	t.Run("NodeAgentsChangeOnlyTheirFields", func(t *testing.T) { checkNodeAgentFields(t, cs) })
 	t.Run("TeamRequestsQueueApart", func(t *testing.T) { checkTeamFairness(t, cs) })
-	gpuPool := poolWhere(func(p spec.Pool) bool { return p.IsGPU() })
-	if gpuPool.Name == "" {
-		t.Fatal("the stack has no GPU pool to run the balloon and gang checks on")
-	}
 	t.Run("NormalPodPreemptsBalloonOnFullPool", func(t *testing.T) { checkBalloonPreempted(t, cs, gpuPool) })
 	t.Run("WholePoolGangsDoNotDeadlock", func(t *testing.T) { checkGangs(t, cs, gpuPool) })
 	t.Run("GangsStayInOneGangDomain", func(t *testing.T) { checkGangDomains(t, cs, gpuPool) })

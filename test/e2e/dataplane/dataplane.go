@@ -1,6 +1,7 @@
 package dataplane
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	neturl "net/url"
@@ -42,7 +44,8 @@ import (
 // Every node registered with the providerID cloud-provider-azure gives a scale-set instance,
 // azure://<resource id>, read from the instance metadata at boot: the Azure SDK's parser reads
 // it as an instance of a scale set the autoscaler's --nodes names for the node's pool, in the
-// cluster's resource group.
+// cluster's resource group. Each node is also the node its gang domain says, as the gang-room gate
+// judges gangs against it.
 func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 	framework.NeedBoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -120,6 +123,7 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 
 	// The node the autoscaler builds from a scale set's tags, as it decodes them, is the node each
 	// of its instances' kubelets registered: its labels, its taints once ready, its GPUs.
+	shapes := machine.GangDomainShapes(c)
 	for _, n := range nodes.Items {
 		raw, _ := strings.CutPrefix(n.Spec.ProviderID, "azure://")
 		id, err := arm.ParseResourceID(raw)
@@ -129,7 +133,57 @@ func ProviderIDsAreScaleSetInstancesOfTheirPool(t *testing.T) {
 		for _, m := range templateMismatches(c, &n, listed[id.Parent.Name]) {
 			t.Error(m)
 		}
+		for _, m := range gangDomainMismatches(shapes, &n) {
+			t.Error(m)
+		}
 	}
+}
+
+// gangDomainMismatches compares a registered node with its gang domain's node as the gang-room
+// gate judges gangs against it (machine.GangDomainShapes): every label, its zone, the taints it
+// keeps once ready, its pods and GPUs (a label the template lacks, the gate takes to hold). Its
+// CPU and memory are this host's (deviation "CPUs and memory").
+func gangDomainMismatches(shapes []spec.GangDomainShape, n *corev1.Node) []string {
+	domain := n.Labels[wellknown.GangDomainLabel]
+	for _, s := range shapes {
+		i := slices.IndexFunc(s.Domains, func(d spec.GangDomainSize) bool { return d.Name == domain })
+		if i < 0 {
+			continue
+		}
+		var out []string
+		want := maps.Clone(s.Labels)
+		want[wellknown.GangDomainLabel] = domain
+		for k, v := range want {
+			if n.Labels[k] != v {
+				out = append(out, fmt.Sprintf("node %s: gang domain %s's label %s=%s, the node's %q", n.Name, domain, k, v, n.Labels[k]))
+			}
+		}
+		if z := n.Labels[wellknown.ZoneLabel]; !slices.Contains(s.Domains[i].Zones, z) {
+			out = append(out, fmt.Sprintf("node %s is in zone %q; gang domain %s in %v", n.Name, z, domain, s.Domains[i].Zones))
+		}
+		var registered, judged []string
+		for _, tt := range n.Spec.Taints {
+			if !strings.HasPrefix(tt.Key, "node.kubernetes.io/") && tt.Key != machine.PreflightTaint.Key {
+				registered = append(registered, tt.ToString())
+			}
+		}
+		for _, tt := range s.Taints {
+			judged = append(judged, (&corev1.Taint{Key: tt.Key, Value: tt.Value, Effect: corev1.TaintEffect(tt.Effect)}).ToString())
+		}
+		slices.Sort(registered)
+		slices.Sort(judged)
+		if !slices.Equal(registered, judged) {
+			out = append(out, fmt.Sprintf("node %s's taints %v; gang domain %s's %v", n.Name, registered, domain, judged))
+		}
+		for _, r := range []corev1.ResourceName{corev1.ResourcePods, machine.GPUResource} {
+			got := n.Status.Allocatable[r]
+			if want := resource.MustParse(cmp.Or(s.Allocatable[string(r)], "0")); got.Cmp(want) != 0 {
+				out = append(out, fmt.Sprintf("node %s offers %s %s; gang domain %s's node %s", n.Name, got.String(), r, domain, want.String()))
+			}
+		}
+		return out
+	}
+	return []string{fmt.Sprintf("node %s is in gang domain %q, which the gate does not know", n.Name, domain)}
 }
 
 // tagsOf is a scale set's tags as plain strings; nil for no scale set.
