@@ -4,9 +4,9 @@
 // can hold together it grows the group that holds most of them, to its maximum, and the gang still
 // cannot start. Gated pods are invisible to it and to the scheduler.
 //
-// The judgement fails open: what the template nodes do not model (a label key a domain's nodes do
-// not carry in the template, a resource no pool offers by name) does not hold a gang back; the
-// scheduler still judges it against the real nodes.
+// The judgement fails open where the template nodes cannot answer (the kubelet's own labels, a
+// resource no pool offers by name): that does not hold a gang back, and the scheduler still judges
+// it against the real nodes.
 package gangs
 
 import (
@@ -239,12 +239,19 @@ func (d Domain) admits(p *corev1.Pod) bool {
 	return false
 }
 
-// onLabelsOf is the pod with only the node selector and required node affinity that labels can
-// answer: a requirement on a key the template does not carry, or on a field, is taken to hold.
+// unjudged are labels a node may carry that its template does not model: the kubelet's own and
+// the older forms of the ones the CSR approver sets. A requirement on one is taken to hold.
+var unjudged = map[string]bool{corev1.LabelHostname: true, corev1.LabelInstanceType: true, corev1.LabelInstanceTypeStable: true,
+	corev1.LabelFailureDomainBetaZone: true, corev1.LabelFailureDomainBetaRegion: true, "beta.kubernetes.io/os": true, "beta.kubernetes.io/arch": true}
+
+// onLabelsOf is the pod with only the node selector and required node affinity labels can answer:
+// a requirement on an unjudged label the template does not carry, or on a field, is taken to hold.
+// Any other label the template lacks, its nodes lack too.
 func onLabelsOf(p *corev1.Pod, labels map[string]string) *corev1.Pod {
+	judged := func(key string) bool { _, ok := labels[key]; return ok || !unjudged[key] }
 	out := &corev1.Pod{}
 	for k, v := range p.Spec.NodeSelector {
-		if _, ok := labels[k]; ok {
+		if judged(k) {
 			if out.Spec.NodeSelector == nil {
 				out.Spec.NodeSelector = map[string]string{}
 			}
@@ -256,7 +263,7 @@ func onLabelsOf(p *corev1.Pod, labels map[string]string) *corev1.Pod {
 		for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
 			var kept []corev1.NodeSelectorRequirement
 			for _, r := range term.MatchExpressions {
-				if _, ok := labels[r.Key]; ok {
+				if judged(r.Key) {
 					kept = append(kept, r)
 				}
 			}

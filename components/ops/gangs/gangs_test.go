@@ -81,7 +81,8 @@ func TestFit(t *testing.T) {
 		{"a selector for another OS fits nowhere", copies(1, pod("p", 0, "1", map[string]string{"kubernetes.io/os": "windows"})), 1, "", "the most any holds is 0"},
 		{"a zone selector picks that zone's group", copies(4, pod("p", 8, "90", map[string]string{wellknown.GPULabel: "true", wellknown.ZoneLabel: "eastus2-2"})), 4, "gpu-001", ""},
 		{"a zone of a pool over two zones admits", copies(2, pod("p", 0, "7", map[string]string{wellknown.ZoneLabel: "eastus2-2"})), 2, "cpu", ""},
-		{"a label the template does not model is taken to hold", copies(2, pod("p", 0, "7", map[string]string{"node.kubernetes.io/instance-type": "Standard_D16s_v5"})), 2, "cpu", ""},
+		{"the kubelet's labels, which the template does not model, are taken to hold", copies(2, pod("p", 0, "7", map[string]string{"node.kubernetes.io/instance-type": "Standard_D16s_v5"})), 2, "cpu", ""},
+		{"a label no domain's nodes carry holds the gang", copies(2, pod("p", 0, "7", map[string]string{"example.com/rack": "r1"})), 2, "", "the most any holds is 0"},
 		{"a resource no pool offers by name is not judged", copies(2, func() *corev1.Pod {
 			p := pod("p", 0, "7", nil)
 			p.Spec.Containers[0].Resources.Requests[corev1.ResourceEphemeralStorage] = resource.MustParse("100Gi")
