@@ -158,7 +158,7 @@ func gangDomainMismatches(shapes []spec.GangDomainShape, n *corev1.Node) []strin
 				out = append(out, fmt.Sprintf("node %s: gang domain %s's label %s=%s, the node's %q", n.Name, domain, k, v, n.Labels[k]))
 			}
 		}
-		if z := n.Labels[wellknown.ZoneLabel]; !slices.Contains(s.Domains[i].Zones, z) {
+		if z, zones := n.Labels[wellknown.ZoneLabel], s.Domains[i].Zones; len(zones) > 0 && !slices.Contains(zones, z) || len(zones) == 0 && z != "" {
 			out = append(out, fmt.Sprintf("node %s is in zone %q; gang domain %s in %v", n.Name, z, domain, s.Domains[i].Zones))
 		}
 		var registered, judged []string
