@@ -73,9 +73,7 @@ func controller(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	// The gate lifts each pod of a gang with a call of its own: a gang of 1,000 pods would wait
-	// 200 s behind client-go's default 5 a second, shared with remediation.
-	gateClient, err := client(*kubeconfig, func(cfg *rest.Config) { cfg.QPS, cfg.Burst = 50, 100 })
+	gateClient, err := client(*kubeconfig, func(cfg *rest.Config) { cfg.QPS, cfg.Burst = gangs.ClientQPS, gangs.ClientBurst })
 	if err != nil {
 		return err
 	}

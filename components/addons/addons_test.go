@@ -2,6 +2,7 @@ package addons
 
 import (
 	"encoding/json"
+	"maps"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -340,4 +341,38 @@ func ownNodeEach(d *appsv1.Deployment) bool {
 		return term.TopologyKey == corev1.LabelHostname && term.LabelSelector != nil &&
 			reflect.DeepEqual(term.LabelSelector.MatchLabels, d.Spec.Selector.MatchLabels)
 	})
+}
+
+// The gang domains reach clusterforge-ops as one container argument, which Linux refuses past
+// MAX_ARG_STRLEN (128 KiB): every stack's, at every pool's maxNodes, stays well inside, and parses
+// back into every worker scale set's gang domain.
+func TestGangDomainsFlagFitsOneArgument(t *testing.T) {
+	const maxArgStrlen = 128 << 10
+	for name, c := range stacks(t) {
+		flag := gangDomainsFlag(c)
+		if !machine.GangScheduling(c) {
+			continue
+		}
+		if len(flag) > maxArgStrlen/4 {
+			t.Errorf("%s: --gang-domains is %d bytes; want under a quarter of the %d one argument may hold", name, len(flag), maxArgStrlen)
+		}
+		var shapes []spec.GangDomainShape
+		if err := json.Unmarshal([]byte(flag), &shapes); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		seen := map[string]int{}
+		for _, s := range shapes {
+			for _, d := range s.Domains {
+				seen[d.Name] += d.MaxNodes
+			}
+		}
+		want := map[string]int{}
+		for _, s := range c.ScaleSets() {
+			want[s.GangDomain()] += s.MaxNodes
+		}
+		if !maps.Equal(seen, want) {
+			t.Errorf("%s: --gang-domains holds %v; the scale sets make %v", name, seen, want)
+		}
+		t.Logf("%s: --gang-domains is %d bytes for %d domains", name, len(flag), len(seen))
+	}
 }

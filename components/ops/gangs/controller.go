@@ -44,6 +44,14 @@ type said struct {
 	at  time.Time
 }
 
+// ClientQPS and ClientBurst are the rate of the gate's own client: it lifts each pod of a gang with
+// a call of its own, and a gang of 1,000 pods would wait 200 s behind client-go's default 5 a
+// second, shared with remediation.
+const (
+	ClientQPS   = 50
+	ClientBurst = 100
+)
+
 // byGang indexes gated pods by "<namespace>/<PodGroup>".
 const byGang = "gang"
 
